@@ -1,0 +1,49 @@
+package app
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"time"
+)
+
+// Config is every knob of the worker, read from SUTRA_* environment
+// variables (envconfig). Every field has a default that works against local
+// PostgreSQL and RabbitMQ.
+type Config struct {
+	DatabaseURL string `envconfig:"DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/sutra" desc:"PostgreSQL URL; the database is created by migrate if missing"`
+	AMQPURL     string `envconfig:"AMQP_URL" default:"amqp://guest:guest@127.0.0.1:5672/" desc:"RabbitMQ URL; isolate deployments by vhost"`
+	ReplicaID   string `envconfig:"REPLICA_ID" desc:"this replica's id in claim owners (default: hostname plus a random suffix)"`
+	Lanes       int    `envconfig:"LANES" default:"16" desc:"lane goroutines; each runs one step at a time"`
+	Prefetch    int    `envconfig:"PREFETCH" default:"256" desc:"unacknowledged relays in flight per replica"`
+	HTTPAddr    string `envconfig:"HTTP_ADDR" default:":9464" desc:"listen address of /metrics, /healthz and /readyz"`
+
+	ClaimTimeout    time.Duration `envconfig:"CLAIM_TIMEOUT" default:"30s" desc:"age after which a claim is stale and may be taken over"`
+	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s" desc:"how long a stop waits for in-flight steps before closing"`
+
+	RelayExchange   string `envconfig:"RELAY_EXCHANGE" default:"sutra.relays" desc:"durable topic exchange relays are published to"`
+	RelayQueue      string `envconfig:"RELAY_QUEUE" default:"sutra.relays" desc:"durable queue the worker consumes"`
+	RelayBindingKey string `envconfig:"RELAY_BINDING_KEY" default:"#" desc:"binding key of the relay queue"`
+	DeadExchange    string `envconfig:"DEAD_EXCHANGE" default:"sutra.relays.dead" desc:"exchange dead letters are published to"`
+	DeadQueue       string `envconfig:"DEAD_QUEUE" default:"sutra.relays.dead" desc:"queue bound to the dead-letter exchange"`
+	QueueType       string `envconfig:"QUEUE_TYPE" desc:"x-queue-type of the declared queues (classic, quorum); empty: the broker's default"`
+
+	RequeueBackoff    time.Duration `envconfig:"REQUEUE_BACKOFF" default:"50ms" desc:"first delay before a refused relay is requeued; doubles per bounce"`
+	RequeueBackoffMax time.Duration `envconfig:"REQUEUE_BACKOFF_MAX" default:"2s" desc:"cap of the requeue delay"`
+
+	Migrate   bool   `envconfig:"MIGRATE" default:"true" desc:"apply migrations (and create the database) when run starts"`
+	LogFormat string `envconfig:"LOG_FORMAT" desc:"json or text (default: text on a terminal, json otherwise)"`
+	LogLevel  string `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
+}
+
+// defaultReplicaID is the hostname plus a random suffix, so that two
+// processes on one host never share claim owners.
+func defaultReplicaID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "worker"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return host + "-" + hex.EncodeToString(b[:])
+}

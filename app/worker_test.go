@@ -1,0 +1,391 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+
+	"github.com/sutra-run/worker/app"
+	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/testkit"
+	"github.com/sutra-run/worker/lanes"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// bundle is one test's worker on its own schema and queues.
+type bundle struct {
+	env *testkit.Env
+	pub *testkit.Publisher
+	reg *prometheus.Registry
+	w   *app.Worker
+}
+
+func setup(t *testing.T, hooks *lanes.Hooks, tweak func(*app.Config)) *bundle {
+	t.Helper()
+	env := testkit.New(t)
+	env.Deploy(t, "../examples/order.bpmn")
+	if tweak != nil {
+		tweak(&env.Config)
+	}
+	b := &bundle{env: env, pub: env.Publisher(t)}
+	b.start(t, hooks)
+	return b
+}
+
+func (b *bundle) start(t *testing.T, hooks *lanes.Hooks) {
+	t.Helper()
+	b.reg = prometheus.NewRegistry()
+	w, err := app.Start(testkit.Ctx(t), b.env.Config, app.Options{Logger: testkit.Logger(t), Registry: b.reg, Hooks: hooks})
+	if err != nil {
+		t.Fatalf("starting worker: %v", err)
+	}
+	b.w = w
+	t.Cleanup(w.Stop)
+	testkit.Eventually(t, 10*time.Second, "worker ready", func() bool { return w.Ready(context.Background()) == nil })
+}
+
+// counter reads a counter of this bundle's registry by name and label.
+func (b *bundle) counter(t *testing.T, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := b.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label && lp.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+			if label == "" {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+func (b *bundle) relays(t *testing.T, outcome string) float64 {
+	return b.counter(t, "sutra_relays_total", "outcome", outcome)
+}
+
+func (b *bundle) version(t *testing.T, id string) int64 {
+	return b.env.Int(t, "SELECT COALESCE((SELECT version FROM instances WHERE id = $1), -1)", id)
+}
+
+func (b *bundle) waitVersion(t *testing.T, id string, v int64) {
+	t.Helper()
+	testkit.Eventually(t, 20*time.Second, fmt.Sprintf("instance %s at version %d", id, v), func() bool {
+		return b.version(t, id) == v
+	})
+}
+
+func start(id string) testkit.Relay {
+	return testkit.Relay{MessageID: "start-" + id, Body: map[string]any{
+		"start": "order", "instance_id": id, "variables": map[string]any{"orderId": id},
+	}}
+}
+
+func paid(id string) testkit.Relay {
+	return testkit.Relay{MessageID: "paid-" + id, Body: map[string]any{
+		"instance_id": id, "message": "payment-received", "variables": map[string]any{"amount": 42},
+	}}
+}
+
+func shippedByKey(id string) testkit.Relay {
+	return testkit.Relay{MessageID: "shipped-" + id, Body: map[string]any{
+		"message": "order-shipped", "correlation_key": id,
+	}}
+}
+
+func TestRelayAdvancesItsInstanceExactlyOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, nil)
+	b.pub.Publish(start("o-1"))
+	b.waitVersion(t, "o-1", 1)
+	b.pub.Publish(paid("o-1"))
+	b.waitVersion(t, "o-1", 2)
+	b.pub.Publish(shippedByKey("o-1"))
+	b.waitVersion(t, "o-1", 3)
+	if got := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'o-1' AND status = 'completed' AND owner IS NULL"); got != 1 {
+		t.Fatalf("instance not completed and released")
+	}
+	if n := b.env.Int(t, "SELECT count(*) FROM subscriptions"); n != 0 {
+		t.Errorf("%d subscriptions left open after completion", n)
+	}
+	testkit.Eventually(t, 5*time.Second, "3 committed relays", func() bool { return b.relays(t, "committed") == 3 })
+	b.env.AssertNoOverlap(t, false)
+}
+
+func TestSameMessageIDTwiceIsOneStepAndTwoAcks(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, nil)
+	b.pub.Publish(start("o-1"))
+	b.waitVersion(t, "o-1", 1)
+	b.pub.Publish(paid("o-1"), paid("o-1"))
+	testkit.Eventually(t, 10*time.Second, "one commit and one duplicate", func() bool {
+		return b.relays(t, "committed") == 2 && b.relays(t, "duplicate") == 1
+	})
+	if v := b.version(t, "o-1"); v != 2 {
+		t.Fatalf("version = %d, want 2 (one step per message id)", v)
+	}
+	if n := b.pub.QueueDepth(b.env.Config.RelayQueue); n != 0 {
+		t.Fatalf("%d relays left in the queue: a duplicate was not acked", n)
+	}
+}
+
+func TestRedeliveryAfterCrashBeforeAckIsRecognisedAsDuplicate(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	env.Deploy(t, "../examples/order.bpmn")
+	env.Config.ShutdownTimeout = 300 * time.Millisecond
+	b := &bundle{env: env, pub: env.Publisher(t)}
+	// The first worker commits the start and "crashes" before its ack: the
+	// outcome is never answered, and Stop closes the connection unacked.
+	var committed atomic.Bool
+	b.start(t, &lanes.Hooks{AfterCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
+		committed.Store(true)
+		<-ctx.Done()
+	}})
+	b.pub.Publish(start("o-1"))
+	testkit.Eventually(t, 10*time.Second, "start committed", committed.Load)
+	b.w.Stop()
+	b.start(t, nil)
+	testkit.Eventually(t, 10*time.Second, "redelivery acked as duplicate", func() bool { return b.relays(t, "duplicate") == 1 })
+	if v := b.version(t, "o-1"); v != 1 {
+		t.Fatalf("version = %d, want 1", v)
+	}
+	b.env.AssertNoClaimsHeld(t)
+}
+
+func TestMisroutedRelayBouncesOffTheClaimAndAppliesLaterOnce(t *testing.T) {
+	t.Parallel()
+	var pool atomic.Pointer[lanes.Pool]
+	hold := make(chan struct{})
+	var holding atomic.Bool
+	hooks := &lanes.Hooks{
+		// Force the shipment relay onto a lane other than the instance's own.
+		Route: func(r *lanes.Resume) int {
+			if r.InboxID == "shipped-o-1" {
+				return (pool.Load().Lane("o-1") + 1) % pool.Load().Lanes()
+			}
+			return -1
+		},
+		BeforeCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
+			if r.InboxID == "paid-o-1" && holding.CompareAndSwap(false, true) {
+				<-hold
+			}
+		},
+	}
+	b := setup(t, hooks, nil)
+	pool.Store(b.w.Lanes())
+	b.pub.Publish(start("o-1"))
+	b.waitVersion(t, "o-1", 1)
+	b.pub.Publish(paid("o-1"))
+	testkit.Eventually(t, 10*time.Second, "payment step held mid-step", holding.Load)
+	b.pub.Publish(testkit.Relay{MessageID: "shipped-o-1", Body: map[string]any{"instance_id": "o-1", "message": "order-shipped"}})
+	testkit.Eventually(t, 10*time.Second, "bounces on the relay path", func() bool {
+		return b.counter(t, "sutra_claim_bounces_total", "path", "relay") >= 2
+	})
+	if v := b.version(t, "o-1"); v != 1 {
+		t.Fatalf("version moved to %d while the first step was held", v)
+	}
+	close(hold)
+	b.waitVersion(t, "o-1", 3)
+	if b.relays(t, "requeued") < 2 || b.counter(t, "sutra_relay_requeues_total", "reason", "claim_held") < 2 {
+		t.Errorf("bounced relay was not nack-requeued")
+	}
+	testkit.Eventually(t, 5*time.Second, "all committed", func() bool { return b.relays(t, "committed") == 3 })
+	b.env.AssertNoOverlap(t, false)
+	// The step counter went 0→1→2→3, each step committed by the owner that claimed it.
+	owners := b.env.Committers(t, "o-1")
+	if len(owners) != 3 || owners[1] == owners[2] {
+		t.Errorf("commits by %v: want start, then the held lane, then the mis-routed lane", owners)
+	}
+}
+
+func TestFencedCommitRollsBackAndTheRelayIsAppliedOnceLater(t *testing.T) {
+	t.Parallel()
+	var env atomic.Pointer[testkit.Env]
+	var swept atomic.Bool
+	hooks := &lanes.Hooks{BeforeCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
+		if r.InboxID == "paid-o-1" && swept.CompareAndSwap(false, true) {
+			// Simulate the sweep clearing the claim under the running step.
+			if _, err := env.Load().DB.Exec(ctx, "UPDATE instances SET owner = NULL, claimed_at = NULL WHERE id = 'o-1'"); err != nil {
+				panic(err)
+			}
+		}
+	}}
+	b := setup(t, hooks, nil)
+	env.Store(b.env)
+	b.pub.Publish(start("o-1"))
+	b.waitVersion(t, "o-1", 1)
+	b.pub.Publish(paid("o-1"))
+	b.waitVersion(t, "o-1", 2)
+	if got := b.counter(t, "sutra_steps_fenced_total", "", ""); got != 1 {
+		t.Errorf("steps fenced = %v, want 1", got)
+	}
+	if got := b.counter(t, "sutra_relay_requeues_total", "reason", "fenced"); got != 1 {
+		t.Errorf("fenced requeues = %v, want 1", got)
+	}
+	if n := b.env.Int(t, "SELECT count(*) FROM inbox WHERE message_id = 'paid-o-1'"); n != 1 {
+		t.Errorf("inbox rows = %d, want 1", n)
+	}
+	// The fenced attempt wrote nothing: exactly one subscription (the receive task's).
+	if n := b.env.Int(t, "SELECT count(*) FROM subscriptions WHERE instance_id = 'o-1'"); n != 1 {
+		t.Errorf("subscriptions = %d, want 1", n)
+	}
+	b.env.AssertNoClaimsHeld(t)
+}
+
+func TestPanicInStepReleasesDeadLettersAndTheLaneGoesOn(t *testing.T) {
+	t.Parallel()
+	hooks := &lanes.Hooks{BeforeCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
+		if r.InboxID == "paid-o-1" {
+			panic("boom")
+		}
+	}}
+	b := setup(t, hooks, func(c *app.Config) { c.Lanes = 1 })
+	b.pub.Publish(start("o-1"), start("o-2"))
+	b.waitVersion(t, "o-1", 1)
+	b.waitVersion(t, "o-2", 1)
+	b.pub.Publish(paid("o-1"), paid("o-2"))
+	dead := b.pub.DeadLetters(1, 10*time.Second)
+	if len(dead) != 1 || dead[0].Code != fault.StepPanic || dead[0].MessageID != "paid-o-1" {
+		t.Fatalf("dead letters = %+v, want paid-o-1 with %s", dead, fault.StepPanic)
+	}
+	b.waitVersion(t, "o-2", 2) // the same (only) lane runs the next relay
+	if v := b.version(t, "o-1"); v != 1 {
+		t.Errorf("panicked step changed the instance: version %d", v)
+	}
+	b.env.AssertNoClaimsHeld(t)
+	if got := b.counter(t, "sutra_lane_panics_total", "", ""); got != 1 {
+		t.Errorf("lane panics = %v", got)
+	}
+}
+
+func TestEachPoisonRelayIsDeadLetteredWithItsCodeAndNeverRetried(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, nil)
+	b.pub.Publish(start("o-1"))
+	b.waitVersion(t, "o-1", 1)
+	cases := []struct {
+		relay testkit.Relay
+		code  string
+	}{
+		{testkit.Relay{MessageID: "bad-json", Body: []byte("{not json")}, fault.RelayInvalid},
+		{testkit.Relay{MessageID: "", Body: map[string]any{"instance_id": "o-1", "message": "payment-received"}}, fault.RelayInvalid},
+		{testkit.Relay{MessageID: "no-form", Body: map[string]any{"variables": map[string]any{}}}, fault.RelayInvalid},
+		{testkit.Relay{MessageID: "unknown-def", Body: map[string]any{"start": "no-such-process"}}, fault.UnknownDefinition},
+		{testkit.Relay{MessageID: "unknown-inst", Body: map[string]any{"instance_id": "nope", "message": "payment-received"}}, fault.NotFound},
+		{testkit.Relay{MessageID: "not-waiting", Body: map[string]any{"instance_id": "o-1", "message": "order-shipped"}}, fault.NotWaiting},
+		{testkit.Relay{MessageID: "uncorrelated", Body: map[string]any{"message": "payment-received", "correlation_key": "nobody"}}, fault.RelayUncorrelated},
+		{testkit.Relay{MessageID: "exists", Body: map[string]any{"start": "order", "instance_id": "o-1"}}, fault.InstanceExists},
+	}
+	want := map[string]string{}
+	for _, c := range cases {
+		b.pub.Publish(c.relay)
+		want[c.relay.MessageID] = c.code
+	}
+	dead := b.pub.DeadLetters(len(cases), 15*time.Second)
+	got := map[string]string{}
+	for _, d := range dead {
+		got[d.MessageID] = d.Code
+		if d.Reason == "" {
+			t.Errorf("dead letter %q has no reason", d.MessageID)
+		}
+	}
+	for id, code := range want {
+		if got[id] != code {
+			t.Errorf("relay %q: dead-letter code %q, want %q", id, got[id], code)
+		}
+	}
+	if r := b.relays(t, "requeued"); r != 0 {
+		t.Errorf("%v poison relays were requeued", r)
+	}
+	if v := b.version(t, "o-1"); v != 1 {
+		t.Errorf("poison changed the instance: version %d", v)
+	}
+	if n := b.pub.QueueDepth(b.env.Config.RelayQueue); n != 0 {
+		t.Errorf("%d relays left on the relay queue", n)
+	}
+}
+
+func TestStoppingMidLoadLosesNothingAndLeavesNoClaim(t *testing.T) {
+	t.Parallel()
+	const n = 300
+	var slow atomic.Int64
+	hooks := &lanes.Hooks{BeforeCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
+		if slow.Add(1)%10 == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}}
+	b := setup(t, hooks, nil)
+	var batch []testkit.Relay
+	for i := range n {
+		batch = append(batch, start(fmt.Sprintf("o-%d", i)))
+	}
+	b.pub.Publish(batch...)
+	testkit.Eventually(t, 20*time.Second, "some progress", func() bool { return b.relays(t, "committed") >= 30 })
+	b.w.Stop()
+	b.env.AssertNoClaimsHeld(t)
+	b.start(t, nil)
+	testkit.Eventually(t, 60*time.Second, "every start applied", func() bool {
+		return b.env.Int(t, "SELECT count(*) FROM instances WHERE version = 1") == n
+	})
+	testkit.Eventually(t, 10*time.Second, "queue empty", func() bool { return b.pub.QueueDepth(b.env.Config.RelayQueue) == 0 })
+	b.env.AssertNoClaimsHeld(t)
+	b.env.AssertNoOverlap(t, false)
+	if n := b.env.Int(t, "SELECT count(*) FROM inbox"); n != int64(len(batch)) {
+		t.Errorf("inbox has %d rows, want %d", n, len(batch))
+	}
+}
+
+func TestRefusedRelayBacksOffInsteadOfSpinning(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, func(c *app.Config) {
+		c.RequeueBackoff = 50 * time.Millisecond
+		c.RequeueBackoffMax = 1 * time.Second
+	})
+	b.pub.Publish(start("o-1"))
+	b.waitVersion(t, "o-1", 1)
+	// Another owner holds the claim for 3 s.
+	if _, err := b.env.DB.Exec(testkit.Ctx(t), "UPDATE instances SET owner = 'elsewhere/lane/0', claimed_at = now() WHERE id = 'o-1'"); err != nil {
+		t.Fatal(err)
+	}
+	b.pub.Publish(paid("o-1"))
+	time.Sleep(3 * time.Second)
+	bounces := b.counter(t, "sutra_claim_bounces_total", "path", "relay")
+	if _, err := b.env.DB.Exec(testkit.Ctx(t), "UPDATE instances SET owner = NULL, claimed_at = NULL WHERE id = 'o-1'"); err != nil {
+		t.Fatal(err)
+	}
+	b.waitVersion(t, "o-1", 2)
+	// 50ms doubling to a 1s cap: about 7 redeliveries in 3 s, not thousands.
+	if bounces < 2 || bounces > 15 {
+		t.Errorf("a claim held for 3s cost %v bounces, want a handful", bounces)
+	}
+}
+
+func TestConsumerRecoversFromALostConnectionAndLeaksNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, nil)
+	b.pub.Publish(start("o-1"))
+	b.waitVersion(t, "o-1", 1)
+	testkit.CloseBrokerConnection(t, "sutra-worker/"+b.env.Config.ReplicaID)
+	b.pub.Publish(paid("o-1"))
+	b.waitVersion(t, "o-1", 2)
+	testkit.Eventually(t, 10*time.Second, "ready again", func() bool { return b.w.Ready(context.Background()) == nil })
+	// TestMain's goleak check covers the goroutines of the closed connection.
+}

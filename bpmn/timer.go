@@ -1,0 +1,65 @@
+package bpmn
+
+import (
+	"strings"
+
+	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/iso8601"
+)
+
+// timer parses a timerEventDefinition. Static values are checked here so that
+// a malformed one is refused at deploy; expressions are checked when armed.
+func (p *parser) timer(id string, def *node) (*Timer, error) {
+	var t *Timer
+	for _, k := range def.kids {
+		if k.name.Space != nsBPMN {
+			continue
+		}
+		var kind TimerKind
+		switch k.name.Local {
+		case "timeDuration":
+			kind = TimerDuration
+		case "timeDate":
+			kind = TimerDate
+		case "timeCycle":
+			kind = TimerCycle
+		default:
+			continue
+		}
+		if t != nil {
+			return nil, invalid("timer %q has more than one of timeDuration, timeDate, timeCycle", id)
+		}
+		src := strings.TrimSpace(k.text.String())
+		if src == "" {
+			return nil, invalid("timer %q has an empty %s", id, k.name.Local)
+		}
+		v, err := compile(id, k.name.Local, src)
+		if err != nil {
+			return nil, err
+		}
+		if v.IsStatic() {
+			if err := checkTimerValue(kind, src); err != nil {
+				return nil, fault.Wrap(fault.BPMNInvalid, err, "timer %q: %s %q", id, k.name.Local, src)
+			}
+		}
+		t = &Timer{Kind: kind, Value: v}
+	}
+	if t == nil {
+		return nil, invalid("timer %q has no timeDuration, timeDate or timeCycle", id)
+	}
+	return t, nil
+}
+
+// checkTimerValue reports whether text is a valid value for a timer of kind.
+func checkTimerValue(kind TimerKind, text string) error {
+	var err error
+	switch kind {
+	case TimerDuration:
+		_, err = iso8601.ParseDuration(text)
+	case TimerDate:
+		_, err = iso8601.ParseDateTime(text)
+	case TimerCycle:
+		_, err = iso8601.ParseCycle(text)
+	}
+	return err
+}

@@ -1,0 +1,79 @@
+package bpmn
+
+import (
+	"encoding/xml"
+	"errors"
+	"io"
+	"strings"
+)
+
+// Namespaces of the elements the parser reads; everything is matched by
+// namespace URI, never by prefix, because files choose their own prefixes.
+const (
+	nsBPMN  = "http://www.omg.org/spec/BPMN/20100524/MODEL"
+	nsZeebe = "http://camunda.org/schema/zeebe/1.0"
+	nsXSI   = "http://www.w3.org/2001/XMLSchema-instance"
+)
+
+// node is one XML element. The parser walks a tree rather than decoding into
+// structs so that it can refuse any element it does not know, by name and id.
+type node struct {
+	name  xml.Name
+	attrs []xml.Attr
+	kids  []*node
+	text  strings.Builder
+}
+
+// attr returns the value of the unqualified attribute local, or "".
+func (n *node) attr(local string) string {
+	for _, a := range n.attrs {
+		if a.Name.Space == "" && a.Name.Local == local {
+			return a.Value
+		}
+	}
+	return ""
+}
+
+func (n *node) is(space, local string) bool {
+	return n.name.Space == space && n.name.Local == local
+}
+
+// readTree reads the whole document into a tree.
+func readTree(r io.Reader) (*node, error) {
+	d := xml.NewDecoder(r)
+	var root *node
+	var stack []*node
+	for {
+		tok, err := d.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			n := &node{name: t.Name, attrs: t.Attr}
+			if len(stack) == 0 {
+				if root != nil {
+					return nil, errors.New("more than one root element")
+				}
+				root = n
+			} else {
+				parent := stack[len(stack)-1]
+				parent.kids = append(parent.kids, n)
+			}
+			stack = append(stack, n)
+		case xml.EndElement:
+			stack = stack[:len(stack)-1]
+		case xml.CharData:
+			if len(stack) > 0 {
+				stack[len(stack)-1].text.Write(t)
+			}
+		}
+	}
+	if root == nil {
+		return nil, errors.New("no root element")
+	}
+	return root, nil
+}

@@ -1,0 +1,156 @@
+package claims_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sutra-run/worker/claims"
+	"github.com/sutra-run/worker/engine"
+	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/testkit"
+	"github.com/sutra-run/worker/store"
+)
+
+// setup returns a store on a fresh schema with one started, released instance "i-1".
+func setup(t *testing.T) (*testkit.Env, *store.Store) {
+	t.Helper()
+	env := testkit.New(t)
+	env.Deploy(t, "../examples/order.bpmn")
+	st, err := store.Open(testkit.Ctx(t), env.Config.DatabaseURL, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	c := claims.New(st, claims.LaneOwner("r1", 0), time.Minute)
+	h, err := c.Claim(testkit.Ctx(t), claims.Request{InstanceID: "i-1", StartKey: "order"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Commit(testkit.Ctx(t), engine.State{Status: engine.StatusActive, Variables: map[string]any{}}, engine.Effects{}, claims.Extras{}); err != nil {
+		t.Fatal(err)
+	}
+	return env, st
+}
+
+func TestOwnerIDsAreLaneScopedAndAdminIsDistinct(t *testing.T) {
+	if claims.LaneOwner("r1", 0) == claims.LaneOwner("r1", 1) {
+		t.Fatal("two lanes share an owner id")
+	}
+	for n := range 100 {
+		if claims.LaneOwner("r1", n) == claims.AdminOwner("r1") {
+			t.Fatalf("lane %d has the admin owner id", n)
+		}
+	}
+}
+
+func TestSameOwnerReclaimSucceedsAndRefreshesTheClaim(t *testing.T) {
+	t.Parallel()
+	env, st := setup(t)
+	ctx := testkit.Ctx(t)
+	lane := claims.New(st, claims.LaneOwner("r1", 3), time.Minute)
+	if _, err := lane.Claim(ctx, claims.Request{InstanceID: "i-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.DB.Exec(ctx, "UPDATE instances SET claimed_at = now() - interval '10 seconds' WHERE id = 'i-1'"); err != nil {
+		t.Fatal(err)
+	}
+	h, err := lane.Claim(ctx, claims.Request{InstanceID: "i-1"})
+	if err != nil {
+		t.Fatalf("re-claim by the same owner refused: %v", err)
+	}
+	if age := env.Int(t, "SELECT extract(epoch FROM now() - claimed_at)::int FROM instances WHERE id = 'i-1'"); age > 2 {
+		t.Errorf("re-claim did not refresh claimed_at (age %ds)", age)
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	env.AssertNoClaimsHeld(t)
+}
+
+func TestAHeldClaimIsRefusedToOtherLanesAndToAdmin(t *testing.T) {
+	t.Parallel()
+	_, st := setup(t)
+	ctx := testkit.Ctx(t)
+	lane := claims.New(st, claims.LaneOwner("r1", 0), time.Minute)
+	h, err := lane.Claim(ctx, claims.Request{InstanceID: "i-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, other := range []*claims.Claimer{
+		claims.New(st, claims.AdminOwner("r1"), time.Minute),
+		claims.New(st, claims.LaneOwner("r1", 1), time.Minute),
+		claims.New(st, claims.LaneOwner("r2", 0), time.Minute),
+	} {
+		_, err := other.Claim(ctx, claims.Request{InstanceID: "i-1"})
+		var held *store.ClaimHeldError
+		if !errors.As(err, &held) || fault.Code(err) != fault.ClaimHeld {
+			t.Fatalf("%s claimed a held instance: err = %v", other.Owner(), err)
+		}
+		if held.Holder != lane.Owner() {
+			t.Errorf("refusal names holder %q, want %q", held.Holder, lane.Owner())
+		}
+	}
+	// And an admin claim is never re-entered by a lane.
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	admin := claims.New(st, claims.AdminOwner("r1"), time.Minute)
+	if _, err := admin.Claim(ctx, claims.Request{InstanceID: "i-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lane.Claim(ctx, claims.Request{InstanceID: "i-1"}); fault.Code(err) != fault.ClaimHeld {
+		t.Fatalf("lane re-entered the admin claim: err = %v", err)
+	}
+}
+
+func TestAStaleClaimIsTakenOverAndTheOldHoldersCommitIsFenced(t *testing.T) {
+	t.Parallel()
+	env, st := setup(t)
+	ctx := testkit.Ctx(t)
+	slow := claims.New(st, claims.LaneOwner("r1", 0), time.Second)
+	h, err := slow.Claim(ctx, claims.Request{InstanceID: "i-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.DB.Exec(ctx, "UPDATE instances SET claimed_at = now() - interval '5 seconds' WHERE id = 'i-1'"); err != nil {
+		t.Fatal(err)
+	}
+	fast := claims.New(st, claims.LaneOwner("r2", 0), time.Second)
+	h2, err := fast.Claim(ctx, claims.Request{InstanceID: "i-1"})
+	if err != nil {
+		t.Fatalf("stale claim not taken over: %v", err)
+	}
+	err = h.Commit(ctx, engine.State{Status: engine.StatusActive}, engine.Effects{
+		Subscriptions: []engine.Subscription{{TokenID: "t9", Element: "e", Message: "m", CorrelationKey: "k"}},
+	}, claims.Extras{InboxID: "late"})
+	if fault.Code(err) != fault.StepFenced {
+		t.Fatalf("old holder's commit: err = %v, want %s", err, fault.StepFenced)
+	}
+	if n := env.Int(t, "SELECT count(*) FROM subscriptions") + env.Int(t, "SELECT count(*) FROM inbox"); n != 0 {
+		t.Errorf("fenced commit left %d rows behind", n)
+	}
+	if err := h2.Commit(ctx, engine.State{Status: engine.StatusActive}, engine.Effects{}, claims.Extras{}); err != nil {
+		t.Fatalf("new holder's commit: %v", err)
+	}
+	if v := env.Int(t, "SELECT version FROM instances WHERE id = 'i-1'"); v != 2 {
+		t.Errorf("version = %d, want 2", v)
+	}
+}
+
+func TestClaimTellsNotFoundFromHeldAndDuplicate(t *testing.T) {
+	t.Parallel()
+	env, st := setup(t)
+	ctx := testkit.Ctx(t)
+	c := claims.New(st, claims.LaneOwner("r1", 0), time.Minute)
+	if _, err := c.Claim(ctx, claims.Request{InstanceID: "missing"}); fault.Code(err) != fault.NotFound {
+		t.Errorf("missing instance: err = %v", err)
+	}
+	if _, err := env.DB.Exec(ctx, "INSERT INTO inbox (message_id, instance_id) VALUES ('m-1', 'i-1')"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Claim(ctx, claims.Request{InstanceID: "i-1", InboxID: "m-1"}); !errors.Is(err, store.ErrDuplicate) {
+		t.Errorf("applied message: err = %v", err)
+	}
+	env.AssertNoClaimsHeld(t)
+}

@@ -1,0 +1,83 @@
+package consumer
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/sutra-run/worker/engine"
+	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/lanes"
+	"github.com/sutra-run/worker/metrics"
+)
+
+// envelope is the JSON body of a relay (see README, "The relay contract").
+type envelope struct {
+	Start          string         `json:"start"`
+	InstanceID     string         `json:"instance_id"`
+	Message        string         `json:"message"`
+	CorrelationKey string         `json:"correlation_key"`
+	Variables      map[string]any `json:"variables"`
+}
+
+// decode turns a delivery into a Resume, or a fault.RelayInvalid error saying
+// what is wrong with it.
+func decode(d *amqp.Delivery) (lanes.Resume, error) {
+	if d.MessageId == "" {
+		return lanes.Resume{}, fault.New(fault.RelayInvalid, "the AMQP message_id property is required (it is the dedupe key)")
+	}
+	if ct := d.ContentType; ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return lanes.Resume{}, fault.New(fault.RelayInvalid, "content_type %q is not application/json", ct)
+	}
+	var env envelope
+	dec := json.NewDecoder(bytes.NewReader(d.Body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&env); err != nil {
+		return lanes.Resume{}, fault.Wrap(fault.RelayInvalid, err, "the body is not a relay JSON object")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return lanes.Resume{}, fault.New(fault.RelayInvalid, "the body has data after its JSON object")
+	}
+	r := lanes.Resume{
+		Path:       metrics.PathRelay,
+		InstanceID: env.InstanceID,
+		InboxID:    d.MessageId,
+		Trigger:    engine.Trigger{Kind: engine.TriggerMessage, Message: env.Message, Variables: env.Variables},
+	}
+	switch {
+	case env.Start != "":
+		if env.Message != "" || env.CorrelationKey != "" {
+			return lanes.Resume{}, fault.New(fault.RelayInvalid, "a start relay carries neither message nor correlation_key")
+		}
+		r.StartKey = env.Start
+		r.Trigger = engine.Trigger{Kind: engine.TriggerStart, Variables: env.Variables}
+		if r.InstanceID == "" {
+			// Derived from the dedupe key, so a redelivered start finds its instance.
+			r.InstanceID = instanceIDFor(d.MessageId)
+		}
+	case env.Message == "":
+		return lanes.Resume{}, fault.New(fault.RelayInvalid, "a relay names either start (a definition key) or message")
+	case env.InstanceID != "" && env.CorrelationKey != "":
+		return lanes.Resume{}, fault.New(fault.RelayInvalid, "a message relay names instance_id or correlation_key, not both")
+	case env.InstanceID != "":
+	case env.CorrelationKey != "":
+		r.Lookup = &lanes.Lookup{Message: env.Message, CorrelationKey: env.CorrelationKey}
+		r.Trigger.CorrelationKey = env.CorrelationKey
+	default:
+		return lanes.Resume{}, fault.New(fault.RelayInvalid, "a message relay names instance_id or correlation_key")
+	}
+	return r, nil
+}
+
+// instanceIDFor derives a UUID-shaped instance id from a relay message id.
+func instanceIDFor(messageID string) string {
+	h := sha256.Sum256([]byte("sutra.instance\x00" + messageID))
+	h[6] = h[6]&0x0f | 0x80 // version 8: custom, name-based
+	h[8] = h[8]&0x3f | 0x80 // RFC 4122 variant
+	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}

@@ -1,0 +1,207 @@
+package consumer
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/lanes"
+	"github.com/sutra-run/worker/metrics"
+)
+
+// Dead-letter headers.
+const (
+	HeaderCode   = "x-sutra-code"
+	HeaderReason = "x-sutra-reason"
+)
+
+// maxTrackedBounces bounds the per-message bounce memory.
+const maxTrackedBounces = 100_000
+
+// result is the outcome of a dispatched delivery, sent back by its lane.
+type result struct {
+	d   *amqp.Delivery
+	out lanes.Outcome
+}
+
+// session is one channel's life. Its goroutine is the only one that touches
+// the channel: every ack, nack and dead-letter publish of a delivery happens
+// here, on the channel that delivered it. Outcomes of a closed session's
+// deliveries land in its own results buffer and are dropped with it; the
+// broker redelivers those relays.
+type session struct {
+	c        *Consumer
+	ch       *amqp.Channel
+	tag      string
+	results  chan result
+	inflight int
+	delayed  delayQueue
+}
+
+func (s *session) loop(soft, hard context.Context, deliveries <-chan amqp.Delivery, closed, connClosed <-chan *amqp.Error) error {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	softDone := soft.Done()
+	stopping := false
+	for {
+		if stopping && s.inflight == 0 && deliveries == nil {
+			s.nackDelayed(time.Time{}) // requeue now: another replica may take them
+			return nil
+		}
+		if len(s.delayed) > 0 {
+			timer.Reset(time.Until(s.delayed[0].due))
+		}
+		select {
+		case d, ok := <-deliveries:
+			switch {
+			case !ok && stopping:
+				deliveries = nil
+			case !ok:
+				return errors.New("consumer: delivery channel closed")
+			case stopping:
+				// Arrived before the cancel took effect: give it back untouched.
+				_ = d.Nack(false, true)
+			default:
+				s.receive(&d)
+			}
+		case r := <-s.results:
+			s.inflight--
+			s.act(r)
+		case <-timer.C:
+			s.nackDelayed(time.Now())
+		case <-softDone:
+			softDone, stopping = nil, true
+			if err := s.ch.Cancel(s.tag, false); err != nil {
+				return err
+			}
+		case <-hard.Done():
+			return hard.Err()
+		case err := <-closed:
+			return err
+		case err := <-connClosed:
+			return err
+		}
+	}
+}
+
+// receive decodes a delivery and dispatches it, or dead-letters it when it
+// can never be decoded.
+func (s *session) receive(d *amqp.Delivery) {
+	r, err := decode(d)
+	if err != nil {
+		s.deadLetter(d, "", err)
+		return
+	}
+	s.inflight++
+	results := s.results
+	r.Done = func(out lanes.Outcome) { results <- result{d: d, out: out} }
+	s.c.deps.Lanes.Dispatch(r)
+}
+
+// act answers a delivery by its outcome.
+func (s *session) act(r result) {
+	m := s.c.deps.Metrics
+	switch r.out.Kind {
+	case lanes.Committed:
+		delete(s.c.bounces, r.d.MessageId)
+		_ = r.d.Ack(false)
+		m.Relays.WithLabelValues(metrics.OutcomeCommitted).Inc()
+	case lanes.Duplicate:
+		delete(s.c.bounces, r.d.MessageId)
+		_ = r.d.Ack(false)
+		m.Relays.WithLabelValues(metrics.OutcomeDuplicate).Inc()
+	case lanes.Refused, lanes.Retry:
+		s.requeueLater(r.d, r.out.Reason)
+	case lanes.Rejected:
+		s.deadLetter(r.d, r.out.InstanceID, r.out.Err)
+	}
+}
+
+// requeueLater nacks d with requeue after a backoff that grows with each
+// bounce of the same message id, so a relay refused for seconds costs a few
+// redeliveries, not thousands.
+func (s *session) requeueLater(d *amqp.Delivery, reason string) {
+	if len(s.c.bounces) >= maxTrackedBounces {
+		clear(s.c.bounces)
+	}
+	n := s.c.bounces[d.MessageId] + 1
+	s.c.bounces[d.MessageId] = n
+	heap.Push(&s.delayed, delayed{due: time.Now().Add(s.c.backoff(n)), d: d})
+	s.c.deps.Metrics.Relays.WithLabelValues(metrics.OutcomeRequeued).Inc()
+	s.c.deps.Metrics.RelayRequeues.WithLabelValues(reason).Inc()
+}
+
+// nackDelayed requeues every delayed delivery due by now (all if now is zero).
+func (s *session) nackDelayed(now time.Time) {
+	for len(s.delayed) > 0 && (now.IsZero() || !s.delayed[0].due.After(now)) {
+		d := heap.Pop(&s.delayed).(delayed).d
+		_ = d.Nack(false, true)
+	}
+}
+
+// deadLetter publishes d unchanged, with the code and reason in headers, to
+// the dead-letter exchange, waits for the broker's confirm, and only then acks
+// it. If the publish is not confirmed the delivery is requeued instead: a
+// dead letter is never lost.
+func (s *session) deadLetter(d *amqp.Delivery, instanceID string, cause error) {
+	code := fault.Code(cause)
+	if code == "" {
+		code = fault.StepFailed
+	}
+	headers := amqp.Table{}
+	for k, v := range d.Headers {
+		headers[k] = v
+	}
+	headers[HeaderCode] = code
+	headers[HeaderReason] = fault.Reason(cause)
+	headers["x-sutra-exchange"] = d.Exchange
+	headers["x-sutra-routing-key"] = d.RoutingKey
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	dc, err := s.ch.PublishWithDeferredConfirmWithContext(ctx, s.c.cfg.DeadExchange, d.RoutingKey, false, false, amqp.Publishing{
+		Headers: headers, ContentType: d.ContentType, ContentEncoding: d.ContentEncoding,
+		DeliveryMode: amqp.Persistent, Priority: d.Priority, CorrelationId: d.CorrelationId,
+		ReplyTo: d.ReplyTo, MessageId: d.MessageId, Timestamp: d.Timestamp, Type: d.Type,
+		AppId: d.AppId, Body: d.Body,
+	})
+	if err == nil {
+		var acked bool
+		if acked, err = dc.WaitContext(ctx); err == nil && !acked {
+			err = errors.New("broker nacked the dead letter")
+		}
+	}
+	log := s.c.deps.Logger
+	if err != nil {
+		log.Error("dead-lettering failed; requeueing the relay", "message_id", d.MessageId, "instance_id", instanceID, "code", code, "err", err)
+		s.requeueLater(d, "dead_letter_failed")
+		return
+	}
+	delete(s.c.bounces, d.MessageId)
+	_ = d.Ack(false)
+	s.c.deps.Metrics.Relays.WithLabelValues(metrics.OutcomeDeadLettered).Inc()
+	log.Warn("relay dead-lettered", "message_id", d.MessageId, "instance_id", instanceID, "code", code, "reason", fault.Reason(cause))
+}
+
+// delayed is a delivery waiting for its requeue.
+type delayed struct {
+	due time.Time
+	d   *amqp.Delivery
+}
+
+// delayQueue is a min-heap of delayed deliveries by due time.
+type delayQueue []delayed
+
+func (q delayQueue) Len() int           { return len(q) }
+func (q delayQueue) Less(i, j int) bool { return q[i].due.Before(q[j].due) }
+func (q delayQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *delayQueue) Push(x any)        { *q = append(*q, x.(delayed)) }
+func (q *delayQueue) Pop() any {
+	old := *q
+	x := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return x
+}

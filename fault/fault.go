@@ -1,0 +1,93 @@
+// Package fault is the one error type that carries a stable SUTRA.* code a
+// caller can branch on, and the list of every code the worker emits.
+package fault
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Codes. They are part of the worker's contract (dead-letter headers, admin
+// problem documents, logs): never rename one.
+const (
+	// Resume paths.
+	ClaimHeld      = "SUTRA.RUNTIME.RESUME.CLAIM_HELD"
+	NotFound       = "SUTRA.RUNTIME.RESUME.NOT_FOUND"
+	NotWaiting     = "SUTRA.RUNTIME.RESUME.NOT_WAITING"
+	InstanceExists = "SUTRA.RUNTIME.RESUME.INSTANCE_EXISTS"
+	// Steps.
+	StepFenced = "SUTRA.RUNTIME.STEP.FENCED"
+	StepPanic  = "SUTRA.RUNTIME.STEP.PANIC"
+	StepFailed = "SUTRA.RUNTIME.STEP.FAILED"
+	// Relays.
+	RelayInvalid      = "SUTRA.RUNTIME.RELAY.INVALID"
+	RelayUncorrelated = "SUTRA.RUNTIME.RELAY.UNCORRELATED"
+	UnknownDefinition = "SUTRA.RUNTIME.RELAY.UNKNOWN_DEFINITION"
+	// Transient failures (database or broker unreachable).
+	Unavailable = "SUTRA.RUNTIME.UNAVAILABLE"
+	// Deploy-time BPMN errors.
+	BPMNInvalid     = "SUTRA.BPMN.INVALID"
+	BPMNUnsupported = "SUTRA.BPMN.UNSUPPORTED"
+	BPMNExpression  = "SUTRA.BPMN.EXPRESSION"
+	// Run-time incidents.
+	IncidentExpression = "SUTRA.INCIDENT.EXPRESSION"
+	IncidentNoFlow     = "SUTRA.INCIDENT.NO_MATCHING_FLOW"
+	IncidentRetries    = "SUTRA.INCIDENT.RETRIES_EXHAUSTED"
+	IncidentError      = "SUTRA.INCIDENT.UNHANDLED_ERROR"
+)
+
+// Error is an error with a stable code.
+type Error struct {
+	Code string
+	Msg  string
+	Err  error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return e.Code + ": " + e.Msg + ": " + e.Err.Error()
+	}
+	return e.Code + ": " + e.Msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is matches another *Error by code, so errors.Is(err, &fault.Error{Code: c}) works.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code && t.Msg == "" && t.Err == nil
+}
+
+// New returns an error with code and a formatted message.
+func New(code, format string, args ...any) *Error {
+	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Wrap returns an error with code and message that wraps err.
+func Wrap(code string, err error, format string, args ...any) *Error {
+	return &Error{Code: code, Msg: fmt.Sprintf(format, args...), Err: err}
+}
+
+// Code returns the code of the first *Error in err's chain, or "".
+func Code(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+// HasCode reports whether err carries code.
+func HasCode(err error, code string) bool { return Code(err) == code }
+
+// Reason is the human sentence of err without its code prefix.
+func Reason(err error) string {
+	var e *Error
+	if !errors.As(err, &e) {
+		return err.Error()
+	}
+	if e.Err != nil {
+		return e.Msg + ": " + e.Err.Error()
+	}
+	return e.Msg
+}

@@ -1,0 +1,423 @@
+// Package testkit gives each test its own schema on the real PostgreSQL and
+// its own exchange and queue names on the real RabbitMQ, plus an audit of
+// every claim transition to check the invariants against.
+package testkit
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/sutra-run/worker/app"
+	"github.com/sutra-run/worker/store"
+)
+
+// DatabaseURL is the test server's database (SUTRA_TEST_DATABASE_URL).
+func DatabaseURL() string {
+	if u := os.Getenv("SUTRA_TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/sutra_test"
+}
+
+// AMQPURL is the test broker (SUTRA_TEST_AMQP_URL).
+func AMQPURL() string {
+	if u := os.Getenv("SUTRA_TEST_AMQP_URL"); u != "" {
+		return u
+	}
+	return "amqp://guest:guest@127.0.0.1:5672/"
+}
+
+// Ctx is a context bounded by the test's deadline.
+func Ctx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func randomName(prefix string) string {
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+var ensureOnce sync.Once
+
+// Env is one test's isolated environment.
+type Env struct {
+	// Config points a worker at this test's schema and broker names.
+	Config app.Config
+	Schema string
+	// DB is a pool on the test schema for assertions and fault injection.
+	DB *pgxpool.Pool
+}
+
+// New creates a schema with migrations and the claim audit, and unique
+// broker names; both are removed when the test ends.
+func New(t testing.TB) *Env {
+	t.Helper()
+	ctx := Ctx(t)
+	ensureOnce.Do(func() {
+		if err := store.EnsureDatabase(ctx, DatabaseURL()); err != nil {
+			t.Fatalf("creating test database: %v", err)
+		}
+	})
+	schema := randomName("t_")
+	admin, err := pgx.Connect(ctx, DatabaseURL())
+	if err != nil {
+		t.Fatalf("connecting to PostgreSQL: %v", err)
+	}
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	admin.Close(ctx)
+	u, _ := url.Parse(DatabaseURL())
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+
+	names := randomName("sutra.test.")
+	e := &Env{Schema: schema, Config: app.Config{
+		DatabaseURL: u.String(), AMQPURL: AMQPURL(), ReplicaID: randomName("r"),
+		Lanes: 4, Prefetch: 64, HTTPAddr: "127.0.0.1:0",
+		ClaimTimeout: 30 * time.Second, ShutdownTimeout: 10 * time.Second,
+		RelayExchange: names, RelayQueue: names, RelayBindingKey: "#",
+		DeadExchange: names + ".dead", DeadQueue: names + ".dead",
+		RequeueBackoff: 20 * time.Millisecond, RequeueBackoffMax: 500 * time.Millisecond,
+		Migrate: true, LogLevel: "info",
+	}}
+	st, err := app.OpenStore(ctx, e.Config)
+	if err != nil {
+		t.Fatalf("migrating test schema: %v", err)
+	}
+	st.Close()
+	e.DB, err = pgxpool.New(ctx, e.Config.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.DB.Exec(ctx, auditSQL); err != nil {
+		t.Fatalf("installing claim audit: %v", err)
+	}
+	t.Cleanup(func() {
+		e.DB.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if conn, err := pgx.Connect(ctx, DatabaseURL()); err == nil {
+			_, _ = conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+			conn.Close(ctx)
+		}
+		if conn, err := amqp.Dial(AMQPURL()); err == nil {
+			if ch, err := conn.Channel(); err == nil {
+				_, _ = ch.QueueDelete(names, false, false, false)
+				_, _ = ch.QueueDelete(names+".dead", false, false, false)
+				_ = ch.ExchangeDelete(names, false, false)
+				_ = ch.ExchangeDelete(names+".dead", false, false)
+			}
+			conn.Close()
+		}
+	})
+	return e
+}
+
+// auditSQL records every change of an instance's owner or version, so tests
+// can prove that no claim was taken from a live holder and that versions
+// advance by one under the owner that claimed.
+const auditSQL = `
+CREATE TABLE claim_audit (
+    seq         bigserial PRIMARY KEY,
+    instance_id text NOT NULL,
+    old_owner   text,
+    new_owner   text,
+    old_version bigint NOT NULL,
+    new_version bigint NOT NULL,
+    stale       boolean NOT NULL
+);
+CREATE FUNCTION claim_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO claim_audit (instance_id, old_owner, new_owner, old_version, new_version, stale)
+        VALUES (NEW.id, NULL, NEW.owner, -1, NEW.version, false);
+    ELSIF OLD.owner IS DISTINCT FROM NEW.owner OR OLD.version <> NEW.version THEN
+        INSERT INTO claim_audit (instance_id, old_owner, new_owner, old_version, new_version, stale)
+        VALUES (NEW.id, OLD.owner, NEW.owner, OLD.version, NEW.version,
+                OLD.claimed_at IS NOT NULL AND OLD.claimed_at < now() - interval '1 second');
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER claim_audit AFTER INSERT OR UPDATE ON instances FOR EACH ROW EXECUTE FUNCTION claim_audit();
+`
+
+// AssertNoOverlap checks the audit: a claim is only ever taken from nobody,
+// from its own owner, or (when allowStale) from a stale holder; and every
+// version increment is a commit by the owner that held the claim, by one.
+func (e *Env) AssertNoOverlap(t testing.TB, allowStale bool) {
+	t.Helper()
+	rows, err := e.DB.Query(Ctx(t), `SELECT instance_id, old_owner, new_owner, old_version, new_version, stale
+		FROM claim_audit ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var oldOwner, newOwner *string
+		var oldV, newV int64
+		var stale bool
+		if err := rows.Scan(&id, &oldOwner, &newOwner, &oldV, &newV, &stale); err != nil {
+			t.Fatal(err)
+		}
+		if oldV >= 0 && newV != oldV && (newV != oldV+1 || oldOwner == nil || newOwner != nil) {
+			t.Errorf("instance %s: version %d→%d by %v→%v is not a fenced commit", id, oldV, newV, deref(oldOwner), deref(newOwner))
+		}
+		if oldOwner != nil && newOwner != nil && *oldOwner != *newOwner && !(allowStale && stale) {
+			t.Errorf("instance %s: claim taken from live holder %s by %s (two steps at once)", id, *oldOwner, *newOwner)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<none>"
+	}
+	return *s
+}
+
+// Committers lists, in order, the owner that committed each step of an instance.
+func (e *Env) Committers(t testing.TB, id string) []string {
+	t.Helper()
+	rows, err := e.DB.Query(Ctx(t), `SELECT old_owner FROM claim_audit
+		WHERE instance_id = $1 AND old_version >= 0 AND new_version = old_version + 1 ORDER BY seq`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return owners
+}
+
+// AssertNoClaimsHeld fails if any instance is still claimed.
+func (e *Env) AssertNoClaimsHeld(t testing.TB) {
+	t.Helper()
+	var n int
+	if err := e.DB.QueryRow(Ctx(t), "SELECT count(*) FROM instances WHERE owner IS NOT NULL").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d instances are still claimed", n)
+	}
+}
+
+// Deploy deploys a BPMN file from the repository's examples/ or testdata.
+func (e *Env) Deploy(t testing.TB, path string) store.Deployed {
+	t.Helper()
+	xml, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(Ctx(t), e.Config.DatabaseURL, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	d, err := st.Deploy(Ctx(t), xml)
+	if err != nil {
+		t.Fatalf("deploying %s: %v", path, err)
+	}
+	return d
+}
+
+// Publisher publishes relays to the test's exchange with confirms.
+type Publisher struct {
+	t    testing.TB
+	conn *amqp.Connection
+	ch   *amqp.Channel
+	env  *Env
+	mu   sync.Mutex
+}
+
+// Publisher opens a confirming publisher, declaring the topology first so
+// relays published before the worker starts are not lost.
+func (e *Env) Publisher(t testing.TB) *Publisher {
+	t.Helper()
+	conn, err := amqp.Dial(e.Config.AMQPURL)
+	if err != nil {
+		t.Fatalf("connecting to RabbitMQ: %v", err)
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := e.Config
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(ch.ExchangeDeclare(c.RelayExchange, "topic", true, false, false, false, nil))
+	_, err = ch.QueueDeclare(c.RelayQueue, true, false, false, false, nil)
+	must(err)
+	must(ch.QueueBind(c.RelayQueue, "#", c.RelayExchange, false, nil))
+	must(ch.ExchangeDeclare(c.DeadExchange, "topic", true, false, false, false, nil))
+	_, err = ch.QueueDeclare(c.DeadQueue, true, false, false, false, nil)
+	must(err)
+	must(ch.QueueBind(c.DeadQueue, "#", c.DeadExchange, false, nil))
+	must(ch.Confirm(false))
+	p := &Publisher{t: t, conn: conn, ch: ch, env: e}
+	t.Cleanup(func() { conn.Close() })
+	return p
+}
+
+// Relay is a relay body with its message id.
+type Relay struct {
+	MessageID string
+	Body      any // marshalled as JSON unless []byte
+	Headers   amqp.Table
+}
+
+// Publish publishes relays and waits for the broker's confirms.
+func (p *Publisher) Publish(relays ...Relay) {
+	p.t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var confirms []*amqp.DeferredConfirmation
+	for _, r := range relays {
+		body, ok := r.Body.([]byte)
+		if !ok {
+			var err error
+			if body, err = json.Marshal(r.Body); err != nil {
+				p.t.Fatal(err)
+			}
+		}
+		dc, err := p.ch.PublishWithDeferredConfirmWithContext(Ctx(p.t), p.env.Config.RelayExchange, "relay", false, false,
+			amqp.Publishing{MessageId: r.MessageID, ContentType: "application/json", DeliveryMode: amqp.Persistent,
+				Body: body, Headers: r.Headers, Timestamp: time.Now()})
+		if err != nil {
+			p.t.Fatalf("publishing: %v", err)
+		}
+		confirms = append(confirms, dc)
+	}
+	for _, dc := range confirms {
+		if ok, err := dc.WaitContext(Ctx(p.t)); err != nil || !ok {
+			p.t.Fatalf("publish not confirmed: %v", err)
+		}
+	}
+}
+
+// DeadLetter is a message read back from the dead-letter queue.
+type DeadLetter struct {
+	MessageID string
+	Code      string
+	Reason    string
+	Body      []byte
+}
+
+// DeadLetters reads up to n dead letters, waiting up to timeout for them.
+func (p *Publisher) DeadLetters(n int, timeout time.Duration) []DeadLetter {
+	p.t.Helper()
+	var out []DeadLetter
+	deadline := time.Now().Add(timeout)
+	for len(out) < n && time.Now().Before(deadline) {
+		p.mu.Lock()
+		d, ok, err := p.ch.Get(p.env.Config.DeadQueue, true)
+		p.mu.Unlock()
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		if !ok {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		code, _ := d.Headers["x-sutra-code"].(string)
+		reason, _ := d.Headers["x-sutra-reason"].(string)
+		out = append(out, DeadLetter{MessageID: d.MessageId, Code: code, Reason: reason, Body: d.Body})
+	}
+	return out
+}
+
+// QueueDepth is the number of ready messages in queue.
+func (p *Publisher) QueueDepth(queue string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q, err := p.ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return q.Messages
+}
+
+// Eventually polls cond until it holds or timeout passes.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Logger logs to the test output only when verbose, to keep failures readable.
+func Logger(t testing.TB) *slog.Logger {
+	if !testing.Verbose() {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// Int queries one integer.
+func (e *Env) Int(t testing.TB, sql string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := e.DB.QueryRow(Ctx(t), sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+// CloseBrokerConnection closes, from the broker's side, the connection whose
+// client-provided name is name, as an operator's `rabbitmqctl` would.
+func CloseBrokerConnection(t testing.TB, name string) {
+	t.Helper()
+	out, err := exec.Command("rabbitmqctl", "-q", "list_connections", "pid", "client_properties").CombinedOutput()
+	if err != nil {
+		t.Fatalf("rabbitmqctl list_connections: %v: %s", err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if !strings.Contains(line, `"`+name+`"`) {
+			continue
+		}
+		pid := strings.Fields(line)[0]
+		if out, err := exec.Command("rabbitmqctl", "-q", "close_connection", pid, "closed by test").CombinedOutput(); err != nil {
+			t.Fatalf("rabbitmqctl close_connection: %v: %s", err, out)
+		}
+		return
+	}
+	t.Fatalf("no broker connection named %q in:\n%s", name, out)
+}

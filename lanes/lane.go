@@ -1,0 +1,210 @@
+package lanes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sutra-run/worker/claims"
+	"github.com/sutra-run/worker/engine"
+	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/store"
+)
+
+// lane runs the steps routed to it one at a time.
+type lane struct {
+	n       int
+	pool    *Pool
+	inbox   chan *Resume
+	drain   chan struct{}
+	claimer *claims.Claimer
+	depth   prometheus.Gauge
+	bounces map[string]prometheus.Counter
+}
+
+// run is the lane's supervisor: it survives panics in steps. After drain
+// closes it finishes what is queued and exits.
+func (l *lane) run(ctx context.Context) {
+	for {
+		select {
+		case r := <-l.inbox:
+			l.handle(ctx, r)
+		case <-l.drain:
+			for {
+				select {
+				case r := <-l.inbox:
+					l.handle(ctx, r)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (l *lane) handle(ctx context.Context, r *Resume) {
+	l.depth.Dec()
+	if ctx.Err() != nil {
+		r.Done(Outcome{Kind: Retry, Code: fault.Unavailable, Reason: "shutdown", Err: context.Cause(ctx)})
+		return
+	}
+	l.pool.deps.Metrics.LaneWait.Observe(time.Since(r.enqueued).Seconds())
+	if out, answered := l.supervise(ctx, r); answered {
+		out.InstanceID = r.InstanceID
+		r.Done(out)
+	}
+}
+
+// supervise runs one step and turns a panic into a Rejected outcome. The step
+// has already released its claim by the time the panic reaches here.
+func (l *lane) supervise(ctx context.Context, r *Resume) (out Outcome, answered bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			l.pool.deps.Metrics.LanePanics.Inc()
+			err := fault.New(fault.StepPanic, "panic in step: %v", v)
+			l.pool.deps.Logger.Error("step panicked", "instance_id", r.InstanceID, "owner", l.claimer.Owner(),
+				"code", fault.StepPanic, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			out, answered = Outcome{Kind: Rejected, Code: fault.StepPanic, Err: err}, true
+		}
+	}()
+	return l.step(ctx, r)
+}
+
+// step is the one way a step runs: resolve → claim → load → engine → commit.
+// Every exit is listed here; each one that holds the claim releases it (the
+// deferred Release, which also runs while a panic unwinds).
+//
+//	exit                         outcome    claim
+//	resolve: no subscription     Rejected   never taken
+//	resolve: forwarded           (other lane answers)
+//	claim: duplicate relay       Duplicate  never taken
+//	claim: held by another       Refused    never taken
+//	claim: not found/definition  Rejected   never taken
+//	claim: database error        Retry      never taken
+//	start on an existing id      Rejected   released
+//	definition load fails        Retry      released
+//	engine: not waiting / error  Rejected   released
+//	panic (engine, hook)         Rejected   released, re-raised to supervise
+//	commit fenced                Retry      not ours any more
+//	commit fails                 Retry      released
+//	commit succeeds              Committed  released by the commit
+func (l *lane) step(ctx context.Context, r *Resume) (Outcome, bool) {
+	log := l.pool.deps.Logger
+	if r.InstanceID == "" && r.Lookup != nil {
+		id, err := l.pool.deps.Store.ResolveSubscription(ctx, r.Lookup.Message, r.Lookup.CorrelationKey, r.InboxID)
+		if err != nil {
+			return l.failure(ctx, r, err), true
+		}
+		r.InstanceID = id
+		if n := l.pool.Lane(id); n != l.n && l.pool.deps.Hooks.Route == nil {
+			l.pool.enqueue(n, r) // routing is affinity: the instance's own lane runs it
+			return Outcome{}, false
+		}
+	}
+
+	start := time.Now()
+	held, err := l.claimer.Claim(ctx, claims.Request{InstanceID: r.InstanceID, InboxID: r.InboxID, StartKey: r.StartKey})
+	if err != nil {
+		return l.failure(ctx, r, err), true
+	}
+	defer func() {
+		if err := held.Release(ctx); err != nil {
+			log.Error("releasing claim", "instance_id", r.InstanceID, "owner", held.Owner(), "code", fault.Code(err), "err", err)
+		}
+	}()
+
+	inst := held.Instance
+	if r.StartKey != "" && inst.Version > 0 {
+		return l.reject(ctx, r, fault.New(fault.InstanceExists, "instance %s already exists", r.InstanceID)), true
+	}
+	proc, err := l.pool.deps.Store.Process(ctx, inst.DefinitionKey, inst.DefinitionVersion)
+	if err != nil {
+		return l.failure(ctx, r, err), true
+	}
+	trigger, state := r.Trigger, inst.State
+	if r.StartKey != "" {
+		// A start's row holds no state yet: the engine starts from the zero State.
+		trigger.Kind, state = engine.TriggerStart, engine.State{}
+	}
+	next, effects, err := engine.Step(proc, engine.Instance{ID: inst.ID, Version: inst.Version, State: state}, trigger, l.pool.deps.Now())
+	if err != nil {
+		if fault.Code(err) == fault.NotWaiting && r.Lookup != nil {
+			err = fault.Wrap(fault.RelayUncorrelated, err, "instance %s no longer waits for message %q", inst.ID, r.Lookup.Message)
+		}
+		if fault.Code(err) == "" {
+			err = fault.Wrap(fault.StepFailed, err, "step of %s", inst.ID)
+		}
+		return l.reject(ctx, r, err), true
+	}
+	if h := l.pool.deps.Hooks.BeforeCommit; h != nil {
+		h(ctx, l.n, r)
+	}
+	if err := held.Commit(ctx, next, effects, claims.Extras{InboxID: r.InboxID, TimerID: r.TimerID}); err != nil {
+		if fault.Code(err) == fault.StepFenced {
+			l.pool.deps.Metrics.StepsFenced.Inc()
+			log.Warn("step fenced: claim swept or stolen, step rolled back", "instance_id", inst.ID,
+				"owner", held.Owner(), "code", fault.StepFenced, "version", inst.Version)
+			return Outcome{Kind: Retry, Code: fault.StepFenced, Reason: "fenced", Err: err}, true
+		}
+		return l.failure(ctx, r, err), true
+	}
+	l.pool.deps.Metrics.StepDuration.Observe(time.Since(start).Seconds())
+	if h := l.pool.deps.Hooks.AfterCommit; h != nil {
+		h(ctx, l.n, r)
+	}
+	return Outcome{Kind: Committed}, true
+}
+
+// reject answers a resume that can never apply, unless it is a relay that a
+// copy of it already applied: then it is a duplicate, never a dead letter.
+func (l *lane) reject(ctx context.Context, r *Resume, err error) Outcome {
+	if r.InboxID != "" {
+		applied, aerr := l.pool.deps.Store.Applied(ctx, r.InboxID)
+		if aerr != nil {
+			return l.failure(ctx, r, aerr)
+		}
+		if applied {
+			return Outcome{Kind: Duplicate}
+		}
+	}
+	return Outcome{Kind: Rejected, Code: fault.Code(err), Err: err}
+}
+
+// failure classifies an error of resolve, claim, load or commit.
+func (l *lane) failure(ctx context.Context, r *Resume, err error) Outcome {
+	log := l.pool.deps.Logger
+	var held *store.ClaimHeldError
+	switch code := fault.Code(err); {
+	case errors.Is(err, store.ErrDuplicate):
+		return Outcome{Kind: Duplicate}
+	case errors.As(err, &held):
+		l.bounce(r.Path).Inc()
+		log.Info("claim refused", "instance_id", r.InstanceID, "owner", l.claimer.Owner(), "code", fault.ClaimHeld,
+			"path", r.Path, "holder", held.Holder, "claim_age", held.Age)
+		return Outcome{Kind: Refused, Code: fault.ClaimHeld, Reason: "claim_held", Err: err}
+	case code == fault.NotFound, code == fault.UnknownDefinition, code == fault.RelayUncorrelated:
+		return Outcome{Kind: Rejected, Code: code, Err: err}
+	case ctx.Err() != nil:
+		return Outcome{Kind: Retry, Code: fault.Unavailable, Reason: "shutdown", Err: err}
+	case code == fault.Unavailable:
+		log.Warn("database unavailable", "instance_id", r.InstanceID, "owner", l.claimer.Owner(), "code", code, "err", err)
+		return Outcome{Kind: Retry, Code: code, Reason: "unavailable", Err: err}
+	default:
+		log.Error("step failed", "instance_id", r.InstanceID, "owner", l.claimer.Owner(), "code", fault.StepFailed, "err", err)
+		return Outcome{Kind: Retry, Code: fault.StepFailed, Reason: "error", Err: err}
+	}
+}
+
+// bounce is the claim-bounce counter of a path, cached per lane.
+func (l *lane) bounce(path string) prometheus.Counter {
+	c, ok := l.bounces[path]
+	if !ok {
+		c = l.pool.deps.Metrics.ClaimBounces.WithLabelValues(path)
+		l.bounces[path] = c
+	}
+	return c
+}

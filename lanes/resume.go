@@ -1,0 +1,81 @@
+package lanes
+
+import (
+	"time"
+
+	"github.com/sutra-run/worker/engine"
+)
+
+// Resume is one resume of one instance handed to a lane: a relay, a timer
+// fire or a task completion.
+type Resume struct {
+	// Path names the resume path for metrics and logs (metrics.PathRelay, …).
+	Path string
+	// InstanceID routes the resume. Empty when Lookup resolves it.
+	InstanceID string
+	// Lookup resolves the instance from its open subscription (correlate by key).
+	Lookup *Lookup
+	// StartKey starts a new instance of that definition (the latest version).
+	StartKey string
+	// InboxID is the relay message id recorded in the step's commit.
+	InboxID string
+	// TimerID is the timer row the step consumes.
+	TimerID int64
+	Trigger engine.Trigger
+	// Done receives the outcome exactly once. It must not block.
+	Done func(Outcome)
+
+	enqueued time.Time
+}
+
+// Lookup is a correlate-by-key resolution.
+type Lookup struct {
+	Message        string
+	CorrelationKey string
+}
+
+// Kind classifies an outcome for the resume path to act on.
+type Kind int
+
+const (
+	// Committed: the step committed; acknowledge.
+	Committed Kind = iota
+	// Duplicate: the relay was already applied; acknowledge without a step.
+	Duplicate
+	// Refused: another owner holds the claim (fault.ClaimHeld); retry later.
+	Refused
+	// Retry: a transient failure (fenced, database unavailable, shutdown);
+	// nothing was written; retry later.
+	Retry
+	// Rejected: the resume can never apply (Code says why); never retry.
+	Rejected
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Committed:
+		return "committed"
+	case Duplicate:
+		return "duplicate"
+	case Refused:
+		return "refused"
+	case Retry:
+		return "retry"
+	case Rejected:
+		return "rejected"
+	}
+	return "unknown"
+}
+
+// Outcome is what became of a Resume.
+type Outcome struct {
+	Kind Kind
+	// Code is the fault code of a Refused, Retry or Rejected outcome.
+	Code string
+	// Reason is a short metrics label for Retry/Refused (claim_held, fenced,
+	// unavailable, shutdown, error).
+	Reason string
+	Err    error
+	// InstanceID is the instance the resume resolved to (for logs).
+	InstanceID string
+}

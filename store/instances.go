@@ -1,0 +1,282 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sutra-run/worker/engine"
+	"github.com/sutra-run/worker/fault"
+)
+
+// ErrDuplicate reports a relay whose message id a committed step already applied.
+var ErrDuplicate = errors.New("store: message already applied")
+
+// Instance is an instance row as read by its claim.
+type Instance struct {
+	ID                string
+	DefinitionKey     string
+	DefinitionVersion int
+	Version           int64
+	State             engine.State
+}
+
+// ClaimHeldError is the refusal of a claim that another owner holds.
+type ClaimHeldError struct {
+	InstanceID string
+	Holder     string
+	Age        time.Duration
+}
+
+func (e *ClaimHeldError) Error() string {
+	return fmt.Sprintf("%s: instance %s is claimed by %s (claim age %s)", fault.ClaimHeld, e.InstanceID, e.Holder, e.Age.Round(time.Millisecond))
+}
+
+// Unwrap exposes the code to fault.Code.
+func (e *ClaimHeldError) Unwrap() error {
+	return &fault.Error{Code: fault.ClaimHeld, Msg: "claim held"}
+}
+
+// ClaimRequest says which row to claim.
+type ClaimRequest struct {
+	InstanceID string
+	Owner      string
+	Timeout    time.Duration
+	// InboxID, when set, refuses the claim with ErrDuplicate if that relay
+	// message id was already applied.
+	InboxID string
+	// StartKey, when set, creates the instance (claimed, version 0) from the
+	// latest version of that definition if it does not exist yet.
+	StartKey string
+}
+
+// The claim condition, shared by both statements: free, stale, or ours.
+const claimable = `(i.owner IS NULL OR i.owner = $2 OR i.claimed_at < now() - $3::interval)
+	AND NOT EXISTS (SELECT 1 FROM inbox WHERE message_id = $4)`
+
+const claimSQL = `
+UPDATE instances i SET owner = $2, claimed_at = now()
+ WHERE i.id = $1 AND i.version > 0 AND ` + claimable + `
+RETURNING i.definition_key, i.definition_version, i.status, i.variables, i.tokens, i.version`
+
+// A start creates its row already claimed; a version-0 row left by a start
+// that never committed is taken over by the next start like any stale claim.
+const claimOrCreateSQL = `
+INSERT INTO instances AS i (id, definition_key, definition_version, status, owner, claimed_at)
+VALUES ($1, $5, (SELECT max(version) FROM definitions WHERE key = $5), 'active', $2, now())
+ON CONFLICT (id) DO UPDATE SET owner = $2, claimed_at = now(),
+	definition_key = CASE WHEN i.version = 0 THEN EXCLUDED.definition_key ELSE i.definition_key END,
+	definition_version = CASE WHEN i.version = 0 THEN EXCLUDED.definition_version ELSE i.definition_version END
+ WHERE ` + claimable + `
+RETURNING i.definition_key, i.definition_version, i.status, i.variables, i.tokens, i.version`
+
+// Claim takes the claim on one instance row with one conditional statement and
+// loads the row. It never waits for a holder: a held claim is refused with
+// *ClaimHeldError; a missing instance with fault.NotFound; an applied relay
+// with ErrDuplicate.
+func (s *Store) Claim(ctx context.Context, r ClaimRequest) (Instance, error) {
+	var row pgx.Row
+	if r.StartKey != "" {
+		row = s.pool.QueryRow(ctx, claimOrCreateSQL, r.InstanceID, r.Owner, r.Timeout, r.InboxID, r.StartKey)
+	} else {
+		row = s.pool.QueryRow(ctx, claimSQL, r.InstanceID, r.Owner, r.Timeout, r.InboxID)
+	}
+	inst := Instance{ID: r.InstanceID}
+	var status string
+	var tokens []byte
+	err := row.Scan(&inst.DefinitionKey, &inst.DefinitionVersion, &status, &inst.State.Variables, &tokens, &inst.Version)
+	if err == nil {
+		inst.State.Status = engine.Status(status)
+		if err := json.Unmarshal(tokens, &inst.State); err != nil {
+			return inst, fmt.Errorf("decoding tokens of %s: %w", r.InstanceID, err)
+		}
+		return inst, nil
+	}
+	err = translate(err, "claiming "+r.InstanceID)
+	if r.StartKey != "" && fault.Code(err) == "" && isNotNullViolation(err) {
+		return inst, fault.New(fault.UnknownDefinition, "definition %q is not deployed", r.StartKey)
+	}
+	if !errors.Is(err, ErrNotFound) {
+		return inst, err
+	}
+	return inst, s.whyNotClaimed(ctx, r)
+}
+
+// whyNotClaimed looks once more to tell a duplicate, a missing instance and a
+// held claim apart. It reads only the claim columns, never the state.
+func (s *Store) whyNotClaimed(ctx context.Context, r ClaimRequest) error {
+	var exists, applied bool
+	var owner *string
+	var age *time.Duration
+	var version int64
+	err := s.pool.QueryRow(ctx, `
+		SELECT i.id IS NOT NULL, i.owner, now() - i.claimed_at, COALESCE(i.version, 0),
+		       EXISTS (SELECT 1 FROM inbox WHERE message_id = $2)
+		  FROM (SELECT 1) one LEFT JOIN instances i ON i.id = $1`, r.InstanceID, r.InboxID).
+		Scan(&exists, &owner, &age, &version, &applied)
+	switch {
+	case err != nil:
+		return translate(err, "looking up "+r.InstanceID)
+	case applied:
+		return ErrDuplicate
+	case r.StartKey == "" && (!exists || version == 0 && owner == nil):
+		// Missing, or a start that gave up before its first commit.
+		return fault.New(fault.NotFound, "instance %s does not exist", r.InstanceID)
+	case owner == nil:
+		// Released between the claim and this look: a refusal all the same.
+		return &ClaimHeldError{InstanceID: r.InstanceID, Holder: "(released meanwhile)"}
+	}
+	held := &ClaimHeldError{InstanceID: r.InstanceID, Holder: *owner}
+	if age != nil {
+		held.Age = *age
+	}
+	return held
+}
+
+// Release gives up a claim without a step. A start that never committed
+// (version 0) leaves no row behind.
+func (s *Store) Release(ctx context.Context, id, owner string) error {
+	b := &pgx.Batch{}
+	b.Queue("DELETE FROM instances WHERE id = $1 AND owner = $2 AND version = 0", id, owner)
+	b.Queue("UPDATE instances SET owner = NULL, claimed_at = NULL WHERE id = $1 AND owner = $2", id, owner)
+	return translate(s.pool.SendBatch(ctx, b).Close(), "releasing "+id)
+}
+
+// Commit is one step's durable outcome.
+type Commit struct {
+	InstanceID string
+	Owner      string
+	// Version is the step counter read at claim time: the fence.
+	Version int64
+	State   engine.State
+	Effects engine.Effects
+	// InboxID records the relay message id applied by this step.
+	InboxID string
+	// TimerID deletes the timer row this step consumed.
+	TimerID int64
+}
+
+// CommitStep writes the step and releases the claim in one transaction (one
+// round trip: a batch runs as one implicit transaction). The fence runs first:
+// if the claim was swept or stolen it raises, nothing is written, and the
+// error carries fault.StepFenced.
+func (s *Store) CommitStep(ctx context.Context, c Commit) error {
+	tokens, err := json.Marshal(c.State)
+	if err != nil {
+		return fmt.Errorf("encoding tokens of %s: %w", c.InstanceID, err)
+	}
+	vars := c.State.Variables
+	if vars == nil {
+		vars = map[string]any{}
+	}
+	b := &pgx.Batch{}
+	b.Queue("SET LOCAL synchronous_commit = on")
+	b.Queue("SELECT sutra_commit($1, $2, $3, $4, $5, $6)", c.InstanceID, c.Owner, c.Version, string(c.State.Status), vars, tokens)
+	queueEffects(b, c.InstanceID, c.Effects)
+	if c.InboxID != "" {
+		b.Queue("INSERT INTO inbox (message_id, instance_id) VALUES ($1, $2)", c.InboxID, c.InstanceID)
+	}
+	if c.TimerID != 0 {
+		b.Queue("DELETE FROM timers WHERE id = $1", c.TimerID)
+	}
+	err = s.pool.SendBatch(ctx, b).Close()
+	if isUniqueViolation(err, "inbox_pkey") {
+		// A copy of this relay committed after our claim read the inbox.
+		return ErrDuplicate
+	}
+	return translate(err, "committing step of "+c.InstanceID)
+}
+
+// Applied reports whether a committed step applied relay message id inboxID.
+// The claim's own inbox check reads the snapshot of its statement, which can
+// predate a copy's commit that it waited for; a fresh statement cannot.
+func (s *Store) Applied(ctx context.Context, inboxID string) (bool, error) {
+	var applied bool
+	err := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM inbox WHERE message_id = $1)", inboxID).Scan(&applied)
+	return applied, translate(err, "reading inbox")
+}
+
+// queueEffects queues the writes of a step's effects, closes before opens so a
+// token may re-open a wait it closed.
+func queueEffects(b *pgx.Batch, id string, e engine.Effects) {
+	if n := len(e.CloseWaits); n > 0 {
+		toks, els := make([]string, n), make([]string, n)
+		for i, w := range e.CloseWaits {
+			toks[i], els[i] = w.TokenID, w.Element
+		}
+		for _, table := range []string{"subscriptions", "timers", "tasks"} {
+			b.Queue(`DELETE FROM `+table+` t USING unnest($2::text[], $3::text[]) AS w(tok, el)
+				WHERE t.instance_id = $1 AND t.token_id = w.tok AND (w.el = '' OR t.element_id = w.el)`, id, toks, els)
+		}
+	}
+	if n := len(e.Subscriptions); n > 0 {
+		toks, els, names, keys := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		for i, s := range e.Subscriptions {
+			toks[i], els[i], names[i], keys[i] = s.TokenID, s.Element, s.Message, s.CorrelationKey
+		}
+		b.Queue(`INSERT INTO subscriptions (instance_id, token_id, element_id, message_name, correlation_key)
+			SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[])`, id, toks, els, names, keys)
+	}
+	if n := len(e.Timers); n > 0 {
+		toks, els, intervals := make([]string, n), make([]string, n), make([]string, n)
+		due, repeat := make([]time.Time, n), make([]int32, n)
+		for i, t := range e.Timers {
+			toks[i], els[i], due[i], repeat[i], intervals[i] = t.TokenID, t.Element, t.DueAt, int32(t.Repeat), t.Interval
+		}
+		b.Queue(`INSERT INTO timers (instance_id, token_id, element_id, due_at, repeat, interval)
+			SELECT $1, * FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::int[], $6::text[])
+			ON CONFLICT (instance_id, token_id, element_id) DO UPDATE
+			   SET due_at = EXCLUDED.due_at, repeat = EXCLUDED.repeat, interval = EXCLUDED.interval,
+			       attempts = 0, locked_by = NULL, locked_until = NULL`, id, toks, els, due, repeat, intervals)
+	}
+	for _, t := range e.Tasks {
+		vars := t.Variables
+		if vars == nil {
+			vars = map[string]any{}
+		}
+		b.Queue(`INSERT INTO tasks (instance_id, token_id, element_id, type, retries, variables)
+			VALUES ($1, $2, $3, $4, $5, $6)
+			ON CONFLICT (instance_id, token_id, element_id) DO UPDATE
+			   SET type = EXCLUDED.type, retries = EXCLUDED.retries, variables = EXCLUDED.variables,
+			       locked_by = NULL, lock_expires_at = NULL`, id, t.TokenID, t.Element, t.Type, t.Retries, vars)
+	}
+	for _, m := range e.Publish {
+		vars := m.Variables
+		if vars == nil {
+			vars = map[string]any{}
+		}
+		// A re-run of the same step derives the same id: publish once.
+		b.Queue(`INSERT INTO outbox (id, instance_id, message_name, correlation_key, variables)
+			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING`, m.ID, id, m.Message, m.CorrelationKey, vars)
+	}
+	for _, inc := range e.Incidents {
+		b.Queue(`INSERT INTO incidents (instance_id, token_id, element_id, code, message)
+			VALUES ($1, $2, $3, $4, $5)`, id, inc.TokenID, inc.Element, inc.Code, inc.Message)
+	}
+}
+
+// ResolveSubscription returns the instance whose oldest open subscription
+// waits for message name with key. A relay already applied (inboxID) is
+// ErrDuplicate even though its subscription is gone; no match is
+// fault.RelayUncorrelated.
+func (s *Store) ResolveSubscription(ctx context.Context, name, key, inboxID string) (string, error) {
+	var id *string
+	var applied bool
+	err := s.pool.QueryRow(ctx, `SELECT
+		(SELECT instance_id FROM subscriptions WHERE message_name = $1 AND correlation_key = $2
+		  ORDER BY created_at LIMIT 1),
+		EXISTS (SELECT 1 FROM inbox WHERE message_id = $3)`, name, key, inboxID).Scan(&id, &applied)
+	switch {
+	case err != nil:
+		return "", translate(err, "resolving message "+name)
+	case applied:
+		return "", ErrDuplicate
+	case id == nil:
+		return "", fault.New(fault.RelayUncorrelated, "no instance waits for message %q with correlation key %q", name, key)
+	}
+	return *id, nil
+}

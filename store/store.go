@@ -1,0 +1,225 @@
+// Package store owns the PostgreSQL pool, the embedded migrations and every
+// query. Driver errors are translated here into fault codes and sentinels so
+// that callers never inspect pgx errors.
+package store
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sutra-run/worker/fault"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Sentinel errors callers branch on with errors.Is.
+var (
+	ErrNotFound = errors.New("store: not found")
+	ErrConflict = errors.New("store: conflict")
+)
+
+const sqlstateFenced = "SU001"
+
+// Store is the worker's handle on PostgreSQL.
+type Store struct {
+	pool *pgxpool.Pool
+	// processes caches parsed definitions by key+version; they are immutable.
+	processes sync.Map // defKey → *bpmn.Process
+}
+
+// Options tunes Open.
+type Options struct {
+	MaxConns int32
+	// SyncClaims makes claims and releases wait for the WAL flush too
+	// (for measuring what skipping it saves).
+	SyncClaims bool
+}
+
+// Open connects a pool to url.
+func Open(ctx context.Context, url string, opt Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fault.Wrap(fault.Unavailable, err, "parsing database URL")
+	}
+	if opt.MaxConns > 0 {
+		cfg.MaxConns = opt.MaxConns
+	}
+	if !opt.SyncClaims {
+		// Claims and releases are soft state (the commit fence re-checks the
+		// owner), so they skip the synchronous WAL flush. Step commits turn it
+		// back on with SET LOCAL: a relay is acked after its commit, so that
+		// commit must be durable.
+		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fault.Wrap(fault.Unavailable, err, "opening database pool")
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Pool exposes the pool to packages that run their own typed queries here.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Close closes the pool.
+func (s *Store) Close() { s.pool.Close() }
+
+// Ping reports whether the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return translate(err, "pinging database")
+	}
+	return nil
+}
+
+// EnsureDatabase creates the database named in url when it does not exist,
+// connecting to the server's postgres database to do so.
+func EnsureDatabase(ctx context.Context, url string) error {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return fault.Wrap(fault.Unavailable, err, "parsing database URL")
+	}
+	name := cfg.Database
+	if name == "" || name == "postgres" {
+		return nil
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err == nil {
+		return conn.Close(ctx)
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "3D000" { // invalid_catalog_name
+		return translate(err, "connecting to database "+name)
+	}
+	cfg.Database = "postgres"
+	conn, err = pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return translate(err, "connecting to database postgres")
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	if errors.As(err, &pgErr) && pgErr.Code == "42P04" { // created meanwhile by another replica
+		return nil
+	}
+	return translate(err, "creating database "+name)
+}
+
+// Migrate applies the embedded migrations that are not applied yet, under an
+// advisory lock so that replicas starting together apply each exactly once.
+func (s *Store) Migrate(ctx context.Context) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return translate(err, "acquiring connection for migrations")
+	}
+	defer conn.Release()
+	var schema string
+	if err := conn.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+		return translate(err, "reading current schema")
+	}
+	h := fnv.New64a()
+	h.Write([]byte("sutra.migrate." + schema))
+	lock := int64(h.Sum64())
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", lock); err != nil {
+		return translate(err, "taking migration lock")
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", lock)
+
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return translate(err, "creating schema_migrations")
+	}
+	files, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		base := strings.TrimPrefix(f, "migrations/")
+		v, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
+		if err != nil {
+			return fmt.Errorf("migration %s: name must start with a number", base)
+		}
+		body, err := migrations.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			var done bool
+			if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)", v).Scan(&done); err != nil || done {
+				return err
+			}
+			if _, err := tx.Exec(ctx, string(body)); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version) VALUES ($1)", v)
+			return err
+		})
+		if err != nil {
+			return translate(err, "applying migration "+base)
+		}
+	}
+	return nil
+}
+
+// translate maps driver errors to the worker's errors at the store boundary.
+func translate(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%s: %w", what, ErrNotFound)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case sqlstateFenced:
+			return fault.Wrap(fault.StepFenced, err, "%s", what)
+		case "23505":
+			return fmt.Errorf("%s: %w: %s", what, ErrConflict, pgErr.Message)
+		}
+		if isTransientSQLState(pgErr.Code) {
+			return fault.Wrap(fault.Unavailable, err, "%s", what)
+		}
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	// Anything else is the connection: refused, reset, closed, timed out.
+	return fault.Wrap(fault.Unavailable, err, "%s", what)
+}
+
+// isTransientSQLState tells server errors that a retry may cure.
+func isTransientSQLState(code string) bool {
+	switch {
+	case strings.HasPrefix(code, "08"), // connection exception
+		strings.HasPrefix(code, "53"),    // insufficient resources
+		strings.HasPrefix(code, "57"),    // operator intervention (admin shutdown, terminated)
+		code == "40001", code == "40P01": // serialization failure, deadlock
+		return true
+	}
+	return false
+}
+
+func isUniqueViolation(err error, constraint string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == constraint
+}
+
+func isNotNullViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23502"
+}
