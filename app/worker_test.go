@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -185,12 +186,18 @@ func TestMisroutedRelayBouncesOffTheClaimAndAppliesLaterOnce(t *testing.T) {
 		},
 		BeforeCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
 			if r.InboxID == "paid-o-1" && holding.CompareAndSwap(false, true) {
-				<-hold
+				select {
+				case <-hold:
+				case <-ctx.Done(): // the test failed and the worker is stopping
+				}
 			}
 		},
 	}
 	b := setup(t, hooks, nil)
 	pool.Store(b.w.Lanes())
+	var once sync.Once
+	release := func() { once.Do(func() { close(hold) }) }
+	t.Cleanup(release) // runs before the worker's Stop (cleanups run last-in first-out)
 	b.pub.Publish(start("o-1"))
 	b.waitVersion(t, "o-1", 1)
 	b.pub.Publish(paid("o-1"))
@@ -202,7 +209,7 @@ func TestMisroutedRelayBouncesOffTheClaimAndAppliesLaterOnce(t *testing.T) {
 	if v := b.version(t, "o-1"); v != 1 {
 		t.Fatalf("version moved to %d while the first step was held", v)
 	}
-	close(hold)
+	release()
 	b.waitVersion(t, "o-1", 3)
 	if b.relays(t, "requeued") < 2 || b.counter(t, "sutra_relay_requeues_total", "reason", "claim_held") < 2 {
 		t.Errorf("bounced relay was not nack-requeued")
