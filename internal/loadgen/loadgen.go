@@ -8,20 +8,24 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	amqp "github.com/rabbitmq/amqp091-go"
-	"net/http"
 )
 
 // Relay is one relay to publish; its message id gets the publish time appended.
 type Relay struct {
 	ID   string
 	Body map[string]any
+	// Copies publishes the same message (same message id) this many extra
+	// times, as an at-least-once upstream does.
+	Copies int
 }
 
 // Publisher publishes relays with confirms, keeping a window of unconfirmed
@@ -76,16 +80,19 @@ func (p *Publisher) Publish(ctx context.Context, relays []Relay) error {
 			return err
 		}
 		now := time.Now()
-		dc, err := p.ch.PublishWithDeferredConfirmWithContext(ctx, p.exchange, "relay", false, false, amqp.Publishing{
+		msg := amqp.Publishing{
 			MessageId: r.ID + "-" + strconv.FormatInt(now.UnixNano(), 10), ContentType: "application/json",
 			DeliveryMode: amqp.Persistent, Timestamp: now, Body: body,
-		})
-		if err != nil {
-			return err
 		}
-		if pending = append(pending, dc); len(pending) == window {
-			if err := wait(); err != nil {
+		for range 1 + r.Copies {
+			dc, err := p.ch.PublishWithDeferredConfirmWithContext(ctx, p.exchange, "relay", false, false, msg)
+			if err != nil {
 				return err
+			}
+			if pending = append(pending, dc); len(pending) == window {
+				if err := wait(); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -145,7 +152,7 @@ func Scrape(ctx context.Context, url string, names ...string) (map[string]float6
 		return nil, err
 	}
 	defer resp.Body.Close()
-	var parser expfmt.TextParser
+	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
 		return nil, err
