@@ -1,7 +1,7 @@
 // Command demo runs the main job end to end on local services: it migrates,
-// deploys examples/order.bpmn, starts two worker replicas (bin/worker),
-// drives a few thousand orders to completion with relays, and prints a
-// summary. Run it with `make demo`.
+// deploys examples/order.bpmn and examples/order-fulfilment.bpmn, starts two
+// worker replicas (bin/worker), drives a few thousand orders to completion
+// with relays, and prints a summary. Run it with `make demo`.
 package main
 
 import (
@@ -47,7 +47,7 @@ func run() error {
 	amqpURL := env("SUTRA_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
 	exchange := env("SUTRA_RELAY_EXCHANGE", "sutra.relays")
 
-	for _, args := range [][]string{{"migrate"}, {"deploy", "examples/order.bpmn"}} {
+	for _, args := range [][]string{{"migrate"}, {"deploy", "examples/order.bpmn"}, {"deploy", "examples/order-fulfilment.bpmn"}} {
 		out, err := exec.CommandContext(ctx, binary, args...).CombinedOutput()
 		fmt.Printf("$ worker %s\n%s", strings.Join(args, " "), out)
 		if err != nil {
@@ -82,18 +82,28 @@ func run() error {
 
 	run := fmt.Sprintf("demo%d", time.Now().Unix())
 	id := func(i int) string { return fmt.Sprintf("%s-order-%d", run, i) }
+	// order.bpmn and order-fulfilment.bpmn wait for the same three relays; the
+	// latter also publishes a payment request and arms a payment timeout and
+	// a shipment timer, which the messages cancel in their commits.
+	definition := func(i int) string {
+		if i%4 == 3 {
+			return "order-fulfilment"
+		}
+		return "order"
+	}
+	total := func(i int) int { return 10 + i%90 }
 	waves := []struct {
 		name    string
 		version int
 		relay   func(i int) []loadgen.Relay
 	}{
-		{"start", 1, func(i int) []loadgen.Relay {
+		{"start (every 4th an order-fulfilment)", 1, func(i int) []loadgen.Relay {
 			return []loadgen.Relay{{ID: run + "-start-" + fmt.Sprint(i), Body: map[string]any{
-				"start": "order", "instance_id": id(i), "variables": map[string]any{"orderId": id(i), "total": 10 + i%90}}}}
+				"start": definition(i), "instance_id": id(i), "variables": map[string]any{"orderId": id(i), "total": total(i)}}}}
 		}},
 		{"payment-received (by instance id; every 20th published twice)", 2, func(i int) []loadgen.Relay {
 			r := loadgen.Relay{ID: run + "-paid-" + fmt.Sprint(i), Body: map[string]any{
-				"instance_id": id(i), "message": "payment-received", "variables": map[string]any{"paid": true}}}
+				"instance_id": id(i), "message": "payment-received", "variables": map[string]any{"amount": total(i)}}}
 			if i%20 == 0 {
 				r.Copies = 1
 			}
@@ -142,7 +152,13 @@ func run() error {
 		}
 	}
 	fmt.Printf("\nSummary (run %s)\n", run)
+	var requests, armed int
+	if err := db.QueryRow(ctx, `SELECT (SELECT count(*) FROM outbox WHERE starts_with(instance_id, $1)),
+		(SELECT count(*) FROM timers WHERE starts_with(instance_id, $1))`, run).Scan(&requests, &armed); err != nil {
+		return err
+	}
 	fmt.Printf("  instances completed      %d of %d\n", completed, instances)
+	fmt.Printf("  payment requests queued  %d in the outbox; timers left armed %d\n", requests, armed)
 	for _, o := range []string{"committed", "duplicate", "requeued", "dead_lettered"} {
 		fmt.Printf("  relays %-17s %.0f\n", o, totals["sutra_relays_total{outcome="+o+"}"])
 	}
