@@ -20,6 +20,8 @@ import (
 	"github.com/sutra-run/worker/lanes"
 	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/store"
+	"github.com/sutra-run/worker/sweeper"
+	"github.com/sutra-run/worker/timers"
 )
 
 // Options are what a test may inject into a worker besides Config.
@@ -37,6 +39,8 @@ type Worker struct {
 	opt      Options
 	store    *store.Store
 	lanes    *lanes.Pool
+	timers   *timers.Poller
+	sweeper  *sweeper.Sweeper
 	consumer *consumer.Consumer
 	http     *http.Server
 	listener net.Listener
@@ -45,13 +49,16 @@ type Worker struct {
 }
 
 // Start connects to PostgreSQL (migrating first when cfg.Migrate), starts the
-// lanes, the consumer and the HTTP listener.
+// lanes, the timer poller, the sweeper, the consumer and the HTTP listener.
 func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	if cfg.ReplicaID == "" {
 		cfg.ReplicaID = defaultReplicaID()
 	}
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
+	}
+	if opt.Hooks == nil {
+		opt.Hooks = testHooks(opt.Logger)
 	}
 	if opt.Registry == nil {
 		opt.Registry = prometheus.NewRegistry()
@@ -63,9 +70,25 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{cfg: cfg, opt: opt, store: st, metrics: metrics.New(opt.Registry)}
-	w.lanes = lanes.New(lanes.Deps{Store: st, Metrics: w.metrics, Logger: log, Hooks: opt.Hooks}, lanes.Config{
-		Replica: cfg.ReplicaID, Lanes: cfg.Lanes, InboxSize: cfg.Prefetch + 1,
+	inflight := cfg.TimerMaxInFlight
+	if inflight <= 0 {
+		inflight = timers.DefaultMaxInFlight
+	}
+	armed := func(due time.Time) { w.timers.Armed(due) }
+	w.lanes = lanes.New(lanes.Deps{Store: st, Metrics: w.metrics, Logger: log, Hooks: opt.Hooks, TimerArmed: armed}, lanes.Config{
+		// Room for every resume that can be in flight: relays and timer fires.
+		Replica: cfg.ReplicaID, Lanes: cfg.Lanes, InboxSize: cfg.Prefetch + inflight + 1,
 		ClaimTimeout: cfg.ClaimTimeout, DrainTimeout: cfg.ShutdownTimeout,
+	})
+	w.timers = timers.New(timers.Deps{Store: st, Lanes: w.lanes, Metrics: w.metrics, Logger: log}, timers.Config{
+		Replica: cfg.ReplicaID, PollInterval: cfg.TimerPollInterval, BatchSize: cfg.TimerBatch, MaxInFlight: inflight,
+		Lease: cfg.TimerLease, Backoff: cfg.TimerBackoff, BackoffMax: cfg.TimerBackoffMax, DrainTimeout: cfg.ShutdownTimeout,
+	})
+	w.sweeper = sweeper.New(sweeper.Deps{Store: st, Metrics: w.metrics, Logger: log, DeadLetter: sweeper.AMQPDeadLetters{
+		URL: cfg.AMQPURL, Exchange: cfg.DeadExchange, RelayExchange: cfg.RelayExchange, ConnectionName: "sutra-worker/" + cfg.ReplicaID + "/sweeper",
+	}}, sweeper.Config{
+		Replica: cfg.ReplicaID, Interval: cfg.SweepInterval, LeaseTTL: cfg.LeaseTTL,
+		ClaimTimeout: cfg.ClaimTimeout, InboxRetention: cfg.InboxRetention,
 	})
 	w.consumer = consumer.New(consumer.Deps{Lanes: w.lanes, Metrics: w.metrics, Logger: log}, consumer.Config{
 		URL: cfg.AMQPURL, ConnectionName: "sutra-worker/" + cfg.ReplicaID, Exchange: cfg.RelayExchange, Queue: cfg.RelayQueue, BindingKey: cfg.RelayBindingKey,
@@ -77,6 +100,14 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		return nil, err
 	}
 	if err := w.lanes.Start(ctx); err != nil {
+		w.Stop()
+		return nil, err
+	}
+	if err := w.timers.Start(ctx); err != nil {
+		w.Stop()
+		return nil, err
+	}
+	if err := w.sweeper.Start(ctx); err != nil {
 		w.Stop()
 		return nil, err
 	}
@@ -161,12 +192,17 @@ func (w *Worker) serveHTTP() error {
 	return nil
 }
 
-// Stop shuts down in two phases: stop consuming and let in-flight steps
-// commit or release (bounded by ShutdownTimeout), then close. Unanswered
-// relays are redelivered by the broker; no claim is left held.
+// Stop shuts down in two phases: stop consuming relays and taking timers,
+// and let in-flight steps commit or release (bounded by ShutdownTimeout),
+// then close. Unanswered relays are redelivered by the broker, timers not
+// fired are handed back to the other replicas' pollers, the sweeper lease is
+// released; no claim is left held.
 func (w *Worker) Stop() {
+	// The poller drains its fires while the lanes still run.
+	w.timers.Stop()
 	w.consumer.Stop()
 	w.lanes.Stop()
+	w.sweeper.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = w.http.Shutdown(ctx)

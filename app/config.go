@@ -31,6 +31,17 @@ type Config struct {
 	RequeueBackoff    time.Duration `envconfig:"REQUEUE_BACKOFF" default:"50ms" desc:"first delay before a refused relay is requeued; doubles per bounce"`
 	RequeueBackoffMax time.Duration `envconfig:"REQUEUE_BACKOFF_MAX" default:"2s" desc:"cap of the requeue delay"`
 
+	TimerPollInterval time.Duration `envconfig:"TIMER_POLL_INTERVAL" default:"1s" desc:"longest the timer poller goes without looking for timers armed by other replicas"`
+	TimerBatch        int           `envconfig:"TIMER_BATCH" default:"128" desc:"due timers leased per statement"`
+	TimerMaxInFlight  int           `envconfig:"TIMER_MAX_IN_FLIGHT" default:"256" desc:"timer fires handed to lanes and not yet answered"`
+	TimerLease        time.Duration `envconfig:"TIMER_LEASE" default:"10s" desc:"how long a leased timer is kept from other replicas' pollers"`
+	TimerBackoff      time.Duration `envconfig:"TIMER_BACKOFF" default:"100ms" desc:"first deferral of a refused timer fire; doubles per attempt"`
+	TimerBackoffMax   time.Duration `envconfig:"TIMER_BACKOFF_MAX" default:"30s" desc:"cap of the timer deferral"`
+
+	SweepInterval  time.Duration `envconfig:"SWEEP_INTERVAL" default:"5s" desc:"time between sweeps of stale claims on the lease holder"`
+	LeaseTTL       time.Duration `envconfig:"LEASE_TTL" default:"15s" desc:"how long the sweeper lease lasts unrenewed; another replica takes it over about this long after the holder dies"`
+	InboxRetention time.Duration `envconfig:"INBOX_RETENTION" default:"168h" desc:"how long applied relay message ids are kept to recognise redeliveries"`
+
 	Migrate   bool   `envconfig:"MIGRATE" default:"true" desc:"apply migrations (and create the database) when run starts"`
 	LogFormat string `envconfig:"LOG_FORMAT" desc:"json or text (default: text on a terminal, json otherwise)"`
 	LogLevel  string `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`

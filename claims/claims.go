@@ -77,6 +77,11 @@ func (h *Held) Owner() string { return h.owner }
 type Extras struct {
 	InboxID string
 	TimerID int64
+	// Consumed are buffered messages the step applied after its trigger.
+	Consumed []store.Consumed
+	// SkipBufferCheck commits without looking for buffered messages that the
+	// subscriptions the step opened match.
+	SkipBufferCheck bool
 }
 
 // Commit writes the step and releases the claim in one transaction, fenced on
@@ -86,7 +91,7 @@ type Extras struct {
 func (h *Held) Commit(ctx context.Context, st engine.State, eff engine.Effects, x Extras) error {
 	err := h.store.CommitStep(ctx, store.Commit{
 		InstanceID: h.Instance.ID, Owner: h.owner, Version: h.Instance.Version,
-		State: st, Effects: eff, InboxID: x.InboxID, TimerID: x.TimerID,
+		State: st, Effects: eff, InboxID: x.InboxID, TimerID: x.TimerID, Consumed: x.Consumed, SkipBufferCheck: x.SkipBufferCheck,
 	})
 	if err == nil {
 		h.done = true

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/sutra-run/worker/engine"
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/iso8601"
 	"github.com/sutra-run/worker/lanes"
 	"github.com/sutra-run/worker/metrics"
 )
@@ -23,11 +25,14 @@ type envelope struct {
 	Message        string         `json:"message"`
 	CorrelationKey string         `json:"correlation_key"`
 	Variables      map[string]any `json:"variables"`
+	// TTL (ISO 8601 duration) buffers a correlate-by-key relay that no
+	// subscription matches yet, for that long.
+	TTL string `json:"ttl"`
 }
 
 // decode turns a delivery into a Resume, or a fault.RelayInvalid error saying
 // what is wrong with it.
-func decode(d *amqp.Delivery) (lanes.Resume, error) {
+func decode(d *amqp.Delivery, now time.Time) (lanes.Resume, error) {
 	if d.MessageId == "" {
 		return lanes.Resume{}, fault.New(fault.RelayInvalid, "the AMQP message_id property is required (it is the dedupe key)")
 	}
@@ -70,6 +75,20 @@ func decode(d *amqp.Delivery) (lanes.Resume, error) {
 		r.Trigger.CorrelationKey = env.CorrelationKey
 	default:
 		return lanes.Resume{}, fault.New(fault.RelayInvalid, "a message relay names instance_id or correlation_key")
+	}
+	if env.TTL != "" {
+		if r.Lookup == nil {
+			return lanes.Resume{}, fault.New(fault.RelayInvalid, "ttl applies only to a relay correlated by correlation_key")
+		}
+		ttl, err := iso8601.ParseDuration(env.TTL)
+		if err != nil {
+			return lanes.Resume{}, fault.Wrap(fault.RelayInvalid, err, "ttl")
+		}
+		// Calendar units (P1M) are measured from now, when the relay arrives.
+		if r.Lookup.TTL = ttl.AddTo(now).Sub(now); r.Lookup.TTL <= 0 {
+			return lanes.Resume{}, fault.New(fault.RelayInvalid, "ttl %q is not positive", env.TTL)
+		}
+		r.Lookup.Body, r.Lookup.RoutingKey = d.Body, d.RoutingKey
 	}
 	return r, nil
 }

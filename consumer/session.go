@@ -91,7 +91,7 @@ func (s *session) loop(soft, hard context.Context, deliveries <-chan amqp.Delive
 // receive decodes a delivery and dispatches it, or dead-letters it when it
 // can never be decoded.
 func (s *session) receive(d *amqp.Delivery) {
-	r, err := decode(d)
+	r, err := decode(d, time.Now())
 	if err != nil {
 		s.deadLetter(d, "", err)
 		return
@@ -114,6 +114,10 @@ func (s *session) act(r result) {
 		delete(s.c.bounces, r.d.MessageId)
 		_ = r.d.Ack(false)
 		m.Relays.WithLabelValues(metrics.OutcomeDuplicate).Inc()
+	case lanes.Buffered:
+		delete(s.c.bounces, r.d.MessageId)
+		_ = r.d.Ack(false)
+		m.Relays.WithLabelValues(metrics.OutcomeBuffered).Inc()
 	case lanes.Refused, lanes.Retry:
 		s.requeueLater(r.d, r.out.Reason)
 	case lanes.Rejected:

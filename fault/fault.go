@@ -19,6 +19,8 @@ const (
 	StepFenced = "SUTRA.RUNTIME.STEP.FENCED"
 	StepPanic  = "SUTRA.RUNTIME.STEP.PANIC"
 	StepFailed = "SUTRA.RUNTIME.STEP.FAILED"
+	// The sweep cleared a claim older than the claim timeout.
+	ClaimSwept = "SUTRA.RUNTIME.SWEEP.CLAIM_CLEARED"
 	// Relays.
 	RelayInvalid      = "SUTRA.RUNTIME.RELAY.INVALID"
 	RelayUncorrelated = "SUTRA.RUNTIME.RELAY.UNCORRELATED"

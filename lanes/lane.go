@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sutra-run/worker/bpmn"
 	"github.com/sutra-run/worker/claims"
 	"github.com/sutra-run/worker/engine"
 	"github.com/sutra-run/worker/fault"
@@ -80,6 +81,7 @@ func (l *lane) supervise(ctx context.Context, r *Resume) (out Outcome, answered 
 //
 //	exit                         outcome    claim
 //	resolve: no subscription     Rejected   never taken
+//	resolve: buffered (ttl)      Buffered   never taken
 //	resolve: forwarded           (other lane answers)
 //	claim: duplicate relay       Duplicate  never taken
 //	claim: held by another       Refused    never taken
@@ -88,6 +90,7 @@ func (l *lane) supervise(ctx context.Context, r *Resume) (out Outcome, answered 
 //	start on an existing id      Rejected   released
 //	definition load fails        Retry      released
 //	engine: not waiting / error  Rejected   released
+//	commit: timer row gone       Rejected   released (a stale fire)
 //	panic (engine, hook)         Rejected   released, re-raised to supervise
 //	commit fenced                Retry      not ours any more
 //	commit fails                 Retry      released
@@ -95,7 +98,7 @@ func (l *lane) supervise(ctx context.Context, r *Resume) (out Outcome, answered 
 func (l *lane) step(ctx context.Context, r *Resume) (Outcome, bool) {
 	log := l.pool.deps.Logger
 	if r.InstanceID == "" && r.Lookup != nil {
-		id, err := l.pool.deps.Store.ResolveSubscription(ctx, r.Lookup.Message, r.Lookup.CorrelationKey, r.InboxID)
+		id, err := l.resolve(ctx, r)
 		if err != nil {
 			return l.failure(ctx, r, err), true
 		}
@@ -143,7 +146,7 @@ func (l *lane) step(ctx context.Context, r *Resume) (Outcome, bool) {
 	if h := l.pool.deps.Hooks.BeforeCommit; h != nil {
 		h(ctx, l.n, r)
 	}
-	if err := held.Commit(ctx, next, effects, claims.Extras{InboxID: r.InboxID, TimerID: r.TimerID}); err != nil {
+	if err := l.commit(ctx, held, proc, r, next, effects); err != nil {
 		if fault.Code(err) == fault.StepFenced {
 			l.pool.deps.Metrics.StepsFenced.Inc()
 			log.Warn("step fenced: claim swept or stolen, step rolled back", "instance_id", inst.ID,
@@ -157,6 +160,90 @@ func (l *lane) step(ctx context.Context, r *Resume) (Outcome, bool) {
 		h(ctx, l.n, r)
 	}
 	return Outcome{Kind: Committed}, true
+}
+
+// resolve finds the instance a correlate-by-key relay goes to; a relay with a
+// TTL that no subscription matches yet is buffered (store.ErrBuffered).
+func (l *lane) resolve(ctx context.Context, r *Resume) (string, error) {
+	lk := r.Lookup
+	if lk.TTL <= 0 {
+		return l.pool.deps.Store.ResolveSubscription(ctx, lk.Message, lk.CorrelationKey, r.InboxID)
+	}
+	return l.pool.deps.Store.ResolveOrBuffer(ctx, store.Buffer{
+		Message: lk.Message, CorrelationKey: lk.CorrelationKey, MessageID: r.InboxID, TTL: lk.TTL,
+		Variables: r.Trigger.Variables, Body: lk.Body, RoutingKey: lk.RoutingKey,
+	})
+}
+
+// maxConsumed bounds the buffered messages one step applies. Past it the
+// step commits without looking at the buffer again; what is left waits for
+// the next subscription or its TTL.
+const maxConsumed = 32
+
+// commit commits the step. When a subscription the step opened matches a
+// buffered message, the commit rolls back with the claim still held: the
+// message is applied to the step's state as one more trigger and everything
+// commits in one transaction, so a buffered message is consumed exactly when
+// its step commits. Then the timer poller hears of timers armed.
+func (l *lane) commit(ctx context.Context, held *claims.Held, proc *bpmn.Process, r *Resume, state engine.State, eff engine.Effects) error {
+	x := claims.Extras{InboxID: r.InboxID, TimerID: r.TimerID}
+	st := state
+	for {
+		err := held.Commit(ctx, st, eff, x)
+		var m *store.BufferedMatch
+		switch {
+		case errors.As(err, &m):
+			in := engine.Instance{ID: held.Instance.ID, Version: held.Instance.Version, State: st}
+			tr := engine.Trigger{Kind: engine.TriggerMessage, Message: m.Message, CorrelationKey: m.CorrelationKey, Variables: m.Variables}
+			next, more, serr := engine.Step(proc, in, tr, l.pool.deps.Now())
+			if serr != nil {
+				// The subscription is open in st, so the engine should accept the
+				// message. If it does not (a bug), the step commits without it
+				// rather than never: the message stays buffered until its TTL
+				// dead-letters it.
+				l.pool.deps.Logger.Error("buffered message not applicable; left buffered", "instance_id", in.ID,
+					"owner", held.Owner(), "message_id", m.MessageID, "code", fault.Code(serr), "err", serr)
+				x.SkipBufferCheck = true
+				continue
+			}
+			st = next
+			x.Consumed = append(x.Consumed, store.Consumed{BufferedID: m.ID, Effects: more})
+			x.SkipBufferCheck = len(x.Consumed) >= maxConsumed
+		case errors.Is(err, store.ErrBufferedGone):
+			// Another step consumed it first: commit the step without it.
+			st, x.Consumed, x.SkipBufferCheck = state, nil, false
+		case err != nil:
+			return err
+		default:
+			l.pool.deps.Metrics.BufferedConsumed.Add(float64(len(x.Consumed)))
+			l.armed(eff, x.Consumed)
+			return nil
+		}
+	}
+}
+
+// armed tells the timer poller the earliest timer the commit armed.
+func (l *lane) armed(eff engine.Effects, consumed []store.Consumed) {
+	notify := l.pool.deps.TimerArmed
+	if notify == nil {
+		return
+	}
+	first := earliest(time.Time{}, eff.Timers)
+	for _, c := range consumed {
+		first = earliest(first, c.Effects.Timers)
+	}
+	if !first.IsZero() {
+		notify(first)
+	}
+}
+
+func earliest(first time.Time, ts []engine.Timer) time.Time {
+	for _, t := range ts {
+		if first.IsZero() || t.DueAt.Before(first) {
+			first = t.DueAt
+		}
+	}
+	return first
 }
 
 // reject answers a resume that can never apply, unless it is a relay that a
@@ -181,12 +268,14 @@ func (l *lane) failure(ctx context.Context, r *Resume, err error) Outcome {
 	switch code := fault.Code(err); {
 	case errors.Is(err, store.ErrDuplicate):
 		return Outcome{Kind: Duplicate}
+	case errors.Is(err, store.ErrBuffered):
+		return Outcome{Kind: Buffered}
 	case errors.As(err, &held):
 		l.bounce(r.Path).Inc()
 		log.Info("claim refused", "instance_id", r.InstanceID, "owner", l.claimer.Owner(), "code", fault.ClaimHeld,
 			"path", r.Path, "holder", held.Holder, "claim_age", held.Age)
 		return Outcome{Kind: Refused, Code: fault.ClaimHeld, Reason: "claim_held", Err: err}
-	case code == fault.NotFound, code == fault.UnknownDefinition, code == fault.RelayUncorrelated:
+	case code == fault.NotFound, code == fault.UnknownDefinition, code == fault.RelayUncorrelated, code == fault.NotWaiting:
 		return Outcome{Kind: Rejected, Code: code, Err: err}
 	case ctx.Err() != nil:
 		return Outcome{Kind: Retry, Code: fault.Unavailable, Reason: "shutdown", Err: err}

@@ -73,6 +73,9 @@ type Deps struct {
 	Hooks   *Hooks
 	// Now is the clock handed to the engine (default time.Now).
 	Now func() time.Time
+	// TimerArmed, when set, hears the earliest due time of the timers each
+	// committed step armed, so the timer poller wakes for it. It must not block.
+	TimerArmed func(due time.Time)
 }
 
 // Pool is the set of lanes of one replica.

@@ -32,6 +32,13 @@ type Resume struct {
 type Lookup struct {
 	Message        string
 	CorrelationKey string
+	// TTL, when positive, buffers the relay for that long if no subscription
+	// matches yet, instead of rejecting it as uncorrelated.
+	TTL time.Duration
+	// Body and RoutingKey are kept with a buffered relay, to dead-letter it
+	// unchanged when its TTL passes.
+	Body       []byte
+	RoutingKey string
 }
 
 // Kind classifies an outcome for the resume path to act on.
@@ -49,6 +56,9 @@ const (
 	Retry
 	// Rejected: the resume can never apply (Code says why); never retry.
 	Rejected
+	// Buffered: no subscription matched the relay yet; it is stored until one
+	// opens or its TTL passes; acknowledge.
+	Buffered
 )
 
 func (k Kind) String() string {
@@ -63,6 +73,8 @@ func (k Kind) String() string {
 		return "retry"
 	case Rejected:
 		return "rejected"
+	case Buffered:
+		return "buffered"
 	}
 	return "unknown"
 }

@@ -19,6 +19,9 @@ const (
 	OutcomeDuplicate    = "duplicate"
 	OutcomeRequeued     = "requeued"
 	OutcomeDeadLettered = "dead_lettered"
+	// OutcomeBuffered: a correlate-by-key relay with a ttl that no
+	// subscription matched yet was stored until one opens; acked.
+	OutcomeBuffered = "buffered"
 )
 
 // Metrics holds the worker's collectors. Labels are bounded: no instance ids.
@@ -31,6 +34,17 @@ type Metrics struct {
 	LaneWait      prometheus.Histogram
 	StepsFenced   prometheus.Counter
 	LanePanics    prometheus.Counter
+
+	TimersFired    prometheus.Counter
+	TimerDeferrals *prometheus.CounterVec
+	TimersStale    prometheus.Counter
+	TimerFireLag   prometheus.Histogram
+
+	ClaimsSwept      prometheus.Counter
+	LeaseHeld        *prometheus.GaugeVec
+	InboxTrimmed     prometheus.Counter
+	BufferedConsumed prometheus.Counter
+	BufferedExpired  prometheus.Counter
 }
 
 // New creates the collectors and registers them on reg.
@@ -71,8 +85,47 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Steps that panicked; the claim was released and the lane kept running.",
 		}),
 	}
-	reg.MustRegister(m.Relays, m.RelayRequeues, m.ClaimBounces, m.StepDuration, m.LaneDepth, m.LaneWait, m.StepsFenced, m.LanePanics)
-	for _, o := range []string{OutcomeCommitted, OutcomeDuplicate, OutcomeRequeued, OutcomeDeadLettered} {
+	m.TimersFired = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sutra_timers_fired_total",
+		Help: "Timer fires whose step committed.",
+	})
+	m.TimerDeferrals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sutra_timer_deferrals_total",
+		Help: "Timer fires deferred to a later due time with backoff, by reason (claim_held, fenced, unavailable, shutdown, lane_full, error).",
+	}, []string{"reason"})
+	m.TimersStale = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sutra_timers_stale_total",
+		Help: "Timer fires that found their wait already closed and did nothing.",
+	})
+	m.TimerFireLag = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "sutra_timer_fire_lag_seconds",
+		Help:    "Time from a timer's due time to the commit of its fire.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
+	})
+	m.ClaimsSwept = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sutra_claims_swept_total",
+		Help: "Stale claims cleared by the sweep (their owner died or stalled past the claim timeout).",
+	})
+	m.LeaseHeld = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sutra_lease_held",
+		Help: "1 while this replica holds the named lease.",
+	}, []string{"name"})
+	m.InboxTrimmed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sutra_inbox_trimmed_total",
+		Help: "Relay message ids deleted from the inbox after the retention.",
+	})
+	m.BufferedConsumed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sutra_buffered_consumed_total",
+		Help: "Buffered messages applied by the step that opened their subscription.",
+	})
+	m.BufferedExpired = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sutra_buffered_expired_total",
+		Help: "Buffered messages dead-lettered because their TTL passed with no subscription.",
+	})
+	reg.MustRegister(m.Relays, m.RelayRequeues, m.ClaimBounces, m.StepDuration, m.LaneDepth, m.LaneWait, m.StepsFenced, m.LanePanics,
+		m.TimersFired, m.TimerDeferrals, m.TimersStale, m.TimerFireLag,
+		m.ClaimsSwept, m.LeaseHeld, m.InboxTrimmed, m.BufferedConsumed, m.BufferedExpired)
+	for _, o := range []string{OutcomeCommitted, OutcomeDuplicate, OutcomeRequeued, OutcomeDeadLettered, OutcomeBuffered} {
 		m.Relays.WithLabelValues(o)
 	}
 	for _, p := range []string{PathRelay, PathTimer, PathAdmin} {

@@ -156,14 +156,30 @@ type Commit struct {
 	Effects engine.Effects
 	// InboxID records the relay message id applied by this step.
 	InboxID string
-	// TimerID deletes the timer row this step consumed.
+	// TimerID is the timer row this step's fire consumes. The commit fails
+	// with fault.NotWaiting when the row is gone (the wait was closed).
 	TimerID int64
+	// Consumed are buffered messages applied after the step, in order, each
+	// with the effects of applying it; State is the state after the last.
+	Consumed []Consumed
+	// SkipBufferCheck leaves out the look for buffered messages matching the
+	// subscriptions this step opened (a step that consumed its maximum).
+	SkipBufferCheck bool
+}
+
+// Consumed is a buffered message a step applied in its commit.
+type Consumed struct {
+	BufferedID int64
+	Effects    engine.Effects
 }
 
 // CommitStep writes the step and releases the claim in one transaction (one
 // round trip: a batch runs as one implicit transaction). The fence runs first:
 // if the claim was swept or stolen it raises, nothing is written, and the
-// error carries fault.StepFenced.
+// error carries fault.StepFenced. A fire's timer row is consumed strictly
+// before the effects (which may close and re-open the same wait). When the
+// step opened a subscription that a buffered message matches, the commit
+// rolls back with *BufferedMatch and the claim stays held.
 func (s *Store) CommitStep(ctx context.Context, c Commit) error {
 	tokens, err := json.Marshal(c.State)
 	if err != nil {
@@ -176,17 +192,31 @@ func (s *Store) CommitStep(ctx context.Context, c Commit) error {
 	b := &pgx.Batch{}
 	b.Queue("SET LOCAL synchronous_commit = on")
 	b.Queue("SELECT sutra_commit($1, $2, $3, $4, $5, $6)", c.InstanceID, c.Owner, c.Version, string(c.State.Status), vars, tokens)
+	if c.TimerID != 0 {
+		b.Queue("SELECT sutra_consume_timer($1, $2)", c.TimerID, c.InstanceID)
+	}
 	queueEffects(b, c.InstanceID, c.Effects)
 	if c.InboxID != "" {
 		b.Queue("INSERT INTO inbox (message_id, instance_id) VALUES ($1, $2)", c.InboxID, c.InstanceID)
 	}
-	if c.TimerID != 0 {
-		b.Queue("DELETE FROM timers WHERE id = $1", c.TimerID)
+	for _, x := range c.Consumed {
+		b.Queue("SELECT sutra_consume_buffered($1, $2)", x.BufferedID, c.InstanceID)
+		queueEffects(b, c.InstanceID, x.Effects)
+	}
+	if toks, els := bufferedSubject(c); len(toks) > 0 && !c.SkipBufferCheck {
+		// Last, so it sees every subscription this transaction left open.
+		b.Queue("SELECT sutra_buffered_match($1, $2, $3)", c.InstanceID, toks, els)
 	}
 	err = s.pool.SendBatch(ctx, b).Close()
 	if isUniqueViolation(err, "inbox_pkey") {
 		// A copy of this relay committed after our claim read the inbox.
 		return ErrDuplicate
+	}
+	if berr, ok := translateBuffer(err); ok {
+		return berr
+	}
+	if isSQLState(err, sqlstateTimerGone) {
+		return fault.Wrap(fault.NotWaiting, err, "timer %d of %s", c.TimerID, c.InstanceID)
 	}
 	return translate(err, "committing step of "+c.InstanceID)
 }
@@ -238,11 +268,16 @@ func queueEffects(b *pgx.Batch, id string, e engine.Effects) {
 		if vars == nil {
 			vars = map[string]any{}
 		}
-		b.Queue(`INSERT INTO tasks (instance_id, token_id, element_id, type, retries, variables)
-			VALUES ($1, $2, $3, $4, $5, $6)
+		headers := t.Headers
+		if headers == nil {
+			headers = map[string]string{}
+		}
+		b.Queue(`INSERT INTO tasks (instance_id, token_id, element_id, type, retries, variables, headers)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)
 			ON CONFLICT (instance_id, token_id, element_id) DO UPDATE
 			   SET type = EXCLUDED.type, retries = EXCLUDED.retries, variables = EXCLUDED.variables,
-			       locked_by = NULL, lock_expires_at = NULL`, id, t.TokenID, t.Element, t.Type, t.Retries, vars)
+			       headers = EXCLUDED.headers, locked_by = NULL, lock_expires_at = NULL`,
+			id, t.TokenID, t.Element, t.Type, t.Retries, vars, headers)
 	}
 	for _, m := range e.Publish {
 		vars := m.Variables

@@ -22,8 +22,9 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary = filepath.Join(dir, "worker")
-	// The replicas run with the race detector too.
-	if out, err := exec.Command("go", "build", "-race", "-o", binary, ".").CombinedOutput(); err != nil {
+	// The replicas run with the race detector too, and with the fault hooks
+	// that only -tags sutratest compiles in (inert unless SUTRA_TEST_* is set).
+	if out, err := exec.Command("go", "build", "-race", "-tags", "sutratest", "-o", binary, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building worker: %v\n%s", err, out)
 		os.Exit(1)
 	}

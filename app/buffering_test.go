@@ -1,0 +1,135 @@
+package app_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sutra-run/worker/app"
+	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/testkit"
+)
+
+func byKeyWithTTL(messageID, message, key, ttl string) testkit.Relay {
+	return testkit.Relay{MessageID: messageID, Body: map[string]any{
+		"message": message, "correlation_key": key, "ttl": ttl, "variables": map[string]any{"from": messageID},
+	}}
+}
+
+func TestMessagesBufferedBeforeTheirSubscriptionsAreConsumedByTheStepsThatOpenThem(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, nil)
+	// Both messages arrive before the instance exists.
+	b.pub.Publish(byKeyWithTTL("shipped-o-1", "order-shipped", "o-1", "PT1M"))
+	b.pub.Publish(byKeyWithTTL("paid-o-1", "payment-received", "o-1", "PT1M"))
+	testkit.Eventually(t, 10*time.Second, "two relays buffered", func() bool { return b.relays(t, "buffered") == 2 })
+	if n := b.env.Int(t, "SELECT count(*) FROM buffered_messages"); n != 2 {
+		t.Fatalf("buffered rows = %d, want 2", n)
+	}
+	// The start opens the payment subscription, which consumes the payment,
+	// which opens the shipment subscription, which consumes the shipment: all
+	// in the start's one commit.
+	b.pub.Publish(start("o-1"))
+	b.waitVersion(t, "o-1", 1)
+	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'o-1' AND status = 'completed'"); n != 1 {
+		t.Errorf("instance not completed by the start's commit")
+	}
+	for _, table := range []string{"buffered_messages", "subscriptions"} {
+		if n := b.env.Int(t, "SELECT count(*) FROM "+table); n != 0 {
+			t.Errorf("%d rows left in %s", n, table)
+		}
+	}
+	if n := b.env.Int(t, "SELECT count(*) FROM inbox WHERE message_id IN ('start-o-1', 'paid-o-1', 'shipped-o-1')"); n != 3 {
+		t.Errorf("inbox has %d of the 3 message ids", n)
+	}
+	if got := b.counter(t, "sutra_buffered_consumed_total", "", ""); got != 2 {
+		t.Errorf("buffered consumed = %v, want 2", got)
+	}
+	// A redelivered copy of a consumed message is a duplicate, not a second buffering.
+	b.pub.Publish(byKeyWithTTL("paid-o-1", "payment-received", "o-1", "PT1M"))
+	testkit.Eventually(t, 10*time.Second, "the copy acked as duplicate", func() bool { return b.relays(t, "duplicate") == 1 })
+	b.env.AssertNoOverlap(t, false)
+	b.env.AssertNoClaimsHeld(t)
+}
+
+func TestBufferedMessagePastItsTTLIsDeadLetteredUnchanged(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, func(c *app.Config) { c.SweepInterval = 100 * time.Millisecond; c.LeaseTTL = time.Second })
+	relay := byKeyWithTTL("lonely", "order-shipped", "nobody", "PT0.5S")
+	b.pub.Publish(relay)
+	dead := b.pub.DeadLetters(1, 10*time.Second)
+	if len(dead) != 1 || dead[0].MessageID != "lonely" || dead[0].Code != fault.RelayUncorrelated {
+		t.Fatalf("dead letters = %+v, want lonely with %s", dead, fault.RelayUncorrelated)
+	}
+	want, _ := json.Marshal(relay.Body)
+	if !bytes.Equal(dead[0].Body, want) {
+		t.Errorf("dead letter body = %s, want the relay unchanged: %s", dead[0].Body, want)
+	}
+	testkit.Eventually(t, 5*time.Second, "buffer emptied", func() bool {
+		return b.env.Int(t, "SELECT count(*) FROM buffered_messages") == 0
+	})
+	if got := b.counter(t, "sutra_buffered_expired_total", "", ""); got != 1 {
+		t.Errorf("buffered expired = %v, want 1", got)
+	}
+	if got := b.relays(t, "buffered"); got != 1 {
+		t.Errorf("relays buffered = %v, want 1", got)
+	}
+}
+
+func TestRelayWithoutTTLIsDeadLetteredNotBuffered(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, nil)
+	b.pub.Publish(testkit.Relay{MessageID: "no-ttl", Body: map[string]any{"message": "order-shipped", "correlation_key": "nobody"}})
+	dead := b.pub.DeadLetters(1, 10*time.Second)
+	if len(dead) != 1 || dead[0].Code != fault.RelayUncorrelated {
+		t.Fatalf("dead letters = %+v", dead)
+	}
+	if n := b.env.Int(t, "SELECT count(*) FROM buffered_messages"); n != 0 {
+		t.Errorf("a relay without ttl was buffered")
+	}
+}
+
+func TestBufferingRacingSubscriptionsNeverStrandsAMessage(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, func(c *app.Config) { c.Lanes = 8 })
+	const n = 300
+	var starts []testkit.Relay
+	for i := range n {
+		starts = append(starts, start(fmt.Sprintf("o-%d", i)))
+	}
+	b.pub.Publish(starts...)
+	testkit.Eventually(t, 30*time.Second, "all started", func() bool {
+		return b.env.Int(t, "SELECT count(*) FROM instances WHERE version = 1") == n
+	})
+	// The shipment of each order races the payment step that opens its
+	// subscription: it is either resolved, or buffered and then consumed.
+	var wg sync.WaitGroup
+	pub2 := b.env.Publisher(t)
+	for _, p := range []*testkit.Publisher{b.pub, pub2} {
+		wg.Go(func() {
+			for i := range n {
+				id := fmt.Sprintf("o-%d", i)
+				if p == b.pub {
+					p.Publish(paid(id))
+				} else {
+					p.Publish(byKeyWithTTL("shipped-"+id, "order-shipped", id, "PT5M"))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	testkit.Eventually(t, 60*time.Second, "all completed", func() bool {
+		return b.env.Int(t, "SELECT count(*) FROM instances WHERE status = 'completed'") == n
+	})
+	if left := b.env.Int(t, "SELECT count(*) FROM buffered_messages"); left != 0 {
+		t.Errorf("%d messages stranded in the buffer while their subscriptions opened", left)
+	}
+	if dead := b.relays(t, "dead_lettered"); dead != 0 {
+		t.Errorf("%v relays dead-lettered", dead)
+	}
+	t.Logf("buffered %v, consumed from the buffer %v", b.relays(t, "buffered"), b.counter(t, "sutra_buffered_consumed_total", "", ""))
+	b.env.AssertNoOverlap(t, false)
+}

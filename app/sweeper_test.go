@@ -1,0 +1,175 @@
+package app_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sutra-run/worker/app"
+	"github.com/sutra-run/worker/claims"
+	"github.com/sutra-run/worker/internal/testkit"
+	"github.com/sutra-run/worker/lanes"
+)
+
+func fastSweep(c *app.Config) {
+	c.SweepInterval = 100 * time.Millisecond
+	c.LeaseTTL = time.Second
+}
+
+func (b *bundle) gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return 0
+}
+
+func TestSweepClearsOnlyClaimsOlderThanTheTimeoutAndIsOwnerBlind(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, fastSweep)
+	b.pub.Publish(start("o-1"), start("o-2"), start("o-3"))
+	b.waitVersion(t, "o-1", 1)
+	b.waitVersion(t, "o-2", 1)
+	b.waitVersion(t, "o-3", 1)
+	ctx := testkit.Ctx(t)
+	for _, q := range []string{
+		// A dead lane's claim, a claim by an owner id of no known shape (the
+		// sweep never parses owners), a live claim, and a start that never
+		// committed its first step.
+		"UPDATE instances SET owner = 'dead-replica/lane/3', claimed_at = now() - interval '1 hour' WHERE id = 'o-1'",
+		"UPDATE instances SET owner = 'no slashes at all', claimed_at = now() - interval '31 seconds' WHERE id = 'o-2'",
+		"UPDATE instances SET owner = 'live/lane/1', claimed_at = now() + interval '1 hour' WHERE id = 'o-3'",
+		"INSERT INTO instances (id, definition_key, definition_version, status, owner, claimed_at) VALUES ('half-started', 'order', 1, 'active', 'dead-replica/lane/0', now() - interval '1 hour')",
+	} {
+		if _, err := b.env.DB.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testkit.Eventually(t, 10*time.Second, "three stale claims swept", func() bool {
+		return b.counter(t, "sutra_claims_swept_total", "", "") == 3
+	})
+	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE owner IS NOT NULL"); n != 1 {
+		t.Errorf("%d claims held, want only the live one", n)
+	}
+	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'o-3' AND owner = 'live/lane/1'"); n != 1 {
+		t.Errorf("the live claim was swept")
+	}
+	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'half-started'"); n != 0 {
+		t.Errorf("the stale start that never committed was left behind")
+	}
+	// A swept instance is resumable at once.
+	b.pub.Publish(paid("o-1"))
+	b.waitVersion(t, "o-1", 2)
+}
+
+func TestInboxIsTrimmedPastItsRetention(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, func(c *app.Config) { fastSweep(c); c.InboxRetention = time.Hour })
+	ctx := testkit.Ctx(t)
+	if _, err := b.env.DB.Exec(ctx, `INSERT INTO inbox (message_id, instance_id, received_at)
+		SELECT 'old-' || g, 'x', now() - interval '2 hours' FROM generate_series(1, 2500) g
+		UNION ALL SELECT 'new-' || g, 'x', now() - interval '30 minutes' FROM generate_series(1, 10) g`); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, "old ids trimmed", func() bool {
+		return b.env.Int(t, "SELECT count(*) FROM inbox WHERE message_id LIKE 'old-%'") == 0
+	})
+	if n := b.env.Int(t, "SELECT count(*) FROM inbox WHERE message_id LIKE 'new-%'"); n != 10 {
+		t.Errorf("%d of 10 ids within the retention kept", n)
+	}
+	if got := b.counter(t, "sutra_inbox_trimmed_total", "", ""); got != 2500 {
+		t.Errorf("inbox trimmed = %v, want 2500", got)
+	}
+}
+
+func TestSweeperLeaseHasOneHolderAndPassesOnWhenItStops(t *testing.T) {
+	t.Parallel()
+	a := setup(t, nil, fastSweep)
+	second := &bundle{env: a.env, pub: a.pub}
+	cfg := a.env.Config
+	a.env.Config.ReplicaID += "-b"
+	second.start(t, nil)
+	a.env.Config = cfg
+	held := func(b *bundle) float64 { return b.gauge(t, b.reg, "sutra_lease_held") }
+	testkit.Eventually(t, 5*time.Second, "one holder", func() bool { return held(a)+held(second) == 1 })
+	time.Sleep(1500 * time.Millisecond) // more than a TTL: renewals keep it with its holder
+	if held(a)+held(second) != 1 {
+		t.Fatalf("lease held by %v replicas", held(a)+held(second))
+	}
+	holder, other := a, second
+	if held(second) == 1 {
+		holder, other = second, a
+	}
+	stopped := time.Now()
+	holder.w.Stop()
+	testkit.Eventually(t, 2*time.Second, "the other replica takes the lease", func() bool { return held(other) == 1 })
+	t.Logf("lease passed on %s after its holder stopped", time.Since(stopped))
+	// The new holder sweeps.
+	if _, err := a.env.DB.Exec(testkit.Ctx(t), `INSERT INTO instances (id, definition_key, definition_version, status, version, owner, claimed_at)
+		VALUES ('stale', 'order', 1, 'active', 1, 'gone/lane/0', now() - interval '1 hour')`); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 5*time.Second, "the new holder sweeps", func() bool {
+		return other.counter(t, "sutra_claims_swept_total", "", "") == 1
+	})
+}
+
+func TestSlowStepIsSweptAnotherLaneAdvancesAndTheSlowCommitIsFenced(t *testing.T) {
+	t.Parallel()
+	var pool atomic.Pointer[lanes.Pool]
+	release := make(chan struct{})
+	var held atomic.Bool
+	hooks := &lanes.Hooks{
+		// The second payment goes to another lane than the instance's own.
+		Route: func(r *lanes.Resume) int {
+			if r.InboxID == "paid-again-o-1" {
+				return (pool.Load().Lane("o-1") + 1) % pool.Load().Lanes()
+			}
+			return -1
+		},
+		// The first payment's step is alive but slow: held past the claim timeout.
+		BeforeCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
+			if r.InboxID == "paid-o-1" && held.CompareAndSwap(false, true) {
+				<-release
+			}
+		},
+	}
+	b := setup(t, hooks, func(c *app.Config) {
+		fastSweep(c)
+		c.ClaimTimeout = time.Second
+	})
+	pool.Store(b.w.Lanes())
+	b.pub.Publish(start("o-1"))
+	b.waitVersion(t, "o-1", 1)
+	b.pub.Publish(paid("o-1"))
+	testkit.Eventually(t, 10*time.Second, "slow step running", held.Load)
+	testkit.Eventually(t, 10*time.Second, "its claim swept", func() bool {
+		return b.counter(t, "sutra_claims_swept_total", "", "") >= 1
+	})
+	b.pub.Publish(testkit.Relay{MessageID: "paid-again-o-1", Body: map[string]any{"instance_id": "o-1", "message": "payment-received"}})
+	b.waitVersion(t, "o-1", 2)
+	close(release)
+	testkit.Eventually(t, 10*time.Second, "the slow commit fenced", func() bool {
+		return b.counter(t, "sutra_steps_fenced_total", "", "") == 1
+	})
+	// The fenced relay comes back, finds the payment applied, and is dead-lettered as not waiting.
+	testkit.Eventually(t, 10*time.Second, "the slow relay answered", func() bool { return b.relays(t, "dead_lettered") == 1 })
+	if v := b.version(t, "o-1"); v != 2 {
+		t.Errorf("version = %d, want 2: the slow step must not have committed", v)
+	}
+	other := claims.LaneOwner(b.env.Config.ReplicaID, (pool.Load().Lane("o-1")+1)%pool.Load().Lanes())
+	if owners := b.env.Committers(t, "o-1"); len(owners) != 2 || owners[1] != other {
+		t.Errorf("committers = %v, want the payment committed by %s", owners, other)
+	}
+	b.env.AssertNoOverlap(t, true)
+	b.env.AssertNoClaimsHeld(t)
+}

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sutra-run/worker/internal/testkit"
+)
+
+// syncBuffer collects a process's output while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// process is a worker process a test may kill.
+type process struct {
+	cmd  *exec.Cmd
+	logs *syncBuffer
+	done chan error
+}
+
+// startProcess runs a worker with extra environment. At the end of the test
+// a process still running is stopped with SIGTERM and must exit cleanly.
+func startProcess(t *testing.T, env *testkit.Env, replica string, extra ...string) *process {
+	t.Helper()
+	p := &process{cmd: exec.Command(binary, "run"), logs: &syncBuffer{}, done: make(chan error, 1)}
+	p.cmd.Env = append(environ(env, replica), extra...)
+	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case err := <-p.done:
+				if err != nil {
+					t.Errorf("replica %s exited with %v", replica, err)
+				}
+			case <-time.After(30 * time.Second):
+				_ = p.cmd.Process.Kill()
+				<-p.done
+				t.Errorf("replica %s did not stop on SIGTERM", replica)
+			}
+		}
+		if t.Failed() || strings.Contains(p.logs.String(), "DATA RACE") {
+			t.Logf("replica %s logs:\n%s", replica, p.logs.String())
+		}
+		if strings.Contains(p.logs.String(), "DATA RACE") {
+			t.Errorf("replica %s reported a data race", replica)
+		}
+	})
+	return p
+}
+
+// kill ends the process with SIGKILL: no drain, no release, no ack.
+func (p *process) kill(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+}
+
+func TestKilledReplicaIsSweptItsLeaseTakenOverAndEveryRelayAppliedOnce(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	env.Deploy(t, "../../examples/order.bpmn")
+	pub := env.Publisher(t)
+	const ttl = 2 * time.Second
+	fast := []string{"SUTRA_CLAIM_TIMEOUT=2s", "SUTRA_SWEEP_INTERVAL=200ms", "SUTRA_LEASE_TTL=" + ttl.String()}
+	// Replica a holds the payment steps of o-1, o-10…o-19 and o-100…o-199
+	// open before their commits, one per lane at a time.
+	a := startProcess(t, env, "replica-a", append(fast, "SUTRA_TEST_HOLD_STEP=paid-o-1")...)
+	testkit.Eventually(t, 30*time.Second, "replica-a holds the sweeper lease", func() bool {
+		return env.Int(t, "SELECT count(*) FROM leases WHERE holder = 'replica-a'") == 1
+	})
+	b := startProcess(t, env, "replica-b", fast...)
+
+	const n = 200
+	var starts, paid, shipped []testkit.Relay
+	for i := range n {
+		id := fmt.Sprintf("o-%d", i)
+		starts = append(starts, testkit.Relay{MessageID: "start-" + id, Body: map[string]any{"start": "order", "instance_id": id, "variables": map[string]any{"orderId": id}}})
+		paid = append(paid, testkit.Relay{MessageID: "paid-" + id, Body: map[string]any{"instance_id": id, "message": "payment-received"}})
+		shipped = append(shipped, testkit.Relay{MessageID: "shipped-" + id, Body: map[string]any{"message": "order-shipped", "correlation_key": id}})
+	}
+	pub.Publish(starts...)
+	testkit.Eventually(t, 60*time.Second, "all started", func() bool {
+		return env.Int(t, "SELECT count(*) FROM instances WHERE version = 1") == n
+	})
+	pub.Publish(paid...)
+	testkit.Eventually(t, 30*time.Second, "replica-a mid-step", func() bool {
+		return strings.Count(a.logs.String(), "test hook: holding step") >= 2
+	})
+	killed := time.Now()
+	a.kill(t)
+	held := env.Int(t, "SELECT count(*) FROM instances WHERE owner LIKE 'replica-a/%'")
+
+	testkit.Eventually(t, ttl+3*time.Second, "replica-b takes the lease", func() bool {
+		return env.Int(t, "SELECT count(*) FROM leases WHERE holder = 'replica-b'") == 1
+	})
+	took := time.Since(killed)
+	if took > ttl+ttl/5+500*time.Millisecond {
+		t.Errorf("lease taken over %s after its holder died, want within about one TTL (%s)", took, ttl)
+	}
+	t.Logf("replica-a killed holding %d claims; replica-b took the lease after %s", held, took)
+	testkit.Eventually(t, 60*time.Second, "every payment applied", func() bool {
+		return env.Int(t, "SELECT count(*) FROM instances WHERE version = 2") == n
+	})
+	// Its relays bounced off the dead replica's claims until they were
+	// stale (then the claim or the sweep, whichever came first, took over).
+	if !strings.Contains(b.logs.String(), `"holder":"replica-a/lane/`) {
+		t.Errorf("replica-b never bounced off replica-a's claims")
+	}
+	// The new lease holder sweeps: a claim left by the dead replica on an
+	// instance nobody resumes is cleared and logged.
+	if _, err := env.DB.Exec(testkit.Ctx(t), `INSERT INTO instances (id, definition_key, definition_version, status, version, owner, claimed_at)
+		VALUES ('idle', 'order', 1, 'active', 1, 'replica-a/lane/2', now() - interval '3 seconds')`); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 5*time.Second, "replica-b sweeps", func() bool {
+		return strings.Contains(b.logs.String(), `"msg":"stale claim swept","replica":"replica-b","instance_id":"idle","owner":"replica-a/lane/2"`)
+	})
+	pub.Publish(shipped...)
+	testkit.Eventually(t, 60*time.Second, "all completed", func() bool {
+		return env.Int(t, "SELECT count(*) FROM instances WHERE version = 3 AND status = 'completed' AND id LIKE 'o-%'") == n
+	})
+	if got := env.Int(t, "SELECT count(*) FROM inbox"); got != 3*n {
+		t.Errorf("inbox has %d message ids, want %d (every relay applied once)", got, 3*n)
+	}
+	testkit.Eventually(t, 10*time.Second, "relay queue drained", func() bool { return pub.QueueDepth(env.Config.RelayQueue) == 0 })
+	if got := pub.QueueDepth(env.Config.DeadQueue); got != 0 {
+		t.Errorf("%d relays dead-lettered", got)
+	}
+	// Claims of the dead replica were taken over only once stale.
+	env.AssertNoOverlap(t, true)
+	env.AssertNoClaimsHeld(t)
+}

@@ -1,0 +1,125 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sutra-run/worker/engine"
+)
+
+const (
+	// sqlstateBufferedMatch: a subscription the step opened matches a
+	// buffered message (sutra_buffered_match); the commit rolled back.
+	sqlstateBufferedMatch = "SU003"
+	// sqlstateBufferedGone: the buffered message a chained step applied was
+	// consumed by another step or expired meanwhile (sutra_consume_buffered).
+	sqlstateBufferedGone = "SU004"
+)
+
+// ErrBuffered reports a relay kept in buffered_messages until a subscription
+// opens or its TTL passes.
+var ErrBuffered = errors.New("store: message buffered")
+
+// ErrBufferedGone reports that a buffered message a step meant to consume is
+// gone; the step's commit rolled back and may be recomputed without it.
+var ErrBufferedGone = errors.New("store: buffered message gone")
+
+// BufferedMatch is a buffered message that a subscription opened by a step
+// matches. The commit that found it rolled back, the claim is still held,
+// and the step applies the message and commits again (Commit.Consumed).
+type BufferedMatch struct {
+	ID             int64          `json:"id"`
+	MessageID      string         `json:"message_id"`
+	Message        string         `json:"message"`
+	CorrelationKey string         `json:"correlation_key"`
+	Variables      map[string]any `json:"variables"`
+}
+
+func (m *BufferedMatch) Error() string {
+	return fmt.Sprintf("buffered message %s (%q, key %q) matches a subscription the step opened", m.MessageID, m.Message, m.CorrelationKey)
+}
+
+// bufferedMatch decodes the match sutra_buffered_match raised.
+func bufferedMatch(err error) (*BufferedMatch, bool) {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != sqlstateBufferedMatch {
+		return nil, false
+	}
+	m := &BufferedMatch{}
+	if json.Unmarshal([]byte(pgErr.Detail), m) != nil {
+		return nil, false
+	}
+	return m, true
+}
+
+// Buffer is a correlate-by-key relay that may wait for its subscription.
+type Buffer struct {
+	Message        string
+	CorrelationKey string
+	MessageID      string
+	TTL            time.Duration
+	Variables      map[string]any
+	// Body and RoutingKey are kept to dead-letter the relay unchanged when
+	// its TTL passes.
+	Body       []byte
+	RoutingKey string
+}
+
+// ResolveOrBuffer is ResolveSubscription for a relay with a TTL: it returns
+// the instance whose oldest open subscription matches or, when none does,
+// buffers the relay and returns ErrBuffered. One round trip. A relay already
+// applied is ErrDuplicate.
+func (s *Store) ResolveOrBuffer(ctx context.Context, b Buffer) (string, error) {
+	vars := b.Variables
+	if vars == nil {
+		vars = map[string]any{}
+	}
+	var id *string
+	var applied bool
+	err := s.pool.QueryRow(ctx, "SELECT instance_id, applied FROM sutra_resolve_or_buffer($1, $2, $3, $4, $5, $6, $7)",
+		b.Message, b.CorrelationKey, b.MessageID, b.TTL, vars, b.Body, b.RoutingKey).Scan(&id, &applied)
+	switch {
+	case err != nil:
+		return "", translate(err, "resolving or buffering message "+b.Message)
+	case applied:
+		return "", ErrDuplicate
+	case id == nil:
+		return "", ErrBuffered
+	}
+	return *id, nil
+}
+
+// bufferedSubject says which opened subscriptions a commit must check against
+// the buffer: every subscription the step's effects open, whether or not a
+// later chained step closed it again (the check looks only at rows still open
+// in the transaction).
+func bufferedSubject(c Commit) (toks, els []string) {
+	add := func(subs []engine.Subscription) {
+		for _, s := range subs {
+			toks, els = append(toks, s.TokenID), append(els, s.Element)
+		}
+	}
+	add(c.Effects.Subscriptions)
+	for _, x := range c.Consumed {
+		add(x.Effects.Subscriptions)
+	}
+	return toks, els
+}
+
+// translateBuffer maps the buffering SQLSTATEs of a commit; ok false leaves
+// err to translate.
+func translateBuffer(err error) (error, bool) {
+	if m, ok := bufferedMatch(err); ok {
+		return m, true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == sqlstateBufferedGone {
+		return ErrBufferedGone, true
+	}
+	return nil, false
+}

@@ -1,0 +1,316 @@
+// Package sweeper runs the work that needs exactly one actor at a time,
+// gated by a lease: the sweep of stale claims (the backstop that keeps an
+// instance from being held forever by a replica that died mid-step), the
+// trim of the relay inbox, and the expiry of buffered messages.
+//
+// The sweep is owner-blind: it clears every claim older than the claim
+// timeout by age and never parses owner ids. It is safe even if two replicas
+// swept at once (a lease can lapse under a stalled holder): clearing a stale
+// claim only lets another step take it, and the commit fence rolls back the
+// slow step that held it.
+package sweeper
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/metrics"
+	"github.com/sutra-run/worker/store"
+)
+
+// LeaseName is the lease that gates the sweeper.
+const LeaseName = "sweeper"
+
+// DeadLetterer publishes expired buffered messages to the dead-letter
+// exchange and returns once the broker confirmed them.
+type DeadLetterer interface {
+	DeadLetter(ctx context.Context, msgs []store.BufferedMessage) error
+}
+
+// Config configures the sweeper.
+type Config struct {
+	// Replica is the lease holder's name.
+	Replica string
+	// Interval between sweeps on the lease holder (default 5s).
+	Interval time.Duration
+	// LeaseTTL is how long a lease lasts unrenewed (default 15s); the holder
+	// renews it every third of that, and another replica takes it over
+	// within about one TTL of the holder's death.
+	LeaseTTL time.Duration
+	// ClaimTimeout is the age after which a claim is swept (default 30s).
+	ClaimTimeout time.Duration
+	// InboxRetention is how long relay message ids are kept for dedupe
+	// (default 7 days).
+	InboxRetention time.Duration
+	// BatchSize bounds the rows one statement sweeps, trims or expires
+	// (default 1000); a sweep repeats until a batch comes back short.
+	BatchSize int
+}
+
+func (c *Config) setDefaults() {
+	dur := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	dur(&c.Interval, 5*time.Second)
+	dur(&c.LeaseTTL, 15*time.Second)
+	dur(&c.ClaimTimeout, 30*time.Second)
+	dur(&c.InboxRetention, 7*24*time.Hour)
+	if c.BatchSize <= 0 {
+		c.BatchSize = 1000
+	}
+}
+
+// Deps are the sweeper's collaborators.
+type Deps struct {
+	Store      *store.Store
+	DeadLetter DeadLetterer
+	Metrics    *metrics.Metrics
+	Logger     *slog.Logger
+}
+
+// state is the lease holder's state.
+type state int
+
+const (
+	// follower does not hold the lease; it tries to take it every attempt period.
+	follower state = iota
+	// leader holds the lease until leaseUntil (local clock, measured from
+	// before the statement that took it) and sweeps every Interval.
+	leader
+	// stopped is final; a leader releases the lease on its way here.
+	stopped
+)
+
+func (s state) String() string {
+	return [...]string{"follower", "leader", "stopped"}[s]
+}
+
+// transition documents what may follow what:
+//
+//	follower → leader    the lease was taken
+//	leader   → leader    the lease was renewed
+//	leader   → follower  a renewal found another holder, or could not reach
+//	                     the database before the lease ran out locally
+//	any      → stopped   Stop (a leader releases the lease first)
+func (s *Sweeper) transition(to state) {
+	from := s.state
+	switch {
+	case from == stopped,
+		from == follower && to != leader && to != stopped:
+		panic("sweeper: transition " + from.String() + " → " + to.String())
+	}
+	s.state = to
+	switch {
+	case from != leader && to == leader:
+		s.held.Set(1)
+		s.deps.Logger.Info("lease acquired", "lease", LeaseName, "holder", s.cfg.Replica)
+	case from == leader && to != leader:
+		s.held.Set(0)
+		s.deps.Logger.Info("lease given up", "lease", LeaseName, "holder", s.cfg.Replica, "state", to.String())
+	}
+}
+
+// Sweeper is the lease-gated sweeper. Start it once; Stop it once or more.
+type Sweeper struct {
+	cfg  Config
+	deps Deps
+	held prometheus.Gauge
+	// state and leaseUntil belong to the run goroutine.
+	state      state
+	leaseUntil time.Time
+	lastSweep  time.Time
+
+	started  atomic.Bool
+	stopOnce sync.Once
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+// New builds a sweeper.
+func New(deps Deps, cfg Config) *Sweeper {
+	cfg.setDefaults()
+	held := deps.Metrics.LeaseHeld.WithLabelValues(LeaseName)
+	held.Set(0)
+	return &Sweeper{cfg: cfg, deps: deps, held: held, done: make(chan struct{})}
+}
+
+// Start runs the sweeper until Stop.
+func (s *Sweeper) Start(ctx context.Context) error {
+	if !s.started.CompareAndSwap(false, true) {
+		return errors.New("sweeper: already started")
+	}
+	ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		defer close(s.done)
+		s.run(ctx)
+	}()
+	return nil
+}
+
+// Stop stops the sweeper; a holder releases the lease so that another
+// replica takes it at once. Safe before Start and twice.
+func (s *Sweeper) Stop() {
+	if !s.started.Load() {
+		return
+	}
+	s.stopOnce.Do(func() {
+		s.cancel()
+		<-s.done
+	})
+}
+
+func (s *Sweeper) run(ctx context.Context) {
+	// A follower asks often, so that a dead holder's lease is taken soon
+	// after it lapses; a leader renews at a third of the TTL.
+	attempt, renew := max(s.cfg.LeaseTTL/10, 10*time.Millisecond), s.cfg.LeaseTTL/3
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			s.stop()
+			return
+		case <-timer.C:
+		}
+		s.tick(ctx)
+		next := attempt
+		if s.state == leader {
+			next = min(renew, max(time.Until(s.lastSweep.Add(s.cfg.Interval)), 0))
+		}
+		timer.Reset(next)
+	}
+}
+
+// tick takes or renews the lease and, on the holder, sweeps when due.
+func (s *Sweeper) tick(ctx context.Context) {
+	log := s.deps.Logger
+	if s.state == follower || time.Until(s.leaseUntil) < s.cfg.LeaseTTL*2/3 {
+		asked := time.Now()
+		cctx, cancel := context.WithTimeout(ctx, s.cfg.LeaseTTL/3)
+		held, err := s.deps.Store.AcquireLease(cctx, LeaseName, s.cfg.Replica, s.cfg.LeaseTTL)
+		cancel()
+		switch {
+		case err == nil && held:
+			s.leaseUntil = asked.Add(s.cfg.LeaseTTL)
+			if s.state != leader {
+				s.transition(leader)
+			}
+		case err == nil && s.state == leader:
+			log.Warn("lease taken over by another replica", "lease", LeaseName, "holder", s.cfg.Replica)
+			s.transition(follower)
+		case err != nil && ctx.Err() == nil:
+			log.Warn("acquiring lease", "lease", LeaseName, "code", fault.Code(err), "err", err)
+			if s.state == leader && time.Now().After(s.leaseUntil) {
+				s.transition(follower)
+			}
+		}
+	}
+	if s.state == leader && time.Since(s.lastSweep) >= s.cfg.Interval && time.Now().Before(s.leaseUntil) {
+		s.lastSweep = time.Now()
+		s.sweep(ctx)
+	}
+}
+
+// sweep runs the holder's chores. Each stops at an error; the next sweep
+// tries again.
+func (s *Sweeper) sweep(ctx context.Context) {
+	log := s.deps.Logger
+	if err := s.sweepClaims(ctx); err != nil && ctx.Err() == nil {
+		log.Warn("sweeping claims", "code", fault.Code(err), "err", err)
+	}
+	if err := s.trimInbox(ctx); err != nil && ctx.Err() == nil {
+		log.Warn("trimming inbox", "code", fault.Code(err), "err", err)
+	}
+	if err := s.expireBuffered(ctx); err != nil && ctx.Err() == nil {
+		log.Warn("expiring buffered messages", "code", fault.Code(err), "err", err)
+	}
+}
+
+// sweepClaims clears every claim older than the claim timeout and logs each,
+// so that replicas dying mid-step are visible.
+func (s *Sweeper) sweepClaims(ctx context.Context) error {
+	for {
+		swept, err := s.deps.Store.SweepClaims(ctx, s.cfg.ClaimTimeout, s.cfg.BatchSize)
+		if err != nil {
+			return err
+		}
+		for _, c := range swept {
+			s.deps.Logger.Warn("stale claim swept", "instance_id", c.InstanceID, "owner", c.Owner,
+				"claim_age", c.Age, "code", fault.ClaimSwept)
+		}
+		s.deps.Metrics.ClaimsSwept.Add(float64(len(swept)))
+		if len(swept) < s.cfg.BatchSize {
+			return nil
+		}
+	}
+}
+
+func (s *Sweeper) trimInbox(ctx context.Context) error {
+	for {
+		n, err := s.deps.Store.TrimInbox(ctx, s.cfg.InboxRetention, s.cfg.BatchSize)
+		if err != nil {
+			return err
+		}
+		s.deps.Metrics.InboxTrimmed.Add(float64(n))
+		if n < int64(s.cfg.BatchSize) {
+			return nil
+		}
+	}
+}
+
+// expireBuffered dead-letters buffered messages past their TTL, confirmed
+// by the broker before their rows go: an expired message is never lost. (A
+// crash between the two dead-letters it twice, never zero times.)
+func (s *Sweeper) expireBuffered(ctx context.Context) error {
+	for {
+		msgs, err := s.deps.Store.ExpiredBuffered(ctx, s.cfg.BatchSize)
+		if err != nil || len(msgs) == 0 {
+			return err
+		}
+		var dead []store.BufferedMessage
+		ids := make([]int64, len(msgs))
+		for i, m := range msgs {
+			ids[i] = m.ID
+			if !m.Applied { // a copy applied directly needs no dead letter
+				dead = append(dead, m)
+			}
+		}
+		if len(dead) > 0 {
+			if err := s.deps.DeadLetter.DeadLetter(ctx, dead); err != nil {
+				return err
+			}
+		}
+		if err := s.deps.Store.DeleteBuffered(ctx, ids); err != nil {
+			return err
+		}
+		for _, m := range dead {
+			s.deps.Logger.Warn("buffered message expired; dead-lettered", "message_id", m.MessageID,
+				"code", fault.RelayUncorrelated, "message", m.Message, "correlation_key", m.CorrelationKey)
+		}
+		s.deps.Metrics.BufferedExpired.Add(float64(len(dead)))
+		if len(msgs) < s.cfg.BatchSize {
+			return nil
+		}
+	}
+}
+
+// stop releases a held lease on the way out.
+func (s *Sweeper) stop() {
+	if s.state == leader {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.deps.Store.ReleaseLease(ctx, LeaseName, s.cfg.Replica); err != nil {
+			s.deps.Logger.Warn("releasing lease", "lease", LeaseName, "code", fault.Code(err), "err", err)
+		}
+	}
+	s.transition(stopped)
+}

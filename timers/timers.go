@@ -1,0 +1,350 @@
+// Package timers fires due timers: a poller per replica leases due timer rows
+// in batches, hands each fire to the lane its instance hashes to (the same
+// step pipeline as relays), and answers each outcome. A refused or failed
+// fire is deferred with backoff and keeps its row; a stale fire (its wait
+// was closed) does nothing; a fire is done only when its step committed,
+// and that commit deleted the row.
+//
+// The poller sleeps until the earliest due time it knows of. It learns of
+// earlier ones from this replica's commits (Armed) at once and from other
+// replicas' by polling every PollInterval; the replica that arms a timer is
+// the one that learns of it first, so the poll only matters when that
+// replica has died.
+package timers
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sutra-run/worker/engine"
+	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/lanes"
+	"github.com/sutra-run/worker/metrics"
+	"github.com/sutra-run/worker/store"
+)
+
+// Dispatcher is what the poller needs from the lanes. Dispatch must not block.
+type Dispatcher interface {
+	Dispatch(lanes.Resume)
+}
+
+// DefaultMaxInFlight is MaxInFlight when not set.
+const DefaultMaxInFlight = 256
+
+// Config configures the poller.
+type Config struct {
+	// Replica leases timer rows (locked_by).
+	Replica string
+	// PollInterval bounds how long the poller goes without looking for due
+	// timers armed by other replicas (default 1s).
+	PollInterval time.Duration
+	// BatchSize is how many due timers one statement leases (default 128).
+	BatchSize int
+	// MaxInFlight bounds fires handed to lanes and not yet answered (default
+	// 256): memory stays flat however many timers are due. The lanes' inboxes
+	// must have room for it.
+	MaxInFlight int
+	// Lease is how long a leased row is kept from other pollers (default 10s):
+	// longer than a fire waits in a lane, short enough that the fires of a
+	// replica that died are taken over soon.
+	Lease time.Duration
+	// Backoff is the first deferral of a refused fire; it doubles per attempt
+	// up to BackoffMax, with ±20% jitter (defaults 100ms, 30s).
+	Backoff    time.Duration
+	BackoffMax time.Duration
+	// DrainTimeout bounds how long Stop waits for fires in flight (default 10s).
+	DrainTimeout time.Duration
+}
+
+func (c *Config) setDefaults() {
+	dur := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	dur(&c.PollInterval, time.Second)
+	dur(&c.Lease, 10*time.Second)
+	dur(&c.Backoff, 100*time.Millisecond)
+	dur(&c.BackoffMax, 30*time.Second)
+	dur(&c.DrainTimeout, 10*time.Second)
+	if c.BatchSize <= 0 {
+		c.BatchSize = 128
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
+	c.BatchSize = min(c.BatchSize, c.MaxInFlight)
+}
+
+// Deps are the poller's collaborators.
+type Deps struct {
+	Store   *store.Store
+	Lanes   Dispatcher
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
+}
+
+// Poller fires due timers. Start it once; Stop it once or more.
+type Poller struct {
+	cfg  Config
+	deps Deps
+	// wake is signalled by Armed; one pending signal is enough.
+	wake chan struct{}
+	// sleepUntil is when the loop next looks (unix ns), for Armed to compare.
+	sleepUntil atomic.Int64
+	results    chan answered
+	started    atomic.Bool
+	stopOnce   sync.Once
+	cancel     context.CancelFunc
+	done       chan struct{}
+}
+
+// answered is a fire's outcome, sent back by its lane.
+type answered struct {
+	t   store.DueTimer
+	out lanes.Outcome
+	at  time.Time
+}
+
+// New builds a poller.
+func New(deps Deps, cfg Config) *Poller {
+	cfg.setDefaults()
+	return &Poller{
+		cfg: cfg, deps: deps,
+		wake:    make(chan struct{}, 1),
+		results: make(chan answered, cfg.MaxInFlight),
+		done:    make(chan struct{}),
+	}
+}
+
+// Armed tells the poller that a step of this replica armed a timer due at
+// due. It never blocks.
+func (p *Poller) Armed(due time.Time) {
+	if due.UnixNano() < p.sleepUntil.Load() {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Start runs the poller until Stop.
+func (p *Poller) Start(ctx context.Context) error {
+	if !p.started.CompareAndSwap(false, true) {
+		return errors.New("timers: already started")
+	}
+	ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		defer close(p.done)
+		p.run(ctx)
+	}()
+	return nil
+}
+
+// Stop stops taking timers, waits up to DrainTimeout for the fires in flight
+// (the lanes must still run), defers the unanswered ones' leases away and
+// hands back every lease of this replica. Safe before Start and twice.
+func (p *Poller) Stop() {
+	if !p.started.Load() {
+		return
+	}
+	p.stopOnce.Do(func() {
+		p.cancel()
+		<-p.done
+	})
+}
+
+// run is the poller's loop: take what is due, dispatch, answer outcomes,
+// sleep until the next due time, a wake-up, or the poll interval.
+func (p *Poller) run(ctx context.Context) {
+	log := p.deps.Logger
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	inflight := 0
+	look := true // look for due timers now
+	for {
+		// Take only when a whole batch fits: refilling one slot per answered
+		// fire would cost a statement per fire under a backlog.
+		if look && inflight+p.cfg.BatchSize <= p.cfg.MaxInFlight {
+			look = false
+			limit := p.cfg.BatchSize
+			due, next, ok, err := p.deps.Store.TakeDueTimers(ctx, p.cfg.Replica, limit, p.cfg.Lease)
+			switch {
+			case ctx.Err() != nil:
+			case err != nil:
+				log.Warn("taking due timers", "code", fault.Code(err), "err", err)
+				next, ok = p.cfg.PollInterval, true
+			case len(due) == limit:
+				next, ok = 0, true // more may be due: look again as soon as there is room
+			}
+			for _, t := range due {
+				inflight++
+				p.dispatch(t)
+			}
+			p.sleep(timer, next, ok)
+		}
+		select {
+		case <-timer.C:
+			look = true
+		case <-p.wake:
+			look = true
+		case a := <-p.results:
+			inflight -= p.answer(ctx, a)
+		case <-ctx.Done():
+			p.drain(inflight)
+			return
+		}
+	}
+}
+
+// sleep sets the timer for the next look: when the next timer is due (ok),
+// but no later than the poll interval.
+func (p *Poller) sleep(timer *time.Timer, next time.Duration, ok bool) {
+	d := p.cfg.PollInterval
+	if ok && next < d {
+		d = max(next, 0)
+	}
+	p.sleepUntil.Store(time.Now().Add(d).UnixNano())
+	timer.Reset(d) // since Go 1.23 a Reset timer never delivers a stale tick
+}
+
+// dispatch hands one fire to its instance's lane. Done only sends on a
+// buffered channel with room for every fire in flight, so it never blocks.
+func (p *Poller) dispatch(t store.DueTimer) {
+	p.deps.Lanes.Dispatch(lanes.Resume{
+		Path:       metrics.PathTimer,
+		InstanceID: t.InstanceID,
+		TimerID:    t.ID,
+		Trigger:    engine.Trigger{Kind: engine.TriggerTimer, TokenID: t.TokenID, Element: t.Element},
+		Done:       func(out lanes.Outcome) { p.results <- answered{t: t, out: out, at: time.Now()} },
+	})
+}
+
+// answer acts on a (first) outcome and on every other one already waiting,
+// writing their deferrals and drops in one statement each. It returns how
+// many outcomes it took.
+func (p *Poller) answer(ctx context.Context, first answered) int {
+	var deferrals []store.Deferral
+	var stale []store.DueTimer
+	n := 0
+	for a, more := first, true; more; {
+		n++
+		switch p.classify(a) {
+		case deferIt:
+			deferrals = append(deferrals, store.Deferral{Timer: a.t, Delay: p.backoff(a.t.Attempts + 1)})
+		case dropIt:
+			stale = append(stale, a.t)
+		}
+		select {
+		case a = <-p.results:
+		default:
+			more = false
+		}
+	}
+	// Final writes of answered fires: they run even while stopping.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := p.deps.Store.DeferTimers(wctx, p.cfg.Replica, deferrals); err != nil {
+		// The leases lapse and the timers are taken again: deferred all the same.
+		p.deps.Logger.Warn("deferring timers", "count", len(deferrals), "code", fault.Code(err), "err", err)
+	}
+	if len(deferrals) > 0 {
+		// Deferred rows are due again soon; the next look must not sleep past them.
+		p.wakeBy(time.Now().Add(p.cfg.Backoff))
+	}
+	dropped, err := p.deps.Store.DropTimers(wctx, p.cfg.Replica, stale)
+	if err != nil {
+		p.deps.Logger.Warn("dropping stale timers", "count", len(stale), "code", fault.Code(err), "err", err)
+	}
+	for _, id := range dropped {
+		p.deps.Logger.Warn("deleted a timer row whose wait no longer exists", "timer_id", id, "code", fault.NotWaiting)
+	}
+	return n
+}
+
+// wakeBy makes sure the poller looks by t.
+func (p *Poller) wakeBy(t time.Time) {
+	if t.UnixNano() < p.sleepUntil.Load() {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+type action int
+
+const (
+	doneIt  action = iota // committed: the commit deleted the row
+	deferIt               // try again later; the row stays
+	dropIt                // stale: the wait is gone
+)
+
+// classify decides what an outcome means for the timer row and counts it.
+func (p *Poller) classify(a answered) action {
+	m, log := p.deps.Metrics, p.deps.Logger
+	switch a.out.Kind {
+	case lanes.Committed:
+		m.TimersFired.Inc()
+		m.TimerFireLag.Observe(a.at.Sub(a.t.DueAt).Seconds())
+		return doneIt
+	case lanes.Rejected:
+		switch a.out.Code {
+		case fault.NotWaiting:
+			m.TimersStale.Inc()
+			return dropIt
+		case fault.NotFound:
+			log.Warn("timer of a missing instance dropped", "instance_id", a.t.InstanceID, "timer_id", a.t.ID, "code", a.out.Code)
+			m.TimersStale.Inc()
+			return dropIt
+		}
+		// A step that panics or fails on this fire is a bug: keep the row and
+		// retry at the capped backoff rather than lose the fire.
+		log.Error("timer fire failed; deferred", "instance_id", a.t.InstanceID, "timer_id", a.t.ID,
+			"code", a.out.Code, "attempts", a.t.Attempts+1, "err", a.out.Err)
+		m.TimerDeferrals.WithLabelValues("error").Inc()
+		return deferIt
+	default: // Refused, Retry: the lane already logged and counted the bounce
+		reason := a.out.Reason
+		if reason == "" {
+			reason = "error"
+		}
+		m.TimerDeferrals.WithLabelValues(reason).Inc()
+		return deferIt
+	}
+}
+
+// backoff is the deferral of a fire's attempt n (1 = the first deferral).
+func (p *Poller) backoff(n int) time.Duration {
+	d := p.cfg.Backoff << min(n-1, 20)
+	d = min(d, p.cfg.BackoffMax)
+	// ±20% jitter so that fires refused together do not return together.
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+// drain answers the fires still in flight (bounded by DrainTimeout), then
+// hands back this replica's leases so another replica fires them now.
+func (p *Poller) drain(inflight int) {
+	deadline := time.NewTimer(p.cfg.DrainTimeout)
+	defer deadline.Stop()
+	ctx := context.Background()
+	for inflight > 0 {
+		select {
+		case a := <-p.results:
+			inflight -= p.answer(ctx, a)
+		case <-deadline.C:
+			p.deps.Logger.Warn("timer fires still in flight at stop; their leases are handed back", "count", inflight)
+			inflight = 0
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := p.deps.Store.ReleaseTimerLeases(ctx, p.cfg.Replica); err != nil {
+		p.deps.Logger.Warn("handing back timer leases", "code", fault.Code(err), "err", err)
+	}
+}
