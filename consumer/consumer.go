@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -240,12 +239,4 @@ func (c *Consumer) declare(ch *amqp.Channel) error {
 		}
 	}
 	return nil
-}
-
-// backoff is the delay before nacking a relay that bounced n times.
-func (c *Consumer) backoff(n int) time.Duration {
-	d := c.cfg.RequeueBackoff << min(n-1, 20)
-	d = min(d, c.cfg.RequeueBackoffMax)
-	// ±20% jitter so bounced relays of many instances do not return in step.
-	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 }

@@ -9,6 +9,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/backoff"
 	"github.com/sutra-run/worker/lanes"
 	"github.com/sutra-run/worker/metrics"
 )
@@ -134,7 +135,7 @@ func (s *session) requeueLater(d *amqp.Delivery, reason string) {
 	}
 	n := s.c.bounces[d.MessageId] + 1
 	s.c.bounces[d.MessageId] = n
-	heap.Push(&s.delayed, delayed{due: time.Now().Add(s.c.backoff(n)), d: d})
+	heap.Push(&s.delayed, delayed{due: time.Now().Add(backoff.Delay(s.c.cfg.RequeueBackoff, s.c.cfg.RequeueBackoffMax, n)), d: d})
 	s.c.deps.Metrics.Relays.WithLabelValues(metrics.OutcomeRequeued).Inc()
 	s.c.deps.Metrics.RelayRequeues.WithLabelValues(reason).Inc()
 }

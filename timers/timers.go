@@ -16,13 +16,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sutra-run/worker/engine"
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/backoff"
 	"github.com/sutra-run/worker/lanes"
 	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/store"
@@ -124,14 +124,7 @@ func New(deps Deps, cfg Config) *Poller {
 
 // Armed tells the poller that a step of this replica armed a timer due at
 // due. It never blocks.
-func (p *Poller) Armed(due time.Time) {
-	if due.UnixNano() < p.sleepUntil.Load() {
-		select {
-		case p.wake <- struct{}{}:
-		default:
-		}
-	}
-}
+func (p *Poller) Armed(due time.Time) { p.wakeBy(due) }
 
 // Start runs the poller until Stop.
 func (p *Poller) Start(ctx context.Context) error {
@@ -236,7 +229,7 @@ func (p *Poller) answer(ctx context.Context, first answered) int {
 		n++
 		switch p.classify(a) {
 		case deferIt:
-			deferrals = append(deferrals, store.Deferral{Timer: a.t, Delay: p.backoff(a.t.Attempts + 1)})
+			deferrals = append(deferrals, store.Deferral{Timer: a.t, Delay: backoff.Delay(p.cfg.Backoff, p.cfg.BackoffMax, a.t.Attempts+1)})
 		case dropIt:
 			stale = append(stale, a.t)
 		}
@@ -317,14 +310,6 @@ func (p *Poller) classify(a answered) action {
 		m.TimerDeferrals.WithLabelValues(reason).Inc()
 		return deferIt
 	}
-}
-
-// backoff is the deferral of a fire's attempt n (1 = the first deferral).
-func (p *Poller) backoff(n int) time.Duration {
-	d := p.cfg.Backoff << min(n-1, 20)
-	d = min(d, p.cfg.BackoffMax)
-	// ±20% jitter so that fires refused together do not return together.
-	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 }
 
 // drain answers the fires still in flight (bounded by DrainTimeout), then
