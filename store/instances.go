@@ -190,7 +190,6 @@ func (s *Store) CommitStep(ctx context.Context, c Commit) error {
 		vars = map[string]any{}
 	}
 	b := &pgx.Batch{}
-	b.Queue("SET LOCAL synchronous_commit = on")
 	b.Queue("SELECT sutra_commit($1, $2, $3, $4, $5, $6)", c.InstanceID, c.Owner, c.Version, string(c.State.Status), vars, tokens)
 	if c.TimerID != 0 {
 		b.Queue("SELECT sutra_consume_timer($1, $2)", c.TimerID, c.InstanceID)

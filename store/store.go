@@ -60,8 +60,8 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	if !opt.SyncClaims {
 		// Claims and releases are soft state (the commit fence re-checks the
 		// owner), so they skip the synchronous WAL flush. Step commits turn it
-		// back on with SET LOCAL: a relay is acked after its commit, so that
-		// commit must be durable.
+		// back on for their own transaction (sutra_commit): a relay is acked
+		// after its commit, so that commit must be durable.
 		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

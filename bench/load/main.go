@@ -1,0 +1,545 @@
+// Command load is `make bench`: the throughput benchmark of the worker on
+// this machine. For each lane count it starts a worker in-process on a fresh
+// schema holding K started instances and fresh broker names, publishes ping
+// relays as fast as the broker confirms them, and measures steps/s and
+// publish→commit latency. In the same run it measures the same SQL run by
+// pgbench (the ceiling) and by a plain consumer with K goroutines, no lanes
+// and no engine (the baseline), then prints the table and the ratios of the
+// targets. See BENCHMARKS.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sutra-run/worker/app"
+	"github.com/sutra-run/worker/bench"
+	"github.com/sutra-run/worker/bench/baseline"
+	"github.com/sutra-run/worker/consumer"
+	"github.com/sutra-run/worker/internal/loadgen"
+	"github.com/sutra-run/worker/lanes"
+	"github.com/sutra-run/worker/metrics"
+	"github.com/sutra-run/worker/store"
+)
+
+type options struct {
+	db, amqp       string
+	lanes          []int
+	instances      int
+	relays         int
+	prefetch       int
+	pgbenchClients []int
+	pgbenchTime    time.Duration
+	baselineConns  int
+	syncClaims     bool
+	profileDir     string
+	quietWait      time.Duration
+	repeat         int
+	baseline       bool
+	ceilingScript  string
+}
+
+func main() {
+	var o options
+	var lanesFlag, clientsFlag string
+	flag.StringVar(&o.db, "db", envOr("SUTRA_BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/sutra_bench"),
+		"PostgreSQL URL of the benchmark database (created if missing; each run uses a fresh schema in it)")
+	flag.StringVar(&o.amqp, "amqp", envOr("SUTRA_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"), "RabbitMQ URL")
+	flag.StringVar(&lanesFlag, "lanes", "1,4,16,64", "lane counts to measure the worker at (empty: none)")
+	flag.IntVar(&o.instances, "instances", 256, "K: instances started before each run; also the baseline's goroutines")
+	flag.IntVar(&o.relays, "relays", 12000, "ping relays published per worker or baseline run")
+	flag.IntVar(&o.prefetch, "prefetch", 256, "the worker's AMQP prefetch (SUTRA_PREFETCH)")
+	flag.StringVar(&clientsFlag, "pgbench-clients", "1,4,16,64", "pgbench client counts; the best is the ceiling (empty: no pgbench)")
+	flag.StringVar(&o.ceilingScript, "ceiling-script", "", "pgbench script to run instead of bench/ceiling.sql (to measure a change to the SQL)")
+	flag.DurationVar(&o.pgbenchTime, "pgbench-time", 10*time.Second, "duration of each pgbench run")
+	flag.BoolVar(&o.baseline, "baseline", true, "measure the baseline")
+	flag.IntVar(&o.baselineConns, "baseline-conns", 64, "database connections of the baseline's pool")
+	flag.BoolVar(&o.syncClaims, "sync-claims", true, "also measure the best worker, the baseline and the ceiling with synchronous claims")
+	flag.StringVar(&o.profileDir, "profile", "", "write a CPU profile of each worker and baseline run into this directory")
+	flag.DurationVar(&o.quietWait, "quiet-wait", 5*time.Second, "how long each run waits for other programs to leave the CPU idle")
+	flag.IntVar(&o.repeat, "repeat", 1, "measure everything this many times and keep the fastest run of each")
+	flag.Parse()
+	var err error
+	if o.lanes, err = ints(lanesFlag); err == nil && o.repeat < 1 {
+		err = fmt.Errorf("-repeat %d: measure at least once", o.repeat)
+	}
+	if err == nil {
+		o.pgbenchClients, err = ints(clientsFlag)
+	}
+	if err == nil {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		err = run(ctx, o)
+		stop()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// ints parses a list of counts; an empty list skips what it counts.
+func ints(s string) ([]int, error) {
+	var out []int
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a list of positive counts", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// result is one measured run.
+type result struct {
+	kind string // worker, baseline or pgbench
+	// conc is the concurrency: lanes, goroutines or pgbench clients.
+	conc       int
+	syncClaims bool
+	steps      int
+	perSecond  float64
+	// p50 and p99 are publish→commit latencies (none for pgbench, which has
+	// no broker: its clients run back to back).
+	p50, p99 time.Duration
+	requeued int64
+	cpu      cpuUse
+	round    int
+}
+
+func run(ctx context.Context, o options) error {
+	if err := store.EnsureDatabase(ctx, o.db); err != nil {
+		return err
+	}
+	script := o.ceilingScript
+	if script == "" {
+		f, err := os.CreateTemp("", "sutra-ceiling-*.sql")
+		if err != nil {
+			return err
+		}
+		defer os.Remove(f.Name())
+		if _, err := f.Write(bench.CeilingScript); err != nil {
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		script = f.Name()
+	}
+	dbCfg, err := pgx.ParseConfig(o.db)
+	if err != nil {
+		return err
+	}
+	b := &bencher{o: o, dbName: dbCfg.Database, script: script,
+		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	fmt.Printf("K=%d instances, %d relays per run, pgbench %v per run, %d cores\n", o.instances, o.relays, o.pgbenchTime, runtime.NumCPU())
+
+	for b.round = range o.repeat {
+		if o.repeat > 1 {
+			fmt.Fprintf(os.Stderr, "round %d of %d\n", b.round+1, o.repeat)
+		}
+		if err := b.measureAll(ctx); err != nil {
+			return err
+		}
+	}
+	fmt.Println()
+	report(os.Stdout, b.results, o.repeat)
+	return nil
+}
+
+// measureAll measures every configuration once: the lane counts, the
+// baseline and the ceiling's client counts, then the same with synchronous
+// claims at the first round's fastest lane and client counts.
+func (b *bencher) measureAll(ctx context.Context) error {
+	o := b.o
+	for _, n := range o.lanes {
+		if err := b.measure(b.worker(ctx, n, false)); err != nil {
+			return fmt.Errorf("worker with %d lanes: %w", n, err)
+		}
+	}
+	if o.baseline {
+		if err := b.measure(b.baseline(ctx, false)); err != nil {
+			return fmt.Errorf("baseline: %w", err)
+		}
+	}
+	for _, c := range o.pgbenchClients {
+		if err := b.measure(b.pgbench(ctx, c, false)); err != nil {
+			return fmt.Errorf("pgbench with %d clients: %w", c, err)
+		}
+	}
+	if !o.syncClaims {
+		return nil
+	}
+	// Every round compares at the concurrencies fastest in the first, so that
+	// the rounds measure the same pairs.
+	if b.round == 0 {
+		b.syncLanes, b.syncClients = bestOf(b.results, "worker").conc, bestOf(b.results, "pgbench").conc
+	}
+	if b.syncLanes > 0 {
+		if err := b.measure(b.worker(ctx, b.syncLanes, true)); err != nil {
+			return fmt.Errorf("worker with synchronous claims: %w", err)
+		}
+	}
+	if o.baseline {
+		if err := b.measure(b.baseline(ctx, true)); err != nil {
+			return fmt.Errorf("baseline with synchronous claims: %w", err)
+		}
+	}
+	if b.syncClients > 0 {
+		if err := b.measure(b.pgbench(ctx, b.syncClients, true)); err != nil {
+			return fmt.Errorf("pgbench with synchronous claims: %w", err)
+		}
+	}
+	return nil
+}
+
+// best keeps the fastest run of each configuration: on a shared machine
+// other programs only ever slow a run down, so the fastest of several is the
+// closest to what this machine does.
+func best(rs []result) []result {
+	var out []result
+	for _, r := range rs {
+		i := slices.IndexFunc(out, func(o result) bool {
+			return o.kind == r.kind && o.conc == r.conc && o.syncClaims == r.syncClaims
+		})
+		switch {
+		case i < 0:
+			out = append(out, r)
+		case r.perSecond > out[i].perSecond:
+			out[i] = r
+		}
+	}
+	return out
+}
+
+type bencher struct {
+	o      options
+	dbName string
+	script string
+	log    *slog.Logger
+	// results are every run so far; round counts the rounds from 0.
+	results []result
+	round   int
+	// syncLanes and syncClients are the worker's and pgbench's concurrency
+	// measured with synchronous claims.
+	syncLanes, syncClients int
+}
+
+// measure records a run and shows it at once.
+func (b *bencher) measure(r result, err error) error {
+	if err != nil {
+		return err
+	}
+	r.round = b.round
+	fmt.Fprintf(os.Stderr, "  %s\n", r.row())
+	b.results = append(b.results, r)
+	return nil
+}
+
+// worker measures the worker with n lanes. Asynchronous claims are the
+// worker as app.Start wires it; synchronous ones need the same wiring by
+// hand, since app.Config has no knob for store.Options.SyncClaims.
+func (b *bencher) worker(ctx context.Context, n int, syncClaims bool) (result, error) {
+	env, err := b.env(ctx, fmt.Sprintf("worker%d", n))
+	if err != nil {
+		return result{}, err
+	}
+	defer env.Close()
+	cfg := env.Config
+	cfg.Lanes, cfg.Prefetch = n, b.o.prefetch
+	reg := prometheus.NewRegistry()
+	var stop func()
+	var ready func() bool
+	if syncClaims {
+		stop, ready, err = startSyncWorker(ctx, cfg, reg, b.log)
+	} else {
+		var w *app.Worker
+		w, err = app.Start(ctx, cfg, app.Options{Logger: b.log, Registry: reg})
+		if err == nil {
+			stop, ready = w.Stop, func() bool { return w.Ready(ctx) == nil }
+		}
+	}
+	if err != nil {
+		return result{}, err
+	}
+	defer stop()
+	committed := func() int64 { return int64(counter(reg, "sutra_relays_total", metrics.OutcomeCommitted)) }
+	r, err := b.drive(ctx, env, runName(fmt.Sprintf("worker-%d", n), syncClaims), ready, committed)
+	r.kind, r.conc, r.syncClaims = "worker", n, syncClaims
+	r.requeued = int64(counter(reg, "sutra_relays_total", metrics.OutcomeRequeued))
+	return r, err
+}
+
+// runName names a run in messages and profile files.
+func runName(name string, syncClaims bool) string {
+	if syncClaims {
+		return name + "-sync"
+	}
+	return name
+}
+
+// startSyncWorker is app.Start's wiring of the relay path (store, lanes,
+// consumer) with synchronous claims. It leaves out the HTTP listener, the
+// timer poller and the sweeper, which a ping load never calls on.
+func startSyncWorker(ctx context.Context, cfg app.Config, reg prometheus.Registerer, log *slog.Logger) (stop func(), ready func() bool, err error) {
+	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: int32(cfg.Lanes + 4), SyncClaims: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	m := metrics.New(reg)
+	pool := lanes.New(lanes.Deps{Store: st, Metrics: m, Logger: log}, lanes.Config{
+		Replica: cfg.ReplicaID, Lanes: cfg.Lanes, InboxSize: cfg.Prefetch + 1,
+		ClaimTimeout: cfg.ClaimTimeout, DrainTimeout: cfg.ShutdownTimeout,
+	})
+	cons := consumer.New(consumer.Deps{Lanes: pool, Metrics: m, Logger: log}, consumer.Config{
+		URL: cfg.AMQPURL, ConnectionName: "sutra-bench", Exchange: cfg.RelayExchange, Queue: cfg.RelayQueue, BindingKey: cfg.RelayBindingKey,
+		DeadExchange: cfg.DeadExchange, DeadQueue: cfg.DeadQueue, Prefetch: cfg.Prefetch,
+		RequeueBackoff: cfg.RequeueBackoff, RequeueBackoffMax: cfg.RequeueBackoffMax, DrainTimeout: cfg.ShutdownTimeout,
+	})
+	stop = func() {
+		cons.Stop()
+		pool.Stop()
+		st.Close()
+	}
+	if err := pool.Start(ctx); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	if err := cons.Start(ctx); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return stop, cons.Connected, nil
+}
+
+// baseline measures the plain consumer with K goroutines.
+func (b *bencher) baseline(ctx context.Context, syncClaims bool) (result, error) {
+	env, err := b.env(ctx, "baseline")
+	if err != nil {
+		return result{}, err
+	}
+	defer env.Close()
+	c, err := baseline.Start(ctx, baseline.Config{
+		DatabaseURL: env.Config.DatabaseURL, AMQPURL: env.Config.AMQPURL, Queue: env.Config.RelayQueue,
+		Workers: b.o.instances, Conns: int32(b.o.baselineConns), SyncClaims: syncClaims,
+	})
+	if err != nil {
+		return result{}, err
+	}
+	defer c.Stop()
+	r, err := b.drive(ctx, env, runName("baseline", syncClaims), func() bool { return true }, c.Committed)
+	r.kind, r.conc, r.syncClaims, r.requeued = "baseline", b.o.instances, syncClaims, c.Requeued()
+	return r, err
+}
+
+// env prepares a run's schema, instances and queues.
+func (b *bencher) env(ctx context.Context, label string) (*bench.Env, error) {
+	env, err := bench.NewEnv(ctx, b.o.db, b.o.amqp, label, b.o.instances)
+	if err != nil {
+		return nil, fmt.Errorf("preparing %s: %w", label, err)
+	}
+	if err := env.DeclareQueues(); err != nil {
+		env.Close()
+		return nil, err
+	}
+	return env, nil
+}
+
+// drive publishes the run's relays once the consumer is ready, waits until
+// all are committed, and reads the latencies from the inbox. Only this part
+// is timed (and profiled).
+func (b *bencher) drive(ctx context.Context, env *bench.Env, name string, ready func() bool, committed func() int64) (result, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for !ready() {
+		if time.Now().After(deadline) {
+			return result{}, fmt.Errorf("%s not ready after 30s", name)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	pub, err := loadgen.Dial(env.Config.AMQPURL, env.Config.RelayExchange)
+	if err != nil {
+		return result{}, err
+	}
+	defer pub.Close()
+	relays := env.Pings(b.o.relays)
+	b.waitQuiet(ctx, name)
+	stopProfile, err := b.profile(name)
+	if err != nil {
+		return result{}, err
+	}
+	cpu := startCPU(b.dbName)
+	published := make(chan error, 1)
+	go func() { published <- pub.Publish(ctx, relays) }()
+	err = waitCommitted(ctx, int64(len(relays)), committed, published)
+	use := cpu.finish()
+	stopProfile()
+	if err != nil {
+		return result{}, err
+	}
+	db, err := pgxpool.New(ctx, env.Config.DatabaseURL)
+	if err != nil {
+		return result{}, err
+	}
+	defer db.Close()
+	stats, err := loadgen.Measure(ctx, db, bench.PingPrefix)
+	if err != nil {
+		return result{}, err
+	}
+	if stats.Committed != len(relays) {
+		return result{}, fmt.Errorf("%d relays in the inbox, %d published", stats.Committed, len(relays))
+	}
+	return result{steps: stats.Committed, perSecond: stats.StepsPerS, p50: stats.P50, p99: stats.P99, cpu: use}, nil
+}
+
+// waitCommitted waits until want relays are committed, the publisher fails,
+// or progress stops for a minute. It returns after the publisher is done.
+func waitCommitted(ctx context.Context, want int64, committed func() int64, published chan error) error {
+	var pubErr error
+	pubDone := false
+	last, lastChange := int64(-1), time.Now()
+	for {
+		n := committed()
+		switch {
+		case n >= want && pubDone:
+			return pubErr
+		case n != last:
+			last, lastChange = n, time.Now()
+		case time.Since(lastChange) > time.Minute:
+			return fmt.Errorf("stuck at %d of %d relays committed", n, want)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case pubErr = <-published:
+			pubDone = true
+			if pubErr != nil {
+				return fmt.Errorf("publishing: %w", pubErr)
+			}
+			published = nil
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// waitQuiet lets other programs' bursts pass before a run, within reason.
+func (b *bencher) waitQuiet(ctx context.Context, name string) {
+	if !waitQuiet(ctx, b.dbName, b.o.quietWait) {
+		fmt.Fprintf(os.Stderr, "  %s: other programs keep the CPU busy; measuring anyway\n", name)
+	}
+}
+
+// profile starts a CPU profile of this process named name when asked to.
+func (b *bencher) profile(name string) (stop func(), err error) {
+	if b.o.profileDir == "" {
+		return func() {}, nil
+	}
+	if err := os.MkdirAll(b.o.profileDir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.Create(filepath.Join(b.o.profileDir, name+".pprof"))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
+var tpsLine = regexp.MustCompile(`(?m)^tps = ([0-9.]+) \(without initial connection time\)`)
+var processedLine = regexp.MustCompile(`(?m)^number of transactions actually processed: ([0-9]+)`)
+
+// pgbench measures the ceiling with c clients on a fresh schema holding the
+// same K instances. Claims skip the WAL flush as in the worker unless
+// syncClaims.
+func (b *bencher) pgbench(ctx context.Context, c int, syncClaims bool) (result, error) {
+	if b.o.instances < c {
+		return result{}, fmt.Errorf("%d instances cannot be partitioned over %d clients", b.o.instances, c)
+	}
+	env, err := bench.NewEnv(ctx, b.o.db, b.o.amqp, fmt.Sprintf("pgbench%d", c), b.o.instances)
+	if err != nil {
+		return result{}, err
+	}
+	defer env.Close()
+	cmd := exec.CommandContext(ctx, "pgbench", "-n", "-M", "prepared", "-f", b.script,
+		"-c", strconv.Itoa(c), "-j", strconv.Itoa(min(c, runtime.NumCPU())), "-T", strconv.Itoa(int(b.o.pgbenchTime.Seconds())),
+		"-D", "instances="+strconv.Itoa(b.o.instances), "-D", "clients="+strconv.Itoa(c),
+		"-D", "timeout="+strconv.Itoa(int(bench.ClaimTimeout.Seconds()))+"s", b.o.db)
+	pgopts := "-c search_path=" + env.Schema
+	if !syncClaims {
+		pgopts += " -c synchronous_commit=off"
+	}
+	cmd.Env = append(os.Environ(), "PGOPTIONS="+pgopts)
+	b.waitQuiet(ctx, fmt.Sprintf("pgbench-%d", c))
+	cpu := startCPU(b.dbName)
+	out, err := cmd.CombinedOutput()
+	use := cpu.finish()
+	if err != nil {
+		return result{}, fmt.Errorf("%v: %s", err, out)
+	}
+	tps, processed := tpsLine.FindSubmatch(out), processedLine.FindSubmatch(out)
+	if tps == nil || processed == nil {
+		return result{}, fmt.Errorf("no tps in pgbench output:\n%s", out)
+	}
+	r := result{kind: "pgbench", conc: c, syncClaims: syncClaims}
+	r.perSecond, _ = strconv.ParseFloat(string(tps[1]), 64)
+	r.steps, _ = strconv.Atoi(string(processed[1]))
+	// pgbench is the client here. This process only waited and sampled: that
+	// is the harness's cost, not the ceiling's, so it leaves the total too.
+	use.machine -= use.client
+	use.client = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	r.cpu = use
+	return r, nil
+}
+
+// counter sums the samples of a counter family with a label of value.
+func counter(g prometheus.Gatherer, name, value string) float64 {
+	families, err := g.Gather()
+	if err != nil {
+		return 0
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetValue() == value {
+					sum += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return sum
+}
