@@ -12,15 +12,13 @@ package sweeper
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/store"
 )
@@ -129,10 +127,7 @@ type Sweeper struct {
 	leaseUntil time.Time
 	lastSweep  time.Time
 
-	started  atomic.Bool
-	stopOnce sync.Once
-	cancel   context.CancelFunc
-	done     chan struct{}
+	loop startstop.Loop
 }
 
 // New builds a sweeper.
@@ -140,32 +135,18 @@ func New(deps Deps, cfg Config) *Sweeper {
 	cfg.setDefaults()
 	held := deps.Metrics.LeaseHeld.WithLabelValues(LeaseName)
 	held.Set(0)
-	return &Sweeper{cfg: cfg, deps: deps, held: held, done: make(chan struct{})}
+	return &Sweeper{cfg: cfg, deps: deps, held: held}
 }
 
 // Start runs the sweeper until Stop.
 func (s *Sweeper) Start(ctx context.Context) error {
-	if !s.started.CompareAndSwap(false, true) {
-		return errors.New("sweeper: already started")
-	}
-	ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	go func() {
-		defer close(s.done)
-		s.run(ctx)
-	}()
-	return nil
+	return s.loop.Start(ctx, "sweeper", s.run)
 }
 
 // Stop stops the sweeper; a holder releases the lease so that another
 // replica takes it at once. Safe before Start and twice.
 func (s *Sweeper) Stop() {
-	if !s.started.Load() {
-		return
-	}
-	s.stopOnce.Do(func() {
-		s.cancel()
-		<-s.done
-	})
+	s.loop.Stop()
 }
 
 func (s *Sweeper) run(ctx context.Context) {

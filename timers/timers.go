@@ -14,15 +14,14 @@ package timers
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sutra-run/worker/engine"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/backoff"
+	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/lanes"
 	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/store"
@@ -98,10 +97,7 @@ type Poller struct {
 	// sleepUntil is when the loop next looks (unix ns), for Armed to compare.
 	sleepUntil atomic.Int64
 	results    chan answered
-	started    atomic.Bool
-	stopOnce   sync.Once
-	cancel     context.CancelFunc
-	done       chan struct{}
+	loop       startstop.Loop
 }
 
 // answered is a fire's outcome, sent back by its lane.
@@ -118,7 +114,6 @@ func New(deps Deps, cfg Config) *Poller {
 		cfg: cfg, deps: deps,
 		wake:    make(chan struct{}, 1),
 		results: make(chan answered, cfg.MaxInFlight),
-		done:    make(chan struct{}),
 	}
 }
 
@@ -128,28 +123,14 @@ func (p *Poller) Armed(due time.Time) { p.wakeBy(due) }
 
 // Start runs the poller until Stop.
 func (p *Poller) Start(ctx context.Context) error {
-	if !p.started.CompareAndSwap(false, true) {
-		return errors.New("timers: already started")
-	}
-	ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	go func() {
-		defer close(p.done)
-		p.run(ctx)
-	}()
-	return nil
+	return p.loop.Start(ctx, "timers", p.run)
 }
 
 // Stop stops taking timers, waits up to DrainTimeout for the fires in flight
 // (the lanes must still run), defers the unanswered ones' leases away and
 // hands back every lease of this replica. Safe before Start and twice.
 func (p *Poller) Stop() {
-	if !p.started.Load() {
-		return
-	}
-	p.stopOnce.Do(func() {
-		p.cancel()
-		<-p.done
-	})
+	p.loop.Stop()
 }
 
 // run is the poller's loop: take what is due, dispatch, answer outcomes,
