@@ -86,9 +86,7 @@ func TestInboxIsTrimmedPastItsRetention(t *testing.T) {
 	if n := b.env.Int(t, "SELECT count(*) FROM inbox WHERE message_id LIKE 'new-%'"); n != 10 {
 		t.Errorf("%d of 10 ids within the retention kept", n)
 	}
-	if got := b.counter(t, "sutra_inbox_trimmed_total", "", ""); got != 2500 {
-		t.Errorf("inbox trimmed = %v, want 2500", got)
-	}
+	b.waitCounter(t, "sutra_inbox_trimmed_total", 2500) // counted just after the commit the test saw
 }
 
 func TestSweeperLeaseHasOneHolderAndPassesOnWhenItStops(t *testing.T) {

@@ -78,6 +78,15 @@ func (b *bundle) counter(t *testing.T, name, label, value string) float64 {
 	return 0
 }
 
+// waitCounter waits for an unlabelled counter to reach want: components
+// count an outcome just after the commit that a test observes in the database.
+func (b *bundle) waitCounter(t *testing.T, name string, want float64) {
+	t.Helper()
+	testkit.Eventually(t, 5*time.Second, fmt.Sprintf("%s = %v", name, want), func() bool {
+		return b.counter(t, name, "", "") == want
+	})
+}
+
 func (b *bundle) relays(t *testing.T, outcome string) float64 {
 	return b.counter(t, "sutra_relays_total", "outcome", outcome)
 }
