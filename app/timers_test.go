@@ -24,23 +24,17 @@ func startTimer(id, delay string) testkit.Relay {
 // cumulative count of its bucket whose upper bound is le.
 func (b *bundle) histogram(t *testing.T, name string, le float64) (count, below uint64) {
 	t.Helper()
-	mfs, err := b.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	mf := b.family(t, name)
+	if mf == nil {
+		return 0, 0
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
+	h := mf.GetMetric()[0].GetHistogram()
+	for _, bk := range h.GetBucket() {
+		if bk.GetUpperBound() >= le {
+			return h.GetSampleCount(), bk.GetCumulativeCount()
 		}
-		h := mf.GetMetric()[0].GetHistogram()
-		for _, bk := range h.GetBucket() {
-			if bk.GetUpperBound() >= le {
-				return h.GetSampleCount(), bk.GetCumulativeCount()
-			}
-		}
-		return h.GetSampleCount(), h.GetSampleCount()
 	}
-	return 0, 0
+	return h.GetSampleCount(), h.GetSampleCount()
 }
 
 func TestTimerFiresAtItsDueTimeNotAtThePollInterval(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 
 	"github.com/sutra-run/worker/app"
@@ -53,26 +54,32 @@ func (b *bundle) start(t *testing.T, hooks *lanes.Hooks) {
 	testkit.Eventually(t, 10*time.Second, "worker ready", func() bool { return w.Ready(context.Background()) == nil })
 }
 
-// counter reads a counter of this bundle's registry by name and label.
-func (b *bundle) counter(t *testing.T, name, label, value string) float64 {
+// family finds a metric family of this bundle's registry by name.
+func (b *bundle) family(t *testing.T, name string) *dto.MetricFamily {
 	t.Helper()
 	mfs, err := b.reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
+		if mf.GetName() == name {
+			return mf
 		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == label && lp.GetValue() == value {
-					return m.GetCounter().GetValue()
-				}
-			}
-			if label == "" {
+	}
+	return nil
+}
+
+// counter reads a counter by name and label ("" for an unlabelled one).
+func (b *bundle) counter(t *testing.T, name, label, value string) float64 {
+	t.Helper()
+	for _, m := range b.family(t, name).GetMetric() {
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == label && lp.GetValue() == value {
 				return m.GetCounter().GetValue()
 			}
+		}
+		if label == "" {
+			return m.GetCounter().GetValue()
 		}
 	}
 	return 0

@@ -16,6 +16,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/lanes"
 	"github.com/sutra-run/worker/metrics"
 )
@@ -62,19 +63,12 @@ func (c *Config) setDefaults() {
 	def(&c.DeadExchange, "sutra.relays.dead")
 	def(&c.DeadQueue, "sutra.relays.dead")
 	def(&c.ConnectionName, "sutra-worker")
-	dur := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
-		}
-	}
-	dur(&c.RequeueBackoff, 50*time.Millisecond)
-	dur(&c.RequeueBackoffMax, 2*time.Second)
-	dur(&c.ReconnectMin, 100*time.Millisecond)
-	dur(&c.ReconnectMax, 5*time.Second)
-	dur(&c.DrainTimeout, 10*time.Second)
-	if c.Prefetch <= 0 {
-		c.Prefetch = 256
-	}
+	defaults.Set(&c.RequeueBackoff, 50*time.Millisecond)
+	defaults.Set(&c.RequeueBackoffMax, 2*time.Second)
+	defaults.Set(&c.ReconnectMin, 100*time.Millisecond)
+	defaults.Set(&c.ReconnectMax, 5*time.Second)
+	defaults.Set(&c.DrainTimeout, 10*time.Second)
+	defaults.Set(&c.Prefetch, 256)
 }
 
 // Deps are the consumer's collaborators.

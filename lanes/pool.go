@@ -18,6 +18,7 @@ import (
 
 	"github.com/sutra-run/worker/claims"
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/store"
 )
@@ -38,18 +39,10 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	if c.Lanes <= 0 {
-		c.Lanes = 16
-	}
-	if c.InboxSize <= 0 {
-		c.InboxSize = 1024
-	}
-	if c.ClaimTimeout <= 0 {
-		c.ClaimTimeout = 30 * time.Second
-	}
-	if c.DrainTimeout <= 0 {
-		c.DrainTimeout = 10 * time.Second
-	}
+	defaults.Set(&c.Lanes, 16)
+	defaults.Set(&c.InboxSize, 1024)
+	defaults.Set(&c.ClaimTimeout, 30*time.Second)
+	defaults.Set(&c.DrainTimeout, 10*time.Second)
 }
 
 // Hooks let tests inject faults into the pipeline. Nil fields do nothing.

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/store"
@@ -53,18 +54,11 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	dur := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
-		}
-	}
-	dur(&c.Interval, 5*time.Second)
-	dur(&c.LeaseTTL, 15*time.Second)
-	dur(&c.ClaimTimeout, 30*time.Second)
-	dur(&c.InboxRetention, 7*24*time.Hour)
-	if c.BatchSize <= 0 {
-		c.BatchSize = 1000
-	}
+	defaults.Set(&c.Interval, 5*time.Second)
+	defaults.Set(&c.LeaseTTL, 15*time.Second)
+	defaults.Set(&c.ClaimTimeout, 30*time.Second)
+	defaults.Set(&c.InboxRetention, 7*24*time.Hour)
+	defaults.Set(&c.BatchSize, 1000)
 }
 
 // Deps are the sweeper's collaborators.

@@ -21,6 +21,7 @@ import (
 	"github.com/sutra-run/worker/engine"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/backoff"
+	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/lanes"
 	"github.com/sutra-run/worker/metrics"
@@ -61,22 +62,13 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	dur := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
-		}
-	}
-	dur(&c.PollInterval, time.Second)
-	dur(&c.Lease, 10*time.Second)
-	dur(&c.Backoff, 100*time.Millisecond)
-	dur(&c.BackoffMax, 30*time.Second)
-	dur(&c.DrainTimeout, 10*time.Second)
-	if c.BatchSize <= 0 {
-		c.BatchSize = 128
-	}
-	if c.MaxInFlight <= 0 {
-		c.MaxInFlight = DefaultMaxInFlight
-	}
+	defaults.Set(&c.PollInterval, time.Second)
+	defaults.Set(&c.Lease, 10*time.Second)
+	defaults.Set(&c.Backoff, 100*time.Millisecond)
+	defaults.Set(&c.BackoffMax, 30*time.Second)
+	defaults.Set(&c.DrainTimeout, 10*time.Second)
+	defaults.Set(&c.BatchSize, 128)
+	defaults.Set(&c.MaxInFlight, DefaultMaxInFlight)
 	c.BatchSize = min(c.BatchSize, c.MaxInFlight)
 }
 
