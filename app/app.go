@@ -17,8 +17,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sutra-run/worker/consumer"
+	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/lanes"
 	"github.com/sutra-run/worker/metrics"
+	"github.com/sutra-run/worker/replica"
 	"github.com/sutra-run/worker/store"
 	"github.com/sutra-run/worker/sweeper"
 	"github.com/sutra-run/worker/timers"
@@ -31,13 +33,18 @@ type Options struct {
 	Hooks    *lanes.Hooks
 	// Listening, when set, receives the HTTP listener's address once bound.
 	Listening func(addr string)
+	// SyncClaims makes claims and releases wait for the WAL flush too (the
+	// benchmark measures what skipping it saves).
+	SyncClaims bool
 }
 
 // Worker is a running worker.
 type Worker struct {
 	cfg      Config
 	opt      Options
+	log      *slog.Logger
 	store    *store.Store
+	replica  *replica.Registration
 	lanes    *lanes.Pool
 	timers   *timers.Poller
 	sweeper  *sweeper.Sweeper
@@ -46,10 +53,14 @@ type Worker struct {
 	listener net.Listener
 	metrics  *metrics.Metrics
 	wg       sync.WaitGroup
+	stopOnce sync.Once
+	stopErr  error
 }
 
-// Start connects to PostgreSQL (migrating first when cfg.Migrate), starts the
-// lanes, the timer poller, the sweeper, the consumer and the HTTP listener.
+// Start connects to PostgreSQL (migrating first when cfg.Migrate), registers
+// the replica id (refusing with fault.ReplicaIDInUse when another live
+// process has it), then starts the lanes, the timer poller, the sweeper, the
+// consumer and the HTTP listener.
 func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	if cfg.ReplicaID == "" {
 		cfg.ReplicaID = defaultReplicaID()
@@ -65,24 +76,29 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		opt.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	log := opt.Logger.With("replica", cfg.ReplicaID)
-	st, err := OpenStore(ctx, cfg)
+	st, err := openStore(ctx, cfg, opt.SyncClaims)
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{cfg: cfg, opt: opt, store: st, metrics: metrics.New(opt.Registry)}
+	w := &Worker{cfg: cfg, opt: opt, log: log, store: st, metrics: metrics.New(opt.Registry)}
+	w.replica = replica.New(st, log, replica.Config{ID: cfg.ReplicaID, TTL: cfg.LeaseTTL})
+	if err := w.replica.Start(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
 	inflight := cfg.TimerMaxInFlight
 	if inflight <= 0 {
 		inflight = timers.DefaultMaxInFlight
 	}
 	armed := func(due time.Time) { w.timers.Armed(due) }
-	w.lanes = lanes.New(lanes.Deps{Store: st, Metrics: w.metrics, Logger: log, Hooks: opt.Hooks, TimerArmed: armed}, lanes.Config{
+	w.lanes = lanes.New(lanes.Deps{Store: st, Metrics: w.metrics, Logger: log, Hooks: opt.Hooks, TimerArmed: armed, ClaimGuard: w.replica.Valid}, lanes.Config{
 		// Room for every resume that can be in flight: relays and timer fires.
 		Replica: cfg.ReplicaID, Lanes: cfg.Lanes, InboxSize: cfg.Prefetch + inflight + 1,
-		ClaimTimeout: cfg.ClaimTimeout, DrainTimeout: cfg.ShutdownTimeout,
+		ClaimTimeout: cfg.ClaimTimeout,
 	})
 	w.timers = timers.New(timers.Deps{Store: st, Lanes: w.lanes, Metrics: w.metrics, Logger: log}, timers.Config{
 		Replica: cfg.ReplicaID, PollInterval: cfg.TimerPollInterval, BatchSize: cfg.TimerBatch, MaxInFlight: inflight,
-		Lease: cfg.TimerLease, Backoff: cfg.TimerBackoff, BackoffMax: cfg.TimerBackoffMax, DrainTimeout: cfg.ShutdownTimeout,
+		Lease: cfg.TimerLease, Backoff: cfg.TimerBackoff, BackoffMax: cfg.TimerBackoffMax,
 	})
 	w.sweeper = sweeper.New(sweeper.Deps{Store: st, Metrics: w.metrics, Logger: log, DeadLetter: sweeper.AMQPDeadLetters{
 		URL: cfg.AMQPURL, Exchange: cfg.DeadExchange, RelayExchange: cfg.RelayExchange, ConnectionName: "sutra-worker/" + cfg.ReplicaID + "/sweeper",
@@ -93,41 +109,42 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	w.consumer = consumer.New(consumer.Deps{Lanes: w.lanes, Metrics: w.metrics, Logger: log}, consumer.Config{
 		URL: cfg.AMQPURL, ConnectionName: "sutra-worker/" + cfg.ReplicaID, Exchange: cfg.RelayExchange, Queue: cfg.RelayQueue, BindingKey: cfg.RelayBindingKey,
 		DeadExchange: cfg.DeadExchange, DeadQueue: cfg.DeadQueue, QueueType: cfg.QueueType, Prefetch: cfg.Prefetch,
-		RequeueBackoff: cfg.RequeueBackoff, RequeueBackoffMax: cfg.RequeueBackoffMax, DrainTimeout: cfg.ShutdownTimeout,
+		RequeueBackoff: cfg.RequeueBackoff, RequeueBackoffMax: cfg.RequeueBackoffMax, MaxRetries: cfg.RelayMaxRetries,
 	})
 	if err := w.serveHTTP(); err != nil {
-		st.Close()
+		w.abort()
 		return nil, err
 	}
-	if err := w.lanes.Start(ctx); err != nil {
-		w.Stop()
-		return nil, err
-	}
-	if err := w.timers.Start(ctx); err != nil {
-		w.Stop()
-		return nil, err
-	}
-	if err := w.sweeper.Start(ctx); err != nil {
-		w.Stop()
-		return nil, err
-	}
-	if err := w.consumer.Start(ctx); err != nil {
-		w.Stop()
-		return nil, err
+	for _, c := range []startstop.Service{w.lanes, w.timers, w.sweeper, w.consumer} {
+		if err := c.Start(ctx); err != nil {
+			w.abort()
+			return nil, err
+		}
 	}
 	log.Info("worker started", "lanes", cfg.Lanes, "prefetch", cfg.Prefetch, "http", w.listener.Addr().String())
 	return w, nil
 }
 
+// abort undoes a Start that failed half-way.
+func (w *Worker) abort() {
+	ctx, cancel := context.WithTimeout(context.Background(), startstop.Grace)
+	defer cancel()
+	_ = w.Stop(ctx)
+}
+
 // OpenStore opens the database pool, creating the database and applying
 // migrations first when cfg.Migrate is set.
 func OpenStore(ctx context.Context, cfg Config) (*store.Store, error) {
+	return openStore(ctx, cfg, false)
+}
+
+func openStore(ctx context.Context, cfg Config, syncClaims bool) (*store.Store, error) {
 	if cfg.Migrate {
 		if err := store.EnsureDatabase(ctx, cfg.DatabaseURL); err != nil {
 			return nil, err
 		}
 	}
-	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: int32(cfg.Lanes + 4)})
+	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: int32(cfg.Lanes + 4), SyncClaims: syncClaims})
 	if err != nil {
 		return nil, err
 	}
@@ -146,8 +163,17 @@ func (w *Worker) Store() *store.Store { return w.store }
 // Lanes is the worker's lane pool.
 func (w *Worker) Lanes() *lanes.Pool { return w.lanes }
 
-// Ready reports whether the database answers, the broker is connected and
-// the lanes run.
+// Timers is the worker's timer poller (for tests: its TestSignals).
+func (w *Worker) Timers() *timers.Poller { return w.timers }
+
+// Consumer is the worker's relay consumer (for tests: its TestSignals).
+func (w *Worker) Consumer() *consumer.Consumer { return w.consumer }
+
+// Sweeper is the worker's sweeper (for tests: its TestSignals).
+func (w *Worker) Sweeper() *sweeper.Sweeper { return w.sweeper }
+
+// Ready reports whether the database answers, the broker is connected, the
+// lanes run and the replica registration is valid.
 func (w *Worker) Ready(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
@@ -157,8 +183,15 @@ func (w *Worker) Ready(ctx context.Context) error {
 	case !w.consumer.Connected():
 		return errors.New("broker not connected")
 	}
+	if err := w.replica.Valid(); err != nil {
+		return err
+	}
 	return w.store.Ping(ctx)
 }
+
+// Lost is closed when another process took this worker's replica id over:
+// the worker must stop (cmd/worker exits non-zero).
+func (w *Worker) Lost() <-chan struct{} { return w.replica.Lost() }
 
 func (w *Worker) serveHTTP() error {
 	mux := http.NewServeMux()
@@ -192,20 +225,51 @@ func (w *Worker) serveHTTP() error {
 	return nil
 }
 
-// Stop shuts down in two phases: stop consuming relays and taking timers,
-// and let in-flight steps commit or release (bounded by ShutdownTimeout),
-// then close. Unanswered relays are redelivered by the broker, timers not
-// fired are handed back to the other replicas' pollers, the sweeper lease is
-// released; no claim is left held.
-func (w *Worker) Stop() {
-	// The poller drains its fires while the lanes still run.
-	w.timers.Stop()
-	w.consumer.Stop()
-	w.lanes.Stop()
-	w.sweeper.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = w.http.Shutdown(ctx)
-	w.wg.Wait()
-	w.store.Close()
+// Stop shuts down within the deadline ctx carries, in two phases: at once
+// the consumer stops consuming and the poller stops taking timers, while
+// every step in flight commits or releases its claim, relays are acked or
+// requeued and timer fires answered; at the deadline, steps still running
+// are cancelled (they release their claims within startstop.Grace) and
+// whatever is unanswered is left to the broker (redelivered) and to the
+// other replicas' pollers (leases handed back). Then the replica
+// registration and the sweeper lease are given up and the pool closed. It
+// returns after at most the deadline plus about 2 × startstop.Grace; its
+// error says what had to be cut short. Safe to call twice.
+func (w *Worker) Stop(ctx context.Context) error {
+	w.stopOnce.Do(func() {
+		var errs []error
+		httpStop := serviceFunc(func(ctx context.Context) error {
+			if w.http == nil {
+				return nil
+			}
+			err := w.http.Shutdown(ctx)
+			w.wg.Wait()
+			return err
+		})
+		// Order does not matter between these: lanes keep running until
+		// every resume they accepted is answered, and the consumer and the
+		// poller keep answering until theirs are.
+		stopped := startstop.StopAllParallel(ctx, w.consumer, w.timers, w.lanes, w.sweeper, httpStop)
+		errs = append(errs, stopped)
+		// No step runs any more: the replica id may go. If a step was
+		// abandoned still running, the id stays registered until its lease
+		// lapses, so that no other process claims as this one meanwhile.
+		if !errors.Is(stopped, startstop.ErrAbandoned) {
+			fctx, cancel := startstop.FinalContext(ctx)
+			errs = append(errs, w.replica.Stop(fctx))
+			cancel()
+			w.store.Close() // waits for connections in use: not with a step abandoned
+		}
+		w.stopErr = errors.Join(errs...)
+		if w.stopErr != nil {
+			w.log.Warn("stop cut short at its deadline", "err", w.stopErr)
+		}
+	})
+	return w.stopErr
 }
+
+// serviceFunc is a stop-only service.
+type serviceFunc func(ctx context.Context) error
+
+func (f serviceFunc) Start(context.Context) error    { return nil }
+func (f serviceFunc) Stop(ctx context.Context) error { return f(ctx) }

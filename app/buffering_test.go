@@ -2,15 +2,21 @@ package app_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sutra-run/worker/app"
+	"github.com/sutra-run/worker/claims"
+	"github.com/sutra-run/worker/engine"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/testkit"
+	"github.com/sutra-run/worker/lanes"
+	"github.com/sutra-run/worker/store"
 )
 
 func byKeyWithTTL(messageID, message, key, ttl string) testkit.Relay {
@@ -128,4 +134,93 @@ func TestBufferingRacingSubscriptionsNeverStrandsAMessage(t *testing.T) {
 	}
 	t.Logf("buffered %v, consumed from the buffer %v", b.relays(t, "buffered"), b.counter(t, "sutra_buffered_consumed_total", "", ""))
 	b.env.AssertNoOverlap(t, false)
+}
+
+// stepAsAnotherOwner applies message to instance id as a step of another
+// replica would, through the claim helper: the instance's subscription is
+// consumed by a step this worker does not run.
+func stepAsAnotherOwner(ctx context.Context, env *testkit.Env, id, message, key string) error {
+	st, err := store.Open(ctx, env.Config.DatabaseURL, store.Options{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	held, err := claims.New(st, "another-replica/lane/0", time.Minute, nil).Claim(ctx, claims.Request{InstanceID: id})
+	if err != nil {
+		return err
+	}
+	defer held.Release(ctx)
+	proc, err := st.Process(ctx, held.Instance.DefinitionKey, held.Instance.DefinitionVersion)
+	if err != nil {
+		return err
+	}
+	next, eff, err := engine.Step(proc, engine.Instance{ID: id, Version: held.Instance.Version, State: held.Instance.State},
+		engine.Trigger{Kind: engine.TriggerMessage, Message: message, CorrelationKey: key}, time.Now())
+	if err != nil {
+		return err
+	}
+	return held.Commit(ctx, next, eff, claims.Extras{})
+}
+
+// raceOnce makes the first resolve of relay messageID lose its instance to
+// another replica's step before the claim.
+func raceOnce(env *atomic.Pointer[testkit.Env], messageID string) *lanes.Hooks {
+	var once sync.Once
+	return &lanes.Hooks{AfterResolve: func(ctx context.Context, _ int, r *lanes.Resume) {
+		if r.InboxID != messageID {
+			return
+		}
+		once.Do(func() {
+			if err := stepAsAnotherOwner(ctx, env.Load(), r.InstanceID, r.Lookup.Message, r.Lookup.CorrelationKey); err != nil {
+				panic(err)
+			}
+		})
+	}}
+}
+
+func TestTTLRelayWhoseInstanceStopsWaitingBeforeItsClaimGoesToTheNextWaiterNotTheDeadLetters(t *testing.T) {
+	t.Parallel()
+	var env atomic.Pointer[testkit.Env]
+	b := setup(t, raceOnce(&env, "shipped-race"), nil)
+	env.Store(b.env)
+	// Two instances wait for order-shipped under the same key; o-1 first.
+	b.pub.Publish(start("o-1"))
+	b.waitVersion(t, "o-1", 1)
+	b.pub.Publish(testkit.Relay{MessageID: "start-o-2", Body: map[string]any{"start": "order", "instance_id": "o-2", "variables": map[string]any{"orderId": "o-1"}}})
+	b.waitVersion(t, "o-2", 1)
+	b.pub.Publish(paid("o-1"))
+	b.waitVersion(t, "o-1", 2)
+	b.pub.Publish(testkit.Relay{MessageID: "paid-o-2", Body: map[string]any{"instance_id": "o-2", "message": "payment-received"}})
+	b.waitVersion(t, "o-2", 2)
+	// Resolved to o-1, which another replica's step completes before the claim.
+	b.pub.Publish(byKeyWithTTL("shipped-race", "order-shipped", "o-1", "PT1M"))
+	b.waitVersion(t, "o-2", 3)
+	if v := b.version(t, "o-1"); v != 3 {
+		t.Errorf("o-1 at version %d, want 3 (completed by the other step)", v)
+	}
+	testkit.Eventually(t, 10*time.Second, "the relay committed", func() bool { return b.relays(t, "committed") == 5 })
+	if d := b.relays(t, "dead_lettered"); d != 0 {
+		t.Errorf("%v relays dead-lettered", d)
+	}
+	b.env.AssertNoClaimsHeld(t)
+}
+
+func TestTTLRelayWhoseInstanceStopsWaitingBeforeItsClaimIsBufferedUntilItsTTL(t *testing.T) {
+	t.Parallel()
+	var env atomic.Pointer[testkit.Env]
+	b := setup(t, raceOnce(&env, "shipped-race"), nil)
+	env.Store(b.env)
+	b.pub.Publish(start("o-1"))
+	b.waitVersion(t, "o-1", 1)
+	b.pub.Publish(paid("o-1"))
+	b.waitVersion(t, "o-1", 2)
+	b.pub.Publish(byKeyWithTTL("shipped-race", "order-shipped", "o-1", "PT1M"))
+	testkit.Eventually(t, 10*time.Second, "the relay buffered", func() bool { return b.relays(t, "buffered") == 1 })
+	if n := b.env.Int(t, "SELECT count(*) FROM buffered_messages WHERE message_id = 'shipped-race'"); n != 1 {
+		t.Errorf("buffered rows = %d, want 1", n)
+	}
+	if d := b.relays(t, "dead_lettered"); d != 0 {
+		t.Errorf("%v relays dead-lettered before their TTL", d)
+	}
+	b.env.AssertNoClaimsHeld(t)
 }

@@ -19,7 +19,7 @@ type Config struct {
 	HTTPAddr    string `envconfig:"HTTP_ADDR" default:":9464" desc:"listen address of /metrics, /healthz and /readyz"`
 
 	ClaimTimeout    time.Duration `envconfig:"CLAIM_TIMEOUT" default:"30s" desc:"age after which a claim is stale and may be taken over"`
-	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s" desc:"how long a stop waits for in-flight steps before closing"`
+	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s" desc:"how long a stop lets in-flight steps finish; the process exits within it plus about 4s"`
 
 	RelayExchange   string `envconfig:"RELAY_EXCHANGE" default:"sutra.relays" desc:"durable topic exchange relays are published to"`
 	RelayQueue      string `envconfig:"RELAY_QUEUE" default:"sutra.relays" desc:"durable queue the worker consumes"`
@@ -30,6 +30,7 @@ type Config struct {
 
 	RequeueBackoff    time.Duration `envconfig:"REQUEUE_BACKOFF" default:"50ms" desc:"first delay before a refused relay is requeued; doubles per bounce"`
 	RequeueBackoffMax time.Duration `envconfig:"REQUEUE_BACKOFF_MAX" default:"2s" desc:"cap of the requeue delay"`
+	RelayMaxRetries   int           `envconfig:"RELAY_MAX_RETRIES" default:"50" desc:"transient failures of one relay before it is dead-lettered (RETRIES_EXHAUSTED); held claims and outages do not count"`
 
 	TimerPollInterval time.Duration `envconfig:"TIMER_POLL_INTERVAL" default:"1s" desc:"longest the timer poller goes without looking for timers armed by other replicas"`
 	TimerBatch        int           `envconfig:"TIMER_BATCH" default:"128" desc:"due timers leased per statement"`
@@ -39,7 +40,7 @@ type Config struct {
 	TimerBackoffMax   time.Duration `envconfig:"TIMER_BACKOFF_MAX" default:"30s" desc:"cap of the timer deferral"`
 
 	SweepInterval  time.Duration `envconfig:"SWEEP_INTERVAL" default:"5s" desc:"time between sweeps of stale claims on the lease holder"`
-	LeaseTTL       time.Duration `envconfig:"LEASE_TTL" default:"15s" desc:"how long the sweeper lease lasts unrenewed; another replica takes it over about this long after the holder dies"`
+	LeaseTTL       time.Duration `envconfig:"LEASE_TTL" default:"15s" desc:"how long the sweeper lease and the replica id registration last unrenewed; a replica restarted after a crash waits up to this long for its id"`
 	InboxRetention time.Duration `envconfig:"INBOX_RETENTION" default:"168h" desc:"how long applied relay message ids are kept to recognise redeliveries"`
 
 	Migrate   bool   `envconfig:"MIGRATE" default:"true" desc:"apply migrations (and create the database) when run starts"`

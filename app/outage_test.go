@@ -3,126 +3,38 @@ package app_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sutra-run/worker/internal/testkit"
 )
 
-// proxy forwards TCP to a server until cut: then it drops every connection
-// and refuses new ones until restored, as a network partition would.
-type proxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	down   bool
-	conns  map[net.Conn]struct{}
-	wg     sync.WaitGroup
-}
-
-func newProxy(t *testing.T, target string) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	p.wg.Go(p.accept)
-	t.Cleanup(func() {
-		ln.Close()
-		p.cut()
-		p.wg.Wait()
-	})
-	return p
-}
-
-func (p *proxy) addr() string { return p.ln.Addr().String() }
-
-func (p *proxy) accept() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		down := p.down
-		p.mu.Unlock()
-		if down {
-			c.Close()
-			continue
-		}
-		s, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns[c], p.conns[s] = struct{}{}, struct{}{}
-		p.mu.Unlock()
-		pipe := func(dst, src net.Conn) {
-			_, _ = io.Copy(dst, src)
-			dst.Close()
-			src.Close()
-		}
-		p.wg.Go(func() { pipe(s, c) })
-		p.wg.Go(func() { pipe(c, s) })
-	}
-}
-
-func (p *proxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = true
-	for c := range p.conns {
-		c.Close()
-	}
-	clear(p.conns)
-}
-
-func (p *proxy) restore() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = false
-}
-
-// through points URL raw at the proxy's address.
-func through(t *testing.T, raw string, p *proxy) string {
-	t.Helper()
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Host = p.addr()
-	return u.String()
-}
-
 func TestWorkerRidesOutBrokerAndDatabaseOutagesUnderLoadAndIsNotReadyMeanwhile(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	pgURL, _ := url.Parse(env.Config.DatabaseURL)
 	amqpURL, _ := url.Parse(env.Config.AMQPURL)
-	pg, broker := newProxy(t, pgURL.Host), newProxy(t, amqpURL.Host)
+	pg, broker := testkit.NewProxy(t, pgURL.Host), testkit.NewProxy(t, amqpURL.Host)
 	appName := "sutra-outage-" + env.Schema
 	env.Deploy(t, "../examples/order.bpmn")
 	b := &bundle{env: env, pub: env.Publisher(t)} // the test publishes around the outages
 	q := pgURL.Query()
 	q.Set("application_name", appName)
 	pgURL.RawQuery = q.Encode()
-	env.Config.DatabaseURL = through(t, pgURL.String(), pg)
-	env.Config.AMQPURL = through(t, env.Config.AMQPURL, broker)
+	env.Config.DatabaseURL = pg.Through(t, pgURL.String())
+	env.Config.AMQPURL = broker.Through(t, env.Config.AMQPURL)
 	b.start(t, nil)
-	notReady := func(what string, cut func(), restore func()) {
+	// Each outage lasts until the worker has met it: not ready, and the
+	// work published meanwhile refused by it.
+	outage := func(what string, cut func(), met func() bool, restore func()) {
 		t.Helper()
 		cut()
 		testkit.Eventually(t, 10*time.Second, "not ready while "+what, func() bool {
 			return b.w.Ready(context.Background()) != nil
 		})
-		time.Sleep(500 * time.Millisecond)
+		testkit.Eventually(t, 20*time.Second, "the worker meets the outage: "+what, met)
 		restore()
 		testkit.Eventually(t, 20*time.Second, "ready after "+what, func() bool {
 			return b.w.Ready(context.Background()) == nil
@@ -135,10 +47,25 @@ func TestWorkerRidesOutBrokerAndDatabaseOutagesUnderLoadAndIsNotReadyMeanwhile(t
 		id := fmt.Sprintf("o-%d", i)
 		starts, paids, ships = append(starts, start(id)), append(paids, paid(id)), append(ships, shippedByKey(id))
 	}
-	b.pub.Publish(starts...)
-	notReady("the broker is unreachable", broker.cut, broker.restore)
-	b.pub.Publish(paids...)
-	notReady("the database is unreachable", pg.cut, pg.restore)
+	b.w.Consumer().TestSignals.Init()
+	outage("the broker is unreachable", broker.Cut, func() bool {
+		b.pub.Publish(starts...) // queued in the broker meanwhile
+		b.w.Consumer().TestSignals.Disconnected.WaitOrTimeout(t)
+		b.w.Consumer().TestSignals.Disconnected.WaitOrTimeout(t) // a reconnect failed too
+		return true
+	}, broker.Restore)
+	testkit.Eventually(t, 60*time.Second, "every order started", func() bool {
+		return b.env.Int(t, "SELECT count(*) FROM instances WHERE version >= 1") == n
+	})
+	outage("the database is unreachable", func() {
+		pg.Cut()
+		b.pub.Publish(paids...) // taken by the worker and refused meanwhile
+	}, func() bool {
+		return b.counter(t, "sutra_relay_requeues_total", "reason", "unavailable") > 0
+	}, pg.Restore)
+	testkit.Eventually(t, 60*time.Second, "every order paid", func() bool {
+		return b.env.Int(t, "SELECT count(*) FROM instances WHERE version >= 2") == n
+	})
 	b.pub.Publish(ships...)
 	// And as an operator would: close the worker's broker connection and
 	// terminate its database sessions, under load.

@@ -92,24 +92,37 @@ func TestInboxIsTrimmedPastItsRetention(t *testing.T) {
 func TestSweeperLeaseHasOneHolderAndPassesOnWhenItStops(t *testing.T) {
 	t.Parallel()
 	a := setup(t, nil, fastSweep)
+	a.w.Sweeper().TestSignals.Init()
 	second := &bundle{env: a.env, pub: a.pub}
 	cfg := a.env.Config
 	a.env.Config.ReplicaID += "-b"
 	second.start(t, nil)
+	second.w.Sweeper().TestSignals.Init()
 	a.env.Config = cfg
 	held := func(b *bundle) float64 { return b.gauge(t, b.reg, "sutra_lease_held") }
 	testkit.Eventually(t, 5*time.Second, "one holder", func() bool { return held(a)+held(second) == 1 })
-	time.Sleep(1500 * time.Millisecond) // more than a TTL: renewals keep it with its holder
-	if held(a)+held(second) != 1 {
-		t.Fatalf("lease held by %v replicas", held(a)+held(second))
-	}
 	holder, other := a, second
 	if held(second) == 1 {
 		holder, other = second, a
 	}
+	// Over more than a TTL of renewals (one every third of it), the holder
+	// keeps the lease and every attempt of the other is refused.
+	holder.w.Sweeper().TestSignals.Lease.Drain()
+	other.w.Sweeper().TestSignals.Lease.Drain()
+	for range 4 {
+		if !holder.w.Sweeper().TestSignals.Lease.WaitOrTimeout(t) {
+			t.Fatal("the holder lost the lease while renewing it")
+		}
+	}
+	for _, got := range other.w.Sweeper().TestSignals.Lease.Drain() {
+		if got {
+			t.Fatal("both replicas held the lease")
+		}
+	}
 	stopped := time.Now()
-	holder.w.Stop()
-	testkit.Eventually(t, 2*time.Second, "the other replica takes the lease", func() bool { return held(other) == 1 })
+	holder.stop(t, holder.w)
+	for !other.w.Sweeper().TestSignals.Lease.WaitOrTimeout(t) {
+	}
 	t.Logf("lease passed on %s after its holder stopped", time.Since(stopped))
 	// The new holder sweeps.
 	if _, err := a.env.DB.Exec(testkit.Ctx(t), `INSERT INTO instances (id, definition_key, definition_version, status, version, owner, claimed_at)

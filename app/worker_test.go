@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,8 +51,18 @@ func (b *bundle) start(t *testing.T, hooks *lanes.Hooks) {
 		t.Fatalf("starting worker: %v", err)
 	}
 	b.w = w
-	t.Cleanup(w.Stop)
+	t.Cleanup(func() { b.stop(t, w) })
 	testkit.Eventually(t, 10*time.Second, "worker ready", func() bool { return w.Ready(context.Background()) == nil })
+}
+
+// stop stops w within its shutdown timeout.
+func (b *bundle) stop(t *testing.T, w *app.Worker) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), b.env.Config.ShutdownTimeout)
+	defer cancel()
+	if err := w.Stop(ctx); err != nil {
+		t.Logf("stopping the worker: %v", err)
+	}
 }
 
 // family finds a metric family of this bundle's registry by name.
@@ -170,15 +181,21 @@ func TestRedeliveryAfterCrashBeforeAckIsRecognisedAsDuplicate(t *testing.T) {
 	env.Config.ShutdownTimeout = 300 * time.Millisecond
 	b := &bundle{env: env, pub: env.Publisher(t)}
 	// The first worker commits the start and "crashes" before its ack: the
-	// outcome is never answered, and Stop closes the connection unacked.
+	// outcome is answered only once the stop has closed the connection, so
+	// the relay is never acked.
 	var committed atomic.Bool
+	var w atomic.Pointer[app.Worker]
 	b.start(t, &lanes.Hooks{AfterCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
 		committed.Store(true)
 		<-ctx.Done()
+		for w.Load().Consumer().Connected() {
+			time.Sleep(time.Millisecond)
+		}
 	}})
+	w.Store(b.w)
 	b.pub.Publish(start("o-1"))
 	testkit.Eventually(t, 10*time.Second, "start committed", committed.Load)
-	b.w.Stop()
+	b.stop(t, b.w)
 	b.start(t, nil)
 	testkit.Eventually(t, 10*time.Second, "redelivery acked as duplicate", func() bool { return b.relays(t, "duplicate") == 1 })
 	if v := b.version(t, "o-1"); v != 1 {
@@ -362,7 +379,7 @@ func TestStoppingMidLoadLosesNothingAndLeavesNoClaim(t *testing.T) {
 	}
 	b.pub.Publish(batch...)
 	testkit.Eventually(t, 20*time.Second, "some progress", func() bool { return b.relays(t, "committed") >= 30 })
-	b.w.Stop()
+	b.stop(t, b.w)
 	b.env.AssertNoClaimsHeld(t)
 	b.start(t, nil)
 	testkit.Eventually(t, 60*time.Second, "every start applied", func() bool {
@@ -376,28 +393,39 @@ func TestStoppingMidLoadLosesNothingAndLeavesNoClaim(t *testing.T) {
 	}
 }
 
-func TestRefusedRelayBacksOffInsteadOfSpinning(t *testing.T) {
+func TestRefusedRelayBacksOffUntilTheClaimIsFreeThenAppliesOnce(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(c *app.Config) {
-		c.RequeueBackoff = 50 * time.Millisecond
-		c.RequeueBackoffMax = 1 * time.Second
-	})
+	const base, limit = 20 * time.Millisecond, 200 * time.Millisecond
+	b := setup(t, nil, func(c *app.Config) { c.RequeueBackoff, c.RequeueBackoffMax = base, limit })
+	b.w.Consumer().TestSignals.Init()
 	b.pub.Publish(start("o-1"))
 	b.waitVersion(t, "o-1", 1)
-	// Another owner holds the claim for 3 s.
+	// Another owner holds the claim.
 	if _, err := b.env.DB.Exec(testkit.Ctx(t), "UPDATE instances SET owner = 'elsewhere/lane/0', claimed_at = now() WHERE id = 'o-1'"); err != nil {
 		t.Fatal(err)
 	}
 	b.pub.Publish(paid("o-1"))
-	time.Sleep(3 * time.Second)
-	bounces := b.counter(t, "sutra_claim_bounces_total", "path", "relay")
+	// Each bounce of the relay waits twice as long as the one before (±20%
+	// jitter), up to the cap: a held claim costs a handful of redeliveries.
+	for n := 1; n <= 6; n++ {
+		rq := b.w.Consumer().TestSignals.Requeued.WaitOrTimeout(t)
+		if rq.MessageID != "start-o-1" && (rq.MessageID != "paid-o-1" || rq.Reason != "claim_held" || rq.Bounce != n) {
+			t.Fatalf("requeue %d = %+v", n, rq)
+		}
+		want := min(base<<(n-1), limit)
+		if rq.Delay < want*8/10 || rq.Delay > want*12/10 {
+			t.Errorf("bounce %d waits %s, want %s ±20%%", n, rq.Delay, want)
+		}
+	}
+	if v := b.version(t, "o-1"); v != 1 {
+		t.Fatalf("version moved to %d while the claim was held", v)
+	}
 	if _, err := b.env.DB.Exec(testkit.Ctx(t), "UPDATE instances SET owner = NULL, claimed_at = NULL WHERE id = 'o-1'"); err != nil {
 		t.Fatal(err)
 	}
 	b.waitVersion(t, "o-1", 2)
-	// 50ms doubling to a 1s cap: about 7 redeliveries in 3 s, not thousands.
-	if bounces < 2 || bounces > 15 {
-		t.Errorf("a claim held for 3s cost %v bounces, want a handful", bounces)
+	if got := b.counter(t, "sutra_claim_bounces_total", "path", "relay"); got < 6 {
+		t.Errorf("bounces = %v, want every refusal counted", got)
 	}
 }
 
@@ -411,4 +439,30 @@ func TestConsumerRecoversFromALostConnectionAndLeaksNothing(t *testing.T) {
 	b.waitVersion(t, "o-1", 2)
 	testkit.Eventually(t, 10*time.Second, "ready again", func() bool { return b.w.Ready(context.Background()) == nil })
 	// TestMain's goleak check covers the goroutines of the closed connection.
+}
+
+func TestRelayThatTheDatabaseCanNeverStoreIsDeadLetteredNotRetried(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, nil)
+	b.pub.Publish(start("o-1"))
+	b.waitVersion(t, "o-1", 1)
+	// Valid JSON, but jsonb refuses a NUL character (SQLSTATE 22P05): no
+	// number of retries can ever store it.
+	b.pub.Publish(testkit.Relay{MessageID: "nul-o-1", Body: map[string]any{
+		"instance_id": "o-1", "message": "payment-received", "variables": map[string]any{"note": "a\x00b"},
+	}})
+	dead := b.pub.DeadLetters(1, 15*time.Second)
+	if len(dead) != 1 || dead[0].MessageID != "nul-o-1" || dead[0].Code != fault.StepFailed {
+		t.Fatalf("dead letters = %+v, want nul-o-1 with %s", dead, fault.StepFailed)
+	}
+	if !strings.Contains(dead[0].Reason, "22P05") {
+		t.Errorf("reason %q does not say why", dead[0].Reason)
+	}
+	if r := b.relays(t, "requeued"); r != 0 {
+		t.Errorf("the relay was requeued %v times: a permanent error was retried", r)
+	}
+	if v := b.version(t, "o-1"); v != 1 {
+		t.Errorf("version = %d, want 1", v)
+	}
+	b.env.AssertNoClaimsHeld(t)
 }

@@ -3,15 +3,21 @@
 //
 // A claim is ownership of one instance row. It is taken before anything is
 // read, refused (never waited for) when another owner holds it, and released
-// by the step's commit or, on every other exit, by Release.
+// by the step's commit or, on every other exit, by Release. A claim whose
+// outcome is unknown (the client failed after the statement was sent) is
+// treated as maybe held and released at once, so a lane never leaves behind
+// a claim it would then keep refreshing by re-entry.
 package claims
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/sutra-run/worker/engine"
+	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/store"
 )
 
@@ -23,17 +29,27 @@ func LaneOwner(replica string, n int) string { return fmt.Sprintf("%s/lane/%d", 
 // produce it, so an admin claim never re-enters a lane's claim.
 func AdminOwner(replica string) string { return replica + "/admin" }
 
+// Store is what claims need from the database (*store.Store).
+type Store interface {
+	Claim(ctx context.Context, r store.ClaimRequest) (store.Instance, error)
+	Release(ctx context.Context, id, owner string) error
+	CommitStep(ctx context.Context, c store.Commit) error
+}
+
 // Claimer takes claims for one owner.
 type Claimer struct {
-	store   *store.Store
+	store   Store
 	owner   string
 	timeout time.Duration
+	guard   func() error
 }
 
 // New returns a Claimer for owner; claims older than timeout are stale and
-// may be taken over.
-func New(s *store.Store, owner string, timeout time.Duration) *Claimer {
-	return &Claimer{store: s, owner: owner, timeout: timeout}
+// may be taken over. guard, when not nil, runs before every claim and
+// refuses it with its error: the replica's registration must be valid for
+// its owner ids to be its own (see package replica).
+func New(s Store, owner string, timeout time.Duration, guard func() error) *Claimer {
+	return &Claimer{store: s, owner: owner, timeout: timeout, guard: guard}
 }
 
 // Owner is the owner id this Claimer claims as.
@@ -48,23 +64,50 @@ type Request struct {
 	StartKey string
 }
 
-// Claim takes the claim and loads the row. Errors: *store.ClaimHeldError
-// (fault.ClaimHeld), fault.NotFound, store.ErrDuplicate, fault.UnknownDefinition,
-// fault.Unavailable.
+// Claim takes the claim and loads the row. Refusals, with nothing taken:
+// *store.ClaimHeldError (fault.ClaimHeld), fault.NotFound, store.ErrDuplicate,
+// fault.UnknownDefinition, and the guard's error. Any other error means the
+// claim may have been taken: it is released before Claim returns.
 func (c *Claimer) Claim(ctx context.Context, r Request) (*Held, error) {
+	if c.guard != nil {
+		if err := c.guard(); err != nil {
+			return nil, err
+		}
+	}
 	inst, err := c.store.Claim(ctx, store.ClaimRequest{
 		InstanceID: r.InstanceID, Owner: c.owner, Timeout: c.timeout,
 		InboxID: r.InboxID, StartKey: r.StartKey,
 	})
 	if err != nil {
+		if maybeHeld(err) {
+			h := &Held{store: c.store, owner: c.owner, Instance: store.Instance{ID: r.InstanceID}}
+			if rerr := h.Release(ctx); rerr != nil {
+				err = fmt.Errorf("%w (and releasing the claim that may have been taken: %v)", err, rerr)
+			}
+		}
 		return nil, err
 	}
 	return &Held{store: c.store, owner: c.owner, Instance: inst}, nil
 }
 
+// maybeHeld tells a claim error after which the claim may be held: every
+// error but the refusals that the claim statement itself decided.
+func maybeHeld(err error) bool {
+	var held *store.ClaimHeldError
+	switch {
+	case errors.As(err, &held), errors.Is(err, store.ErrDuplicate):
+		return false
+	}
+	switch fault.Code(err) {
+	case fault.NotFound, fault.UnknownDefinition:
+		return false
+	}
+	return true
+}
+
 // Held is a claim this owner holds. It ends exactly once: by Commit or Release.
 type Held struct {
-	store    *store.Store
+	store    Store
 	owner    string
 	Instance store.Instance
 	done     bool
@@ -100,14 +143,14 @@ func (h *Held) Commit(ctx context.Context, st engine.State, eff engine.Effects, 
 }
 
 // Release gives the claim up without a step. It is safe after Commit (a no-op)
-// and runs even when ctx is cancelled, because leaving a claim behind would
-// hold the instance until the sweep.
+// and runs even when ctx is cancelled (bounded by startstop.Grace), because
+// leaving a claim behind would hold the instance until the sweep.
 func (h *Held) Release(ctx context.Context) error {
 	if h.done {
 		return nil
 	}
 	h.done = true
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	ctx, cancel := startstop.FinalContext(ctx)
 	defer cancel()
 	return h.store.Release(ctx, h.Instance.ID, h.owner)
 }

@@ -2,6 +2,7 @@ package claims_test
 
 import (
 	"errors"
+	"net/url"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ func setup(t *testing.T) (*testkit.Env, *store.Store) {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
-	c := claims.New(st, claims.LaneOwner("r1", 0), time.Minute)
+	c := claims.New(st, claims.LaneOwner("r1", 0), time.Minute, nil)
 	h, err := c.Claim(testkit.Ctx(t), claims.Request{InstanceID: "i-1", StartKey: "order"})
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +49,7 @@ func TestSameOwnerReclaimSucceedsAndRefreshesTheClaim(t *testing.T) {
 	t.Parallel()
 	env, st := setup(t)
 	ctx := testkit.Ctx(t)
-	lane := claims.New(st, claims.LaneOwner("r1", 3), time.Minute)
+	lane := claims.New(st, claims.LaneOwner("r1", 3), time.Minute, nil)
 	if _, err := lane.Claim(ctx, claims.Request{InstanceID: "i-1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -72,15 +73,15 @@ func TestAHeldClaimIsRefusedToOtherLanesAndToAdmin(t *testing.T) {
 	t.Parallel()
 	_, st := setup(t)
 	ctx := testkit.Ctx(t)
-	lane := claims.New(st, claims.LaneOwner("r1", 0), time.Minute)
+	lane := claims.New(st, claims.LaneOwner("r1", 0), time.Minute, nil)
 	h, err := lane.Claim(ctx, claims.Request{InstanceID: "i-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, other := range []*claims.Claimer{
-		claims.New(st, claims.AdminOwner("r1"), time.Minute),
-		claims.New(st, claims.LaneOwner("r1", 1), time.Minute),
-		claims.New(st, claims.LaneOwner("r2", 0), time.Minute),
+		claims.New(st, claims.AdminOwner("r1"), time.Minute, nil),
+		claims.New(st, claims.LaneOwner("r1", 1), time.Minute, nil),
+		claims.New(st, claims.LaneOwner("r2", 0), time.Minute, nil),
 	} {
 		_, err := other.Claim(ctx, claims.Request{InstanceID: "i-1"})
 		var held *store.ClaimHeldError
@@ -95,7 +96,7 @@ func TestAHeldClaimIsRefusedToOtherLanesAndToAdmin(t *testing.T) {
 	if err := h.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	admin := claims.New(st, claims.AdminOwner("r1"), time.Minute)
+	admin := claims.New(st, claims.AdminOwner("r1"), time.Minute, nil)
 	if _, err := admin.Claim(ctx, claims.Request{InstanceID: "i-1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func TestAStaleClaimIsTakenOverAndTheOldHoldersCommitIsFenced(t *testing.T) {
 	t.Parallel()
 	env, st := setup(t)
 	ctx := testkit.Ctx(t)
-	slow := claims.New(st, claims.LaneOwner("r1", 0), time.Second)
+	slow := claims.New(st, claims.LaneOwner("r1", 0), time.Second, nil)
 	h, err := slow.Claim(ctx, claims.Request{InstanceID: "i-1"})
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +117,7 @@ func TestAStaleClaimIsTakenOverAndTheOldHoldersCommitIsFenced(t *testing.T) {
 	if _, err := env.DB.Exec(ctx, "UPDATE instances SET claimed_at = now() - interval '5 seconds' WHERE id = 'i-1'"); err != nil {
 		t.Fatal(err)
 	}
-	fast := claims.New(st, claims.LaneOwner("r2", 0), time.Second)
+	fast := claims.New(st, claims.LaneOwner("r2", 0), time.Second, nil)
 	h2, err := fast.Claim(ctx, claims.Request{InstanceID: "i-1"})
 	if err != nil {
 		t.Fatalf("stale claim not taken over: %v", err)
@@ -142,7 +143,7 @@ func TestClaimTellsNotFoundFromHeldAndDuplicate(t *testing.T) {
 	t.Parallel()
 	env, st := setup(t)
 	ctx := testkit.Ctx(t)
-	c := claims.New(st, claims.LaneOwner("r1", 0), time.Minute)
+	c := claims.New(st, claims.LaneOwner("r1", 0), time.Minute, nil)
 	if _, err := c.Claim(ctx, claims.Request{InstanceID: "missing"}); fault.Code(err) != fault.NotFound {
 		t.Errorf("missing instance: err = %v", err)
 	}
@@ -153,4 +154,76 @@ func TestClaimTellsNotFoundFromHeldAndDuplicate(t *testing.T) {
 		t.Errorf("applied message: err = %v", err)
 	}
 	env.AssertNoClaimsHeld(t)
+}
+
+// A claim that applied on the server but failed in the client must not stay
+// behind: its lane would re-enter it on every redelivery, refreshing it so
+// that the sweep never clears it, and every other lane would bounce forever.
+
+func TestAClaimWhoseRowDoesNotDecodeIsReleased(t *testing.T) {
+	t.Parallel()
+	env, st := setup(t)
+	ctx := testkit.Ctx(t)
+	if _, err := env.DB.Exec(ctx, `UPDATE instances SET tokens = '{"tokens": 5}' WHERE id = 'i-1'`); err != nil {
+		t.Fatal(err)
+	}
+	c := claims.New(st, claims.LaneOwner("r1", 7), time.Minute, nil)
+	if _, err := c.Claim(ctx, claims.Request{InstanceID: "i-1"}); err == nil || fault.Code(err) != "" {
+		t.Fatalf("claim of an undecodable row: err = %v, want a permanent error (no code)", err)
+	}
+	if n := env.Int(t, "SELECT count(*) FROM claim_audit WHERE instance_id = 'i-1' AND new_owner = $1", c.Owner()); n != 1 {
+		t.Fatalf("the claim statement applied %d times, want once (the test must take the claim)", n)
+	}
+	env.AssertNoClaimsHeld(t)
+}
+
+func TestAClaimWhoseConnectionIsKilledAfterTheStatementWasSentIsReleased(t *testing.T) {
+	t.Parallel()
+	env, _ := setup(t)
+	ctx := testkit.Ctx(t)
+	const owner = "r1/lane/5"
+	// The claim statement runs for a while on the server; meanwhile its
+	// connection is killed and the client's cancel request is lost, so the
+	// claim commits while the client has already failed.
+	if _, err := env.DB.Exec(ctx, `
+		CREATE FUNCTION slow_claim() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN IF NEW.owner = '`+owner+`' AND OLD.owner IS NULL THEN PERFORM pg_sleep(0.5); END IF; RETURN NEW; END $$;
+		CREATE TRIGGER slow_claim BEFORE UPDATE ON instances FOR EACH ROW EXECUTE FUNCTION slow_claim()`); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(env.Config.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testkit.NewProxy(t, u.Host)
+	proxy.DropCancelRequests()
+	q := u.Query()
+	q.Set("sslmode", "disable") // so the proxy can recognise cancel requests
+	u.RawQuery = q.Encode()
+	st, err := store.Open(ctx, proxy.Through(t, u.String()), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	c := claims.New(st, owner, time.Minute, nil)
+	claimed := make(chan error, 1)
+	go func() {
+		_, err := c.Claim(ctx, claims.Request{InstanceID: "i-1"})
+		claimed <- err
+	}()
+	testkit.Eventually(t, 10*time.Second, "the claim statement running", func() bool {
+		return env.Int(t, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND query LIKE '%UPDATE instances%'") == 1
+	})
+	proxy.Reset()
+	if err := <-claimed; err == nil {
+		t.Fatal("a claim whose connection died succeeded")
+	} else {
+		t.Logf("claim: %v", err)
+	}
+	testkit.Eventually(t, 5*time.Second, "the claim applied on the server", func() bool {
+		return env.Int(t, "SELECT count(*) FROM claim_audit WHERE instance_id = 'i-1' AND new_owner = $1", owner) == 1
+	})
+	testkit.Eventually(t, 5*time.Second, "no claim left held", func() bool {
+		return env.Int(t, "SELECT count(*) FROM instances WHERE owner IS NOT NULL") == 0
+	})
 }

@@ -6,10 +6,8 @@ package consumer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +15,8 @@ import (
 
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/defaults"
+	"github.com/sutra-run/worker/internal/startstop"
+	"github.com/sutra-run/worker/internal/testsignal"
 	"github.com/sutra-run/worker/lanes"
 	"github.com/sutra-run/worker/metrics"
 )
@@ -44,10 +44,12 @@ type Config struct {
 	// it doubles per bounce of the same message id up to RequeueBackoffMax.
 	RequeueBackoff    time.Duration // default 50ms
 	RequeueBackoffMax time.Duration // default 2s
-	ReconnectMin      time.Duration // default 100ms
-	ReconnectMax      time.Duration // default 5s
-	// DrainTimeout bounds how long Stop waits for in-flight steps to answer.
-	DrainTimeout time.Duration // default 10s
+	// MaxRetries caps the transient failures of one relay (default 50): the
+	// next one dead-letters it with fault.RetriesExhausted. Refusals (a held
+	// claim, a fenced commit) and outages are not failures and never capped.
+	MaxRetries   int
+	ReconnectMin time.Duration // default 100ms
+	ReconnectMax time.Duration // default 5s
 }
 
 func (c *Config) setDefaults() {
@@ -67,8 +69,8 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.RequeueBackoffMax, 2*time.Second)
 	defaults.Set(&c.ReconnectMin, 100*time.Millisecond)
 	defaults.Set(&c.ReconnectMax, 5*time.Second)
-	defaults.Set(&c.DrainTimeout, 10*time.Second)
 	defaults.Set(&c.Prefetch, 256)
+	defaults.Set(&c.MaxRetries, 50)
 }
 
 // Deps are the consumer's collaborators.
@@ -78,64 +80,74 @@ type Deps struct {
 	Logger  *slog.Logger
 }
 
+// TestSignals tell tests what the consumer did; inert unless Init'ed.
+type TestSignals struct {
+	// Requeued carries every relay nacked back for a later try.
+	Requeued testsignal.Signal[Requeue]
+	// DeadLettered carries every relay dead-lettered and acked.
+	DeadLettered testsignal.Signal[DeadLetter]
+	// Acked carries the message id of every relay acked as applied
+	// (committed, duplicate or buffered).
+	Acked testsignal.Signal[string]
+	// Disconnected carries why each connection ended or failed to open.
+	Disconnected testsignal.Signal[error]
+}
+
+// Requeue is one relay scheduled for requeue.
+type Requeue struct {
+	MessageID string
+	Reason    string
+	// Bounce is the relay's requeue count in this replica; Delay its backoff.
+	Bounce int
+	Delay  time.Duration
+}
+
+// DeadLetter is one relay dead-lettered.
+type DeadLetter struct {
+	MessageID, Code string
+}
+
+// Init switches every signal on.
+func (s *TestSignals) Init() {
+	s.Requeued.Init()
+	s.DeadLettered.Init()
+	s.Acked.Init()
+	s.Disconnected.Init()
+}
+
 // Consumer consumes relays. Start it once; Stop it once or more.
 type Consumer struct {
+	startstop.Base
+	TestSignals TestSignals
+
 	cfg       Config
 	deps      Deps
 	connected atomic.Bool
-	started   atomic.Bool
-	stopOnce  sync.Once
-	soft      context.CancelFunc // stop consuming, drain, close
-	hard      context.CancelFunc // close now
-	done      chan struct{}
-	// bounces counts requeues per message id so repeated bounces back off.
-	// Only the session goroutine touches it.
-	bounces map[string]int
+	// bounces counts requeues per message id so repeated bounces back off;
+	// failures counts the transient failures among them, for the retry cap.
+	// Only the session goroutine touches them; both forget a relay once it
+	// is answered for good.
+	bounces  map[string]int
+	failures map[string]int
 }
 
 // New builds a consumer.
 func New(deps Deps, cfg Config) *Consumer {
 	cfg.setDefaults()
-	return &Consumer{cfg: cfg, deps: deps, done: make(chan struct{}), bounces: map[string]int{}}
+	return &Consumer{cfg: cfg, deps: deps, bounces: map[string]int{}, failures: map[string]int{}}
 }
 
 // Connected reports whether a channel is consuming (for readiness).
 func (c *Consumer) Connected() bool { return c.connected.Load() }
 
 // Start connects in the background and consumes until Stop, reconnecting
-// with backoff whenever the connection or channel closes.
+// with backoff whenever the connection or channel closes. Stop
+// (startstop.Base) stops consuming at once and lets in-flight relays be
+// answered (acked, requeued or dead-lettered) until its deadline, then
+// closes the connection: anything still unanswered is redelivered by the
+// broker.
 func (c *Consumer) Start(ctx context.Context) error {
-	if !c.started.CompareAndSwap(false, true) {
-		return errors.New("consumer: already started")
-	}
-	hardCtx, hard := context.WithCancel(context.WithoutCancel(ctx))
-	softCtx, soft := context.WithCancel(hardCtx)
-	c.soft, c.hard = soft, hard
-	go func() {
-		defer close(c.done)
-		c.run(softCtx, hardCtx)
-	}()
-	return nil
-}
-
-// Stop stops consuming, waits up to DrainTimeout for in-flight relays to be
-// answered (acked, requeued or dead-lettered), then closes the connection:
-// anything still unanswered is redelivered by the broker. Safe before Start
-// and twice.
-func (c *Consumer) Stop() {
-	if !c.started.Load() {
-		return
-	}
-	c.stopOnce.Do(func() {
-		c.soft()
-		select {
-		case <-c.done:
-		case <-time.After(c.cfg.DrainTimeout):
-			c.hard()
-			<-c.done
-		}
-		c.hard()
-	})
+	return c.Run(ctx, "consumer", c.run)
 }
 
 func (c *Consumer) run(soft, hard context.Context) {
@@ -146,6 +158,7 @@ func (c *Consumer) run(soft, hard context.Context) {
 		if soft.Err() != nil {
 			return
 		}
+		c.TestSignals.Disconnected.Signal(err)
 		c.deps.Logger.Warn("broker connection lost; reconnecting", "code", fault.Unavailable, "err", err, "backoff", delay)
 		select {
 		case <-soft.Done():
@@ -192,7 +205,7 @@ func (c *Consumer) connectAndConsume(soft, hard context.Context) error {
 		return fmt.Errorf("consuming %s: %w", c.cfg.Queue, err)
 	}
 	c.connected.Store(true)
-	s := &session{c: c, ch: ch, tag: tag, results: make(chan result, c.cfg.Prefetch+1)}
+	s := &session{c: c, ch: ch, tag: tag, hard: hard, results: make(chan result, c.cfg.Prefetch+1)}
 	return s.loop(soft, hard, deliveries, closed, connClosed)
 }
 

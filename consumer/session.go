@@ -35,9 +35,11 @@ type result struct {
 // deliveries land in its own results buffer and are dropped with it; the
 // broker redelivers those relays.
 type session struct {
-	c        *Consumer
-	ch       *amqp.Channel
-	tag      string
+	c   *Consumer
+	ch  *amqp.Channel
+	tag string
+	// hard is cancelled at the stop's deadline; it bounds dead-letter publishes.
+	hard     context.Context
 	results  chan result
 	inflight int
 	delayed  delayQueue
@@ -105,25 +107,41 @@ func (s *session) receive(d *amqp.Delivery) {
 
 // act answers a delivery by its outcome.
 func (s *session) act(r result) {
-	m := s.c.deps.Metrics
 	switch r.out.Kind {
 	case lanes.Committed:
-		delete(s.c.bounces, r.d.MessageId)
-		_ = r.d.Ack(false)
-		m.Relays.WithLabelValues(metrics.OutcomeCommitted).Inc()
+		s.ack(r.d, metrics.OutcomeCommitted)
 	case lanes.Duplicate:
-		delete(s.c.bounces, r.d.MessageId)
-		_ = r.d.Ack(false)
-		m.Relays.WithLabelValues(metrics.OutcomeDuplicate).Inc()
+		s.ack(r.d, metrics.OutcomeDuplicate)
 	case lanes.Buffered:
-		delete(s.c.bounces, r.d.MessageId)
-		_ = r.d.Ack(false)
-		m.Relays.WithLabelValues(metrics.OutcomeBuffered).Inc()
+		s.ack(r.d, metrics.OutcomeBuffered)
 	case lanes.Refused, lanes.Retry:
+		if r.out.CountsAsFailure() {
+			n := s.c.failures[r.d.MessageId] + 1
+			s.c.failures[r.d.MessageId] = n
+			if n >= s.c.cfg.MaxRetries {
+				s.deadLetter(r.d, r.out.InstanceID, fault.Wrap(fault.RetriesExhausted, r.out.Err,
+					"the relay failed %d times (SUTRA_RELAY_MAX_RETRIES)", n))
+				return
+			}
+		}
 		s.requeueLater(r.d, r.out.Reason)
 	case lanes.Rejected:
 		s.deadLetter(r.d, r.out.InstanceID, r.out.Err)
 	}
+}
+
+// forget drops what the consumer remembers of a relay answered for good.
+func (s *session) forget(d *amqp.Delivery) {
+	delete(s.c.bounces, d.MessageId)
+	delete(s.c.failures, d.MessageId)
+}
+
+// ack acknowledges a relay applied (committed, duplicate or buffered).
+func (s *session) ack(d *amqp.Delivery, outcome string) {
+	s.forget(d)
+	_ = d.Ack(false)
+	s.c.deps.Metrics.Relays.WithLabelValues(outcome).Inc()
+	s.c.TestSignals.Acked.Signal(d.MessageId)
 }
 
 // requeueLater nacks d with requeue after a backoff that grows with each
@@ -132,12 +150,15 @@ func (s *session) act(r result) {
 func (s *session) requeueLater(d *amqp.Delivery, reason string) {
 	if len(s.c.bounces) >= maxTrackedBounces {
 		clear(s.c.bounces)
+		clear(s.c.failures)
 	}
 	n := s.c.bounces[d.MessageId] + 1
 	s.c.bounces[d.MessageId] = n
-	heap.Push(&s.delayed, delayed{due: time.Now().Add(backoff.Delay(s.c.cfg.RequeueBackoff, s.c.cfg.RequeueBackoffMax, n)), d: d})
+	delay := backoff.Delay(s.c.cfg.RequeueBackoff, s.c.cfg.RequeueBackoffMax, n)
+	heap.Push(&s.delayed, delayed{due: time.Now().Add(delay), d: d})
 	s.c.deps.Metrics.Relays.WithLabelValues(metrics.OutcomeRequeued).Inc()
 	s.c.deps.Metrics.RelayRequeues.WithLabelValues(reason).Inc()
+	s.c.TestSignals.Requeued.Signal(Requeue{MessageID: d.MessageId, Reason: reason, Bounce: n, Delay: delay})
 }
 
 // nackDelayed requeues every delayed delivery due by now (all if now is zero).
@@ -165,7 +186,7 @@ func (s *session) deadLetter(d *amqp.Delivery, instanceID string, cause error) {
 	headers[HeaderReason] = fault.Reason(cause)
 	headers["x-sutra-exchange"] = d.Exchange
 	headers["x-sutra-routing-key"] = d.RoutingKey
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(s.hard, 10*time.Second)
 	defer cancel()
 	dc, err := s.ch.PublishWithDeferredConfirmWithContext(ctx, s.c.cfg.DeadExchange, d.RoutingKey, false, false, amqp.Publishing{
 		Headers: headers, ContentType: d.ContentType, ContentEncoding: d.ContentEncoding,
@@ -185,9 +206,10 @@ func (s *session) deadLetter(d *amqp.Delivery, instanceID string, cause error) {
 		s.requeueLater(d, "dead_letter_failed")
 		return
 	}
-	delete(s.c.bounces, d.MessageId)
+	s.forget(d)
 	_ = d.Ack(false)
 	s.c.deps.Metrics.Relays.WithLabelValues(metrics.OutcomeDeadLettered).Inc()
+	s.c.TestSignals.DeadLettered.Signal(DeadLetter{MessageID: d.MessageId, Code: code})
 	log.Warn("relay dead-lettered", "message_id", d.MessageId, "instance_id", instanceID, "code", code, "reason", fault.Reason(cause))
 }
 

@@ -25,8 +25,15 @@ const (
 	RelayInvalid      = "SUTRA.RUNTIME.RELAY.INVALID"
 	RelayUncorrelated = "SUTRA.RUNTIME.RELAY.UNCORRELATED"
 	UnknownDefinition = "SUTRA.RUNTIME.RELAY.UNKNOWN_DEFINITION"
-	// Transient failures (database or broker unreachable).
+	// A relay that failed transiently more often than the retry cap allows.
+	RetriesExhausted = "SUTRA.RUNTIME.RELAY.RETRIES_EXHAUSTED"
+	// The database or broker cannot serve anyone right now (an outage).
 	Unavailable = "SUTRA.RUNTIME.UNAVAILABLE"
+	// One statement failed in a way one more try may cure (serialization
+	// failure, deadlock, lock or statement timeout).
+	Transient = "SUTRA.RUNTIME.TRANSIENT"
+	// Another live process runs with this replica id.
+	ReplicaIDInUse = "SUTRA.RUNTIME.REPLICA_ID_IN_USE"
 	// Deploy-time BPMN errors.
 	BPMNInvalid     = "SUTRA.BPMN.INVALID"
 	BPMNUnsupported = "SUTRA.BPMN.UNSUPPORTED"

@@ -21,28 +21,21 @@ type lane struct {
 	n       int
 	pool    *Pool
 	inbox   chan *Resume
-	drain   chan struct{}
 	claimer *claims.Claimer
 	depth   prometheus.Gauge
 	bounces map[string]prometheus.Counter
 }
 
-// run is the lane's supervisor: it survives panics in steps. After drain
-// closes it finishes what is queued and exits.
-func (l *lane) run(ctx context.Context) {
+// run is the lane's supervisor: it survives panics in steps. Steps run under
+// ctx, which the pool cancels at its stop deadline; quit closes once every
+// accepted resume has been answered.
+func (l *lane) run(ctx context.Context, quit <-chan struct{}) {
 	for {
 		select {
 		case r := <-l.inbox:
 			l.handle(ctx, r)
-		case <-l.drain:
-			for {
-				select {
-				case r := <-l.inbox:
-					l.handle(ctx, r)
-				default:
-					return
-				}
-			}
+		case <-quit:
+			return
 		}
 	}
 }
@@ -50,13 +43,13 @@ func (l *lane) run(ctx context.Context) {
 func (l *lane) handle(ctx context.Context, r *Resume) {
 	l.depth.Dec()
 	if ctx.Err() != nil {
-		r.Done(Outcome{Kind: Retry, Code: fault.Unavailable, Reason: "shutdown", Err: context.Cause(ctx)})
+		l.pool.answer(r, Outcome{Kind: Retry, Code: fault.Unavailable, Reason: ReasonShutdown, Err: context.Cause(ctx)})
 		return
 	}
 	l.pool.deps.Metrics.LaneWait.Observe(time.Since(r.enqueued).Seconds())
 	if out, answered := l.supervise(ctx, r); answered {
 		out.InstanceID = r.InstanceID
-		r.Done(out)
+		l.pool.answer(r, out)
 	}
 }
 
@@ -75,48 +68,65 @@ func (l *lane) supervise(ctx context.Context, r *Resume) (out Outcome, answered 
 	return l.step(ctx, r)
 }
 
+// maxResolves bounds how often one correlate-by-key relay is resolved again
+// after the instance it resolved to stopped waiting before its claim.
+const maxResolves = 3
+
 // step is the one way a step runs: resolve → claim → load → engine → commit.
 // Every exit is listed here; each one that holds the claim releases it (the
-// deferred Release, which also runs while a panic unwinds).
+// deferred Release, which also runs while a panic unwinds). Errors are
+// classified by failure: claim held → Refused; outage (the database cannot
+// serve) → Retry, never capped; transient (serialization, deadlock, lock or
+// statement timeout) → Retry, capped per relay by the consumer; anything
+// else is permanent → Rejected with fault.StepFailed.
 //
-//	exit                         outcome    claim
-//	resolve: no subscription     Rejected   never taken
-//	resolve: buffered (ttl)      Buffered   never taken
-//	resolve: forwarded           (other lane answers)
-//	claim: duplicate relay       Duplicate  never taken
-//	claim: held by another       Refused    never taken
-//	claim: not found/definition  Rejected   never taken
-//	claim: database error        Retry      never taken
-//	start on an existing id      Rejected   released
-//	definition load fails        Retry      released
-//	engine: not waiting / error  Rejected   released
-//	commit: timer row gone       Rejected   released (a stale fire)
-//	panic (engine, hook)         Rejected   released, re-raised to supervise
-//	commit fenced                Retry      not ours any more
-//	commit fails                 Retry      released
-//	commit succeeds              Committed  released by the commit
+//	exit                               outcome    claim
+//	resolve: no subscription           Rejected   never taken
+//	resolve: buffered (ttl)            Buffered   never taken
+//	resolve: forwarded                 (other lane answers)
+//	claim: duplicate relay             Duplicate  never taken
+//	claim: held by another             Refused    never taken
+//	claim: not found/definition        Rejected   never taken
+//	claim: replica registration lapsed Retry      never taken
+//	claim: error, outcome unknown      by class   released by the claim helper
+//	start on an existing id            Rejected   released
+//	definition load fails              by class   released
+//	engine: by-key relay not waiting   (resolved again, forwarded; after
+//	                                   maxResolves: Retry)  released
+//	engine: not waiting / error        Rejected   released
+//	commit: timer row gone             Rejected   released (a stale fire)
+//	panic (engine, hook)               Rejected   released, re-raised to supervise
+//	commit fenced                      Retry      not ours any more
+//	commit fails                       by class   released
+//	commit succeeds                    Committed  released by the commit
 func (l *lane) step(ctx context.Context, r *Resume) (Outcome, bool) {
 	log := l.pool.deps.Logger
+	hooks := l.pool.deps.Hooks
 	if r.InstanceID == "" && r.Lookup != nil {
 		id, err := l.resolve(ctx, r)
 		if err != nil {
 			return l.failure(ctx, r, err), true
 		}
 		r.InstanceID = id
-		if n := l.pool.Lane(id); n != l.n && l.pool.deps.Hooks.Route == nil {
+		if hooks.AfterResolve != nil {
+			hooks.AfterResolve(ctx, l.n, r)
+		}
+		if n := l.pool.Lane(id); n != l.n && hooks.Route == nil {
 			l.pool.enqueue(n, r) // routing is affinity: the instance's own lane runs it
 			return Outcome{}, false
 		}
 	}
 
 	start := time.Now()
-	held, err := l.claimer.Claim(ctx, claims.Request{InstanceID: r.InstanceID, InboxID: r.InboxID, StartKey: r.StartKey})
+	cctx, cancel := l.call(ctx)
+	held, err := l.claimer.Claim(cctx, claims.Request{InstanceID: r.InstanceID, InboxID: r.InboxID, StartKey: r.StartKey})
+	cancel()
 	if err != nil {
 		return l.failure(ctx, r, err), true
 	}
 	defer func() {
 		if err := held.Release(ctx); err != nil {
-			log.Error("releasing claim", "instance_id", r.InstanceID, "owner", held.Owner(), "code", fault.Code(err), "err", err)
+			log.Error("releasing claim; the sweep will clear it", "instance_id", r.InstanceID, "owner", held.Owner(), "code", fault.Code(err), "err", err)
 		}
 	}()
 
@@ -124,7 +134,9 @@ func (l *lane) step(ctx context.Context, r *Resume) (Outcome, bool) {
 	if r.StartKey != "" && inst.Version > 0 {
 		return l.reject(ctx, r, fault.New(fault.InstanceExists, "instance %s already exists", r.InstanceID)), true
 	}
-	proc, err := l.pool.deps.Store.Process(ctx, inst.DefinitionKey, inst.DefinitionVersion)
+	cctx, cancel = l.call(ctx)
+	proc, err := l.pool.deps.Store.Process(cctx, inst.DefinitionKey, inst.DefinitionVersion)
+	cancel()
 	if err != nil {
 		return l.failure(ctx, r, err), true
 	}
@@ -136,14 +148,14 @@ func (l *lane) step(ctx context.Context, r *Resume) (Outcome, bool) {
 	next, effects, err := engine.Step(proc, engine.Instance{ID: inst.ID, Version: inst.Version, State: state}, trigger, l.pool.deps.Now())
 	if err != nil {
 		if fault.Code(err) == fault.NotWaiting && r.Lookup != nil {
-			err = fault.Wrap(fault.RelayUncorrelated, err, "instance %s no longer waits for message %q", inst.ID, r.Lookup.Message)
+			return l.resolveAgain(ctx, r, held, err)
 		}
 		if fault.Code(err) == "" {
 			err = fault.Wrap(fault.StepFailed, err, "step of %s", inst.ID)
 		}
 		return l.reject(ctx, r, err), true
 	}
-	if h := l.pool.deps.Hooks.BeforeCommit; h != nil {
+	if h := hooks.BeforeCommit; h != nil {
 		h(ctx, l.n, r)
 	}
 	if err := l.commit(ctx, held, proc, r, next, effects); err != nil {
@@ -151,20 +163,28 @@ func (l *lane) step(ctx context.Context, r *Resume) (Outcome, bool) {
 			l.pool.deps.Metrics.StepsFenced.Inc()
 			log.Warn("step fenced: claim swept or stolen, step rolled back", "instance_id", inst.ID,
 				"owner", held.Owner(), "code", fault.StepFenced, "version", inst.Version)
-			return Outcome{Kind: Retry, Code: fault.StepFenced, Reason: "fenced", Err: err}, true
+			return Outcome{Kind: Retry, Code: fault.StepFenced, Reason: ReasonFenced, Err: err}, true
 		}
 		return l.failure(ctx, r, err), true
 	}
 	l.pool.deps.Metrics.StepDuration.Observe(time.Since(start).Seconds())
-	if h := l.pool.deps.Hooks.AfterCommit; h != nil {
+	if h := hooks.AfterCommit; h != nil {
 		h(ctx, l.n, r)
 	}
 	return Outcome{Kind: Committed}, true
 }
 
+// call bounds one database call of a step. Canceling ctx (the stop's
+// deadline) cancels it too.
+func (l *lane) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, l.pool.cfg.ClaimTimeout)
+}
+
 // resolve finds the instance a correlate-by-key relay goes to; a relay with a
 // TTL that no subscription matches yet is buffered (store.ErrBuffered).
 func (l *lane) resolve(ctx context.Context, r *Resume) (string, error) {
+	ctx, cancel := l.call(ctx)
+	defer cancel()
 	lk := r.Lookup
 	if lk.TTL <= 0 {
 		return l.pool.deps.Store.ResolveSubscription(ctx, lk.Message, lk.CorrelationKey, r.InboxID)
@@ -173,6 +193,24 @@ func (l *lane) resolve(ctx context.Context, r *Resume) (string, error) {
 		Message: lk.Message, CorrelationKey: lk.CorrelationKey, MessageID: r.InboxID, TTL: lk.TTL,
 		Variables: r.Trigger.Variables, Body: lk.Body, RoutingKey: lk.RoutingKey,
 	})
+}
+
+// resolveAgain handles a correlate-by-key relay whose instance stopped
+// waiting between its resolve and its claim (another step consumed the
+// subscription): the relay is resolved afresh, since another instance may
+// wait for it, and with a TTL it is buffered if none does. It is never
+// dead-lettered for a race it lost.
+func (l *lane) resolveAgain(ctx context.Context, r *Resume, held *claims.Held, cause error) (Outcome, bool) {
+	if err := held.Release(ctx); err != nil {
+		l.pool.deps.Logger.Error("releasing claim; the sweep will clear it", "instance_id", r.InstanceID, "owner", held.Owner(), "code", fault.Code(err), "err", err)
+	}
+	if r.resolves++; r.resolves > maxResolves {
+		return Outcome{Kind: Retry, Code: fault.Transient, Reason: ReasonTransient,
+			Err: fault.Wrap(fault.Transient, cause, "message %q resolved %d times to instances that stopped waiting", r.Lookup.Message, r.resolves)}, true
+	}
+	r.InstanceID = ""
+	l.pool.enqueue(l.pool.route(r), r)
+	return Outcome{}, false
 }
 
 // maxConsumed bounds the buffered messages one step applies. Past it the
@@ -189,7 +227,9 @@ func (l *lane) commit(ctx context.Context, held *claims.Held, proc *bpmn.Process
 	x := claims.Extras{InboxID: r.InboxID, TimerID: r.TimerID}
 	st := state
 	for {
-		err := held.Commit(ctx, st, eff, x)
+		cctx, cancel := l.call(ctx)
+		err := held.Commit(cctx, st, eff, x)
+		cancel()
 		var m *store.BufferedMatch
 		switch {
 		case errors.As(err, &m):
@@ -250,7 +290,9 @@ func earliest(first time.Time, ts []engine.Timer) time.Time {
 // copy of it already applied: then it is a duplicate, never a dead letter.
 func (l *lane) reject(ctx context.Context, r *Resume, err error) Outcome {
 	if r.InboxID != "" {
-		applied, aerr := l.pool.deps.Store.Applied(ctx, r.InboxID)
+		cctx, cancel := l.call(ctx)
+		applied, aerr := l.pool.deps.Store.Applied(cctx, r.InboxID)
+		cancel()
 		if aerr != nil {
 			return l.failure(ctx, r, aerr)
 		}
@@ -274,17 +316,21 @@ func (l *lane) failure(ctx context.Context, r *Resume, err error) Outcome {
 		l.bounce(r.Path).Inc()
 		log.Info("claim refused", "instance_id", r.InstanceID, "owner", l.claimer.Owner(), "code", fault.ClaimHeld,
 			"path", r.Path, "holder", held.Holder, "claim_age", held.Age)
-		return Outcome{Kind: Refused, Code: fault.ClaimHeld, Reason: "claim_held", Err: err}
+		return Outcome{Kind: Refused, Code: fault.ClaimHeld, Reason: ReasonClaimHeld, Err: err}
 	case code == fault.NotFound, code == fault.UnknownDefinition, code == fault.RelayUncorrelated, code == fault.NotWaiting:
 		return Outcome{Kind: Rejected, Code: code, Err: err}
 	case ctx.Err() != nil:
-		return Outcome{Kind: Retry, Code: fault.Unavailable, Reason: "shutdown", Err: err}
+		return Outcome{Kind: Retry, Code: fault.Unavailable, Reason: ReasonShutdown, Err: err}
 	case code == fault.Unavailable:
 		log.Warn("database unavailable", "instance_id", r.InstanceID, "owner", l.claimer.Owner(), "code", code, "err", err)
-		return Outcome{Kind: Retry, Code: code, Reason: "unavailable", Err: err}
+		return Outcome{Kind: Retry, Code: code, Reason: ReasonUnavailable, Err: err}
+	case code == fault.Transient:
+		log.Warn("step failed transiently; retried", "instance_id", r.InstanceID, "owner", l.claimer.Owner(), "code", code, "err", err)
+		return Outcome{Kind: Retry, Code: code, Reason: ReasonTransient, Err: err}
 	default:
-		log.Error("step failed", "instance_id", r.InstanceID, "owner", l.claimer.Owner(), "code", fault.StepFailed, "err", err)
-		return Outcome{Kind: Retry, Code: fault.StepFailed, Reason: "error", Err: err}
+		err = fault.Wrap(fault.StepFailed, err, "step of %s can never apply", r.InstanceID)
+		log.Error("step failed permanently", "instance_id", r.InstanceID, "owner", l.claimer.Owner(), "code", fault.StepFailed, "err", err)
+		return Outcome{Kind: Rejected, Code: fault.StepFailed, Err: err}
 	}
 }
 

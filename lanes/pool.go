@@ -11,14 +11,15 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sutra-run/worker/bpmn"
 	"github.com/sutra-run/worker/claims"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/defaults"
+	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/store"
 )
@@ -32,17 +33,16 @@ type Config struct {
 	// number of resumes that can be in flight at once (AMQP prefetch plus a
 	// timer batch) so that dispatch never finds an inbox full.
 	InboxSize int
-	// ClaimTimeout is the age after which a claim is stale (default 30s).
+	// ClaimTimeout is the age after which a claim is stale (default 30s). It
+	// also bounds each database call of a step: a step that takes longer
+	// would be swept and fenced anyway.
 	ClaimTimeout time.Duration
-	// DrainTimeout bounds how long Stop lets queued steps finish (default 10s).
-	DrainTimeout time.Duration
 }
 
 func (c *Config) setDefaults() {
 	defaults.Set(&c.Lanes, 16)
 	defaults.Set(&c.InboxSize, 1024)
 	defaults.Set(&c.ClaimTimeout, 30*time.Second)
-	defaults.Set(&c.DrainTimeout, 10*time.Second)
 }
 
 // Hooks let tests inject faults into the pipeline. Nil fields do nothing.
@@ -50,6 +50,9 @@ type Hooks struct {
 	// Route overrides the lane of a resume (inject mis-routing); return -1 to
 	// keep the hash route.
 	Route func(r *Resume) int
+	// AfterResolve runs after a correlate-by-key relay was resolved to an
+	// instance and before its claim (make the instance stop waiting).
+	AfterResolve func(ctx context.Context, lane int, r *Resume)
 	// BeforeCommit runs after the engine and before the commit, holding the
 	// claim (hold a step open, panic, or clear the claim under it).
 	BeforeCommit func(ctx context.Context, lane int, r *Resume)
@@ -58,9 +61,18 @@ type Hooks struct {
 	AfterCommit func(ctx context.Context, lane int, r *Resume)
 }
 
+// Store is what the lanes need from the database (*store.Store).
+type Store interface {
+	claims.Store
+	Process(ctx context.Context, key string, version int) (*bpmn.Process, error)
+	ResolveSubscription(ctx context.Context, name, key, inboxID string) (string, error)
+	ResolveOrBuffer(ctx context.Context, b store.Buffer) (string, error)
+	Applied(ctx context.Context, inboxID string) (bool, error)
+}
+
 // Deps are the pool's collaborators.
 type Deps struct {
-	Store   *store.Store
+	Store   Store
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
 	Hooks   *Hooks
@@ -69,22 +81,27 @@ type Deps struct {
 	// TimerArmed, when set, hears the earliest due time of the timers each
 	// committed step armed, so the timer poller wakes for it. It must not block.
 	TimerArmed func(due time.Time)
+	// ClaimGuard, when set, runs before every claim and refuses it with its
+	// error (the replica's registration lapsed).
+	ClaimGuard func() error
 }
 
 // Pool is the set of lanes of one replica.
+//
+// Every resume the pool accepts is answered exactly once, and the lanes keep
+// running until every accepted resume has been: a resume forwarded from one
+// lane to another (a correlate-by-key relay resolved to an instance of the
+// other lane) always finds its lane alive.
 type Pool struct {
-	cfg     Config
-	deps    Deps
-	lanes   []*lane
-	started atomic.Bool
-	stopped atomic.Bool
-	cancel  context.CancelCauseFunc
-	wg      sync.WaitGroup
-	stopMu  sync.Mutex
-}
+	startstop.Base
+	cfg   Config
+	deps  Deps
+	lanes []*lane
 
-// errStopped is the cancel cause of a planned stop.
-var errStopped = errors.New("lanes: stopped")
+	mu        sync.RWMutex // accepting vs. the stop
+	accepting bool
+	pending   sync.WaitGroup // accepted resumes not answered yet
+}
 
 // New builds a pool; Start runs it.
 func New(deps Deps, cfg Config) *Pool {
@@ -101,8 +118,7 @@ func New(deps Deps, cfg Config) *Pool {
 			n:       n,
 			pool:    p,
 			inbox:   make(chan *Resume, cfg.InboxSize),
-			drain:   make(chan struct{}),
-			claimer: claims.New(deps.Store, claims.LaneOwner(cfg.Replica, n), cfg.ClaimTimeout),
+			claimer: claims.New(deps.Store, claims.LaneOwner(cfg.Replica, n), cfg.ClaimTimeout, deps.ClaimGuard),
 			depth:   deps.Metrics.LaneDepth.WithLabelValues(strconv.Itoa(n)),
 			bounces: map[string]prometheus.Counter{},
 		})
@@ -113,47 +129,37 @@ func New(deps Deps, cfg Config) *Pool {
 // Lanes is the number of lanes.
 func (p *Pool) Lanes() int { return len(p.lanes) }
 
-// Running reports whether the lanes are running (for readiness).
-func (p *Pool) Running() bool { return p.started.Load() && !p.stopped.Load() }
-
-// Start starts the lane goroutines. They run until Stop.
-func (p *Pool) Start(ctx context.Context) error {
-	if !p.started.CompareAndSwap(false, true) {
-		return errors.New("lanes: already started")
-	}
-	ctx, p.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
-	for _, l := range p.lanes {
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			l.run(ctx)
-		}()
-	}
-	return nil
+// Running reports whether the lanes accept resumes (for readiness).
+func (p *Pool) Running() bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.accepting
 }
 
-// Stop stops accepting resumes, lets queued ones finish within DrainTimeout,
-// then cancels what is left: in-flight steps release their claims and queued
-// resumes are answered Retry. Callers stop dispatching before they call Stop.
-// Safe before Start and twice.
-func (p *Pool) Stop() {
-	p.stopMu.Lock()
-	defer p.stopMu.Unlock()
-	if !p.started.Load() || p.stopped.Swap(true) {
-		return
-	}
+// Start starts the lane goroutines. Stop (startstop.Base) first stops
+// accepting resumes (they are answered Retry at once) and lets the accepted
+// ones finish; at its deadline it cancels the steps in flight, which release
+// their claims, and answers what is still queued with Retry.
+func (p *Pool) Start(ctx context.Context) error {
+	return p.Run(ctx, "lanes", p.run)
+}
+
+func (p *Pool) run(soft, hard context.Context) {
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
 	for _, l := range p.lanes {
-		close(l.drain)
+		wg.Go(func() { l.run(hard, quit) })
 	}
-	done := make(chan struct{})
-	go func() { p.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(p.cfg.DrainTimeout):
-		p.cancel(errStopped)
-		<-done
-	}
-	p.cancel(errStopped)
+	p.mu.Lock()
+	p.accepting = true
+	p.mu.Unlock()
+	<-soft.Done()
+	p.mu.Lock()
+	p.accepting = false
+	p.mu.Unlock()
+	p.pending.Wait() // after hard, every step answers at once
+	close(quit)
+	wg.Wait()
 }
 
 // Lane is the lane an instance id hashes to (FNV-1a).
@@ -163,37 +169,49 @@ func (p *Pool) Lane(instanceID string) int {
 	return int(h.Sum32() % uint32(len(p.lanes)))
 }
 
+// route is the lane of r: its instance's, or for a correlate-by-key relay
+// that is not resolved yet, its message's.
+func (p *Pool) route(r *Resume) int {
+	if p.deps.Hooks.Route != nil {
+		if n := p.deps.Hooks.Route(r); n >= 0 {
+			return n
+		}
+	}
+	key := r.InstanceID
+	if key == "" && r.Lookup != nil {
+		key = r.Lookup.Message + "\x00" + r.Lookup.CorrelationKey
+	}
+	return p.Lane(key)
+}
+
 // Dispatch hands r to its lane. It never blocks: a full inbox or a stopped
 // pool answers Retry at once.
 func (p *Pool) Dispatch(r Resume) {
-	n := -1
-	if p.deps.Hooks.Route != nil {
-		n = p.deps.Hooks.Route(&r)
+	p.mu.RLock()
+	if !p.accepting {
+		p.mu.RUnlock()
+		r.Done(Outcome{Kind: Retry, Code: fault.Unavailable, Reason: ReasonShutdown, Err: startstop.ErrStopped})
+		return
 	}
-	if n < 0 {
-		key := r.InstanceID
-		if key == "" && r.Lookup != nil {
-			key = r.Lookup.Message + "\x00" + r.Lookup.CorrelationKey
-		}
-		n = p.Lane(key)
-	}
-	p.enqueue(n, &r)
+	p.pending.Add(1)
+	p.mu.RUnlock()
+	p.enqueue(p.route(&r), &r)
 }
 
-// enqueue puts r in lane n's inbox or answers it at once.
-func (p *Pool) enqueue(n int, r *Resume) bool {
-	if p.stopped.Load() {
-		r.Done(Outcome{Kind: Retry, Code: fault.Unavailable, Reason: "shutdown", Err: errStopped})
-		return false
-	}
+// enqueue puts an accepted resume in lane n's inbox, or answers it.
+func (p *Pool) enqueue(n int, r *Resume) {
 	r.enqueued = time.Now()
 	l := p.lanes[n]
 	select {
 	case l.inbox <- r:
 		l.depth.Inc()
-		return true
 	default:
-		r.Done(Outcome{Kind: Retry, Code: fault.Unavailable, Reason: "lane_full", Err: errors.New("lanes: inbox full")})
-		return false
+		p.answer(r, Outcome{Kind: Retry, Code: fault.Unavailable, Reason: ReasonLaneFull, Err: errors.New("lanes: inbox full")})
 	}
+}
+
+// answer gives an accepted resume its outcome: the one place that does.
+func (p *Pool) answer(r *Resume, out Outcome) {
+	r.Done(out)
+	p.pending.Done()
 }

@@ -26,6 +26,8 @@ type Resume struct {
 	Done func(Outcome)
 
 	enqueued time.Time
+	// resolves counts how often a correlate-by-key relay was resolved again.
+	resolves int
 }
 
 // Lookup is a correlate-by-key resolution.
@@ -51,8 +53,8 @@ const (
 	Duplicate
 	// Refused: another owner holds the claim (fault.ClaimHeld); retry later.
 	Refused
-	// Retry: a transient failure (fenced, database unavailable, shutdown);
-	// nothing was written; retry later.
+	// Retry: nothing was written; retry later. Reason says why; only
+	// ReasonTransient is a failure of this resume (CountsAsFailure).
 	Retry
 	// Rejected: the resume can never apply (Code says why); never retry.
 	Rejected
@@ -79,15 +81,32 @@ func (k Kind) String() string {
 	return "unknown"
 }
 
+// Reasons of Refused and Retry outcomes (metrics labels).
+const (
+	ReasonClaimHeld = "claim_held" // another owner holds the claim
+	ReasonFenced    = "fenced"     // the claim was swept or stolen before the commit
+	// ReasonUnavailable: the database cannot serve anyone (an outage).
+	ReasonUnavailable = "unavailable"
+	// ReasonTransient: this step failed in a way another try may cure.
+	ReasonTransient = "transient"
+	ReasonShutdown  = "shutdown"  // the worker is stopping
+	ReasonLaneFull  = "lane_full" // the lane's inbox had no room
+)
+
 // Outcome is what became of a Resume.
 type Outcome struct {
 	Kind Kind
 	// Code is the fault code of a Refused, Retry or Rejected outcome.
 	Code string
-	// Reason is a short metrics label for Retry/Refused (claim_held, fenced,
-	// unavailable, shutdown, error).
+	// Reason is a short metrics label for Retry/Refused (Reason… constants).
 	Reason string
 	Err    error
 	// InstanceID is the instance the resume resolved to (for logs).
 	InstanceID string
 }
+
+// CountsAsFailure reports whether a retried resume failed through its own
+// fault (a transient error), as opposed to waiting its turn (a held claim, a
+// fenced commit) or an outage or stop that is nobody's fault: only failures
+// count towards a relay's retry cap.
+func (o Outcome) CountsAsFailure() bool { return o.Kind == Retry && o.Reason == ReasonTransient }

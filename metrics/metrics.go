@@ -56,7 +56,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"outcome"}),
 		RelayRequeues: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sutra_relay_requeues_total",
-			Help: "Relays nacked with requeue, by reason (claim_held, fenced, unavailable, shutdown).",
+			Help: "Relays nacked with requeue, by reason (claim_held, fenced, unavailable, transient, shutdown, lane_full, dead_letter_failed).",
 		}, []string{"reason"}),
 		ClaimBounces: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sutra_claim_bounces_total",
@@ -91,7 +91,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	})
 	m.TimerDeferrals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sutra_timer_deferrals_total",
-		Help: "Timer fires deferred to a later due time with backoff, by reason (claim_held, fenced, unavailable, shutdown, lane_full, error).",
+		Help: "Timer fires deferred to a later due time with backoff, by reason (claim_held, fenced, unavailable, transient, shutdown, lane_full, error).",
 	}, []string{"reason"})
 	m.TimersStale = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sutra_timers_stale_total",

@@ -12,15 +12,6 @@ import (
 	"github.com/sutra-run/worker/engine"
 )
 
-const (
-	// sqlstateBufferedMatch: a subscription the step opened matches a
-	// buffered message (sutra_buffered_match); the commit rolled back.
-	sqlstateBufferedMatch = "SU003"
-	// sqlstateBufferedGone: the buffered message a chained step applied was
-	// consumed by another step or expired meanwhile (sutra_consume_buffered).
-	sqlstateBufferedGone = "SU004"
-)
-
 // ErrBuffered reports a relay kept in buffered_messages until a subscription
 // opens or its TTL passes.
 var ErrBuffered = errors.New("store: message buffered")

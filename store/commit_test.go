@@ -1,52 +1,127 @@
 package store_test
 
 import (
+	"bytes"
+	"errors"
+	"os"
+	"slices"
 	"testing"
+	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
+	"github.com/sutra-run/worker/bpmn"
+	"github.com/sutra-run/worker/engine"
 	"github.com/sutra-run/worker/internal/testkit"
+	"github.com/sutra-run/worker/store"
 )
 
-// Claims skip the synchronous WAL flush; the step commit must not, because
-// the relay is acked once it returns.
-func TestStepCommitIsDurableWhileClaimsAreNot(t *testing.T) {
+// Only claims and releases may skip the WAL flush: they are soft state that
+// the commit fence re-checks. Every write that precedes an ack or a success
+// answer must be durable when it returns: a deploy ("deployed"), a buffered
+// relay (acked once buffered), a step commit with its inbox row (acked once
+// committed), the consumption of a timer fire and of a buffered message.
+// The audit reads synchronous_commit at each transaction's commit.
+func TestEveryWriteBeforeAnAckOrASuccessAnswerWaitsForTheWALFlush(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
+	env.AuditDurability(t, "definitions", "instances", "inbox", "buffered_messages", "subscriptions", "timers", "tasks", "outbox", "incidents")
 	ctx := testkit.Ctx(t)
-	cfg, err := pgxpool.ParseConfig(env.Config.DatabaseURL)
+	st, err := store.Open(ctx, env.Config.DatabaseURL, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off" // as store.Open sets it
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
+	defer st.Close()
+	deploy := func(path string) *bpmn.Process {
+		xml, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Deploy(ctx, xml); err != nil {
+			t.Fatal(err)
+		}
+		p, err := bpmn.Parse(bytes.NewReader(xml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	order, timer := deploy("../examples/order.bpmn"), deploy("../app/testdata/timer.bpmn")
+	const owner = "r/lane/0"
+	claim := func(id, startKey string) store.Instance {
+		inst, err := st.Claim(ctx, store.ClaimRequest{InstanceID: id, Owner: owner, Timeout: time.Minute, StartKey: startKey})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return inst
+	}
+	step := func(p *bpmn.Process, inst store.Instance, tr engine.Trigger) (engine.State, engine.Effects) {
+		if tr.Kind == engine.TriggerStart {
+			inst.State = engine.State{} // a start's row holds no state yet
+		}
+		st, eff, err := engine.Step(p, engine.Instance{ID: inst.ID, Version: inst.Version, State: inst.State}, tr, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st, eff
+	}
+
+	// A relay buffered before its subscription opens (then acked).
+	if _, err := st.ResolveOrBuffer(ctx, store.Buffer{Message: "payment-received", CorrelationKey: "o-1", MessageID: "paid-o-1",
+		TTL: time.Minute, Variables: map[string]any{"amount": 1.0}, Body: []byte(`{}`)}); !errors.Is(err, store.ErrBuffered) {
+		t.Fatalf("buffering: %v", err)
+	}
+	// A start whose commit consumes the buffered payment.
+	inst := claim("o-1", "order")
+	state, eff := step(order, inst, engine.Trigger{Kind: engine.TriggerStart, Variables: map[string]any{"orderId": "o-1"}})
+	c := store.Commit{InstanceID: "o-1", Owner: owner, Version: inst.Version, State: state, Effects: eff, InboxID: "start-o-1"}
+	var m *store.BufferedMatch
+	if err := st.CommitStep(ctx, c); !errors.As(err, &m) {
+		t.Fatalf("commit = %v, want the buffered match", err)
+	}
+	next, more := step(order, store.Instance{ID: "o-1", Version: inst.Version, State: state},
+		engine.Trigger{Kind: engine.TriggerMessage, Message: m.Message, CorrelationKey: m.CorrelationKey, Variables: m.Variables})
+	c.State, c.Consumed, c.SkipBufferCheck = next, []store.Consumed{{BufferedID: m.ID, Effects: more}}, true
+	if err := st.CommitStep(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
+	// A claim given up without a step.
+	claim("o-1", "")
+	if err := st.Release(ctx, "o-1", owner); err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Release()
-	// The fence raises for a missing instance, so read the setting after it
-	// in a batch whose fence matches: a row claimed by "me" at version 0.
-	if _, err := conn.Exec(ctx, `INSERT INTO definitions (key, version, checksum, xml) VALUES ('d', 1, 'c', '');
-		INSERT INTO instances (id, definition_key, definition_version, status, owner, claimed_at) VALUES ('i', 'd', 1, 'active', 'me', now())`); err != nil {
+	// A timer armed, leased, deferred, and fired.
+	inst = claim("t-1", "timer")
+	state, eff = step(timer, inst, engine.Trigger{Kind: engine.TriggerStart, Variables: map[string]any{"delay": "PT0S"}})
+	if err := st.CommitStep(ctx, store.Commit{InstanceID: "t-1", Owner: owner, Version: inst.Version, State: state, Effects: eff}); err != nil {
 		t.Fatal(err)
 	}
-	var inCommit, after string
-	b := &pgx.Batch{}
-	b.Queue("SELECT sutra_commit('i', 'me', 0, 'active', '{}', '{}')")
-	b.Queue("SELECT current_setting('synchronous_commit')").QueryRow(func(r pgx.Row) error { return r.Scan(&inCommit) })
-	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+	due, _, _, err := st.TakeDueTimers(ctx, "r", 10, time.Minute)
+	if err != nil || len(due) != 1 {
+		t.Fatalf("due timers = %v, %v", due, err)
+	}
+	inst = claim("t-1", "")
+	state, eff = step(timer, inst, engine.Trigger{Kind: engine.TriggerTimer, TokenID: due[0].TokenID, Element: due[0].Element})
+	if err := st.CommitStep(ctx, store.Commit{InstanceID: "t-1", Owner: owner, Version: inst.Version, State: state, Effects: eff, TimerID: due[0].ID}); err != nil {
 		t.Fatal(err)
 	}
-	if err := conn.QueryRow(ctx, "SELECT current_setting('synchronous_commit')").Scan(&after); err != nil {
-		t.Fatal(err)
+
+	got := env.Durability(t)
+	for _, must := range []string{
+		"definitions INSERT INSERT", "buffered_messages INSERT INSERT", "buffered_messages DELETE DELETE",
+		"inbox INSERT INSERT", "instances UPDATE commit", "subscriptions INSERT INSERT", "timers INSERT INSERT",
+		"timers DELETE DELETE", "instances INSERT claim", "instances UPDATE claim", "instances UPDATE release",
+	} {
+		if _, ok := got[must]; !ok {
+			t.Errorf("no %q write was audited: the test does not cover it", must)
+		}
 	}
-	if inCommit != "on" || after != "off" {
-		t.Fatalf("synchronous_commit in the commit %q, after it %q; want on, off", inCommit, after)
+	for write, settings := range got {
+		soft := slices.Contains([]string{"instances INSERT claim", "instances UPDATE claim", "instances UPDATE release", "instances DELETE release"}, write)
+		want := "on"
+		if soft {
+			want = "off"
+		}
+		if !slices.Equal(settings, []string{want}) {
+			t.Errorf("%s committed with synchronous_commit %v, want %s", write, settings, want)
+		}
 	}
 }

@@ -77,33 +77,49 @@ RETURNING i.definition_key, i.definition_version, i.status, i.variables, i.token
 // Claim takes the claim on one instance row with one conditional statement and
 // loads the row. It never waits for a holder: a held claim is refused with
 // *ClaimHeldError; a missing instance with fault.NotFound; an applied relay
-// with ErrDuplicate.
+// with ErrDuplicate. Any other error leaves it unknown whether the claim was
+// taken (the statement may have committed before the client failed): the
+// caller must treat the claim as maybe held and release it.
 func (s *Store) Claim(ctx context.Context, r ClaimRequest) (Instance, error) {
-	var row pgx.Row
+	b := &pgx.Batch{}
+	if !s.syncClaims {
+		b.Queue(asyncCommit)
+	}
+	var q *pgx.QueuedQuery
 	if r.StartKey != "" {
-		row = s.pool.QueryRow(ctx, claimOrCreateSQL, r.InstanceID, r.Owner, r.Timeout, r.InboxID, r.StartKey)
+		q = b.Queue(claimOrCreateSQL, r.InstanceID, r.Owner, r.Timeout, r.InboxID, r.StartKey)
 	} else {
-		row = s.pool.QueryRow(ctx, claimSQL, r.InstanceID, r.Owner, r.Timeout, r.InboxID)
+		q = b.Queue(claimSQL, r.InstanceID, r.Owner, r.Timeout, r.InboxID)
 	}
 	inst := Instance{ID: r.InstanceID}
 	var status string
 	var tokens []byte
-	err := row.Scan(&inst.DefinitionKey, &inst.DefinitionVersion, &status, &inst.State.Variables, &tokens, &inst.Version)
-	if err == nil {
-		inst.State.Status = engine.Status(status)
-		if err := json.Unmarshal(tokens, &inst.State); err != nil {
-			return inst, fmt.Errorf("decoding tokens of %s: %w", r.InstanceID, err)
+	var scanned bool
+	q.QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&inst.DefinitionKey, &inst.DefinitionVersion, &status, &inst.State.Variables, &tokens, &inst.Version)
+		scanned = err == nil
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // not claimed: whyNotClaimed tells why
 		}
-		return inst, nil
-	}
-	err = translate(err, "claiming "+r.InstanceID)
-	if r.StartKey != "" && fault.Code(err) == "" && isNotNullViolation(err) {
-		return inst, fault.New(fault.UnknownDefinition, "definition %q is not deployed", r.StartKey)
-	}
-	if !errors.Is(err, ErrNotFound) {
+		return err
+	})
+	err := s.pool.SendBatch(ctx, b).Close()
+	if err != nil {
+		err = translate(err, "claiming "+r.InstanceID)
+		if r.StartKey != "" && fault.Code(err) == "" && isSQLState(err, sqlstateNotNull) {
+			return inst, fault.New(fault.UnknownDefinition, "definition %q is not deployed", r.StartKey)
+		}
 		return inst, err
 	}
-	return inst, s.whyNotClaimed(ctx, r)
+	if !scanned {
+		return inst, s.whyNotClaimed(ctx, r)
+	}
+	inst.State.Status = engine.Status(status)
+	if err := json.Unmarshal(tokens, &inst.State); err != nil {
+		// Permanent: the row can never be stepped as it is. The claim is held.
+		return inst, fmt.Errorf("decoding tokens of %s: %w", r.InstanceID, err)
+	}
+	return inst, nil
 }
 
 // whyNotClaimed looks once more to tell a duplicate, a missing instance and a
@@ -137,10 +153,17 @@ func (s *Store) whyNotClaimed(ctx context.Context, r ClaimRequest) error {
 	return held
 }
 
-// Release gives up a claim without a step. A start that never committed
-// (version 0) leaves no row behind.
+// Release gives up a claim without a step, if owner holds it (harmless when
+// it does not). A start that never committed (version 0) leaves no row behind.
+// It first waits for the row's lock, so that a claim statement of owner still
+// running on the server (its client failed; the claim may be held) finishes
+// before the release looks at the owner.
 func (s *Store) Release(ctx context.Context, id, owner string) error {
 	b := &pgx.Batch{}
+	if !s.syncClaims {
+		b.Queue(asyncCommit)
+	}
+	b.Queue("SELECT 1 FROM instances WHERE id = $1 FOR UPDATE", id)
 	b.Queue("DELETE FROM instances WHERE id = $1 AND owner = $2 AND version = 0", id, owner)
 	b.Queue("UPDATE instances SET owner = NULL, claimed_at = NULL WHERE id = $1 AND owner = $2", id, owner)
 	return translate(s.pool.SendBatch(ctx, b).Close(), "releasing "+id)

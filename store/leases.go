@@ -33,3 +33,16 @@ func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
 	_, err := s.pool.Exec(ctx, "DELETE FROM leases WHERE name = $1 AND holder = $2", name, holder)
 	return translate(err, "releasing lease "+name)
 }
+
+// Lease reads the named lease: its holder and when it expires (database
+// clock). found is false when nobody holds it.
+func (s *Store) Lease(ctx context.Context, name string) (holder string, expiresAt time.Time, found bool, err error) {
+	err = s.pool.QueryRow(ctx, "SELECT holder, expires_at FROM leases WHERE name = $1", name).Scan(&holder, &expiresAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", time.Time{}, false, nil
+	}
+	if err != nil {
+		return "", time.Time{}, false, translate(err, "reading lease "+name)
+	}
+	return holder, expiresAt, true, nil
+}

@@ -25,17 +25,10 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-// Sentinel errors callers branch on with errors.Is.
-var (
-	ErrNotFound = errors.New("store: not found")
-	ErrConflict = errors.New("store: conflict")
-)
-
-const sqlstateFenced = "SU001"
-
 // Store is the worker's handle on PostgreSQL.
 type Store struct {
-	pool *pgxpool.Pool
+	pool       *pgxpool.Pool
+	syncClaims bool
 	// processes caches parsed definitions by key+version; they are immutable.
 	processes sync.Map // defKey → *bpmn.Process
 }
@@ -48,27 +41,27 @@ type Options struct {
 	SyncClaims bool
 }
 
+// asyncCommit makes the rest of the current transaction commit without
+// waiting for the WAL flush. Only claims and releases run it: they are soft
+// state that the commit fence re-checks, so losing one in a database crash
+// is safe. Every other write keeps the server's synchronous_commit, so what
+// the worker acks or answers with success is durable by construction.
+const asyncCommit = "SELECT set_config('synchronous_commit', 'off', true)"
+
 // Open connects a pool to url.
 func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fault.Wrap(fault.Unavailable, err, "parsing database URL")
+		return nil, fmt.Errorf("parsing database URL: %w", err)
 	}
 	if opt.MaxConns > 0 {
 		cfg.MaxConns = opt.MaxConns
-	}
-	if !opt.SyncClaims {
-		// Claims and releases are soft state (the commit fence re-checks the
-		// owner), so they skip the synchronous WAL flush. Step commits turn it
-		// back on for their own transaction (sutra_commit): a relay is acked
-		// after its commit, so that commit must be durable.
-		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fault.Wrap(fault.Unavailable, err, "opening database pool")
 	}
-	return &Store{pool: pool}, nil
+	return &Store{pool: pool, syncClaims: opt.SyncClaims}, nil
 }
 
 // Pool exposes the pool to packages that run their own typed queries here.
@@ -90,7 +83,7 @@ func (s *Store) Ping(ctx context.Context) error {
 func EnsureDatabase(ctx context.Context, url string) error {
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
-		return fault.Wrap(fault.Unavailable, err, "parsing database URL")
+		return fmt.Errorf("parsing database URL: %w", err)
 	}
 	name := cfg.Database
 	if name == "" || name == "postgres" {
@@ -172,54 +165,4 @@ func (s *Store) Migrate(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// translate maps driver errors to the worker's errors at the store boundary.
-func translate(err error, what string) error {
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("%s: %w", what, ErrNotFound)
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case sqlstateFenced:
-			return fault.Wrap(fault.StepFenced, err, "%s", what)
-		case "23505":
-			return fmt.Errorf("%s: %w: %s", what, ErrConflict, pgErr.Message)
-		}
-		if isTransientSQLState(pgErr.Code) {
-			return fault.Wrap(fault.Unavailable, err, "%s", what)
-		}
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	// Anything else is the connection: refused, reset, closed, timed out.
-	return fault.Wrap(fault.Unavailable, err, "%s", what)
-}
-
-// isTransientSQLState tells server errors that a retry may cure.
-func isTransientSQLState(code string) bool {
-	switch {
-	case strings.HasPrefix(code, "08"), // connection exception
-		strings.HasPrefix(code, "53"),    // insufficient resources
-		strings.HasPrefix(code, "57"),    // operator intervention (admin shutdown, terminated)
-		code == "40001", code == "40P01": // serialization failure, deadlock
-		return true
-	}
-	return false
-}
-
-func isUniqueViolation(err error, constraint string) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == constraint
-}
-
-func isNotNullViolation(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23502"
 }

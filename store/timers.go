@@ -6,12 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
-
-// sqlstateTimerGone is raised by sutra_consume_timer when a fire's timer row
-// no longer exists: its wait was closed after the poller read it.
-const sqlstateTimerGone = "SU002"
 
 // DueTimer is a timer row leased to one poller for one fire.
 type DueTimer struct {
@@ -131,9 +126,4 @@ func (s *Store) DropTimers(ctx context.Context, owner string, ts []DueTimer) ([]
 func (s *Store) ReleaseTimerLeases(ctx context.Context, owner string) error {
 	_, err := s.pool.Exec(ctx, "UPDATE timers SET locked_by = NULL, locked_until = NULL WHERE locked_by = $1", owner)
 	return translate(err, "releasing timer leases")
-}
-
-func isSQLState(err error, code string) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == code
 }

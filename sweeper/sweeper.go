@@ -20,6 +20,7 @@ import (
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/internal/startstop"
+	"github.com/sutra-run/worker/internal/testsignal"
 	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/store"
 )
@@ -61,12 +62,40 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.BatchSize, 1000)
 }
 
+// Store is what the sweeper needs from the database (*store.Store).
+type Store interface {
+	AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
+	ReleaseLease(ctx context.Context, name, holder string) error
+	SweepClaims(ctx context.Context, timeout time.Duration, limit int) ([]store.SweptClaim, error)
+	TrimInbox(ctx context.Context, retention time.Duration, limit int) (int64, error)
+	ExpiredBuffered(ctx context.Context, limit int) ([]store.BufferedMessage, error)
+	DeleteBuffered(ctx context.Context, ids []int64) error
+}
+
 // Deps are the sweeper's collaborators.
 type Deps struct {
-	Store      *store.Store
+	Store      Store
 	DeadLetter DeadLetterer
 	Metrics    *metrics.Metrics
 	Logger     *slog.Logger
+}
+
+// TestSignals tell tests what the sweeper did; inert unless Init'ed.
+type TestSignals struct {
+	// Lease carries the outcome of every attempt to take or renew the lease:
+	// true when this replica holds it afterwards.
+	Lease testsignal.Signal[bool]
+	// Swept carries the number of claims each sweep cleared.
+	Swept testsignal.Signal[int]
+	// State carries every state the lease holder enters (leader, follower, stopped).
+	State testsignal.Signal[string]
+}
+
+// Init switches every signal on.
+func (s *TestSignals) Init() {
+	s.Lease.Init()
+	s.Swept.Init()
+	s.State.Init()
 }
 
 // state is the lease holder's state.
@@ -101,6 +130,7 @@ func (s *Sweeper) transition(to state) {
 		panic("sweeper: transition " + from.String() + " → " + to.String())
 	}
 	s.state = to
+	s.TestSignals.State.Signal(to.String())
 	switch {
 	case from != leader && to == leader:
 		s.held.Set(1)
@@ -113,6 +143,9 @@ func (s *Sweeper) transition(to state) {
 
 // Sweeper is the lease-gated sweeper. Start it once; Stop it once or more.
 type Sweeper struct {
+	startstop.Base
+	TestSignals TestSignals
+
 	cfg  Config
 	deps Deps
 	held prometheus.Gauge
@@ -120,8 +153,6 @@ type Sweeper struct {
 	state      state
 	leaseUntil time.Time
 	lastSweep  time.Time
-
-	loop startstop.Loop
 }
 
 // New builds a sweeper.
@@ -132,18 +163,13 @@ func New(deps Deps, cfg Config) *Sweeper {
 	return &Sweeper{cfg: cfg, deps: deps, held: held}
 }
 
-// Start runs the sweeper until Stop.
+// Start runs the sweeper until Stop; on its way out a holder releases the
+// lease so that another replica takes it at once.
 func (s *Sweeper) Start(ctx context.Context) error {
-	return s.loop.Start(ctx, "sweeper", s.run)
+	return s.Run(ctx, "sweeper", s.run)
 }
 
-// Stop stops the sweeper; a holder releases the lease so that another
-// replica takes it at once. Safe before Start and twice.
-func (s *Sweeper) Stop() {
-	s.loop.Stop()
-}
-
-func (s *Sweeper) run(ctx context.Context) {
+func (s *Sweeper) run(ctx, _ context.Context) {
 	// A follower asks often, so that a dead holder's lease is taken soon
 	// after it lapses; a leader renews at a third of the TTL.
 	attempt, renew := max(s.cfg.LeaseTTL/10, 10*time.Millisecond), s.cfg.LeaseTTL/3
@@ -173,6 +199,9 @@ func (s *Sweeper) tick(ctx context.Context) {
 		cctx, cancel := context.WithTimeout(ctx, s.cfg.LeaseTTL/3)
 		held, err := s.deps.Store.AcquireLease(cctx, LeaseName, s.cfg.Replica, s.cfg.LeaseTTL)
 		cancel()
+		if err == nil {
+			s.TestSignals.Lease.Signal(held)
+		}
 		switch {
 		case err == nil && held:
 			s.leaseUntil = asked.Add(s.cfg.LeaseTTL)
@@ -223,6 +252,7 @@ func (s *Sweeper) sweepClaims(ctx context.Context) error {
 				"claim_age", c.Age, "code", fault.ClaimSwept)
 		}
 		s.deps.Metrics.ClaimsSwept.Add(float64(len(swept)))
+		s.TestSignals.Swept.Signal(len(swept))
 		if len(swept) < s.cfg.BatchSize {
 			return nil
 		}
@@ -281,7 +311,7 @@ func (s *Sweeper) expireBuffered(ctx context.Context) error {
 // stop releases a held lease on the way out.
 func (s *Sweeper) stop() {
 	if s.state == leader {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := startstop.FinalContext(context.Background())
 		defer cancel()
 		if err := s.deps.Store.ReleaseLease(ctx, LeaseName, s.cfg.Replica); err != nil {
 			s.deps.Logger.Warn("releasing lease", "lease", LeaseName, "code", fault.Code(err), "err", err)

@@ -15,6 +15,7 @@ package timers
 import (
 	"context"
 	"log/slog"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/sutra-run/worker/internal/backoff"
 	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/internal/startstop"
+	"github.com/sutra-run/worker/internal/testsignal"
 	"github.com/sutra-run/worker/lanes"
 	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/store"
@@ -57,8 +59,6 @@ type Config struct {
 	// up to BackoffMax, with ±20% jitter (defaults 100ms, 30s).
 	Backoff    time.Duration
 	BackoffMax time.Duration
-	// DrainTimeout bounds how long Stop waits for fires in flight (default 10s).
-	DrainTimeout time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -66,30 +66,54 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.Lease, 10*time.Second)
 	defaults.Set(&c.Backoff, 100*time.Millisecond)
 	defaults.Set(&c.BackoffMax, 30*time.Second)
-	defaults.Set(&c.DrainTimeout, 10*time.Second)
 	defaults.Set(&c.BatchSize, 128)
 	defaults.Set(&c.MaxInFlight, DefaultMaxInFlight)
 	c.BatchSize = min(c.BatchSize, c.MaxInFlight)
 }
 
+// Store is what the poller needs from the database (*store.Store).
+type Store interface {
+	TakeDueTimers(ctx context.Context, owner string, limit int, lease time.Duration) (due []store.DueTimer, next time.Duration, ok bool, err error)
+	DeferTimers(ctx context.Context, owner string, ds []store.Deferral) error
+	DropTimers(ctx context.Context, owner string, ts []store.DueTimer) ([]int64, error)
+	ReleaseTimerLeases(ctx context.Context, owner string) error
+}
+
 // Deps are the poller's collaborators.
 type Deps struct {
-	Store   *store.Store
+	Store   Store
 	Lanes   Dispatcher
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
 }
 
+// TestSignals tell tests what the poller did; inert unless Init'ed.
+type TestSignals struct {
+	// Took carries the number of timers each look leased.
+	Took testsignal.Signal[int]
+	// Deferred carries each deferral written, with its delay.
+	Deferred testsignal.Signal[store.Deferral]
+}
+
+// Init switches every signal on.
+func (s *TestSignals) Init() {
+	s.Took.Init()
+	s.Deferred.Init()
+}
+
 // Poller fires due timers. Start it once; Stop it once or more.
 type Poller struct {
+	startstop.Base
 	cfg  Config
 	deps Deps
 	// wake is signalled by Armed; one pending signal is enough.
 	wake chan struct{}
-	// sleepUntil is when the loop next looks (unix ns), for Armed to compare.
+	// sleepUntil is when the loop next looks (unix ns), for Armed to compare;
+	// MaxInt64 while it is looking, so that a timer armed meanwhile wakes it.
 	sleepUntil atomic.Int64
 	results    chan answered
-	loop       startstop.Loop
+
+	TestSignals TestSignals
 }
 
 // answered is a fire's outcome, sent back by its lane.
@@ -113,21 +137,17 @@ func New(deps Deps, cfg Config) *Poller {
 // due. It never blocks.
 func (p *Poller) Armed(due time.Time) { p.wakeBy(due) }
 
-// Start runs the poller until Stop.
+// Start runs the poller until Stop. Stop (startstop.Base) stops taking
+// timers at once, answers the fires in flight until its deadline (the lanes
+// must still run), then hands back every lease of this replica so that
+// another replica fires those timers now.
 func (p *Poller) Start(ctx context.Context) error {
-	return p.loop.Start(ctx, "timers", p.run)
-}
-
-// Stop stops taking timers, waits up to DrainTimeout for the fires in flight
-// (the lanes must still run), defers the unanswered ones' leases away and
-// hands back every lease of this replica. Safe before Start and twice.
-func (p *Poller) Stop() {
-	p.loop.Stop()
+	return p.Run(ctx, "timers", p.run)
 }
 
 // run is the poller's loop: take what is due, dispatch, answer outcomes,
 // sleep until the next due time, a wake-up, or the poll interval.
-func (p *Poller) run(ctx context.Context) {
+func (p *Poller) run(ctx, hard context.Context) {
 	log := p.deps.Logger
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -139,7 +159,11 @@ func (p *Poller) run(ctx context.Context) {
 		if look && inflight+p.cfg.BatchSize <= p.cfg.MaxInFlight {
 			look = false
 			limit := p.cfg.BatchSize
+			// A step that arms a timer while this look runs must wake the
+			// next one: the look's answer predates that timer.
+			p.sleepUntil.Store(math.MaxInt64)
 			due, next, ok, err := p.deps.Store.TakeDueTimers(ctx, p.cfg.Replica, limit, p.cfg.Lease)
+			p.TestSignals.Took.Signal(len(due))
 			switch {
 			case ctx.Err() != nil:
 			case err != nil:
@@ -162,7 +186,7 @@ func (p *Poller) run(ctx context.Context) {
 		case a := <-p.results:
 			inflight -= p.answer(ctx, a)
 		case <-ctx.Done():
-			p.drain(inflight)
+			p.drain(hard, inflight)
 			return
 		}
 	}
@@ -213,11 +237,15 @@ func (p *Poller) answer(ctx context.Context, first answered) int {
 		}
 	}
 	// Final writes of answered fires: they run even while stopping.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	wctx, cancel := startstop.FinalContext(ctx)
 	defer cancel()
 	if err := p.deps.Store.DeferTimers(wctx, p.cfg.Replica, deferrals); err != nil {
 		// The leases lapse and the timers are taken again: deferred all the same.
 		p.deps.Logger.Warn("deferring timers", "count", len(deferrals), "code", fault.Code(err), "err", err)
+	} else {
+		for _, d := range deferrals {
+			p.TestSignals.Deferred.Signal(d)
+		}
 	}
 	if len(deferrals) > 0 {
 		// Deferred rows are due again soon; the next look must not sleep past them.
@@ -285,22 +313,20 @@ func (p *Poller) classify(a answered) action {
 	}
 }
 
-// drain answers the fires still in flight (bounded by DrainTimeout), then
-// hands back this replica's leases so another replica fires them now.
-func (p *Poller) drain(inflight int) {
-	deadline := time.NewTimer(p.cfg.DrainTimeout)
-	defer deadline.Stop()
-	ctx := context.Background()
+// drain answers the fires still in flight until hard is cancelled (the stop's
+// deadline), then hands back this replica's leases so another replica fires
+// them now; an unanswered fire's lease is handed back with the rest.
+func (p *Poller) drain(hard context.Context, inflight int) {
 	for inflight > 0 {
 		select {
 		case a := <-p.results:
-			inflight -= p.answer(ctx, a)
-		case <-deadline.C:
-			p.deps.Logger.Warn("timer fires still in flight at stop; their leases are handed back", "count", inflight)
+			inflight -= p.answer(hard, a)
+		case <-hard.Done():
+			p.deps.Logger.Warn("timer fires still in flight at the stop deadline; their leases are handed back", "count", inflight)
 			inflight = 0
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := startstop.FinalContext(hard)
 	defer cancel()
 	if err := p.deps.Store.ReleaseTimerLeases(ctx, p.cfg.Replica); err != nil {
 		p.deps.Logger.Warn("handing back timer leases", "code", fault.Code(err), "err", err)

@@ -32,9 +32,7 @@ import (
 	"github.com/sutra-run/worker/app"
 	"github.com/sutra-run/worker/bench"
 	"github.com/sutra-run/worker/bench/baseline"
-	"github.com/sutra-run/worker/consumer"
 	"github.com/sutra-run/worker/internal/loadgen"
-	"github.com/sutra-run/worker/lanes"
 	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/store"
 )
@@ -274,21 +272,16 @@ func (b *bencher) worker(ctx context.Context, n int, syncClaims bool) (result, e
 	cfg := env.Config
 	cfg.Lanes, cfg.Prefetch = n, b.o.prefetch
 	reg := prometheus.NewRegistry()
-	var stop func()
-	var ready func() bool
-	if syncClaims {
-		stop, ready, err = startSyncWorker(ctx, cfg, reg, b.log)
-	} else {
-		var w *app.Worker
-		w, err = app.Start(ctx, cfg, app.Options{Logger: b.log, Registry: reg})
-		if err == nil {
-			stop, ready = w.Stop, func() bool { return w.Ready(ctx) == nil }
-		}
-	}
+	w, err := app.Start(ctx, cfg, app.Options{Logger: b.log, Registry: reg, SyncClaims: syncClaims})
 	if err != nil {
 		return result{}, err
 	}
-	defer stop()
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+		defer cancel()
+		_ = w.Stop(sctx)
+	}()
+	ready := func() bool { return w.Ready(ctx) == nil }
 	committed := func() int64 { return int64(counter(reg, "sutra_relays_total", metrics.OutcomeCommitted)) }
 	r, err := b.drive(ctx, env, runName(fmt.Sprintf("worker-%d", n), syncClaims), ready, committed)
 	r.kind, r.conc, r.syncClaims = "worker", n, syncClaims
@@ -302,40 +295,6 @@ func runName(name string, syncClaims bool) string {
 		return name + "-sync"
 	}
 	return name
-}
-
-// startSyncWorker is app.Start's wiring of the relay path (store, lanes,
-// consumer) with synchronous claims. It leaves out the HTTP listener, the
-// timer poller and the sweeper, which a ping load never calls on.
-func startSyncWorker(ctx context.Context, cfg app.Config, reg prometheus.Registerer, log *slog.Logger) (stop func(), ready func() bool, err error) {
-	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: int32(cfg.Lanes + 4), SyncClaims: true})
-	if err != nil {
-		return nil, nil, err
-	}
-	m := metrics.New(reg)
-	pool := lanes.New(lanes.Deps{Store: st, Metrics: m, Logger: log}, lanes.Config{
-		Replica: cfg.ReplicaID, Lanes: cfg.Lanes, InboxSize: cfg.Prefetch + 1,
-		ClaimTimeout: cfg.ClaimTimeout, DrainTimeout: cfg.ShutdownTimeout,
-	})
-	cons := consumer.New(consumer.Deps{Lanes: pool, Metrics: m, Logger: log}, consumer.Config{
-		URL: cfg.AMQPURL, ConnectionName: "sutra-bench", Exchange: cfg.RelayExchange, Queue: cfg.RelayQueue, BindingKey: cfg.RelayBindingKey,
-		DeadExchange: cfg.DeadExchange, DeadQueue: cfg.DeadQueue, Prefetch: cfg.Prefetch,
-		RequeueBackoff: cfg.RequeueBackoff, RequeueBackoffMax: cfg.RequeueBackoffMax, DrainTimeout: cfg.ShutdownTimeout,
-	})
-	stop = func() {
-		cons.Stop()
-		pool.Stop()
-		st.Close()
-	}
-	if err := pool.Start(ctx); err != nil {
-		stop()
-		return nil, nil, err
-	}
-	if err := cons.Start(ctx); err != nil {
-		stop()
-		return nil, nil, err
-	}
-	return stop, cons.Connected, nil
 }
 
 // baseline measures the plain consumer with K goroutines.

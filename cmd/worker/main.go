@@ -16,6 +16,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 
 	"github.com/sutra-run/worker/app"
+	"github.com/sutra-run/worker/fault"
 )
 
 const usage = `Usage: worker [command]
@@ -82,19 +83,30 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// runWorker runs until the first signal, then stops gracefully; a second
-// signal exits at once.
+// runWorker runs until the first signal, then stops within
+// SUTRA_SHUTDOWN_TIMEOUT (plus a short grace for final writes); a second
+// signal exits at once. It fails when another process took the replica id.
 func runWorker(ctx context.Context, stopSignals context.CancelFunc, cfg app.Config, log *slog.Logger) error {
 	w, err := app.Start(ctx, cfg, app.Options{Logger: log})
 	if err != nil {
 		return err
 	}
-	<-ctx.Done()
+	var lost error
+	select {
+	case <-ctx.Done():
+	case <-w.Lost():
+		lost = fault.New(fault.ReplicaIDInUse, "replica id %q was taken over by another process", cfg.ReplicaID)
+	}
 	stopSignals() // restore default handling: a second signal kills the process
-	log.Info("stopping: draining in-flight steps", "timeout", cfg.ShutdownTimeout)
-	w.Stop()
-	log.Info("stopped")
-	return nil
+	log.Info("stopping: draining in-flight steps", "timeout", cfg.ShutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := w.Stop(sctx); err != nil {
+		log.Warn("stopped at the deadline", "err", err)
+	} else {
+		log.Info("stopped")
+	}
+	return lost
 }
 
 func deploy(ctx context.Context, cfg app.Config, path string, stdout io.Writer) error {

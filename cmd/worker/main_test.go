@@ -42,6 +42,8 @@ func environ(env *testkit.Env, replica string) []string {
 		"SUTRA_RELAY_EXCHANGE="+c.RelayExchange, "SUTRA_RELAY_QUEUE="+c.RelayQueue,
 		"SUTRA_DEAD_EXCHANGE="+c.DeadExchange, "SUTRA_DEAD_QUEUE="+c.DeadQueue,
 		"SUTRA_REQUEUE_BACKOFF=10ms", "SUTRA_REQUEUE_BACKOFF_MAX=200ms", "SUTRA_LOG_FORMAT=json",
+		// The race runtime sleeps a second at exit by default; the tests time exits.
+		"GORACE=atexit_sleep_ms=0",
 	)
 }
 

@@ -421,3 +421,80 @@ func CloseBrokerConnection(t testing.TB, name string) {
 	}
 	t.Fatalf("no broker connection named %q in:\n%s", name, out)
 }
+
+// durabilitySQL records, at commit time, the synchronous_commit setting of
+// every transaction that writes the audited tables: a deferred constraint
+// trigger fires just before the commit, so it sees what the commit will use.
+// For instances it names the kind of write: a claim (owner set, version
+// unchanged), a release (owner cleared, version unchanged) or a step commit
+// (version advanced).
+const durabilitySQL = `
+CREATE TABLE durability_audit (
+    seq     bigserial PRIMARY KEY,
+    tbl     text NOT NULL,
+    op      text NOT NULL,
+    kind    text NOT NULL,
+    setting text NOT NULL
+);
+CREATE FUNCTION durability_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    k text := TG_OP;
+BEGIN
+    IF TG_TABLE_NAME = 'instances' THEN
+        IF TG_OP = 'INSERT' THEN
+            k := CASE WHEN NEW.version = 0 THEN 'claim' ELSE 'insert' END;
+        ELSIF TG_OP = 'DELETE' THEN
+            k := CASE WHEN OLD.version = 0 THEN 'release' ELSE 'delete' END;
+        ELSIF NEW.version <> OLD.version THEN
+            k := 'commit';
+        ELSIF NEW.owner IS NULL THEN
+            k := 'release';
+        ELSE
+            k := 'claim';
+        END IF;
+    END IF;
+    INSERT INTO durability_audit (tbl, op, kind, setting)
+    VALUES (TG_TABLE_NAME, TG_OP, k, current_setting('synchronous_commit'));
+    RETURN NULL;
+END $$;
+`
+
+// AuditDurability records the synchronous_commit setting at the commit of
+// every write to tables (see Durability).
+func (e *Env) AuditDurability(t testing.TB, tables ...string) {
+	t.Helper()
+	if _, err := e.DB.Exec(Ctx(t), durabilitySQL); err != nil {
+		t.Fatalf("installing the durability audit: %v", err)
+	}
+	for _, tbl := range tables {
+		q := "CREATE CONSTRAINT TRIGGER durability_audit AFTER INSERT OR UPDATE OR DELETE ON " + tbl +
+			" DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION durability_audit()"
+		if _, err := e.DB.Exec(Ctx(t), q); err != nil {
+			t.Fatalf("auditing %s: %v", tbl, err)
+		}
+	}
+}
+
+// Durability returns, per "table op kind", the distinct synchronous_commit
+// settings the audited writes committed with.
+func (e *Env) Durability(t testing.TB) map[string][]string {
+	t.Helper()
+	rows, err := e.DB.Query(Ctx(t), `SELECT tbl || ' ' || op || ' ' || kind, array_agg(DISTINCT setting ORDER BY setting)
+		FROM durability_audit GROUP BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for rows.Next() {
+		var k string
+		var v []string
+		if err := rows.Scan(&k, &v); err != nil {
+			t.Fatal(err)
+		}
+		out[k] = v
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

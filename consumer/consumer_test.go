@@ -1,0 +1,139 @@
+package consumer_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+
+	"github.com/sutra-run/worker/consumer"
+	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/testkit"
+	"github.com/sutra-run/worker/lanes"
+	"github.com/sutra-run/worker/metrics"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// lanesFunc is a Dispatcher that answers every relay at once from a script.
+type lanesFunc func(r lanes.Resume, attempt int) lanes.Outcome
+
+type scripted struct {
+	answer   lanesFunc
+	mu       sync.Mutex
+	attempts map[string]int
+}
+
+func (s *scripted) Dispatch(r lanes.Resume) {
+	s.mu.Lock()
+	s.attempts[r.InboxID]++
+	n := s.attempts[r.InboxID]
+	s.mu.Unlock()
+	go r.Done(s.answer(r, n)) // a lane answers from its own goroutine
+}
+
+// start runs a consumer on the test's queues with answer as its lanes.
+func start(t *testing.T, answer lanesFunc, tweak func(*consumer.Config)) (*consumer.Consumer, *testkit.Publisher) {
+	t.Helper()
+	env := testkit.New(t)
+	pub := env.Publisher(t)
+	c := env.Config
+	cfg := consumer.Config{
+		URL: c.AMQPURL, Exchange: c.RelayExchange, Queue: c.RelayQueue, DeadExchange: c.DeadExchange, DeadQueue: c.DeadQueue,
+		RequeueBackoff: time.Millisecond, RequeueBackoffMax: 20 * time.Millisecond, MaxRetries: 5,
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	cons := consumer.New(consumer.Deps{
+		Lanes:   &scripted{answer: answer, attempts: map[string]int{}},
+		Metrics: metrics.New(prometheus.NewRegistry()), Logger: testkit.Logger(t),
+	}, cfg)
+	cons.TestSignals.Init()
+	if err := cons.Start(testkit.Ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := cons.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	return cons, pub
+}
+
+func relay(id string) testkit.Relay {
+	return testkit.Relay{MessageID: id, Body: map[string]any{"instance_id": "i-1", "message": "m"}}
+}
+
+func TestTransientFailuresOfOneRelayAreCappedThenItIsDeadLettered(t *testing.T) {
+	t.Parallel()
+	cons, pub := start(t, func(lanes.Resume, int) lanes.Outcome {
+		return lanes.Outcome{Kind: lanes.Retry, Code: fault.Transient, Reason: lanes.ReasonTransient, Err: fault.New(fault.Transient, "deadlock detected")}
+	}, nil)
+	pub.Publish(relay("r-1"))
+	for n := 1; n < 5; n++ {
+		if rq := cons.TestSignals.Requeued.WaitOrTimeout(t); rq.MessageID != "r-1" || rq.Bounce != n {
+			t.Fatalf("requeue %d = %+v", n, rq)
+		}
+	}
+	dl := cons.TestSignals.DeadLettered.WaitOrTimeout(t)
+	if dl.MessageID != "r-1" || dl.Code != fault.RetriesExhausted {
+		t.Fatalf("dead letter = %+v, want r-1 with %s after 5 failures", dl, fault.RetriesExhausted)
+	}
+	dead := pub.DeadLetters(1, 10*time.Second)
+	if len(dead) != 1 || dead[0].Code != fault.RetriesExhausted || dead[0].Reason == "" {
+		t.Fatalf("dead-letter queue holds %+v", dead)
+	}
+}
+
+func TestClaimRefusalsFencesAndOutagesAreNeverCapped(t *testing.T) {
+	t.Parallel()
+	reasons := []string{lanes.ReasonClaimHeld, lanes.ReasonFenced, lanes.ReasonUnavailable, lanes.ReasonShutdown, lanes.ReasonLaneFull}
+	const tries = 20 // four times the cap
+	cons, pub := start(t, func(r lanes.Resume, n int) lanes.Outcome {
+		if n > tries {
+			return lanes.Outcome{Kind: lanes.Committed}
+		}
+		if reason := reasons[n%len(reasons)]; reason != lanes.ReasonClaimHeld {
+			return lanes.Outcome{Kind: lanes.Retry, Code: fault.Unavailable, Reason: reason}
+		}
+		return lanes.Outcome{Kind: lanes.Refused, Code: fault.ClaimHeld, Reason: lanes.ReasonClaimHeld}
+	}, nil)
+	pub.Publish(relay("r-1"))
+	for n := 1; n <= tries; n++ {
+		if rq := cons.TestSignals.Requeued.WaitOrTimeout(t); rq.Bounce != n {
+			t.Fatalf("requeue %d = %+v", n, rq)
+		}
+	}
+	if id := cons.TestSignals.Acked.WaitOrTimeout(t); id != "r-1" {
+		t.Fatalf("acked %q", id)
+	}
+	if dl := cons.TestSignals.DeadLettered.Drain(); len(dl) != 0 {
+		t.Fatalf("dead-lettered %+v: a relay that was only refused was capped", dl)
+	}
+}
+
+func TestRequeueDelayDoublesPerBounceUpToItsCap(t *testing.T) {
+	t.Parallel()
+	const base, limit = 10 * time.Millisecond, 100 * time.Millisecond
+	cons, pub := start(t, func(r lanes.Resume, n int) lanes.Outcome {
+		if n > 8 {
+			return lanes.Outcome{Kind: lanes.Committed}
+		}
+		return lanes.Outcome{Kind: lanes.Refused, Code: fault.ClaimHeld, Reason: lanes.ReasonClaimHeld}
+	}, func(c *consumer.Config) { c.RequeueBackoff, c.RequeueBackoffMax = base, limit })
+	pub.Publish(relay("r-1"))
+	for n := 1; n <= 8; n++ {
+		rq := cons.TestSignals.Requeued.WaitOrTimeout(t)
+		want := min(base<<(n-1), limit)
+		// ±20% jitter around the doubled delay.
+		if lo, hi := want*8/10, want*12/10; rq.Bounce != n || rq.Delay < lo || rq.Delay > hi {
+			t.Errorf("bounce %d: %+v, want a delay in [%s, %s]", n, rq, lo, hi)
+		}
+	}
+}

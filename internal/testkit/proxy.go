@@ -1,0 +1,141 @@
+package testkit
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// Proxy forwards TCP to a server, so a test can break the network: Cut drops
+// every connection and refuses new ones until Restore (a partition); Reset
+// drops the connections it carries but keeps accepting (a connection killed
+// by a middlebox). DropCancelRequests swallows PostgreSQL cancel requests, so
+// a statement whose client vanished runs to its end on the server.
+type Proxy struct {
+	dropCancels atomic.Bool
+	ln          net.Listener
+	target      string
+	mu          sync.Mutex
+	down        bool
+	conns       map[net.Conn]struct{}
+	wg          sync.WaitGroup
+}
+
+// NewProxy listens on a free local port and forwards to target (host:port)
+// until the test ends.
+func NewProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.wg.Go(p.accept)
+	t.Cleanup(func() {
+		ln.Close()
+		p.Cut()
+		p.wg.Wait()
+	})
+	return p
+}
+
+// DropCancelRequests makes the proxy close, unforwarded, every new
+// connection that opens with a PostgreSQL CancelRequest.
+func (p *Proxy) DropCancelRequests() { p.dropCancels.Store(true) }
+
+// Addr is the proxy's listen address.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Through points URL raw at the proxy.
+func (p *Proxy) Through(t testing.TB, raw string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = p.Addr()
+	return u.String()
+}
+
+// cancelRequest is the start of a PostgreSQL CancelRequest packet: length 16,
+// request code 80877102.
+var cancelRequest = []byte{0, 0, 0, 16, 0x04, 0xd2, 0x16, 0x2e}
+
+func (p *Proxy) accept() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		down := p.down
+		p.mu.Unlock()
+		if down {
+			c.Close()
+			continue
+		}
+		var head []byte
+		if p.dropCancels.Load() {
+			head = make([]byte, len(cancelRequest))
+			if _, err := io.ReadFull(c, head); err != nil || bytes.Equal(head, cancelRequest) {
+				c.Close()
+				continue
+			}
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		if len(head) > 0 {
+			if _, err := s.Write(head); err != nil {
+				c.Close()
+				s.Close()
+				continue
+			}
+		}
+		p.mu.Lock()
+		p.conns[c], p.conns[s] = struct{}{}, struct{}{}
+		p.mu.Unlock()
+		pipe := func(dst, src net.Conn) {
+			_, _ = io.Copy(dst, src)
+			dst.Close()
+			src.Close()
+		}
+		p.wg.Go(func() { pipe(s, c) })
+		p.wg.Go(func() { pipe(c, s) })
+	}
+}
+
+// Cut drops every connection and refuses new ones until Restore.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	p.closeAll()
+}
+
+// Reset drops every connection the proxy carries and keeps accepting new ones.
+func (p *Proxy) Reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closeAll()
+}
+
+func (p *Proxy) closeAll() {
+	for c := range p.conns {
+		c.Close()
+	}
+	clear(p.conns)
+}
+
+// Restore accepts connections again after Cut.
+func (p *Proxy) Restore() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = false
+}

@@ -1,0 +1,241 @@
+package lanes_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+
+	"github.com/sutra-run/worker/bpmn"
+	"github.com/sutra-run/worker/engine"
+	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/testkit"
+	"github.com/sutra-run/worker/lanes"
+	"github.com/sutra-run/worker/metrics"
+	"github.com/sutra-run/worker/store"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeStore is the lanes' database for tests of the pipeline's logic: every
+// instance waits at the receive task of examples/order.bpmn.
+type fakeStore struct {
+	proc    *bpmn.Process
+	waiting engine.State
+
+	claimErr  error
+	resolve   func(ctx context.Context, name, key string) (string, error)
+	commitErr error
+
+	mu       sync.Mutex
+	released []string
+	commits  []string
+}
+
+func newFakeStore(t *testing.T) *fakeStore {
+	t.Helper()
+	f, err := os.Open("../examples/order.bpmn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	proc, err := bpmn.Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _, err := engine.Step(proc, engine.Instance{ID: "i"}, engine.Trigger{Kind: engine.TriggerStart, Variables: map[string]any{"orderId": "k"}}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fakeStore{proc: proc, waiting: st}
+}
+
+func (f *fakeStore) Claim(_ context.Context, r store.ClaimRequest) (store.Instance, error) {
+	if f.claimErr != nil {
+		return store.Instance{}, f.claimErr
+	}
+	return store.Instance{ID: r.InstanceID, DefinitionKey: "order", DefinitionVersion: 1, Version: 1, State: f.waiting}, nil
+}
+
+func (f *fakeStore) Release(_ context.Context, id, _ string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.released = append(f.released, id)
+	return nil
+}
+
+func (f *fakeStore) CommitStep(ctx context.Context, c store.Commit) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if f.commitErr != nil {
+		return f.commitErr
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.commits = append(f.commits, c.InstanceID)
+	return nil
+}
+
+func (f *fakeStore) Process(context.Context, string, int) (*bpmn.Process, error) { return f.proc, nil }
+
+func (f *fakeStore) ResolveSubscription(ctx context.Context, name, key, _ string) (string, error) {
+	return f.resolve(ctx, name, key)
+}
+
+func (f *fakeStore) ResolveOrBuffer(ctx context.Context, b store.Buffer) (string, error) {
+	return f.resolve(ctx, b.Message, b.CorrelationKey)
+}
+
+func (f *fakeStore) Applied(context.Context, string) (bool, error) { return false, nil }
+
+func (f *fakeStore) releases() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.released...)
+}
+
+func newPool(t *testing.T, st lanes.Store, hooks *lanes.Hooks) *lanes.Pool {
+	t.Helper()
+	p := lanes.New(lanes.Deps{Store: st, Metrics: metrics.New(prometheus.NewRegistry()), Logger: testkit.Logger(t), Hooks: hooks},
+		lanes.Config{Replica: "r", Lanes: 4, ClaimTimeout: time.Minute})
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Stop(context.Background()) })
+	testkit.Eventually(t, 5*time.Second, "lanes running", p.Running)
+	return p
+}
+
+// resume is a relay for instance id whose outcome arrives on the channel.
+func resume(id string) (lanes.Resume, chan lanes.Outcome) {
+	out := make(chan lanes.Outcome, 1)
+	return lanes.Resume{Path: metrics.PathRelay, InstanceID: id, InboxID: "m-" + id,
+		Trigger: engine.Trigger{Kind: engine.TriggerMessage, Message: "payment-received"},
+		Done:    func(o lanes.Outcome) { out <- o }}, out
+}
+
+func TestStepErrorsAreClassifiedByWhetherARetryCanCureThem(t *testing.T) {
+	t.Parallel()
+	pgErr := func(code string) error { return &pgconn.PgError{Code: code, Message: "injected"} }
+	tests := []struct {
+		name      string
+		claimErr  error
+		commitErr error
+		kind      lanes.Kind
+		reason    string
+		code      string
+	}{
+		{"claim held", &store.ClaimHeldError{InstanceID: "i", Holder: "other"}, nil, lanes.Refused, lanes.ReasonClaimHeld, fault.ClaimHeld},
+		{"instance missing", fault.New(fault.NotFound, "gone"), nil, lanes.Rejected, "", fault.NotFound},
+		{"duplicate", store.ErrDuplicate, nil, lanes.Duplicate, "", ""},
+		{"database unreachable", fault.New(fault.Unavailable, "connection refused"), nil, lanes.Retry, lanes.ReasonUnavailable, fault.Unavailable},
+		{"replica registration lapsed", fault.New(fault.Unavailable, "lapsed"), nil, lanes.Retry, lanes.ReasonUnavailable, fault.Unavailable},
+		{"deadlock at commit", nil, fault.Wrap(fault.Transient, pgErr("40P01"), "commit"), lanes.Retry, lanes.ReasonTransient, fault.Transient},
+		{"fenced commit", nil, fault.New(fault.StepFenced, "swept"), lanes.Retry, lanes.ReasonFenced, fault.StepFenced},
+		{"bad data at commit", nil, pgErr("22P05"), lanes.Rejected, "", fault.StepFailed},
+		{"constraint at commit", nil, pgErr("23514"), lanes.Rejected, "", fault.StepFailed},
+		{"undecodable row", errors.New("decoding tokens of i: invalid character"), nil, lanes.Rejected, "", fault.StepFailed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			st := newFakeStore(t)
+			st.claimErr, st.commitErr = tt.claimErr, tt.commitErr
+			p := newPool(t, st, nil)
+			r, out := resume("i")
+			p.Dispatch(r)
+			o := <-out
+			if o.Kind != tt.kind || o.Reason != tt.reason || o.Code != tt.code {
+				t.Fatalf("outcome = %v/%q/%q (%v), want %v/%q/%q", o.Kind, o.Reason, o.Code, o.Err, tt.kind, tt.reason, tt.code)
+			}
+			if got, want := o.CountsAsFailure(), tt.reason == lanes.ReasonTransient; got != want {
+				t.Errorf("CountsAsFailure = %v, want %v", got, want)
+			}
+			if tt.commitErr != nil && tt.code != fault.StepFenced && len(st.releases()) != 1 {
+				t.Errorf("releases = %v: a failed commit must release the claim", st.releases())
+			}
+		})
+	}
+}
+
+func TestEveryResumeAcceptedBeforeTheStopIsAnsweredEvenWhenForwardedDuringIt(t *testing.T) {
+	t.Parallel()
+	st := newFakeStore(t)
+	stopping := make(chan struct{})
+	// A correlate-by-key relay resolves only once the stop has begun, to an
+	// instance of another lane than its message's: the forward must find a
+	// lane that still runs.
+	st.resolve = func(context.Context, string, string) (string, error) {
+		<-stopping
+		return "elsewhere", nil
+	}
+	p := newPool(t, st, nil)
+	const n = 32
+	outs := make([]chan lanes.Outcome, n)
+	for i := range n {
+		outs[i] = make(chan lanes.Outcome, 1)
+		key := strings.Repeat("k", i+1)
+		p.Dispatch(lanes.Resume{Path: metrics.PathRelay, InboxID: "m-" + key,
+			Lookup:  &lanes.Lookup{Message: "payment-received", CorrelationKey: key},
+			Trigger: engine.Trigger{Kind: engine.TriggerMessage, Message: "payment-received"},
+			Done:    func(o lanes.Outcome) { outs[i] <- o }})
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- p.Stop(context.Background()) }()
+	testkit.Eventually(t, 5*time.Second, "the stop began", func() bool { return !p.Running() })
+	close(stopping)
+	for i, out := range outs {
+		select {
+		case o := <-out:
+			if o.Kind != lanes.Rejected && o.Kind != lanes.Committed {
+				t.Errorf("resume %d: %v %v", i, o.Kind, o.Err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("resume %d forwarded during the stop was never answered", i)
+		}
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	r, out := resume("late")
+	p.Dispatch(r)
+	if o := <-out; o.Kind != lanes.Retry || o.Reason != lanes.ReasonShutdown {
+		t.Fatalf("a resume after the stop: %v %q, want Retry shutdown", o.Kind, o.Reason)
+	}
+}
+
+func TestAStopAtItsDeadlineCancelsTheStepInFlightWhichReleasesItsClaim(t *testing.T) {
+	t.Parallel()
+	st := newFakeStore(t)
+	holding := make(chan struct{})
+	p := newPool(t, st, &lanes.Hooks{BeforeCommit: func(ctx context.Context, _ int, _ *lanes.Resume) {
+		close(holding)
+		<-ctx.Done() // a step that outlives the stop's deadline
+	}})
+	r, out := resume("held")
+	p.Dispatch(r)
+	<-holding
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	if err := p.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("stop = %v, want the deadline", err)
+	}
+	if took := time.Since(began); took > time.Second {
+		t.Errorf("stop took %s past a 50 ms deadline", took)
+	}
+	if o := <-out; o.Kind != lanes.Retry || o.Reason != lanes.ReasonShutdown {
+		t.Errorf("held step answered %v %q, want Retry shutdown", o.Kind, o.Reason)
+	}
+	if got := st.releases(); len(got) != 1 || got[0] != "held" {
+		t.Errorf("releases = %v, want the held step's claim", got)
+	}
+}

@@ -1,0 +1,124 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sutra-run/worker/fault"
+)
+
+// Every SQLSTATE the worker knows is named here, with what it becomes at the
+// store boundary. Callers branch on fault codes and sentinels, never on pgx
+// errors.
+//
+//	SU001 (sutra_commit)            fault.StepFenced: the claim was swept or stolen
+//	SU002 (sutra_consume_timer)     fault.NotWaiting: the fire's timer row is gone
+//	SU003 (sutra_buffered_match)    *BufferedMatch: a buffered message matches an opened subscription
+//	SU004 (sutra_consume_buffered)  ErrBufferedGone
+//	23505 on a known constraint     ErrDuplicate / ErrConflict where the caller expects it
+//	no rows                         ErrNotFound
+//
+// Everything else is classified by whether retrying can cure it:
+//
+//	unavailable  connection lost or refused, 08xxx, 53xxx (resources),
+//	             57P01-57P03 (server shutting down), 58xxx (system I/O),
+//	             a per-call deadline passed     → fault.Unavailable: an outage,
+//	             not this work's fault; retried with backoff, never capped
+//	transient    40001 serialization, 40P01 deadlock, 55P03 lock not
+//	             available, 57014 statement timeout or cancel
+//	                                            → fault.Transient: retried with
+//	             backoff, capped per relay (SUTRA_RELAY_MAX_RETRIES)
+//	permanent    everything else: 22xxx (bad data, e.g. "\u0000" in jsonb),
+//	             23xxx other than the known conflicts, 42xxx, P0001, …
+//	                                            → no code: the work can never
+//	             apply (a relay is dead-lettered with fault.StepFailed)
+const (
+	sqlstateFenced        = "SU001"
+	sqlstateTimerGone     = "SU002"
+	sqlstateBufferedMatch = "SU003"
+	sqlstateBufferedGone  = "SU004"
+	sqlstateUnique        = "23505"
+	sqlstateNotNull       = "23502"
+)
+
+// Sentinel errors callers branch on with errors.Is.
+var (
+	ErrNotFound = errors.New("store: not found")
+	ErrConflict = errors.New("store: conflict")
+)
+
+// translate maps driver errors to the worker's errors at the store boundary.
+func translate(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%s: %w", what, ErrNotFound)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case pgErr.Code == sqlstateFenced:
+			return fault.Wrap(fault.StepFenced, err, "%s", what)
+		case pgErr.Code == sqlstateUnique:
+			return fmt.Errorf("%s: %w: %s", what, ErrConflict, pgErr.Message)
+		case unavailableSQLState(pgErr.Code):
+			return fault.Wrap(fault.Unavailable, err, "%s", what)
+		case transientSQLState(pgErr.Code):
+			return fault.Wrap(fault.Transient, err, "%s", what)
+		}
+		return fmt.Errorf("%s: %w", what, err) // permanent
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		// The caller gave up (a stop): the caller's own context tells it so.
+		return fmt.Errorf("%s: %w", what, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return fault.Wrap(fault.Unavailable, err, "%s: the database did not answer in time", what)
+	}
+	var syntax *pgconn.ParseConfigError
+	var scan pgx.ScanArgError
+	if errors.As(err, &syntax) || errors.As(err, &scan) {
+		return fmt.Errorf("%s: %w", what, err) // a bad URL, a row that does not decode: no retry cures it
+	}
+	// Anything else is the connection: refused, reset, closed, timed out.
+	return fault.Wrap(fault.Unavailable, err, "%s", what)
+}
+
+// unavailableSQLState tells server errors that mean the database cannot
+// serve anyone right now.
+func unavailableSQLState(code string) bool {
+	switch {
+	case strings.HasPrefix(code, "08"), // connection exception
+		strings.HasPrefix(code, "53"),                     // insufficient resources
+		strings.HasPrefix(code, "58"),                     // system error (I/O)
+		code == "57P01", code == "57P02", code == "57P03": // admin/crash shutdown, cannot connect now
+		return true
+	}
+	return false
+}
+
+// transientSQLState tells server errors that one more try of the same work
+// may cure.
+func transientSQLState(code string) bool {
+	switch code {
+	case "40001", "40P01", "55P03", "57014": // serialization, deadlock, lock not available, statement timeout/cancel
+		return true
+	}
+	return false
+}
+
+func isSQLState(err error, code string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == code
+}
+
+func isUniqueViolation(err error, constraint string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == sqlstateUnique && pgErr.ConstraintName == constraint
+}

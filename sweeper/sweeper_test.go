@@ -1,0 +1,186 @@
+package sweeper_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+
+	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/testkit"
+	"github.com/sutra-run/worker/metrics"
+	"github.com/sutra-run/worker/store"
+	"github.com/sutra-run/worker/sweeper"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeStore answers the lease as the test sets it and records the chores.
+type fakeStore struct {
+	mu       sync.Mutex
+	lease    func() (bool, error)
+	sweeps   int
+	expired  []store.BufferedMessage
+	deleted  []int64
+	released bool
+}
+
+func (f *fakeStore) AcquireLease(context.Context, string, string, time.Duration) (bool, error) {
+	f.mu.Lock()
+	lease := f.lease
+	f.mu.Unlock()
+	return lease()
+}
+func (f *fakeStore) setLease(l func() (bool, error)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lease = l
+}
+func (f *fakeStore) ReleaseLease(context.Context, string, string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.released = true
+	return nil
+}
+func (f *fakeStore) SweepClaims(context.Context, time.Duration, int) ([]store.SweptClaim, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sweeps++
+	return []store.SweptClaim{{InstanceID: "i", Owner: "dead/lane/0", Age: time.Hour}}, nil
+}
+func (f *fakeStore) TrimInbox(context.Context, time.Duration, int) (int64, error) { return 0, nil }
+func (f *fakeStore) ExpiredBuffered(context.Context, int) ([]store.BufferedMessage, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]store.BufferedMessage(nil), f.expired...), nil
+}
+func (f *fakeStore) DeleteBuffered(_ context.Context, ids []int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deleted = append(f.deleted, ids...)
+	f.expired = nil
+	return nil
+}
+func (f *fakeStore) sweepCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.sweeps
+}
+
+type deadLetters struct {
+	mu  sync.Mutex
+	err error
+	got []string
+}
+
+func (d *deadLetters) DeadLetter(_ context.Context, msgs []store.BufferedMessage) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.err != nil {
+		return d.err
+	}
+	for _, m := range msgs {
+		d.got = append(d.got, m.MessageID)
+	}
+	return nil
+}
+
+func start(t *testing.T, st *fakeStore, dl *deadLetters) *sweeper.Sweeper {
+	t.Helper()
+	s := sweeper.New(sweeper.Deps{Store: st, DeadLetter: dl, Metrics: metrics.New(prometheus.NewRegistry()), Logger: testkit.Logger(t)},
+		sweeper.Config{Replica: "r", Interval: 10 * time.Millisecond, LeaseTTL: 300 * time.Millisecond})
+	s.TestSignals.Init()
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	return s
+}
+
+func TestOnlyTheLeaseHolderSweepsAndItGivesTheLeaseUpWhenItStops(t *testing.T) {
+	t.Parallel()
+	st := &fakeStore{lease: func() (bool, error) { return false, nil }}
+	s := start(t, st, &deadLetters{})
+	for range 3 {
+		if s.TestSignals.Lease.WaitOrTimeout(t) {
+			t.Fatal("took a lease the store refused")
+		}
+	}
+	if n := st.sweepCount(); n != 0 {
+		t.Fatalf("a follower swept %d times", n)
+	}
+	st.setLease(func() (bool, error) { return true, nil })
+	if got := s.TestSignals.State.WaitOrTimeout(t); got != "leader" {
+		t.Fatalf("state = %s, want leader", got)
+	}
+	if n := s.TestSignals.Swept.WaitOrTimeout(t); n != 1 {
+		t.Fatalf("swept %d claims, want 1", n)
+	}
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !st.released {
+		t.Error("the holder did not give the lease up on its way out")
+	}
+}
+
+func TestAHolderThatCannotRenewStopsSweepingOnceItsLeaseRunsOut(t *testing.T) {
+	t.Parallel()
+	st := &fakeStore{lease: func() (bool, error) { return true, nil }}
+	s := start(t, st, &deadLetters{})
+	if got := s.TestSignals.State.WaitOrTimeout(t); got != "leader" {
+		t.Fatalf("state = %s, want leader", got)
+	}
+	// The database stops answering: the holder keeps its lease only until it
+	// runs out by its own clock, since another replica may take it then.
+	st.setLease(func() (bool, error) { return false, fault.New(fault.Unavailable, "connection refused") })
+	if got := s.TestSignals.State.WaitOrTimeout(t); got != "follower" {
+		t.Fatalf("state = %s, want follower", got)
+	}
+	swept := st.sweepCount()
+	// Another replica holds it now.
+	s.TestSignals.Lease.Drain() // the renewals before the outage
+	st.setLease(func() (bool, error) { return false, nil })
+	for range 3 {
+		if s.TestSignals.Lease.WaitOrTimeout(t) {
+			t.Fatal("lease held without a renewal")
+		}
+	}
+	if n := st.sweepCount(); n != swept {
+		t.Errorf("swept %d more times after the lease ran out", n-swept)
+	}
+}
+
+func TestAnExpiredBufferedMessageIsDeletedOnlyOnceItsDeadLetterIsConfirmed(t *testing.T) {
+	t.Parallel()
+	st := &fakeStore{lease: func() (bool, error) { return true, nil },
+		expired: []store.BufferedMessage{{ID: 7, MessageID: "m-7"}, {ID: 8, MessageID: "m-8", Applied: true}}}
+	dl := &deadLetters{err: errors.New("broker down")}
+	s := start(t, st, dl)
+	for range 3 {
+		s.TestSignals.Swept.WaitOrTimeout(t) // three sweeps with the broker down
+	}
+	st.mu.Lock()
+	deleted := len(st.deleted)
+	st.mu.Unlock()
+	if deleted != 0 {
+		t.Fatal("buffered messages deleted before their dead letters were confirmed")
+	}
+	dl.mu.Lock()
+	dl.err = nil
+	dl.mu.Unlock()
+	testkit.Eventually(t, 10*time.Second, "the expired messages deleted", func() bool {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return len(st.deleted) == 2
+	})
+	dl.mu.Lock()
+	defer dl.mu.Unlock()
+	if len(dl.got) != 1 || dl.got[0] != "m-7" {
+		t.Errorf("dead-lettered %v, want m-7 only (m-8 was applied by a copy)", dl.got)
+	}
+}
