@@ -182,6 +182,7 @@ func (s *stepper) publish(i int, el *bpmn.Element) bool {
 	}
 	s.eff.Publish = append(s.eff.Publish, OutboxMessage{
 		ID:             s.outboxID(i, el),
+		Element:        el.ID,
 		Message:        el.Message.Name,
 		CorrelationKey: key,
 		Variables:      payload,

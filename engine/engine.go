@@ -148,7 +148,9 @@ type Task struct {
 type OutboxMessage struct {
 	// ID is derived from instance id + step + element so that a re-run of the
 	// same step cannot publish twice with different ids.
-	ID             string
+	ID string
+	// Element is the element that sends the message.
+	Element        string
 	Message        string
 	CorrelationKey string
 	Variables      map[string]any

@@ -22,7 +22,7 @@ func TestOrderFulfilmentExample(t *testing.T) {
 	start := func(t *testing.T) *instance {
 		x := newInstance(t, def)
 		eff := x.step(Trigger{Kind: TriggerStart, Variables: map[string]any{"orderId": "o-1", "total": 30.0}})
-		want := []OutboxMessage{{ID: "i-1/1/Event_RequestPayment/t1", Message: "payment-requested", CorrelationKey: "o-1",
+		want := []OutboxMessage{{ID: "i-1/1/Event_RequestPayment/t1", Element: "Event_RequestPayment", Message: "payment-requested", CorrelationKey: "o-1",
 			Variables: map[string]any{"orderId": "o-1", "amount": 30.0}}}
 		if !reflect.DeepEqual(eff.Publish, want) {
 			t.Fatalf("publish = %+v", eff.Publish)

@@ -31,7 +31,7 @@ func TestMessageThrowEndAndSendTaskPublishThroughOutbox(t *testing.T) {
 			x := newInstance(t, parse(t, `<bpmn:startEvent id="S" />`+tt.body+flow("F1", "S", "Send"), publishDefs))
 			x.in.Version = 6
 			eff := x.step(Trigger{Kind: TriggerStart, Variables: map[string]any{"orderId": "o-7", "total": 12.5}})
-			want := []OutboxMessage{{ID: "i-1/7/Send/t1", Message: "order-confirmed", CorrelationKey: "o-7", Variables: tt.wantVars}}
+			want := []OutboxMessage{{ID: "i-1/7/Send/t1", Element: "Send", Message: "order-confirmed", CorrelationKey: "o-7", Variables: tt.wantVars}}
 			if !reflect.DeepEqual(eff.Publish, want) {
 				t.Errorf("publish = %+v\nwant %+v", eff.Publish, want)
 			}

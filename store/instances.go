@@ -307,8 +307,8 @@ func queueEffects(b *pgx.Batch, id string, e engine.Effects) {
 			vars = map[string]any{}
 		}
 		// A re-run of the same step derives the same id: publish once.
-		b.Queue(`INSERT INTO outbox (id, instance_id, message_name, correlation_key, variables)
-			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING`, m.ID, id, m.Message, m.CorrelationKey, vars)
+		b.Queue(`INSERT INTO outbox (id, instance_id, element_id, message_name, correlation_key, variables)
+			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING`, m.ID, id, m.Element, m.Message, m.CorrelationKey, vars)
 	}
 	for _, inc := range e.Incidents {
 		b.Queue(`INSERT INTO incidents (instance_id, token_id, element_id, code, message)
