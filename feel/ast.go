@@ -187,7 +187,15 @@ func (n path) feel(b *strings.Builder) {
 	b.WriteString(n.field)
 }
 
+// feel writes "- -a" rather than "-(-a)": parentheses would add a level
+// of nesting per negation, and a canonical form must not hit maxDepth when
+// its source did not.
 func (n neg) feel(b *strings.Builder) {
+	if _, ok := n.x.(neg); ok {
+		b.WriteString("- ")
+		n.x.feel(b)
+		return
+	}
 	b.WriteString("-")
 	operand(b, n.x, n.x.prec() < precPrimary)
 }
@@ -202,11 +210,31 @@ func (n binary) feel(b *strings.Builder) {
 	p := n.op.prec
 	// Comparisons do not chain, so a comparison operand of a comparison
 	// needs parentheses on either side; everything else is left-associative.
-	operand(b, n.l, n.l.prec() < p || p == precCmp && n.l.prec() == precCmp)
-	b.WriteString(" ")
-	b.WriteString(n.op.feel)
-	b.WriteString(" ")
-	operand(b, n.r, n.r.prec() <= p)
+	l := text(n.l, n.l.prec() < p || p == precCmp && n.l.prec() == precCmp)
+	r := text(n.r, n.r.prec() <= p)
+	if n.op.feel == "and" && glued(l, r) {
+		l = "(" + l + ")"
+	}
+	b.WriteString(l + " " + n.op.feel + " " + r)
+}
+
+// text prints n, in parentheses if parens.
+func text(n node, parens bool) string {
+	var b strings.Builder
+	operand(&b, n, parens)
+	return b.String()
+}
+
+// glued reports whether l + " and " + r would read back as one name with
+// spaces: the function or type "date and time", or the function "years and
+// months duration". Parentheses around l keep the words apart.
+func glued(l, r string) bool {
+	word := func(s string, i int) bool {
+		return i < 0 || i >= len(s) || !(s[i] == '_' || isDigit(s[i]) || s[i] >= 'A' && s[i] <= 'Z' || s[i] >= 'a' && s[i] <= 'z' || s[i] >= 0x80)
+	}
+	ends := func(w string) bool { return strings.HasSuffix(l, w) && word(l, len(l)-len(w)-1) }
+	starts := func(w string) bool { return strings.HasPrefix(r, w) && word(r, len(w)) }
+	return ends("date") && starts("time") || ends("years") && starts("months")
 }
 
 func (n ifElse) feel(b *strings.Builder) {
@@ -293,9 +321,11 @@ func (n filter) feel(b *strings.Builder) {
 func (n betweenTest) feel(b *strings.Builder) {
 	operand(b, n.x, n.x.prec() < precAdd)
 	b.WriteString(" between ")
-	operand(b, n.lo, n.lo.prec() < precAdd)
-	b.WriteString(" and ")
-	operand(b, n.hi, n.hi.prec() < precAdd)
+	lo, hi := text(n.lo, n.lo.prec() < precAdd), text(n.hi, n.hi.prec() < precAdd)
+	if glued(lo, hi) {
+		lo = "(" + lo + ")"
+	}
+	b.WriteString(lo + " and " + hi)
 }
 
 func (n inTest) feel(b *strings.Builder) {
@@ -511,7 +541,7 @@ func (it iterator) domain(c *evalCtx, s *scope) ([]any, error) {
 	if it.to == nil {
 		l, ok := from.([]any)
 		if !ok {
-			return nil, fmt.Errorf("%s in ... needs a list, got %s", it.name, describe(from))
+			return nil, fmt.Errorf("\"%s in\" needs a list, got %s", it.name, describe(from))
 		}
 		return l, nil
 	}
@@ -698,8 +728,11 @@ func index(items []any, i any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !ok || f != math.Trunc(f) {
-		return nil, fmt.Errorf("a list index must be a whole number, got %s", describe(i))
+	if !ok {
+		return nil, fmt.Errorf("a list index must be a number, got %s", describe(i))
+	}
+	if f != math.Trunc(f) {
+		return nil, fmt.Errorf("a list index must be a whole number, got %s", strconv.FormatFloat(f, 'f', -1, 64))
 	}
 	if f < 0 {
 		f += float64(len(items))
@@ -887,7 +920,8 @@ func (n sortBy) eval(c *evalCtx, s *scope) (any, error) {
 	if !ok {
 		return nil, fmt.Errorf("sort: argument \"list\" must be a list, got %s", describe(v))
 	}
-	r := append([]any(nil), l...)
+	r := make([]any, len(l))
+	copy(r, l)
 	var failed error
 	sort.SliceStable(r, func(i, j int) bool {
 		if failed != nil {
@@ -898,7 +932,7 @@ func (n sortBy) eval(c *evalCtx, s *scope) (any, error) {
 		}
 		v, err := n.body.eval(c, &scope{up: &scope{up: s, name: n.a, val: r[i]}, name: n.b, val: r[j]})
 		if err != nil {
-			failed = err
+			failed = fmt.Errorf("sort: %w", err)
 			return false
 		}
 		less, ok := v.(bool)

@@ -38,13 +38,16 @@ type args struct {
 	re *regexp.Regexp
 }
 
-// param names parameter i for messages, from the longest form.
+// param names parameter i for messages, from the form called (the last
+// parameter of a variadic function takes the rest).
 func (a args) param(i int) string {
 	sig := a.f.sigs[len(a.f.sigs)-1]
-	if i < len(sig) {
-		return sig[i]
+	for _, s := range a.f.sigs {
+		if len(s) == len(a.v) {
+			sig = s
+		}
 	}
-	return sig[len(sig)-1]
+	return sig[min(i, len(sig)-1)]
 }
 
 func (a args) wrong(i int, want string) error {
@@ -313,7 +316,7 @@ func compileRegex(pattern, flags string) (*regexp.Regexp, error) {
 	}
 	re, err := regexp.Compile(prefix + pattern)
 	if err != nil {
-		return nil, fmt.Errorf("invalid regular expression %q: %v", pattern, errors.Unwrap(err))
+		return nil, fmt.Errorf("invalid regular expression %q: %s", pattern, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
 	}
 	return re, nil
 }
@@ -916,14 +919,15 @@ func roundDecimal(f float64, scale int, mode rounding) (any, error) {
 	if keep >= len(digits) {
 		return f, nil
 	}
-	kept, dropped := "", digits
-	if keep > 0 {
-		kept, dropped = digits[:keep], digits[keep:]
-	} else {
-		dropped = strings.Repeat("0", -keep) + digits
+	// kept are the digits left; first is the first digit dropped, and
+	// restNonZero tells whether any digit after it is not 0.
+	kept, first, restNonZero := "", byte('0'), true
+	switch {
+	case keep > 0:
+		kept, first, restNonZero = digits[:keep], digits[keep], strings.Trim(digits[keep+1:], "0") != ""
+	case keep == 0:
+		first, restNonZero = digits[0], strings.Trim(digits[1:], "0") != ""
 	}
-	first := dropped[0]
-	restNonZero := strings.Trim(dropped[1:], "0") != ""
 	anyNonZero := first != '0' || restNonZero
 	lastOdd := kept != "" && (kept[len(kept)-1]-'0')%2 == 1
 	var up bool
@@ -1204,7 +1208,11 @@ func defineConversions() {
 					return nil, err
 				}
 			}
-			return parseDate(fmt.Sprintf("%04d-%02d-%02d", ymd[0], ymd[1], ymd[2]))
+			d, err := parseDate(fmt.Sprintf("%04d-%02d-%02d", ymd[0], ymd[1], ymd[2]))
+			if err != nil {
+				return nil, fmt.Errorf("year %d, month %d, day %d is not a date (years %d to %d)", ymd[0], ymd[1], ymd[2], minYear, maxYear)
+			}
+			return d, nil
 		}
 		switch x := a.v[0].(type) {
 		case string:
@@ -1311,7 +1319,11 @@ func timeFn(_ *evalCtx, a args) (any, error) {
 	if h < 0 || h > 23 || m < 0 || m > 59 || s < 0 || s >= 60 {
 		return nil, fmt.Errorf("%d:%d:%v is not a time of day", h, m, s)
 	}
-	t := timeOfDay{ns: int64(h)*int64(time.Hour) + int64(m)*int64(time.Minute) + int64(math.Round(s*1e9))}
+	sec := int64(math.Round(s * 1e9))
+	if sec >= int64(time.Minute) {
+		return nil, fmt.Errorf("%d:%d:%v is not a time of day", h, m, s)
+	}
+	t := timeOfDay{ns: int64(h)*int64(time.Hour) + int64(m)*int64(time.Minute) + sec}
 	if a.has(3) {
 		off, ok := a.v[3].(dtDuration)
 		if !ok {

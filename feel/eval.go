@@ -72,8 +72,19 @@ func kindOf(v any) (kind, error) {
 var kindNames = [...]string{"null", "a boolean", "a number", "a string", "a list", "a context",
 	"a date", "a time", "a date and time", "a years and months duration", "a days and time duration"}
 
-// describe names v's FEEL type for error messages.
+// describe names v's FEEL type for error messages, telling local times
+// from times with an offset, since they cannot be compared.
 func describe(v any) string {
+	switch t := v.(type) {
+	case timeOfDay:
+		if !t.zoned {
+			return "a local time"
+		}
+	case dateTime:
+		if !t.zoned {
+			return "a local date and time"
+		}
+	}
 	k, err := kindOf(v)
 	if err != nil {
 		return fmt.Sprintf("a value of Go type %T", v)

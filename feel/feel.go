@@ -215,16 +215,16 @@ func refuseArity(src string, fn *builtin, n int) error {
 	for _, sig := range fn.sigs {
 		counts = append(counts, fmt.Sprint(len(sig)))
 	}
-	want := strings.Join(counts, " or ")
+	want := counts[len(counts)-1]
+	if len(counts) > 1 {
+		want = strings.Join(counts[:len(counts)-1], ", ") + " or " + want
+	}
 	if fn.variadic {
 		want = "at least " + want
 	}
-	return refuseCall(src, fn, "takes %s argument%s, got %d", want, plural(want != "1"), n)
-}
-
-func plural(many bool) string {
-	if many {
-		return "s"
+	plural := "s"
+	if counts[len(counts)-1] == "1" {
+		plural = ""
 	}
-	return ""
+	return refuseCall(src, fn, "takes %s argument%s, got %d", want, plural, n)
 }

@@ -32,6 +32,10 @@ func vars() map[string]any {
 		"len":    3.0,
 		"prénom": "Zoé",
 		"_x1":    1.0,
+		"orders": []any{map[string]any{"id": "a", "total": 10.0}, map[string]any{"id": "b", "total": 200.0}},
+		"xs":     []any{1.0, 2.0, 3.0, 7.0},
+		"due":    "2024-01-31", // dates are strings in JSON variables
+		"at":     "2024-01-31T10:00:00+01:00",
 	}
 }
 
@@ -443,8 +447,8 @@ func TestString(t *testing.T) {
 		{`=a-(b-c)`, `=a - (b - c)`},
 		{`=(a-b)-c`, `=a - b - c`},
 		{`=a/(b*c)`, `=a / (b * c)`},
-		{`=-(-a)`, `=-(-a)`},
-		{`=- -a`, `=-(-a)`},
+		{`=-(-a)`, `=- -a`},
+		{`=- -a`, `=- -a`},
 		{`=-(a*b)`, `=-(a * b)`},
 		{`=-a*b`, `=-a * b`},
 		{`=a and (b or c)`, `=a and (b or c)`},

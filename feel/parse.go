@@ -38,6 +38,9 @@ type parser struct {
 	free  int      // references to names nothing in the expression binds; 0 means a constant
 	clock bool     // calls now() or today()
 	bound []string // names bound by the enclosing for, some, every, filters and context literals
+	// noFilterAt is the depth at which "[" ends an interval's upper bound
+	// (]1..5[) instead of starting a filter; -1 when none.
+	noFilterAt int
 }
 
 // parse parses the expression part of src (which starts with "=").
@@ -46,7 +49,7 @@ func parse(src string) (*parser, node, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	p := &parser{src: src, toks: toks}
+	p := &parser{src: src, toks: toks, noFilterAt: -1}
 	if p.peek().kind == tEOF {
 		return nil, nil, refuse(src, len(src), "empty expression")
 	}
@@ -483,7 +486,16 @@ func (p *parser) tryInterval() (unaryTest, bool, error) {
 	if t := p.next(); t.kind != tRange {
 		return unaryTest{}, true, refuse(p.src, t.pos, "expected .. in the interval starting at position %d, found %s", column(p.src, open.pos), t.describe())
 	}
+	// The upper bound may be closed by "[" (1..5[ is open), which a first
+	// reading takes for a filter; read it again without filters then.
+	atHi := *p
 	hi, err := p.parseAdd()
+	if k := p.peek().kind; err != nil || k != tRBrack && k != tRParen && k != tLBrack {
+		*p = atHi
+		p.noFilterAt = p.depth
+		hi, err = p.parseAdd()
+		p.noFilterAt = -1
+	}
 	if err != nil {
 		return unaryTest{}, true, err
 	}
@@ -537,6 +549,9 @@ func (p *parser) parsePostfix() (node, error) {
 				return nil, err
 			}
 		case tLBrack:
+			if p.noFilterAt == p.depth {
+				return n, nil
+			}
 			open := p.next()
 			if err := p.enter(open); err != nil {
 				return nil, err
@@ -762,8 +777,9 @@ func (p *parser) parseCall(t token, fname string) (node, error) {
 		at := p.peek()
 		if n, ok := p.argName(); ok {
 			names = append(names, n)
-		} else if len(names) > 0 {
-			return nil, refuse(p.src, at.pos, "a positional argument cannot follow named ones")
+		}
+		if len(names) > 0 && len(names) != len(as)+1 {
+			return nil, refuse(p.src, at.pos, "arguments must be all named or all positional")
 		}
 		a, err := p.parseExpr()
 		if err != nil {

@@ -223,7 +223,7 @@ func parseDuration(s string) (any, error) {
 		if neg {
 			months.Neg(&months)
 		}
-		if !months.IsInt64() {
+		if !months.IsInt64() || months.Int64() == math.MinInt64 {
 			return nil, fmt.Errorf("duration %q is too large", s)
 		}
 		return ymDuration(months.Int64()), nil
@@ -283,13 +283,14 @@ func component(s string, unit byte) (n *big.Int, rest string, found, ok bool) {
 	return n, s[j+1:], true, true
 }
 
-// seconds reads "<digits>[.<1-9 digits>]S" as nanoseconds.
+// seconds reads "<digits>[.<1-9 digits>]S" as nanoseconds; ISO 8601 (and
+// Java) also allow a decimal comma.
 func seconds(s string) (*big.Int, bool) {
 	num, ok := strings.CutSuffix(s, "S")
 	if !ok {
 		return nil, false
 	}
-	whole, frac, hasFrac := strings.Cut(num, ".")
+	whole, frac, hasFrac := strings.Cut(strings.Replace(num, ",", ".", 1), ".")
 	if whole == "" || strings.Trim(whole, "0123456789") != "" || hasFrac && (frac == "" || len(frac) > 9 || strings.Trim(frac, "0123456789") != "") {
 		return nil, false
 	}
@@ -631,7 +632,7 @@ func addTemporal(x, y any) (any, error) {
 	case ymDuration:
 		if d, ok := y.(ymDuration); ok {
 			s := int64(a) + int64(d)
-			if (s > int64(a)) != (d > 0) {
+			if (s > int64(a)) != (d > 0) || s == math.MinInt64 {
 				return nil, errors.New("result of + overflows")
 			}
 			return ymDuration(s), nil
@@ -650,15 +651,13 @@ func addTemporal(x, y any) (any, error) {
 
 // subTemporal is x - y; nil, nil when undefined.
 func subTemporal(x, y any) (any, error) {
+	// Durations never hold MinInt64, so they can be negated.
 	switch d := y.(type) {
 	case ymDuration:
 		if _, ok := x.(timeOfDay); !ok {
 			return addTemporal(x, -d)
 		}
 	case dtDuration:
-		if d == math.MinInt64 {
-			return nil, errors.New("result of - overflows")
-		}
 		return addTemporal(x, -d)
 	}
 	switch a := x.(type) {
