@@ -162,21 +162,20 @@ func (n literal) feel(b *strings.Builder) {
 	case string:
 		quoteFEEL(b, v)
 	default:
-		// Temporal values print as the conversion call that rebuilds them.
-		fn := map[kind]string{kDate: "date", kTime: "time", kDateTime: "date and time"}
-		k, _ := kindOf(v)
-		b.WriteString(cmpOr(fn[k], "duration"))
-		b.WriteString("(")
+		// A temporal value prints as the conversion that rebuilds it.
+		switch v.(type) {
+		case date:
+			b.WriteString("date(")
+		case timeOfDay:
+			b.WriteString("time(")
+		case dateTime:
+			b.WriteString("date and time(")
+		default:
+			b.WriteString("duration(")
+		}
 		quoteFEEL(b, v.(fmt.Stringer).String())
 		b.WriteString(")")
 	}
-}
-
-func cmpOr(s, fallback string) string {
-	if s == "" {
-		return fallback
-	}
-	return s
 }
 
 func (n name) feel(b *strings.Builder) { b.WriteString(n.name) }
@@ -360,11 +359,20 @@ func (t unaryTest) feel(b *strings.Builder) {
 		b.WriteString(" ")
 		operand(b, t.a, t.a.prec() < precAdd)
 	case testInterval:
-		b.WriteString(map[bool]string{false: "[", true: "("}[t.openLo])
+		// Open ends print as ( and ), never as ] and [.
+		if t.openLo {
+			b.WriteString("(")
+		} else {
+			b.WriteString("[")
+		}
 		operand(b, t.a, t.a.prec() < precAdd)
 		b.WriteString("..")
 		operand(b, t.b, t.b.prec() < precAdd)
-		b.WriteString(map[bool]string{false: "]", true: ")"}[t.openHi])
+		if t.openHi {
+			b.WriteString(")")
+		} else {
+			b.WriteString("]")
+		}
 	}
 }
 
@@ -707,12 +715,8 @@ func (n filter) eval(c *evalCtx, s *scope) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		if k == 0 {
-			if _, isNum := keep.(bool); !isNum {
-				if _, ok, _ := number(keep); ok {
-					return index(items, keep)
-				}
-			}
+		if _, isNum, _ := number(keep); isNum && k == 0 {
+			return index(items, keep)
 		}
 		if keep == true {
 			r = append(r, item)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/big"
 	"regexp"
@@ -207,8 +208,8 @@ func defineStrings() {
 	matchFn("starts with", func(s, m string) any { return strings.HasPrefix(s, m) })
 	matchFn("ends with", func(s, m string) any { return strings.HasSuffix(s, m) })
 	matchFn("substring before", func(s, m string) any {
-		before, _, _ := strings.Cut(s, m)
-		if before == s {
+		before, _, found := strings.Cut(s, m)
+		if !found {
 			return ""
 		}
 		return before
@@ -484,7 +485,7 @@ func variadic(name string, params []string, f func(c *evalCtx, l []any, a args) 
 	builtins[name].variadic = true
 }
 
-// numbers reads a list of numbers; nil for an empty list.
+// numbers reads a list of numbers.
 func numbers(l []any) ([]float64, error) {
 	r := make([]float64, len(l))
 	for i, item := range l {
@@ -608,7 +609,7 @@ func key(c *evalCtx, b *strings.Builder, v any) error {
 		}
 	case map[string]any:
 		b.WriteString(strconv.Itoa(len(x)) + "{")
-		for _, k := range slices.Sorted(mapKeys(x)) {
+		for _, k := range slices.Sorted(maps.Keys(x)) {
 			b.WriteString(strconv.Quote(k))
 			if err := key(c, b, x[k]); err != nil {
 				return err
@@ -621,27 +622,20 @@ func key(c *evalCtx, b *strings.Builder, v any) error {
 			fmt.Fprintf(b, "l%d", x.ns)
 		}
 	case dateTime:
+		// Zoned values are equal as instants, local ones as wall clocks.
 		fmt.Fprintf(b, "%v%d.%d", x.zoned, x.t.Unix(), x.t.Nanosecond())
+	case date, ymDuration, dtDuration:
+		b.WriteString(x.(fmt.Stringer).String())
 	case nil:
-	default:
-		if f, ok, err := number(v); ok || err != nil {
-			b.WriteString(strconv.FormatFloat(noNegZero(f), 'g', -1, 64) + ";")
+	default: // a number, by kindOf
+		f, _, err := number(v)
+		if err != nil {
 			return err
 		}
-		b.WriteString(v.(fmt.Stringer).String())
+		b.WriteString(strconv.FormatFloat(noNegZero(f), 'g', -1, 64))
 	}
 	b.WriteByte(';')
 	return nil
-}
-
-func mapKeys(m map[string]any) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // distinct keeps the first of each group of equal items, in order.
@@ -740,14 +734,15 @@ func defineLists() {
 			counts[noNegZero(n)]++
 			top = max(top, counts[noNegZero(n)])
 		}
-		r := []any{}
-		for _, n := range slices.Sorted(func(yield func(float64) bool) {
-			for n, k := range counts {
-				if k == top && !yield(n) {
-					return
-				}
+		var modes []float64
+		for n, k := range counts {
+			if k == top {
+				modes = append(modes, n)
 			}
-		}) {
+		}
+		slices.Sort(modes) // in ascending order, as in feel-scala
+		r := []any{}
+		for _, n := range modes {
 			r = append(r, n)
 		}
 		return r, nil
@@ -850,21 +845,21 @@ func defineLists() {
 	})
 	listFn("distinct values", []string{"list"}, func(c *evalCtx, l []any, _ args) (any, error) { return distinct(c, l) })
 	listFn("duplicate values", []string{"list"}, func(c *evalCtx, l []any, _ args) (any, error) {
+		keys := make([]string, len(l))
 		counts := map[string]int{}
 		var b strings.Builder
-		for _, item := range l {
+		for i, item := range l {
 			b.Reset()
 			if err := key(c, &b, item); err != nil {
 				return nil, err
 			}
-			counts[b.String()]++
+			keys[i] = b.String()
+			counts[keys[i]]++
 		}
 		r := []any{}
-		for _, item := range l {
-			b.Reset()
-			_ = key(c, &b, item)
-			if counts[b.String()] > 1 {
-				counts[b.String()] = 0
+		for i, item := range l {
+			if counts[keys[i]] > 1 {
+				counts[keys[i]] = 0 // once per value, at its first place
 				r = append(r, item)
 			}
 		}
@@ -1092,7 +1087,7 @@ func toString(c *evalCtx, b *strings.Builder, v any, nested bool) error {
 		b.WriteString("]")
 	case map[string]any:
 		b.WriteString("{")
-		for i, k := range slices.Sorted(mapKeys(x)) {
+		for i, k := range slices.Sorted(maps.Keys(x)) {
 			if i > 0 {
 				b.WriteString(", ")
 			}
@@ -1102,8 +1097,8 @@ func toString(c *evalCtx, b *strings.Builder, v any, nested bool) error {
 			}
 		}
 		b.WriteString("}")
-	case fmt.Stringer:
-		b.WriteString(x.String())
+	case date, timeOfDay, dateTime, ymDuration, dtDuration:
+		b.WriteString(x.(fmt.Stringer).String())
 	default:
 		s, ok, err := formatNumber(v)
 		if err != nil {
@@ -1352,17 +1347,18 @@ func defineContexts() {
 		if err != nil {
 			return nil, a.wrong(1, "a string or a list of strings")
 		}
+		// A path of keys; one that leads nowhere is null, as in feel-scala.
+		if len(keys) == 0 {
+			return nil, nil
+		}
 		var v any = m
 		for _, k := range keys {
 			s, ok := k.(string)
 			cur, isCtx := v.(map[string]any)
 			if !ok || !isCtx {
-				return nil, nil // feel-scala: null
+				return nil, nil
 			}
 			v = cur[s]
-		}
-		if len(keys) == 0 {
-			return nil, nil
 		}
 		return v, nil
 	})
@@ -1372,7 +1368,7 @@ func defineContexts() {
 			return nil, err
 		}
 		r := []any{}
-		for _, k := range slices.Sorted(mapKeys(m)) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			r = append(r, map[string]any{"key": k, "value": m[k]})
 		}
 		return r, c.spend(len(r))

@@ -197,6 +197,24 @@ func (p *parser) parseIf() (node, error) {
 	return p.add(ifElse{cond, then, els}, t)
 }
 
+// commaList calls item for each element of a comma-separated list ending
+// before closing. The list may be empty; a trailing comma is refused, as in
+// feel-scala.
+func (p *parser) commaList(closing tokKind, item func() error) error {
+	if p.peek().kind == closing {
+		return nil
+	}
+	for {
+		if err := item(); err != nil {
+			return err
+		}
+		if p.peek().kind != tComma {
+			return nil
+		}
+		p.next()
+	}
+}
+
 // parseIterators parses "x in xs, y in 1..3" and binds the names; the
 // caller unbinds them.
 func (p *parser) parseIterators(word string) ([]iterator, error) {
@@ -637,16 +655,13 @@ func (p *parser) parseList(open token) (node, error) {
 	}
 	defer p.leave()
 	items := []node{}
-	for p.peek().kind != tRBrack {
+	err := p.commaList(tRBrack, func() error {
 		item, err := p.parseExpr()
-		if err != nil {
-			return nil, err
-		}
 		items = append(items, item)
-		if p.peek().kind != tComma {
-			break
-		}
-		p.next()
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return listLit{items}, p.expectClose(open, tRBrack, "]")
 }
@@ -661,27 +676,25 @@ func (p *parser) parseContext(open token) (node, error) {
 	defer p.leave()
 	var c ctxLit
 	defer func() { p.unbind(len(c.keys)) }()
-	for p.peek().kind != tRBrace {
+	err := p.commaList(tRBrace, func() error {
 		k, err := p.parseKey()
 		if err != nil {
-			return nil, err
+			return err
 		}
-		for _, seen := range c.keys {
-			if seen == k {
-				return nil, refuse(p.src, p.toks[p.i-1].pos, "key %q appears twice in the context", k)
-			}
+		if indexOf(c.keys, k) >= 0 {
+			return refuse(p.src, p.toks[p.i-1].pos, "key %q appears twice in the context", k)
 		}
 		v, err := p.parseExpr()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		c.keys = append(c.keys, k)
 		c.vals = append(c.vals, v)
 		p.bind(k)
-		if p.peek().kind != tComma {
-			break
-		}
-		p.next()
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return c, p.expectClose(open, tRBrace, "}")
 }
@@ -773,29 +786,25 @@ func (p *parser) parseCall(t token, fname string) (node, error) {
 	defer p.leave()
 	var as []node
 	var names []string
-	for p.peek().kind != tRParen {
+	err := p.commaList(tRParen, func() error {
 		at := p.peek()
 		if n, ok := p.argName(); ok {
 			names = append(names, n)
 		}
 		if len(names) > 0 && len(names) != len(as)+1 {
-			return nil, refuse(p.src, at.pos, "arguments must be all named or all positional")
+			return refuse(p.src, at.pos, "arguments must be all named or all positional")
 		}
 		a, err := p.parseExpr()
-		if err != nil {
-			return nil, err
-		}
 		as = append(as, a)
-		if p.peek().kind != tComma {
-			break
-		}
-		p.next()
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	if err := p.expectClose(open, tRParen, ")"); err != nil {
 		return nil, err
 	}
-	as, err := p.arrange(fn, as, names)
-	if err != nil {
+	if as, err = p.arrange(fn, as, names); err != nil {
 		return nil, err
 	}
 	p.clock = p.clock || fn.clock
@@ -926,7 +935,8 @@ func (p *parser) parseSort(t token) (node, error) {
 	}
 	defer p.leave()
 	var s sortBy
-	for i := 0; p.peek().kind != tRParen; i++ {
+	i := 0
+	err := p.commaList(tRParen, func() error {
 		at := p.peek()
 		if n, ok := p.argName(); ok {
 			i = indexOf([]string{"list", "precedes"}, n)
@@ -938,15 +948,13 @@ func (p *parser) parseSort(t token) (node, error) {
 		case i == 1 && s.body == nil:
 			err = p.parseLambda(&s)
 		default:
-			return nil, refuse(p.src, at.pos, "sort takes a list and a precedes function")
+			return refuse(p.src, at.pos, "sort takes a list and a precedes function")
 		}
-		if err != nil {
-			return nil, err
-		}
-		if p.peek().kind != tComma {
-			break
-		}
-		p.next()
+		i++
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	if err := p.expectClose(open, tRParen, ")"); err != nil {
 		return nil, err
@@ -968,16 +976,16 @@ func (p *parser) parseLambda(s *sortBy) error {
 		return refuse(p.src, open.pos, "expected ( after function, found %s", open.describe())
 	}
 	var params []string
-	for p.peek().kind != tRParen {
+	err := p.commaList(tRParen, func() error {
 		n := p.next()
 		if n.kind != tName || isKeyword(n.text) || indexOf(params, n.text) >= 0 {
 			return refuse(p.src, n.pos, "expected a parameter name, found %s", n.describe())
 		}
 		params = append(params, n.text)
-		if p.peek().kind != tComma {
-			break
-		}
-		p.next()
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if err := p.expectClose(open, tRParen, ")"); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package feel
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -43,10 +44,8 @@ const minYear, maxYear = 1, 9999
 
 var errNamedZone = errors.New("named time zones are not supported; use Z or an offset such as +01:00")
 
-func inYearRange(t time.Time) bool { return t.Year() >= minYear && t.Year() <= maxYear }
-
 func checkDate(t time.Time) (time.Time, error) {
-	if !inYearRange(t) {
+	if t.Year() < minYear || t.Year() > maxYear {
 		return time.Time{}, fmt.Errorf("date is outside the years %d to %d", minYear, maxYear)
 	}
 	return t, nil
@@ -510,9 +509,9 @@ func compareTemporal(a, b any) (c int, ok bool) {
 	case timeOfDay:
 		if y, ok := b.(timeOfDay); ok && x.zoned == y.zoned {
 			if x.zoned {
-				return cmpInt(x.instantOfDay(), y.instantOfDay()), true
+				return cmp.Compare(x.instantOfDay(), y.instantOfDay()), true
 			}
-			return cmpInt(x.ns, y.ns), true
+			return cmp.Compare(x.ns, y.ns), true
 		}
 	case dateTime:
 		if y, ok := b.(dateTime); ok && x.zoned == y.zoned {
@@ -520,39 +519,26 @@ func compareTemporal(a, b any) (c int, ok bool) {
 		}
 	case ymDuration:
 		if y, ok := b.(ymDuration); ok {
-			return cmpInt(int64(x), int64(y)), true
+			return cmp.Compare(int64(x), int64(y)), true
 		}
 	case dtDuration:
 		if y, ok := b.(dtDuration); ok {
-			return cmpInt(int64(x), int64(y)), true
+			return cmp.Compare(int64(x), int64(y)), true
 		}
 	}
 	return 0, false
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // addMonths moves t by whole months, keeping the time of day; a day that the
 // target month lacks becomes its last day (Jan 31 + 1 month = Feb 28/29).
 func addMonths(t time.Time, months int64) (time.Time, error) {
 	y, m, d := t.Date()
-	total := int64(y)*12 + int64(m-1)
-	if months > 12*maxYear || months < -12*maxYear {
+	// Bounding months first keeps total from overflowing.
+	total := int64(y)*12 + int64(m-1) + max(min(months, 12*maxYear), -12*maxYear)
+	if total < 0 || months > 12*maxYear || months < -12*maxYear {
 		return time.Time{}, fmt.Errorf("date is outside the years %d to %d", minYear, maxYear)
 	}
-	total += months
 	ny, nm := int(total/12), time.Month(total%12+1)
-	if total < 0 {
-		return time.Time{}, fmt.Errorf("date is outside the years %d to %d", minYear, maxYear)
-	}
 	h, mi, s := t.Clock()
 	r := time.Date(ny, nm, min(d, daysIn(ny, nm)), h, mi, s, t.Nanosecond(), t.Location())
 	return checkDate(r)
