@@ -528,6 +528,17 @@ func BenchmarkEvalBool(b *testing.B) {
 	}
 }
 
+// BenchmarkEvalSimple is the simplest gateway condition: one comparison.
+func BenchmarkEvalSimple(b *testing.B) {
+	e, vars := MustCompile(`=amount > 100`), map[string]any{"amount": 150.0}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := e.EvalBool(vars); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func BenchmarkCompile(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
