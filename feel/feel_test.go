@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sutra-run/worker/fault"
 )
@@ -495,6 +496,32 @@ func TestConcurrentEval(t *testing.T) {
 		})
 	}
 	wg.Wait()
+
+	// The new forms share compiled state too: a regular expression compiled
+	// at deploy time, and the scopes of filters, loops and sort.
+	e = MustCompile(`=for o in sort(orders[matches(id, "^[a-z]$")], function(a, b) a.total > b.total) ` +
+		`return {id: upper case(o.id), due: date(day) + duration("P" + string(o.n) + "D"), at: now()}`)
+	var wg2 sync.WaitGroup
+	for g := range 8 {
+		wg2.Go(func() {
+			for i := range 100 {
+				vars := map[string]any{"day": "2024-01-31", "orders": []any{
+					map[string]any{"id": "a", "total": 1.0, "n": float64(g)},
+					map[string]any{"id": "b", "total": 2.0, "n": float64(i)},
+				}}
+				got, err := e.EvalAt(vars, testNow)
+				want := []any{
+					map[string]any{"id": "B", "due": time.Date(2024, 1, 31+i, 0, 0, 0, 0, time.UTC).Format(time.DateOnly), "at": "2024-01-31T10:00:00Z"},
+					map[string]any{"id": "A", "due": time.Date(2024, 1, 31+g, 0, 0, 0, 0, time.UTC).Format(time.DateOnly), "at": "2024-01-31T10:00:00Z"},
+				}
+				if err != nil || !reflect.DeepEqual(got, want) {
+					t.Errorf("EvalAt = %v, %v; want %v", got, err, want)
+					return
+				}
+			}
+		})
+	}
+	wg2.Wait()
 }
 
 // gatewayCondition is a typical exclusive-gateway condition.
