@@ -7,15 +7,15 @@ import (
 	"math"
 	"strconv"
 	"strings"
-
-	"github.com/expr-lang/expr"
+	"time"
 )
 
 // The value model. Variables are JSON-shaped: nil, bool, string, numbers,
 // []any and map[string]any. Numbers of any Go numeric type (and
 // json.Number, for decoders that keep precision) are compared and computed
 // as float64; an integer that float64 cannot hold exactly is an error
-// rather than a silently rounded operand.
+// rather than a silently rounded operand. Inside an evaluation there are
+// also the temporal values of temporal.go; they leave as ISO 8601 strings.
 
 type kind int
 
@@ -26,10 +26,20 @@ const (
 	kString
 	kList
 	kContext
+	kDate
+	kTime
+	kDateTime
+	kYMDuration
+	kDTDuration
 )
 
 // maxExact is 2^53: every integer of smaller magnitude is exact in float64.
 const maxExact = 1 << 53
+
+// maxSteps bounds the work of one evaluation (loop iterations, list items
+// built or scanned, string bytes built / 16), so that an expression over
+// large or hostile input fails instead of exhausting the worker.
+const maxSteps = 1 << 20
 
 func kindOf(v any) (kind, error) {
 	switch v.(type) {
@@ -45,17 +55,41 @@ func kindOf(v any) (kind, error) {
 		return kContext, nil
 	case float64, float32, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, json.Number:
 		return kNumber, nil
+	case date:
+		return kDate, nil
+	case timeOfDay:
+		return kTime, nil
+	case dateTime:
+		return kDateTime, nil
+	case ymDuration:
+		return kYMDuration, nil
+	case dtDuration:
+		return kDTDuration, nil
 	}
 	return 0, fmt.Errorf("unsupported value of Go type %T", v)
 }
 
-// describe names v's FEEL type for error messages.
+var kindNames = [...]string{"null", "a boolean", "a number", "a string", "a list", "a context",
+	"a date", "a time", "a date and time", "a years and months duration", "a days and time duration"}
+
+// describe names v's FEEL type for error messages, telling local times
+// from times with an offset, since they cannot be compared.
 func describe(v any) string {
+	switch t := v.(type) {
+	case timeOfDay:
+		if !t.zoned {
+			return "a local time"
+		}
+	case dateTime:
+		if !t.zoned {
+			return "a local date and time"
+		}
+	}
 	k, err := kindOf(v)
 	if err != nil {
 		return fmt.Sprintf("a value of Go type %T", v)
 	}
-	return [...]string{"null", "a boolean", "a number", "a string", "a list", "a context"}[k]
+	return kindNames[k]
 }
 
 // number converts v to float64; ok is false when v is not a number.
@@ -117,9 +151,55 @@ func exactUint(u uint64) (float64, bool, error) {
 	return float64(u), true, nil
 }
 
+// evalCtx is the state of one evaluation.
+type evalCtx struct {
+	vars  map[string]any
+	now   time.Time // zero when the caller supplied no clock
+	steps int
+}
+
+// spend charges n units of work against maxSteps.
+func (c *evalCtx) spend(n int) error {
+	c.steps += n
+	if c.steps > maxSteps || n < 0 {
+		return fmt.Errorf("the evaluation is too large (more than %d steps); reduce the data it iterates over", maxSteps)
+	}
+	return nil
+}
+
+// spendString charges for building a string of n bytes.
+func (c *evalCtx) spendString(n int) error { return c.spend(1 + n/16) }
+
+var errNoClock = errors.New("the current time is not available here")
+
+// scope is one level of names bound inside an expression: an iteration
+// variable, a function parameter, "item" with a filtered context's entries,
+// or the entries of a context literal so far. Lookups fall back to the
+// variables.
+type scope struct {
+	up      *scope
+	name    string
+	val     any
+	entries map[string]any // shadow name, as in feel-scala's filter context
+}
+
+func lookup(c *evalCtx, s *scope, name string) (any, bool) {
+	for ; s != nil; s = s.up {
+		if v, ok := s.entries[name]; ok {
+			return v, true
+		}
+		if s.name == name {
+			return s.val, true
+		}
+	}
+	v, ok := c.vars[name]
+	return v, ok
+}
+
 // equal is FEEL "=": null equals only null, values of different types are
-// unequal, numbers compare by value, lists and contexts compare deeply.
-func equal(a, b any) (bool, error) {
+// unequal, numbers compare by value, lists and contexts compare deeply,
+// zoned dates and times compare as instants.
+func equal(c *evalCtx, a, b any) (bool, error) {
 	ka, err := kindOf(a)
 	if err != nil {
 		return false, err
@@ -150,38 +230,50 @@ func equal(a, b any) (bool, error) {
 		if len(x) != len(y) {
 			return false, nil
 		}
+		if err := c.spend(len(x)); err != nil {
+			return false, err
+		}
 		for i := range x {
-			if eq, err := equal(x[i], y[i]); err != nil || !eq {
+			if eq, err := equal(c, x[i], y[i]); err != nil || !eq {
 				return false, err
 			}
 		}
 		return true, nil
-	default:
+	case kContext:
 		x, y := a.(map[string]any), b.(map[string]any)
 		if len(x) != len(y) {
 			return false, nil
+		}
+		if err := c.spend(len(x)); err != nil {
+			return false, err
 		}
 		for k, xv := range x {
 			yv, ok := y[k]
 			if !ok {
 				return false, nil
 			}
-			if eq, err := equal(xv, yv); err != nil || !eq {
+			if eq, err := equal(c, xv, yv); err != nil || !eq {
 				return false, err
 			}
 		}
 		return true, nil
 	}
+	cmp, ok := compareTemporal(a, b)
+	return ok && cmp == 0, nil
 }
 
-// compare orders two numbers or two strings. Anything else, null
-// included, is an error: "null < 5" has no true answer, and reporting
-// false would take a gateway branch on a missing variable.
+// compare orders two numbers, two strings or two temporal values of the
+// same kind. Anything else, null included, is an error: "null < 5" has no
+// true answer, and reporting false would take a gateway branch on a missing
+// variable.
 func compare(a, b any, op string) (int, error) {
 	if x, ok := a.(string); ok {
 		if y, ok := b.(string); ok {
 			return strings.Compare(x, y), nil
 		}
+	}
+	if c, ok := compareTemporal(a, b); ok {
+		return c, nil
 	}
 	x, xok, err := number(a)
 	if err != nil {
@@ -203,12 +295,20 @@ func compare(a, b any, op string) (int, error) {
 	return 0, nil
 }
 
-func arithmetic(a, b any, op string) (any, error) {
+func arithmetic(c *evalCtx, a, b any, op string) (any, error) {
 	if op == "+" {
 		if x, ok := a.(string); ok {
 			if y, ok := b.(string); ok {
+				if err := c.spendString(len(x) + len(y)); err != nil {
+					return nil, err
+				}
 				return x + y, nil
 			}
+		}
+	}
+	if op == "+" || op == "-" {
+		if r, ok, err := temporalArithmetic(a, b, op); ok {
+			return r, err
 		}
 	}
 	x, xok, err := number(a)
@@ -218,6 +318,16 @@ func arithmetic(a, b any, op string) (any, error) {
 	y, yok, err := number(b)
 	if err != nil {
 		return nil, err
+	}
+	if op == "*" || op == "/" {
+		switch {
+		case xok && isDuration(b) && op == "*":
+			return scaleDuration(b, x, false)
+		case yok && isDuration(a):
+			return scaleDuration(a, y, op == "/")
+		case op == "/" && isDuration(a) && isDuration(b):
+			return durationRatio(a, b)
+		}
 	}
 	if !xok || !yok {
 		return nil, fmt.Errorf("cannot apply %s to %s and %s", op, describe(a), describe(b))
@@ -242,6 +352,35 @@ func arithmetic(a, b any, op string) (any, error) {
 	return noNegZero(r), nil
 }
 
+func isDuration(v any) bool {
+	switch v.(type) {
+	case ymDuration, dtDuration:
+		return true
+	}
+	return false
+}
+
+// durationRatio is a / b for two durations of the same kind: a number.
+func durationRatio(a, b any) (any, error) {
+	switch x := a.(type) {
+	case ymDuration:
+		if y, ok := b.(ymDuration); ok {
+			if y == 0 {
+				return nil, errors.New("division by zero")
+			}
+			return noNegZero(float64(x) / float64(y)), nil
+		}
+	case dtDuration:
+		if y, ok := b.(dtDuration); ok {
+			if y == 0 {
+				return nil, errors.New("division by zero")
+			}
+			return noNegZero(float64(x) / float64(y)), nil
+		}
+	}
+	return nil, fmt.Errorf("cannot apply / to %s and %s", describe(a), describe(b))
+}
+
 // noNegZero maps -0 to 0: FEEL numbers are decimals, which have no
 // negative zero, and "-0" must not leak into correlation keys or JSON.
 func noNegZero(f float64) float64 {
@@ -260,62 +399,79 @@ func boolean(v any, op string) (bool, error) {
 }
 
 // get reads one step of a path. A path through null is null (so
-// "order.total = null" works before order exists); through anything but a
-// context it is an error.
-func get(v any, field string) (any, error) {
+// "order.total = null" works before order exists); on a list it reads the
+// field of every item (feel-scala's projection); on a temporal value it
+// reads a property; on anything else it is an error.
+func get(c *evalCtx, v any, field string) (any, error) {
 	switch m := v.(type) {
 	case nil:
 		return nil, nil
 	case map[string]any:
 		return m[field], nil
+	case []any:
+		if err := c.spend(len(m)); err != nil {
+			return nil, err
+		}
+		r := make([]any, len(m))
+		for i, item := range m {
+			var err error
+			if r[i], err = get(c, item, field); err != nil {
+				return nil, err
+			}
+		}
+		return r, nil
+	}
+	if p, ok := property(v, field); ok {
+		return p, nil
 	}
 	return nil, fmt.Errorf("cannot read .%s of %s", field, describe(v))
 }
 
-func cmpHelper(op string, test func(int) bool) func(...any) (any, error) {
-	return func(args ...any) (any, error) {
-		c, err := compare(args[0], args[1], op)
-		return test(c), err
+// jsonShape turns a result into JSON values: temporal values become their
+// ISO 8601 strings.
+func jsonShape(v any) any {
+	s, _ := shape(v)
+	return s
+}
+
+// shape is jsonShape reporting whether it replaced anything; it copies only
+// the lists and contexts that hold a temporal value, so a list from the
+// variables comes back as it was.
+func shape(v any) (any, bool) {
+	switch x := v.(type) {
+	case date, timeOfDay, dateTime, ymDuration, dtDuration:
+		return x.(fmt.Stringer).String(), true
+	case []any:
+		var r []any
+		for i, item := range x {
+			s, changed := shape(item)
+			if changed && r == nil {
+				r = make([]any, len(x))
+				copy(r, x)
+			}
+			if r != nil {
+				r[i] = s
+			}
+		}
+		if r != nil {
+			return r, true
+		}
+	case map[string]any:
+		var r map[string]any
+		for k, item := range x {
+			if s, changed := shape(item); changed {
+				if r == nil {
+					r = make(map[string]any, len(x))
+					for k, item := range x {
+						r[k] = item
+					}
+				}
+				r[k] = s
+			}
+		}
+		if r != nil {
+			return r, true
+		}
 	}
-}
-
-func arithHelper(op string) func(...any) (any, error) {
-	return func(args ...any) (any, error) { return arithmetic(args[0], args[1], op) }
-}
-
-// helpers are the functions ast.go emits. The declared types let expr's
-// checker type the boolean results; arguments stay any because FEEL types
-// are only known at run time.
-var helpers = []expr.Option{
-	expr.Function("_get", func(args ...any) (any, error) {
-		return get(args[0], args[1].(string))
-	}, new(func(any, string) any)),
-	expr.Function("_bool", func(args ...any) (any, error) {
-		return boolean(args[0], args[1].(string))
-	}, new(func(any, string) bool)),
-	expr.Function("_eq", func(args ...any) (any, error) {
-		return equal(args[0], args[1])
-	}, new(func(any, any) bool)),
-	expr.Function("_ne", func(args ...any) (any, error) {
-		eq, err := equal(args[0], args[1])
-		return !eq, err
-	}, new(func(any, any) bool)),
-	expr.Function("_lt", cmpHelper("<", func(c int) bool { return c < 0 }), new(func(any, any) bool)),
-	expr.Function("_le", cmpHelper("<=", func(c int) bool { return c <= 0 }), new(func(any, any) bool)),
-	expr.Function("_gt", cmpHelper(">", func(c int) bool { return c > 0 }), new(func(any, any) bool)),
-	expr.Function("_ge", cmpHelper(">=", func(c int) bool { return c >= 0 }), new(func(any, any) bool)),
-	expr.Function("_add", arithHelper("+"), new(func(any, any) any)),
-	expr.Function("_sub", arithHelper("-"), new(func(any, any) any)),
-	expr.Function("_mul", arithHelper("*"), new(func(any, any) any)),
-	expr.Function("_div", arithHelper("/"), new(func(any, any) any)),
-	expr.Function("_neg", func(args ...any) (any, error) {
-		x, ok, err := number(args[0])
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return nil, fmt.Errorf("cannot negate %s", describe(args[0]))
-		}
-		return noNegZero(-x), nil
-	}, new(func(any) any)),
+	return v, false
 }

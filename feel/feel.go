@@ -1,55 +1,46 @@
 // Package feel compiles the subset of FEEL that Camunda Modeler writes for
-// Zeebe (strings beginning with "="), on top of github.com/expr-lang/expr.
+// Zeebe (strings beginning with "="), with the semantics of Camunda's FEEL
+// engine (feel-scala) except where noted in docs/expressions.md.
 //
-// A FEEL source is tokenized and parsed here, then translated into expr
-// source in which every FEEL operator is a call to a helper (eval.go). expr
-// supplies the compiler and the virtual machine; the helpers supply FEEL's
-// semantics, so nothing depends on how expr treats nil, mixed types or
-// integer overflow. Anything outside the subset is refused by Compile with
-// fault.BPMNExpression: a refused expression fails the deploy, while a
-// mis-evaluated one would silently take the wrong branch.
+// A FEEL source is tokenized and parsed here into a tree whose nodes
+// evaluate themselves (ast.go); built-in functions are in builtins.go,
+// dates, times and durations in temporal.go. Anything outside the subset is
+// refused by Compile with fault.BPMNExpression: a refused expression fails
+// the deploy, while a mis-evaluated one would silently take the wrong branch.
 //
 // Semantics in brief (docs/expressions.md is the user-facing reference):
 //   - a missing variable is null, and a path through null is null;
 //   - "=" and "!=" always answer for JSON values: null equals only null,
 //     values of different types are unequal;
-//   - ordering (< <= > >=) works on two numbers or two strings; anything
-//     else, null included, is an evaluation error;
+//   - ordering (< <= > >=) works on two numbers, two strings or two
+//     temporal values of one kind; anything else, null included, is an
+//     evaluation error;
 //   - and/or/not need booleans; and/or short-circuit left to right, so
-//     "x != null and x > 5" is safe when x is missing;
-//   - numbers are float64; division by zero and overflow are errors.
+//     "x != null and x > 5" is safe when x is missing; if-then-else takes
+//     the else branch for any condition but true, as in feel-scala;
+//   - numbers are float64; division by zero and overflow are errors;
+//   - a built-in given an argument of the wrong type (null included) is an
+//     evaluation error;
+//   - results are JSON values: a date, time or duration comes out as its
+//     ISO 8601 string.
 package feel
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"strconv"
+	"runtime"
 	"strings"
-	"sync"
+	"time"
 	"unicode/utf8"
-
-	"github.com/expr-lang/expr"
-	"github.com/expr-lang/expr/file"
-	"github.com/expr-lang/expr/vm"
 
 	"github.com/sutra-run/worker/fault"
 )
 
-// Expr is a compiled expression, safe for concurrent use.
+// Expr is a compiled expression, immutable and safe for concurrent use.
 type Expr struct {
-	src     string
-	root    node        // nil for a static value
-	program *vm.Program // nil for a static value
+	src   string
+	root  node // nil for a static value
+	clock bool // calls now() or today()
 }
-
-// options compile every expression: no expr builtins, so nothing but the
-// helpers the translation emits can ever be called.
-var options = append([]expr.Option{expr.DisableAllBuiltins()}, helpers...)
-
-// vms reuses expr virtual machines (and their stacks) across evaluations;
-// a *vm.Program is shared, but a VM is not safe for concurrent use.
-var vms = sync.Pool{New: func() any { return new(vm.VM) }}
 
 // Compile compiles src. src starting with "=" is an expression; otherwise it
 // is a static string literal.
@@ -61,20 +52,12 @@ func Compile(src string) (*Expr, error) {
 	if err != nil {
 		return nil, err
 	}
-	var b strings.Builder
-	root.expr(&b)
-	program, err := expr.Compile(b.String(), options...)
-	if err != nil {
-		// The parser admits only what the translation supports, so this is
-		// a bug here rather than in the user's expression; refusing still
-		// beats deploying something that cannot run.
-		return nil, fault.Wrap(fault.BPMNExpression, err, "expression %q could not be compiled", src)
-	}
-	e := &Expr{src: src, root: root, program: program}
-	if p.names == 0 {
-		// Without variables the result can never change, so an error now
-		// (1 / 0, "a" < 1) is an error at every evaluation: refuse at deploy.
-		if _, err := e.run(nil); err != nil {
+	e := &Expr{src: src, root: root, clock: p.clock}
+	if p.free == 0 && !p.clock {
+		// Without variables or the clock the result can never change, so
+		// an error now (1 / 0, "a" < 1) is an error at every evaluation:
+		// refuse at deploy.
+		if _, err := e.run(nil, time.Time{}); err != nil {
 			return nil, fault.New(fault.BPMNExpression, "expression %q always fails: %v", src, err)
 		}
 	}
@@ -95,12 +78,16 @@ func (e *Expr) Source() string { return e.src }
 
 // IsStatic reports whether the source is a literal string rather than an
 // expression.
-func (e *Expr) IsStatic() bool { return e.program == nil }
+func (e *Expr) IsStatic() bool { return e.root == nil }
+
+// UsesClock reports whether the expression calls now() or today(), so that
+// its result depends on the time passed to EvalAt.
+func (e *Expr) UsesClock() bool { return e.clock }
 
 // String returns the canonical text: the static value unchanged, or "="
 // followed by the expression with normalised spacing, numbers and string
-// escapes and only the parentheses it needs. Compile(e.String()) evaluates
-// exactly as e does.
+// escapes, positional arguments and only the parentheses it needs.
+// Compile(e.String()) evaluates exactly as e does.
 func (e *Expr) String() string {
 	if e.root == nil {
 		return e.src
@@ -111,44 +98,48 @@ func (e *Expr) String() string {
 	return b.String()
 }
 
-// Eval evaluates the expression over vars (JSON-shaped values; see the
-// package documentation). A static value evaluates to its string. A list or
-// context in the result is the one in vars, not a copy.
-func (e *Expr) Eval(vars map[string]any) (any, error) {
-	if e.program == nil {
+// Eval is EvalAt without a clock: now() and today() are evaluation errors.
+func (e *Expr) Eval(vars map[string]any) (any, error) { return e.EvalAt(vars, time.Time{}) }
+
+// EvalAt evaluates the expression over vars (JSON-shaped values; see the
+// package documentation) at the time now, which now() and today() read (in
+// UTC); a zero now makes them evaluation errors. A static value evaluates
+// to its string. The result is JSON-shaped; a list or context from vars is
+// returned as it is, not copied.
+func (e *Expr) EvalAt(vars map[string]any, now time.Time) (any, error) {
+	if e.root == nil {
 		return e.src, nil
 	}
-	v, err := e.run(vars)
+	v, err := e.run(vars, now)
 	if err != nil {
 		return nil, fmt.Errorf("feel: evaluating %q: %w", e.src, err)
 	}
-	return v, nil
+	return jsonShape(v), nil
 }
 
-// run evaluates a compiled expression and unwraps expr's error, whose
-// message and snippet describe the translated source rather than the
-// user's text.
-func (e *Expr) run(vars map[string]any) (any, error) {
-	m := vms.Get().(*vm.VM)
-	v, err := m.Run(e.program, vars)
-	vms.Put(m)
-	if err == nil {
-		return v, nil
-	}
-	var fe *file.Error
-	if errors.As(err, &fe) {
-		if fe.Prev != nil {
-			return nil, fe.Prev
+// run evaluates the tree. A panic would be a bug here; it becomes an error
+// (wrapping a runtime.Error when it is one) rather than crashing the step.
+func (e *Expr) run(vars map[string]any, now time.Time) (v any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if re, ok := r.(runtime.Error); ok {
+				err = fmt.Errorf("internal error: %w", re)
+			} else {
+				err = fmt.Errorf("internal error: %v", r)
+			}
 		}
-		return nil, errors.New(fe.Message)
-	}
-	return nil, err
+	}()
+	c := &evalCtx{vars: vars, now: now}
+	return e.root.eval(c, nil)
 }
 
-// EvalBool evaluates a condition; a result other than true or false
-// (null included) is an error.
-func (e *Expr) EvalBool(vars map[string]any) (bool, error) {
-	v, err := e.Eval(vars)
+// EvalBool is EvalBoolAt without a clock.
+func (e *Expr) EvalBool(vars map[string]any) (bool, error) { return e.EvalBoolAt(vars, time.Time{}) }
+
+// EvalBoolAt evaluates a condition at the time now; a result other than
+// true or false (null included) is an error.
+func (e *Expr) EvalBoolAt(vars map[string]any, now time.Time) (bool, error) {
+	v, err := e.EvalAt(vars, now)
 	if err != nil {
 		return false, err
 	}
@@ -159,12 +150,18 @@ func (e *Expr) EvalBool(vars map[string]any) (bool, error) {
 	return b, nil
 }
 
-// EvalString evaluates a correlation key: strings as they are, numbers in
-// canonical decimal form (42.0 is "42"), booleans as "true"/"false". Null
-// and other types are errors, since a key of "" or "<nil>" would correlate
-// unrelated instances.
+// EvalString is EvalStringAt without a clock.
 func (e *Expr) EvalString(vars map[string]any) (string, error) {
-	v, err := e.Eval(vars)
+	return e.EvalStringAt(vars, time.Time{})
+}
+
+// EvalStringAt evaluates a correlation key at the time now: strings as they
+// are (a date or duration as its ISO 8601 string), numbers in canonical
+// decimal form (42.0 is "42"), booleans as "true"/"false". Null and other
+// types are errors, since a key of "" or "<nil>" would correlate unrelated
+// instances.
+func (e *Expr) EvalStringAt(vars map[string]any, now time.Time) (string, error) {
+	v, err := e.EvalAt(vars, now)
 	if err != nil {
 		return "", err
 	}
@@ -172,30 +169,21 @@ func (e *Expr) EvalString(vars map[string]any) (string, error) {
 	case string:
 		return x, nil
 	case bool:
-		return strconv.FormatBool(x), nil
-	// Integers are formatted exactly, beyond float64's exact range too:
-	// a key involves no arithmetic.
-	case int:
-		return strconv.Itoa(x), nil
-	case int64:
-		return strconv.FormatInt(x, 10), nil
-	case uint:
-		return strconv.FormatUint(uint64(x), 10), nil
-	case uint64:
-		return strconv.FormatUint(x, 10), nil
-	case json.Number:
-		if i, err := x.Int64(); err == nil {
-			return strconv.FormatInt(i, 10), nil
+		if x {
+			return "true", nil
 		}
+		return "false", nil
 	}
-	f, ok, err := number(v)
+	// Integers are formatted exactly, beyond float64's exact range too: a
+	// key involves no arithmetic.
+	s, ok, err := formatNumber(v)
 	if err != nil {
 		return "", fmt.Errorf("feel: evaluating %q: %w", e.src, err)
 	}
 	if !ok {
 		return "", fmt.Errorf("feel: %q evaluated to %s, not a string, number or boolean", e.src, describe(v))
 	}
-	return strconv.FormatFloat(noNegZero(f), 'f', -1, 64), nil
+	return s, nil
 }
 
 // refuse reports a compile-time refusal at byte offset pos of src.
@@ -206,3 +194,37 @@ func refuse(src string, pos int, format string, args ...any) error {
 // column turns a byte offset into the 1-based character position users
 // count in the modeler (the leading "=" is position 1).
 func column(src string, pos int) int { return utf8.RuneCountInString(src[:pos]) + 1 }
+
+// refuseFunc refuses a call of a function outside the subset. The message
+// has no position: the function, not the syntax, is the problem.
+func refuseFunc(src, name string) error {
+	msg := fmt.Sprintf("function %q is not supported", name)
+	if why := unsupportedFuncs[name]; why != "" {
+		msg += ": " + why
+	}
+	return fault.New(fault.BPMNExpression, "expression %q: %s", src, msg)
+}
+
+// refuseCall refuses a call of a supported function with the wrong arguments.
+func refuseCall(src string, fn *builtin, format string, args ...any) error {
+	return fault.New(fault.BPMNExpression, "expression %q: function %q: %s", src, fn.name, fmt.Sprintf(format, args...))
+}
+
+func refuseArity(src string, fn *builtin, n int) error {
+	var counts []string
+	for _, sig := range fn.sigs {
+		counts = append(counts, fmt.Sprint(len(sig)))
+	}
+	want := counts[len(counts)-1]
+	if len(counts) > 1 {
+		want = strings.Join(counts[:len(counts)-1], ", ") + " or " + want
+	}
+	if fn.variadic {
+		want = "at least " + want
+	}
+	plural := "s"
+	if counts[len(counts)-1] == "1" {
+		plural = ""
+	}
+	return refuseCall(src, fn, "takes %s argument%s, got %d", want, plural, n)
+}

@@ -1,19 +1,22 @@
 package feel
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/sutra-run/worker/fault"
 )
 
-// FuzzCompile checks that Compile never panics and refuses only with
-// fault.BPMNExpression, that a compiled expression evaluates without a
-// run-time panic, and that its canonical String compiles to an expression that
-// prints the same and evaluates the same.
-func FuzzCompile(f *testing.F) {
+// FuzzFEEL checks that Compile never panics and refuses only with
+// fault.BPMNExpression; that a compiled expression evaluates without a
+// panic, deterministically, to a JSON value; and that its canonical String
+// compiles to an expression that prints the same and evaluates the same.
+func FuzzFEEL(f *testing.F) {
 	for _, src := range []string{
 		`=order.total > 100 and status = "paid"`,
 		`=not(a) or not b and c != null`,
@@ -23,28 +26,102 @@ func FuzzCompile(f *testing.F) {
 		`=missing != null and missing > 5`,
 		`=(a = b) = (c < d)`,
 		`=.5 + 007`,
-		`=x == 1`, `=f(x)`, `=[1]`, `=not a = b`, `=1 < 2 < 3`, `=if a then b else c`,
-		`="unterminated`, `=1/0`, `=a.`, `PT15M`, `=`, "=\xff",
+		`=if n > 3 then "big" else if n > 1 then "mid" else null`,
+		`=(if t then 1 else 2) + 1`,
+		`=[1, "a", [true, null], {k: n}]`,
+		`={a: 1, "b c": n, d: {e: a + 1}}.d.e`,
+		`={first name: s, x-y: 2}`,
+		`=list[1] + list[-1]`,
+		`=orders[total > 100].id`,
+		`=orders.id`,
+		`=[{a: 1}, {a: 2}][a > 1][1].a`,
+		`=list2[item = "a"]`,
+		`=for x in list, y in 1..3 return [x, y]`,
+		`=for i in 1..5 return if i = 1 then 1 else i * partial[-1]`,
+		`=some x in orders satisfies x.total > 100`,
+		`=every x in [1, 2] satisfies x between 1 and 2`,
+		`=n in (1..5]`,
+		`=n in [1..5[`,
+		`=s in ("paid", "open")`,
+		`=n in (< 3, > 4, [7..9])`,
+		`=n in list`,
+		`=n instance of number and s instance of string`,
+		`=(x instance of date) and time`,
+		`=is defined(order.customer) and not(is defined(missing.x))`,
+		`=string length(s) + count(list)`,
+		`=upper case(substring(s, 2, 2)) + lower case("X")`,
+		`=substring before(s, "i") + substring after(s, "a")`,
+		`=contains(s, "ai") and starts with(s, "p") and ends with(s, "d")`,
+		`=matches(s, "^p.*d$", "i")`,
+		`=replace(s, "(a)(i)", "$2$1")`,
+		`=split("a,b,,c", ",")`,
+		`=string join(["a", null, "b"], ", ", "[", "]")`,
+		`=trim("  x  ") + string(n) + string([1, "a"])`,
+		`=number("1,000.5", ",", ".") + number("2")`,
+		`=list contains(list, 1) and count(list) = 2`,
+		`=sum([1, 2]) + mean(1, 2) + min([3, 1]) + max(2, 5) + product([2, 3])`,
+		`=append(list, 3) = concatenate(list, [3])`,
+		`=distinct values([1, 1, "1"]) = union([1], [1, "1"])`,
+		`=flatten([[1, [2]], 3])`,
+		`=index of([1, 2, 1], 1)`,
+		`=reverse(sublist([1, 2, 3], 2)) = remove(insert before([3, 2], 1, 9), 1)`,
+		`=sort(orders, function(x, y) x.total > y.total)[1].id`,
+		`=all([t, not(f)]) or any([f])`,
+		`=abs(-1) + floor(1.5) + ceiling(1.5) + round half up(1.005, 2) + decimal(1.5, 0)`,
+		`=modulo(-12, 5) + (if odd(3) and even(4) then 1 else 0)`,
+		`=get value(order, "total") + count(get entries(order))`,
+		`=context put(order, ["customer", "vip"], true).customer.vip`,
+		`=date("2024-01-31") + duration("P1M")`,
+		`=@"2024-01-31T10:00:00Z" - duration("PT1H30M")`,
+		`=date and time("2024-01-31T10:00:00+01:00") < date and time("2024-01-31T10:00:00Z")`,
+		`=time("10:00:00").hour + date("2024-01-31").month`,
+		`=years and months duration(date("2020-01-15"), date("2024-03-14"))`,
+		`=string(@"P1DT2H") + string(@"10:00:00") + string(today())`,
+		`=now() > date and time("2024-01-01T00:00:00Z")`,
+		`=duration("PT1H") * 2 / duration("PT30M")`,
+		`=day of week(date(2024, 1, 31)) + month of year(today())`,
+		`=substring(string: s, start position: 2)`,
+		`=get or else(missing, "default")`,
+		`=x == 1`, `=f(x)`, `=foo bar(x)`, `=not a = b`, `=1 < 2 < 3`, `=uuid()`,
+		`="unterminated`, `=1/0`, `=a.`, `PT15M`, `=`, "=\xff", `=@"2024-13-01"`,
+		`=[1..5]`, `={a: 1, a: 2}`, `=sort(list, list)`,
 	} {
 		f.Add(src)
 	}
 	env := vars()
+	now := time.Date(2024, 1, 31, 10, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, src string) {
 		e, err := Compile(src)
 		if err != nil {
 			if !fault.HasCode(err, fault.BPMNExpression) {
 				t.Fatalf("Compile(%q) error %v has code %q", src, err, fault.Code(err))
 			}
+			if n := strings.Count(err.Error(), fault.BPMNExpression); n != 1 {
+				t.Fatalf("Compile(%q) error %q names the code %d times", src, err, n)
+			}
 			return
 		}
-		v1, err1 := e.Eval(env)
-		// expr's VM turns panics into errors, so a helper bug (nil map,
-		// bad type assertion) would otherwise pass as an evaluation error.
-		if re := runtime.Error(nil); errors.As(err1, &re) {
-			t.Fatalf("Eval(%q) panicked: %v", src, err1)
+		v1, err1 := e.EvalAt(env, now)
+		// run turns a panic into an error; it must never happen.
+		if re := runtime.Error(nil); errors.As(err1, &re) || err1 != nil && strings.Contains(err1.Error(), "internal error") {
+			t.Fatalf("EvalAt(%q) panicked: %v", src, err1)
 		}
-		_, _ = e.EvalBool(env)
-		_, _ = e.EvalString(env)
+		if err1 == nil {
+			if _, err := json.Marshal(v1); err != nil {
+				t.Fatalf("EvalAt(%q) = %#v, which is not JSON: %v", src, v1, err)
+			}
+			if !jsonOnly(v1) {
+				t.Fatalf("EvalAt(%q) = %#v, which holds a non-JSON value", src, v1)
+			}
+		}
+		if again, errAgain := e.EvalAt(env, now); (err1 == nil) != (errAgain == nil) || !reflect.DeepEqual(v1, again) {
+			t.Fatalf("EvalAt(%q) is not deterministic: %#v, %v then %#v, %v", src, v1, err1, again, errAgain)
+		}
+		if _, err := e.Eval(env); !e.UsesClock() && (err == nil) != (err1 == nil) {
+			t.Fatalf("Eval(%q) without a clock: %v; with one: %v, but the expression uses no clock", src, err, err1)
+		}
+		_, _ = e.EvalBoolAt(env, now)
+		_, _ = e.EvalStringAt(env, now)
 
 		canon := e.String()
 		e2, err := Compile(canon)
@@ -54,9 +131,36 @@ func FuzzCompile(f *testing.F) {
 		if again := e2.String(); again != canon {
 			t.Fatalf("canonical form is not stable: %q -> %q -> %q", src, canon, again)
 		}
-		v2, err2 := e2.Eval(env)
+		if e2.UsesClock() != e.UsesClock() {
+			t.Fatalf("%q uses the clock: %v, but canonical %q: %v", src, e.UsesClock(), canon, e2.UsesClock())
+		}
+		v2, err2 := e2.EvalAt(env, now)
 		if (err1 == nil) != (err2 == nil) || !reflect.DeepEqual(v1, v2) {
 			t.Fatalf("%q = %#v, %v but canonical %q = %#v, %v", src, v1, err1, canon, v2, err2)
 		}
 	})
+}
+
+// jsonOnly reports whether v holds only values encoding/json writes as
+// themselves: no temporal value may leave the package.
+func jsonOnly(v any) bool {
+	switch x := v.(type) {
+	case []any:
+		for _, item := range x {
+			if !jsonOnly(item) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		for _, item := range x {
+			if !jsonOnly(item) {
+				return false
+			}
+		}
+		return true
+	case nil, bool, string, float64, float32, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, json.Number:
+		return true
+	}
+	return false
 }

@@ -18,6 +18,14 @@ const (
 	tLParen
 	tRParen
 	tDot
+	tLBrack
+	tRBrack
+	tLBrace
+	tRBrace
+	tComma
+	tColon
+	tRange    // ..
+	tTemporal // @"...": str is the decoded string
 )
 
 type token struct {
@@ -39,23 +47,24 @@ func (t token) describe() string {
 		return "string " + t.text
 	case tName:
 		return "name " + strconv.Quote(t.text)
+	case tTemporal:
+		return "temporal literal " + t.text
 	}
 	return strconv.Quote(t.text)
+}
+
+// punctuation maps single characters to their token kinds.
+var punctuation = map[byte]tokKind{
+	'(': tLParen, ')': tRParen, '[': tLBrack, ']': tRBrack,
+	'{': tLBrace, '}': tRBrace, ',': tComma, ':': tColon,
 }
 
 // refusedRunes explains characters that belong to FEEL (or to other
 // expression languages users confuse with it) but not to the supported subset.
 var refusedRunes = map[rune]string{
-	'[':  "lists, filters and ranges are not supported",
-	']':  "lists, filters and ranges are not supported",
-	'{':  "context literals are not supported",
-	'}':  "context literals are not supported",
 	'`':  "backtick-quoted names are not supported",
 	'\'': "single-quoted strings are not supported; use double quotes",
-	',':  "lists and function arguments are not supported",
-	':':  "contexts and ternaries are not supported",
 	'?':  "?, ?: and ?? are not supported",
-	'@':  "temporal literals (@\"...\") are not supported",
 	'%':  "the % operator is not supported",
 	'^':  "the ^ operator is not supported",
 	'&':  "&& is not FEEL; use and",
@@ -101,10 +110,22 @@ func lex(src string) ([]token, error) {
 			i += n
 		case r == '.':
 			if i+1 < len(src) && src[i+1] == '.' {
-				return nil, refuse(src, i, "ranges (..) are not supported")
+				toks = append(toks, token{kind: tRange, text: "..", pos: i})
+				i += 2
+				continue
 			}
 			toks = append(toks, token{kind: tDot, text: ".", pos: i})
 			i++
+		case r == '@':
+			if i+1 >= len(src) || src[i+1] != '"' {
+				return nil, refuse(src, i, "@ must be followed by a string (a temporal literal such as @\"2024-01-31\")")
+			}
+			t, n, err := lexString(src, i+1)
+			if err != nil {
+				return nil, err
+			}
+			toks = append(toks, token{kind: tTemporal, text: src[i : i+1+n], pos: i, str: t.str})
+			i += 1 + n
 		case r == '_' || unicode.IsLetter(r):
 			j := i + size
 			for j < len(src) {
@@ -116,11 +137,8 @@ func lex(src string) ([]token, error) {
 			}
 			toks = append(toks, token{kind: tName, text: src[i:j], pos: i})
 			i = j
-		case r == '(':
-			toks = append(toks, token{kind: tLParen, text: "(", pos: i})
-			i++
-		case r == ')':
-			toks = append(toks, token{kind: tRParen, text: ")", pos: i})
+		case punctuation[src[i]] != 0:
+			toks = append(toks, token{kind: punctuation[src[i]], text: src[i : i+1], pos: i})
 			i++
 		default:
 			t, err := lexOperator(src, i)

@@ -1,31 +1,32 @@
 package feel
 
-// Limits keep both our recursive descent and expr's compiler (10k node
-// default) far from their ceilings; real conditions are a few dozen nodes.
+import (
+	"strings"
+)
+
+// Limits keep the recursive descent and evaluation far from the stack's
+// ceiling; real expressions are a few dozen nodes.
 const (
 	maxDepth = 64
 	maxNodes = 1000
 )
 
-// reserved are FEEL words that start or continue forms outside the subset.
-// They are refused wherever they appear, never read as variable names.
-var reserved = map[string]string{
-	"if":        "if-then-else is not supported",
-	"then":      "if-then-else is not supported",
-	"else":      "if-then-else is not supported",
-	"for":       "for loops are not supported",
-	"return":    "for loops are not supported",
-	"some":      "quantified expressions (some/every) are not supported",
-	"every":     "quantified expressions (some/every) are not supported",
-	"satisfies": "quantified expressions (some/every) are not supported",
-	"in":        "in tests are not supported",
-	"between":   "between tests are not supported",
-	"instance":  "instance of is not supported",
-	"of":        "instance of is not supported",
-	"function":  "function definitions are not supported",
-	"external":  "function definitions are not supported",
-	"and":       "and needs an operand on each side",
-	"or":        "or needs an operand on each side",
+// keywords cannot name variables or fields (feel-scala reserves fewer; a
+// refusal here is never a mis-evaluation).
+var keywords = map[string]bool{
+	"true": true, "false": true, "null": true, "not": true,
+	"if": true, "then": true, "else": true, "for": true, "in": true, "return": true,
+	"some": true, "every": true, "satisfies": true, "between": true, "instance": true,
+	"of": true, "function": true, "external": true, "and": true, "or": true,
+}
+
+func isKeyword(s string) bool { return keywords[s] }
+
+// isName reports whether s reads back as one name token that is not a
+// keyword, so that a context key can be printed bare.
+func isName(s string) bool {
+	toks, err := lex("=" + s)
+	return err == nil && len(toks) == 2 && toks[0].kind == tName && toks[0].text == s && !isKeyword(s)
 }
 
 type parser struct {
@@ -34,7 +35,12 @@ type parser struct {
 	i     int
 	depth int
 	nodes int
-	names int // variable references; 0 means the expression is a constant
+	free  int      // references to names nothing in the expression binds; 0 means a constant
+	clock bool     // calls now() or today()
+	bound []string // names bound by the enclosing for, some, every, filters and context literals
+	// noFilterAt is the depth at which "[" ends an interval's upper bound
+	// (]1..5[) instead of starting a filter; -1 when none.
+	noFilterAt int
 }
 
 // parse parses the expression part of src (which starts with "=").
@@ -43,11 +49,11 @@ func parse(src string) (*parser, node, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	p := &parser{src: src, toks: toks}
+	p := &parser{src: src, toks: toks, noFilterAt: -1}
 	if p.peek().kind == tEOF {
 		return nil, nil, refuse(src, len(src), "empty expression")
 	}
-	n, err := p.parseOr()
+	n, err := p.parseExpr()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -85,6 +91,22 @@ func (p *parser) peekWord(w string) bool {
 	return t.kind == tName && t.text == w
 }
 
+func (p *parser) expectWord(w, after string) error {
+	if !p.peekWord(w) {
+		return refuse(p.src, p.peek().pos, "expected %s after %s, found %s", w, after, p.peek().describe())
+	}
+	p.next()
+	return nil
+}
+
+// expectClose consumes the token closing open.
+func (p *parser) expectClose(open token, want tokKind, text string) error {
+	if t := p.next(); t.kind != want {
+		return refuse(p.src, t.pos, "expected %s to close the %s at position %d, found %s", text, open.text, column(p.src, open.pos), t.describe())
+	}
+	return nil
+}
+
 // bareNot reports whether the next token is "not" without a parenthesis
 // after it; "not(" is the FEEL function form and parses as a primary.
 func (p *parser) bareNot() bool {
@@ -92,16 +114,14 @@ func (p *parser) bareNot() bool {
 }
 
 func (p *parser) unexpected(t token) error {
-	if t.kind == tName {
-		if why, ok := reserved[t.text]; ok {
-			return refuse(p.src, t.pos, "%s", why)
-		}
+	if t.kind == tName && (t.text == "and" || t.text == "or") {
+		return refuse(p.src, t.pos, "%s needs an operand on each side", t.text)
 	}
 	return refuse(p.src, t.pos, "unexpected %s", t.describe())
 }
 
 // add counts a new node so that a pathological input is refused before
-// it is handed to expr.
+// evaluation could take long.
 func (p *parser) add(n node, at token) (node, error) {
 	p.nodes++
 	if p.nodes > maxNodes {
@@ -119,6 +139,154 @@ func (p *parser) enter(at token) error {
 }
 
 func (p *parser) leave() { p.depth-- }
+
+func (p *parser) bind(names ...string) { p.bound = append(p.bound, names...) }
+
+func (p *parser) unbind(n int) { p.bound = p.bound[:len(p.bound)-n] }
+
+// reference notes a use of a name: free unless something in the
+// expression binds it. Inside a filter any name may be an item's entry,
+// which only makes the count conservative.
+func (p *parser) reference(name string) {
+	for _, b := range p.bound {
+		if b == name {
+			return
+		}
+	}
+	p.free++
+}
+
+// parseExpr parses a full expression; if, for, some and every take the
+// rest of it, as in feel-scala.
+func (p *parser) parseExpr() (node, error) {
+	switch {
+	case p.peekWord("if"):
+		return p.parseIf()
+	case p.peekWord("for"):
+		return p.parseFor()
+	case p.peekWord("some"), p.peekWord("every"):
+		return p.parseQuantified()
+	}
+	return p.parseOr()
+}
+
+func (p *parser) parseIf() (node, error) {
+	t := p.next()
+	if err := p.enter(t); err != nil {
+		return nil, err
+	}
+	defer p.leave()
+	cond, err := p.parseExpr()
+	if err != nil {
+		return nil, err
+	}
+	if err := p.expectWord("then", "the condition of if"); err != nil {
+		return nil, err
+	}
+	then, err := p.parseExpr()
+	if err != nil {
+		return nil, err
+	}
+	if err := p.expectWord("else", "if ... then ..."); err != nil {
+		return nil, err
+	}
+	els, err := p.parseExpr()
+	if err != nil {
+		return nil, err
+	}
+	return p.add(ifElse{cond, then, els}, t)
+}
+
+// commaList calls item for each element of a comma-separated list ending
+// before closing. The list may be empty; a trailing comma is refused, as in
+// feel-scala.
+func (p *parser) commaList(closing tokKind, item func() error) error {
+	if p.peek().kind == closing {
+		return nil
+	}
+	for {
+		if err := item(); err != nil {
+			return err
+		}
+		if p.peek().kind != tComma {
+			return nil
+		}
+		p.next()
+	}
+}
+
+// parseIterators parses "x in xs, y in 1..3" and binds the names; the
+// caller unbinds them.
+func (p *parser) parseIterators(word string) ([]iterator, error) {
+	var iters []iterator
+	for {
+		n := p.next()
+		if n.kind != tName || isKeyword(n.text) {
+			return nil, refuse(p.src, n.pos, "expected a variable name after %s, found %s", word, n.describe())
+		}
+		if err := p.expectWord("in", word+" "+n.text); err != nil {
+			return nil, err
+		}
+		it := iterator{name: n.text}
+		var err error
+		if it.from, err = p.parseAdd(); err == nil && p.peek().kind == tRange {
+			p.next()
+			it.to, err = p.parseAdd()
+		}
+		if err != nil {
+			return nil, err
+		}
+		iters = append(iters, it)
+		p.bind(it.name)
+		if p.peek().kind != tComma {
+			return iters, nil
+		}
+		p.next()
+	}
+}
+
+func (p *parser) parseFor() (node, error) {
+	t := p.next()
+	if err := p.enter(t); err != nil {
+		return nil, err
+	}
+	defer p.leave()
+	iters, err := p.parseIterators("for")
+	if err != nil {
+		return nil, err
+	}
+	defer p.unbind(len(iters) + 1)
+	p.bind("partial")
+	if err := p.expectWord("return", "for ... in ..."); err != nil {
+		return nil, err
+	}
+	body, err := p.parseExpr()
+	if err != nil {
+		return nil, err
+	}
+	return p.add(forLoop{iters, body}, t)
+}
+
+func (p *parser) parseQuantified() (node, error) {
+	t := p.next()
+	if err := p.enter(t); err != nil {
+		return nil, err
+	}
+	defer p.leave()
+	iters, err := p.parseIterators(t.text)
+	if err != nil {
+		return nil, err
+	}
+	defer p.unbind(len(iters))
+	if err := p.expectWord("satisfies", t.text+" ... in ..."); err != nil {
+		return nil, err
+	}
+	cond, err := p.parseExpr()
+	if err != nil {
+		return nil, err
+	}
+	return p.add(quantified{every: t.text == "every", iters: iters, cond: cond}, t)
+}
 
 func (p *parser) parseOr() (node, error) {
 	return p.parseLeftAssoc(p.parseAnd, func() bool { return p.peekWord("or") })
@@ -154,6 +322,11 @@ func (p *parser) parseLeftAssoc(operand func() (node, error), atOp func() bool) 
 	return l, nil
 }
 
+// atComparison reports whether a comparison-level operator follows.
+func (p *parser) atComparison() bool {
+	return p.peekOp("=", "!=", "<", "<=", ">", ">=") || p.peekWord("between") || p.peekWord("in") || p.peekWord("instance")
+}
+
 // parseNot handles "not x" without parentheses. Its operand is a single
 // (unary) operand, and an operator after it is refused: "not a = b" reads
 // as not(a = b) in some languages and (not a) = b in others, and guessing
@@ -177,7 +350,7 @@ func (p *parser) parseNot() (node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if op := p.peek(); op.kind == tOp {
+	if op := p.peek(); op.kind == tOp || p.atComparison() {
 		return nil, refuse(p.src, t.pos, "ambiguous not followed by %s; write not(...) around what it negates", op.describe())
 	}
 	return p.add(not{x}, t)
@@ -188,23 +361,172 @@ func (p *parser) parseCmp() (node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !p.peekOp("=", "!=", "<", "<=", ">", ">=") {
+	if !p.atComparison() {
 		return l, nil
 	}
 	t := p.next()
-	r, err := p.parseAdd()
-	if err != nil {
-		return nil, err
+	var n node
+	switch t.text {
+	case "between":
+		lo, err := p.parseAdd()
+		if err != nil {
+			return nil, err
+		}
+		if err := p.expectWord("and", "between ..."); err != nil {
+			return nil, err
+		}
+		hi, err := p.parseAdd()
+		if err != nil {
+			return nil, err
+		}
+		n = betweenTest{l, lo, hi}
+	case "in":
+		tests, err := p.parseTests()
+		if err != nil {
+			return nil, err
+		}
+		n = inTest{l, tests}
+	case "instance":
+		if err := p.expectWord("of", "instance"); err != nil {
+			return nil, err
+		}
+		typ, err := p.parseTypeName()
+		if err != nil {
+			return nil, err
+		}
+		n = instanceOf{l, typ}
+	default:
+		r, err := p.parseAdd()
+		if err != nil {
+			return nil, err
+		}
+		n = binary{binOps[t.text], l, r}
 	}
-	if p.peekOp("=", "!=", "<", "<=", ">", ">=") {
+	if p.atComparison() {
 		return nil, refuse(p.src, p.peek().pos, "comparisons do not chain; combine them with and")
 	}
-	return p.add(binary{binOps[t.text], l, r}, t)
+	return p.add(n, t)
+}
+
+// parseTypeName reads the type of instance of, the longest name first.
+func (p *parser) parseTypeName() (string, error) {
+	for k := maxFuncWords; k >= 1; k-- {
+		if w := p.words(k); w != "" && (typeNames[w] != 0 || w == "Any") {
+			p.i += k
+			return w, nil
+		}
+	}
+	return "", refuse(p.src, p.peek().pos, "expected a type after instance of (number, string, boolean, date, time, date and time, days and time duration, years and months duration, list, context or Any), found %s", p.peek().describe())
+}
+
+// words joins the next k tokens with spaces if they are all names.
+func (p *parser) words(k int) string {
+	if p.i+k > len(p.toks) {
+		return ""
+	}
+	ws := make([]string, k)
+	for j := range k {
+		if t := p.toks[p.i+j]; t.kind == tName {
+			ws[j] = t.text
+		} else {
+			return ""
+		}
+	}
+	return strings.Join(ws, " ")
+}
+
+// parseTests parses what follows "in": one test, a parenthesised list of
+// tests (any of which may match), or an interval.
+func (p *parser) parseTests() ([]unaryTest, error) {
+	if p.peek().kind != tLParen {
+		t, err := p.parseTest()
+		return []unaryTest{t}, err
+	}
+	if t, ok, err := p.tryInterval(); ok || err != nil {
+		return []unaryTest{t}, err
+	}
+	open := p.next()
+	if err := p.enter(open); err != nil {
+		return nil, err
+	}
+	defer p.leave()
+	var tests []unaryTest
+	for {
+		t, err := p.parseTest()
+		if err != nil {
+			return nil, err
+		}
+		tests = append(tests, t)
+		if p.peek().kind != tComma {
+			break
+		}
+		p.next()
+	}
+	return tests, p.expectClose(open, tRParen, ")")
+}
+
+// parseTest parses one unary test: < e (and <=, >, >=), an interval, or an
+// expression the value must equal (or, when it is a list, be in).
+func (p *parser) parseTest() (unaryTest, error) {
+	t := p.peek()
+	if p.peekOp("<", "<=", ">", ">=") {
+		p.next()
+		e, err := p.parseAdd()
+		return unaryTest{kind: testCompare, op: binOps[t.text], a: e}, err
+	}
+	if t.kind == tLParen || t.kind == tLBrack || t.kind == tRBrack {
+		if it, ok, err := p.tryInterval(); ok || err != nil {
+			return it, err
+		}
+	}
+	e, err := p.parseAdd()
+	return unaryTest{kind: testEqual, a: e}, err
+}
+
+// tryInterval parses an interval such as [1..5], (1..5) or ]1..5[ if one
+// starts here; otherwise it reports false and leaves the parser where it
+// was, since "(" and "[" also start groups and lists.
+func (p *parser) tryInterval() (unaryTest, bool, error) {
+	saved := *p
+	open := p.next()
+	if err := p.enter(open); err != nil {
+		return unaryTest{}, true, err
+	}
+	defer p.leave()
+	lo, err := p.parseAdd()
+	if open.kind != tRBrack && (err != nil || p.peek().kind != tRange) {
+		*p = saved
+		return unaryTest{}, false, nil
+	}
+	if err != nil {
+		return unaryTest{}, true, err
+	}
+	if t := p.next(); t.kind != tRange {
+		return unaryTest{}, true, refuse(p.src, t.pos, "expected .. in the interval starting at position %d, found %s", column(p.src, open.pos), t.describe())
+	}
+	// The upper bound may be closed by "[" (1..5[ is open), which a first
+	// reading takes for a filter; read it again without filters then.
+	atHi := *p
+	hi, err := p.parseAdd()
+	if k := p.peek().kind; err != nil || k != tRBrack && k != tRParen && k != tLBrack {
+		*p = atHi
+		p.noFilterAt = p.depth
+		hi, err = p.parseAdd()
+		p.noFilterAt = -1
+	}
+	if err != nil {
+		return unaryTest{}, true, err
+	}
+	closing := p.next()
+	if closing.kind != tRBrack && closing.kind != tRParen && closing.kind != tLBrack {
+		return unaryTest{}, true, refuse(p.src, closing.pos, "expected ] or ) to close the interval starting at position %d, found %s", column(p.src, open.pos), closing.describe())
+	}
+	return unaryTest{kind: testInterval, a: lo, b: hi, openLo: open.kind != tLBrack, openHi: closing.kind != tRBrack}, true, nil
 }
 
 func (p *parser) parseUnary() (node, error) {
 	if !p.peekOp("-") {
-		return p.parsePrimary()
+		return p.parsePostfix()
 	}
 	t := p.next()
 	if err := p.enter(t); err != nil {
@@ -218,6 +540,70 @@ func (p *parser) parseUnary() (node, error) {
 	return p.add(neg{x}, t)
 }
 
+// parsePostfix parses a primary followed by paths (.field) and filters
+// ([condition] or [index]), in any order.
+func (p *parser) parsePostfix() (node, error) {
+	n, err := p.parsePrimary()
+	if err != nil {
+		return nil, err
+	}
+	for {
+		switch p.peek().kind {
+		case tDot:
+			dot := p.next()
+			f := p.next()
+			if f.kind != tName || isKeyword(f.text) {
+				return nil, refuse(p.src, dot.pos, "expected a field name after ., found %s", f.describe())
+			}
+			field := f.text
+			if field == "time" && p.peekWord("offset") {
+				p.next() // the one property whose name has a space
+				field = "time offset"
+			}
+			if p.peek().kind == tLParen {
+				return nil, refuse(p.src, f.pos, "calling a function through a path (%s(...)) is not supported", field)
+			}
+			if n, err = p.add(path{n, field}, f); err != nil {
+				return nil, err
+			}
+		case tLBrack:
+			if p.noFilterAt == p.depth {
+				return n, nil
+			}
+			open := p.next()
+			if err := p.enter(open); err != nil {
+				return nil, err
+			}
+			p.bind("item")
+			cond, err := p.parseExpr()
+			p.unbind(1)
+			p.leave()
+			if err != nil {
+				return nil, err
+			}
+			if err := p.expectClose(open, tRBrack, "]"); err != nil {
+				return nil, err
+			}
+			if n, err = p.add(filter{base: n, cond: cond, index: isNumber(cond)}, open); err != nil {
+				return nil, err
+			}
+		default:
+			return n, nil
+		}
+	}
+}
+
+// isNumber reports whether n is a number literal, possibly negated: such a
+// filter is an index (xs[1], xs[-1]).
+func isNumber(n node) bool {
+	if m, ok := n.(neg); ok {
+		n = m.x
+	}
+	l, ok := n.(literal)
+	_, num := l.val.(float64)
+	return ok && num
+}
+
 func (p *parser) parsePrimary() (node, error) {
 	t := p.next()
 	var n node
@@ -227,91 +613,389 @@ func (p *parser) parsePrimary() (node, error) {
 		n = literal{t.num}
 	case tStr:
 		n = literal{t.str}
+	case tTemporal:
+		v, err := parseTemporal(t.str)
+		if err != nil {
+			return nil, refuse(p.src, t.pos, "%v", err)
+		}
+		n = literal{v}
 	case tLParen:
-		if n, err = p.parseGroup(t); err != nil {
+		if err := p.enter(t); err != nil {
+			return nil, err
+		}
+		defer p.leave()
+		if n, err = p.parseExpr(); err != nil {
+			return nil, err
+		}
+		if err := p.expectClose(t, tRParen, ")"); err != nil {
+			return nil, err
+		}
+		return n, nil
+	case tLBrack:
+		if n, err = p.parseList(t); err != nil {
+			return nil, err
+		}
+	case tLBrace:
+		if n, err = p.parseContext(t); err != nil {
 			return nil, err
 		}
 	case tName:
-		switch t.text {
-		case "true", "false":
-			n = literal{t.text == "true"}
-		case "null":
-			n = literal{nil}
-		case "not":
-			if p.peek().kind != tLParen {
-				return nil, refuse(p.src, t.pos, "not without parentheses is only supported at the start of an and/or operand; write not(...)")
-			}
-			x, err := p.parseGroup(p.next())
-			if err != nil {
-				return nil, err
-			}
-			n = not{x}
-		default:
-			return p.parseName(t)
-		}
+		return p.parseName(t)
 	case tEOF:
 		return nil, refuse(p.src, t.pos, "unexpected end of expression")
 	default:
 		return nil, p.unexpected(t)
 	}
-	if p.peek().kind == tDot {
-		return nil, refuse(p.src, p.peek().pos, "path access (.) is only supported after a variable name")
-	}
 	return p.add(n, t)
 }
 
-// parseGroup parses "( expr )" after its "(" was consumed as open.
-func (p *parser) parseGroup(open token) (node, error) {
+func (p *parser) parseList(open token) (node, error) {
 	if err := p.enter(open); err != nil {
 		return nil, err
 	}
 	defer p.leave()
-	x, err := p.parseOr()
+	items := []node{}
+	err := p.commaList(tRBrack, func() error {
+		item, err := p.parseExpr()
+		items = append(items, item)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	if t := p.next(); t.kind != tRParen {
-		return nil, refuse(p.src, t.pos, "expected ) to close the ( at position %d, found %s", column(p.src, open.pos), t.describe())
-	}
-	return x, nil
+	return listLit{items}, p.expectClose(open, tRBrack, "]")
 }
 
-// parseName parses a variable and its path: a, a.b, a.b.c.
+// parseContext parses {key: value, ...}. Each entry is in scope for the
+// entries after it. A key is a string or the text up to its colon, which
+// may contain spaces and symbols ({first name: ...}), as in feel-scala.
+func (p *parser) parseContext(open token) (node, error) {
+	if err := p.enter(open); err != nil {
+		return nil, err
+	}
+	defer p.leave()
+	var c ctxLit
+	defer func() { p.unbind(len(c.keys)) }()
+	err := p.commaList(tRBrace, func() error {
+		k, err := p.parseKey()
+		if err != nil {
+			return err
+		}
+		if indexOf(c.keys, k) >= 0 {
+			return refuse(p.src, p.toks[p.i-1].pos, "key %q appears twice in the context", k)
+		}
+		v, err := p.parseExpr()
+		if err != nil {
+			return err
+		}
+		c.keys = append(c.keys, k)
+		c.vals = append(c.vals, v)
+		p.bind(k)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, p.expectClose(open, tRBrace, "}")
+}
+
+// parseKey reads a context key and its colon.
+func (p *parser) parseKey() (string, error) {
+	first := p.peek()
+	if first.kind == tStr && p.toks[p.i+1].kind == tColon {
+		p.i += 2
+		return first.str, nil
+	}
+	last := first
+	for {
+		switch t := p.peek(); t.kind {
+		case tColon:
+			if t == first {
+				return "", refuse(p.src, t.pos, "expected a context key before :")
+			}
+			p.next()
+			return p.src[first.pos : last.pos+len(last.text)], nil
+		case tName, tNum, tOp, tDot, tRange, tLParen, tRParen:
+			last = p.next()
+		default:
+			return "", refuse(p.src, t.pos, "expected a context key followed by :, found %s", t.describe())
+		}
+	}
+}
+
+// parseName parses what starts with a name: true, false, null, not(...),
+// a function call (whose name may have spaces: the longest built-in name
+// whose words follow wins, as in feel-scala) or a variable.
 func (p *parser) parseName(t token) (node, error) {
-	if why, ok := reserved[t.text]; ok {
-		return nil, refuse(p.src, t.pos, "%s", why)
+	switch t.text {
+	case "true", "false":
+		return p.add(literal{t.text == "true"}, t)
+	case "null":
+		return p.add(literal{nil}, t)
+	case "if", "for", "some", "every":
+		return nil, refuse(p.src, t.pos, "%s must be in parentheses when it is an operand: (%s ...)", t.text, t.text)
+	case "function":
+		return nil, refuse(p.src, t.pos, "function definitions are only supported as the second argument of sort")
 	}
-	if p.peek().kind == tLParen {
-		return nil, refuse(p.src, t.pos, "function calls are not supported (%s(...))", t.text)
+	p.i-- // t is the first word of a possible function name
+	for k := maxFuncWords; k >= 2; k-- {
+		if w := p.words(k); w != "" && p.toks[p.i+k].kind == tLParen && (builtins[w] != nil || unsupportedFuncs[w] != "") {
+			p.i += k
+			return p.parseCall(t, w)
+		}
 	}
-	p.names++
-	n, err := p.add(name{t.text}, t)
+	p.i++
+	if p.peek().kind == tLParen && (!isKeyword(t.text) || t.text == "not") {
+		return p.parseCall(t, t.text)
+	}
+	if isKeyword(t.text) {
+		if t.text == "and" || t.text == "or" {
+			return nil, p.unexpected(t)
+		}
+		if t.text == "not" {
+			return nil, refuse(p.src, t.pos, "not without parentheses is only supported at the start of an and/or operand; write not(...)")
+		}
+		return nil, refuse(p.src, t.pos, "%q is a reserved word and cannot name a variable", t.text)
+	}
+	// Words that run into "(" name a function we do not know: say so
+	// rather than report the second word as unexpected.
+	run := []string{t.text}
+	for j := p.i; p.toks[j].kind == tName && !isKeyword(p.toks[j].text); j++ {
+		run = append(run, p.toks[j].text)
+		if p.toks[j+1].kind == tLParen {
+			return nil, refuseFunc(p.src, strings.Join(run, " "))
+		}
+	}
+	p.reference(t.text)
+	return p.add(name{t.text}, t)
+}
+
+// parseCall parses the arguments of fname, whose "(" is next.
+func (p *parser) parseCall(t token, fname string) (node, error) {
+	fn := builtins[fname]
+	if fn == nil {
+		return nil, refuseFunc(p.src, fname)
+	}
+	if fname == "sort" {
+		return p.parseSort(t)
+	}
+	open := p.next()
+	if err := p.enter(open); err != nil {
+		return nil, err
+	}
+	defer p.leave()
+	var as []node
+	var names []string
+	err := p.commaList(tRParen, func() error {
+		at := p.peek()
+		if n, ok := p.argName(); ok {
+			names = append(names, n)
+		}
+		if len(names) > 0 && len(names) != len(as)+1 {
+			return refuse(p.src, at.pos, "arguments must be all named or all positional")
+		}
+		a, err := p.parseExpr()
+		as = append(as, a)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	for p.peek().kind == tDot {
-		dot := p.next()
-		f := p.next()
-		if f.kind != tName || isKeyword(f.text) {
-			return nil, refuse(p.src, dot.pos, "expected a field name after ., found %s", f.describe())
-		}
-		if p.peek().kind == tLParen {
-			return nil, refuse(p.src, f.pos, "function calls are not supported (%s(...))", f.text)
-		}
-		if n, err = p.add(path{n, f.text}, f); err != nil {
-			return nil, err
+	if err := p.expectClose(open, tRParen, ")"); err != nil {
+		return nil, err
+	}
+	if as, err = p.arrange(fn, as, names); err != nil {
+		return nil, err
+	}
+	p.clock = p.clock || fn.clock
+	switch fname {
+	case "not":
+		return p.add(not{as[0]}, t)
+	case "is defined":
+		return p.add(isDefined{as[0]}, t)
+	case "date", "time", "date and time", "duration":
+		// A conversion of a string literal is a literal, checked now, as
+		// feel-scala's parser does.
+		if l, ok := as[0].(literal); ok && len(as) == 1 {
+			if s, ok := l.val.(string); ok {
+				v, err := fn.fn(&evalCtx{}, args{f: fn, v: []any{s}})
+				if err != nil {
+					return nil, refuse(p.src, t.pos, "%v", err)
+				}
+				return p.add(literal{v}, t)
+			}
 		}
 	}
-	return n, nil
+	c := call{fn: fn, args: as}
+	if err := p.precompile(&c, t); err != nil {
+		return nil, err
+	}
+	return p.add(c, t)
 }
 
-// isKeyword reports whether s is a FEEL keyword, which cannot name a variable
-// or a field.
-func isKeyword(s string) bool {
-	switch s {
-	case "true", "false", "null", "not":
-		return true
+// argName consumes "name:" (the name may have spaces) if a named argument
+// starts here.
+func (p *parser) argName() (string, bool) {
+	j := p.i
+	for p.toks[j].kind == tName {
+		j++
 	}
-	_, ok := reserved[s]
-	return ok
+	if j == p.i || p.toks[j].kind != tColon {
+		return "", false
+	}
+	w := p.words(j - p.i)
+	p.i = j + 1
+	return w, true
+}
+
+// arrange checks the number of arguments and turns named arguments into
+// positional ones: the first form of fn whose parameters include all the
+// names, with null for the ones not given (feel-scala's rule).
+func (p *parser) arrange(fn *builtin, a []node, names []string) ([]node, error) {
+	if names == nil {
+		for _, sig := range fn.sigs {
+			if len(a) == len(sig) || fn.variadic && len(a) >= len(sig) {
+				return a, nil
+			}
+		}
+		return nil, refuseArity(p.src, fn, len(a))
+	}
+	if fn.variadic {
+		return nil, refuseCall(p.src, fn, "named arguments are not supported for it; pass the arguments in order")
+	}
+next:
+	for _, sig := range fn.sigs {
+		r := make([]node, len(sig))
+		for i, n := range names {
+			j := indexOf(sig, n)
+			if j < 0 {
+				continue next
+			}
+			if r[j] != nil {
+				return nil, refuseCall(p.src, fn, "argument %q is given twice", n)
+			}
+			r[j] = a[i]
+		}
+		for j := range r {
+			if r[j] == nil {
+				r[j] = literal{nil}
+			}
+		}
+		return r, nil
+	}
+	return nil, refuseCall(p.src, fn, "no form of it has the parameters %s", strings.Join(names, ", "))
+}
+
+func indexOf(s []string, x string) int {
+	for i, v := range s {
+		if v == x {
+			return i
+		}
+	}
+	return -1
+}
+
+// precompile compiles a literal regular expression once, at deploy time,
+// refusing an invalid one.
+func (p *parser) precompile(c *call, t token) error {
+	flagsAt := map[string]int{"matches": 2, "replace": 3, "split": -1, "extract": -1}
+	at, ok := flagsAt[c.fn.name]
+	if !ok {
+		return nil
+	}
+	pattern, ok := c.args[1].(literal)
+	if s, isStr := pattern.val.(string); ok && isStr {
+		flags := ""
+		if at > 0 && at < len(c.args) {
+			f, ok := c.args[at].(literal)
+			if !ok {
+				return nil
+			}
+			if f.val != nil {
+				if flags, ok = f.val.(string); !ok {
+					return nil
+				}
+			}
+		}
+		re, err := compileRegex(s, flags)
+		if err != nil {
+			return refuse(p.src, t.pos, "%s: %v", c.fn.name, err)
+		}
+		c.re = re
+	}
+	return nil
+}
+
+// parseSort parses sort(list, function(a, b) condition), positionally or
+// with the names list and precedes.
+func (p *parser) parseSort(t token) (node, error) {
+	open := p.next()
+	if err := p.enter(open); err != nil {
+		return nil, err
+	}
+	defer p.leave()
+	var s sortBy
+	i := 0
+	err := p.commaList(tRParen, func() error {
+		at := p.peek()
+		if n, ok := p.argName(); ok {
+			i = indexOf([]string{"list", "precedes"}, n)
+		}
+		var err error
+		switch {
+		case i == 0 && s.list == nil:
+			s.list, err = p.parseExpr()
+		case i == 1 && s.body == nil:
+			err = p.parseLambda(&s)
+		default:
+			return refuse(p.src, at.pos, "sort takes a list and a precedes function")
+		}
+		i++
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := p.expectClose(open, tRParen, ")"); err != nil {
+		return nil, err
+	}
+	if s.list == nil || s.body == nil {
+		return nil, refuse(p.src, t.pos, "sort takes a list and a precedes function: sort(xs, function(a, b) a < b)")
+	}
+	return p.add(s, t)
+}
+
+// parseLambda parses function(a, b) body, the precedes argument of sort.
+func (p *parser) parseLambda(s *sortBy) error {
+	t := p.next()
+	if t.kind != tName || t.text != "function" {
+		return refuse(p.src, t.pos, "sort needs a function(a, b) as its precedes argument, found %s", t.describe())
+	}
+	open := p.next()
+	if open.kind != tLParen {
+		return refuse(p.src, open.pos, "expected ( after function, found %s", open.describe())
+	}
+	var params []string
+	err := p.commaList(tRParen, func() error {
+		n := p.next()
+		if n.kind != tName || isKeyword(n.text) || indexOf(params, n.text) >= 0 {
+			return refuse(p.src, n.pos, "expected a parameter name, found %s", n.describe())
+		}
+		params = append(params, n.text)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := p.expectClose(open, tRParen, ")"); err != nil {
+		return err
+	}
+	if len(params) != 2 {
+		return refuse(p.src, t.pos, "the precedes function of sort takes 2 parameters, not %d", len(params))
+	}
+	p.bind(params...)
+	defer p.unbind(2)
+	body, err := p.parseExpr()
+	s.a, s.b, s.body = params[0], params[1], body
+	return err
 }
