@@ -310,7 +310,7 @@ func TestTaskRetriesCountDownThenRaiseAnIncident(t *testing.T) {
 		t.Errorf("retries = %d, want 1", n)
 	}
 	fail(0)
-	if n := b.env.Int(t, "SELECT count(*) FROM incidents WHERE instance_id = 'a-1' AND code = $1", fault.IncidentRetries); n != 1 {
+	if n := b.env.Int(t, "SELECT count(*) FROM incidents WHERE instance_id = 'a-1' AND code = $1", fault.IncidentTaskFailed); n != 1 {
 		t.Errorf("no retries-exhausted incident")
 	}
 	if n := b.rows(t, "tasks", "a-1"); n != 0 {

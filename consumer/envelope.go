@@ -16,6 +16,7 @@ import (
 	"github.com/sutra-run/worker/iso8601"
 	"github.com/sutra-run/worker/lanes"
 	"github.com/sutra-run/worker/metrics"
+	"github.com/sutra-run/worker/store"
 )
 
 // envelope is the JSON body of a relay (see README, "The relay contract").
@@ -28,6 +29,41 @@ type envelope struct {
 	// TTL (ISO 8601 duration) buffers a correlate-by-key relay that no
 	// subscription matches yet, for that long.
 	TTL string `json:"ttl"`
+	// Task is a pull task's outcome, sent by the worker itself through its
+	// outbox once a task worker reported it (the task API).
+	Task *taskOutcome `json:"task"`
+}
+
+// taskOutcome is the task form of a relay: what a task worker reported.
+type taskOutcome struct {
+	ID             string `json:"id"`
+	Token          string `json:"token"`
+	Element        string `json:"element"`
+	Outcome        string `json:"outcome"`
+	ErrorCode      string `json:"error_code"`
+	ErrorMessage   string `json:"error_message"`
+	Retries        int    `json:"retries"`
+	RetryTimeoutMS int64  `json:"retry_timeout_ms"`
+}
+
+// trigger is the engine trigger of a task outcome.
+func (t *taskOutcome) trigger(vars map[string]any) (engine.Trigger, error) {
+	tr := engine.Trigger{TokenID: t.Token, Element: t.Element, Variables: vars}
+	switch t.Outcome {
+	case store.TaskCompleted:
+		tr.Kind = engine.TriggerTaskCompleted
+	case store.TaskFailed:
+		tr.Kind, tr.ErrorMessage, tr.Retries = engine.TriggerTaskFailed, t.ErrorMessage, t.Retries
+		tr.RetryTimeout = time.Duration(t.RetryTimeoutMS) * time.Millisecond
+	case store.TaskBPMNError:
+		tr.Kind, tr.ErrorCode, tr.ErrorMessage = engine.TriggerTaskError, t.ErrorCode, t.ErrorMessage
+	default:
+		return tr, fault.New(fault.RelayInvalid, "task outcome %q is none of completed, failed, bpmn_error", t.Outcome)
+	}
+	if t.Token == "" || t.Element == "" {
+		return tr, fault.New(fault.RelayInvalid, "a task relay names the task's token and element")
+	}
+	return tr, nil
 }
 
 // decode turns a delivery into a Resume, or a fault.RelayInvalid error saying
@@ -55,6 +91,16 @@ func decode(d *amqp.Delivery, now time.Time) (lanes.Resume, error) {
 		Trigger:    engine.Trigger{Kind: engine.TriggerMessage, Message: env.Message, Variables: env.Variables},
 	}
 	switch {
+	case env.Task != nil:
+		if env.InstanceID == "" || env.Start != "" || env.Message != "" || env.CorrelationKey != "" || env.TTL != "" {
+			return lanes.Resume{}, fault.New(fault.RelayInvalid, "a task relay names instance_id and task only")
+		}
+		tr, err := env.Task.trigger(env.Variables)
+		if err != nil {
+			return lanes.Resume{}, err
+		}
+		r.Path, r.Trigger = metrics.PathTask, tr
+		return r, nil
 	case env.Start != "":
 		if env.Message != "" || env.CorrelationKey != "" {
 			return lanes.Resume{}, fault.New(fault.RelayInvalid, "a start relay carries neither message nor correlation_key")

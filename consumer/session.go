@@ -114,6 +114,8 @@ func (s *session) act(r result) {
 		s.ack(r.d, metrics.OutcomeDuplicate)
 	case lanes.Buffered:
 		s.ack(r.d, metrics.OutcomeBuffered)
+	case lanes.Stale:
+		s.ack(r.d, metrics.OutcomeStale)
 	case lanes.Refused, lanes.Retry:
 		if r.out.CountsAsFailure() {
 			n := s.c.failures[r.d.MessageId] + 1

@@ -101,6 +101,9 @@ type Trigger struct {
 	ErrorMessage string
 	// Retries is the task's remaining retries reported with TriggerTaskFailed.
 	Retries int
+	// RetryTimeout keeps a failed task with retries left from its workers
+	// for that long (TriggerTaskFailed).
+	RetryTimeout time.Duration
 	// Variables are merged into the instance (start variables, message payload,
 	// task results).
 	Variables map[string]any
@@ -142,6 +145,9 @@ type Task struct {
 	// Headers are the task's zeebe:taskHeaders (static configuration for the
 	// worker), nil when it has none.
 	Headers map[string]string
+	// NotBefore keeps the task from its workers until then (a retry after a
+	// failure's timeout); zero means at once.
+	NotBefore time.Time
 }
 
 // OutboxMessage is a message to publish after the step commits.

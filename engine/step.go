@@ -224,7 +224,7 @@ func (s *stepper) task(tr Trigger) error {
 	case TriggerTaskFailed:
 		s.closeWaits(i, el.ID)
 		if tr.Retries <= 0 {
-			s.incident(i, fault.IncidentRetries, "task failed with no retries left: "+tr.ErrorMessage)
+			s.incident(i, fault.IncidentTaskFailed, "task failed with no retries left: "+tr.ErrorMessage)
 			return nil
 		}
 		task, err := s.newTask(s.tokens[i].ID, el)
@@ -233,6 +233,9 @@ func (s *stepper) task(tr Trigger) error {
 			return nil
 		}
 		task.Retries = tr.Retries
+		if tr.RetryTimeout > 0 {
+			task.NotBefore = s.now.Add(tr.RetryTimeout)
+		}
 		s.eff.Tasks = append(s.eff.Tasks, task)
 		s.tokens[i].Armed = append(s.tokens[i].Armed, Armed{Element: el.ID})
 	case TriggerTaskError:

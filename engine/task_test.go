@@ -95,7 +95,7 @@ func TestServiceTaskFailureRecreatesTaskOrRaisesIncident(t *testing.T) {
 				}
 				return
 			}
-			if len(eff.Tasks) != 0 || len(eff.Incidents) != 1 || eff.Incidents[0].Code != fault.IncidentRetries ||
+			if len(eff.Tasks) != 0 || len(eff.Incidents) != 1 || eff.Incidents[0].Code != fault.IncidentTaskFailed ||
 				!strings.Contains(eff.Incidents[0].Message, "card service down") {
 				t.Fatalf("effects = %+v", eff)
 			}

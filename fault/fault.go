@@ -34,6 +34,14 @@ const (
 	Transient = "SUTRA.RUNTIME.TRANSIENT"
 	// Another live process runs with this replica id.
 	ReplicaIDInUse = "SUTRA.RUNTIME.REPLICA_ID_IN_USE"
+	// The HTTP API.
+	APIInvalid      = "SUTRA.API.INVALID_REQUEST"
+	APIUnauthorized = "SUTRA.API.UNAUTHORIZED"
+	APITooLarge     = "SUTRA.API.TOO_LARGE"
+	// Pull tasks: the task does not exist or is finished; the caller does
+	// not hold its lock (another worker took it, or the lock expired).
+	TaskNotFound = "SUTRA.TASK.NOT_FOUND"
+	TaskLockLost = "SUTRA.TASK.LOCK_LOST"
 	// Deploy-time BPMN errors.
 	BPMNInvalid     = "SUTRA.BPMN.INVALID"
 	BPMNUnsupported = "SUTRA.BPMN.UNSUPPORTED"
@@ -41,7 +49,8 @@ const (
 	// Run-time incidents.
 	IncidentExpression = "SUTRA.INCIDENT.EXPRESSION"
 	IncidentNoFlow     = "SUTRA.INCIDENT.NO_MATCHING_FLOW"
-	IncidentRetries    = "SUTRA.INCIDENT.RETRIES_EXHAUSTED"
+	// A pull task's worker reported a failure with no retries left.
+	IncidentTaskFailed = "SUTRA.INCIDENT.TASK_FAILED"
 	IncidentError      = "SUTRA.INCIDENT.UNHANDLED_ERROR"
 )
 

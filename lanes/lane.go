@@ -13,6 +13,7 @@ import (
 	"github.com/sutra-run/worker/claims"
 	"github.com/sutra-run/worker/engine"
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/store"
 )
 
@@ -93,6 +94,7 @@ const maxResolves = 3
 //	definition load fails              by class   released
 //	engine: by-key relay not waiting   (resolved again, forwarded; after
 //	                                   maxResolves: Retry)  released
+//	engine: task outcome not waiting   Stale      released (the task was cancelled)
 //	engine: not waiting / error        Rejected   released
 //	commit: timer row gone             Rejected   released (a stale fire)
 //	panic (engine, hook)               Rejected   released, re-raised to supervise
@@ -287,7 +289,8 @@ func earliest(first time.Time, ts []engine.Timer) time.Time {
 }
 
 // reject answers a resume that can never apply, unless it is a relay that a
-// copy of it already applied: then it is a duplicate, never a dead letter.
+// copy of it already applied: then it is a duplicate, never a dead letter;
+// or a task outcome whose task was cancelled meanwhile: then it is stale.
 func (l *lane) reject(ctx context.Context, r *Resume, err error) Outcome {
 	if r.InboxID != "" {
 		cctx, cancel := l.call(ctx)
@@ -299,6 +302,9 @@ func (l *lane) reject(ctx context.Context, r *Resume, err error) Outcome {
 		if applied {
 			return Outcome{Kind: Duplicate}
 		}
+	}
+	if r.Path == metrics.PathTask && fault.Code(err) == fault.NotWaiting {
+		return Outcome{Kind: Stale, Code: fault.NotWaiting, Err: err}
 	}
 	return Outcome{Kind: Rejected, Code: fault.Code(err), Err: err}
 }

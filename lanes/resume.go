@@ -61,6 +61,9 @@ const (
 	// Buffered: no subscription matched the relay yet; it is stored until one
 	// opens or its TTL passes; acknowledge.
 	Buffered
+	// Stale: a task outcome whose task is gone (a boundary event interrupted
+	// it, the instance was cancelled): nothing to apply; acknowledge.
+	Stale
 )
 
 func (k Kind) String() string {
@@ -77,6 +80,8 @@ func (k Kind) String() string {
 		return "rejected"
 	case Buffered:
 		return "buffered"
+	case Stale:
+		return "stale"
 	}
 	return "unknown"
 }

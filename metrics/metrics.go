@@ -10,6 +10,7 @@ import (
 const (
 	PathRelay = "relay"
 	PathTimer = "timer"
+	PathTask  = "task"
 	PathAdmin = "admin"
 )
 
@@ -22,6 +23,9 @@ const (
 	// OutcomeBuffered: a correlate-by-key relay with a ttl that no
 	// subscription matched yet was stored until one opens; acked.
 	OutcomeBuffered = "buffered"
+	// OutcomeStale: a task outcome whose task was cancelled meanwhile (a
+	// boundary event fired, the instance was cancelled): nothing to apply; acked.
+	OutcomeStale = "stale"
 )
 
 // Metrics holds the worker's collectors. Labels are bounded: no instance ids.
@@ -40,6 +44,11 @@ type Metrics struct {
 	TimersStale    prometheus.Counter
 	TimerFireLag   prometheus.Histogram
 
+	TasksLocked      *prometheus.CounterVec
+	TasksCompleted   *prometheus.CounterVec
+	TasksLockExpired prometheus.Counter
+	TaskWait         prometheus.Histogram
+
 	ClaimsSwept      prometheus.Counter
 	LeaseHeld        *prometheus.GaugeVec
 	InboxTrimmed     prometheus.Counter
@@ -52,7 +61,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Relays: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sutra_relays_total",
-			Help: "Relays handled, by outcome (committed, duplicate, requeued, dead_lettered).",
+			Help: "Relays handled, by outcome (committed, duplicate, requeued, dead_lettered, buffered, stale).",
 		}, []string{"outcome"}),
 		RelayRequeues: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sutra_relay_requeues_total",
@@ -102,6 +111,23 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help:    "Time from a timer's due time to the commit of its fire.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
 	})
+	m.TasksLocked = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sutra_tasks_locked_total",
+		Help: "Pull tasks locked to a worker by fetchAndLock, by topic.",
+	}, []string{"topic"})
+	m.TasksCompleted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sutra_tasks_completed_total",
+		Help: "Outcomes of pull tasks reported by their workers and recorded, by topic and outcome (completed, failed, bpmn_error).",
+	}, []string{"topic", "outcome"})
+	m.TasksLockExpired = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sutra_tasks_lock_expired_total",
+		Help: "Pull tasks locked again after the lock of their previous worker expired.",
+	})
+	m.TaskWait = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "sutra_task_wait_seconds",
+		Help:    "Time from a pull task's creation to its (first or next) lock by a worker.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 16),
+	})
 	m.ClaimsSwept = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sutra_claims_swept_total",
 		Help: "Stale claims cleared by the sweep (their owner died or stalled past the claim timeout).",
@@ -124,11 +150,12 @@ func New(reg prometheus.Registerer) *Metrics {
 	})
 	reg.MustRegister(m.Relays, m.RelayRequeues, m.ClaimBounces, m.StepDuration, m.LaneDepth, m.LaneWait, m.StepsFenced, m.LanePanics,
 		m.TimersFired, m.TimerDeferrals, m.TimersStale, m.TimerFireLag,
+		m.TasksLocked, m.TasksCompleted, m.TasksLockExpired, m.TaskWait,
 		m.ClaimsSwept, m.LeaseHeld, m.InboxTrimmed, m.BufferedConsumed, m.BufferedExpired)
-	for _, o := range []string{OutcomeCommitted, OutcomeDuplicate, OutcomeRequeued, OutcomeDeadLettered, OutcomeBuffered} {
+	for _, o := range []string{OutcomeCommitted, OutcomeDuplicate, OutcomeRequeued, OutcomeDeadLettered, OutcomeBuffered, OutcomeStale} {
 		m.Relays.WithLabelValues(o)
 	}
-	for _, p := range []string{PathRelay, PathTimer, PathAdmin} {
+	for _, p := range []string{PathRelay, PathTimer, PathTask, PathAdmin} {
 		m.ClaimBounces.WithLabelValues(p)
 	}
 	return m

@@ -294,12 +294,17 @@ func queueEffects(b *pgx.Batch, id string, e engine.Effects) {
 		if headers == nil {
 			headers = map[string]string{}
 		}
-		b.Queue(`INSERT INTO tasks (instance_id, token_id, element_id, type, retries, variables, headers)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)
+		var notBefore *time.Time
+		if !t.NotBefore.IsZero() {
+			notBefore = &t.NotBefore
+		}
+		b.Queue(`INSERT INTO tasks (instance_id, token_id, element_id, type, retries, variables, headers, not_before)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 			ON CONFLICT (instance_id, token_id, element_id) DO UPDATE
 			   SET type = EXCLUDED.type, retries = EXCLUDED.retries, variables = EXCLUDED.variables,
-			       headers = EXCLUDED.headers, locked_by = NULL, lock_expires_at = NULL`,
-			id, t.TokenID, t.Element, t.Type, t.Retries, vars, headers)
+			       headers = EXCLUDED.headers, not_before = EXCLUDED.not_before, locked_by = NULL,
+			       lock_expires_at = NULL, outcome = NULL`,
+			id, t.TokenID, t.Element, t.Type, t.Retries, vars, headers, notBefore)
 	}
 	for _, m := range e.Publish {
 		vars := m.Variables

@@ -1,0 +1,229 @@
+// Package api serves the worker's HTTP API on its own listener
+// (SUTRA_API_ADDR): the Camunda 7 external-task protocol under
+// /engine-rest, which Camunda's external-task clients speak unchanged, so
+// that pull tasks are worked by the clients users already have.
+//
+// Nothing here claims an instance: a worker's outcome is recorded on the
+// task row, fenced on the lock holder, together with the outbox row that
+// carries it to the step pipeline as a relay, and answered only once that is
+// durable. The step then runs like any other (claim, engine, commit).
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/defaults"
+	"github.com/sutra-run/worker/internal/startstop"
+	"github.com/sutra-run/worker/metrics"
+	"github.com/sutra-run/worker/store"
+)
+
+// Store is what the API needs from the database (*store.Store).
+type Store interface {
+	FetchAndLock(ctx context.Context, worker string, topics []store.TopicLock, max int, byPriority bool) ([]store.LockedTask, error)
+	RecordOutcome(ctx context.Context, o store.Outcome) (topic string, err error)
+	ExtendLock(ctx context.Context, id int64, worker string, d time.Duration) error
+	Unlock(ctx context.Context, id int64) error
+	OpenTopics(ctx context.Context, topics []string) ([]string, error)
+}
+
+// Config configures the API.
+type Config struct {
+	// Addr is the listen address (default :8080).
+	Addr string
+	// Token, when set, is required on every call, as a Bearer token or as
+	// the password of HTTP Basic authentication.
+	Token string
+	// MaxTasks caps fetchAndLock's maxTasks (default 100).
+	MaxTasks int
+	// MaxAsyncResponseTimeout caps a long poll (default 30 min, Camunda's cap).
+	MaxAsyncResponseTimeout time.Duration
+	// MaxLockDuration caps a task lock (default 24h), so that no client can
+	// lock a task for ever.
+	MaxLockDuration time.Duration
+	// PollInterval is how often waiting long polls look for tasks that other
+	// replicas created (default 250ms); tasks this replica creates wake them
+	// at once.
+	PollInterval time.Duration
+	// MaxBody caps a request body (default 4 MiB).
+	MaxBody int64
+}
+
+func (c *Config) setDefaults() {
+	if c.Addr == "" {
+		c.Addr = ":8080"
+	}
+	defaults.Set(&c.MaxTasks, 100)
+	defaults.Set(&c.MaxAsyncResponseTimeout, 30*time.Minute)
+	defaults.Set(&c.MaxLockDuration, 24*time.Hour)
+	defaults.Set(&c.PollInterval, 250*time.Millisecond)
+	defaults.Set(&c.MaxBody, 4<<20)
+}
+
+// Deps are the API's collaborators.
+type Deps struct {
+	Store   Store
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
+	// OutcomeRecorded, when set, hears that an outcome's relay is in the
+	// outbox (to wake this replica's outbox publisher). It must not block.
+	OutcomeRecorded func()
+}
+
+// Server is the API listener, a startstop component.
+type Server struct {
+	startstop.Base
+	cfg     Config
+	deps    Deps
+	mux     *http.ServeMux
+	waiters *waiters
+	srv     *http.Server
+	ln      net.Listener
+}
+
+// New builds the API; Start listens.
+func New(deps Deps, cfg Config) *Server {
+	cfg.setDefaults()
+	s := &Server{cfg: cfg, deps: deps, mux: http.NewServeMux(), waiters: newWaiters()}
+	s.routes()
+	return s
+}
+
+// Handler is the API's handler (for tests that serve it themselves).
+func (s *Server) Handler() http.Handler { return s.authenticate(s.mux) }
+
+// Addr is the bound listen address, once started.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// TasksCreated wakes the long polls waiting for these topics: a step of this
+// replica created tasks of them. It never blocks.
+func (s *Server) TasksCreated(topics []string) { s.waiters.notify(topics) }
+
+// Start binds the listener (an address in use fails Start) and serves until
+// Stop. Stop ends waiting long polls with empty answers at once and lets
+// other calls finish until its deadline.
+func (s *Server) Start(ctx context.Context) error {
+	if s.cfg.Token == "" {
+		s.deps.Logger.Warn("SUTRA_API_TOKEN is not set: the task API accepts every caller", "addr", s.cfg.Addr)
+	}
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("API listener on %s: %w", s.cfg.Addr, err)
+	}
+	s.ln = ln
+	s.srv = &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      s.cfg.MaxAsyncResponseTimeout + 30*time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	return s.Run(ctx, "api", s.run)
+}
+
+func (s *Server) run(soft, hard context.Context) {
+	served := make(chan error, 1)
+	go func() { served <- s.srv.Serve(s.ln) }()
+	poll := time.NewTicker(s.cfg.PollInterval)
+	defer poll.Stop()
+	for {
+		select {
+		case <-poll.C:
+			s.pollOtherReplicas(soft)
+		case err := <-served:
+			if !errors.Is(err, http.ErrServerClosed) {
+				s.deps.Logger.Error("API listener failed", "err", err)
+			}
+			return
+		case <-soft.Done():
+			s.waiters.close() // long polls answer now
+			if err := s.srv.Shutdown(hard); err != nil {
+				_ = s.srv.Close()
+			}
+			<-served
+			return
+		}
+	}
+}
+
+// pollOtherReplicas wakes the long polls whose topics have tasks to fetch
+// that no wake-up of this replica announced (created by other replicas,
+// unlocked, expired, due after a retry timeout). One statement per interval,
+// only while long polls wait.
+func (s *Server) pollOtherReplicas(ctx context.Context) {
+	topics := s.waiters.topics()
+	if len(topics) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.PollInterval*4)
+	defer cancel()
+	open, err := s.deps.Store.OpenTopics(ctx, topics)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.deps.Logger.Warn("looking for tasks for waiting long polls", "code", fault.Code(err), "err", err)
+		}
+		return
+	}
+	s.waiters.notify(open)
+}
+
+// authenticate refuses every call without the token when one is set:
+// Bearer, or HTTP Basic with the token as password (Camunda's clients ship
+// a Basic auth interceptor). Compared in constant time.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	if s.cfg.Token == "" {
+		return next
+	}
+	want := []byte(s.cfg.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var got []byte
+		auth := r.Header.Get("Authorization")
+		switch {
+		case strings.HasPrefix(auth, "Bearer "):
+			got = []byte(strings.TrimPrefix(auth, "Bearer "))
+		case strings.HasPrefix(auth, "Basic "):
+			if raw, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(auth, "Basic ")); err == nil {
+				if _, pass, ok := strings.Cut(string(raw), ":"); ok {
+					got = []byte(pass)
+				}
+			}
+		}
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sutra", Basic realm="sutra"`)
+			writeError(w, http.StatusUnauthorized, "AuthenticationException", fault.APIUnauthorized,
+				"a valid token is required (Authorization: Bearer <token>, or HTTP Basic with the token as password)")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// restError is Camunda's error body, with our code.
+type restError struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+	Code    string `json:"code"`
+}
+
+func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
+	writeJSON(w, status, restError{Type: typ, Message: msg, Code: code})
+}
+
+// writeJSON answers with Content-Type exactly application/json: Camunda's
+// Node client parses a body as JSON only then.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

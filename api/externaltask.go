@@ -1,0 +1,498 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/store"
+)
+
+// base is the Camunda REST base path the external-task clients default to.
+const base = "/engine-rest"
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("POST "+base+"/external-task/fetchAndLock", s.fetchAndLock)
+	s.mux.HandleFunc("POST "+base+"/external-task/{id}/complete", s.complete)
+	s.mux.HandleFunc("POST "+base+"/external-task/{id}/failure", s.failure)
+	s.mux.HandleFunc("POST "+base+"/external-task/{id}/bpmnError", s.bpmnError)
+	s.mux.HandleFunc("POST "+base+"/external-task/{id}/extendLock", s.extendLock)
+	s.mux.HandleFunc("POST "+base+"/external-task/{id}/unlock", s.unlock)
+}
+
+// fetchRequest is Camunda's FetchExternalTasksDto. Every field Camunda has is
+// accepted (an unknown one is refused); what Sutra has no use for is said in
+// docs/tasks.md.
+type fetchRequest struct {
+	WorkerID             *string        `json:"workerId"`
+	MaxTasks             *int           `json:"maxTasks"`
+	UsePriority          bool           `json:"usePriority"`
+	AsyncResponseTimeout *int64         `json:"asyncResponseTimeout"`
+	Topics               []topicRequest `json:"topics"`
+	Sorting              []struct {
+		SortBy    string `json:"sortBy"`
+		SortOrder string `json:"sortOrder"`
+	} `json:"sorting"`
+}
+
+type topicRequest struct {
+	TopicName                   string         `json:"topicName"`
+	LockDuration                *int64         `json:"lockDuration"`
+	Variables                   []string       `json:"variables"`
+	LocalVariables              bool           `json:"localVariables"`
+	BusinessKey                 *string        `json:"businessKey"`
+	ProcessDefinitionID         *string        `json:"processDefinitionId"`
+	ProcessDefinitionIDIn       []string       `json:"processDefinitionIdIn"`
+	ProcessDefinitionKey        *string        `json:"processDefinitionKey"`
+	ProcessDefinitionKeyIn      []string       `json:"processDefinitionKeyIn"`
+	ProcessDefinitionVersionTag *string        `json:"processDefinitionVersionTag"`
+	ProcessVariables            map[string]any `json:"processVariables"`
+	WithoutTenantID             bool           `json:"withoutTenantId"`
+	TenantIDIn                  []string       `json:"tenantIdIn"`
+	DeserializeValues           bool           `json:"deserializeValues"`
+	IncludeExtensionProperties  bool           `json:"includeExtensionProperties"`
+}
+
+// lockedTask is Camunda's LockedExternalTaskDto.
+type lockedTask struct {
+	ActivityID                  string                `json:"activityId"`
+	ActivityInstanceID          string                `json:"activityInstanceId"`
+	ErrorMessage                *string               `json:"errorMessage"`
+	ErrorDetails                *string               `json:"errorDetails"`
+	ExecutionID                 string                `json:"executionId"`
+	ID                          string                `json:"id"`
+	LockExpirationTime          string                `json:"lockExpirationTime"`
+	CreateTime                  string                `json:"createTime"`
+	ProcessDefinitionID         string                `json:"processDefinitionId"`
+	ProcessDefinitionKey        string                `json:"processDefinitionKey"`
+	ProcessDefinitionVersionTag *string               `json:"processDefinitionVersionTag"`
+	ProcessInstanceID           string                `json:"processInstanceId"`
+	Retries                     int                   `json:"retries"`
+	Suspended                   bool                  `json:"suspended"`
+	WorkerID                    string                `json:"workerId"`
+	TopicName                   string                `json:"topicName"`
+	TenantID                    *string               `json:"tenantId"`
+	Variables                   map[string]typedValue `json:"variables"`
+	Priority                    int                   `json:"priority"`
+	BusinessKey                 *string               `json:"businessKey"`
+	ExtensionProperties         map[string]string     `json:"extensionProperties"`
+}
+
+// camundaTime is Camunda's date format (yyyy-MM-dd'T'HH:mm:ss.SSSZ).
+const camundaTime = "2006-01-02T15:04:05.000-0700"
+
+// invalid is a 400 with the reason.
+type invalid struct{ msg string }
+
+func (e invalid) Error() string { return e.msg }
+
+func invalidf(format string, args ...any) error { return invalid{fmt.Sprintf(format, args...)} }
+
+// decode reads a JSON body into v: Content-Type application/json, within the
+// size cap, one object, no unknown fields.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !isJSON(ct) {
+		return invalidf("Content-Type %q is not application/json", ct)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return tooLarge
+		}
+		return invalidf("reading the body: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return invalidf("the body is not a valid request: %v", err)
+	}
+	if dec.More() {
+		return invalidf("the body has data after its JSON object")
+	}
+	return nil
+}
+
+func isJSON(ct string) bool {
+	mt, _, _ := bytes.Cut([]byte(ct), []byte(";"))
+	return string(bytes.TrimSpace(mt)) == "application/json"
+}
+
+// fail answers err with Camunda's status and error body.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var inv invalid
+	var lock *store.LockError
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &inv):
+		writeError(w, http.StatusBadRequest, "InvalidRequestException", fault.APIInvalid, inv.msg)
+	case errors.As(err, &tooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, "InvalidRequestException", fault.APITooLarge,
+			fmt.Sprintf("the body is larger than %d bytes", tooLarge.Limit))
+	case errors.As(err, &lock):
+		writeError(w, http.StatusBadRequest, "BadUserRequestException", fault.TaskLockLost, lock.Error())
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, http.StatusNotFound, "InvalidRequestException", fault.TaskNotFound,
+			fmt.Sprintf("External task with id %s does not exist", r.PathValue("id")))
+	case fault.Code(err) == fault.Unavailable || fault.Code(err) == fault.Transient || r.Context().Err() != nil:
+		writeError(w, http.StatusServiceUnavailable, "RestException", fault.Unavailable, fault.Reason(err))
+	default:
+		s.deps.Logger.Error("task API call failed", "path", r.URL.Path, "code", fault.Code(err), "err", err)
+		writeError(w, http.StatusInternalServerError, "RestException", fault.StepFailed, err.Error())
+	}
+}
+
+func (s *Server) fetchAndLock(w http.ResponseWriter, r *http.Request) {
+	var req fetchRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	q, err := s.lockQuery(req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	tasks, err := s.fetch(r, q)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, tasks)
+}
+
+// lockQuery is a validated fetchAndLock request.
+type lockQuery struct {
+	worker      string
+	max         int
+	byPriority  bool
+	newestFirst bool
+	wait        time.Duration
+	topics      []store.TopicLock
+	requests    map[string]topicRequest
+	matchNone   bool // a filter on what Sutra does not have (tenants, business keys)
+}
+
+func (s *Server) lockQuery(req fetchRequest) (lockQuery, error) {
+	q := lockQuery{byPriority: req.UsePriority, requests: map[string]topicRequest{}}
+	switch {
+	case req.WorkerID == nil || *req.WorkerID == "":
+		return q, invalidf("workerId is required")
+	case req.MaxTasks == nil:
+		return q, invalidf("maxTasks is required")
+	case *req.MaxTasks < 0 || *req.MaxTasks > s.cfg.MaxTasks:
+		return q, invalidf("maxTasks %d is not between 0 and %d (SUTRA_API_MAX_TASKS)", *req.MaxTasks, s.cfg.MaxTasks)
+	}
+	q.worker, q.max = *req.WorkerID, *req.MaxTasks
+	if t := req.AsyncResponseTimeout; t != nil {
+		q.wait = time.Duration(*t) * time.Millisecond
+		if *t < 0 || q.wait > s.cfg.MaxAsyncResponseTimeout {
+			return q, invalidf("asyncResponseTimeout %d ms is not between 0 and %d", *t, s.cfg.MaxAsyncResponseTimeout.Milliseconds())
+		}
+	}
+	for _, so := range req.Sorting {
+		if so.SortBy != "createTime" || (so.SortOrder != "asc" && so.SortOrder != "desc") {
+			return q, invalidf("sorting by %q %q is not supported: sortBy createTime, sortOrder asc or desc", so.SortBy, so.SortOrder)
+		}
+		q.newestFirst = so.SortOrder == "desc"
+	}
+	for _, t := range req.Topics {
+		switch {
+		case t.TopicName == "":
+			return q, invalidf("a topic has no topicName")
+		case t.LockDuration == nil:
+			return q, invalidf("topic %q has no lockDuration", t.TopicName)
+		case *t.LockDuration <= 0 || time.Duration(*t.LockDuration)*time.Millisecond > s.cfg.MaxLockDuration:
+			return q, invalidf("lockDuration %d ms of topic %q is not between 1 and %d", *t.LockDuration, t.TopicName, s.cfg.MaxLockDuration.Milliseconds())
+		case len(t.ProcessVariables) > 0:
+			return q, invalidf("topic %q: filtering by processVariables is not supported", t.TopicName)
+		case t.ProcessDefinitionVersionTag != nil:
+			return q, invalidf("topic %q: filtering by processDefinitionVersionTag is not supported", t.TopicName)
+		}
+		if _, dup := q.requests[t.TopicName]; dup {
+			return q, invalidf("topic %q is asked for twice", t.TopicName)
+		}
+		q.requests[t.TopicName] = t
+		keys := t.ProcessDefinitionKeyIn
+		if t.ProcessDefinitionKey != nil {
+			keys = append(keys, *t.ProcessDefinitionKey)
+		}
+		for _, id := range append(t.ProcessDefinitionIDIn, deref(t.ProcessDefinitionID)...) {
+			key, _, _ := cutVersion(id)
+			keys = append(keys, key)
+		}
+		if t.BusinessKey != nil || (len(t.TenantIDIn) > 0 && !t.WithoutTenantID) {
+			continue // Sutra has no business keys or tenants: this topic matches no task
+		}
+		q.topics = append(q.topics, store.TopicLock{Topic: t.TopicName, LockDuration: time.Duration(*t.LockDuration) * time.Millisecond, DefinitionKeys: keys})
+	}
+	return q, nil
+}
+
+func deref(s *string) []string {
+	if s == nil {
+		return nil
+	}
+	return []string{*s}
+}
+
+// cutVersion splits a definition id "key:version".
+func cutVersion(id string) (string, int, bool) {
+	i := bytes.LastIndexByte([]byte(id), ':')
+	if i < 0 {
+		return id, 0, false
+	}
+	v, err := strconv.Atoi(id[i+1:])
+	return id[:i], v, err == nil
+}
+
+// fetch locks tasks for q, waiting for them up to q.wait (a long poll).
+func (s *Server) fetch(r *http.Request, q lockQuery) ([]lockedTask, error) {
+	if q.max == 0 || len(q.topics) == 0 {
+		return []lockedTask{}, nil
+	}
+	var w *waiter
+	if q.wait > 0 {
+		names := make([]string, len(q.topics))
+		for i, t := range q.topics {
+			names[i] = t.Topic
+		}
+		w = s.waiters.add(names)
+		defer s.waiters.remove(w)
+	}
+	deadline := time.NewTimer(q.wait)
+	defer deadline.Stop()
+	for {
+		tasks, err := s.lock(r.Context(), q)
+		if err != nil || len(tasks) > 0 || w == nil {
+			return tasks, err
+		}
+		select {
+		case <-w.wake:
+		case <-deadline.C:
+			return []lockedTask{}, nil
+		case <-s.waiters.closed:
+			return []lockedTask{}, nil
+		case <-r.Context().Done():
+			return nil, r.Context().Err()
+		}
+	}
+}
+
+// lock runs one fetchAndLock statement and builds Camunda's answer.
+func (s *Server) lock(ctx context.Context, q lockQuery) ([]lockedTask, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	got, err := s.deps.Store.FetchAndLock(ctx, q.worker, q.topics, q.max, q.byPriority)
+	if err != nil {
+		return nil, err
+	}
+	if q.newestFirst {
+		slices.Reverse(got)
+	}
+	out := make([]lockedTask, 0, len(got))
+	m := s.deps.Metrics
+	for _, t := range got {
+		m.TasksLocked.WithLabelValues(t.Topic).Inc()
+		m.TaskWait.Observe(t.Waited.Seconds())
+		if t.Relocked {
+			m.TasksLockExpired.Inc()
+		}
+		req := q.requests[t.Topic]
+		vars, err := toTyped(t.Variables, req.Variables)
+		if err != nil {
+			return nil, err
+		}
+		id := strconv.FormatInt(t.ID, 10)
+		lt := lockedTask{
+			ActivityID: t.Element, ActivityInstanceID: t.Element + ":" + t.TokenID, ExecutionID: t.TokenID,
+			ID: id, LockExpirationTime: t.LockExpires.Format(camundaTime), CreateTime: t.CreatedAt.Format(camundaTime),
+			ProcessDefinitionID:  fmt.Sprintf("%s:%d", t.DefinitionKey, t.DefinitionVersion),
+			ProcessDefinitionKey: t.DefinitionKey, ProcessInstanceID: t.InstanceID,
+			Retries: t.Retries, WorkerID: q.worker, TopicName: t.Topic, Variables: vars, Priority: t.Priority,
+			ErrorMessage: t.ErrorMessage, ErrorDetails: t.ErrorDetails, ExtensionProperties: map[string]string{},
+		}
+		if req.IncludeExtensionProperties && t.Headers != nil {
+			lt.ExtensionProperties = t.Headers
+		}
+		out = append(out, lt)
+	}
+	return out, nil
+}
+
+// taskID reads the path's task id.
+func taskID(r *http.Request) (int64, error) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, store.ErrNotFound // not an id this worker ever gave out
+	}
+	return id, nil
+}
+
+type completeRequest struct {
+	WorkerID       string                `json:"workerId"`
+	Variables      map[string]typedValue `json:"variables"`
+	LocalVariables map[string]typedValue `json:"localVariables"`
+}
+
+func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
+	var req completeRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	vars, err := fromTyped(req.Variables)
+	if err == nil {
+		var local map[string]any
+		if local, err = fromTyped(req.LocalVariables); err == nil {
+			for k, v := range local { // a task's local variables are its result too
+				vars[k] = v
+			}
+		}
+	}
+	if err != nil {
+		s.fail(w, r, invalidf("%v", err))
+		return
+	}
+	s.record(w, r, store.Outcome{Worker: req.WorkerID, Kind: store.TaskCompleted, Variables: vars})
+}
+
+type failureRequest struct {
+	WorkerID     string `json:"workerId"`
+	ErrorMessage string `json:"errorMessage"`
+	ErrorDetails string `json:"errorDetails"`
+	Retries      *int   `json:"retries"`
+	RetryTimeout *int64 `json:"retryTimeout"`
+	// Camunda 7.20 lets a failure carry variables; Sutra keeps the
+	// instance's variables as they are (accepted, ignored: see docs/tasks.md).
+	Variables      map[string]typedValue `json:"variables"`
+	LocalVariables map[string]typedValue `json:"localVariables"`
+}
+
+func (s *Server) failure(w http.ResponseWriter, r *http.Request) {
+	var req failureRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	switch {
+	case req.Retries == nil:
+		s.fail(w, r, invalidf("retries is required"))
+		return
+	case *req.Retries < 0:
+		s.fail(w, r, invalidf("retries %d is negative", *req.Retries))
+		return
+	case req.RetryTimeout != nil && *req.RetryTimeout < 0:
+		s.fail(w, r, invalidf("retryTimeout %d ms is negative", *req.RetryTimeout))
+		return
+	}
+	o := store.Outcome{Worker: req.WorkerID, Kind: store.TaskFailed, ErrorMessage: req.ErrorMessage,
+		ErrorDetails: req.ErrorDetails, Retries: *req.Retries}
+	if req.RetryTimeout != nil {
+		o.RetryTimeout = time.Duration(*req.RetryTimeout) * time.Millisecond
+	}
+	s.record(w, r, o)
+}
+
+type bpmnErrorRequest struct {
+	WorkerID     string                `json:"workerId"`
+	ErrorCode    string                `json:"errorCode"`
+	ErrorMessage string                `json:"errorMessage"`
+	Variables    map[string]typedValue `json:"variables"`
+}
+
+func (s *Server) bpmnError(w http.ResponseWriter, r *http.Request) {
+	var req bpmnErrorRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if req.ErrorCode == "" {
+		s.fail(w, r, invalidf("errorCode is required"))
+		return
+	}
+	vars, err := fromTyped(req.Variables)
+	if err != nil {
+		s.fail(w, r, invalidf("%v", err))
+		return
+	}
+	s.record(w, r, store.Outcome{Worker: req.WorkerID, Kind: store.TaskBPMNError, ErrorCode: req.ErrorCode,
+		ErrorMessage: req.ErrorMessage, Variables: vars})
+}
+
+// record records an outcome durably, with the relay that applies it, and
+// answers 204 only then.
+func (s *Server) record(w http.ResponseWriter, r *http.Request, o store.Outcome) {
+	id, err := taskID(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if o.Worker == "" {
+		s.fail(w, r, invalidf("workerId is required"))
+		return
+	}
+	o.TaskID = id
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	topic, err := s.deps.Store.RecordOutcome(ctx, o)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.deps.Metrics.TasksCompleted.WithLabelValues(topic, o.Kind).Inc()
+	if s.deps.OutcomeRecorded != nil {
+		s.deps.OutcomeRecorded()
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+type extendLockRequest struct {
+	WorkerID    string `json:"workerId"`
+	NewDuration *int64 `json:"newDuration"`
+}
+
+func (s *Server) extendLock(w http.ResponseWriter, r *http.Request) {
+	var req extendLockRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	id, err := taskID(r)
+	switch {
+	case err != nil:
+		s.fail(w, r, err)
+		return
+	case req.WorkerID == "":
+		s.fail(w, r, invalidf("workerId is required"))
+		return
+	case req.NewDuration == nil || *req.NewDuration <= 0 || time.Duration(*req.NewDuration)*time.Millisecond > s.cfg.MaxLockDuration:
+		s.fail(w, r, invalidf("newDuration must be between 1 and %d ms", s.cfg.MaxLockDuration.Milliseconds()))
+		return
+	}
+	if err := s.deps.Store.ExtendLock(r.Context(), id, req.WorkerID, time.Duration(*req.NewDuration)*time.Millisecond); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) unlock(w http.ResponseWriter, r *http.Request) {
+	id, err := taskID(r)
+	if err == nil {
+		err = s.deps.Store.Unlock(r.Context(), id)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,253 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Task outcomes a worker reports.
+const (
+	TaskCompleted = "completed"
+	TaskFailed    = "failed"
+	TaskBPMNError = "bpmn_error"
+)
+
+// TopicLock asks for tasks of one topic (a service task's type).
+type TopicLock struct {
+	Topic        string
+	LockDuration time.Duration
+	// DefinitionKeys, when not empty, takes only tasks of instances of these
+	// definitions.
+	DefinitionKeys []string
+}
+
+// LockedTask is a task locked to a worker by FetchAndLock.
+type LockedTask struct {
+	ID                int64
+	Topic             string
+	InstanceID        string
+	TokenID           string
+	Element           string
+	DefinitionKey     string
+	DefinitionVersion int
+	Retries           int
+	Priority          int
+	Variables         map[string]any
+	Headers           map[string]string
+	CreatedAt         time.Time
+	LockExpires       time.Time
+	// Waited is how long the task waited from its creation to this lock
+	// (database clock).
+	Waited time.Duration
+	// Relocked: the task was locked before by a worker whose lock expired.
+	Relocked     bool
+	ErrorMessage *string
+	ErrorDetails *string
+}
+
+// fetchAndLockSQL locks up to $4 open tasks of the asked topics to worker
+// $1, each for its topic's lock duration. SKIP LOCKED keeps two fetches'
+// statements apart, and the lock (locked_by, lock_expires_at) keeps a task
+// from other workers until it expires, so two workers never hold one task.
+const fetchAndLockSQL = `
+WITH want AS (
+	SELECT * FROM unnest($2::text[], $3::float8[], $5::text[]) AS w(topic, lock_secs, keys)
+), cand AS (
+	SELECT t.id, t.locked_by AS prev, w.lock_secs, i.definition_key, i.definition_version
+	  FROM tasks t
+	  JOIN want w ON t.type = w.topic
+	  JOIN instances i ON i.id = t.instance_id
+	 WHERE t.outcome IS NULL
+	   AND (t.locked_by IS NULL OR t.lock_expires_at < now())
+	   AND (t.not_before IS NULL OR t.not_before <= now())
+	   AND (w.keys = '' OR i.definition_key = ANY (string_to_array(w.keys, chr(31))))
+	 ORDER BY CASE WHEN $6 THEN t.priority ELSE 0 END DESC, t.id
+	 LIMIT $4
+	 FOR UPDATE OF t SKIP LOCKED
+)
+UPDATE tasks t SET locked_by = $1, lock_expires_at = now() + make_interval(secs => cand.lock_secs)
+  FROM cand WHERE t.id = cand.id
+RETURNING t.id, t.type, t.instance_id, t.token_id, t.element_id, cand.definition_key, cand.definition_version,
+	t.retries, t.priority, t.variables, t.headers, t.created_at, t.lock_expires_at, now() - t.created_at,
+	cand.prev IS NOT NULL, t.error_message, t.error_details`
+
+// FetchAndLock locks up to max open tasks of topics to worker, highest
+// priority first when byPriority, else oldest first. One statement.
+func (s *Store) FetchAndLock(ctx context.Context, worker string, topics []TopicLock, max int, byPriority bool) ([]LockedTask, error) {
+	names, secs, keys := make([]string, len(topics)), make([]float64, len(topics)), make([]string, len(topics))
+	for i, t := range topics {
+		names[i], secs[i], keys[i] = t.Topic, t.LockDuration.Seconds(), strings.Join(t.DefinitionKeys, "\x1f")
+	}
+	rows, err := s.pool.Query(ctx, fetchAndLockSQL, worker, names, secs, max, keys, byPriority)
+	if err != nil {
+		return nil, translate(err, "fetching and locking tasks")
+	}
+	tasks, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (LockedTask, error) {
+		var t LockedTask
+		err := r.Scan(&t.ID, &t.Topic, &t.InstanceID, &t.TokenID, &t.Element, &t.DefinitionKey, &t.DefinitionVersion,
+			&t.Retries, &t.Priority, &t.Variables, &t.Headers, &t.CreatedAt, &t.LockExpires, &t.Waited,
+			&t.Relocked, &t.ErrorMessage, &t.ErrorDetails)
+		return t, err
+	})
+	if err != nil {
+		return nil, translate(err, "fetching and locking tasks")
+	}
+	slices.SortFunc(tasks, func(a, b LockedTask) int {
+		if byPriority && a.Priority != b.Priority {
+			return b.Priority - a.Priority
+		}
+		return int(a.ID - b.ID)
+	})
+	return tasks, nil
+}
+
+// LockError refuses a call on a task that the worker does not hold.
+type LockError struct {
+	TaskID int64
+	Worker string
+	// Holder is the worker that holds the task ("" when nobody does).
+	Holder string
+	// Expired: the worker's lock expired (and nobody else took the task).
+	Expired bool
+}
+
+func (e *LockError) Error() string {
+	switch {
+	case e.Holder == "":
+		return fmt.Sprintf("task %d is not locked by worker %q: it is not locked at all", e.TaskID, e.Worker)
+	case e.Expired:
+		return fmt.Sprintf("task %d: the lock of worker %q has expired", e.TaskID, e.Worker)
+	}
+	return fmt.Sprintf("task %d is locked by worker %q, not %q", e.TaskID, e.Holder, e.Worker)
+}
+
+// Outcome is what a worker reports of a task it holds.
+type Outcome struct {
+	TaskID int64
+	Worker string
+	// Kind is TaskCompleted, TaskFailed or TaskBPMNError.
+	Kind      string
+	Variables map[string]any
+	// ErrorCode is the BPMN error's code (TaskBPMNError).
+	ErrorCode    string
+	ErrorMessage string
+	ErrorDetails string
+	// Retries and RetryTimeout are what is left after a failure (TaskFailed).
+	Retries      int
+	RetryTimeout time.Duration
+}
+
+// taskRelayRoutingKey is the routing key of task outcome relays.
+const taskRelayRoutingKey = "task"
+
+// recordOutcomeSQL records an outcome on the task, fenced on its lock holder,
+// and writes, in the same statement (one transaction, durable at commit), the
+// outbox row that carries it to the step pipeline as a relay. The relay's
+// message id is unique per outcome of the row, so its inbox row dedupes a
+// redelivered copy.
+const recordOutcomeSQL = `
+WITH done AS (
+	UPDATE tasks SET outcome = $3::text, outcomes = outcomes + 1,
+	       error_message = COALESCE($6::text, error_message), error_details = COALESCE($7::text, error_details)
+	 WHERE id = $1 AND outcome IS NULL AND locked_by = $2
+	RETURNING id, instance_id, token_id, element_id, outcomes, type
+)
+INSERT INTO outbox (id, instance_id, element_id, message_name, target, routing_key, body)
+SELECT 'task:' || id || ':' || outcomes, instance_id, element_id, type, 'relay', $10::text,
+       convert_to(json_build_object(
+           'instance_id', instance_id,
+           'task', json_build_object('id', id::text, 'token', token_id, 'element', element_id, 'outcome', $3::text,
+                                     'error_code', $5::text, 'error_message', $6::text, 'retries', $8::int,
+                                     'retry_timeout_ms', $9::bigint),
+           'variables', $4::jsonb)::text, 'UTF8')
+  FROM done
+RETURNING message_name`
+
+// RecordOutcome records a worker's outcome of a task it holds and queues
+// the relay that applies it, durably, in one statement, and returns the
+// task's topic. Errors: ErrNotFound (no such task, or it already has an
+// outcome), *LockError (another worker holds it, or nobody), and the usual
+// classes.
+func (s *Store) RecordOutcome(ctx context.Context, o Outcome) (topic string, err error) {
+	vars := o.Variables
+	if vars == nil {
+		vars = map[string]any{}
+	}
+	var msg, details *string
+	if o.ErrorMessage != "" {
+		msg = &o.ErrorMessage
+	}
+	if o.ErrorDetails != "" {
+		details = &o.ErrorDetails
+	}
+	err = s.pool.QueryRow(ctx, recordOutcomeSQL, o.TaskID, o.Worker, o.Kind, vars, o.ErrorCode, msg, details,
+		o.Retries, o.RetryTimeout.Milliseconds(), taskRelayRoutingKey).Scan(&topic)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", s.whyNotHeld(ctx, o.TaskID, o.Worker)
+	}
+	return topic, translate(err, fmt.Sprintf("recording the outcome of task %d", o.TaskID))
+}
+
+// ExtendLock sets the lock of a task worker holds to expire d from now. A
+// lock that expired cannot be extended.
+func (s *Store) ExtendLock(ctx context.Context, id int64, worker string, d time.Duration) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE tasks SET lock_expires_at = now() + make_interval(secs => $3)
+		WHERE id = $1 AND outcome IS NULL AND locked_by = $2 AND lock_expires_at > now()`, id, worker, d.Seconds())
+	if err != nil {
+		return translate(err, fmt.Sprintf("extending the lock of task %d", id))
+	}
+	if tag.RowsAffected() == 0 {
+		return s.whyNotHeld(ctx, id, worker)
+	}
+	return nil
+}
+
+// Unlock ends a task's lock, whoever holds it: the task is fetchable at once.
+func (s *Store) Unlock(ctx context.Context, id int64) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE tasks SET locked_by = NULL, lock_expires_at = NULL WHERE id = $1 AND outcome IS NULL`, id)
+	if err != nil {
+		return translate(err, fmt.Sprintf("unlocking task %d", id))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("task %d: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// whyNotHeld tells a missing or finished task from one the worker does not
+// hold.
+func (s *Store) whyNotHeld(ctx context.Context, id int64, worker string) error {
+	var holder *string
+	var expired, finished bool
+	err := s.pool.QueryRow(ctx, `SELECT locked_by, COALESCE(lock_expires_at < now(), false), outcome IS NOT NULL FROM tasks WHERE id = $1`, id).
+		Scan(&holder, &expired, &finished)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows), err == nil && finished:
+		return fmt.Errorf("task %d does not exist or is finished: %w", id, ErrNotFound)
+	case err != nil:
+		return translate(err, fmt.Sprintf("looking up task %d", id))
+	case holder == nil:
+		return &LockError{TaskID: id, Worker: worker}
+	}
+	return &LockError{TaskID: id, Worker: worker, Holder: *holder, Expired: *holder == worker && expired}
+}
+
+// OpenTopics returns those of topics that have a task a worker could lock
+// now. One statement, an index probe per topic.
+func (s *Store) OpenTopics(ctx context.Context, topics []string) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT w.topic FROM unnest($1::text[]) AS w(topic)
+		WHERE EXISTS (SELECT 1 FROM tasks t WHERE t.type = w.topic AND t.outcome IS NULL
+		                AND (t.locked_by IS NULL OR t.lock_expires_at < now())
+		                AND (t.not_before IS NULL OR t.not_before <= now()))`, topics)
+	if err != nil {
+		return nil, translate(err, "looking for open tasks")
+	}
+	open, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return open, translate(err, "looking for open tasks")
+}
