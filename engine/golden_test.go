@@ -70,6 +70,12 @@ var goldenCases = []struct {
 		timerCatch("Timeout", "timeDuration", "PT30M") + `<bpmn:endEvent id="E1" /><bpmn:endEvent id="E2" />` +
 		flow("F0", "S", "G") + flow("F1", "G", "Paid") + flow("F2", "G", "Timeout") + flow("F3", "Paid", "E1") + flow("F4", "Timeout", "E2"), msgDefs,
 		[]Trigger{{Kind: TriggerStart}, {Kind: TriggerTimer, TokenID: "t1", Element: "Timeout"}}},
+	{"user-task", userTaskProcess(nativeUserTask), "",
+		[]Trigger{{Kind: TriggerStart, Variables: map[string]any{"owner": "ada", "reviewers": "bob,cy", "due": "2025-03-05T17:00:00Z", "urgency": 8.0}},
+			{Kind: TriggerTaskCompleted, TokenID: "t1", Variables: map[string]any{"approved": true}}}},
+	{"message-start", messageStarts, messageStartDefs,
+		[]Trigger{{Kind: TriggerStart, Element: "Ordered", Message: "order-placed", Variables: map[string]any{"order": map[string]any{"id": "o-7"}}},
+			{Kind: TriggerMessage, Message: "paid", CorrelationKey: "o-7"}}},
 }
 
 func TestGoldenTracesPerElement(t *testing.T) {
