@@ -21,7 +21,7 @@ func (s *stepper) startChild(i int, el *bpmn.Element, ctx map[string]any) error 
 	}
 	var vars map[string]any
 	if el.Call.PropagateAllParentVariables {
-		vars = s.visible(i)
+		vars = s.handOut(i, ctx)
 	} else {
 		// Only the input mappings, which are the call activity's locals.
 		vars = make(map[string]any, len(s.tokens[i].Vars))

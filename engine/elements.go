@@ -45,7 +45,7 @@ func (s *stepper) openWaits(i int, el *bpmn.Element, kind WaitKind) ([]Armed, er
 		}
 	case WaitTask:
 		var task Task
-		if task, err = s.newTask(i, el); err == nil {
+		if task, err = s.newTask(i, el, ctx); err == nil {
 			s.eff.Tasks = append(s.eff.Tasks, task)
 			armed = append(armed, Armed{Element: el.ID})
 		}
@@ -120,11 +120,10 @@ func correlationKey(m *bpmn.Message, ctx map[string]any) (string, error) {
 	return m.CorrelationKey.EvalString(ctx)
 }
 
-// newTask builds the pull task of token i at el. Its variables are all the
-// variables visible at the token, its locals included (the worker sees
-// everything, as a Zeebe job does).
-func (s *stepper) newTask(i int, el *bpmn.Element) (Task, error) {
-	ctx := s.view(i)
+// newTask builds the pull task of token i at el from ctx, the variables
+// visible at the token (s.view(i)). They are the task's variables, locals
+// included: the worker sees everything, as a Zeebe job does.
+func (s *stepper) newTask(i int, el *bpmn.Element, ctx map[string]any) (Task, error) {
 	typ, err := el.Task.Type.EvalString(ctx)
 	if err != nil {
 		return Task{}, fmt.Errorf("task type of %s: %w", el.ID, err)
@@ -146,7 +145,7 @@ func (s *stepper) newTask(i int, el *bpmn.Element) (Task, error) {
 			return Task{}, err
 		}
 	}
-	task.Variables = s.visible(i)
+	task.Variables = s.handOut(i, ctx)
 	return task, nil
 }
 
@@ -274,7 +273,7 @@ func (s *stepper) publish(i int, el *bpmn.Element) bool {
 			return false
 		}
 	} else {
-		payload = s.visible(i)
+		payload = s.handOut(i, ctx)
 	}
 	s.eff.Publish = append(s.eff.Publish, OutboxMessage{
 		ID:             s.outboxID(i, el),

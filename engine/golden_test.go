@@ -76,6 +76,18 @@ var goldenCases = []struct {
 	{"message-start", messageStarts, messageStartDefs,
 		[]Trigger{{Kind: TriggerStart, Element: "Ordered", Message: "order-placed", Variables: map[string]any{"order": map[string]any{"id": "o-7"}}},
 			{Kind: TriggerMessage, Message: "paid", CorrelationKey: "o-7"}}},
+	{"multi-instance-parallel", miTask("false", "", ""), "",
+		[]Trigger{{Kind: TriggerStart, Variables: map[string]any{"items": []any{"a", "b"}}},
+			{Kind: TriggerTaskCompleted, TokenID: "t3", Variables: map[string]any{"result": "rb"}},
+			{Kind: TriggerTaskCompleted, TokenID: "t2", Variables: map[string]any{"result": "ra"}}}},
+	{"multi-instance-sequential-completion-condition",
+		miTask("true", "", `<bpmn:completionCondition>=result = "enough"</bpmn:completionCondition>`), "",
+		[]Trigger{{Kind: TriggerStart, Variables: map[string]any{"items": []any{"a", "b", "c"}}},
+			{Kind: TriggerTaskCompleted, TokenID: "t2", Variables: map[string]any{"result": "more"}},
+			{Kind: TriggerTaskCompleted, TokenID: "t4", Variables: map[string]any{"result": "enough"}}}},
+	{"multi-instance-interrupted", miTask("false", "", ""), "",
+		[]Trigger{{Kind: TriggerStart, Variables: map[string]any{"items": []any{"a", "b"}}},
+			{Kind: TriggerTimer, TokenID: "t1", Element: "Late"}}},
 }
 
 func TestGoldenTracesPerElement(t *testing.T) {

@@ -154,6 +154,18 @@ func (x *instance) token(element string) Token {
 	return found[0]
 }
 
+// body returns the multi-instance body token at element.
+func (x *instance) body(element string) Token {
+	x.t.Helper()
+	for _, tok := range x.in.State.Tokens {
+		if tok.Element == element && tok.Wait == WaitMulti {
+			return tok
+		}
+	}
+	x.t.Fatalf("no multi-instance body at %s; tokens: %+v", element, x.in.State.Tokens)
+	return Token{}
+}
+
 // at lists the live tokens as element/wait, in token order.
 func (x *instance) at() []string {
 	var out []string

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"slices"
+
 	"github.com/sutra-run/worker/bpmn"
 	"github.com/sutra-run/worker/fault"
 )
@@ -33,12 +35,16 @@ func (s *stepper) hasLocals(i int) bool {
 
 // view returns the variables visible at token i (-1 = process level): the
 // instance map itself when no locals are in scope, else a new map. Callers
-// only read it.
+// only read it, or hand it out through handOut.
 func (s *stepper) view(i int) map[string]any {
-	if !s.hasLocals(i) {
+	n := 0
+	for j := i; j >= 0; j = s.parentOf(j) {
+		n += len(s.tokens[j].Vars)
+	}
+	if n == 0 {
 		return s.vars
 	}
-	m := make(map[string]any, len(s.vars)+8)
+	m := make(map[string]any, len(s.vars)+n)
 	for k, v := range s.vars {
 		m[k] = v
 	}
@@ -57,14 +63,14 @@ func (s *stepper) overlayLocals(m map[string]any, i int) {
 	}
 }
 
-// visible returns the variables visible at token i for an effect to hold
-// (task variables, a payload): the instance map itself, shared, when there
-// are no locals.
-func (s *stepper) visible(i int) map[string]any {
+// handOut returns ctx, token i's view, for an effect to hold (task
+// variables, a payload, a child's variables). When it is the instance map
+// itself, the next write of this step copies that first.
+func (s *stepper) handOut(i int, ctx map[string]any) map[string]any {
 	if !s.hasLocals(i) {
 		return s.shareVars()
 	}
-	return s.view(i)
+	return ctx
 }
 
 // scopeOf returns the index of the nearest token from i outwards whose
@@ -107,7 +113,7 @@ func (s *stepper) mergeFrom(i int, vars map[string]any) {
 
 // ownLocals makes token j's locals a map this step may write.
 func (s *stepper) ownLocals(j int) {
-	if s.owned[j] {
+	if slices.Contains(s.owned, j) {
 		return
 	}
 	m := make(map[string]any, len(s.tokens[j].Vars)+1)
@@ -119,10 +125,10 @@ func (s *stepper) ownLocals(j int) {
 
 // setLocals gives token j a locals map made by this step.
 func (s *stepper) setLocals(j int, vars map[string]any) {
-	if s.owned == nil {
-		s.owned = map[int]bool{}
+	if !slices.Contains(s.owned, j) {
+		s.owned = append(s.owned, j)
 	}
-	s.tokens[j].Vars, s.owned[j] = vars, true
+	s.tokens[j].Vars = vars
 }
 
 // localInputs evaluates el's input mappings into token i's locals (an inner

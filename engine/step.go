@@ -47,9 +47,9 @@ type stepper struct {
 	// ownVars is set once vars is a copy this step may write; it is cleared
 	// when vars is handed out (task variables) so the next write copies again.
 	ownVars bool
-	// owned marks the tokens (by index) whose Vars map this step made,
-	// and may therefore write; the others' belong to in.State.
-	owned map[int]bool
+	// owned lists the tokens (by index) whose Vars map this step made, and
+	// may therefore write; the others' belong to in.State.
+	owned []int
 	// armed are the process level's waits (State.Armed).
 	armed  []Armed
 	parent *ParentRef
@@ -285,7 +285,7 @@ func (s *stepper) waiting(id, element string, kind WaitKind) int {
 // retries left (0 = the definition's) and, after a failure with a retry
 // timeout, fetchable only later.
 func (s *stepper) recreateTask(i int, el *bpmn.Element, retries int, timeout time.Duration) {
-	task, err := s.newTask(i, el)
+	task, err := s.newTask(i, el, s.view(i))
 	if err != nil {
 		s.incident(i, fault.IncidentExpression, err.Error(), StageActivate)
 		return
@@ -648,6 +648,7 @@ func (s *stepper) result() State {
 	if s.ended != "" {
 		st.Status = s.ended
 	}
+	s.eff.compact()
 	if s.ended == StatusCompleted {
 		s.eff.Completed = true
 		if s.parent != nil {
@@ -655,4 +656,24 @@ func (s *stepper) result() State {
 		}
 	}
 	return st
+}
+
+// compact drops effect lists left empty by rows opened and closed within the
+// step, so that "nothing to write" is always nil.
+func (e *Effects) compact() {
+	if len(e.Subscriptions) == 0 {
+		e.Subscriptions = nil
+	}
+	if len(e.Timers) == 0 {
+		e.Timers = nil
+	}
+	if len(e.Tasks) == 0 {
+		e.Tasks = nil
+	}
+	if len(e.Incidents) == 0 {
+		e.Incidents = nil
+	}
+	if len(e.StartChildren) == 0 {
+		e.StartChildren = nil
+	}
 }
