@@ -37,10 +37,13 @@ func (s *stepper) retry(tr Trigger) error {
 		// its boundary events are still armed.
 		s.recreateTask(i, el, tr.Retries, 0)
 	default:
-		// Nothing of the element is open: it runs again, under a fresh id
-		// so that what it opens (a child instance) is new.
+		// The element runs again from its start, its waits opened anew. A
+		// call activity does so under a fresh id: its new child instance
+		// must not take the id of the one that ended.
 		s.closeWaits(i, "")
-		t.ID = s.newID()
+		if el.Kind == bpmn.KindCallActivity {
+			t.ID = s.newID()
+		}
 		s.retryRetries = tr.Retries
 		s.execute(i)
 		s.retryRetries = 0
