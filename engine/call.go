@@ -58,3 +58,15 @@ func (s *stepper) childCompleted(tr Trigger) error {
 	s.complete(i, el, result)
 	return nil
 }
+
+// childFailed stops the call activity whose child could not start in an
+// incident; its boundary events stay armed.
+func (s *stepper) childFailed(tr Trigger) error {
+	i := s.waiting(tr.TokenID, tr.Element, WaitChild)
+	if i < 0 {
+		return fault.New(fault.NotWaiting, "instance %s has no call activity waiting on token %s", s.in.ID, tr.TokenID)
+	}
+	s.tokens[i].Wait = "" // no child to cancel
+	s.incident(i, fault.IncidentCalledElement, "the called process could not start: "+tr.ErrorMessage, StageActivate)
+	return nil
+}

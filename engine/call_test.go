@@ -162,3 +162,18 @@ func TestCancelEndsTheInstanceItsChildrenAndItsIncidents(t *testing.T) {
 		}
 	}
 }
+
+func TestChildThatCannotStartStopsTheCallActivityInAnIncident(t *testing.T) {
+	x, c := startCaller(t, `<zeebe:calledElement processId="=childKey" />`)
+	eff := x.step(Trigger{Kind: TriggerChildFailed, TokenID: c.TokenID, Element: "Call", ErrorMessage: "no definition \"shipping\""})
+	if len(eff.Incidents) != 1 || eff.Incidents[0].Code != fault.IncidentCalledElement || len(eff.CancelChildren) != 0 || len(eff.CloseWaits) != 0 {
+		t.Fatalf("effects = %+v", eff)
+	}
+	if tok := x.token("Call"); tok.Wait != WaitIncident || len(tok.Armed) != 1 {
+		t.Errorf("token = %+v: the boundary timer stays armed", tok)
+	}
+	eff = x.step(Trigger{Kind: TriggerRetry, TokenID: c.TokenID, Variables: map[string]any{"childKey": "shipping-v2"}})
+	if len(eff.StartChildren) != 1 || eff.StartChildren[0].DefinitionKey != "shipping-v2" || eff.StartChildren[0].InstanceID == c.InstanceID {
+		t.Errorf("retry = %+v", eff)
+	}
+}

@@ -122,6 +122,11 @@ const (
 	// child instance ended: with its variables, or with ErrorCode when an
 	// uncaught BPMN error ended it.
 	TriggerChildCompleted TriggerKind = "child_completed"
+	// TriggerChildFailed tells a call activity (TokenID, Element) that its
+	// child could not be started (no such definition, no none start event):
+	// the token stops in an incident (ErrorMessage says why) that a retry
+	// resolves by calling again.
+	TriggerChildFailed TriggerKind = "child_failed"
 	// TriggerCancel ends an active instance (admin).
 	TriggerCancel TriggerKind = "cancel"
 	// TriggerRetry resolves the incident of token TokenID and runs its
@@ -144,7 +149,8 @@ type Trigger struct {
 	// ErrorCode is the BPMN error thrown by a task worker (TriggerTaskError)
 	// or that ended a child instance (TriggerChildCompleted).
 	ErrorCode string
-	// ErrorMessage describes a task failure (TriggerTaskFailed).
+	// ErrorMessage describes a task failure (TriggerTaskFailed) or why a
+	// child could not start (TriggerChildFailed).
 	ErrorMessage string
 	// Retries is the task's remaining retries reported with TriggerTaskFailed;
 	// with TriggerRetry, the retries of the task it re-creates (0 = the

@@ -93,6 +93,8 @@ func (s *stepper) apply(tr Trigger) error {
 		return s.task(tr)
 	case TriggerChildCompleted:
 		return s.childCompleted(tr)
+	case TriggerChildFailed:
+		return s.childFailed(tr)
 	case TriggerCancel:
 		s.cancel()
 		return nil

@@ -41,6 +41,8 @@ const (
 	IncidentNoFlow     = "SUTRA.INCIDENT.NO_MATCHING_FLOW"
 	IncidentRetries    = "SUTRA.INCIDENT.RETRIES_EXHAUSTED"
 	IncidentError      = "SUTRA.INCIDENT.UNHANDLED_ERROR"
+	// A call activity's child instance could not be started.
+	IncidentCalledElement = "SUTRA.INCIDENT.CALLED_ELEMENT"
 )
 
 // Error is an error with a stable code.
