@@ -642,6 +642,15 @@ func (s *stepper) incident(i int, code, msg string, stage Stage) {
 // result assembles the state after the step.
 func (s *stepper) result() State {
 	st := State{Status: StatusActive, Variables: s.vars, Seq: s.seq, Armed: s.armed, Parent: s.parent}
+	live := 0
+	for _, t := range s.tokens {
+		if t.Element != "" {
+			live++
+		}
+	}
+	if live > 0 {
+		st.Tokens = make([]Token, 0, live)
+	}
 	for _, t := range s.tokens {
 		if t.Element != "" {
 			st.Tokens = append(st.Tokens, t)
