@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/sutra-run/worker/fault"
 )
 
-// FuzzParse checks that no input makes Parse panic or fail without a code,
-// and that whatever it accepts is internally consistent.
+// FuzzParse checks that no input makes ParseAll panic or fail without a
+// code, and that whatever it accepts is internally consistent.
 func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("..", "examples", "*.bpmn"))
 	for _, name := range files {
@@ -22,26 +23,122 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte(doc(`<bpmn:startEvent id="S" /><bpmn:subProcess id="Sub"><bpmn:startEvent id="SS" /></bpmn:subProcess>`+
 		`<bpmn:sequenceFlow id="F" sourceRef="S" targetRef="Sub" />`, msgDefs)))
+	// Every element the parser reads, in one file each way it can be written.
+	f.Add([]byte(doc(coverageSeed, msgDefs+`<bpmn:escalation id="Esc" escalationCode="LATE" />`)))
+	f.Add([]byte(doc(espDoc, msgDefs)))
+	f.Add([]byte(doc(`<bpmn:startEvent id="S" />`, `<bpmn:process id="q" isExecutable="true"><bpmn:startEvent id="M"><bpmn:messageEventDefinition messageRef="M2" /></bpmn:startEvent></bpmn:process>`+msgDefs)))
+	f.Add([]byte(`<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:camunda="http://camunda.org/schema/1.0/bpmn" id="D">` +
+		`<bpmn:process id="p" isExecutable="true"><bpmn:startEvent id="S" camunda:asyncBefore="true" /></bpmn:process></bpmn:definitions>`))
 	f.Fuzz(func(t *testing.T, src []byte) {
-		p, err := Parse(bytes.NewReader(src))
+		ps, err := ParseAll(bytes.NewReader(src))
 		if err != nil {
 			if fault.Code(err) == "" {
 				t.Fatalf("error without a code: %v", err)
 			}
 			return
 		}
-		if p.Start == nil || p.Start.Kind != KindStart || p.Element(p.Start.ID) != p.Start {
-			t.Fatalf("accepted a process without its start event: %+v", p.Start)
-		}
-		for _, el := range p.Elements() {
-			for _, fl := range el.Outgoing {
-				if fl.Source != el || fl.Target == nil || fl.Target.Parent != el.Parent {
-					t.Fatalf("flow %s is inconsistent", fl.ID)
-				}
-			}
-			if el.Kind == KindSubProcess && (el.SubStart == nil || el.SubStart.Parent != el) {
-				t.Fatalf("subprocess %s has no start of its own", el.ID)
-			}
+		for _, p := range ps {
+			checkConsistent(t, p)
 		}
 	})
 }
+
+// checkConsistent checks the invariants the engine relies on.
+func checkConsistent(t *testing.T, p *Process) {
+	if p.Start == nil && len(p.MessageStarts()) == 0 {
+		t.Fatalf("accepted process %s without a none or message start event", p.ID)
+	}
+	if p.Start != nil && (p.Start.Kind != KindStart || p.Element(p.Start.ID) != p.Start || p.Start.Message != nil) {
+		t.Fatalf("accepted a process with a bad none start event: %+v", p.Start)
+	}
+	for _, s := range p.MessageStarts() {
+		if s.Kind != KindStart || s.Message == nil || s.Parent != nil {
+			t.Fatalf("message start %s is inconsistent", s.ID)
+		}
+	}
+	checkEventSubs(t, p.EventSubs, nil)
+	for _, el := range p.Elements() {
+		for _, fl := range el.Outgoing {
+			if fl.Source != el || fl.Target == nil || fl.Target.Parent != el.Parent {
+				t.Fatalf("flow %s is inconsistent", fl.ID)
+			}
+		}
+		switch el.Kind {
+		case KindSubProcess:
+			if el.SubStart == nil || el.SubStart.Parent != el || el.SubStart.Message != nil || el.SubStart.Timer != nil {
+				t.Fatalf("subprocess %s has no none start of its own", el.ID)
+			}
+			checkEventSubs(t, el.EventSubs, el)
+		case KindEventSubProcess:
+			if !el.SubStart.IsEventSubStart() || el.SubStart.Parent != el || len(el.Incoming)+len(el.Outgoing) > 0 {
+				t.Fatalf("event subprocess %s is inconsistent", el.ID)
+			}
+			checkEventSubs(t, el.EventSubs, el)
+		case KindLink:
+			if el.LinkTarget == nil || el.LinkTarget.Parent != el.Parent || len(el.Outgoing) > 0 {
+				t.Fatalf("link %s is inconsistent", el.ID)
+			}
+		case KindTask:
+			if el.Task == nil {
+				t.Fatalf("task %s has no definition", el.ID)
+			}
+		case KindCallActivity:
+			if el.Call == nil {
+				t.Fatalf("call activity %s has no called element", el.ID)
+			}
+		case KindScript:
+			if el.Script == nil {
+				t.Fatalf("script task %s has no script", el.ID)
+			}
+		case KindBoundary:
+			if el.AttachedTo == nil || !slices.Contains(el.AttachedTo.Boundaries, el) {
+				t.Fatalf("boundary %s is not attached", el.ID)
+			}
+		case KindErrorEnd:
+			if el.Error == nil || el.Error.Code == "" {
+				t.Fatalf("error end %s throws no code", el.ID)
+			}
+		}
+		if el.Loop != nil && (el.Loop.InputCollection == nil || (el.Loop.OutputCollection == "") != (el.Loop.OutputElement == nil)) {
+			t.Fatalf("multi-instance %s is inconsistent", el.ID)
+		}
+	}
+}
+
+func checkEventSubs(t *testing.T, subs []*Element, parent *Element) {
+	for _, esp := range subs {
+		if esp.Kind != KindEventSubProcess || esp.Parent != parent || esp.SubStart == nil {
+			t.Fatalf("event subprocess %s is misplaced", esp.ID)
+		}
+	}
+}
+
+// coverageSeed uses every element kind, extension and marker the parser accepts.
+const coverageSeed = `<bpmn:extensionElements><zeebe:userTaskForm id="F1">{}</zeebe:userTaskForm></bpmn:extensionElements>
+<bpmn:startEvent id="S"><bpmn:extensionElements><zeebe:formDefinition formKey="camunda-forms:bpmn:F1" /></bpmn:extensionElements></bpmn:startEvent>
+<bpmn:startEvent id="MS"><bpmn:messageEventDefinition messageRef="M2" /></bpmn:startEvent>
+<bpmn:userTask id="U"><bpmn:extensionElements><zeebe:userTask /><zeebe:assignmentDefinition assignee="=a" candidateGroups="g1,g2" />
+  <zeebe:taskSchedule dueDate="=d" /><zeebe:priorityDefinition priority="60" /><zeebe:formDefinition formId="f" /></bpmn:extensionElements>
+  <bpmn:multiInstanceLoopCharacteristics isSequential="true"><bpmn:extensionElements><zeebe:loopCharacteristics inputCollection="=items" inputElement="item" outputCollection="out" outputElement="=r" /></bpmn:extensionElements>
+  <bpmn:completionCondition>=numberOfCompletedInstances &gt; 1</bpmn:completionCondition></bpmn:multiInstanceLoopCharacteristics></bpmn:userTask>
+<bpmn:task id="T" /><bpmn:manualTask id="MT" />
+<bpmn:scriptTask id="Sc"><bpmn:extensionElements><zeebe:script expression="=1 + 1" resultVariable="two" /></bpmn:extensionElements></bpmn:scriptTask>
+<bpmn:callActivity id="C"><bpmn:extensionElements><zeebe:calledElement processId="child" propagateAllChildVariables="false" />
+  <zeebe:ioMapping><zeebe:input source="=a" target="b" /><zeebe:output source="=c" target="d" /></zeebe:ioMapping></bpmn:extensionElements></bpmn:callActivity>
+<bpmn:boundaryEvent id="CT" attachedToRef="C"><bpmn:timerEventDefinition><bpmn:timeDuration>PT30s</bpmn:timeDuration></bpmn:timerEventDefinition></bpmn:boundaryEvent>
+<bpmn:subProcess id="Sub"><bpmn:extensionElements><zeebe:ioMapping><zeebe:input target="local" /></zeebe:ioMapping></bpmn:extensionElements>
+  <bpmn:startEvent id="SS" /><bpmn:intermediateThrowEvent id="Esc1"><bpmn:escalationEventDefinition escalationRef="Esc" /></bpmn:intermediateThrowEvent>
+  <bpmn:endEvent id="EscEnd"><bpmn:escalationEventDefinition escalationRef="Esc" /></bpmn:endEvent>
+  <bpmn:subProcess id="Inner" triggeredByEvent="true"><bpmn:startEvent id="IS" isInterrupting="false"><bpmn:timerEventDefinition><bpmn:timeCycle>R2/PT1M</bpmn:timeCycle></bpmn:timerEventDefinition></bpmn:startEvent></bpmn:subProcess>
+  <bpmn:sequenceFlow id="FS1" sourceRef="SS" targetRef="Esc1" /><bpmn:sequenceFlow id="FS2" sourceRef="Esc1" targetRef="EscEnd" />
+  <bpmn:multiInstanceLoopCharacteristics><bpmn:extensionElements><zeebe:loopCharacteristics inputCollection="=items" /></bpmn:extensionElements></bpmn:multiInstanceLoopCharacteristics>
+</bpmn:subProcess>
+<bpmn:boundaryEvent id="SE" cancelActivity="false" attachedToRef="Sub"><bpmn:escalationEventDefinition escalationRef="Esc" /></bpmn:boundaryEvent>
+<bpmn:subProcess id="OnError" triggeredByEvent="true"><bpmn:startEvent id="ES"><bpmn:errorEventDefinition /></bpmn:startEvent></bpmn:subProcess>
+<bpmn:subProcess id="OnMsg" triggeredByEvent="true"><bpmn:startEvent id="EM" isInterrupting="false"><bpmn:messageEventDefinition messageRef="M1" /></bpmn:startEvent></bpmn:subProcess>
+<bpmn:intermediateThrowEvent id="L"><bpmn:linkEventDefinition name="go" /></bpmn:intermediateThrowEvent>
+<bpmn:intermediateCatchEvent id="LC"><bpmn:linkEventDefinition name="go" /></bpmn:intermediateCatchEvent>
+<bpmn:endEvent id="E" />
+<bpmn:sequenceFlow id="F1" sourceRef="S" targetRef="U" /><bpmn:sequenceFlow id="F2" sourceRef="U" targetRef="T" /><bpmn:sequenceFlow id="F3" sourceRef="T" targetRef="MT" />
+<bpmn:sequenceFlow id="F4" sourceRef="MT" targetRef="Sc" /><bpmn:sequenceFlow id="F5" sourceRef="Sc" targetRef="C" /><bpmn:sequenceFlow id="F6" sourceRef="C" targetRef="Sub" />
+<bpmn:sequenceFlow id="F7" sourceRef="Sub" targetRef="L" /><bpmn:sequenceFlow id="F8" sourceRef="LC" targetRef="E" /><bpmn:sequenceFlow id="F9" sourceRef="MS" targetRef="U" />`

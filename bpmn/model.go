@@ -20,24 +20,30 @@ import (
 type Kind uint8
 
 const (
-	// KindStart is a none start event (of the process or of a subprocess).
+	// KindStart is a start event: the none start event of the process or of a
+	// subprocess, a message start event of the process, or the start event
+	// of an event subprocess (message, timer, error or escalation).
 	KindStart Kind = iota + 1
-	// KindEnd ends the token; with a Message it publishes first (message end event).
+	// KindEnd ends the token; with a Message it publishes first (message end
+	// event), with an Escalation it throws it first.
 	KindEnd
 	// KindTerminateEnd ends every token of its scope.
 	KindTerminateEnd
-	// KindErrorEnd throws Error to the enclosing subprocesses' error boundaries.
+	// KindErrorEnd throws Error to the enclosing scopes' error catchers.
 	KindErrorEnd
-	// KindThrow passes the token on; with a Message it publishes first
-	// (message intermediate throw event, send task with a messageRef).
+	// KindThrow passes the token on (none intermediate throw event, link
+	// catch event, undefined task, manual task); with a Message it publishes
+	// first (message intermediate throw event, send task with a messageRef),
+	// with an Escalation it throws it first.
 	KindThrow
 	// KindMessageCatch parks the token on a message subscription
 	// (message intermediate catch event, receive task).
 	KindMessageCatch
 	// KindTimerCatch parks the token on a timer (timer intermediate catch event).
 	KindTimerCatch
-	// KindTask parks the token on a pull task for external workers
-	// (service task, send task with a zeebe:taskDefinition).
+	// KindTask parks the token on a pull task for external workers (service
+	// task, user task, and send, script and business rule tasks and message
+	// throw events with a zeebe:taskDefinition).
 	KindTask
 	// KindSubProcess opens a scope holding child tokens (embedded subprocess).
 	KindSubProcess
@@ -48,9 +54,19 @@ const (
 	// KindEventGateway parks the token on the waits of the catch events it
 	// leads to; the first that fires wins.
 	KindEventGateway
-	// KindBoundary is a message, timer or error event attached to an activity.
-	// Tokens never flow into it; it is armed with its activity.
+	// KindBoundary is a message, timer, error or escalation event attached to
+	// an activity. Tokens never flow into it; it is armed with its activity.
 	KindBoundary
+	// KindScript evaluates a zeebe:script expression and completes at once.
+	KindScript
+	// KindCallActivity starts an instance of another process and waits for it.
+	KindCallActivity
+	// KindEventSubProcess is a scope started by its start event's trigger
+	// while its enclosing scope runs. Tokens never flow into it.
+	KindEventSubProcess
+	// KindLink is a link intermediate throw event: the token continues at the
+	// catch event of the same link name (LinkTarget).
+	KindLink
 )
 
 // Process is one executable BPMN process.
@@ -58,12 +74,16 @@ type Process struct {
 	// ID is the process id attribute: the definition key.
 	ID   string
 	Name string
-	// Start is the process's none start event.
+	// Start is the process's none start event; nil when the process starts
+	// only by messages (see MessageStarts).
 	Start *Element
+	// EventSubs are the event subprocesses at process level, in document order.
+	EventSubs []*Element
 
-	elements map[string]*Element
-	flows    map[string]*Flow
-	messages []string
+	elements      map[string]*Element
+	flows         map[string]*Flow
+	messages      []string
+	messageStarts []*Element
 }
 
 // Key is the definition key under which the store versions this process.
@@ -82,10 +102,17 @@ func (p *Process) Elements() []*Element {
 	return out
 }
 
-// MessageNames returns the sorted, distinct names of the messages the process
-// can wait for (catch events, receive tasks, message boundary events): the
-// names a relay may correlate to an instance of it.
+// MessageNames returns the sorted, distinct names of the messages a running
+// instance of the process can wait for (catch events, receive tasks, message
+// boundary events, message starts of event subprocesses): the names a relay
+// may correlate to an instance of it. Message start events of the process
+// are not among them: they start instances (see MessageStarts).
 func (p *Process) MessageNames() []string { return p.messages }
+
+// MessageStarts returns the message start events of the process level (not
+// those of event subprocesses), in document order. Their message names are
+// distinct.
+func (p *Process) MessageStarts() []*Element { return p.messageStarts }
 
 // Element is one flow node.
 type Element struct {
@@ -94,7 +121,7 @@ type Element struct {
 	// Type is the BPMN element type as written in the file ("serviceTask").
 	Type string
 	Kind Kind
-	// Parent is the enclosing subprocess; nil at process level.
+	// Parent is the enclosing subprocess or event subprocess; nil at process level.
 	Parent *Element
 
 	// Incoming and Outgoing are the sequence flows in document order.
@@ -103,33 +130,58 @@ type Element struct {
 	// Default is the exclusive gateway's default flow, or nil.
 	Default *Flow
 
-	// Message is set on message catch/throw events, receive and send tasks and
-	// message boundary events.
+	// Message is set on message catch/throw/start events, receive and send
+	// tasks and message boundary events.
 	Message *Message
-	// Timer is set on timer catch events and timer boundary events.
+	// Timer is set on timer catch events, timer boundary events and timer
+	// starts of event subprocesses.
 	Timer *Timer
-	// ErrorCode is the code an error end event throws or an error boundary
-	// event catches; "" on a boundary event catches every error.
-	ErrorCode string
+	// Error is set on error end events, error boundary events and error
+	// starts of event subprocesses.
+	Error *EventCode
+	// Escalation is set on escalation throw, end and boundary events and on
+	// escalation starts of event subprocesses.
+	Escalation *EventCode
 	// Task is set on pull tasks.
 	Task *TaskDefinition
+	// User is set on user tasks, which are pull tasks (Task is set too).
+	User *UserTask
+	// Script is set on script tasks the engine evaluates itself.
+	Script *Script
+	// Call is set on call activities.
+	Call *CallDefinition
+	// Loop is set on multi-instance activities.
+	Loop *Loop
 
-	// Inputs build a pull task's or a published message's variables.
+	// Inputs create the element's local variables when it is activated (on a
+	// publishing event: the message payload).
 	Inputs []Mapping
 	// Outputs map the element's result (message payload, task result) into
-	// the instance variables; without them the result is merged as it is.
+	// the variables; without them the result is merged as it is.
 	Outputs []Mapping
 
 	// AttachedTo is a boundary event's activity.
 	AttachedTo *Element
-	// Interrupting is a boundary event's cancelActivity.
+	// Interrupting is a boundary event's cancelActivity, or the
+	// isInterrupting of an event subprocess's start event.
 	Interrupting bool
 	// Boundaries are the boundary events attached to this activity, in
 	// document order.
 	Boundaries []*Element
 
-	// SubStart is a subprocess's none start event.
+	// SubStart is the start event of a subprocess (its none start event) or
+	// of an event subprocess (its triggering start event).
 	SubStart *Element
+	// EventSubs are the event subprocesses directly inside this subprocess
+	// or event subprocess, in document order.
+	EventSubs []*Element
+	// LinkTarget is a link throw event's catch event.
+	LinkTarget *Element
+}
+
+// IsEventSubStart reports whether el is the start event of an event subprocess.
+func (el *Element) IsEventSubStart() bool {
+	return el.Kind == KindStart && el.Parent != nil && el.Parent.Kind == KindEventSubProcess
 }
 
 // Flow is a sequence flow.
@@ -150,6 +202,12 @@ type Message struct {
 	// subscription opens (or when the message is published); nil when the
 	// message has no zeebe:subscription.
 	CorrelationKey *feel.Expr
+}
+
+// EventCode is the code of an error or escalation event. On a catch event an
+// empty Code catches every error (or escalation).
+type EventCode struct {
+	Code string
 }
 
 // TimerKind tells how a timer's value is read.
@@ -177,8 +235,74 @@ type TaskDefinition struct {
 	Headers map[string]string
 }
 
+// UserTaskType is the task type of a job-worker user task (one without
+// zeebe:userTask), under which Zeebe hands it to workers.
+const UserTaskType = "io.camunda.zeebe:userTask"
+
+// UserTask is what a user task carries besides its TaskDefinition. Every
+// expression is nil when the attribute is unset.
+type UserTask struct {
+	// Native is set for a Camunda user task (zeebe:userTask); without it the
+	// user task is a job for workers of type UserTaskType.
+	Native bool
+	// Assignee, CandidateGroups and CandidateUsers come from
+	// zeebe:assignmentDefinition; the candidates yield a list or a
+	// comma-separated string.
+	Assignee, CandidateGroups, CandidateUsers *feel.Expr
+	// DueDate and FollowUpDate come from zeebe:taskSchedule and yield RFC 3339
+	// date-times; static values were validated at Parse.
+	DueDate, FollowUpDate *feel.Expr
+	// Priority comes from zeebe:priorityDefinition (0 to 100, default 50).
+	Priority *feel.Expr
+	// FormKey is the zeebe:formDefinition formKey (an embedded form is
+	// "camunda-forms:bpmn:<id>") or externalReference; FormID its formId.
+	FormKey, FormID string
+}
+
+// Script is a zeebe:script: an expression whose value becomes ResultVariable.
+type Script struct {
+	Expression     *feel.Expr
+	ResultVariable string
+}
+
+// CallDefinition is a zeebe:calledElement.
+type CallDefinition struct {
+	// ProcessID is the called definition key (static or an expression).
+	ProcessID *feel.Expr
+	// PropagateAllChildVariables: the child's variables are the call
+	// activity's result when it completes (default true).
+	PropagateAllChildVariables bool
+	// PropagateAllParentVariables: the child starts with every variable
+	// visible at the call activity, not only its input mappings (default true).
+	PropagateAllParentVariables bool
+}
+
+// Loop is a multi-instance activity's multiInstanceLoopCharacteristics with
+// its zeebe:loopCharacteristics.
+type Loop struct {
+	Sequential bool
+	// InputCollection yields the list to iterate over.
+	InputCollection *feel.Expr
+	// InputElement is the local variable holding an inner instance's item ("" = none).
+	InputElement string
+	// OutputCollection is the list collecting OutputElement of every inner
+	// instance, in input order ("" = none; then OutputElement is nil too).
+	OutputCollection string
+	OutputElement    *feel.Expr
+	// CompletionCondition, when true after an inner instance completes,
+	// ends the others and completes the activity.
+	CompletionCondition *feel.Expr
+	// OutputLocal is the variable OutputElement reads when it is a plain
+	// variable or a path into one: created as a null local of every inner
+	// instance so that a result written to it stays with that instance, as
+	// in Zeebe ("" when there is none to create).
+	OutputLocal string
+}
+
 // Mapping is one zeebe:input or zeebe:output.
 type Mapping struct {
+	// Source is nil for an input without source, which creates a local
+	// variable holding null.
 	Source *feel.Expr
 	// Target is the variable written, possibly a dotted path ("order.total").
 	Target string

@@ -11,24 +11,68 @@ import (
 	"github.com/sutra-run/worker/feel"
 )
 
-// Parse reads a BPMN 2.0 document holding exactly one executable process and
-// returns its model. Errors are *fault.Error with code fault.BPMNInvalid
-// (malformed or inconsistent file), fault.BPMNUnsupported (an element or
-// extension outside the supported set, named by id and type) or
+// ParseAll reads a BPMN 2.0 document and returns every executable process
+// in it, in document order; each is deployed as its own definition. Errors
+// are *fault.Error with code fault.BPMNInvalid (malformed or inconsistent
+// file), fault.BPMNUnsupported (an element or extension outside the
+// supported set, named by its own id and type, or a Camunda 7 file) or
 // fault.BPMNExpression (an expression that does not compile).
+func ParseAll(r io.Reader) ([]*Process, error) {
+	d, executable, err := readDocument(r)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Process, 0, len(executable))
+	for _, n := range executable {
+		p, err := d.parser().process(n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// Parse reads a BPMN 2.0 document holding exactly one executable process
+// and returns its model; errors are those of ParseAll.
 func Parse(r io.Reader) (*Process, error) {
+	d, executable, err := readDocument(r)
+	if err != nil {
+		return nil, err
+	}
+	if len(executable) > 1 {
+		ids := make([]string, len(executable))
+		for i, n := range executable {
+			ids[i] = strconv.Quote(n.attr("id"))
+		}
+		return nil, invalid("the file holds %d executable processes (%s); Parse reads one, ParseAll reads each as its own definition",
+			len(executable), strings.Join(ids, ", "))
+	}
+	return d.parser().process(executable[0])
+}
+
+// document holds what the processes of one file share: the root-level
+// messages, errors and escalations they reference.
+type document struct {
+	msgNodes map[string]*node
+	errNodes map[string]*node
+	escNodes map[string]*node
+}
+
+// readDocument reads the file and returns its executable processes (at
+// least one).
+func readDocument(r io.Reader) (*document, []*node, error) {
 	root, err := readTree(r)
 	if err != nil {
-		return nil, fault.Wrap(fault.BPMNInvalid, err, "reading BPMN XML")
+		return nil, nil, fault.Wrap(fault.BPMNInvalid, err, "reading BPMN XML")
 	}
 	if !root.is(nsBPMN, "definitions") {
-		return nil, invalid("root element is <%s>, want BPMN 2.0 <definitions>", root.name.Local)
+		return nil, nil, invalid("root element is <%s>, want BPMN 2.0 <definitions>", root.name.Local)
 	}
-	p := &parser{
-		msgNodes: map[string]*node{},
-		messages: map[string]*Message{},
-		errNodes: map[string]*node{},
+	if err := refuseCamunda7(root); err != nil {
+		return nil, nil, err
 	}
+	d := &document{msgNodes: map[string]*node{}, errNodes: map[string]*node{}, escNodes: map[string]*node{}}
 	var executable []*node
 	for _, k := range root.kids {
 		if k.name.Space != nsBPMN {
@@ -40,24 +84,65 @@ func Parse(r io.Reader) (*Process, error) {
 				executable = append(executable, k)
 			}
 		case "message":
-			p.msgNodes[k.attr("id")] = k
+			d.msgNodes[k.attr("id")] = k
 		case "error":
-			p.errNodes[k.attr("id")] = k
+			d.errNodes[k.attr("id")] = k
+		case "escalation":
+			d.escNodes[k.attr("id")] = k
 		}
 	}
-	switch len(executable) {
-	case 0:
-		return nil, invalid(`the file holds no executable process (isExecutable="true")`)
-	case 1:
-	default:
-		ids := make([]string, len(executable))
-		for i, n := range executable {
-			ids[i] = strconv.Quote(n.attr("id"))
-		}
-		return nil, invalid("the file holds %d executable processes (%s); deploy one per file",
-			len(executable), strings.Join(ids, ", "))
+	if len(executable) == 0 {
+		return nil, nil, invalid(`the file holds no executable process (isExecutable="true")`)
 	}
-	return p.process(executable[0])
+	return d, executable, nil
+}
+
+// refuseCamunda7 recognises a file saved for Camunda 7 (the camunda:
+// namespace in use, or the modeler's execution platform) and refuses it as
+// such: its extensions mean nothing to Zeebe, and element by element
+// refusals would not tell the user what is wrong.
+func refuseCamunda7(root *node) error {
+	const why = "this is a Camunda 7 (Camunda Platform) file%s: Sutra runs the Camunda 8 (Zeebe) dialect; " +
+		"migrate the file to Camunda 8 (for example with Camunda's migration analyzer) and deploy it again"
+	for _, a := range root.attrs {
+		if a.Name.Space == nsModeler && a.Name.Local == "executionPlatform" && a.Value == "Camunda Platform" {
+			return fault.New(fault.BPMNUnsupported, why, ` (modeler:executionPlatform="Camunda Platform")`)
+		}
+	}
+	// Camunda 8's web modeler writes camunda:diagramRelationId on the root,
+	// so only a use below it marks a Camunda 7 file.
+	for _, k := range root.kids {
+		if n, what := camunda7Use(k); n != nil {
+			return fault.New(fault.BPMNUnsupported, why, fmt.Sprintf(" (camunda:%s on %s)", what, describeNode(n)))
+		}
+	}
+	return nil
+}
+
+// camunda7Use returns the first node, in document order, that is or carries
+// something of the Camunda 7 namespace, and what that is.
+func camunda7Use(n *node) (*node, string) {
+	if n.name.Space == nsCamunda7 {
+		return n, n.name.Local
+	}
+	for _, a := range n.attrs {
+		if a.Name.Space == nsCamunda7 {
+			return n, a.Name.Local
+		}
+	}
+	for _, k := range n.kids {
+		if found, what := camunda7Use(k); found != nil {
+			return found, what
+		}
+	}
+	return nil, ""
+}
+
+func describeNode(n *node) string {
+	if id := n.attr("id"); id != "" {
+		return fmt.Sprintf("%s %q", n.name.Local, id)
+	}
+	return n.name.Local
 }
 
 func invalid(format string, args ...any) error {
@@ -71,14 +156,25 @@ func unsupported(id, typ, what string) error {
 	return fault.New(fault.BPMNUnsupported, "element %q (%s) is not supported", id, typ)
 }
 
+// bare is an error without the code prefix of the *fault.Error it wraps, so
+// that a wrapping *fault.Error prints its code once.
+type bare struct{ err error }
+
+func (b bare) Error() string { return fault.Reason(b.err) }
+func (b bare) Unwrap() error { return b.err }
+
 type parser struct {
+	doc      *document
 	proc     *Process
-	msgNodes map[string]*node
 	messages map[string]*Message // compiled on first reference, by id
-	errNodes map[string]*node
 	flows    []pendingFlow
 	defaults []pendingDefault
 	attached []pendingBoundary
+	links    []pendingLink
+}
+
+func (d *document) parser() *parser {
+	return &parser{doc: d, messages: map[string]*Message{}}
 }
 
 type pendingFlow struct {
@@ -97,10 +193,17 @@ type pendingBoundary struct {
 	attachedTo string
 }
 
+// pendingLink is a link throw (throw set) or catch event and its link name.
+type pendingLink struct {
+	event *Element
+	name  string
+	throw bool
+}
+
 func (p *parser) process(n *node) (*Process, error) {
 	id := n.attr("id")
 	if id == "" {
-		return nil, invalid("the executable process has no id")
+		return nil, invalid("an executable process has no id")
 	}
 	p.proc = &Process{
 		ID:       id,
@@ -111,11 +214,9 @@ func (p *parser) process(n *node) (*Process, error) {
 	if err := p.processExtensions(n); err != nil {
 		return nil, err
 	}
-	start, err := p.scope(n, nil)
-	if err != nil {
+	if err := p.scope(n, nil); err != nil {
 		return nil, err
 	}
-	p.proc.Start = start
 	if err := p.link(); err != nil {
 		return nil, err
 	}
@@ -127,14 +228,15 @@ func (p *parser) process(n *node) (*Process, error) {
 }
 
 // processExtensions refuses process-level Zeebe extensions that change how the
-// process runs; the others (version tag, properties) are metadata.
+// process runs. zeebe:userTaskForm holds the JSON of a form embedded for a
+// user task: a Tasklist matter, kept out of the model.
 func (p *parser) processExtensions(n *node) error {
 	for _, k := range n.kids {
 		if !k.is(nsBPMN, "extensionElements") {
 			continue
 		}
 		for _, x := range k.kids {
-			if x.name.Space == nsZeebe && !ignoredExtension(x.name.Local) {
+			if x.name.Space == nsZeebe && !ignoredExtension(x.name.Local) && x.name.Local != "userTaskForm" {
 				return unsupported(p.proc.ID, "process", "extension zeebe:"+x.name.Local)
 			}
 		}
@@ -155,45 +257,116 @@ var ignoredChild = map[string]bool{
 	"dataObject": true, "dataObjectReference": true, "dataStoreReference": true,
 	"ioSpecification": true, "dataInputAssociation": true, "dataOutputAssociation": true,
 	"property": true, "category": true,
+	// A subprocess's own markers, read by element.
+	"multiInstanceLoopCharacteristics": true, "standardLoopCharacteristics": true,
 }
 
-// scope parses the flow nodes and sequence flows directly inside n (the
-// process or a subprocess) and returns the scope's none start event.
-func (p *parser) scope(n *node, parent *Element) (*Element, error) {
-	var start *Element
+// scope parses the flow nodes and sequence flows directly inside n: the
+// process (parent nil), a subprocess or an event subprocess.
+func (p *parser) scope(n *node, parent *Element) error {
+	var starts []*Element
 	for _, k := range n.kids {
 		if k.name.Space != nsBPMN || ignoredChild[k.name.Local] {
 			continue
 		}
 		if k.name.Local == "sequenceFlow" {
 			if err := p.sequenceFlow(k, parent); err != nil {
-				return nil, err
+				return err
 			}
 			continue
 		}
 		el, err := p.element(k, parent)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if el.Kind == KindStart {
-			if start != nil {
-				return nil, invalid("%s has two start events (%q, %q); exactly one none start event is supported",
-					scopeName(parent), start.ID, el.ID)
+		switch el.Kind {
+		case KindStart:
+			starts = append(starts, el)
+		case KindEventSubProcess:
+			if parent == nil {
+				p.proc.EventSubs = append(p.proc.EventSubs, el)
+			} else {
+				parent.EventSubs = append(parent.EventSubs, el)
 			}
-			start = el
 		}
 	}
-	if start == nil {
-		return nil, invalid("%s has no none start event", scopeName(parent))
+	switch {
+	case parent == nil:
+		return p.processStarts(starts)
+	case parent.Kind == KindEventSubProcess:
+		return eventSubStart(parent, starts)
 	}
-	return start, nil
+	return subprocessStart(parent, starts)
+}
+
+// processStarts checks the process's start events: at most one none start
+// event and any number of message start events with distinct messages.
+func (p *parser) processStarts(starts []*Element) error {
+	names := map[string]string{}
+	for _, s := range starts {
+		switch {
+		case s.Message != nil:
+			if other, dup := names[s.Message.Name]; dup {
+				return invalid("message start events %q and %q wait for the same message %q", other, s.ID, s.Message.Name)
+			}
+			names[s.Message.Name] = s.ID
+			p.proc.messageStarts = append(p.proc.messageStarts, s)
+		case s.Timer != nil:
+			return unsupported(s.ID, s.Type, "a timer start event of the process (instances started on a schedule)")
+		case s.Error != nil || s.Escalation != nil:
+			return invalid("start event %q of the process has an error or escalation trigger, which only an event subprocess's start event may have", s.ID)
+		case p.proc.Start != nil:
+			return invalid("the process has two none start events (%q, %q)", p.proc.Start.ID, s.ID)
+		default:
+			p.proc.Start = s
+		}
+	}
+	if p.proc.Start == nil && len(p.proc.messageStarts) == 0 {
+		return invalid("the process has no none start event and no message start event")
+	}
+	return nil
+}
+
+// subprocessStart checks that an embedded subprocess has exactly one start
+// event, a none start event.
+func subprocessStart(sub *Element, starts []*Element) error {
+	if len(starts) == 0 {
+		return invalid("subprocess %q has no none start event", sub.ID)
+	}
+	if len(starts) > 1 {
+		return invalid("subprocess %q has two start events (%q, %q); exactly one none start event is supported", sub.ID, starts[0].ID, starts[1].ID)
+	}
+	if s := starts[0]; s.Message != nil || s.Timer != nil || s.Error != nil || s.Escalation != nil {
+		return invalid("start event %q of subprocess %q has a trigger; a subprocess starts with a none start event", s.ID, sub.ID)
+	}
+	sub.SubStart = starts[0]
+	return nil
+}
+
+// eventSubStart checks that an event subprocess has exactly one start event
+// and that it has a trigger.
+func eventSubStart(esp *Element, starts []*Element) error {
+	if len(starts) != 1 {
+		return invalid("event subprocess %q has %d start events, want exactly one", esp.ID, len(starts))
+	}
+	s := starts[0]
+	switch {
+	case s.Message == nil && s.Timer == nil && s.Error == nil && s.Escalation == nil:
+		return invalid("start event %q of event subprocess %q has no message, timer, error or escalation trigger", s.ID, esp.ID)
+	case s.Error != nil && !s.Interrupting:
+		return invalid("error start event %q of event subprocess %q must interrupt", s.ID, esp.ID)
+	case s.Timer != nil && s.Timer.Kind == TimerCycle && s.Interrupting:
+		return unsupported(s.ID, s.Type, "a timeCycle on an interrupting start event")
+	}
+	esp.SubStart = s
+	return nil
 }
 
 func scopeName(parent *Element) string {
 	if parent == nil {
 		return "the process"
 	}
-	return fmt.Sprintf("subprocess %q", parent.ID)
+	return fmt.Sprintf("%s %q", parent.Type, parent.ID)
 }
 
 func (p *parser) sequenceFlow(n *node, scope *Element) error {
@@ -234,15 +407,25 @@ func (p *parser) claimID(id string) error {
 	return nil
 }
 
+// compile compiles an expression of element id. The compiler's message
+// already quotes the expression, so it is not repeated.
 func compile(id, what, src string) (*feel.Expr, error) {
 	e, err := feel.Compile(src)
 	if err != nil {
-		return nil, fault.Wrap(fault.BPMNExpression, err, "%s of %q: %q", what, id, src)
+		return nil, fault.Wrap(fault.BPMNExpression, bare{err}, "%s of %q", what, id)
 	}
 	return e, nil
 }
 
-// element parses one flow node.
+// refusedTypes are BPMN flow node types Sutra does not run, with what a
+// user should know about each.
+var refusedTypes = map[string]string{
+	"inclusiveGateway": "", "complexGateway": "", "transaction": "", "adHocSubProcess": "",
+	"callChoreography": "", "subChoreography": "", "choreographyTask": "", "implicitThrowEvent": "",
+}
+
+// element parses one flow node. Its type is checked before anything it
+// carries, so that a refusal names the element itself.
 func (p *parser) element(n *node, parent *Element) (*Element, error) {
 	typ := n.name.Local
 	id := n.attr("id")
@@ -253,70 +436,57 @@ func (p *parser) element(n *node, parent *Element) (*Element, error) {
 		return nil, err
 	}
 	el := &Element{ID: id, Name: n.attr("name"), Type: typ, Parent: parent}
-
-	var defs []*node
-	for _, k := range n.kids {
-		if k.name.Space != nsBPMN {
-			continue
-		}
-		switch {
-		case strings.HasSuffix(k.name.Local, "EventDefinition"):
-			defs = append(defs, k)
-		case strings.HasSuffix(k.name.Local, "LoopCharacteristics"):
-			return nil, unsupported(id, typ, k.name.Local)
-		}
+	if why, refused := refusedTypes[typ]; refused {
+		return nil, unsupported(id, typ, why)
 	}
-	if len(defs) > 1 {
-		return nil, unsupported(id, typ, "an event with several event definitions")
-	}
-	var def *node
-	defType := ""
-	if len(defs) == 1 {
-		def = defs[0]
-		defType = def.name.Local
-	}
-	ext, err := p.extensions(n, id, typ)
+	def, err := eventDefinition(n, el)
 	if err != nil {
+		return nil, err
+	}
+	x := readExtensions(n, el)
+	if err := x.ioMapping(el); err != nil {
 		return nil, err
 	}
 
 	switch typ {
 	case "startEvent":
-		if def != nil {
-			return nil, unsupported(id, typ, defType)
-		}
-		el.Kind = KindStart
+		err = p.startEvent(el, n, def, x)
 	case "endEvent":
-		err = p.endEvent(el, def, ext)
+		err = p.endEvent(el, def, x)
 	case "intermediateCatchEvent":
 		err = p.catchEvent(el, def)
 	case "intermediateThrowEvent":
-		switch {
-		case def == nil:
-			el.Kind = KindThrow
-		case defType == "messageEventDefinition":
-			err = p.sender(el, def.attr("messageRef"), ext)
-		default:
-			return nil, unsupported(id, typ, defType)
-		}
+		err = p.throwEvent(el, def, x)
 	case "boundaryEvent":
 		err = p.boundaryEvent(el, n, def)
 	case "serviceTask":
-		if ext.task == nil {
-			return nil, invalid("serviceTask %q has no zeebe:taskDefinition", id)
-		}
-		el.Kind = KindTask
+		err = jobTask(el, x, true)
+	case "userTask":
+		err = userTask(el, x)
 	case "receiveTask":
 		el.Kind = KindMessageCatch
 		el.Message, err = p.message(id, n.attr("messageRef"))
 	case "sendTask":
-		err = p.sender(el, n.attr("messageRef"), ext)
+		err = p.sender(el, n.attr("messageRef"), x)
+	case "scriptTask":
+		err = scriptTask(el, x)
+	case "businessRuleTask":
+		if x.take("calledDecision") != nil {
+			return nil, unsupported(id, typ, "a DMN decision (zeebe:calledDecision)")
+		}
+		err = jobTask(el, x, true)
+	case "task", "manualTask":
+		// Zeebe completes undefined and manual tasks at once.
+		el.Kind = KindThrow
 	case "subProcess":
 		if n.attr("triggeredByEvent") == "true" {
-			return nil, unsupported(id, "event subProcess", "")
+			el.Kind = KindEventSubProcess
+		} else {
+			el.Kind = KindSubProcess
 		}
-		el.Kind = KindSubProcess
-		el.SubStart, err = p.scope(n, el)
+		err = p.scope(n, el)
+	case "callActivity":
+		err = callActivity(el, x)
 	case "exclusiveGateway":
 		el.Kind = KindExclusive
 		if d := n.attr("default"); d != "" {
@@ -335,312 +505,77 @@ func (p *parser) element(n *node, parent *Element) (*Element, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := el.takeExtensions(ext); err != nil {
+	if err := loopCharacteristics(el, n); err != nil {
+		return nil, err
+	}
+	if err := x.leftover(); err != nil {
+		return nil, err
+	}
+	if err := checkMappings(el); err != nil {
 		return nil, err
 	}
 	p.proc.elements[id] = el
 	return el, nil
 }
 
-func (p *parser) endEvent(el *Element, def *node, ext extensions) error {
-	if def == nil {
-		el.Kind = KindEnd
-		return nil
-	}
-	switch def.name.Local {
-	case "terminateEventDefinition":
-		el.Kind = KindTerminateEnd
-	case "errorEventDefinition":
-		el.Kind = KindErrorEnd
-		ref := def.attr("errorRef")
-		if ref == "" {
-			return invalid("error end event %q has no errorRef", el.ID)
-		}
-		code, err := p.errorCode(el.ID, ref)
-		if err != nil {
-			return err
-		}
-		if code == "" {
-			return invalid("error end event %q throws error %q, which has no errorCode", el.ID, ref)
-		}
-		el.ErrorCode = code
-	case "messageEventDefinition":
-		if err := p.sender(el, def.attr("messageRef"), ext); err != nil {
-			return err
-		}
-		if el.Kind == KindThrow {
-			el.Kind = KindEnd
-		}
-	default:
-		return unsupported(el.ID, el.Type, def.name.Local)
-	}
-	return nil
-}
-
-// sender sets up an element that sends a message: with a zeebe:taskDefinition
-// it is a pull task (Zeebe's own semantics: a worker sends the message),
-// otherwise the engine publishes the referenced message through the outbox.
-func (p *parser) sender(el *Element, messageRef string, ext extensions) error {
-	if ext.task != nil {
-		el.Kind = KindTask
-		return nil
-	}
-	if messageRef == "" {
-		return invalid("%s %q sends no message: it needs a messageRef or a zeebe:taskDefinition", el.Type, el.ID)
-	}
-	m, err := p.message(el.ID, messageRef)
-	if err != nil {
-		return err
-	}
-	el.Kind = KindThrow
-	el.Message = m
-	return nil
-}
-
-func (p *parser) catchEvent(el *Element, def *node) error {
-	if def == nil {
-		return invalid("intermediateCatchEvent %q has no event definition", el.ID)
-	}
-	switch def.name.Local {
-	case "messageEventDefinition":
-		el.Kind = KindMessageCatch
-		m, err := p.message(el.ID, def.attr("messageRef"))
-		el.Message = m
-		return err
-	case "timerEventDefinition":
-		el.Kind = KindTimerCatch
-		t, err := p.timer(el.ID, def)
-		if err != nil {
-			return err
-		}
-		if t.Kind == TimerCycle {
-			return unsupported(el.ID, el.Type, "a timeCycle (cycles run on non-interrupting boundary events only)")
-		}
-		el.Timer = t
-		return nil
-	default:
-		return unsupported(el.ID, el.Type, def.name.Local)
-	}
-}
-
-func (p *parser) boundaryEvent(el *Element, n *node, def *node) error {
-	el.Kind = KindBoundary
-	el.Interrupting = n.attr("cancelActivity") != "false"
-	if def == nil {
-		return invalid("boundaryEvent %q has no event definition", el.ID)
-	}
-	switch def.name.Local {
-	case "messageEventDefinition":
-		m, err := p.message(el.ID, def.attr("messageRef"))
-		if err != nil {
-			return err
-		}
-		el.Message = m
-	case "timerEventDefinition":
-		t, err := p.timer(el.ID, def)
-		if err != nil {
-			return err
-		}
-		if t.Kind == TimerCycle && el.Interrupting {
-			return unsupported(el.ID, el.Type, "a timeCycle on an interrupting boundary event")
-		}
-		el.Timer = t
-	case "errorEventDefinition":
-		if !el.Interrupting {
-			return invalid("error boundary event %q must interrupt its activity", el.ID)
-		}
-		if ref := def.attr("errorRef"); ref != "" {
-			code, err := p.errorCode(el.ID, ref)
-			if err != nil {
-				return err
-			}
-			el.ErrorCode = code
-		}
-	default:
-		return unsupported(el.ID, el.Type, def.name.Local)
-	}
-	p.attached = append(p.attached, pendingBoundary{event: el, attachedTo: n.attr("attachedToRef")})
-	return nil
-}
-
-func (p *parser) errorCode(id, ref string) (string, error) {
-	n, ok := p.errNodes[ref]
-	if !ok {
-		return "", invalid("element %q references error %q, which is not defined", id, ref)
-	}
-	return n.attr("errorCode"), nil
-}
-
-// message returns the compiled bpmn:message ref, shared by every element that
-// references it.
-func (p *parser) message(id, ref string) (*Message, error) {
-	if ref == "" {
-		return nil, invalid("element %q has no messageRef", id)
-	}
-	if m, ok := p.messages[ref]; ok {
-		return m, nil
-	}
-	n, ok := p.msgNodes[ref]
-	if !ok {
-		return nil, invalid("element %q references message %q, which is not defined", id, ref)
-	}
-	m := &Message{ID: ref, Name: n.attr("name")}
-	if m.Name == "" {
-		return nil, invalid("message %q has no name", ref)
-	}
-	if strings.HasPrefix(m.Name, "=") {
-		return nil, unsupported(ref, "message", "a message name expression")
-	}
+// eventDefinition returns the element's one event definition, or nil;
+// several on one event are refused.
+func eventDefinition(n *node, el *Element) (*node, error) {
+	var def *node
 	for _, k := range n.kids {
-		if !k.is(nsBPMN, "extensionElements") {
+		if k.name.Space != nsBPMN || !strings.HasSuffix(k.name.Local, "EventDefinition") {
 			continue
 		}
-		for _, x := range k.kids {
-			if x.name.Space != nsZeebe || ignoredExtension(x.name.Local) {
-				continue
-			}
-			if x.name.Local != "subscription" {
-				return nil, unsupported(ref, "message", "extension zeebe:"+x.name.Local)
-			}
-			if src := strings.TrimSpace(x.attr("correlationKey")); src != "" {
-				c, err := compile(ref, "correlation key", src)
-				if err != nil {
-					return nil, err
+		if def != nil {
+			return nil, unsupported(el.ID, el.Type, "an event with several event definitions")
+		}
+		def = k
+	}
+	return def, nil
+}
+
+// checkMappings refuses mappings that would not run as a Camunda user
+// expects on the element's kind.
+func checkMappings(el *Element) error {
+	if len(el.Inputs) > 0 {
+		ok := false
+		switch el.Kind {
+		case KindTask, KindScript, KindSubProcess, KindEventSubProcess, KindCallActivity, KindMessageCatch, KindTimerCatch:
+			ok = true
+		case KindThrow, KindEnd:
+			// A publishing event's inputs are its payload; an undefined or
+			// manual task's are local variables its outputs may read.
+			ok = el.Message != nil || isActivity(el)
+		}
+		if !ok {
+			return unsupported(el.ID, el.Type, "input mappings")
+		}
+		if el.Message != nil {
+			for _, m := range el.Inputs {
+				if m.Source == nil {
+					return invalid("input mapping of %q to %q has no source: a message payload needs one", el.ID, m.Target)
 				}
-				m.CorrelationKey = c
 			}
 		}
 	}
-	p.messages[ref] = m
-	return m, nil
-}
-
-// extensions are the Zeebe extension elements of one flow node.
-type extensions struct {
-	task    *TaskDefinition
-	inputs  []Mapping
-	outputs []Mapping
-	headers map[string]string
-}
-
-func (p *parser) extensions(n *node, id, typ string) (extensions, error) {
-	var x extensions
-	for _, k := range n.kids {
-		if !k.is(nsBPMN, "extensionElements") {
-			continue
-		}
-		for _, e := range k.kids {
-			if e.name.Space != nsZeebe || ignoredExtension(e.name.Local) {
-				continue
-			}
-			var err error
-			switch e.name.Local {
-			case "taskDefinition":
-				x.task, err = taskDefinition(id, e)
-			case "ioMapping":
-				err = x.ioMapping(id, e)
-			case "taskHeaders":
-				x.headers = map[string]string{}
-				for _, h := range e.kids {
-					if h.is(nsZeebe, "header") {
-						x.headers[h.attr("key")] = h.attr("value")
-					}
-				}
-			default:
-				err = unsupported(id, typ, "extension zeebe:"+e.name.Local)
-			}
-			if err != nil {
-				return x, err
-			}
-		}
-	}
-	return x, nil
-}
-
-func taskDefinition(id string, n *node) (*TaskDefinition, error) {
-	typ := strings.TrimSpace(n.attr("type"))
-	if typ == "" {
-		return nil, invalid("zeebe:taskDefinition of %q has no type", id)
-	}
-	retries := strings.TrimSpace(n.attr("retries"))
-	if retries == "" {
-		retries = "3" // Zeebe's default
-	}
-	t := &TaskDefinition{}
-	var err error
-	if t.Type, err = compile(id, "task type", typ); err != nil {
-		return nil, err
-	}
-	if t.Retries, err = compile(id, "task retries", retries); err != nil {
-		return nil, err
-	}
-	if t.Retries.IsStatic() {
-		if n, err := strconv.Atoi(retries); err != nil || n < 0 {
-			return nil, invalid("zeebe:taskDefinition of %q: retries %q is not a non-negative integer", id, retries)
-		}
-	}
-	return t, nil
-}
-
-func (x *extensions) ioMapping(id string, n *node) error {
-	for _, k := range n.kids {
-		var dst *[]Mapping
-		switch {
-		case k.is(nsZeebe, "input"):
-			dst = &x.inputs
-		case k.is(nsZeebe, "output"):
-			dst = &x.outputs
-		default:
-			continue
-		}
-		target := strings.TrimSpace(k.attr("target"))
-		src := strings.TrimSpace(k.attr("source"))
-		path := strings.Split(target, ".")
-		if slices.Contains(path, "") {
-			return invalid("mapping of %q has an invalid target %q", id, target)
-		}
-		if src == "" {
-			return invalid("mapping of %q to %q has no source", id, target)
-		}
-		e, err := compile(id, "mapping to "+target, src)
-		if err != nil {
-			return err
-		}
-		*dst = append(*dst, Mapping{Source: e, Target: target, Path: path})
-	}
-	return nil
-}
-
-// takeExtensions attaches the parsed extensions to el, refusing those that
-// would not run as a Camunda user expects on this kind of element.
-func (el *Element) takeExtensions(x extensions) error {
-	if x.task != nil {
-		if el.Kind != KindTask {
-			return unsupported(el.ID, el.Type, "extension zeebe:taskDefinition")
-		}
-		x.task.Headers = x.headers
-		el.Task = x.task
-	} else if x.headers != nil {
-		return unsupported(el.ID, el.Type, "extension zeebe:taskHeaders without a task definition")
-	}
-	if len(x.inputs) > 0 {
-		// Inputs build a value handed out of the instance (task variables,
-		// message payload); elsewhere Zeebe would create local variables,
-		// which this engine has no scope for.
-		publishes := el.Message != nil && (el.Kind == KindThrow || el.Kind == KindEnd)
-		if el.Kind != KindTask && !publishes {
-			return unsupported(el.ID, el.Type, "input mappings (local variables)")
-		}
-		el.Inputs = x.inputs
-	}
-	if len(x.outputs) > 0 {
+	if len(el.Outputs) > 0 {
 		switch el.Kind {
 		case KindExclusive, KindParallel, KindEventGateway:
 			return unsupported(el.ID, el.Type, "output mappings on a gateway")
 		}
-		el.Outputs = x.outputs
 	}
 	return nil
+}
+
+// isActivity reports whether el is an activity (which may hold boundary
+// events and be multi-instance) rather than an event or a gateway.
+func isActivity(el *Element) bool {
+	switch el.Type {
+	case "serviceTask", "userTask", "receiveTask", "sendTask", "scriptTask", "businessRuleTask",
+		"task", "manualTask", "subProcess", "callActivity":
+		return el.Kind != KindEventSubProcess
+	}
+	return false
 }
 
 // link resolves the references between elements collected during the walk.
@@ -655,11 +590,11 @@ func (p *parser) link() error {
 			return invalid("sequence flow %q crosses a subprocess boundary", f.ID)
 		}
 		switch f.Source.Kind {
-		case KindEnd, KindTerminateEnd, KindErrorEnd:
-			return invalid("sequence flow %q leaves end event %q", f.ID, f.Source.ID)
+		case KindEnd, KindTerminateEnd, KindErrorEnd, KindLink, KindEventSubProcess:
+			return invalid("sequence flow %q leaves %s %q", f.ID, f.Source.Type, f.Source.ID)
 		}
 		switch f.Target.Kind {
-		case KindStart, KindBoundary:
+		case KindStart, KindBoundary, KindEventSubProcess:
 			return invalid("sequence flow %q enters %s %q", f.ID, f.Target.Type, f.Target.ID)
 		}
 		if f.Condition != nil && f.Source.Kind != KindExclusive {
@@ -679,32 +614,70 @@ func (p *parser) link() error {
 		d.gateway.Default = f
 	}
 	for _, b := range p.attached {
-		a := p.proc.elements[b.attachedTo]
-		if a == nil {
-			return invalid("boundary event %q is attached to %q, which is not defined", b.event.ID, b.attachedTo)
+		if err := p.attach(b); err != nil {
+			return err
 		}
-		if a.Parent != b.event.Parent {
-			return invalid("boundary event %q and its activity %q are in different scopes", b.event.ID, a.ID)
-		}
-		if !canHoldBoundaries(a) {
-			return unsupported(b.event.ID, b.event.Type, fmt.Sprintf("attaching to %s %q", a.Type, a.ID))
-		}
-		b.event.AttachedTo = a
-		a.Boundaries = append(a.Boundaries, b.event)
 	}
+	return p.linkEvents()
+}
+
+func (p *parser) attach(b pendingBoundary) error {
+	a := p.proc.elements[b.attachedTo]
+	if a == nil {
+		return invalid("boundary event %q is attached to %q, which is not defined", b.event.ID, b.attachedTo)
+	}
+	if a.Parent != b.event.Parent {
+		return invalid("boundary event %q and its activity %q are in different scopes", b.event.ID, a.ID)
+	}
+	if !isActivity(a) {
+		return unsupported(b.event.ID, b.event.Type, fmt.Sprintf("attaching to %s %q", a.Type, a.ID))
+	}
+	if b.event.Escalation != nil {
+		switch a.Kind {
+		case KindSubProcess:
+		case KindCallActivity:
+			return unsupported(b.event.ID, b.event.Type, fmt.Sprintf("an escalation boundary event on call activity %q (escalations do not cross call activities)", a.ID))
+		default:
+			return invalid("escalation boundary event %q is attached to %s %q; only a subprocess can throw an escalation", b.event.ID, a.Type, a.ID)
+		}
+	}
+	b.event.AttachedTo = a
+	a.Boundaries = append(a.Boundaries, b.event)
 	return nil
 }
 
-// canHoldBoundaries reports whether a token parks at a, so that events
-// attached to it have something to interrupt.
-func canHoldBoundaries(a *Element) bool {
-	switch a.Kind {
-	case KindTask, KindSubProcess:
-		return true
-	case KindMessageCatch:
-		return a.Type == "receiveTask"
+// linkEvents joins each link throw event to the catch event of its name in
+// the same scope.
+func (p *parser) linkEvents() error {
+	type key struct {
+		scope *Element
+		name  string
 	}
-	return false
+	catches := map[key]*Element{}
+	for _, l := range p.links {
+		if l.throw {
+			continue
+		}
+		k := key{l.event.Parent, l.name}
+		if other := catches[k]; other != nil {
+			return invalid("link catch events %q and %q have the same name %q in %s", other.ID, l.event.ID, l.name, scopeName(l.event.Parent))
+		}
+		if len(l.event.Incoming) > 0 {
+			return invalid("link catch event %q has incoming sequence flows", l.event.ID)
+		}
+		catches[k] = l.event
+	}
+	for _, l := range p.links {
+		if !l.throw {
+			continue
+		}
+		target := catches[key{l.event.Parent, l.name}]
+		if target == nil {
+			return invalid("link throw event %q has no catch event named %q in %s", l.event.ID, l.name, scopeName(l.event.Parent))
+		}
+		l.event.LinkTarget = target
+	}
+	return nil
 }
 
 // validate checks the rules that need the whole graph.
@@ -727,7 +700,31 @@ func (p *parser) validate() error {
 			if err := validateEventGateway(el); err != nil {
 				return err
 			}
+		case KindSubProcess, KindEventSubProcess:
+			if err := validateEventSubs(el.EventSubs); err != nil {
+				return err
+			}
 		}
+	}
+	return validateEventSubs(p.proc.EventSubs)
+}
+
+// validateEventSubs checks the event subprocesses of one scope: their
+// messages must be distinct, or a message could not tell which one it starts.
+func validateEventSubs(subs []*Element) error {
+	names := map[string]string{}
+	for _, esp := range subs {
+		if esp.Loop != nil || len(esp.Boundaries) > 0 {
+			return invalid("event subprocess %q cannot be multi-instance or carry boundary events", esp.ID)
+		}
+		m := esp.SubStart.Message
+		if m == nil {
+			continue
+		}
+		if other, dup := names[m.Name]; dup {
+			return invalid("event subprocesses %q and %q start on the same message %q", other, esp.ID, m.Name)
+		}
+		names[m.Name] = esp.ID
 	}
 	return nil
 }
@@ -759,6 +756,9 @@ func (p *parser) collectMessages() {
 	for _, el := range p.proc.elements {
 		if el.Message == nil || el.Kind == KindThrow || el.Kind == KindEnd {
 			continue
+		}
+		if el.Kind == KindStart && el.Parent == nil {
+			continue // starts instances rather than resuming one
 		}
 		seen[el.Message.Name] = true
 	}

@@ -27,7 +27,8 @@ const msgDefs = `
   <bpmn:message id="M1" name="m1"><bpmn:extensionElements><zeebe:subscription correlationKey="=key" /></bpmn:extensionElements></bpmn:message>
   <bpmn:message id="M2" name="m2" />
   <bpmn:message id="MX" name="=dynamic" />
-  <bpmn:error id="E1" name="Boom" errorCode="BOOM" />`
+  <bpmn:error id="E1" name="Boom" errorCode="BOOM" />
+  <bpmn:error id="EX" errorCode="=code" />`
 
 func mustParse(t *testing.T, src string) *Process {
 	t.Helper()
@@ -77,29 +78,50 @@ func TestParseRefusesUnsupportedElementsNamingIDAndType(t *testing.T) {
 	tests := []struct {
 		name, body, want string
 	}{
-		{"call activity", `<bpmn:callActivity id="Call_1" />`, `"Call_1" (callActivity)`},
 		{"inclusive gateway", `<bpmn:inclusiveGateway id="G_1" />`, `"G_1" (inclusiveGateway)`},
-		{"user task", `<bpmn:userTask id="U_1" />`, `"U_1" (userTask)`},
-		{"script task", `<bpmn:scriptTask id="S_1" />`, `"S_1" (scriptTask)`},
 		{"complex gateway", `<bpmn:complexGateway id="C_1" />`, `"C_1" (complexGateway)`},
 		{"transaction", `<bpmn:transaction id="T_1" />`, `"T_1" (transaction)`},
 		{"signal catch", `<bpmn:intermediateCatchEvent id="E_1"><bpmn:signalEventDefinition /></bpmn:intermediateCatchEvent>`,
 			`"E_1" (intermediateCatchEvent): signalEventDefinition`},
-		{"message start", `<bpmn:startEvent id="S_2"><bpmn:messageEventDefinition messageRef="M1" /></bpmn:startEvent>`,
-			`"S_2" (startEvent): messageEventDefinition`},
-		{"timer start", `<bpmn:startEvent id="S_3"><bpmn:timerEventDefinition /></bpmn:startEvent>`,
-			`"S_3" (startEvent): timerEventDefinition`},
 		{"compensation boundary", `<bpmn:boundaryEvent id="B_1" attachedToRef="x"><bpmn:compensateEventDefinition /></bpmn:boundaryEvent>`,
 			`"B_1" (boundaryEvent): compensateEventDefinition`},
-		{"escalation end", `<bpmn:endEvent id="End_9"><bpmn:escalationEventDefinition /></bpmn:endEvent>`,
-			`"End_9" (endEvent): escalationEventDefinition`},
-		{"multi-instance", `<bpmn:serviceTask id="Task_1"><bpmn:multiInstanceLoopCharacteristics /></bpmn:serviceTask>`,
-			`"Task_1" (serviceTask): multiInstanceLoopCharacteristics`},
-		{"event subprocess", `<bpmn:subProcess id="Sub_1" triggeredByEvent="true" />`, `"Sub_1" (event subProcess)`},
 		{"execution listener", `<bpmn:serviceTask id="Task_2"><bpmn:extensionElements><zeebe:taskDefinition type="a" /><zeebe:executionListeners /></bpmn:extensionElements></bpmn:serviceTask>`,
 			`"Task_2" (serviceTask): extension zeebe:executionListeners`},
 		{"timer cycle on catch event", `<bpmn:intermediateCatchEvent id="E_2"><bpmn:timerEventDefinition><bpmn:timeCycle>R3/PT1M</bpmn:timeCycle></bpmn:timerEventDefinition></bpmn:intermediateCatchEvent>`,
 			`"E_2" (intermediateCatchEvent): a timeCycle`},
+		{"timer start of the process", `<bpmn:startEvent id="S_3"><bpmn:timerEventDefinition><bpmn:timeCycle>R/PT1H</bpmn:timeCycle></bpmn:timerEventDefinition></bpmn:startEvent>`,
+			`"S_3" (startEvent): a timer start event of the process`},
+		{"signal start", `<bpmn:startEvent id="S_4"><bpmn:signalEventDefinition /></bpmn:startEvent>`,
+			`"S_4" (startEvent): signalEventDefinition`},
+		{"signal end", `<bpmn:endEvent id="End_4"><bpmn:signalEventDefinition /></bpmn:endEvent>`,
+			`"End_4" (endEvent): signalEventDefinition`},
+		{"compensation throw", `<bpmn:intermediateThrowEvent id="T_4"><bpmn:compensateEventDefinition /></bpmn:intermediateThrowEvent>`,
+			`"T_4" (intermediateThrowEvent): compensateEventDefinition`},
+		{"conditional catch", `<bpmn:intermediateCatchEvent id="E_4"><bpmn:conditionalEventDefinition /></bpmn:intermediateCatchEvent>`,
+			`"E_4" (intermediateCatchEvent): conditionalEventDefinition`},
+		{"business rule task with DMN", `<bpmn:businessRuleTask id="B_1"><bpmn:extensionElements><zeebe:calledDecision decisionId="d" resultVariable="r" /></bpmn:extensionElements></bpmn:businessRuleTask>`,
+			`"B_1" (businessRuleTask): a DMN decision (zeebe:calledDecision)`},
+		{"ad-hoc subprocess", `<bpmn:adHocSubProcess id="A_1"><bpmn:extensionElements><zeebe:adHoc /></bpmn:extensionElements></bpmn:adHocSubProcess>`,
+			`"A_1" (adHocSubProcess) is not supported`},
+		{"loop marker", `<bpmn:serviceTask id="Task_3"><bpmn:extensionElements><zeebe:taskDefinition type="a" /></bpmn:extensionElements><bpmn:standardLoopCharacteristics /></bpmn:serviceTask>`,
+			`"Task_3" (serviceTask): a loop marker`},
+		{"loop cardinality", `<bpmn:serviceTask id="Task_4"><bpmn:extensionElements><zeebe:taskDefinition type="a" /></bpmn:extensionElements><bpmn:multiInstanceLoopCharacteristics><bpmn:loopCardinality>3</bpmn:loopCardinality></bpmn:multiInstanceLoopCharacteristics></bpmn:serviceTask>`,
+			`"Task_4" (serviceTask): a multi-instance loopCardinality`},
+		{"multi-instance event", `<bpmn:intermediateCatchEvent id="E_5"><bpmn:messageEventDefinition messageRef="M1" /><bpmn:multiInstanceLoopCharacteristics /></bpmn:intermediateCatchEvent>`,
+			`"E_5" (intermediateCatchEvent): multiInstanceLoopCharacteristics`},
+		{"task listeners", `<bpmn:userTask id="U_2"><bpmn:extensionElements><zeebe:userTask /><zeebe:taskListeners /></bpmn:extensionElements></bpmn:userTask>`,
+			`"U_2" (userTask): extension zeebe:taskListeners`},
+		{"call by deployment binding", `<bpmn:callActivity id="C_2"><bpmn:extensionElements><zeebe:calledElement processId="x" bindingType="deployment" /></bpmn:extensionElements></bpmn:callActivity>`,
+			`"C_2" (callActivity): bindingType "deployment"`},
+		{"escalation boundary on a call activity", `<bpmn:callActivity id="C_3"><bpmn:extensionElements><zeebe:calledElement processId="x" /></bpmn:extensionElements></bpmn:callActivity>
+			<bpmn:boundaryEvent id="B_3" attachedToRef="C_3"><bpmn:escalationEventDefinition /></bpmn:boundaryEvent>`,
+			`"B_3" (boundaryEvent): an escalation boundary event on call activity "C_3"`},
+		{"input mapping on a start event", `<bpmn:startEvent id="S_5"><bpmn:extensionElements><zeebe:ioMapping><zeebe:input source="=a" target="b" /></zeebe:ioMapping></bpmn:extensionElements><bpmn:messageEventDefinition messageRef="M2" /></bpmn:startEvent>`,
+			`"S_5" (startEvent): input mappings`},
+		{"an extension on a receive task", `<bpmn:receiveTask id="R_2" messageRef="M1"><bpmn:extensionElements><zeebe:executionListeners /></bpmn:extensionElements></bpmn:receiveTask>`,
+			`"R_2" (receiveTask): extension zeebe:executionListeners`},
+		{"error code expression", `<bpmn:endEvent id="End_5"><bpmn:errorEventDefinition errorRef="EX" /></bpmn:endEvent>`,
+			`"EX" (error): an errorCode expression`},
 		{"condition on a flow out of a task", `<bpmn:serviceTask id="T"><bpmn:extensionElements><zeebe:taskDefinition type="a" /></bpmn:extensionElements></bpmn:serviceTask><bpmn:endEvent id="E" />
 			<bpmn:sequenceFlow id="F9" sourceRef="T" targetRef="E"><bpmn:conditionExpression>=x</bpmn:conditionExpression></bpmn:sequenceFlow>`,
 			`"F9" (sequenceFlow): a condition`},
@@ -111,9 +133,6 @@ func TestParseRefusesUnsupportedElementsNamingIDAndType(t *testing.T) {
 		{"boundary on a catch event", `<bpmn:intermediateCatchEvent id="C"><bpmn:messageEventDefinition messageRef="M1" /></bpmn:intermediateCatchEvent>
 			<bpmn:boundaryEvent id="B" attachedToRef="C"><bpmn:messageEventDefinition messageRef="M2" /></bpmn:boundaryEvent>`,
 			`"B" (boundaryEvent): attaching to intermediateCatchEvent "C"`},
-		{"undefined task", `<bpmn:task id="U" />`, `"U" (task)`},
-		{"input mapping on a catch event", `<bpmn:intermediateCatchEvent id="E_3"><bpmn:extensionElements><zeebe:ioMapping><zeebe:input source="=a" target="b" /></zeebe:ioMapping></bpmn:extensionElements><bpmn:messageEventDefinition messageRef="M1" /></bpmn:intermediateCatchEvent>`,
-			`"E_3" (intermediateCatchEvent): input mappings`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -141,7 +160,7 @@ func TestParseRefusesInvalidFiles(t *testing.T) {
 		{"two executable processes", doc(`<bpmn:startEvent id="S" />`, `<bpmn:process id="q" isExecutable="true"><bpmn:startEvent id="S2" /></bpmn:process>`),
 			`2 executable processes ("p", "q")`},
 		{"no start event", doc(`<bpmn:endEvent id="End" />`, ""), "no none start event"},
-		{"two start events", doc(`<bpmn:startEvent id="S1" /><bpmn:startEvent id="S2" />`, ""), "two start events"},
+		{"two none start events", doc(`<bpmn:startEvent id="S1" /><bpmn:startEvent id="S2" />`, ""), `two none start events ("S1", "S2")`},
 		{"duplicate id", doc(`<bpmn:startEvent id="S" /><bpmn:endEvent id="S" />`, ""), `id "S" is used twice`},
 		{"dangling flow", doc(`<bpmn:startEvent id="S" /><bpmn:sequenceFlow id="F" sourceRef="S" targetRef="nowhere" />`, ""), `"nowhere"`},
 		{"undefined message", doc(`<bpmn:startEvent id="S" /><bpmn:receiveTask id="R" messageRef="M9" />`, ""), `message "M9"`},
@@ -150,7 +169,7 @@ func TestParseRefusesInvalidFiles(t *testing.T) {
 		{"service task without task definition", doc(`<bpmn:startEvent id="S" /><bpmn:serviceTask id="T" />`, ""), "no zeebe:taskDefinition"},
 		{"bad duration", doc(`<bpmn:startEvent id="S" /><bpmn:intermediateCatchEvent id="E"><bpmn:timerEventDefinition><bpmn:timeDuration>15 minutes</bpmn:timeDuration></bpmn:timerEventDefinition></bpmn:intermediateCatchEvent>`, ""),
 			`timer "E"`},
-		{"flow into start", doc(`<bpmn:startEvent id="S" /><bpmn:endEvent id="End" /><bpmn:sequenceFlow id="F" sourceRef="End" targetRef="S" />`, ""), `leaves end event`},
+		{"flow into start", doc(`<bpmn:startEvent id="S" /><bpmn:endEvent id="End" /><bpmn:sequenceFlow id="F" sourceRef="End" targetRef="S" />`, ""), `leaves endEvent "End"`},
 		{"unconditioned flow out of a splitting exclusive gateway", doc(`<bpmn:startEvent id="S" /><bpmn:exclusiveGateway id="G" /><bpmn:endEvent id="A" /><bpmn:endEvent id="B" />
 			<bpmn:sequenceFlow id="F1" sourceRef="G" targetRef="A" /><bpmn:sequenceFlow id="F2" sourceRef="G" targetRef="B" />`, ""), `"F1" out of exclusive gateway "G" has no condition`},
 		{"default flow of another element", doc(`<bpmn:startEvent id="S" /><bpmn:exclusiveGateway id="G" default="F1" /><bpmn:endEvent id="A" />

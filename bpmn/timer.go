@@ -39,7 +39,7 @@ func (p *parser) timer(id string, def *node) (*Timer, error) {
 		}
 		if v.IsStatic() {
 			if err := checkTimerValue(kind, src); err != nil {
-				return nil, fault.Wrap(fault.BPMNInvalid, err, "timer %q: %s %q", id, k.name.Local, src)
+				return nil, fault.Wrap(fault.BPMNInvalid, bare{err}, "timer %q: %s", id, k.name.Local)
 			}
 		}
 		t = &Timer{Kind: kind, Value: v}

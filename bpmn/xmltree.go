@@ -13,6 +13,10 @@ const (
 	nsBPMN  = "http://www.omg.org/spec/BPMN/20100524/MODEL"
 	nsZeebe = "http://camunda.org/schema/zeebe/1.0"
 	nsXSI   = "http://www.w3.org/2001/XMLSchema-instance"
+	// nsModeler carries Camunda Modeler's executionPlatform attribute.
+	nsModeler = "http://camunda.org/schema/modeler/1.0"
+	// nsCamunda7 is the extension namespace of Camunda 7 files.
+	nsCamunda7 = "http://camunda.org/schema/1.0/bpmn"
 )
 
 // node is one XML element. The parser walks a tree rather than decoding into

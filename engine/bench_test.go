@@ -61,3 +61,31 @@ func BenchmarkStep(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMultiInstance measures a parallel multi-instance service task
+// over 100 items: the step that starts the body and its 100 tasks, and the
+// step that completes one inner instance among 100 (collecting its result).
+func BenchmarkMultiInstance(b *testing.B) {
+	def := parse(b, miTask("false", "", ""), "")
+	start := Trigger{Kind: TriggerStart, Variables: map[string]any{"items": items(100)}}
+	b.Run("start-100", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, eff, err := Step(def, Instance{ID: "i-1"}, start, t0); err != nil || len(eff.Tasks) != 100 {
+				b.Fatal(err, len(eff.Tasks))
+			}
+		}
+	})
+	b.Run("complete-1-of-100", func(b *testing.B) {
+		x := newInstance(b, def)
+		eff := x.step(start)
+		tr := Trigger{Kind: TriggerTaskCompleted, TokenID: eff.Tasks[50].TokenID, Variables: map[string]any{"result": "r"}}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for b.Loop() {
+			if _, _, err := Step(def, x.in, tr, t0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

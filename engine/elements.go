@@ -1,68 +1,87 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/sutra-run/worker/bpmn"
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/feel"
+	"github.com/sutra-run/worker/iso8601"
 )
 
 // park puts token i in a wait of kind at el and opens the wait's rows: el's
 // own subscription, timer or task (or, at an event-based gateway, those of
-// the events after it) and those of el's boundary events. Every value is
-// evaluated before anything is opened, so an expression that fails leaves the
-// token in an incident with no row opened.
+// the events after it; at a call activity, its child), those of el's
+// boundary events and, for a scope, those of its event subprocesses. Every
+// value is evaluated before anything is opened, so an expression that fails
+// leaves the token in an incident with no row opened.
 func (s *stepper) park(i int, el *bpmn.Element, kind WaitKind) bool {
 	mark := s.mark()
-	id := s.tokens[i].ID
-	armed, err := s.openWaits(id, el, kind)
+	armed, err := s.openWaits(i, el, kind)
 	if err != nil {
 		s.rollback(mark)
-		s.incident(i, fault.IncidentExpression, err.Error())
+		s.incident(i, fault.IncidentExpression, err.Error(), StageActivate)
 		return false
 	}
 	s.tokens[i].Wait, s.tokens[i].Armed = kind, armed
 	return true
 }
 
-func (s *stepper) openWaits(id string, el *bpmn.Element, kind WaitKind) ([]Armed, error) {
+func (s *stepper) openWaits(i int, el *bpmn.Element, kind WaitKind) ([]Armed, error) {
+	id, ctx := s.tokens[i].ID, s.view(i)
 	armed := make([]Armed, 0, 1+len(el.Boundaries))
 	var err error
 	switch kind {
 	case WaitMessage, WaitTimer:
-		armed, err = s.openEvent(id, el, armed)
+		armed, err = s.openEvent(id, el, ctx, armed)
 	case WaitEvent:
 		for _, f := range el.Outgoing {
-			if armed, err = s.openEvent(id, f.Target, armed); err != nil {
+			if armed, err = s.openEvent(id, f.Target, ctx, armed); err != nil {
 				return nil, err
 			}
 		}
 	case WaitTask:
 		var task Task
-		if task, err = s.newTask(id, el); err == nil {
+		if task, err = s.newTask(i, el, ctx); err == nil {
 			s.eff.Tasks = append(s.eff.Tasks, task)
 			armed = append(armed, Armed{Element: el.ID})
+		}
+	case WaitChild:
+		err = s.startChild(i, el, ctx)
+	case WaitScope:
+		for _, esp := range el.EventSubs {
+			if start := esp.SubStart; start.Message != nil || start.Timer != nil {
+				if armed, err = s.openEvent(id, start, ctx, armed); err != nil {
+					return nil, err
+				}
+			}
 		}
 	}
 	if err != nil {
 		return nil, err
 	}
+	if s.tokens[i].Loop > 0 {
+		return armed, nil // an inner instance: boundary events belong to its body
+	}
 	for _, b := range el.Boundaries {
 		if b.Message == nil && b.Timer == nil {
-			continue // error boundary events have no row: they are found when an error is thrown
+			continue // error and escalation boundary events have no row: they are found when thrown
 		}
-		if armed, err = s.openEvent(id, b, armed); err != nil {
+		if armed, err = s.openEvent(id, b, ctx, armed); err != nil {
 			return nil, err
 		}
 	}
 	return armed, nil
 }
 
-// openEvent opens the subscription or timer of message or timer event el.
-func (s *stepper) openEvent(id string, el *bpmn.Element, armed []Armed) ([]Armed, error) {
+// openEvent opens the subscription or timer of message or timer event el
+// for token id, evaluating over ctx.
+func (s *stepper) openEvent(id string, el *bpmn.Element, ctx map[string]any, armed []Armed) ([]Armed, error) {
 	if el.Message != nil {
-		key, err := s.correlationKey(el.Message)
+		key, err := correlationKey(el.Message, ctx)
 		if err != nil {
 			return nil, fmt.Errorf("correlation key of %s: %w", el.ID, err)
 		}
@@ -71,7 +90,7 @@ func (s *stepper) openEvent(id string, el *bpmn.Element, armed []Armed) ([]Armed
 		})
 		return append(armed, Armed{Element: el.ID, Key: key}), nil
 	}
-	due, interval, left, err := s.due(el.Timer)
+	due, interval, left, err := s.due(el.Timer, ctx)
 	if err != nil {
 		return nil, fmt.Errorf("timer %s: %w", el.ID, err)
 	}
@@ -80,47 +99,54 @@ func (s *stepper) openEvent(id string, el *bpmn.Element, armed []Armed) ([]Armed
 }
 
 // effectsMark records the lengths of the effect lists that park appends to.
-type effectsMark struct{ subs, timers, tasks int }
+type effectsMark struct{ subs, timers, tasks, children int }
 
 func (s *stepper) mark() effectsMark {
-	return effectsMark{len(s.eff.Subscriptions), len(s.eff.Timers), len(s.eff.Tasks)}
+	return effectsMark{len(s.eff.Subscriptions), len(s.eff.Timers), len(s.eff.Tasks), len(s.eff.StartChildren)}
 }
 
 func (s *stepper) rollback(m effectsMark) {
 	s.eff.Subscriptions = s.eff.Subscriptions[:m.subs]
 	s.eff.Timers = s.eff.Timers[:m.timers]
 	s.eff.Tasks = s.eff.Tasks[:m.tasks]
+	s.eff.StartChildren = s.eff.StartChildren[:m.children]
 }
 
 // correlationKey evaluates a message's key ("" when it has none).
-func (s *stepper) correlationKey(m *bpmn.Message) (string, error) {
+func correlationKey(m *bpmn.Message, ctx map[string]any) (string, error) {
 	if m.CorrelationKey == nil {
 		return "", nil
 	}
-	return m.CorrelationKey.EvalString(s.vars)
+	return m.CorrelationKey.EvalString(ctx)
 }
 
-// newTask builds the pull task of token id at el. Its variables are the
-// instance variables plus el's input mappings (the worker sees everything,
-// as a Zeebe job does).
-func (s *stepper) newTask(id string, el *bpmn.Element) (Task, error) {
-	typ, err := el.Task.Type.EvalString(s.vars)
+// newTask builds the pull task of token i at el from ctx, the variables
+// visible at the token (s.view(i)). They are the task's variables, locals
+// included: the worker sees everything, as a Zeebe job does.
+func (s *stepper) newTask(i int, el *bpmn.Element, ctx map[string]any) (Task, error) {
+	typ, err := el.Task.Type.EvalString(ctx)
 	if err != nil {
 		return Task{}, fmt.Errorf("task type of %s: %w", el.ID, err)
 	}
-	r, err := el.Task.Retries.Eval(s.vars)
-	if err != nil {
-		return Task{}, fmt.Errorf("task retries of %s: %w", el.ID, err)
+	retries := s.retryRetries
+	if retries <= 0 {
+		r, err := el.Task.Retries.Eval(ctx)
+		if err != nil {
+			return Task{}, fmt.Errorf("task retries of %s: %w", el.ID, err)
+		}
+		var ok bool
+		if retries, ok = asInt(r); !ok || retries < 0 {
+			return Task{}, fmt.Errorf("task retries of %s: %v is not a non-negative integer", el.ID, r)
+		}
 	}
-	retries, ok := asInt(r)
-	if !ok || retries < 0 {
-		return Task{}, fmt.Errorf("task retries of %s: %v is not a non-negative integer", el.ID, r)
+	task := Task{TokenID: s.tokens[i].ID, Element: el.ID, Type: typ, Retries: retries, Headers: el.Task.Headers}
+	if el.User != nil {
+		if task.User, err = userTask(el, ctx); err != nil {
+			return Task{}, err
+		}
 	}
-	vars, err := s.inputs(el)
-	if err != nil {
-		return Task{}, err
-	}
-	return Task{TokenID: id, Element: el.ID, Type: typ, Retries: retries, Variables: vars, Headers: el.Task.Headers}, nil
+	task.Variables = s.handOut(i, ctx)
+	return task, nil
 }
 
 // asInt reads a retries value: static text, or a FEEL number (float64).
@@ -135,50 +161,119 @@ func asInt(v any) (int, bool) {
 	return 0, false
 }
 
-// inputs returns the variables a task hands its worker: the instance
-// variables with el's input mappings applied on top. Without mappings the
-// instance map itself is shared; later writes of this step copy it first.
-func (s *stepper) inputs(el *bpmn.Element) (map[string]any, error) {
-	if len(el.Inputs) == 0 {
-		return s.shareVars(), nil
+// userTask evaluates a user task's assignment, schedule and priority.
+func userTask(el *bpmn.Element, ctx map[string]any) (*UserTask, error) {
+	d := el.User
+	u := &UserTask{FormKey: d.FormKey, FormID: d.FormID, Priority: 50}
+	var err error
+	if d.Assignee != nil {
+		if u.Assignee, err = d.Assignee.EvalString(ctx); err != nil {
+			return nil, fmt.Errorf("assignee of %s: %w", el.ID, err)
+		}
 	}
-	out := make(map[string]any, len(s.vars)+len(el.Inputs))
-	for k, v := range s.vars {
-		out[k] = v
+	if u.CandidateGroups, err = candidates(d.CandidateGroups, ctx); err != nil {
+		return nil, fmt.Errorf("candidate groups of %s: %w", el.ID, err)
 	}
-	return out, s.mapInputs(el, out)
+	if u.CandidateUsers, err = candidates(d.CandidateUsers, ctx); err != nil {
+		return nil, fmt.Errorf("candidate users of %s: %w", el.ID, err)
+	}
+	if u.DueDate, err = dateTime(d.DueDate, ctx); err != nil {
+		return nil, fmt.Errorf("due date of %s: %w", el.ID, err)
+	}
+	if u.FollowUpDate, err = dateTime(d.FollowUpDate, ctx); err != nil {
+		return nil, fmt.Errorf("follow-up date of %s: %w", el.ID, err)
+	}
+	if d.Priority != nil {
+		v, err := d.Priority.Eval(ctx)
+		if err == nil {
+			u.Priority, err = bpmn.UserTaskPriority(v)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("priority of %s: %w", el.ID, err)
+		}
+	}
+	return u, nil
 }
 
-// mapInputs evaluates el's input mappings over the instance variables into out.
-func (s *stepper) mapInputs(el *bpmn.Element, out map[string]any) error {
-	for _, m := range el.Inputs {
-		v, err := m.Source.Eval(s.vars)
-		if err != nil {
-			return fmt.Errorf("input mapping %s of %s: %w", m.Target, el.ID, err)
-		}
-		setPath(out, m.Path, v)
+// candidates evaluates a candidate list: a list of strings, or a string of
+// comma-separated names.
+func candidates(e *feel.Expr, ctx map[string]any) ([]string, error) {
+	if e == nil {
+		return nil, nil
 	}
-	return nil
+	v, err := e.Eval(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	switch v := v.(type) {
+	case string:
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				out = append(out, name)
+			}
+		}
+	case []any:
+		for _, x := range v {
+			name, ok := x.(string)
+			if !ok {
+				return nil, fmt.Errorf("the list holds %T, not only strings", x)
+			}
+			out = append(out, name)
+		}
+	default:
+		return nil, fmt.Errorf("evaluated to %T, not a list of strings or a comma-separated string", v)
+	}
+	return out, nil
+}
+
+// dateTime evaluates an optional RFC 3339 date-time ("" when unset).
+func dateTime(e *feel.Expr, ctx map[string]any) (string, error) {
+	if e == nil {
+		return "", nil
+	}
+	text, err := e.EvalString(ctx)
+	if err != nil {
+		return "", err
+	}
+	if _, err := iso8601.ParseDateTime(text); err != nil {
+		return "", errors.New(fault.Reason(err))
+	}
+	return text, nil
+}
+
+// script evaluates a script task's expression; its value, under the result
+// variable, is the task's result.
+func (s *stepper) script(i int, el *bpmn.Element) {
+	v, err := el.Script.Expression.Eval(s.view(i))
+	if err != nil {
+		s.incident(i, fault.IncidentExpression, fmt.Sprintf("script of %s: %v", el.ID, err), StageActivate)
+		return
+	}
+	s.complete(i, el, map[string]any{el.Script.ResultVariable: v})
 }
 
 // publish writes el's message to the outbox if el sends one. The payload is
-// exactly el's input mappings when it has some, the instance variables otherwise.
+// exactly el's input mappings when it has some, the visible variables otherwise.
 func (s *stepper) publish(i int, el *bpmn.Element) bool {
 	if el.Message == nil {
 		return true
 	}
-	key, err := s.correlationKey(el.Message)
+	ctx := s.view(i)
+	key, err := correlationKey(el.Message, ctx)
 	if err != nil {
-		s.incident(i, fault.IncidentExpression, fmt.Sprintf("correlation key of %s: %v", el.ID, err))
+		s.incident(i, fault.IncidentExpression, fmt.Sprintf("correlation key of %s: %v", el.ID, err), StageActivate)
 		return false
 	}
-	payload := s.shareVars()
+	var payload map[string]any
 	if len(el.Inputs) > 0 {
 		payload = make(map[string]any, len(el.Inputs))
-		if err := s.mapInputs(el, payload); err != nil {
-			s.incident(i, fault.IncidentExpression, err.Error())
+		if err := mapInto(el, el.Inputs, ctx, payload); err != nil {
+			s.incident(i, fault.IncidentExpression, err.Error(), StageActivate)
 			return false
 		}
+	} else {
+		payload = s.handOut(i, ctx)
 	}
 	s.eff.Publish = append(s.eff.Publish, OutboxMessage{
 		ID:             s.outboxID(i, el),
@@ -190,6 +285,22 @@ func (s *stepper) publish(i int, el *bpmn.Element) bool {
 	return true
 }
 
+// mapInto evaluates mappings of el over ctx into out; an input without
+// source maps null.
+func mapInto(el *bpmn.Element, mappings []bpmn.Mapping, ctx, out map[string]any) error {
+	for _, m := range mappings {
+		var v any
+		if m.Source != nil {
+			var err error
+			if v, err = m.Source.Eval(ctx); err != nil {
+				return fmt.Errorf("input mapping %s of %s: %w", m.Target, el.ID, err)
+			}
+		}
+		setPath(out, m.Path, v)
+	}
+	return nil
+}
+
 // outboxID derives a message id from the instance, the step being computed,
 // the element and the token: a re-run of the step yields the same id, so the
 // publisher's dedupe downstream sees one message.
@@ -197,41 +308,70 @@ func (s *stepper) outboxID(i int, el *bpmn.Element) string {
 	return s.in.ID + "/" + strconv.FormatInt(s.in.Version+1, 10) + "/" + el.ID + "/" + s.tokens[i].ID
 }
 
-// outputs writes el's result into the instance variables: through el's
-// output mappings when it has some (evaluated over the variables overlaid
-// with result), merged as it is otherwise. A failing mapping stops token i in
-// an incident; the result is then merged unmapped so that nothing it carried
-// is lost and a retry can map it again.
+// errorVariables evaluates an error end event's output mappings: the
+// variables its error carries to the catch event.
+func (s *stepper) errorVariables(i int, el *bpmn.Element) (map[string]any, bool) {
+	if len(el.Outputs) == 0 {
+		return nil, true
+	}
+	vars := make(map[string]any, len(el.Outputs))
+	ctx := s.view(i)
+	for _, m := range el.Outputs {
+		v, err := m.Source.Eval(ctx)
+		if err != nil {
+			s.incident(i, fault.IncidentExpression, fmt.Sprintf("output mapping %s of %s: %v", m.Target, el.ID, err), StageActivate)
+			return nil, false
+		}
+		setPath(vars, m.Path, v)
+	}
+	return vars, true
+}
+
+// outputs writes el's result into the variables: through el's output
+// mappings when it has some (evaluated over the visible variables overlaid
+// with result, written from the enclosing scope outwards, or from an inner
+// instance's own scope), merged from token i outwards otherwise. A failing
+// mapping stops token i in an incident; the result is then merged unmapped
+// so that nothing it carried is lost and a retry can map it again.
 func (s *stepper) outputs(i int, el *bpmn.Element, result map[string]any) bool {
 	if len(el.Outputs) == 0 {
-		s.merge(result)
+		s.mergeFrom(i, result)
 		return true
 	}
-	ctx := s.vars
+	ctx := s.view(i)
 	if len(result) > 0 {
-		ctx = make(map[string]any, len(s.vars)+len(result))
-		for k, v := range s.vars {
-			ctx[k] = v
-		}
-		for k, v := range result {
-			ctx[k] = v
-		}
+		ctx = overlay(ctx, result)
 	}
 	values := make([]any, len(el.Outputs))
 	for k, m := range el.Outputs {
 		v, err := m.Source.Eval(ctx)
 		if err != nil {
-			s.merge(result)
-			s.incident(i, fault.IncidentExpression, fmt.Sprintf("output mapping %s of %s: %v", m.Target, el.ID, err))
+			s.mergeFrom(i, result)
+			s.incident(i, fault.IncidentExpression, fmt.Sprintf("output mapping %s of %s: %v", m.Target, el.ID, err), StageComplete)
 			return false
 		}
 		values[k] = v
 	}
-	s.own()
+	from := s.parentOf(i)
+	if s.tokens[i].Loop > 0 {
+		from = i // Zeebe writes an inner instance's outputs to its own scope first
+	}
 	for k, m := range el.Outputs {
-		setPath(s.vars, m.Path, values[k])
+		s.write(from, m.Path, values[k])
 	}
 	return true
+}
+
+// overlay returns a new map of base with over on top.
+func overlay(base, over map[string]any) map[string]any {
+	m := make(map[string]any, len(base)+len(over))
+	for k, v := range base {
+		m[k] = v
+	}
+	for k, v := range over {
+		m[k] = v
+	}
+	return m
 }
 
 // merge writes vars into the instance variables, replacing top-level names.
@@ -283,6 +423,7 @@ func setPath(m map[string]any, path []string, v any) {
 // exclusive takes the first outgoing flow whose condition holds, else the
 // default flow; with neither the token stops in an incident.
 func (s *stepper) exclusive(i int, el *bpmn.Element) {
+	ctx := s.view(i)
 	for k, f := range el.Outgoing {
 		if f == el.Default {
 			continue
@@ -290,8 +431,8 @@ func (s *stepper) exclusive(i int, el *bpmn.Element) {
 		ok := f.Condition == nil // the only flow out of a merging gateway
 		if !ok {
 			var err error
-			if ok, err = f.Condition.EvalBool(s.vars); err != nil {
-				s.incident(i, fault.IncidentExpression, fmt.Sprintf("condition of flow %s: %v", f.ID, err))
+			if ok, err = f.Condition.EvalBool(ctx); err != nil {
+				s.incident(i, fault.IncidentExpression, fmt.Sprintf("condition of flow %s: %v", f.ID, err), StageActivate)
 				return
 			}
 		}
@@ -306,7 +447,7 @@ func (s *stepper) exclusive(i int, el *bpmn.Element) {
 			return
 		}
 	}
-	s.incident(i, fault.IncidentNoFlow, "no condition of gateway "+el.ID+" holds and it has no default flow")
+	s.incident(i, fault.IncidentNoFlow, "no condition of gateway "+el.ID+" holds and it has no default flow", StageActivate)
 }
 
 // parallel joins and forks. A join waits until one token has arrived on each

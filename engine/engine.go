@@ -11,9 +11,13 @@ import (
 type Status string
 
 const (
-	StatusActive     Status = "active"
-	StatusCompleted  Status = "completed"
+	StatusActive    Status = "active"
+	StatusCompleted Status = "completed"
+	// StatusTerminated: the instance ended without completing, because a
+	// BPMN error nobody in it caught was handed to its parent instance.
 	StatusTerminated Status = "terminated"
+	// StatusCancelled: an operator cancelled the instance (TriggerCancel).
+	StatusCancelled Status = "cancelled"
 )
 
 // State is the durable state of one instance. Variables and Status live in
@@ -25,13 +29,22 @@ type State struct {
 	// Seq is the last token sequence number handed out; token ids derive from it
 	// so a re-run of the same step yields the same ids.
 	Seq int64 `json:"seq"`
+	// Armed lists the process level's open waits: the message and timer
+	// starts of event subprocesses at process level, armed when the instance
+	// starts. Their store rows are keyed by token id "" and closed when the
+	// process ends. (A subprocess's event subprocess waits are in its scope
+	// token's Armed, keyed by that token's id.)
+	Armed []Armed `json:"armed,omitempty"`
+	// Parent is set on an instance a call activity started.
+	Parent *ParentRef `json:"parent,omitempty"`
 }
 
 // Token is one active position inside an instance.
 type Token struct {
 	ID      string `json:"id"`
 	Element string `json:"el"`
-	// Scope is the id of the token of the enclosing subprocess ("" = process).
+	// Scope is the id of the token of the enclosing subprocess, event
+	// subprocess or multi-instance body ("" = process).
 	Scope string `json:"scope,omitempty"`
 	// Flow is the sequence flow the token arrived by (parallel joins count these).
 	Flow string `json:"flow,omitempty"`
@@ -44,13 +57,33 @@ type Token struct {
 	// wait listed here, which is what turns a stale timer fire or a late task
 	// completion into fault.NotWaiting.
 	Armed []Armed `json:"armed,omitempty"`
+	// Vars are the local variables of the element instance the token is:
+	// its input mappings, a subprocess's locals, a multi-instance body's
+	// output collection, an inner instance's item and loopCounter.
+	// Expressions see them over the instance variables, innermost scope
+	// first; a write goes to the nearest scope that defines the name, else
+	// to the instance variables.
+	Vars map[string]any `json:"vars,omitempty"`
+	// Loop is the loopCounter (from 1) of an inner instance of a
+	// multi-instance activity; its Scope is the body's token.
+	Loop int `json:"loop,omitempty"`
+	// Multi counts the inner instances of a multi-instance body
+	// (Wait == WaitMulti).
+	Multi Multi `json:"multi,omitzero"`
+}
+
+// Multi counts the inner instances of a multi-instance body.
+type Multi struct {
+	// Instances is the size of the input collection when the body started.
+	Instances int `json:"n"`
+	Completed int `json:"done,omitempty"`
 }
 
 // Armed is one open wait of a token.
 type Armed struct {
 	// Element is the element whose row this is: the token's own element (catch
-	// event, receive or service task), a boundary event, or an event after an
-	// event-based gateway.
+	// event, receive or service task), a boundary event, an event after an
+	// event-based gateway, or the start event of an event subprocess.
 	Element string `json:"el"`
 	// Key is the correlation key the subscription was opened with: a later
 	// change of variables must not move an open subscription.
@@ -67,9 +100,11 @@ const (
 	WaitMessage  WaitKind = "message"  // message catch event or receive task
 	WaitTimer    WaitKind = "timer"    // timer catch event
 	WaitEvent    WaitKind = "event"    // event-based gateway: first of several waits wins
-	WaitTask     WaitKind = "task"     // pull (service) task
+	WaitTask     WaitKind = "task"     // pull task (service task, user task, ...)
 	WaitJoin     WaitKind = "join"     // parallel join, waiting for sibling flows
-	WaitScope    WaitKind = "scope"    // embedded subprocess containing child tokens
+	WaitScope    WaitKind = "scope"    // subprocess or event subprocess containing child tokens
+	WaitMulti    WaitKind = "multi"    // multi-instance body containing its inner instances
+	WaitChild    WaitKind = "child"    // call activity waiting for its child instance
 	WaitIncident WaitKind = "incident" // stopped by an incident until an operator retries
 )
 
@@ -83,6 +118,20 @@ const (
 	TriggerTaskCompleted TriggerKind = "task_completed"
 	TriggerTaskFailed    TriggerKind = "task_failed"
 	TriggerTaskError     TriggerKind = "task_error"
+	// TriggerChildCompleted resumes a call activity (TokenID, Element) whose
+	// child instance ended: with its variables, or with ErrorCode when an
+	// uncaught BPMN error ended it.
+	TriggerChildCompleted TriggerKind = "child_completed"
+	// TriggerChildFailed tells a call activity (TokenID, Element) that its
+	// child could not be started (no such definition, no none start event):
+	// the token stops in an incident (ErrorMessage says why) that a retry
+	// resolves by calling again.
+	TriggerChildFailed TriggerKind = "child_failed"
+	// TriggerCancel ends an active instance (admin).
+	TriggerCancel TriggerKind = "cancel"
+	// TriggerRetry resolves the incident of token TokenID and runs its
+	// element again (admin).
+	TriggerRetry TriggerKind = "retry"
 )
 
 // Trigger is the one resume that a step applies.
@@ -92,28 +141,45 @@ type Trigger struct {
 	Message string
 	// CorrelationKey, when set, must equal the waiting subscription's key.
 	CorrelationKey string
-	// TokenID and Element identify the wait a timer or task trigger resumes.
+	// TokenID and Element identify the wait a timer, task or child trigger
+	// resumes, or the token a retry resolves. On TriggerStart, Element names
+	// the message start event to start at ("" = the none start event).
 	TokenID string
 	Element string
-	// ErrorCode is the BPMN error thrown by a task worker (TriggerTaskError).
+	// ErrorCode is the BPMN error thrown by a task worker (TriggerTaskError)
+	// or that ended a child instance (TriggerChildCompleted).
 	ErrorCode string
-	// ErrorMessage describes a task failure (TriggerTaskFailed).
+	// ErrorMessage describes a task failure (TriggerTaskFailed) or why a
+	// child could not start (TriggerChildFailed).
 	ErrorMessage string
-	// Retries is the task's remaining retries reported with TriggerTaskFailed.
+	// Retries is the task's remaining retries reported with TriggerTaskFailed;
+	// with TriggerRetry, the retries of the task it re-creates (0 = the
+	// definition's).
 	Retries int
-	// RetryTimeout keeps a failed task with retries left from its workers
-	// for that long (TriggerTaskFailed).
+	// RetryTimeout delays the task TriggerTaskFailed re-creates (Task.NotBefore).
 	RetryTimeout time.Duration
 	// Variables are merged into the instance (start variables, message payload,
-	// task results).
+	// task results, a child's variables; with TriggerRetry, merged before the
+	// element runs again).
 	Variables map[string]any
+	// Parent is the call activity that starts this instance (TriggerStart).
+	Parent *ParentRef
 }
 
 // WaitRef names one wait of one token. An empty Element means every wait of
-// the token.
+// the token. TokenID "" is the process level (State.Armed).
 type WaitRef struct {
 	TokenID string
 	Element string
+}
+
+// WaitRename moves the store row of one wait of token TokenID from element
+// From to element To, keeping everything else (a timer's due time, a task's
+// lock). Only migration produces it.
+type WaitRename struct {
+	TokenID string
+	From    string
+	To      string
 }
 
 // Subscription is an open message subscription.
@@ -137,17 +203,32 @@ type Timer struct {
 
 // Task is a pull task for external workers.
 type Task struct {
-	TokenID   string
-	Element   string
+	TokenID string
+	Element string
+	// Type is the worker topic; "" for a Camunda user task (zeebe:userTask),
+	// bpmn.UserTaskType for a job-worker user task.
 	Type      string
 	Retries   int
 	Variables map[string]any
 	// Headers are the task's zeebe:taskHeaders (static configuration for the
 	// worker), nil when it has none.
 	Headers map[string]string
-	// NotBefore keeps the task from its workers until then (a retry after a
-	// failure's timeout); zero means at once.
+	// User is set on user tasks.
+	User *UserTask
+	// NotBefore keeps the task from being fetched before it (zero = now):
+	// the retry timeout of a failed task.
 	NotBefore time.Time
+}
+
+// UserTask is what a user task carries, evaluated when the task is created.
+type UserTask struct {
+	Assignee                        string
+	CandidateGroups, CandidateUsers []string
+	FormKey, FormID                 string
+	// DueDate and FollowUpDate are RFC 3339 date-time text, "" when unset.
+	DueDate, FollowUpDate string
+	// Priority is 0 to 100, default 50.
+	Priority int
 }
 
 // OutboxMessage is a message to publish after the step commits.
@@ -168,19 +249,74 @@ type Incident struct {
 	Element string `json:"el"`
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Stage is where a retry resumes the token.
+	Stage Stage `json:"stage,omitempty"`
+}
+
+// Stage tells where a retry resumes a token stopped by an incident.
+type Stage string
+
+const (
+	// StageActivate runs the element again from its start.
+	StageActivate Stage = ""
+	// StageComplete applies the element's output mappings again (its result
+	// was merged unmapped when they failed), then leaves it.
+	StageComplete Stage = "complete"
+	// StageLeave leaves the element, its outputs applied.
+	StageLeave Stage = "leave"
+)
+
+// ParentRef names the call activity that started an instance.
+type ParentRef struct {
+	InstanceID string `json:"instance"`
+	TokenID    string `json:"token"`
+	Element    string `json:"el"`
+}
+
+// ChildStart asks the store to create a child instance in this step's
+// commit: the latest version of DefinitionKey, started at its none start
+// event with Variables and Parent = {this instance, TokenID, Element}.
+type ChildStart struct {
+	// InstanceID is the parent instance id + "/" + TokenID: a re-run of the
+	// step derives the same id.
+	InstanceID    string
+	TokenID       string
+	Element       string
+	DefinitionKey string
+	Variables     map[string]any
+}
+
+// ChildResult is what an instance with a Parent reports when it ends: the
+// store relays it to the parent as TriggerChildCompleted.
+type ChildResult struct {
+	Parent    ParentRef
+	Variables map[string]any
+	// ErrorCode is set when an uncaught BPMN error ended the child.
+	ErrorCode string
 }
 
 // Effects are the side effects of one step, written by the store in the
-// step's commit transaction.
+// step's commit transaction, in this order: CloseWaits, RenameWaits, the new
+// subscriptions, timers and tasks, outbox messages, ResolvedIncidents, then
+// Incidents (a retried token that fails again at once appears in both),
+// StartChildren, CancelChildren, NotifyParent.
 type Effects struct {
 	// CloseWaits are written first: subscriptions, timers and tasks of these
 	// waits are deleted.
 	CloseWaits    []WaitRef
+	RenameWaits   []WaitRename
 	Subscriptions []Subscription
 	Timers        []Timer
 	Tasks         []Task
 	Publish       []OutboxMessage
-	Incidents     []Incident
+	// ResolvedIncidents are token ids whose open incidents this step resolves.
+	ResolvedIncidents []string
+	Incidents         []Incident
+	StartChildren     []ChildStart
+	// CancelChildren are ids of child instances to cancel (TriggerCancel).
+	CancelChildren []string
+	// NotifyParent is set when an instance with a Parent ended.
+	NotifyParent *ChildResult
 	// Completed is set when the instance reached its end.
 	Completed bool
 }

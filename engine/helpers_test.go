@@ -89,9 +89,27 @@ func (x *instance) step(tr Trigger) Effects {
 	if !reflect.DeepEqual(st, st2) || !reflect.DeepEqual(eff, eff2) {
 		x.t.Fatalf("Step is not deterministic:\n%+v\n%+v", eff, eff2)
 	}
-	x.in.State = st
+	x.in.State = stored(x.t, st)
 	x.in.Version++
 	return eff
+}
+
+// stored returns st as the store reads it back: the tokens document and the
+// variables through JSON, so numbers are float64 and empty lists vanish.
+func stored(t testing.TB, st State) State {
+	t.Helper()
+	var back State
+	if b, err := json.Marshal(st); err != nil || json.Unmarshal(b, &back) != nil {
+		t.Fatalf("state does not survive JSON: %v", err)
+	}
+	if st.Variables != nil {
+		b, err := json.Marshal(st.Variables)
+		if err != nil || json.Unmarshal(b, &back.Variables) != nil {
+			t.Fatalf("variables do not survive JSON: %v", err)
+		}
+	}
+	back.Status = st.Status
+	return back
 }
 
 // fail applies tr and returns its error, checking the state is untouched.
@@ -134,6 +152,18 @@ func (x *instance) token(element string) Token {
 		x.t.Fatalf("%d tokens at %s, want 1; tokens: %+v", len(found), element, x.in.State.Tokens)
 	}
 	return found[0]
+}
+
+// body returns the multi-instance body token at element.
+func (x *instance) body(element string) Token {
+	x.t.Helper()
+	for _, tok := range x.in.State.Tokens {
+		if tok.Element == element && tok.Wait == WaitMulti {
+			return tok
+		}
+	}
+	x.t.Fatalf("no multi-instance body at %s; tokens: %+v", element, x.in.State.Tokens)
+	return Token{}
 }
 
 // at lists the live tokens as element/wait, in token order.

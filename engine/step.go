@@ -19,20 +19,12 @@ const maxExecutions = 10000
 // inputs give the same state, token ids and outbox ids. It never modifies
 // in.State; on error the caller may reuse it unchanged.
 //
-// Effects must be written in this order within the commit: CloseWaits first
-// (a token that leaves a wait and opens a new one for the same element, as a
-// retried task or a re-armed cycle timer does, appears in both), then the new
-// subscriptions, timers, tasks, outbox messages and incidents.
+// Effects must be written in the order documented on Effects: CloseWaits
+// first (a token that leaves a wait and opens a new one for the same
+// element, as a retried task or a re-armed cycle timer does, appears in
+// both), ResolvedIncidents before Incidents.
 func Step(def *bpmn.Process, in Instance, tr Trigger, now time.Time) (State, Effects, error) {
-	s := stepper{
-		def:    def,
-		in:     &in,
-		now:    now,
-		tokens: make([]Token, len(in.State.Tokens), len(in.State.Tokens)+2),
-		vars:   in.State.Variables,
-		seq:    in.State.Seq,
-	}
-	copy(s.tokens, in.State.Tokens)
+	s := newStepper(def, &in, now)
 	if err := s.apply(tr); err != nil {
 		return State{}, Effects{}, err
 	}
@@ -54,11 +46,35 @@ type stepper struct {
 	vars   map[string]any
 	// ownVars is set once vars is a copy this step may write; it is cleared
 	// when vars is handed out (task variables) so the next write copies again.
-	ownVars   bool
-	seq       int64
-	eff       Effects
-	completed bool
-	runs      int
+	ownVars bool
+	// owned lists the tokens (by index) whose Vars map this step made, and
+	// may therefore write; the others' belong to in.State.
+	owned []int
+	// armed are the process level's waits (State.Armed).
+	armed  []Armed
+	parent *ParentRef
+	seq    int64
+	eff    Effects
+	// ended is the status the instance ends in this step ("" = still active).
+	ended Status
+	runs  int
+	// retryRetries overrides the retries of the task a retry re-creates.
+	retryRetries int
+}
+
+func newStepper(def *bpmn.Process, in *Instance, now time.Time) *stepper {
+	s := &stepper{
+		def:    def,
+		in:     in,
+		now:    now,
+		tokens: make([]Token, len(in.State.Tokens), len(in.State.Tokens)+2),
+		vars:   in.State.Variables,
+		armed:  slices.Clip(in.State.Armed),
+		parent: in.State.Parent,
+		seq:    in.State.Seq,
+	}
+	copy(s.tokens, in.State.Tokens)
+	return s
 }
 
 func (s *stepper) apply(tr Trigger) error {
@@ -75,6 +91,15 @@ func (s *stepper) apply(tr Trigger) error {
 		return s.timer(tr)
 	case TriggerTaskCompleted, TriggerTaskFailed, TriggerTaskError:
 		return s.task(tr)
+	case TriggerChildCompleted:
+		return s.childCompleted(tr)
+	case TriggerChildFailed:
+		return s.childFailed(tr)
+	case TriggerCancel:
+		s.cancel()
+		return nil
+	case TriggerRetry:
+		return s.retry(tr)
 	}
 	return fault.New(fault.StepFailed, "unknown trigger kind %q", tr.Kind)
 }
@@ -86,30 +111,59 @@ func statusName(st Status) string {
 	return string(st)
 }
 
+// start starts the instance at the none start event or, when tr.Element
+// names one, at a message start event whose payload tr.Variables is.
 func (s *stepper) start(tr Trigger) error {
 	if s.in.State.Status != "" || len(s.in.State.Tokens) > 0 || s.in.State.Seq != 0 {
 		return fault.New(fault.InstanceExists, "instance %s is already started", s.in.ID)
 	}
+	el := s.def.Start
+	if tr.Element != "" {
+		el = s.def.Element(tr.Element)
+		if el == nil || el.Kind != bpmn.KindStart || el.Message == nil || el.Parent != nil {
+			return fault.New(fault.NoStartEvent, "process %s has no message start event %q", s.def.ID, tr.Element)
+		}
+	} else if el == nil {
+		return fault.New(fault.NoStartEvent, "process %s has no none start event: it starts by its messages", s.def.ID)
+	}
 	// An instance's variables are always an object, even when started without any.
 	s.vars, s.ownVars = make(map[string]any, len(tr.Variables)+4), true
-	s.merge(tr.Variables)
-	s.spawn(s.def.Start, "", "")
+	s.parent = tr.Parent
+	i := s.add(el, "", "")
+	if el.Message == nil {
+		s.merge(tr.Variables)
+		s.queue = append(s.queue, i)
+		return nil
+	}
+	// The message is the start event's result: its outputs map it.
+	s.complete(i, el, tr.Variables)
 	return nil
 }
 
-// message resumes the first wait (in token order) subscribed to tr.Message
-// with a matching correlation key.
+// message resumes the first wait subscribed to tr.Message with a matching
+// correlation key: the tokens' waits in token order, then the process level's.
 func (s *stepper) message(tr Trigger) error {
+	match := func(a Armed) *bpmn.Element {
+		el := s.def.Element(a.Element)
+		if el == nil || el.Message == nil || el.Message.Name != tr.Message {
+			return nil
+		}
+		if tr.CorrelationKey != "" && a.Key != tr.CorrelationKey {
+			return nil
+		}
+		return el
+	}
 	for i := range s.tokens {
 		for _, a := range s.tokens[i].Armed {
-			el := s.def.Element(a.Element)
-			if el == nil || el.Message == nil || el.Message.Name != tr.Message {
-				continue
+			if el := match(a); el != nil {
+				s.fire(i, el, tr.Variables)
+				return nil
 			}
-			if tr.CorrelationKey != "" && a.Key != tr.CorrelationKey {
-				continue
-			}
-			s.fire(i, el, tr.Variables)
+		}
+	}
+	for _, a := range s.armed {
+		if el := match(a); el != nil {
+			s.fire(-1, el, tr.Variables)
 			return nil
 		}
 	}
@@ -120,65 +174,55 @@ func (s *stepper) message(tr Trigger) error {
 	return fault.New(fault.NotWaiting, "instance %s has no subscription to message %q", s.in.ID, tr.Message)
 }
 
-// timer fires the timer wait (tr.TokenID, tr.Element).
+// timer fires the timer wait (tr.TokenID, tr.Element); TokenID "" is the
+// process level.
 func (s *stepper) timer(tr Trigger) error {
 	el := s.def.Element(tr.Element)
-	i, a := s.armed(tr.TokenID, tr.Element)
-	if i < 0 || el == nil || el.Timer == nil {
+	i, a, ok := s.armedAt(tr.TokenID, tr.Element)
+	if !ok || el == nil || el.Timer == nil {
 		return fault.New(fault.NotWaiting, "instance %s has no timer %s on token %s", s.in.ID, tr.Element, tr.TokenID)
 	}
-	if el.Kind == bpmn.KindBoundary && !el.Interrupting {
+	if (el.Kind == bpmn.KindBoundary || el.IsEventSubStart()) && !el.Interrupting {
 		s.rearm(i, el, a)
 	}
 	s.fire(i, el, nil)
 	return nil
 }
 
-// armed finds the live token id holding an open wait on element.
-func (s *stepper) armed(id, element string) (int, Armed) {
+// armedAt finds the wait on element of the live token id (-1 and the process
+// level's wait for id "").
+func (s *stepper) armedAt(id, element string) (int, Armed, bool) {
+	if id == "" {
+		for _, a := range s.armed {
+			if a.Element == element {
+				return -1, a, true
+			}
+		}
+		return -1, Armed{}, false
+	}
 	for i := range s.tokens {
-		if s.tokens[i].ID != id {
+		if s.tokens[i].ID != id || s.tokens[i].Element == "" {
 			continue
 		}
 		for _, a := range s.tokens[i].Armed {
 			if a.Element == element {
-				return i, a
+				return i, a, true
 			}
 		}
 	}
-	return -1, Armed{}
+	return -1, Armed{}, false
 }
 
-// rearm closes a fired non-interrupting timer and, while its cycle has
-// firings left, arms the next one under the same (token, element).
-func (s *stepper) rearm(i int, el *bpmn.Element, a Armed) {
-	s.closeWaits(i, el.ID)
-	if a.Left == 0 {
-		return
-	}
-	due, interval, _, err := s.due(el.Timer)
-	if err != nil {
-		// The value evaluated when the timer was first armed; variables changed
-		// since. The cycle stops rather than the firing being lost.
-		return
-	}
-	left := a.Left
-	if left > 0 {
-		left--
-	}
-	s.eff.Timers = append(s.eff.Timers, Timer{
-		TokenID: s.tokens[i].ID, Element: el.ID, DueAt: due, Repeat: left, Interval: interval,
-	})
-	s.tokens[i].Armed = append(s.tokens[i].Armed, Armed{Element: el.ID, Left: left})
-}
-
-// fire resumes token i through its wait on el (its own element, an event
-// after its event-based gateway, or a boundary event of its activity) with
-// result as the element's output.
+// fire resumes through its wait on el: token i's own element, an event after
+// its event-based gateway, a boundary event of its activity, or the start
+// event of an event subprocess of the scope token i opens (-1 = process
+// level). result is the event's output (a message payload).
 func (s *stepper) fire(i int, el *bpmn.Element, result map[string]any) {
-	tok := &s.tokens[i]
 	switch {
+	case el.IsEventSubStart():
+		s.triggerEventSub(i, el, result)
 	case el.Kind != bpmn.KindBoundary:
+		tok := &s.tokens[i]
 		flow := tok.Flow
 		if tok.Element != el.ID { // an event after an event-based gateway
 			flow = incomingFrom(el, tok.Element)
@@ -205,14 +249,7 @@ func incomingFrom(el *bpmn.Element, source string) string {
 
 // task applies a pull task's completion, failure or BPMN error.
 func (s *stepper) task(tr Trigger) error {
-	i := -1
-	for j := range s.tokens {
-		t := &s.tokens[j]
-		if t.ID == tr.TokenID && t.Wait == WaitTask && (tr.Element == "" || tr.Element == t.Element) {
-			i = j
-			break
-		}
-	}
+	i := s.waiting(tr.TokenID, tr.Element, WaitTask)
 	if i < 0 {
 		return fault.New(fault.NotWaiting, "instance %s has no task on token %s", s.in.ID, tr.TokenID)
 	}
@@ -224,29 +261,46 @@ func (s *stepper) task(tr Trigger) error {
 	case TriggerTaskFailed:
 		s.closeWaits(i, el.ID)
 		if tr.Retries <= 0 {
-			s.incident(i, fault.IncidentTaskFailed, "task failed with no retries left: "+tr.ErrorMessage)
+			s.incident(i, fault.IncidentTaskFailed, "task failed with no retries left: "+tr.ErrorMessage, StageActivate)
 			return nil
 		}
-		task, err := s.newTask(s.tokens[i].ID, el)
-		if err != nil {
-			s.incident(i, fault.IncidentExpression, err.Error())
-			return nil
-		}
-		task.Retries = tr.Retries
-		if tr.RetryTimeout > 0 {
-			task.NotBefore = s.now.Add(tr.RetryTimeout)
-		}
-		s.eff.Tasks = append(s.eff.Tasks, task)
-		s.tokens[i].Armed = append(s.tokens[i].Armed, Armed{Element: el.ID})
+		s.recreateTask(i, el, tr.Retries, tr.RetryTimeout)
 	case TriggerTaskError:
-		if b := catcher(el, tr.ErrorCode); b != nil {
-			s.interrupt(i, b, tr.Variables)
-			return nil
-		}
-		s.closeWaits(i, el.ID)
-		s.throw(i, tr.ErrorCode)
+		s.throw(i, tr.ErrorCode, tr.Variables)
 	}
 	return nil
+}
+
+// waiting finds the live token id parked in a wait of kind (at element, if
+// set), or -1.
+func (s *stepper) waiting(id, element string, kind WaitKind) int {
+	for j := range s.tokens {
+		t := &s.tokens[j]
+		if t.ID == id && t.Wait == kind && (element == "" || element == t.Element) {
+			return j
+		}
+	}
+	return -1
+}
+
+// recreateTask opens token i's task at el again (it was closed), with
+// retries left (0 = the definition's) and, after a failure with a retry
+// timeout, fetchable only later.
+func (s *stepper) recreateTask(i int, el *bpmn.Element, retries int, timeout time.Duration) {
+	task, err := s.newTask(i, el, s.view(i))
+	if err != nil {
+		s.incident(i, fault.IncidentExpression, err.Error(), StageActivate)
+		return
+	}
+	if retries > 0 {
+		task.Retries = retries
+	}
+	if timeout > 0 {
+		task.NotBefore = s.now.Add(timeout)
+	}
+	s.eff.Tasks = append(s.eff.Tasks, task)
+	s.tokens[i].Wait = WaitTask
+	s.addArmed(i, Armed{Element: el.ID})
 }
 
 // run executes queued tokens until every token waits or has ended.
@@ -267,26 +321,32 @@ func (s *stepper) run() error {
 	return nil
 }
 
-// execute runs the element token i has just reached.
+// execute activates the element token i has just reached.
 func (s *stepper) execute(i int) {
 	el := s.def.Element(s.tokens[i].Element)
+	if el.Loop != nil && s.tokens[i].Loop == 0 {
+		s.multi(i, el)
+		return
+	}
+	if len(el.Inputs) > 0 && !publishes(el) && !s.localInputs(i, el) {
+		return
+	}
 	switch el.Kind {
 	case bpmn.KindStart:
 		s.complete(i, el, nil)
-	case bpmn.KindThrow:
+	case bpmn.KindThrow, bpmn.KindEnd:
+		if el.Escalation != nil && !s.escalate(i, el.Escalation.Code) {
+			return // an interrupting catch ended the thrower
+		}
 		if s.publish(i, el) {
 			s.complete(i, el, nil)
 		}
-	case bpmn.KindEnd:
-		if s.publish(i, el) && s.outputs(i, el, nil) {
-			s.end(i)
-		}
-	case bpmn.KindTerminateEnd:
-		if s.outputs(i, el, nil) {
-			s.terminate(i)
-		}
+	case bpmn.KindTerminateEnd, bpmn.KindLink:
+		s.complete(i, el, nil)
 	case bpmn.KindErrorEnd:
-		s.throw(i, el.ErrorCode)
+		if vars, ok := s.errorVariables(i, el); ok {
+			s.throw(i, el.Error.Code, vars)
+		}
 	case bpmn.KindMessageCatch:
 		s.park(i, el, WaitMessage)
 	case bpmn.KindTimerCatch:
@@ -295,15 +355,27 @@ func (s *stepper) execute(i int) {
 		s.park(i, el, WaitTask)
 	case bpmn.KindEventGateway:
 		s.park(i, el, WaitEvent)
+	case bpmn.KindCallActivity:
+		s.park(i, el, WaitChild)
+	case bpmn.KindScript:
+		s.script(i, el)
 	case bpmn.KindSubProcess:
 		if s.park(i, el, WaitScope) {
 			s.spawn(el.SubStart, s.tokens[i].ID, "")
 		}
+	case bpmn.KindEventSubProcess:
+		s.activateEventSub(i, el, nil)
 	case bpmn.KindExclusive:
 		s.exclusive(i, el)
 	case bpmn.KindParallel:
 		s.parallel(i, el)
 	}
+}
+
+// publishes reports whether el's inputs are a message payload rather than
+// local variables.
+func publishes(el *bpmn.Element) bool {
+	return el.Message != nil && (el.Kind == bpmn.KindThrow || el.Kind == bpmn.KindEnd)
 }
 
 // spawn creates a token at el in scope and queues it to execute el.
@@ -322,24 +394,48 @@ func (s *stepper) newID() string {
 	return "t" + strconv.FormatInt(s.seq, 10)
 }
 
-// complete applies el's outputs to result and moves token i along el's
-// outgoing flows.
+// complete applies el's outputs to result and moves token i on.
 func (s *stepper) complete(i int, el *bpmn.Element, result map[string]any) {
 	if !s.outputs(i, el, result) {
 		return
 	}
-	s.leave(i, el.Outgoing)
+	s.after(i, el)
+}
+
+// after moves token i on from el once el's outputs are applied.
+func (s *stepper) after(i int, el *bpmn.Element) {
+	switch {
+	case s.tokens[i].Loop > 0:
+		s.innerDone(i, el)
+	case el.Kind == bpmn.KindEnd:
+		s.end(i)
+	case el.Kind == bpmn.KindTerminateEnd:
+		s.terminate(i)
+	case el.Kind == bpmn.KindLink:
+		t := &s.tokens[i]
+		t.Element, t.Flow, t.Vars = el.LinkTarget.ID, "", nil
+		s.queue = append(s.queue, i)
+	case el.Kind == bpmn.KindStart && el.Parent == nil:
+		// The process runs from here: its event subprocesses may start, their
+		// correlation keys seeing the start variables.
+		if s.armProcess(i) {
+			s.leave(i, el.Outgoing)
+		}
+	default:
+		s.leave(i, el.Outgoing)
+	}
 }
 
 // leave moves token i along flows: the token takes the first, new tokens take
-// the others (an implicit parallel split); no flow ends the token.
+// the others (an implicit parallel split); no flow ends the token. The token
+// leaves its element's local variables behind.
 func (s *stepper) leave(i int, flows []*bpmn.Flow) {
 	if len(flows) == 0 {
 		s.end(i)
 		return
 	}
 	t := &s.tokens[i]
-	t.Element, t.Flow, t.Wait, t.Incident = flows[0].Target.ID, flows[0].ID, "", nil
+	t.Element, t.Flow, t.Wait, t.Incident, t.Vars = flows[0].Target.ID, flows[0].ID, "", nil, nil
 	s.queue = append(s.queue, i)
 	scope := t.Scope
 	for _, f := range flows[1:] {
@@ -356,43 +452,67 @@ func (s *stepper) resume(i int) {
 	t.ID, t.Wait, t.Incident, t.Armed = s.newID(), "", nil, nil
 }
 
-// closeWaits closes the waits of token i on element ("" = all of them). Rows
-// opened earlier in this step are dropped from the effects; rows that existed
-// before it are listed in CloseWaits for the store to delete.
+// armedOf returns the id and open waits of token i, or of the process level
+// for i < 0.
+func (s *stepper) armedOf(i int) (string, *[]Armed) {
+	if i < 0 {
+		return "", &s.armed
+	}
+	return s.tokens[i].ID, &s.tokens[i].Armed
+}
+
+// addArmed records a wait opened for token i (-1 = process level). The slice
+// may share its array with in.State, so it is clipped to copy on append.
+func (s *stepper) addArmed(i int, a Armed) {
+	_, armed := s.armedOf(i)
+	*armed = append(slices.Clip(*armed), a)
+}
+
+// closeWaits closes the waits of token i (-1 = process level) on element
+// ("" = all of them). Rows opened earlier in this step are dropped from the
+// effects; rows that existed before it are listed in CloseWaits for the
+// store to delete.
 func (s *stepper) closeWaits(i int, element string) {
-	t := &s.tokens[i]
-	if len(t.Armed) == 0 {
+	id, armed := s.armedOf(i)
+	if len(*armed) == 0 {
 		return
 	}
-	match := func(tok, el string) bool { return tok == t.ID && (element == "" || el == element) }
+	match := func(tok, el string) bool { return tok == id && (element == "" || el == element) }
 	s.eff.Subscriptions = slices.DeleteFunc(s.eff.Subscriptions, func(x Subscription) bool { return match(x.TokenID, x.Element) })
 	s.eff.Timers = slices.DeleteFunc(s.eff.Timers, func(x Timer) bool { return match(x.TokenID, x.Element) })
 	s.eff.Tasks = slices.DeleteFunc(s.eff.Tasks, func(x Task) bool { return match(x.TokenID, x.Element) })
 	if s.hadRows(i, element) {
-		s.eff.CloseWaits = append(s.eff.CloseWaits, WaitRef{TokenID: t.ID, Element: element})
+		s.eff.CloseWaits = append(s.eff.CloseWaits, WaitRef{TokenID: id, Element: element})
 	}
 	if element == "" {
-		t.Armed = nil
+		*armed = nil
 		return
 	}
 	// Copy rather than delete in place: the backing array belongs to in.State.
-	kept := make([]Armed, 0, len(t.Armed))
-	for _, a := range t.Armed {
+	kept := make([]Armed, 0, len(*armed))
+	for _, a := range *armed {
 		if a.Element != element {
 			kept = append(kept, a)
 		}
 	}
-	t.Armed = kept
+	*armed = kept
 }
 
-// hadRows reports whether token i had a wait on element ("" = any) in the
-// state the step started from, i.e. whether the store holds rows for it.
+// hadRows reports whether token i (-1 = process level) had a wait on element
+// ("" = any) in the state the step started from, i.e. whether the store
+// holds rows for it.
 func (s *stepper) hadRows(i int, element string) bool {
-	old := s.in.State.Tokens
-	if i >= len(old) || old[i].ID != s.tokens[i].ID {
-		return false
+	var before []Armed
+	if i < 0 {
+		before = s.in.State.Armed
+	} else {
+		old := s.in.State.Tokens
+		if i >= len(old) || old[i].ID != s.tokens[i].ID {
+			return false
+		}
+		before = old[i].Armed
 	}
-	for _, a := range old[i].Armed {
+	for _, a := range before {
 		if element == "" || a.Element == element {
 			return true
 		}
@@ -415,7 +535,8 @@ func (s *stepper) end(i int) {
 // scopeDone completes the process or the subprocess whose token id is scope.
 func (s *stepper) scopeDone(scope string) {
 	if scope == "" {
-		s.completed = true
+		s.closeWaits(-1, "")
+		s.ended = StatusCompleted
 		return
 	}
 	j := s.indexOf(scope)
@@ -435,8 +556,31 @@ func (s *stepper) indexOf(id string) int {
 
 // kill ends token i, closing its waits.
 func (s *stepper) kill(i int) {
-	s.closeWaits(i, "")
+	s.release(i)
 	s.tokens[i] = Token{}
+}
+
+// release lets go of what token i holds besides its store rows: the child
+// instance of a call activity (cancelled) and an open incident (resolved).
+// Its waits are closed.
+func (s *stepper) release(i int) {
+	s.closeWaits(i, "")
+	t := &s.tokens[i]
+	switch t.Wait {
+	case WaitChild:
+		child := s.in.ID + "/" + t.ID
+		n := len(s.eff.StartChildren)
+		s.eff.StartChildren = slices.DeleteFunc(s.eff.StartChildren, func(c ChildStart) bool { return c.InstanceID == child })
+		if len(s.eff.StartChildren) == n {
+			s.eff.CancelChildren = append(s.eff.CancelChildren, child)
+		}
+	case WaitIncident:
+		n := len(s.eff.Incidents)
+		s.eff.Incidents = slices.DeleteFunc(s.eff.Incidents, func(x Incident) bool { return x.TokenID == t.ID })
+		if len(s.eff.Incidents) == n {
+			s.eff.ResolvedIncidents = append(s.eff.ResolvedIncidents, t.ID)
+		}
+	}
 }
 
 // killScope ends every token inside the scope token id, at any depth.
@@ -455,16 +599,21 @@ func (s *stepper) killScope(id string) {
 	}
 }
 
+// killAll ends every token of the instance.
+func (s *stepper) killAll() {
+	for j := range s.tokens {
+		if s.tokens[j].Element != "" {
+			s.kill(j)
+		}
+	}
+}
+
 // terminate ends every token of token i's scope, then the scope itself.
 func (s *stepper) terminate(i int) {
 	scope := s.tokens[i].Scope
 	s.kill(i)
 	if scope == "" {
-		for j := range s.tokens {
-			if s.tokens[j].Element != "" {
-				s.kill(j)
-			}
-		}
+		s.killAll()
 	} else {
 		s.killScope(scope)
 	}
@@ -475,63 +624,67 @@ func (s *stepper) terminate(i int) {
 // from boundary event b.
 func (s *stepper) interrupt(i int, b *bpmn.Element, result map[string]any) {
 	s.killScope(s.tokens[i].ID)
+	s.release(i)
 	s.resume(i)
-	s.tokens[i].Element, s.tokens[i].Flow = b.ID, ""
+	t := &s.tokens[i]
+	t.Element, t.Flow, t.Vars, t.Loop, t.Multi = b.ID, "", nil, 0, Multi{}
 	s.complete(i, b, result)
 }
 
-// throw propagates a BPMN error from token i outward through the enclosing
-// subprocesses to the first error boundary event that catches code; an
-// uncaught error stops token i in an incident.
-func (s *stepper) throw(i int, code string) {
-	for scope := s.tokens[i].Scope; scope != ""; {
-		j := s.indexOf(scope)
-		if b := catcher(s.def.Element(s.tokens[j].Element), code); b != nil {
-			s.interrupt(j, b, nil)
-			return
-		}
-		scope = s.tokens[j].Scope
-	}
-	s.incident(i, fault.IncidentError, "BPMN error "+strconv.Quote(code)+" was not caught")
-}
-
-// catcher returns activity's error boundary event for code: one naming the
-// code wins over a catch-all one.
-func catcher(activity *bpmn.Element, code string) *bpmn.Element {
-	var all *bpmn.Element
-	for _, b := range activity.Boundaries {
-		if b.Timer != nil || b.Message != nil {
-			continue
-		}
-		if b.ErrorCode == code {
-			return b
-		}
-		if b.ErrorCode == "" && all == nil {
-			all = b
-		}
-	}
-	return all
-}
-
-// incident stops token i where it is.
-func (s *stepper) incident(i int, code, msg string) {
+// incident stops token i where it is; a retry resumes it at stage.
+func (s *stepper) incident(i int, code, msg string, stage Stage) {
 	t := &s.tokens[i]
-	inc := Incident{TokenID: t.ID, Element: t.Element, Code: code, Message: msg}
+	inc := Incident{TokenID: t.ID, Element: t.Element, Code: code, Message: msg, Stage: stage}
 	t.Wait, t.Incident = WaitIncident, &inc
 	s.eff.Incidents = append(s.eff.Incidents, inc)
 }
 
 // result assembles the state after the step.
 func (s *stepper) result() State {
-	st := State{Status: StatusActive, Variables: s.vars, Seq: s.seq}
+	st := State{Status: StatusActive, Variables: s.vars, Seq: s.seq, Armed: s.armed, Parent: s.parent}
+	live := 0
+	for _, t := range s.tokens {
+		if t.Element != "" {
+			live++
+		}
+	}
+	if live > 0 {
+		st.Tokens = make([]Token, 0, live)
+	}
 	for _, t := range s.tokens {
 		if t.Element != "" {
 			st.Tokens = append(st.Tokens, t)
 		}
 	}
-	if s.completed {
-		st.Status = StatusCompleted
+	if s.ended != "" {
+		st.Status = s.ended
+	}
+	s.eff.compact()
+	if s.ended == StatusCompleted {
 		s.eff.Completed = true
+		if s.parent != nil {
+			s.eff.NotifyParent = &ChildResult{Parent: *s.parent, Variables: s.shareVars()}
+		}
 	}
 	return st
+}
+
+// compact drops effect lists left empty by rows opened and closed within the
+// step, so that "nothing to write" is always nil.
+func (e *Effects) compact() {
+	if len(e.Subscriptions) == 0 {
+		e.Subscriptions = nil
+	}
+	if len(e.Timers) == 0 {
+		e.Timers = nil
+	}
+	if len(e.Tasks) == 0 {
+		e.Tasks = nil
+	}
+	if len(e.Incidents) == 0 {
+		e.Incidents = nil
+	}
+	if len(e.StartChildren) == 0 {
+		e.StartChildren = nil
+	}
 }

@@ -8,10 +8,10 @@ import (
 	"github.com/sutra-run/worker/iso8601"
 )
 
-// due evaluates a timer armed now: when it fires and, for a cycle, its period
-// and how many more firings follow the first (-1 = unbounded).
-func (s *stepper) due(t *bpmn.Timer) (due time.Time, interval string, left int, err error) {
-	v, err := t.Value.Eval(s.vars)
+// due evaluates a timer armed now over ctx: when it fires and, for a cycle,
+// its period and how many more firings follow the first (-1 = unbounded).
+func (s *stepper) due(t *bpmn.Timer, ctx map[string]any) (due time.Time, interval string, left int, err error) {
+	v, err := t.Value.Eval(ctx)
 	if err != nil {
 		return time.Time{}, "", 0, err
 	}
@@ -40,4 +40,27 @@ func (s *stepper) due(t *bpmn.Timer) (due time.Time, interval string, left int, 
 		}
 		return c.Next(s.now), c.Interval.String(), left, nil
 	}
+}
+
+// rearm closes a fired non-interrupting timer of token i (-1 = process
+// level) and, while its cycle has firings left, arms the next one under the
+// same (token, element).
+func (s *stepper) rearm(i int, el *bpmn.Element, a Armed) {
+	s.closeWaits(i, el.ID)
+	if a.Left == 0 {
+		return
+	}
+	due, interval, _, err := s.due(el.Timer, s.view(i))
+	if err != nil {
+		// The value evaluated when the timer was first armed; variables changed
+		// since. The cycle stops rather than the firing being lost.
+		return
+	}
+	left := a.Left
+	if left > 0 {
+		left--
+	}
+	id, _ := s.armedOf(i)
+	s.eff.Timers = append(s.eff.Timers, Timer{TokenID: id, Element: el.ID, DueAt: due, Repeat: left, Interval: interval})
+	s.addArmed(i, Armed{Element: el.ID, Left: left})
 }

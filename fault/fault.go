@@ -15,6 +15,9 @@ const (
 	NotFound       = "SUTRA.RUNTIME.RESUME.NOT_FOUND"
 	NotWaiting     = "SUTRA.RUNTIME.RESUME.NOT_WAITING"
 	InstanceExists = "SUTRA.RUNTIME.RESUME.INSTANCE_EXISTS"
+	// A start names a start event the definition does not have (no none
+	// start event, or not one of its message start events).
+	NoStartEvent = "SUTRA.RUNTIME.RESUME.NO_START_EVENT"
 	// Steps.
 	StepFenced = "SUTRA.RUNTIME.STEP.FENCED"
 	StepPanic  = "SUTRA.RUNTIME.STEP.PANIC"
@@ -46,12 +49,16 @@ const (
 	BPMNInvalid     = "SUTRA.BPMN.INVALID"
 	BPMNUnsupported = "SUTRA.BPMN.UNSUPPORTED"
 	BPMNExpression  = "SUTRA.BPMN.EXPRESSION"
+	// Admin operations.
+	MigrateUnreachable = "SUTRA.ADMIN.MIGRATE.UNREACHABLE"
 	// Run-time incidents.
 	IncidentExpression = "SUTRA.INCIDENT.EXPRESSION"
 	IncidentNoFlow     = "SUTRA.INCIDENT.NO_MATCHING_FLOW"
 	// A pull task's worker reported a failure with no retries left.
 	IncidentTaskFailed = "SUTRA.INCIDENT.TASK_FAILED"
 	IncidentError      = "SUTRA.INCIDENT.UNHANDLED_ERROR"
+	// A call activity's child instance could not be started.
+	IncidentCalledElement = "SUTRA.INCIDENT.CALLED_ELEMENT"
 )
 
 // Error is an error with a stable code.

@@ -92,7 +92,7 @@ func parseCycle(s string) (Cycle, error) {
 		}
 	}
 	if len(parts) == 3 {
-		if strings.HasPrefix(parts[1], "P") || !strings.HasPrefix(parts[2], "P") {
+		if isDuration(parts[1]) || !isDuration(parts[2]) {
 			return c, errors.New("only the start/duration interval form is supported, not start/end or duration/end")
 		}
 		start, err := parseDateTime(parts[1])
@@ -111,6 +111,10 @@ func parseCycle(s string) (Cycle, error) {
 	c.Interval = interval
 	return c, nil
 }
+
+// isDuration reports whether an interval part is a duration rather than a
+// date-time.
+func isDuration(s string) bool { return strings.HasPrefix(s, "P") || strings.HasPrefix(s, "p") }
 
 // String returns the canonical form, which ParseCycle reads back as c.
 func (c Cycle) String() string {

@@ -31,9 +31,10 @@ type Duration struct {
 const maxDigits = 9
 
 // ParseDuration parses P[nY][nM][nW][nD][T[nH][nM][n[.f]S]], with at least
-// one component and a fraction (. or ,) allowed on seconds only. Signs,
-// lowercase letters, spaces and the alternative (PYYYY-MM-DD) format are
-// refused.
+// one component and a fraction (. or ,) allowed on seconds only. P and the
+// unit letters may be lowercase (PT30s, p1d) because Zeebe accepts them;
+// the T separator may not, as in Zeebe. Signs, spaces and the alternative
+// (PYYYY-MM-DD) format are refused.
 func ParseDuration(s string) (Duration, error) {
 	d, err := parseDuration(s)
 	if err != nil {
@@ -49,7 +50,7 @@ func parseDuration(s string) (Duration, error) {
 		return d, errors.New("empty")
 	case s[0] == '-' || s[0] == '+':
 		return d, errors.New("signed durations are not supported")
-	case s[0] != 'P':
+	case s[0] != 'P' && s[0] != 'p':
 		return d, errors.New("must start with P, as in PT15M")
 	case len(s) == 1:
 		return d, errors.New("no components after P")
@@ -97,6 +98,9 @@ func components(s, designators string, fields []*int, nanos *int) error {
 			return fmt.Errorf("number %s has no unit letter", s)
 		}
 		unit := s[i]
+		if unit >= 'a' && unit <= 'z' {
+			unit -= 'a' - 'A'
+		}
 		k := strings.IndexByte(designators[next:], unit)
 		if k < 0 {
 			if strings.IndexByte(designators, unit) >= 0 {

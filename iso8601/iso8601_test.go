@@ -34,6 +34,11 @@ func TestParseDuration(t *testing.T) {
 		{"P007D", Duration{Days: 7}, "P7D"},
 		{"P999999999Y", Duration{Years: 999_999_999}, "P999999999Y"},
 		{"PT2562047H", Duration{Hours: 2_562_047}, "PT2562047H"},
+		// Zeebe reads unit letters case-insensitively (only T must be upper case).
+		{"PT30s", Duration{Seconds: 30}, "PT30S"},
+		{"p1d", Duration{Days: 1}, "P1D"},
+		{"p1dT2h30m", Duration{Days: 1, Hours: 2, Minutes: 30}, "P1DT2H30M"},
+		{"P1y2m3w", Duration{Years: 1, Months: 2, Weeks: 3}, "P1Y2M3W"},
 	}
 	for _, tt := range tests {
 		d, err := ParseDuration(tt.in)
@@ -67,9 +72,9 @@ func TestParseDurationRefused(t *testing.T) {
 		{"P-1D", `expected a number at "-1D"`},
 		{"1D", "must start with P"},
 		{"T1H", "must start with P"},
-		{"p1d", "must start with P"},
-		{"P1d", `unexpected "d"`},
-		{"PT1h", `unexpected "h"`},
+		{"p1dt2h", `expected a number at "t2h"`},
+		{"Pt1H", `expected a number at "t1H"`},
+		{"P1h", `unexpected "h"`},
 		{"P1", "number 1 has no unit letter"},
 		{"PD", `expected a number at "D"`},
 		{"P1H", `unexpected "H"`},
@@ -240,6 +245,8 @@ func TestParseCycle(t *testing.T) {
 		{"R5/2026-01-01T00:00:00Z/P1D", "R5/2026-01-01T00:00:00Z/P1D", 5, &start, Duration{Days: 1}},
 		{"R/2026-01-01T01:00:00+01:00/P1M", "R/2026-01-01T01:00:00+01:00/P1M", -1, &start, Duration{Months: 1}},
 		{"R03/PT0,5S", "R3/PT0.5S", 3, nil, Duration{Nanoseconds: 500_000_000}},
+		{"R2/2026-01-01T00:00:00Z/p1d", "R2/2026-01-01T00:00:00Z/P1D", 2, &start, Duration{Days: 1}},
+		{"R/PT10m", "R/PT10M", -1, nil, Duration{Minutes: 10}},
 	}
 	for _, tt := range tests {
 		c, err := ParseCycle(tt.in)

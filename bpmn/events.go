@@ -1,0 +1,235 @@
+package bpmn
+
+import (
+	"strings"
+)
+
+func (p *parser) startEvent(el *Element, n, def *node, x *extensions) error {
+	el.Kind = KindStart
+	// A start form is shown by Tasklist to start an instance; the engine
+	// has nothing to do with it.
+	x.take("formDefinition")
+	el.Interrupting = n.attr("isInterrupting") != "false"
+	if def == nil {
+		return nil
+	}
+	var err error
+	switch def.name.Local {
+	case "messageEventDefinition":
+		el.Message, err = p.message(el.ID, def.attr("messageRef"))
+	case "timerEventDefinition":
+		el.Timer, err = p.timer(el.ID, def)
+	case "errorEventDefinition":
+		el.Error, err = p.code(el.ID, def.attr("errorRef"), p.doc.errNodes, "error", "errorCode", false)
+	case "escalationEventDefinition":
+		el.Escalation, err = p.code(el.ID, def.attr("escalationRef"), p.doc.escNodes, "escalation", "escalationCode", false)
+	default:
+		return unsupported(el.ID, el.Type, def.name.Local)
+	}
+	return err
+}
+
+func (p *parser) endEvent(el *Element, def *node, x *extensions) error {
+	if def == nil {
+		el.Kind = KindEnd
+		return nil
+	}
+	var err error
+	switch def.name.Local {
+	case "terminateEventDefinition":
+		el.Kind = KindTerminateEnd
+	case "errorEventDefinition":
+		el.Kind = KindErrorEnd
+		el.Error, err = p.code(el.ID, def.attr("errorRef"), p.doc.errNodes, "error", "errorCode", true)
+	case "escalationEventDefinition":
+		el.Kind = KindEnd
+		el.Escalation, err = p.code(el.ID, def.attr("escalationRef"), p.doc.escNodes, "escalation", "escalationCode", true)
+	case "messageEventDefinition":
+		if err := p.sender(el, def.attr("messageRef"), x); err != nil {
+			return err
+		}
+		if el.Kind == KindThrow {
+			el.Kind = KindEnd
+		}
+	default:
+		return unsupported(el.ID, el.Type, def.name.Local)
+	}
+	return err
+}
+
+func (p *parser) throwEvent(el *Element, def *node, x *extensions) error {
+	if def == nil {
+		el.Kind = KindThrow
+		return nil
+	}
+	switch def.name.Local {
+	case "messageEventDefinition":
+		return p.sender(el, def.attr("messageRef"), x)
+	case "escalationEventDefinition":
+		el.Kind = KindThrow
+		var err error
+		el.Escalation, err = p.code(el.ID, def.attr("escalationRef"), p.doc.escNodes, "escalation", "escalationCode", true)
+		return err
+	case "linkEventDefinition":
+		el.Kind = KindLink
+		return p.linkName(el, def, true)
+	}
+	return unsupported(el.ID, el.Type, def.name.Local)
+}
+
+func (p *parser) linkName(el *Element, def *node, throw bool) error {
+	name := strings.TrimSpace(def.attr("name"))
+	if name == "" {
+		return invalid("link event %q has no link name", el.ID)
+	}
+	p.links = append(p.links, pendingLink{event: el, name: name, throw: throw})
+	return nil
+}
+
+// sender sets up an element that sends a message: with a zeebe:taskDefinition
+// it is a pull task (Zeebe's own semantics: a worker sends the message),
+// otherwise the engine publishes the referenced message through the outbox.
+func (p *parser) sender(el *Element, messageRef string, x *extensions) error {
+	if x.has("taskDefinition") {
+		return jobTask(el, x, false)
+	}
+	if messageRef == "" {
+		return invalid("%s %q sends no message: it needs a messageRef or a zeebe:taskDefinition", el.Type, el.ID)
+	}
+	m, err := p.message(el.ID, messageRef)
+	if err != nil {
+		return err
+	}
+	el.Kind = KindThrow
+	el.Message = m
+	return nil
+}
+
+func (p *parser) catchEvent(el *Element, def *node) error {
+	if def == nil {
+		return invalid("intermediateCatchEvent %q has no event definition", el.ID)
+	}
+	switch def.name.Local {
+	case "messageEventDefinition":
+		el.Kind = KindMessageCatch
+		m, err := p.message(el.ID, def.attr("messageRef"))
+		el.Message = m
+		return err
+	case "timerEventDefinition":
+		el.Kind = KindTimerCatch
+		t, err := p.timer(el.ID, def)
+		if err != nil {
+			return err
+		}
+		if t.Kind == TimerCycle {
+			return unsupported(el.ID, el.Type, "a timeCycle (cycles run on non-interrupting boundary events and event subprocesses only)")
+		}
+		el.Timer = t
+		return nil
+	case "linkEventDefinition":
+		el.Kind = KindThrow // passes the token on
+		return p.linkName(el, def, false)
+	default:
+		return unsupported(el.ID, el.Type, def.name.Local)
+	}
+}
+
+func (p *parser) boundaryEvent(el *Element, n *node, def *node) error {
+	el.Kind = KindBoundary
+	el.Interrupting = n.attr("cancelActivity") != "false"
+	if def == nil {
+		return invalid("boundaryEvent %q has no event definition", el.ID)
+	}
+	var err error
+	switch def.name.Local {
+	case "messageEventDefinition":
+		el.Message, err = p.message(el.ID, def.attr("messageRef"))
+	case "timerEventDefinition":
+		el.Timer, err = p.timer(el.ID, def)
+		if err == nil && el.Timer.Kind == TimerCycle && el.Interrupting {
+			return unsupported(el.ID, el.Type, "a timeCycle on an interrupting boundary event")
+		}
+	case "errorEventDefinition":
+		if !el.Interrupting {
+			return invalid("error boundary event %q must interrupt its activity", el.ID)
+		}
+		el.Error, err = p.code(el.ID, def.attr("errorRef"), p.doc.errNodes, "error", "errorCode", false)
+	case "escalationEventDefinition":
+		el.Escalation, err = p.code(el.ID, def.attr("escalationRef"), p.doc.escNodes, "escalation", "escalationCode", false)
+	default:
+		return unsupported(el.ID, el.Type, def.name.Local)
+	}
+	if err != nil {
+		return err
+	}
+	p.attached = append(p.attached, pendingBoundary{event: el, attachedTo: n.attr("attachedToRef")})
+	return nil
+}
+
+// code reads the errorCode (or escalationCode) of the bpmn:error (or
+// bpmn:escalation) ref names. A thrower needs a code; a catcher without a
+// ref, or whose error has no code, catches every error.
+func (p *parser) code(id, ref string, nodes map[string]*node, what, attr string, throw bool) (*EventCode, error) {
+	if ref == "" {
+		if throw {
+			return nil, invalid("%s end or throw event %q has no %sRef", what, id, what)
+		}
+		return &EventCode{}, nil
+	}
+	n, ok := nodes[ref]
+	if !ok {
+		return nil, invalid("element %q references %s %q, which is not defined", id, what, ref)
+	}
+	c := n.attr(attr)
+	if strings.HasPrefix(c, "=") {
+		return nil, unsupported(ref, what, "an "+attr+" expression")
+	}
+	if throw && c == "" {
+		return nil, invalid("element %q throws %s %q, which has no %s", id, what, ref, attr)
+	}
+	return &EventCode{Code: c}, nil
+}
+
+// message returns the compiled bpmn:message ref, shared by every element that
+// references it.
+func (p *parser) message(id, ref string) (*Message, error) {
+	if ref == "" {
+		return nil, invalid("element %q has no messageRef", id)
+	}
+	if m, ok := p.messages[ref]; ok {
+		return m, nil
+	}
+	n, ok := p.doc.msgNodes[ref]
+	if !ok {
+		return nil, invalid("element %q references message %q, which is not defined", id, ref)
+	}
+	m := &Message{ID: ref, Name: n.attr("name")}
+	if m.Name == "" {
+		return nil, invalid("message %q has no name", ref)
+	}
+	if strings.HasPrefix(m.Name, "=") {
+		return nil, unsupported(ref, "message", "a message name expression")
+	}
+	for _, k := range n.kids {
+		if !k.is(nsBPMN, "extensionElements") {
+			continue
+		}
+		for _, x := range k.kids {
+			if x.name.Space != nsZeebe || ignoredExtension(x.name.Local) {
+				continue
+			}
+			if x.name.Local != "subscription" {
+				return nil, unsupported(ref, "message", "extension zeebe:"+x.name.Local)
+			}
+			if src := strings.TrimSpace(x.attr("correlationKey")); src != "" {
+				c, err := compile(ref, "correlation key", src)
+				if err != nil {
+					return nil, err
+				}
+				m.CorrelationKey = c
+			}
+		}
+	}
+	p.messages[ref] = m
+	return m, nil
+}

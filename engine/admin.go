@@ -1,0 +1,52 @@
+package engine
+
+import (
+	"github.com/sutra-run/worker/bpmn"
+	"github.com/sutra-run/worker/fault"
+)
+
+// cancel ends the instance: every token is killed, which closes its waits,
+// cancels its child instance and resolves its incident.
+func (s *stepper) cancel() {
+	s.killAll()
+	s.closeWaits(-1, "")
+	s.ended = StatusCancelled
+}
+
+// retry resolves the incident of token tr.TokenID and resumes the token
+// where its incident stopped it, after merging tr.Variables from the token
+// outwards (so a fix to a local variable lands where it is read).
+func (s *stepper) retry(tr Trigger) error {
+	i := s.waiting(tr.TokenID, "", WaitIncident)
+	if i < 0 {
+		return fault.New(fault.NotWaiting, "instance %s has no incident on token %s", s.in.ID, tr.TokenID)
+	}
+	stage := s.tokens[i].Incident.Stage
+	s.mergeFrom(i, tr.Variables)
+	t := &s.tokens[i]
+	s.eff.ResolvedIncidents = append(s.eff.ResolvedIncidents, t.ID)
+	t.Wait, t.Incident = "", nil
+	el := s.def.Element(t.Element)
+	switch {
+	case stage == StageComplete:
+		s.complete(i, el, nil)
+	case stage == StageLeave:
+		s.after(i, el)
+	case el.Kind == bpmn.KindTask && len(t.Armed) > 0:
+		// The task failed or threw while parked: only its task row is gone,
+		// its boundary events are still armed.
+		s.recreateTask(i, el, tr.Retries, 0)
+	default:
+		// The element runs again from its start, its waits opened anew. A
+		// call activity does so under a fresh id: its new child instance
+		// must not take the id of the one that ended.
+		s.closeWaits(i, "")
+		if el.Kind == bpmn.KindCallActivity {
+			t.ID = s.newID()
+		}
+		s.retryRetries = tr.Retries
+		s.execute(i)
+		s.retryRetries = 0
+	}
+	return nil
+}

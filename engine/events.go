@@ -1,0 +1,204 @@
+package engine
+
+import (
+	"slices"
+	"strconv"
+
+	"github.com/sutra-run/worker/bpmn"
+	"github.com/sutra-run/worker/fault"
+)
+
+// Event subprocesses, errors and escalations.
+//
+// An event subprocess's message or timer start is armed when its scope
+// starts: at process level when the instance leaves its start event (the
+// waits are in State.Armed, rows keyed by token id ""), inside a subprocess
+// when the subprocess token parks (in that token's Armed). Error and
+// escalation starts have no row: a throw looks for them. A triggered event
+// subprocess is a token at the event subprocess, scoped like its siblings,
+// holding the tokens of its content. An interrupting one first ends
+// everything else in its scope and closes the scope's other event
+// subprocess starts.
+
+// armProcess opens the message and timer starts of the process level's
+// event subprocesses; a failure stops start token i in an incident.
+func (s *stepper) armProcess(i int) bool {
+	if len(s.def.EventSubs) == 0 {
+		return true
+	}
+	mark := s.mark()
+	armed := slices.Clone(s.armed)
+	var err error
+	for _, esp := range s.def.EventSubs {
+		if start := esp.SubStart; start.Message != nil || start.Timer != nil {
+			if armed, err = s.openEvent("", start, s.vars, armed); err != nil {
+				s.rollback(mark)
+				s.incident(i, fault.IncidentExpression, err.Error(), StageLeave)
+				return false
+			}
+		}
+	}
+	s.armed = armed
+	return true
+}
+
+// eventSubs returns the event subprocesses of the scope token j opens (-1 =
+// the process level).
+func (s *stepper) eventSubs(j int) []*bpmn.Element {
+	if j < 0 {
+		return s.def.EventSubs
+	}
+	if s.tokens[j].Wait != WaitScope {
+		return nil // a multi-instance body: its inner instances hold the content
+	}
+	return s.def.Element(s.tokens[j].Element).EventSubs
+}
+
+// triggerEventSub starts the event subprocess of start in the scope token j
+// opens (-1 = process level), with payload as the start event's result.
+func (s *stepper) triggerEventSub(j int, start *bpmn.Element, payload map[string]any) {
+	scope := ""
+	if j >= 0 {
+		scope = s.tokens[j].ID
+	}
+	if start.Interrupting {
+		for _, esp := range s.eventSubs(j) {
+			s.closeWaits(j, esp.SubStart.ID)
+		}
+		if j < 0 {
+			s.killAll()
+		} else {
+			s.killScope(scope)
+		}
+	}
+	esp := start.Parent
+	k := s.add(esp, scope, "")
+	if len(esp.Inputs) > 0 && !s.localInputs(k, esp) {
+		s.mergeFrom(k, payload) // nothing the trigger carried is lost
+		return
+	}
+	s.activateEventSub(k, esp, payload)
+}
+
+// activateEventSub parks event subprocess token k and completes its start
+// event with payload.
+func (s *stepper) activateEventSub(k int, esp *bpmn.Element, payload map[string]any) {
+	if !s.park(k, esp, WaitScope) {
+		s.mergeFrom(k, payload)
+		return
+	}
+	s.complete(s.add(esp.SubStart, s.tokens[k].ID, ""), esp.SubStart, payload)
+}
+
+// errorOf and escalationOf select what a catch event catches.
+func errorOf(el *bpmn.Element) *bpmn.EventCode      { return el.Error }
+func escalationOf(el *bpmn.Element) *bpmn.EventCode { return el.Escalation }
+
+// catcher returns the event among events that catches code: one naming the
+// code wins over a catch-all one.
+func catcher(events []*bpmn.Element, code string, kind func(*bpmn.Element) *bpmn.EventCode) *bpmn.Element {
+	var all *bpmn.Element
+	for _, e := range events {
+		c := kind(e)
+		switch {
+		case c == nil:
+		case c.Code == code:
+			return e
+		case c.Code == "" && all == nil:
+			all = e
+		}
+	}
+	return all
+}
+
+// eventSubCatcher returns the start event, among the event subprocesses
+// subs, that catches code.
+func eventSubCatcher(subs []*bpmn.Element, code string, kind func(*bpmn.Element) *bpmn.EventCode) *bpmn.Element {
+	starts := make([]*bpmn.Element, len(subs))
+	for k, esp := range subs {
+		starts[k] = esp.SubStart
+	}
+	return catcher(starts, code, kind)
+}
+
+// isEventSub reports whether token j is an event subprocess, whose throws
+// its own scope's event subprocesses do not catch.
+func (s *stepper) isEventSub(j int) bool {
+	return s.def.Element(s.tokens[j].Element).Kind == bpmn.KindEventSubProcess
+}
+
+// throw propagates a BPMN error from token i: to its own error boundary
+// events (a task or call activity reporting it), then outward through the
+// enclosing scopes, where an error event subprocess inside a scope catches
+// before the scope's boundary events. vars are the error's variables, the
+// catch event's result. An uncaught error ends the instance in favour of
+// its parent if it has one, else stops token i in an incident.
+func (s *stepper) throw(i int, code string, vars map[string]any) {
+	if s.tokens[i].Loop == 0 {
+		if b := catcher(s.def.Element(s.tokens[i].Element).Boundaries, code, errorOf); b != nil {
+			s.interrupt(i, b, vars)
+			return
+		}
+	}
+	from := i
+	for j := s.parentOf(i); ; j = s.parentOf(j) {
+		if !s.isEventSub(from) {
+			if start := eventSubCatcher(s.eventSubs(j), code, errorOf); start != nil {
+				s.triggerEventSub(j, start, vars)
+				return
+			}
+		}
+		if j < 0 {
+			break
+		}
+		if s.tokens[j].Loop == 0 {
+			if b := catcher(s.def.Element(s.tokens[j].Element).Boundaries, code, errorOf); b != nil {
+				s.interrupt(j, b, vars)
+				return
+			}
+		}
+		from = j
+	}
+	if s.parent != nil {
+		// The parent's call activity rethrows it; this instance ends.
+		s.killAll()
+		s.closeWaits(-1, "")
+		s.ended = StatusTerminated
+		s.eff.NotifyParent = &ChildResult{Parent: *s.parent, Variables: vars, ErrorCode: code}
+		return
+	}
+	if s.tokens[i].Wait == WaitTask {
+		s.closeWaits(i, s.tokens[i].Element) // the task is done; its boundary events stay armed
+	}
+	s.incident(i, fault.IncidentError, "BPMN error "+strconv.Quote(code)+" was not caught", StageActivate)
+}
+
+// escalate propagates an escalation from token i outward like an error, to
+// escalation event subprocesses and boundary events. It reports whether
+// token i lives on: an interrupting catch ended it. An uncaught escalation
+// changes nothing, as in Zeebe.
+func (s *stepper) escalate(i int, code string) bool {
+	from := i
+	for j := s.parentOf(i); ; j = s.parentOf(j) {
+		if !s.isEventSub(from) {
+			if start := eventSubCatcher(s.eventSubs(j), code, escalationOf); start != nil {
+				s.triggerEventSub(j, start, nil)
+				return s.tokens[i].Element != ""
+			}
+		}
+		if j < 0 {
+			return true
+		}
+		if s.tokens[j].Loop == 0 {
+			if b := catcher(s.def.Element(s.tokens[j].Element).Boundaries, code, escalationOf); b != nil {
+				if b.Interrupting {
+					s.interrupt(j, b, nil)
+				} else {
+					s.complete(s.add(b, s.tokens[j].Scope, ""), b, nil)
+				}
+				return s.tokens[i].Element != ""
+			}
+		}
+		from = j
+	}
+}
