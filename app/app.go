@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sutra-run/worker/consumer"
+	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/lanes"
 	"github.com/sutra-run/worker/metrics"
@@ -76,13 +77,17 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		opt.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	log := opt.Logger.With("replica", cfg.ReplicaID)
-	st, err := openStore(ctx, cfg, opt.SyncClaims)
+	var st *store.Store
+	err := untilAvailable(ctx, log, "opening the database", func() (err error) {
+		st, err = openStore(ctx, cfg, opt.SyncClaims)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
 	w := &Worker{cfg: cfg, opt: opt, log: log, store: st, metrics: metrics.New(opt.Registry)}
 	w.replica = replica.New(st, log, replica.Config{ID: cfg.ReplicaID, TTL: cfg.LeaseTTL})
-	if err := w.replica.Start(ctx); err != nil {
+	if err := untilAvailable(ctx, log, "registering the replica id", func() error { return w.replica.Start(ctx) }); err != nil {
 		st.Close()
 		return nil, err
 	}
@@ -123,6 +128,26 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	}
 	log.Info("worker started", "lanes", cfg.Lanes, "prefetch", cfg.Prefetch, "http", w.listener.Addr().String())
 	return w, nil
+}
+
+// untilAvailable runs f again, with backoff, while it fails because the
+// database cannot serve right now (down, starting, out of connection slots):
+// a worker started before its database waits for it. Any other error (a bad
+// URL, a wrong password, a replica id in use) is returned at once: no retry
+// cures it.
+func untilAvailable(ctx context.Context, log *slog.Logger, what string, f func() error) error {
+	for delay := 100 * time.Millisecond; ; delay = min(delay*2, 5*time.Second) {
+		err := f()
+		if fault.Code(err) != fault.Unavailable {
+			return err
+		}
+		log.Warn(what+": the database is not available yet; retrying", "code", fault.Unavailable, "err", err, "backoff", delay.String())
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+	}
 }
 
 // abort undoes a Start that failed half-way.

@@ -6,6 +6,7 @@ package testkit
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"encoding/hex"
 	"encoding/json"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -72,19 +74,23 @@ func New(t testing.TB) *Env {
 	t.Helper()
 	ctx := Ctx(t)
 	ensureOnce.Do(func() {
-		if err := store.EnsureDatabase(ctx, DatabaseURL()); err != nil {
+		if err := whileBusy(ctx, func() error { return store.EnsureDatabase(ctx, DatabaseURL()) }); err != nil {
 			t.Fatalf("creating test database: %v", err)
 		}
 	})
 	schema := randomName("t_")
-	admin, err := pgx.Connect(ctx, DatabaseURL())
+	err := whileBusy(ctx, func() error {
+		admin, err := pgx.Connect(ctx, DatabaseURL())
+		if err != nil {
+			return err
+		}
+		defer admin.Close(ctx)
+		_, err = admin.Exec(ctx, "CREATE SCHEMA "+schema)
+		return err
+	})
 	if err != nil {
-		t.Fatalf("connecting to PostgreSQL: %v", err)
+		t.Fatalf("creating the test schema: %v", err)
 	}
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	admin.Close(ctx)
 	u, _ := url.Parse(DatabaseURL())
 	q := u.Query()
 	q.Set("search_path", schema)
@@ -100,26 +106,40 @@ func New(t testing.TB) *Env {
 		RequeueBackoff: 20 * time.Millisecond, RequeueBackoffMax: 500 * time.Millisecond,
 		Migrate: true, LogLevel: "info",
 	}}
-	st, err := app.OpenStore(ctx, e.Config)
+	err = whileBusy(ctx, func() error {
+		st, err := app.OpenStore(ctx, e.Config)
+		if err == nil {
+			st.Close()
+		}
+		return err
+	})
 	if err != nil {
 		t.Fatalf("migrating test schema: %v", err)
 	}
-	st.Close()
-	e.DB, err = pgxpool.New(ctx, e.Config.DatabaseURL)
+	cfg, err := pgxpool.ParseConfig(e.Config.DatabaseURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.DB.Exec(ctx, auditSQL); err != nil {
+	cfg.MaxConns = 2 // assertions and fault injection; the suite shares max_connections with make bench
+	if e.DB, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := whileBusy(ctx, func() error { _, err := e.DB.Exec(ctx, auditSQL); return err }); err != nil {
 		t.Fatalf("installing claim audit: %v", err)
 	}
 	t.Cleanup(func() {
 		e.DB.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if conn, err := pgx.Connect(ctx, DatabaseURL()); err == nil {
-			_, _ = conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
-			conn.Close(ctx)
-		}
+		_ = whileBusy(ctx, func() error {
+			conn, err := pgx.Connect(ctx, DatabaseURL())
+			if err != nil {
+				return err
+			}
+			defer conn.Close(ctx)
+			_, err = conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+			return err
+		})
 		if conn, err := amqp.Dial(AMQPURL()); err == nil {
 			if ch, err := conn.Channel(); err == nil {
 				_, _ = ch.QueueDelete(names, false, false, false)
@@ -131,6 +151,24 @@ func New(t testing.TB) *Env {
 		}
 	})
 	return e
+}
+
+// whileBusy runs f again while the server refuses connections for want of
+// slots (SQLSTATE 53300): the suite shares max_connections with whatever else
+// runs on the machine, make bench included.
+func whileBusy(ctx context.Context, f func() error) error {
+	for delay := 50 * time.Millisecond; ; delay = min(delay*2, 2*time.Second) {
+		err := f()
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "53300" {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+	}
 }
 
 // auditSQL records every change of an instance's owner or version, so tests
@@ -233,12 +271,13 @@ func (e *Env) Deploy(t testing.TB, path string) store.Deployed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(Ctx(t), e.Config.DatabaseURL, store.Options{})
+	st, err := store.Open(Ctx(t), e.Config.DatabaseURL, store.Options{MaxConns: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	d, err := st.Deploy(Ctx(t), xml)
+	var d store.Deployed
+	err = whileBusy(Ctx(t), func() (err error) { d, err = st.Deploy(Ctx(t), xml); return err })
 	if err != nil {
 		t.Fatalf("deploying %s: %v", path, err)
 	}
