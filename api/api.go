@@ -25,6 +25,7 @@ import (
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/internal/startstop"
+	"github.com/sutra-run/worker/internal/testsignal"
 	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/store"
 )
@@ -81,15 +82,26 @@ type Deps struct {
 	OutcomeRecorded func()
 }
 
+// TestSignals tell tests what the API did; inert unless Init'ed.
+type TestSignals struct {
+	// Waiting carries the topics of every long poll that found nothing and
+	// starts to wait.
+	Waiting testsignal.Signal[[]string]
+}
+
+// Init switches every signal on.
+func (s *TestSignals) Init() { s.Waiting.Init() }
+
 // Server is the API listener, a startstop component.
 type Server struct {
 	startstop.Base
-	cfg     Config
-	deps    Deps
-	mux     *http.ServeMux
-	waiters *waiters
-	srv     *http.Server
-	ln      net.Listener
+	TestSignals TestSignals
+	cfg         Config
+	deps        Deps
+	mux         *http.ServeMux
+	waiters     *waiters
+	srv         *http.Server
+	ln          net.Listener
 }
 
 // New builds the API; Start listens.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -275,6 +276,7 @@ func (s *Server) fetch(r *http.Request, q lockQuery) ([]lockedTask, error) {
 		if err != nil || len(tasks) > 0 || w == nil {
 			return tasks, err
 		}
+		s.TestSignals.Waiting.Signal(slices.Collect(maps.Keys(w.topics)))
 		select {
 		case <-w.wake:
 		case <-deadline.C:

@@ -13,7 +13,7 @@ import (
 type typedValue struct {
 	Value     json.RawMessage `json:"value"`
 	Type      string          `json:"type"`
-	ValueInfo map[string]any  `json:"valueInfo,omitempty"`
+	ValueInfo map[string]any  `json:"valueInfo"`
 }
 
 // fromTyped turns Camunda typed variables into instance variables (JSON

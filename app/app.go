@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sutra-run/worker/api"
 	"github.com/sutra-run/worker/consumer"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/startstop"
@@ -50,6 +51,7 @@ type Worker struct {
 	timers   *timers.Poller
 	sweeper  *sweeper.Sweeper
 	consumer *consumer.Consumer
+	api      *api.Server
 	http     *http.Server
 	listener net.Listener
 	metrics  *metrics.Metrics
@@ -96,7 +98,12 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		inflight = timers.DefaultMaxInFlight
 	}
 	armed := func(due time.Time) { w.timers.Armed(due) }
-	w.lanes = lanes.New(lanes.Deps{Store: st, Metrics: w.metrics, Logger: log, Hooks: opt.Hooks, TimerArmed: armed, ClaimGuard: w.replica.Valid}, lanes.Config{
+	w.api = api.New(api.Deps{Store: st, Metrics: w.metrics, Logger: log}, api.Config{
+		Addr: cfg.APIAddr, Token: cfg.APIToken, MaxTasks: cfg.APIMaxTasks, MaxLockDuration: cfg.APIMaxLockDuration,
+		PollInterval: cfg.TaskPollInterval,
+	})
+	w.lanes = lanes.New(lanes.Deps{Store: st, Metrics: w.metrics, Logger: log, Hooks: opt.Hooks, TimerArmed: armed,
+		TasksCreated: w.api.TasksCreated, ClaimGuard: w.replica.Valid}, lanes.Config{
 		// Room for every resume that can be in flight: relays and timer fires.
 		Replica: cfg.ReplicaID, Lanes: cfg.Lanes, InboxSize: cfg.Prefetch + inflight + 1,
 		ClaimTimeout: cfg.ClaimTimeout,
@@ -120,13 +127,13 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		w.abort()
 		return nil, err
 	}
-	for _, c := range []startstop.Service{w.lanes, w.timers, w.sweeper, w.consumer} {
+	for _, c := range []startstop.Service{w.lanes, w.timers, w.sweeper, w.consumer, w.api} {
 		if err := c.Start(ctx); err != nil {
 			w.abort()
 			return nil, err
 		}
 	}
-	log.Info("worker started", "lanes", cfg.Lanes, "prefetch", cfg.Prefetch, "http", w.listener.Addr().String())
+	log.Info("worker started", "lanes", cfg.Lanes, "prefetch", cfg.Prefetch, "http", w.listener.Addr().String(), "api", w.api.Addr())
 	return w, nil
 }
 
@@ -187,6 +194,12 @@ func (w *Worker) Store() *store.Store { return w.store }
 
 // Lanes is the worker's lane pool.
 func (w *Worker) Lanes() *lanes.Pool { return w.lanes }
+
+// APIAddr is the bound address of the HTTP API.
+func (w *Worker) APIAddr() string { return w.api.Addr() }
+
+// API is the worker's HTTP API (for tests: its TestSignals).
+func (w *Worker) API() *api.Server { return w.api }
 
 // Timers is the worker's timer poller (for tests: its TestSignals).
 func (w *Worker) Timers() *timers.Poller { return w.timers }
@@ -274,7 +287,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 		// Order does not matter between these: lanes keep running until
 		// every resume they accepted is answered, and the consumer and the
 		// poller keep answering until theirs are.
-		stopped := startstop.StopAllParallel(ctx, w.consumer, w.timers, w.lanes, w.sweeper, httpStop)
+		stopped := startstop.StopAllParallel(ctx, w.consumer, w.timers, w.lanes, w.sweeper, w.api, httpStop)
 		errs = append(errs, stopped)
 		// No step runs any more: the replica id may go. If a step was
 		// abandoned still running, the id stays registered until its lease

@@ -17,6 +17,12 @@ type Config struct {
 	Lanes       int    `envconfig:"LANES" default:"16" desc:"lane goroutines; each runs one step at a time"`
 	Prefetch    int    `envconfig:"PREFETCH" default:"256" desc:"unacknowledged relays in flight per replica"`
 	HTTPAddr    string `envconfig:"HTTP_ADDR" default:":9464" desc:"listen address of /metrics, /healthz and /readyz"`
+	APIAddr     string `envconfig:"API_ADDR" default:":8080" desc:"listen address of the HTTP API (the Camunda external-task protocol under /engine-rest)"`
+	APIToken    string `envconfig:"API_TOKEN" desc:"token every API call must carry (Bearer, or HTTP Basic password); empty: the API accepts every caller (a warning at start)"`
+
+	APIMaxTasks        int           `envconfig:"API_MAX_TASKS" default:"100" desc:"largest maxTasks a fetchAndLock may ask for"`
+	APIMaxLockDuration time.Duration `envconfig:"API_MAX_LOCK_DURATION" default:"24h" desc:"longest lock a task worker may take or extend to"`
+	TaskPollInterval   time.Duration `envconfig:"TASK_POLL_INTERVAL" default:"250ms" desc:"how often waiting long polls look for tasks other replicas created (this replica's own wake them at once)"`
 
 	ClaimTimeout    time.Duration `envconfig:"CLAIM_TIMEOUT" default:"30s" desc:"age after which a claim is stale and may be taken over"`
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s" desc:"how long a stop lets in-flight steps finish; the process exits within it plus about 4s"`

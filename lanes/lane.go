@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -259,6 +260,7 @@ func (l *lane) commit(ctx context.Context, held *claims.Held, proc *bpmn.Process
 		default:
 			l.pool.deps.Metrics.BufferedConsumed.Add(float64(len(x.Consumed)))
 			l.armed(eff, x.Consumed)
+			l.tasksCreated(eff, x.Consumed)
 			return nil
 		}
 	}
@@ -276,6 +278,29 @@ func (l *lane) armed(eff engine.Effects, consumed []store.Consumed) {
 	}
 	if !first.IsZero() {
 		notify(first)
+	}
+}
+
+// tasksCreated tells the task API the topics of the tasks the commit created.
+func (l *lane) tasksCreated(eff engine.Effects, consumed []store.Consumed) {
+	notify := l.pool.deps.TasksCreated
+	if notify == nil {
+		return
+	}
+	var topics []string
+	add := func(ts []engine.Task) {
+		for _, t := range ts {
+			if t.Type != "" && !slices.Contains(topics, t.Type) {
+				topics = append(topics, t.Type)
+			}
+		}
+	}
+	add(eff.Tasks)
+	for _, c := range consumed {
+		add(c.Effects.Tasks)
+	}
+	if len(topics) > 0 {
+		notify(topics)
 	}
 }
 

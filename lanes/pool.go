@@ -81,6 +81,10 @@ type Deps struct {
 	// TimerArmed, when set, hears the earliest due time of the timers each
 	// committed step armed, so the timer poller wakes for it. It must not block.
 	TimerArmed func(due time.Time)
+	// TasksCreated, when set, hears the topics of the pull tasks each
+	// committed step created, so waiting long polls fetch them at once. It
+	// must not block.
+	TasksCreated func(topics []string)
 	// ClaimGuard, when set, runs before every claim and refuses it with its
 	// error (the replica's registration lapsed).
 	ClaimGuard func() error

@@ -55,7 +55,7 @@ func run() error {
 		}
 	}
 
-	replicas := []*replica{{name: "demo-a", addr: "127.0.0.1:9464"}, {name: "demo-b", addr: "127.0.0.1:9465"}}
+	replicas := []*replica{{name: "demo-a", addr: "127.0.0.1:9464", api: "127.0.0.1:8080"}, {name: "demo-b", addr: "127.0.0.1:9465", api: "127.0.0.1:8081"}}
 	for _, r := range replicas {
 		if err := r.start(); err != nil {
 			return err
@@ -200,7 +200,7 @@ func waitVersion(ctx context.Context, db *pgxpool.Pool, run string, v int) error
 
 // replica is a worker process.
 type replica struct {
-	name, addr string
+	name, addr, api string
 	cmd        *exec.Cmd
 	log        *os.File
 }
@@ -212,7 +212,7 @@ func (r *replica) start() error {
 	}
 	r.log = log
 	r.cmd = exec.Command(binary, "run")
-	r.cmd.Env = append(os.Environ(), "SUTRA_REPLICA_ID="+r.name, "SUTRA_HTTP_ADDR="+r.addr, "SUTRA_MIGRATE=false")
+	r.cmd.Env = append(os.Environ(), "SUTRA_REPLICA_ID="+r.name, "SUTRA_HTTP_ADDR="+r.addr, "SUTRA_API_ADDR="+r.api, "SUTRA_MIGRATE=false")
 	r.cmd.Stdout, r.cmd.Stderr = log, log
 	fmt.Printf("starting replica %s (logs: %s)\n", r.name, log.Name())
 	return r.cmd.Start()
