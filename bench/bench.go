@@ -113,11 +113,11 @@ func (e *Env) populate(ctx context.Context) error {
 	if err := st.Migrate(ctx); err != nil {
 		return err
 	}
-	d, err := st.Deploy(ctx, ProcessXML)
+	ds, err := st.Deploy(ctx, ProcessXML)
 	if err != nil {
 		return err
 	}
-	proc, err := st.Process(ctx, d.Key, d.Version)
+	proc, err := st.Process(ctx, ds[0].Key, ds[0].Version)
 	if err != nil {
 		return err
 	}

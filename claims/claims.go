@@ -62,6 +62,10 @@ type Request struct {
 	InboxID string
 	// StartKey creates the instance from that definition if it does not exist.
 	StartKey string
+	// StartCorrelationKey and ParentID go with a created instance (see
+	// store.ClaimRequest).
+	StartCorrelationKey string
+	ParentID            string
 }
 
 // Claim takes the claim and loads the row. Refusals, with nothing taken:
@@ -76,7 +80,7 @@ func (c *Claimer) Claim(ctx context.Context, r Request) (*Held, error) {
 	}
 	inst, err := c.store.Claim(ctx, store.ClaimRequest{
 		InstanceID: r.InstanceID, Owner: c.owner, Timeout: c.timeout,
-		InboxID: r.InboxID, StartKey: r.StartKey,
+		InboxID: r.InboxID, StartKey: r.StartKey, StartCorrelationKey: r.StartCorrelationKey, ParentID: r.ParentID,
 	})
 	if err != nil {
 		if maybeHeld(err) {
@@ -95,7 +99,7 @@ func (c *Claimer) Claim(ctx context.Context, r Request) (*Held, error) {
 func maybeHeld(err error) bool {
 	var held *store.ClaimHeldError
 	switch {
-	case errors.As(err, &held), errors.Is(err, store.ErrDuplicate):
+	case errors.As(err, &held), errors.Is(err, store.ErrDuplicate), errors.Is(err, store.ErrStartKeyActive):
 		return false
 	}
 	switch fault.Code(err) {

@@ -2,9 +2,7 @@ package consumer
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/json"
-	"fmt"
 	"io"
 	"strings"
 	"time"
@@ -29,9 +27,25 @@ type envelope struct {
 	// TTL (ISO 8601 duration) buffers a correlate-by-key relay that no
 	// subscription matches yet, for that long.
 	TTL string `json:"ttl"`
-	// Task is a pull task's outcome, sent by the worker itself through its
-	// outbox once a task worker reported it (the task API).
+	// The forms below are relays the worker sends itself through its outbox
+	// (see store/relays.go); they are not part of the public contract.
+
+	// Task is a pull task's outcome, once a task worker reported it.
 	Task *taskOutcome `json:"task"`
+	// Parent names the call activity whose child a start relay starts.
+	Parent *engine.ParentRef `json:"parent"`
+	// Child tells a parent instance its child ended or could not start.
+	Child *store.ChildEnd `json:"child"`
+	// Cancel cancels a call activity's child with its parent.
+	Cancel *struct {
+		Parent string `json:"parent"`
+	} `json:"cancel"`
+	// StartOnly is one target of a message fanned out to several: it starts
+	// an instance of that definition and correlates to nothing else.
+	StartOnly string `json:"start_only"`
+	// CorrelateOnly is the other: it correlates to a waiting subscription
+	// and starts nothing.
+	CorrelateOnly bool `json:"correlate_only"`
 }
 
 // taskOutcome is the task form of a relay: what a task worker reported.
@@ -91,40 +105,37 @@ func decode(d *amqp.Delivery, now time.Time) (lanes.Resume, error) {
 		Trigger:    engine.Trigger{Kind: engine.TriggerMessage, Message: env.Message, Variables: env.Variables},
 	}
 	switch {
-	case env.Task != nil:
-		if env.InstanceID == "" || env.Start != "" || env.Message != "" || env.CorrelationKey != "" || env.TTL != "" {
-			return lanes.Resume{}, fault.New(fault.RelayInvalid, "a task relay names instance_id and task only")
-		}
-		tr, err := env.Task.trigger(env.Variables)
-		if err != nil {
-			return lanes.Resume{}, err
-		}
-		r.Path, r.Trigger = metrics.PathTask, tr
-		return r, nil
+	case env.Task != nil, env.Child != nil, env.Cancel != nil:
+		return decodeInternal(env, r)
 	case env.Start != "":
 		if env.Message != "" || env.CorrelationKey != "" {
 			return lanes.Resume{}, fault.New(fault.RelayInvalid, "a start relay carries neither message nor correlation_key")
 		}
 		r.StartKey = env.Start
-		r.Trigger = engine.Trigger{Kind: engine.TriggerStart, Variables: env.Variables}
+		r.Trigger = engine.Trigger{Kind: engine.TriggerStart, Variables: env.Variables, Parent: env.Parent}
 		if r.InstanceID == "" {
 			// Derived from the dedupe key, so a redelivered start finds its instance.
-			r.InstanceID = instanceIDFor(d.MessageId)
+			r.InstanceID = lanes.InstanceIDFor(d.MessageId)
 		}
+		r.Internal = env.Parent != nil
 	case env.Message == "":
 		return lanes.Resume{}, fault.New(fault.RelayInvalid, "a relay names either start (a definition key) or message")
 	case env.InstanceID != "" && env.CorrelationKey != "":
 		return lanes.Resume{}, fault.New(fault.RelayInvalid, "a message relay names instance_id or correlation_key, not both")
 	case env.InstanceID != "":
-	case env.CorrelationKey != "":
-		r.Lookup = &lanes.Lookup{Message: env.Message, CorrelationKey: env.CorrelationKey}
-		r.Trigger.CorrelationKey = env.CorrelationKey
 	default:
-		return lanes.Resume{}, fault.New(fault.RelayInvalid, "a message relay names instance_id or correlation_key")
+		// By correlation key, or by name alone: a message start event, or a
+		// subscription opened without a key.
+		r.Lookup = &lanes.Lookup{Message: env.Message, CorrelationKey: env.CorrelationKey,
+			StartOnly: env.StartOnly, CorrelateOnly: env.CorrelateOnly}
+		r.Trigger.CorrelationKey = env.CorrelationKey
+	}
+	if (env.StartOnly != "" || env.CorrelateOnly) && r.Lookup == nil {
+		return lanes.Resume{}, fault.New(fault.RelayInvalid, "start_only and correlate_only apply to a relay correlated by message name")
 	}
 	if env.TTL != "" {
 		if r.Lookup == nil {
-			return lanes.Resume{}, fault.New(fault.RelayInvalid, "ttl applies only to a relay correlated by correlation_key")
+			return lanes.Resume{}, fault.New(fault.RelayInvalid, "ttl applies only to a relay correlated by message name and correlation_key")
 		}
 		ttl, err := iso8601.ParseDuration(env.TTL)
 		if err != nil {
@@ -139,10 +150,35 @@ func decode(d *amqp.Delivery, now time.Time) (lanes.Resume, error) {
 	return r, nil
 }
 
-// instanceIDFor derives a UUID-shaped instance id from a relay message id.
-func instanceIDFor(messageID string) string {
-	h := sha256.Sum256([]byte("sutra.instance\x00" + messageID))
-	h[6] = h[6]&0x0f | 0x80 // version 8: custom, name-based
-	h[8] = h[8]&0x3f | 0x80 // RFC 4122 variant
-	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+// decodeInternal decodes the relays the worker sends itself: a task outcome,
+// a child's end, a child's cancellation. Each names its instance and one form.
+func decodeInternal(env envelope, r lanes.Resume) (lanes.Resume, error) {
+	forms := 0
+	for _, set := range []bool{env.Task != nil, env.Child != nil, env.Cancel != nil} {
+		if set {
+			forms++
+		}
+	}
+	if forms != 1 || env.InstanceID == "" || env.Start != "" || env.Message != "" || env.CorrelationKey != "" || env.TTL != "" {
+		return lanes.Resume{}, fault.New(fault.RelayInvalid, "an internal relay names instance_id and one of task, child, cancel")
+	}
+	r.Internal = true
+	switch {
+	case env.Task != nil:
+		tr, err := env.Task.trigger(env.Variables)
+		if err != nil {
+			return lanes.Resume{}, err
+		}
+		r.Path, r.Trigger = metrics.PathTask, tr
+	case env.Child != nil:
+		c := env.Child
+		r.Trigger = engine.Trigger{Kind: engine.TriggerChildCompleted, TokenID: c.TokenID, Element: c.Element,
+			ErrorCode: c.ErrorCode, Variables: env.Variables}
+		if c.Failed != "" {
+			r.Trigger = engine.Trigger{Kind: engine.TriggerChildFailed, TokenID: c.TokenID, Element: c.Element, ErrorMessage: c.Failed}
+		}
+	case env.Cancel != nil:
+		r.Trigger = engine.Trigger{Kind: engine.TriggerCancel}
+	}
+	return r, nil
 }

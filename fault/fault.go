@@ -28,6 +28,9 @@ const (
 	RelayInvalid      = "SUTRA.RUNTIME.RELAY.INVALID"
 	RelayUncorrelated = "SUTRA.RUNTIME.RELAY.UNCORRELATED"
 	UnknownDefinition = "SUTRA.RUNTIME.RELAY.UNKNOWN_DEFINITION"
+	// A message start refused: an active instance of the definition holds
+	// the message's correlation key (and the relay has no ttl to wait with).
+	StartKeyActive = "SUTRA.RUNTIME.RELAY.CORRELATION_KEY_ACTIVE"
 	// A relay that failed transiently more often than the retry cap allows.
 	RetriesExhausted = "SUTRA.RUNTIME.RELAY.RETRIES_EXHAUSTED"
 	// The database or broker cannot serve anyone right now (an outage).

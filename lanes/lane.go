@@ -14,7 +14,6 @@ import (
 	"github.com/sutra-run/worker/claims"
 	"github.com/sutra-run/worker/engine"
 	"github.com/sutra-run/worker/fault"
-	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/store"
 )
 
@@ -106,26 +105,38 @@ func (l *lane) step(ctx context.Context, r *Resume) (Outcome, bool) {
 	log := l.pool.deps.Logger
 	hooks := l.pool.deps.Hooks
 	if r.InstanceID == "" && r.Lookup != nil {
-		id, err := l.resolve(ctx, r)
-		if err != nil {
-			return l.failure(ctx, r, err), true
+		if out, done := l.lookup(ctx, r); done {
+			return out, true
 		}
-		r.InstanceID = id
 		if hooks.AfterResolve != nil {
 			hooks.AfterResolve(ctx, l.n, r)
 		}
-		if n := l.pool.Lane(id); n != l.n && hooks.Route == nil {
+		if n := l.pool.Lane(r.InstanceID); n != l.n && hooks.Route == nil {
 			l.pool.enqueue(n, r) // routing is affinity: the instance's own lane runs it
 			return Outcome{}, false
 		}
 	}
+	parent := r.Trigger.Parent
+	if r.StartKey != "" && parent != nil {
+		// A child whose parent cancelled it before it started never starts.
+		if applied, err := l.applied(ctx, store.CancelMessageID(r.InstanceID)); err != nil || applied {
+			if err != nil {
+				return l.failure(ctx, r, err), true
+			}
+			return Outcome{Kind: Stale, Code: fault.NotWaiting}, true
+		}
+	}
 
 	start := time.Now()
+	req := claims.Request{InstanceID: r.InstanceID, InboxID: r.InboxID, StartKey: r.StartKey, StartCorrelationKey: r.StartCorrelationKey}
+	if parent != nil {
+		req.ParentID = parent.InstanceID
+	}
 	cctx, cancel := l.call(ctx)
-	held, err := l.claimer.Claim(cctx, claims.Request{InstanceID: r.InstanceID, InboxID: r.InboxID, StartKey: r.StartKey})
+	held, err := l.claimer.Claim(cctx, req)
 	cancel()
 	if err != nil {
-		return l.failure(ctx, r, err), true
+		return l.claimFailure(ctx, r, err), true
 	}
 	defer func() {
 		if err := held.Release(ctx); err != nil {
@@ -150,8 +161,11 @@ func (l *lane) step(ctx context.Context, r *Resume) (Outcome, bool) {
 	}
 	next, effects, err := engine.Step(proc, engine.Instance{ID: inst.ID, Version: inst.Version, State: state}, trigger, l.pool.deps.Now())
 	if err != nil {
-		if fault.Code(err) == fault.NotWaiting && r.Lookup != nil {
+		if fault.Code(err) == fault.NotWaiting && r.Lookup != nil && r.StartKey == "" {
 			return l.resolveAgain(ctx, r, held, err)
+		}
+		if fault.Code(err) == fault.NoStartEvent && parent != nil {
+			return l.childFailed(ctx, r, err), true
 		}
 		if fault.Code(err) == "" {
 			err = fault.Wrap(fault.StepFailed, err, "step of %s", inst.ID)
@@ -181,6 +195,74 @@ func (l *lane) step(ctx context.Context, r *Resume) (Outcome, bool) {
 // deadline) cancels it too.
 func (l *lane) call(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, l.pool.cfg.ClaimTimeout)
+}
+
+// lookup finds what a relay by message name goes to: the message start
+// events of the latest version of each definition, and the oldest waiting
+// subscription. With one target the step goes on (r.InstanceID is set); with
+// several the relay is fanned out, one relay per target through the outbox,
+// and answered (done).
+func (l *lane) lookup(ctx context.Context, r *Resume) (out Outcome, done bool) {
+	lk := r.Lookup
+	var starts []store.StartTarget
+	if !lk.CorrelateOnly {
+		cctx, cancel := l.call(ctx)
+		all, err := l.pool.deps.Store.MessageStarts(cctx, lk.Message)
+		cancel()
+		if err != nil {
+			return l.failure(ctx, r, err), true
+		}
+		for _, t := range all {
+			if lk.StartOnly == "" || t.Key == lk.StartOnly {
+				starts = append(starts, t)
+			}
+		}
+		if lk.StartOnly != "" && len(starts) == 0 {
+			return l.reject(ctx, r, fault.New(fault.RelayUncorrelated,
+				"the latest version of %q no longer starts with message %q", lk.StartOnly, lk.Message)), true
+		}
+	}
+	if len(starts) == 0 {
+		id, err := l.resolve(ctx, r)
+		if err != nil {
+			return l.failure(ctx, r, err), true
+		}
+		r.InstanceID = id
+		return Outcome{}, false
+	}
+	correlate := false
+	if lk.StartOnly == "" && lk.CorrelationKey != "" {
+		cctx, cancel := l.call(ctx)
+		_, err := l.pool.deps.Store.ResolveSubscription(cctx, lk.Message, lk.CorrelationKey, r.InboxID)
+		cancel()
+		switch {
+		case err == nil:
+			correlate = true
+		case fault.Code(err) != fault.RelayUncorrelated:
+			return l.failure(ctx, r, err), true
+		}
+	}
+	if len(starts) > 1 || correlate {
+		keys := make([]string, len(starts))
+		for i, t := range starts {
+			keys[i] = t.Key
+		}
+		relays, err := store.FanOut(r.InboxID, lk.Message, lk.CorrelationKey, r.Trigger.Variables, lk.TTL, keys, correlate)
+		if err == nil {
+			cctx, cancel := l.call(ctx)
+			err = l.pool.deps.Store.Forward(cctx, r.InboxID, "", relays)
+			cancel()
+		}
+		if err != nil {
+			return l.failure(ctx, r, err), true
+		}
+		return Outcome{Kind: Committed}, true
+	}
+	t := starts[0]
+	r.StartKey, r.StartCorrelationKey = t.Key, lk.CorrelationKey
+	r.InstanceID = InstanceIDFor(store.StartMessageID(t.Key, r.InboxID))
+	r.Trigger = engine.Trigger{Kind: engine.TriggerStart, Element: t.Element, Message: lk.Message, Variables: r.Trigger.Variables}
+	return Outcome{}, false
 }
 
 // resolve finds the instance a correlate-by-key relay goes to; a relay with a
@@ -214,6 +296,71 @@ func (l *lane) resolveAgain(ctx context.Context, r *Resume, held *claims.Held, c
 	r.InstanceID = ""
 	l.pool.enqueue(l.pool.route(r), r)
 	return Outcome{}, false
+}
+
+// claimFailure classifies an error of the claim, with the paths a start or a
+// cancellation has that other resumes do not.
+func (l *lane) claimFailure(ctx context.Context, r *Resume, err error) Outcome {
+	switch {
+	case errors.Is(err, store.ErrStartKeyActive):
+		return l.startKeyActive(ctx, r, err)
+	case fault.Code(err) == fault.UnknownDefinition && r.Trigger.Parent != nil:
+		return l.childFailed(ctx, r, err)
+	case fault.Code(err) == fault.NotFound && r.Trigger.Kind == engine.TriggerCancel && r.Internal:
+		// A child cancelled before it started: record the cancellation, so
+		// that its start never runs.
+		cctx, cancel := l.call(ctx)
+		ferr := l.pool.deps.Store.Forward(cctx, r.InboxID, r.InstanceID, nil)
+		cancel()
+		if ferr != nil && !errors.Is(ferr, store.ErrDuplicate) {
+			return l.failure(ctx, r, ferr)
+		}
+		return Outcome{Kind: Stale, Code: fault.NotFound}
+	}
+	return l.failure(ctx, r, err)
+}
+
+// startKeyActive answers a message start refused because an active instance
+// of the definition holds its correlation key: with a ttl it waits in the
+// buffer for that instance to end; without one it is dead-lettered.
+func (l *lane) startKeyActive(ctx context.Context, r *Resume, err error) Outcome {
+	lk := r.Lookup
+	if lk == nil || lk.TTL <= 0 {
+		return l.reject(ctx, r, fault.Wrap(fault.StartKeyActive, err,
+			"an active instance of %q holds correlation key %q", r.StartKey, r.StartCorrelationKey))
+	}
+	cctx, cancel := l.call(ctx)
+	berr := l.pool.deps.Store.BufferStart(cctx, r.StartKey, store.Buffer{Message: lk.Message, CorrelationKey: lk.CorrelationKey,
+		MessageID: r.InboxID, TTL: lk.TTL, Variables: r.Trigger.Variables, Body: lk.Body, RoutingKey: lk.RoutingKey})
+	cancel()
+	if berr == nil {
+		// The instance ended meanwhile: start on the next try.
+		return Outcome{Kind: Retry, Code: fault.Transient, Reason: ReasonTransient, Err: err}
+	}
+	return l.failure(ctx, r, berr)
+}
+
+// childFailed answers a call activity's child that cannot start (its
+// definition is not deployed, or has no start event to begin at): its parent
+// hears of it instead, as an incident on the call activity.
+func (l *lane) childFailed(ctx context.Context, r *Resume, cause error) Outcome {
+	relay, err := store.ChildFailedRelay(r.InstanceID, *r.Trigger.Parent, fault.Reason(cause))
+	if err == nil {
+		cctx, cancel := l.call(ctx)
+		err = l.pool.deps.Store.Forward(cctx, r.InboxID, r.InstanceID, []store.RelayOut{relay})
+		cancel()
+	}
+	if err != nil {
+		return l.failure(ctx, r, err)
+	}
+	return Outcome{Kind: Committed}
+}
+
+// applied reports whether a relay message id was applied (bounded call).
+func (l *lane) applied(ctx context.Context, id string) (bool, error) {
+	cctx, cancel := l.call(ctx)
+	defer cancel()
+	return l.pool.deps.Store.Applied(cctx, id)
 }
 
 // maxConsumed bounds the buffered messages one step applies. Past it the
@@ -318,9 +465,7 @@ func earliest(first time.Time, ts []engine.Timer) time.Time {
 // or a task outcome whose task was cancelled meanwhile: then it is stale.
 func (l *lane) reject(ctx context.Context, r *Resume, err error) Outcome {
 	if r.InboxID != "" {
-		cctx, cancel := l.call(ctx)
-		applied, aerr := l.pool.deps.Store.Applied(cctx, r.InboxID)
-		cancel()
+		applied, aerr := l.applied(ctx, r.InboxID)
 		if aerr != nil {
 			return l.failure(ctx, r, aerr)
 		}
@@ -328,7 +473,7 @@ func (l *lane) reject(ctx context.Context, r *Resume, err error) Outcome {
 			return Outcome{Kind: Duplicate}
 		}
 	}
-	if r.Path == metrics.PathTask && fault.Code(err) == fault.NotWaiting {
+	if r.Internal && fault.Code(err) == fault.NotWaiting {
 		return Outcome{Kind: Stale, Code: fault.NotWaiting, Err: err}
 	}
 	return Outcome{Kind: Rejected, Code: fault.Code(err), Err: err}

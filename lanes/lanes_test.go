@@ -96,6 +96,12 @@ func (f *fakeStore) ResolveOrBuffer(ctx context.Context, b store.Buffer) (string
 
 func (f *fakeStore) Applied(context.Context, string) (bool, error) { return false, nil }
 
+func (f *fakeStore) MessageStarts(context.Context, string) ([]store.StartTarget, error) { return nil, nil }
+
+func (f *fakeStore) BufferStart(context.Context, string, store.Buffer) error { return nil }
+
+func (f *fakeStore) Forward(context.Context, string, string, []store.RelayOut) error { return nil }
+
 func (f *fakeStore) releases() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()

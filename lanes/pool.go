@@ -68,6 +68,9 @@ type Store interface {
 	ResolveSubscription(ctx context.Context, name, key, inboxID string) (string, error)
 	ResolveOrBuffer(ctx context.Context, b store.Buffer) (string, error)
 	Applied(ctx context.Context, inboxID string) (bool, error)
+	MessageStarts(ctx context.Context, message string) ([]store.StartTarget, error)
+	BufferStart(ctx context.Context, definition string, b store.Buffer) error
+	Forward(ctx context.Context, inboxID, instanceID string, rs []store.RelayOut) error
 }
 
 // Deps are the pool's collaborators.

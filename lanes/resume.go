@@ -1,6 +1,8 @@
 package lanes
 
 import (
+	"crypto/sha256"
+	"fmt"
 	"time"
 
 	"github.com/sutra-run/worker/engine"
@@ -21,7 +23,14 @@ type Resume struct {
 	InboxID string
 	// TimerID is the timer row the step consumes.
 	TimerID int64
-	Trigger engine.Trigger
+	// StartCorrelationKey is held by an instance a message starts while it
+	// is active (one active instance of a definition per key).
+	StartCorrelationKey string
+	// Internal marks a relay the worker sent itself (a task outcome, a
+	// child's start, end or cancellation): when what it resumes is gone, it
+	// is stale, not a dead letter.
+	Internal bool
+	Trigger  engine.Trigger
 	// Done receives the outcome exactly once. It must not block.
 	Done func(Outcome)
 
@@ -41,6 +50,20 @@ type Lookup struct {
 	// unchanged when its TTL passes.
 	Body       []byte
 	RoutingKey string
+	// StartOnly and CorrelateOnly are set on the relays of a message fanned
+	// out to several targets: start an instance of that definition only, or
+	// correlate to a waiting subscription only.
+	StartOnly     string
+	CorrelateOnly bool
+}
+
+// InstanceIDFor derives a UUID-shaped instance id from a relay message id,
+// so that a redelivered start finds the instance it started.
+func InstanceIDFor(messageID string) string {
+	h := sha256.Sum256([]byte("sutra.instance\x00" + messageID))
+	h[6] = h[6]&0x0f | 0x80 // version 8: custom, name-based
+	h[8] = h[8]&0x3f | 0x80 // RFC 4122 variant
+	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
 }
 
 // Kind classifies an outcome for the resume path to act on.
@@ -61,8 +84,9 @@ const (
 	// Buffered: no subscription matched the relay yet; it is stored until one
 	// opens or its TTL passes; acknowledge.
 	Buffered
-	// Stale: a task outcome whose task is gone (a boundary event interrupted
-	// it, the instance was cancelled): nothing to apply; acknowledge.
+	// Stale: an internal relay whose wait is gone (a task outcome whose task
+	// a boundary event interrupted, a child's end after its parent was
+	// cancelled): nothing to apply; acknowledge.
 	Stale
 )
 

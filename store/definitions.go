@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/sutra-run/worker/bpmn"
 	"github.com/sutra-run/worker/fault"
 )
@@ -25,43 +27,63 @@ type Deployed struct {
 	Created bool
 }
 
-// Deploy validates xml and stores it as the next version of its process key.
-// Deploying content identical to an existing version is a no-op that returns
-// that version.
-func (s *Store) Deploy(ctx context.Context, xml []byte) (Deployed, error) {
-	proc, err := bpmn.Parse(bytes.NewReader(xml))
+// Deploy validates xml and stores each executable process in it as the next
+// version of its process key, in one transaction. A process whose content is
+// identical to an existing version is not stored again: its entry reports
+// that version with Created false.
+func (s *Store) Deploy(ctx context.Context, xml []byte) ([]Deployed, error) {
+	procs, err := bpmn.ParseAll(bytes.NewReader(xml))
 	if err != nil {
-		return Deployed{}, err
+		return nil, err
 	}
 	sum := sha256.Sum256(xml)
 	checksum := hex.EncodeToString(sum[:])
-	key := proc.ID
 	// A concurrent deploy of other content can take our version number; the
 	// unique key then tells us to read again and retry.
 	for attempt := 0; attempt < 5; attempt++ {
-		var version int
-		var created bool
-		err := s.pool.QueryRow(ctx, `
-			WITH existing AS (
-				SELECT version FROM definitions WHERE key = $1 AND checksum = $2
-			), inserted AS (
-				INSERT INTO definitions (key, version, checksum, xml)
-				SELECT $1, COALESCE((SELECT max(version) FROM definitions WHERE key = $1), 0) + 1, $2, $3
-				WHERE NOT EXISTS (SELECT 1 FROM existing)
-				RETURNING version
-			)
-			SELECT version, true FROM inserted
-			UNION ALL
-			SELECT version, false FROM existing`, key, checksum, string(xml)).Scan(&version, &created)
+		var out []Deployed
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			out = out[:0]
+			for _, proc := range procs {
+				d := Deployed{Key: proc.ID}
+				err := tx.QueryRow(ctx, `
+					WITH existing AS (
+						SELECT version FROM definitions WHERE key = $1 AND checksum = $2
+					), inserted AS (
+						INSERT INTO definitions (key, version, checksum, xml)
+						SELECT $1, COALESCE((SELECT max(version) FROM definitions WHERE key = $1), 0) + 1, $2, $3
+						WHERE NOT EXISTS (SELECT 1 FROM existing)
+						RETURNING version
+					)
+					SELECT version, true FROM inserted
+					UNION ALL
+					SELECT version, false FROM existing`, proc.ID, checksum, string(xml)).Scan(&d.Version, &d.Created)
+				if err != nil {
+					return err
+				}
+				if d.Created {
+					for _, el := range proc.MessageStarts() {
+						if _, err := tx.Exec(ctx, `INSERT INTO message_starts (message_name, definition_key, definition_version, element_id)
+							VALUES ($1, $2, $3, $4)`, el.Message.Name, proc.ID, d.Version, el.ID); err != nil {
+							return err
+						}
+					}
+				}
+				out = append(out, d)
+			}
+			return nil
+		})
 		if err == nil {
-			s.processes.Store(defKey{key, version}, proc)
-			return Deployed{Key: key, Version: version, Created: created}, nil
+			for i, proc := range procs {
+				s.processes.Store(defKey{proc.ID, out[i].Version}, proc)
+			}
+			return out, nil
 		}
-		if err = translate(err, "deploying "+key); !errors.Is(err, ErrConflict) {
-			return Deployed{}, err
+		if err = translate(err, "deploying"); !errors.Is(err, ErrConflict) {
+			return nil, err
 		}
 	}
-	return Deployed{}, fmt.Errorf("deploying %s: too many concurrent deploys", key)
+	return nil, fmt.Errorf("deploying: too many concurrent deploys")
 }
 
 // Process returns the parsed definition key@version, parsing it once.
@@ -79,10 +101,15 @@ func (s *Store) Process(ctx context.Context, key string, version int) (*bpmn.Pro
 		}
 		return nil, err
 	}
-	p, err := bpmn.Parse(bytes.NewReader([]byte(xml)))
+	procs, err := bpmn.ParseAll(bytes.NewReader([]byte(xml)))
 	if err != nil {
 		return nil, fmt.Errorf("parsing stored definition %s@%d: %w", key, version, err)
 	}
-	actual, _ := s.processes.LoadOrStore(k, p)
-	return actual.(*bpmn.Process), nil
+	for _, p := range procs {
+		if p.ID == key {
+			actual, _ := s.processes.LoadOrStore(k, p)
+			return actual.(*bpmn.Process), nil
+		}
+	}
+	return nil, fmt.Errorf("stored definition %s@%d holds no process %q", key, version, key)
 }

@@ -52,6 +52,12 @@ type ClaimRequest struct {
 	// StartKey, when set, creates the instance (claimed, version 0) from the
 	// latest version of that definition if it does not exist yet.
 	StartKey string
+	// StartCorrelationKey, for a start by a message with a correlation key,
+	// is held by the instance while it is active (ErrStartKeyActive when an
+	// active instance of the definition holds it). ParentID names the parent
+	// of a call activity's child.
+	StartCorrelationKey string
+	ParentID            string
 }
 
 // The claim condition, shared by both statements: free, stale, or ours.
@@ -66,11 +72,13 @@ RETURNING i.definition_key, i.definition_version, i.status, i.variables, i.token
 // A start creates its row already claimed; a version-0 row left by a start
 // that never committed is taken over by the next start like any stale claim.
 const claimOrCreateSQL = `
-INSERT INTO instances AS i (id, definition_key, definition_version, status, owner, claimed_at)
-VALUES ($1, $5, (SELECT max(version) FROM definitions WHERE key = $5), 'active', $2, now())
+INSERT INTO instances AS i (id, definition_key, definition_version, status, owner, claimed_at, start_correlation_key, parent_id)
+VALUES ($1, $5, (SELECT max(version) FROM definitions WHERE key = $5), 'active', $2, now(), NULLIF($6, ''), NULLIF($7, ''))
 ON CONFLICT (id) DO UPDATE SET owner = $2, claimed_at = now(),
 	definition_key = CASE WHEN i.version = 0 THEN EXCLUDED.definition_key ELSE i.definition_key END,
-	definition_version = CASE WHEN i.version = 0 THEN EXCLUDED.definition_version ELSE i.definition_version END
+	definition_version = CASE WHEN i.version = 0 THEN EXCLUDED.definition_version ELSE i.definition_version END,
+	start_correlation_key = CASE WHEN i.version = 0 THEN EXCLUDED.start_correlation_key ELSE i.start_correlation_key END,
+	parent_id = CASE WHEN i.version = 0 THEN EXCLUDED.parent_id ELSE i.parent_id END
  WHERE ` + claimable + `
 RETURNING i.definition_key, i.definition_version, i.status, i.variables, i.tokens, i.version`
 
@@ -87,7 +95,7 @@ func (s *Store) Claim(ctx context.Context, r ClaimRequest) (Instance, error) {
 	}
 	var q *pgx.QueuedQuery
 	if r.StartKey != "" {
-		q = b.Queue(claimOrCreateSQL, r.InstanceID, r.Owner, r.Timeout, r.InboxID, r.StartKey)
+		q = b.Queue(claimOrCreateSQL, r.InstanceID, r.Owner, r.Timeout, r.InboxID, r.StartKey, r.StartCorrelationKey, r.ParentID)
 	} else {
 		q = b.Queue(claimSQL, r.InstanceID, r.Owner, r.Timeout, r.InboxID)
 	}
@@ -105,6 +113,9 @@ func (s *Store) Claim(ctx context.Context, r ClaimRequest) (Instance, error) {
 	})
 	err := s.pool.SendBatch(ctx, b).Close()
 	if err != nil {
+		if isUniqueViolation(err, "instances_active_start_key") {
+			return inst, ErrStartKeyActive
+		}
 		err = translate(err, "claiming "+r.InstanceID)
 		if r.StartKey != "" && fault.Code(err) == "" && isSQLState(err, sqlstateNotNull) {
 			return inst, fault.New(fault.UnknownDefinition, "definition %q is not deployed", r.StartKey)
@@ -217,13 +228,21 @@ func (s *Store) CommitStep(ctx context.Context, c Commit) error {
 	if c.TimerID != 0 {
 		b.Queue("SELECT sutra_consume_timer($1, $2)", c.TimerID, c.InstanceID)
 	}
-	queueEffects(b, c.InstanceID, c.Effects)
+	if err := queueEffects(b, c.InstanceID, c.Effects); err != nil {
+		return err
+	}
 	if c.InboxID != "" {
 		b.Queue("INSERT INTO inbox (message_id, instance_id) VALUES ($1, $2)", c.InboxID, c.InstanceID)
 	}
 	for _, x := range c.Consumed {
 		b.Queue("SELECT sutra_consume_buffered($1, $2)", x.BufferedID, c.InstanceID)
-		queueEffects(b, c.InstanceID, x.Effects)
+		if err := queueEffects(b, c.InstanceID, x.Effects); err != nil {
+			return err
+		}
+	}
+	if c.State.Status != engine.StatusActive {
+		// The instance ended: a message start waiting for its key may start now.
+		b.Queue("SELECT sutra_release_start_buffer($1)", c.InstanceID)
 	}
 	if toks, els := bufferedSubject(c); len(toks) > 0 && !c.SkipBufferCheck {
 		// Last, so it sees every subscription this transaction left open.
@@ -252,9 +271,11 @@ func (s *Store) Applied(ctx context.Context, inboxID string) (bool, error) {
 	return applied, translate(err, "reading inbox")
 }
 
-// queueEffects queues the writes of a step's effects, closes before opens so a
-// token may re-open a wait it closed.
-func queueEffects(b *pgx.Batch, id string, e engine.Effects) {
+// queueEffects queues the writes of a step's effects in the order the engine
+// requires: closes before renames before opens (a token may re-open a wait it
+// closed), resolved incidents before new ones (a retried token may appear in
+// both), then the relays to children and parent.
+func queueEffects(b *pgx.Batch, id string, e engine.Effects) error {
 	if n := len(e.CloseWaits); n > 0 {
 		toks, els := make([]string, n), make([]string, n)
 		for i, w := range e.CloseWaits {
@@ -263,6 +284,17 @@ func queueEffects(b *pgx.Batch, id string, e engine.Effects) {
 		for _, table := range []string{"subscriptions", "timers", "tasks"} {
 			b.Queue(`DELETE FROM `+table+` t USING unnest($2::text[], $3::text[]) AS w(tok, el)
 				WHERE t.instance_id = $1 AND t.token_id = w.tok AND (w.el = '' OR t.element_id = w.el)`, id, toks, els)
+		}
+	}
+	if n := len(e.RenameWaits); n > 0 {
+		// A migration keeps the wait's row: a timer its due time, a task its lock.
+		toks, from, to := make([]string, n), make([]string, n), make([]string, n)
+		for i, w := range e.RenameWaits {
+			toks[i], from[i], to[i] = w.TokenID, w.From, w.To
+		}
+		for _, table := range []string{"subscriptions", "timers", "tasks"} {
+			b.Queue(`UPDATE `+table+` t SET element_id = w.dst FROM unnest($2::text[], $3::text[], $4::text[]) AS w(tok, src, dst)
+				WHERE t.instance_id = $1 AND t.token_id = w.tok AND t.element_id = w.src`, id, toks, from, to)
 		}
 	}
 	if n := len(e.Subscriptions); n > 0 {
@@ -298,13 +330,27 @@ func queueEffects(b *pgx.Batch, id string, e engine.Effects) {
 		if !t.NotBefore.IsZero() {
 			notBefore = &t.NotBefore
 		}
-		b.Queue(`INSERT INTO tasks (instance_id, token_id, element_id, type, retries, variables, headers, not_before)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		u := t.User
+		if u == nil {
+			u = &engine.UserTask{}
+		}
+		groups, users := u.CandidateGroups, u.CandidateUsers
+		if groups == nil {
+			groups = []string{}
+		}
+		if users == nil {
+			users = []string{}
+		}
+		b.Queue(`INSERT INTO tasks (instance_id, token_id, element_id, type, retries, variables, headers, not_before,
+				user_task, assignee, candidate_groups, candidate_users, form_key, form_id, due_date, follow_up_date, priority)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($10, ''), $11, $12, NULLIF($13, ''), NULLIF($14, ''),
+				NULLIF($15, ''), NULLIF($16, ''), $17)
 			ON CONFLICT (instance_id, token_id, element_id) DO UPDATE
 			   SET type = EXCLUDED.type, retries = EXCLUDED.retries, variables = EXCLUDED.variables,
 			       headers = EXCLUDED.headers, not_before = EXCLUDED.not_before, locked_by = NULL,
 			       lock_expires_at = NULL, outcome = NULL`,
-			id, t.TokenID, t.Element, t.Type, t.Retries, vars, headers, notBefore)
+			id, t.TokenID, t.Element, t.Type, t.Retries, vars, headers, notBefore,
+			t.User != nil, u.Assignee, groups, users, u.FormKey, u.FormID, u.DueDate, u.FollowUpDate, u.Priority)
 	}
 	for _, m := range e.Publish {
 		vars := m.Variables
@@ -315,10 +361,20 @@ func queueEffects(b *pgx.Batch, id string, e engine.Effects) {
 		b.Queue(`INSERT INTO outbox (id, instance_id, element_id, message_name, correlation_key, variables)
 			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING`, m.ID, id, m.Element, m.Message, m.CorrelationKey, vars)
 	}
+	if len(e.ResolvedIncidents) > 0 {
+		b.Queue(`UPDATE incidents SET resolved_at = now() WHERE instance_id = $1 AND token_id = ANY ($2) AND resolved_at IS NULL`,
+			id, e.ResolvedIncidents)
+	}
 	for _, inc := range e.Incidents {
 		b.Queue(`INSERT INTO incidents (instance_id, token_id, element_id, code, message)
 			VALUES ($1, $2, $3, $4, $5)`, id, inc.TokenID, inc.Element, inc.Code, inc.Message)
 	}
+	relays, err := childRelays(id, e)
+	if err != nil {
+		return err
+	}
+	queueRelays(b, relays)
+	return nil
 }
 
 // ResolveSubscription returns the instance whose oldest open subscription

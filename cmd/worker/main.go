@@ -119,15 +119,17 @@ func deploy(ctx context.Context, cfg app.Config, path string, stdout io.Writer) 
 		return err
 	}
 	defer st.Close()
-	d, err := st.Deploy(ctx, xml)
+	ds, err := st.Deploy(ctx, xml)
 	if err != nil {
 		return err
 	}
-	note := "deployed"
-	if !d.Created {
-		note = "unchanged"
+	for _, d := range ds {
+		note := "deployed"
+		if !d.Created {
+			note = "unchanged"
+		}
+		fmt.Fprintf(stdout, "%s %d %s\n", d.Key, d.Version, note)
 	}
-	fmt.Fprintf(stdout, "%s %d %s\n", d.Key, d.Version, note)
 	return nil
 }
 

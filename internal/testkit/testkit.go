@@ -265,7 +265,7 @@ func (e *Env) AssertNoClaimsHeld(t testing.TB) {
 }
 
 // Deploy deploys a BPMN file from the repository's examples/ or testdata.
-func (e *Env) Deploy(t testing.TB, path string) store.Deployed {
+func (e *Env) Deploy(t testing.TB, path string) []store.Deployed {
 	t.Helper()
 	xml, err := os.ReadFile(path)
 	if err != nil {
@@ -276,7 +276,7 @@ func (e *Env) Deploy(t testing.TB, path string) store.Deployed {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	var d store.Deployed
+	var d []store.Deployed
 	err = whileBusy(Ctx(t), func() (err error) { d, err = st.Deploy(Ctx(t), xml); return err })
 	if err != nil {
 		t.Fatalf("deploying %s: %v", path, err)
