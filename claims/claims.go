@@ -129,6 +129,9 @@ type Extras struct {
 	// SkipBufferCheck commits without looking for buffered messages that the
 	// subscriptions the step opened match.
 	SkipBufferCheck bool
+	// DefinitionVersion moves the instance to that version of its
+	// definition (a migration); 0 keeps it.
+	DefinitionVersion int
 }
 
 // Commit writes the step and releases the claim in one transaction, fenced on
@@ -139,6 +142,7 @@ func (h *Held) Commit(ctx context.Context, st engine.State, eff engine.Effects, 
 	err := h.store.CommitStep(ctx, store.Commit{
 		InstanceID: h.Instance.ID, Owner: h.owner, Version: h.Instance.Version,
 		State: st, Effects: eff, InboxID: x.InboxID, TimerID: x.TimerID, Consumed: x.Consumed, SkipBufferCheck: x.SkipBufferCheck,
+		DefinitionVersion: x.DefinitionVersion,
 	})
 	if err == nil {
 		h.done = true

@@ -98,6 +98,7 @@ const maxResolves = 3
 //	engine: not waiting / error        Rejected   released
 //	commit: timer row gone             Rejected   released (a stale fire)
 //	panic (engine, hook)               Rejected   released, re-raised to supervise
+//	admin op: refused, unreachable     Rejected   released (nothing written)
 //	commit fenced                      Retry      not ours any more
 //	commit fails                       by class   released
 //	commit succeeds                    Committed  released by the commit
@@ -132,8 +133,12 @@ func (l *lane) step(ctx context.Context, r *Resume) (Outcome, bool) {
 	if parent != nil {
 		req.ParentID = parent.InstanceID
 	}
+	claimer := l.claimer
+	if r.Admin {
+		claimer = l.pool.admin
+	}
 	cctx, cancel := l.call(ctx)
-	held, err := l.claimer.Claim(cctx, req)
+	held, err := claimer.Claim(cctx, req)
 	cancel()
 	if err != nil {
 		return l.claimFailure(ctx, r, err), true
@@ -159,7 +164,19 @@ func (l *lane) step(ctx context.Context, r *Resume) (Outcome, bool) {
 		// A start's row holds no state yet: the engine starts from the zero State.
 		trigger.Kind, state = engine.TriggerStart, engine.State{}
 	}
-	next, effects, err := engine.Step(proc, engine.Instance{ID: inst.ID, Version: inst.Version, State: state}, trigger, l.pool.deps.Now())
+	in := engine.Instance{ID: inst.ID, Version: inst.Version, State: state}
+	var res OpResult
+	if r.Op != nil {
+		cctx, cancel = l.call(ctx)
+		res, err = r.Op(cctx, l.pool.deps.Store, proc, in, l.pool.deps.Now())
+		cancel()
+	} else {
+		res.State, res.Effects, err = engine.Step(proc, in, trigger, l.pool.deps.Now())
+	}
+	next, effects := res.State, res.Effects
+	if res.Process != nil {
+		proc = res.Process
+	}
 	if err != nil {
 		if fault.Code(err) == fault.NotWaiting && r.Lookup != nil && r.StartKey == "" {
 			return l.resolveAgain(ctx, r, held, err)
@@ -175,7 +192,7 @@ func (l *lane) step(ctx context.Context, r *Resume) (Outcome, bool) {
 	if h := hooks.BeforeCommit; h != nil {
 		h(ctx, l.n, r)
 	}
-	if err := l.commit(ctx, held, proc, r, next, effects); err != nil {
+	if err := l.commit(ctx, held, proc, res.DefinitionVersion, r, next, effects); err != nil {
 		if fault.Code(err) == fault.StepFenced {
 			l.pool.deps.Metrics.StepsFenced.Inc()
 			log.Warn("step fenced: claim swept or stolen, step rolled back", "instance_id", inst.ID,
@@ -373,8 +390,8 @@ const maxConsumed = 32
 // message is applied to the step's state as one more trigger and everything
 // commits in one transaction, so a buffered message is consumed exactly when
 // its step commits. Then the timer poller hears of timers armed.
-func (l *lane) commit(ctx context.Context, held *claims.Held, proc *bpmn.Process, r *Resume, state engine.State, eff engine.Effects) error {
-	x := claims.Extras{InboxID: r.InboxID, TimerID: r.TimerID}
+func (l *lane) commit(ctx context.Context, held *claims.Held, proc *bpmn.Process, defVersion int, r *Resume, state engine.State, eff engine.Effects) error {
+	x := claims.Extras{InboxID: r.InboxID, TimerID: r.TimerID, DefinitionVersion: defVersion}
 	st := state
 	for {
 		cctx, cancel := l.call(ctx)

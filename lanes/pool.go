@@ -104,6 +104,9 @@ type Pool struct {
 	cfg   Config
 	deps  Deps
 	lanes []*lane
+	// admin claims for the administrative resumes of every lane; admin
+	// resumes of one instance share its lane, so they never overlap.
+	admin *claims.Claimer
 
 	mu        sync.RWMutex // accepting vs. the stop
 	accepting bool
@@ -119,7 +122,7 @@ func New(deps Deps, cfg Config) *Pool {
 	if deps.Hooks == nil {
 		deps.Hooks = &Hooks{}
 	}
-	p := &Pool{cfg: cfg, deps: deps}
+	p := &Pool{cfg: cfg, deps: deps, admin: claims.New(deps.Store, claims.AdminOwner(cfg.Replica), cfg.ClaimTimeout, deps.ClaimGuard)}
 	for n := range cfg.Lanes {
 		p.lanes = append(p.lanes, &lane{
 			n:       n,

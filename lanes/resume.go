@@ -1,9 +1,12 @@
 package lanes
 
 import (
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"time"
+
+	"github.com/sutra-run/worker/bpmn"
 
 	"github.com/sutra-run/worker/engine"
 )
@@ -31,6 +34,13 @@ type Resume struct {
 	// is stale, not a dead letter.
 	Internal bool
 	Trigger  engine.Trigger
+	// Admin claims as the replica's admin owner (claims.AdminOwner), which no
+	// lane produces: an administrative call never re-enters a lane's claim.
+	// Admin resumes of one instance run on its lane, one at a time.
+	Admin bool
+	// Op, when set, computes the step in place of engine.Step(Trigger): an
+	// administrative change (variables, migration).
+	Op Op
 	// Done receives the outcome exactly once. It must not block.
 	Done func(Outcome)
 
@@ -55,6 +65,25 @@ type Lookup struct {
 	// correlate to a waiting subscription only.
 	StartOnly     string
 	CorrelateOnly bool
+}
+
+// Op computes an administrative step from the instance its claim loaded.
+type Op func(ctx context.Context, defs Definitions, proc *bpmn.Process, in engine.Instance, now time.Time) (OpResult, error)
+
+// OpResult is what an Op computed.
+type OpResult struct {
+	State   engine.State
+	Effects engine.Effects
+	// Process is the definition the instance runs on after the step (a
+	// migration's target); nil keeps the one it had.
+	Process *bpmn.Process
+	// DefinitionVersion is the version of Process when it changes (0: none).
+	DefinitionVersion int
+}
+
+// Definitions loads deployed definitions.
+type Definitions interface {
+	Process(ctx context.Context, key string, version int) (*bpmn.Process, error)
 }
 
 // InstanceIDFor derives a UUID-shaped instance id from a relay message id,

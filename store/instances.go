@@ -199,6 +199,9 @@ type Commit struct {
 	// SkipBufferCheck leaves out the look for buffered messages matching the
 	// subscriptions this step opened (a step that consumed its maximum).
 	SkipBufferCheck bool
+	// DefinitionVersion, when set, moves the instance to that version of its
+	// definition (a migration), after the fence.
+	DefinitionVersion int
 }
 
 // Consumed is a buffered message a step applied in its commit.
@@ -227,6 +230,9 @@ func (s *Store) CommitStep(ctx context.Context, c Commit) error {
 	b.Queue("SELECT sutra_commit($1, $2, $3, $4, $5, $6)", c.InstanceID, c.Owner, c.Version, string(c.State.Status), vars, tokens)
 	if c.TimerID != 0 {
 		b.Queue("SELECT sutra_consume_timer($1, $2)", c.TimerID, c.InstanceID)
+	}
+	if c.DefinitionVersion > 0 {
+		b.Queue("UPDATE instances SET definition_version = $2 WHERE id = $1", c.InstanceID, c.DefinitionVersion)
 	}
 	if err := queueEffects(b, c.InstanceID, c.Effects); err != nil {
 		return err
