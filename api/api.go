@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -26,6 +27,7 @@ import (
 	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/internal/testsignal"
+	"github.com/sutra-run/worker/lanes"
 	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/store"
 )
@@ -37,6 +39,24 @@ type Store interface {
 	ExtendLock(ctx context.Context, id int64, worker string, d time.Duration) error
 	Unlock(ctx context.Context, id int64) error
 	OpenTopics(ctx context.Context, topics []string) ([]string, error)
+
+	Deploy(ctx context.Context, xml []byte) ([]store.Deployed, error)
+	ListDefinitions(ctx context.Context) ([]store.DefinitionVersions, error)
+	DefinitionXML(ctx context.Context, key string, version int) (string, error)
+	Instance(ctx context.Context, id string) (store.InstanceDetail, error)
+	ListInstances(ctx context.Context, f store.InstanceFilter) ([]store.InstanceSummary, error)
+	ListIncidents(ctx context.Context, f store.IncidentFilter) ([]store.Incident, error)
+	IncidentByID(ctx context.Context, id int64) (store.Incident, error)
+	CreateMigration(ctx context.Context, id, definition string, from, to int, mapping map[string]string) error
+	MigrationStatus(ctx context.Context, id string) (store.Migration, error)
+	ListUserTasks(ctx context.Context, f store.UserTaskFilter) ([]store.UserTask, error)
+	UserTaskByID(ctx context.Context, id int64) (store.UserTask, error)
+	AssignUserTask(ctx context.Context, id int64, assignee *string) error
+}
+
+// Dispatcher runs administrative steps (the lanes).
+type Dispatcher interface {
+	Dispatch(lanes.Resume)
 }
 
 // Config configures the API.
@@ -59,6 +79,13 @@ type Config struct {
 	PollInterval time.Duration
 	// MaxBody caps a request body (default 4 MiB).
 	MaxBody int64
+	// Replica names the admin owner in logs (claims.AdminOwner).
+	Replica string
+	// AdminInsecure opens the admin routes without a token (never in
+	// production: anyone who reaches the port may cancel instances).
+	AdminInsecure bool
+	// OpenAPI is the document served at /v1/openapi.yaml.
+	OpenAPI []byte
 }
 
 func (c *Config) setDefaults() {
@@ -80,6 +107,13 @@ type Deps struct {
 	// OutcomeRecorded, when set, hears that an outcome's relay is in the
 	// outbox (to wake this replica's outbox publisher). It must not block.
 	OutcomeRecorded func()
+	// Lanes run the admin calls' steps.
+	Lanes Dispatcher
+	// MigrationCreated, when set, wakes the bulk migration runner.
+	MigrationCreated func()
+	// PublishRelay publishes a relay body under messageID to the relay
+	// exchange and returns once the broker confirmed it.
+	PublishRelay func(ctx context.Context, messageID string, body []byte) error
 }
 
 // TestSignals tell tests what the API did; inert unless Init'ed.
@@ -109,6 +143,7 @@ func New(deps Deps, cfg Config) *Server {
 	cfg.setDefaults()
 	s := &Server{cfg: cfg, deps: deps, mux: http.NewServeMux(), waiters: newWaiters()}
 	s.routes()
+	s.adminRoutes()
 	return s
 }
 
@@ -126,8 +161,11 @@ func (s *Server) TasksCreated(topics []string) { s.waiters.notify(topics) }
 // Stop. Stop ends waiting long polls with empty answers at once and lets
 // other calls finish until its deadline.
 func (s *Server) Start(ctx context.Context) error {
-	if s.cfg.Token == "" {
-		s.deps.Logger.Warn("SUTRA_API_TOKEN is not set: the task API accepts every caller", "addr", s.cfg.Addr)
+	switch {
+	case s.cfg.Token == "" && s.cfg.AdminInsecure:
+		s.deps.Logger.Warn("SUTRA_API_TOKEN is not set and SUTRA_ADMIN_INSECURE is true: the task and admin APIs accept every caller", "addr", s.cfg.Addr)
+	case s.cfg.Token == "":
+		s.deps.Logger.Warn("SUTRA_API_TOKEN is not set: the task API accepts every caller; the admin API is off", "addr", s.cfg.Addr)
 	}
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
@@ -237,5 +275,7 @@ func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	_ = jsonEncode(w, v)
 }
+
+func jsonEncode(w io.Writer, v any) error { return json.NewEncoder(w).Encode(v) }

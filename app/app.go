@@ -16,8 +16,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sutra-run/worker/admin"
 	"github.com/sutra-run/worker/api"
 	"github.com/sutra-run/worker/consumer"
+	"github.com/sutra-run/worker/docs"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/lanes"
@@ -42,22 +44,23 @@ type Options struct {
 
 // Worker is a running worker.
 type Worker struct {
-	cfg      Config
-	opt      Options
-	log      *slog.Logger
-	store    *store.Store
-	replica  *replica.Registration
-	lanes    *lanes.Pool
-	timers   *timers.Poller
-	sweeper  *sweeper.Sweeper
-	consumer *consumer.Consumer
-	api      *api.Server
-	http     *http.Server
-	listener net.Listener
-	metrics  *metrics.Metrics
-	wg       sync.WaitGroup
-	stopOnce sync.Once
-	stopErr  error
+	cfg        Config
+	opt        Options
+	log        *slog.Logger
+	store      *store.Store
+	replica    *replica.Registration
+	lanes      *lanes.Pool
+	timers     *timers.Poller
+	sweeper    *sweeper.Sweeper
+	consumer   *consumer.Consumer
+	api        *api.Server
+	migrations *admin.Runner
+	http       *http.Server
+	listener   net.Listener
+	metrics    *metrics.Metrics
+	wg         sync.WaitGroup
+	stopOnce   sync.Once
+	stopErr    error
 }
 
 // Start connects to PostgreSQL (migrating first when cfg.Migrate), registers
@@ -98,9 +101,10 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		inflight = timers.DefaultMaxInFlight
 	}
 	armed := func(due time.Time) { w.timers.Armed(due) }
-	w.api = api.New(api.Deps{Store: st, Metrics: w.metrics, Logger: log}, api.Config{
+	w.api = api.New(api.Deps{Store: st, Metrics: w.metrics, Logger: log, Lanes: lanesDispatcher{w},
+		MigrationCreated: func() { w.migrations.Wake() }}, api.Config{
 		Addr: cfg.APIAddr, Token: cfg.APIToken, MaxTasks: cfg.APIMaxTasks, MaxLockDuration: cfg.APIMaxLockDuration,
-		PollInterval: cfg.TaskPollInterval,
+		PollInterval: cfg.TaskPollInterval, Replica: cfg.ReplicaID, AdminInsecure: cfg.AdminInsecure, OpenAPI: docs.OpenAPI,
 	})
 	w.lanes = lanes.New(lanes.Deps{Store: st, Metrics: w.metrics, Logger: log, Hooks: opt.Hooks, TimerArmed: armed,
 		TasksCreated: w.api.TasksCreated, ClaimGuard: w.replica.Valid}, lanes.Config{
@@ -108,6 +112,8 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		Replica: cfg.ReplicaID, Lanes: cfg.Lanes, InboxSize: cfg.Prefetch + inflight + 1,
 		ClaimTimeout: cfg.ClaimTimeout,
 	})
+	w.migrations = admin.NewRunner(admin.RunnerDeps{Store: st, Lanes: w.lanes, Metrics: w.metrics, Logger: log},
+		admin.RunnerConfig{Replica: cfg.ReplicaID})
 	w.timers = timers.New(timers.Deps{Store: st, Lanes: w.lanes, Metrics: w.metrics, Logger: log}, timers.Config{
 		Replica: cfg.ReplicaID, PollInterval: cfg.TimerPollInterval, BatchSize: cfg.TimerBatch, MaxInFlight: inflight,
 		Lease: cfg.TimerLease, Backoff: cfg.TimerBackoff, BackoffMax: cfg.TimerBackoffMax,
@@ -127,7 +133,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		w.abort()
 		return nil, err
 	}
-	for _, c := range []startstop.Service{w.lanes, w.timers, w.sweeper, w.consumer, w.api} {
+	for _, c := range []startstop.Service{w.lanes, w.timers, w.sweeper, w.consumer, w.migrations, w.api} {
 		if err := c.Start(ctx); err != nil {
 			w.abort()
 			return nil, err
@@ -287,7 +293,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 		// Order does not matter between these: lanes keep running until
 		// every resume they accepted is answered, and the consumer and the
 		// poller keep answering until theirs are.
-		stopped := startstop.StopAllParallel(ctx, w.consumer, w.timers, w.lanes, w.sweeper, w.api, httpStop)
+		stopped := startstop.StopAllParallel(ctx, w.consumer, w.timers, w.lanes, w.sweeper, w.migrations, w.api, httpStop)
 		errs = append(errs, stopped)
 		// No step runs any more: the replica id may go. If a step was
 		// abandoned still running, the id stays registered until its lease
@@ -305,6 +311,12 @@ func (w *Worker) Stop(ctx context.Context) error {
 	})
 	return w.stopErr
 }
+
+// lanesDispatcher hands the API's admin steps to the lanes, which exist only
+// once the API is built.
+type lanesDispatcher struct{ w *Worker }
+
+func (d lanesDispatcher) Dispatch(r lanes.Resume) { d.w.lanes.Dispatch(r) }
 
 // serviceFunc is a stop-only service.
 type serviceFunc func(ctx context.Context) error

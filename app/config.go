@@ -11,14 +11,15 @@ import (
 // variables (envconfig). Every field has a default that works against local
 // PostgreSQL and RabbitMQ.
 type Config struct {
-	DatabaseURL string `envconfig:"DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/sutra" desc:"PostgreSQL URL; the database is created by migrate if missing"`
-	AMQPURL     string `envconfig:"AMQP_URL" default:"amqp://guest:guest@127.0.0.1:5672/" desc:"RabbitMQ URL; isolate deployments by vhost"`
-	ReplicaID   string `envconfig:"REPLICA_ID" desc:"this replica's id in claim owners (default: hostname plus a random suffix)"`
-	Lanes       int    `envconfig:"LANES" default:"16" desc:"lane goroutines; each runs one step at a time"`
-	Prefetch    int    `envconfig:"PREFETCH" default:"256" desc:"unacknowledged relays in flight per replica"`
-	HTTPAddr    string `envconfig:"HTTP_ADDR" default:":9464" desc:"listen address of /metrics, /healthz and /readyz"`
-	APIAddr     string `envconfig:"API_ADDR" default:":8080" desc:"listen address of the HTTP API (the Camunda external-task protocol under /engine-rest)"`
-	APIToken    string `envconfig:"API_TOKEN" desc:"token every API call must carry (Bearer, or HTTP Basic password); empty: the API accepts every caller (a warning at start)"`
+	DatabaseURL   string `envconfig:"DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/sutra" desc:"PostgreSQL URL; the database is created by migrate if missing"`
+	AMQPURL       string `envconfig:"AMQP_URL" default:"amqp://guest:guest@127.0.0.1:5672/" desc:"RabbitMQ URL; isolate deployments by vhost"`
+	ReplicaID     string `envconfig:"REPLICA_ID" desc:"this replica's id in claim owners (default: hostname plus a random suffix)"`
+	Lanes         int    `envconfig:"LANES" default:"16" desc:"lane goroutines; each runs one step at a time"`
+	Prefetch      int    `envconfig:"PREFETCH" default:"256" desc:"unacknowledged relays in flight per replica"`
+	HTTPAddr      string `envconfig:"HTTP_ADDR" default:":9464" desc:"listen address of /metrics, /healthz and /readyz"`
+	APIAddr       string `envconfig:"API_ADDR" default:":8080" desc:"listen address of the HTTP API (the Camunda external-task protocol under /engine-rest)"`
+	APIToken      string `envconfig:"API_TOKEN" desc:"token every API call must carry (Bearer, or HTTP Basic password); empty: the task API accepts every caller and the admin API is off (a warning at start)"`
+	AdminInsecure bool   `envconfig:"ADMIN_INSECURE" default:"false" desc:"open the admin API without a token (a trusted network only: anyone who reaches the port may cancel instances)"`
 
 	APIMaxTasks        int           `envconfig:"API_MAX_TASKS" default:"100" desc:"largest maxTasks a fetchAndLock may ask for"`
 	APIMaxLockDuration time.Duration `envconfig:"API_MAX_LOCK_DURATION" default:"24h" desc:"longest lock a task worker may take or extend to"`

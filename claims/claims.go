@@ -60,8 +60,10 @@ type Request struct {
 	InstanceID string
 	// InboxID refuses the claim with store.ErrDuplicate if that relay was applied.
 	InboxID string
-	// StartKey creates the instance from that definition if it does not exist.
-	StartKey string
+	// StartKey creates the instance from that definition (at StartVersion,
+	// 0: the latest) if it does not exist.
+	StartKey     string
+	StartVersion int
 	// StartCorrelationKey and ParentID go with a created instance (see
 	// store.ClaimRequest).
 	StartCorrelationKey string
@@ -80,7 +82,7 @@ func (c *Claimer) Claim(ctx context.Context, r Request) (*Held, error) {
 	}
 	inst, err := c.store.Claim(ctx, store.ClaimRequest{
 		InstanceID: r.InstanceID, Owner: c.owner, Timeout: c.timeout,
-		InboxID: r.InboxID, StartKey: r.StartKey, StartCorrelationKey: r.StartCorrelationKey, ParentID: r.ParentID,
+		InboxID: r.InboxID, StartKey: r.StartKey, StartVersion: r.StartVersion, StartCorrelationKey: r.StartCorrelationKey, ParentID: r.ParentID,
 	})
 	if err != nil {
 		if maybeHeld(err) {

@@ -44,6 +44,10 @@ const (
 	APIInvalid      = "SUTRA.API.INVALID_REQUEST"
 	APIUnauthorized = "SUTRA.API.UNAUTHORIZED"
 	APITooLarge     = "SUTRA.API.TOO_LARGE"
+	// The admin API: off (no token and not explicitly insecure); the thing
+	// named does not exist.
+	AdminDisabled = "SUTRA.ADMIN.DISABLED"
+	AdminNotFound = "SUTRA.ADMIN.NOT_FOUND"
 	// Pull tasks: the task does not exist or is finished; the caller does
 	// not hold its lock (another worker took it, or the lock expired).
 	TaskNotFound = "SUTRA.TASK.NOT_FOUND"

@@ -129,7 +129,8 @@ func (l *lane) step(ctx context.Context, r *Resume) (Outcome, bool) {
 	}
 
 	start := time.Now()
-	req := claims.Request{InstanceID: r.InstanceID, InboxID: r.InboxID, StartKey: r.StartKey, StartCorrelationKey: r.StartCorrelationKey}
+	req := claims.Request{InstanceID: r.InstanceID, InboxID: r.InboxID, StartKey: r.StartKey, StartVersion: r.StartVersion,
+		StartCorrelationKey: r.StartCorrelationKey}
 	if parent != nil {
 		req.ParentID = parent.InstanceID
 	}

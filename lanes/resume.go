@@ -20,8 +20,10 @@ type Resume struct {
 	InstanceID string
 	// Lookup resolves the instance from its open subscription (correlate by key).
 	Lookup *Lookup
-	// StartKey starts a new instance of that definition (the latest version).
-	StartKey string
+	// StartKey starts a new instance of that definition, at StartVersion (0:
+	// the latest).
+	StartKey     string
+	StartVersion int
 	// InboxID is the relay message id recorded in the step's commit.
 	InboxID string
 	// TimerID is the timer row the step consumes.

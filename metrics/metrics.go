@@ -49,6 +49,9 @@ type Metrics struct {
 	TasksLockExpired prometheus.Counter
 	TaskWait         prometheus.Histogram
 
+	AdminRequests      *prometheus.CounterVec
+	MigrationInstances *prometheus.CounterVec
+
 	ClaimsSwept      prometheus.Counter
 	LeaseHeld        *prometheus.GaugeVec
 	InboxTrimmed     prometheus.Counter
@@ -128,6 +131,14 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help:    "Time from a pull task's creation to its (first or next) lock by a worker.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 16),
 	})
+	m.AdminRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sutra_admin_requests_total",
+		Help: "Calls of the admin API, by operation and outcome code (OK, or the refusal's code).",
+	}, []string{"op", "code"})
+	m.MigrationInstances = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sutra_migrations_instances_total",
+		Help: "Instances handled by bulk migrations, by outcome (migrated, retried, refused).",
+	}, []string{"outcome"})
 	m.ClaimsSwept = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sutra_claims_swept_total",
 		Help: "Stale claims cleared by the sweep (their owner died or stalled past the claim timeout).",
@@ -150,7 +161,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	})
 	reg.MustRegister(m.Relays, m.RelayRequeues, m.ClaimBounces, m.StepDuration, m.LaneDepth, m.LaneWait, m.StepsFenced, m.LanePanics,
 		m.TimersFired, m.TimerDeferrals, m.TimersStale, m.TimerFireLag,
-		m.TasksLocked, m.TasksCompleted, m.TasksLockExpired, m.TaskWait,
+		m.TasksLocked, m.TasksCompleted, m.TasksLockExpired, m.TaskWait, m.AdminRequests, m.MigrationInstances,
 		m.ClaimsSwept, m.LeaseHeld, m.InboxTrimmed, m.BufferedConsumed, m.BufferedExpired)
 	for _, o := range []string{OutcomeCommitted, OutcomeDuplicate, OutcomeRequeued, OutcomeDeadLettered, OutcomeBuffered, OutcomeStale} {
 		m.Relays.WithLabelValues(o)

@@ -122,3 +122,5 @@ func isUniqueViolation(err error, constraint string) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == sqlstateUnique && pgErr.ConstraintName == constraint
 }
+
+func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

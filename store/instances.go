@@ -58,6 +58,8 @@ type ClaimRequest struct {
 	// of a call activity's child.
 	StartCorrelationKey string
 	ParentID            string
+	// StartVersion starts at that version of StartKey (0: the latest).
+	StartVersion int
 }
 
 // The claim condition, shared by both statements: free, stale, or ours.
@@ -73,7 +75,8 @@ RETURNING i.definition_key, i.definition_version, i.status, i.variables, i.token
 // that never committed is taken over by the next start like any stale claim.
 const claimOrCreateSQL = `
 INSERT INTO instances AS i (id, definition_key, definition_version, status, owner, claimed_at, start_correlation_key, parent_id)
-VALUES ($1, $5, (SELECT max(version) FROM definitions WHERE key = $5), 'active', $2, now(), NULLIF($6, ''), NULLIF($7, ''))
+VALUES ($1, $5, (SELECT max(version) FROM definitions WHERE key = $5 AND ($8 = 0 OR version = $8)), 'active', $2, now(),
+	NULLIF($6, ''), NULLIF($7, ''))
 ON CONFLICT (id) DO UPDATE SET owner = $2, claimed_at = now(),
 	definition_key = CASE WHEN i.version = 0 THEN EXCLUDED.definition_key ELSE i.definition_key END,
 	definition_version = CASE WHEN i.version = 0 THEN EXCLUDED.definition_version ELSE i.definition_version END,
@@ -95,7 +98,7 @@ func (s *Store) Claim(ctx context.Context, r ClaimRequest) (Instance, error) {
 	}
 	var q *pgx.QueuedQuery
 	if r.StartKey != "" {
-		q = b.Queue(claimOrCreateSQL, r.InstanceID, r.Owner, r.Timeout, r.InboxID, r.StartKey, r.StartCorrelationKey, r.ParentID)
+		q = b.Queue(claimOrCreateSQL, r.InstanceID, r.Owner, r.Timeout, r.InboxID, r.StartKey, r.StartCorrelationKey, r.ParentID, r.StartVersion)
 	} else {
 		q = b.Queue(claimSQL, r.InstanceID, r.Owner, r.Timeout, r.InboxID)
 	}

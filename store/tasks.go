@@ -141,6 +141,9 @@ type Outcome struct {
 	// Retries and RetryTimeout are what is left after a failure (TaskFailed).
 	Retries      int
 	RetryTimeout time.Duration
+	// Human completes a user task through the admin API: no worker's lock
+	// fences it.
+	Human bool
 }
 
 // taskRelayRoutingKey is the routing key of task outcome relays.
@@ -155,7 +158,7 @@ const recordOutcomeSQL = `
 WITH done AS (
 	UPDATE tasks SET outcome = $3::text, outcomes = outcomes + 1,
 	       error_message = COALESCE($6::text, error_message), error_details = COALESCE($7::text, error_details)
-	 WHERE id = $1 AND outcome IS NULL AND locked_by = $2
+	 WHERE id = $1 AND outcome IS NULL AND (locked_by = $2 OR ($11 AND user_task))
 	RETURNING id, instance_id, token_id, element_id, outcomes, type
 )
 INSERT INTO outbox (id, instance_id, element_id, message_name, target, routing_key, body)
@@ -187,8 +190,11 @@ func (s *Store) RecordOutcome(ctx context.Context, o Outcome) (topic string, err
 		details = &o.ErrorDetails
 	}
 	err = s.pool.QueryRow(ctx, recordOutcomeSQL, o.TaskID, o.Worker, o.Kind, vars, o.ErrorCode, msg, details,
-		o.Retries, o.RetryTimeout.Milliseconds(), taskRelayRoutingKey).Scan(&topic)
+		o.Retries, o.RetryTimeout.Milliseconds(), taskRelayRoutingKey, o.Human).Scan(&topic)
 	if errors.Is(err, pgx.ErrNoRows) {
+		if o.Human {
+			return "", fmt.Errorf("user task %d: %w", o.TaskID, ErrNotFound)
+		}
 		return "", s.whyNotHeld(ctx, o.TaskID, o.Worker)
 	}
 	return topic, translate(err, fmt.Sprintf("recording the outcome of task %d", o.TaskID))

@@ -1,0 +1,89 @@
+// Package admin holds the administrative operations on instances, as steps
+// that run through the lanes under the replica's admin owner
+// (claims.AdminOwner): cancel, merge variables, migrate, retry an incident,
+// start; and the runner of bulk migrations. Each claims the instance first
+// and is refused, having read and written nothing, when another owner holds
+// it.
+package admin
+
+import (
+	"context"
+	"maps"
+	"time"
+
+	"github.com/sutra-run/worker/bpmn"
+	"github.com/sutra-run/worker/engine"
+	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/lanes"
+	"github.com/sutra-run/worker/metrics"
+)
+
+// Operation names, as metrics labels and in CLAIM_HELD codes
+// (SUTRA.ADMIN.<OP>.CLAIM_HELD).
+const (
+	OpStart     = "start"
+	OpCancel    = "cancel"
+	OpVariables = "variables"
+	OpMigrate   = "migrate"
+	OpRetry     = "retry"
+)
+
+// Cancel is the resume that cancels instance id: every wait closed, its
+// children cancelled, its open incidents resolved.
+func Cancel(id string) lanes.Resume {
+	return lanes.Resume{Path: metrics.PathAdmin, Admin: true, InstanceID: id, Trigger: engine.Trigger{Kind: engine.TriggerCancel}}
+}
+
+// Variables is the resume that merges vars into instance id's variables.
+func Variables(id string, vars map[string]any) lanes.Resume {
+	op := func(_ context.Context, _ lanes.Definitions, _ *bpmn.Process, in engine.Instance, _ time.Time) (lanes.OpResult, error) {
+		st := in.State
+		if st.Status != engine.StatusActive {
+			return lanes.OpResult{}, notActive(in)
+		}
+		merged := make(map[string]any, len(st.Variables)+len(vars))
+		maps.Copy(merged, st.Variables)
+		maps.Copy(merged, vars)
+		st.Variables = merged
+		return lanes.OpResult{State: st}, nil
+	}
+	return lanes.Resume{Path: metrics.PathAdmin, Admin: true, InstanceID: id, Op: op}
+}
+
+// Migrate is the resume that moves instance id to version target of its
+// definition, with mapping naming the elements whose ids changed. The
+// preflight runs inside the claim: a token that cannot land refuses the
+// whole migration with fault.MigrateUnreachable, nothing written.
+func Migrate(id string, target int, mapping map[string]string) lanes.Resume {
+	op := func(ctx context.Context, defs lanes.Definitions, from *bpmn.Process, in engine.Instance, now time.Time) (lanes.OpResult, error) {
+		to, err := defs.Process(ctx, from.Key(), target)
+		if err != nil {
+			return lanes.OpResult{}, err
+		}
+		st, eff, err := engine.Migrate(from, to, in, mapping, now)
+		if err != nil {
+			return lanes.OpResult{}, err
+		}
+		return lanes.OpResult{State: st, Effects: eff, Process: to, DefinitionVersion: target}, nil
+	}
+	return lanes.Resume{Path: metrics.PathAdmin, Admin: true, InstanceID: id, Op: op}
+}
+
+// Retry is the resume that retries the incident of token on instance id:
+// vars merged first, a failed task re-created with retries (0: the
+// definition's), a failed expression evaluated again.
+func Retry(id, token string, vars map[string]any, retries int) lanes.Resume {
+	return lanes.Resume{Path: metrics.PathAdmin, Admin: true, InstanceID: id,
+		Trigger: engine.Trigger{Kind: engine.TriggerRetry, TokenID: token, Variables: vars, Retries: retries}}
+}
+
+// Start is the resume that starts an instance of definition at version (0:
+// the latest) under id.
+func Start(id, definition string, version int, vars map[string]any) lanes.Resume {
+	return lanes.Resume{Path: metrics.PathAdmin, Admin: true, InstanceID: id, StartKey: definition, StartVersion: version,
+		Trigger: engine.Trigger{Kind: engine.TriggerStart, Variables: vars}}
+}
+
+func notActive(in engine.Instance) error {
+	return fault.New(fault.NotWaiting, "instance %s is %s", in.ID, in.State.Status)
+}

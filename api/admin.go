@@ -1,0 +1,578 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/sutra-run/worker/admin"
+	"github.com/sutra-run/worker/claims"
+	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/lanes"
+	"github.com/sutra-run/worker/store"
+)
+
+// The admin API under /v1: operators read instances and act on them. Every
+// call that changes an instance runs as a step through the lanes under the
+// replica's admin owner, refused with 409 SUTRA.ADMIN.<OP>.CLAIM_HELD, having
+// read and written nothing, when another owner holds the instance.
+
+func (s *Server) adminRoutes() {
+	s.mux.HandleFunc("GET /v1/openapi.yaml", s.admin("openapi", s.openapi))
+	s.mux.HandleFunc("POST /v1/definitions", s.admin("deploy", s.deploy))
+	s.mux.HandleFunc("GET /v1/definitions", s.admin("definitions", s.definitions))
+	s.mux.HandleFunc("GET /v1/definitions/{key}/versions/{version}", s.admin("definition", s.definitionXML))
+	s.mux.HandleFunc("POST /v1/instances", s.admin(admin.OpStart, s.startInstance))
+	s.mux.HandleFunc("GET /v1/instances", s.admin("instances", s.listInstances))
+	s.mux.HandleFunc("GET /v1/instances/{id}", s.admin("instance", s.getInstance))
+	s.mux.HandleFunc("POST /v1/instances/{id}/cancel", s.admin(admin.OpCancel, s.cancel))
+	s.mux.HandleFunc("PATCH /v1/instances/{id}/variables", s.admin(admin.OpVariables, s.setVariables))
+	s.mux.HandleFunc("POST /v1/instances/{id}/migrate", s.admin(admin.OpMigrate, s.migrate))
+	s.mux.HandleFunc("POST /v1/migrations", s.admin("migrations", s.startMigration))
+	s.mux.HandleFunc("GET /v1/migrations/{id}", s.admin("migration", s.getMigration))
+	s.mux.HandleFunc("GET /v1/incidents", s.admin("incidents", s.listIncidents))
+	s.mux.HandleFunc("POST /v1/incidents/{id}/retry", s.admin(admin.OpRetry, s.retryIncident))
+	s.mux.HandleFunc("POST /v1/messages", s.admin("message", s.publishMessage))
+	s.mux.HandleFunc("GET /v1/user-tasks", s.admin("user_tasks", s.listUserTasks))
+	s.mux.HandleFunc("GET /v1/user-tasks/{id}", s.admin("user_task", s.getUserTask))
+	s.mux.HandleFunc("POST /v1/user-tasks/{id}/assignment", s.admin("assign", s.assignUserTask))
+	s.mux.HandleFunc("POST /v1/user-tasks/{id}/completion", s.admin("complete", s.completeUserTask))
+}
+
+// adminCall is one admin request being served.
+type adminCall struct {
+	w          http.ResponseWriter
+	r          *http.Request
+	caller     string
+	instanceID string
+}
+
+// answer is a successful admin answer: a status and a JSON body (or, with
+// raw set, that body as it is).
+type answer struct {
+	status      int
+	body        any
+	raw         []byte
+	contentType string
+}
+
+var callerName = regexp.MustCompile(`^[A-Za-z0-9._@:/ -]{1,64}$`)
+
+// admin wraps an admin handler: the token (or the explicit insecure mode),
+// the caller's name, the problem answers, the metric and the log line every
+// admin action leaves.
+func (s *Server) admin(op string, h func(c *adminCall) (answer, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c := &adminCall{w: w, r: r, caller: "anonymous"}
+		if s.cfg.Token != "" {
+			c.caller = "token"
+		}
+		if name := r.Header.Get("X-Sutra-Caller"); callerName.MatchString(name) {
+			c.caller = name
+		}
+		var ans answer
+		err := error(refuse(http.StatusForbidden, fault.AdminDisabled,
+			"the admin API is off: set SUTRA_API_TOKEN (or SUTRA_ADMIN_INSECURE=true on a trusted network)"))
+		if s.cfg.Token != "" || s.cfg.AdminInsecure {
+			ans, err = h(c)
+		}
+		code := "OK"
+		if err != nil {
+			p := asProblem(err)
+			code = p.p.Code
+			if p.p.InstanceID == "" {
+				p.p.InstanceID = c.instanceID
+			}
+			writeProblem(w, p)
+		} else if ans.raw != nil {
+			w.Header().Set("Content-Type", ans.contentType)
+			w.WriteHeader(ans.status)
+			_, _ = w.Write(ans.raw)
+		} else if ans.body != nil {
+			writeJSON(w, ans.status, ans.body)
+		} else {
+			w.WriteHeader(ans.status)
+		}
+		s.deps.Metrics.AdminRequests.WithLabelValues(op, code).Inc()
+		if r.Method != http.MethodGet {
+			s.deps.Logger.Info("admin call", "op", op, "instance_id", c.instanceID, "owner", claims.AdminOwner(s.cfg.Replica),
+				"code", code, "caller", c.caller, "path", r.URL.Path)
+		}
+	}
+}
+
+// step runs an administrative resume through the lanes and waits for its
+// outcome: a held claim is 409 SUTRA.ADMIN.<OP>.CLAIM_HELD, never a wait.
+func (s *Server) step(c *adminCall, op string, res lanes.Resume) error {
+	done := make(chan lanes.Outcome, 1)
+	res.Done = func(o lanes.Outcome) { done <- o }
+	s.deps.Lanes.Dispatch(res)
+	var o lanes.Outcome
+	select {
+	case o = <-done:
+	case <-c.r.Context().Done():
+		return c.r.Context().Err()
+	}
+	switch o.Kind {
+	case lanes.Committed:
+		return nil
+	case lanes.Refused:
+		return refuse(http.StatusConflict, "SUTRA.ADMIN."+upper(op)+".CLAIM_HELD",
+			fmt.Sprintf("%s: retry — another step or admin call holds the instance right now (a race, not a failure)", fault.Reason(o.Err)))
+	case lanes.Retry:
+		return refuse(http.StatusServiceUnavailable, fault.Unavailable, fmt.Sprintf("%s: retry", o.Reason))
+	}
+	if o.Err == nil {
+		return refuse(http.StatusConflict, fault.NotWaiting, o.Kind.String())
+	}
+	return o.Err
+}
+
+func upper(op string) string {
+	b := []byte(op)
+	for i, c := range b {
+		if 'a' <= c && c <= 'z' {
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return string(b)
+}
+
+// decodeAdmin reads a JSON body into v (see decode); an empty body leaves v.
+func (s *Server) decodeAdmin(c *adminCall, v any) error {
+	if c.r.ContentLength == 0 {
+		return nil
+	}
+	return s.decode(c.w, c.r, v)
+}
+
+func (s *Server) openapi(*adminCall) (answer, error) {
+	return answer{status: http.StatusOK, raw: s.cfg.OpenAPI, contentType: "application/yaml"}, nil
+}
+
+type deployed struct {
+	Key       string `json:"key"`
+	Version   int    `json:"version"`
+	Unchanged bool   `json:"unchanged"`
+}
+
+func (s *Server) deploy(c *adminCall) (answer, error) {
+	xml, err := io.ReadAll(http.MaxBytesReader(c.w, c.r.Body, s.cfg.MaxBody))
+	if err != nil {
+		return answer{}, invalidf("reading the BPMN file: %v", err)
+	}
+	ds, err := s.deps.Store.Deploy(c.r.Context(), xml)
+	if err != nil {
+		return answer{}, err
+	}
+	body := struct {
+		deployed
+		Definitions []deployed `json:"definitions"`
+	}{}
+	status := http.StatusOK
+	for _, d := range ds {
+		body.Definitions = append(body.Definitions, deployed{Key: d.Key, Version: d.Version, Unchanged: !d.Created})
+		if d.Created {
+			status = http.StatusCreated
+		}
+	}
+	body.deployed = body.Definitions[0]
+	body.Unchanged = status == http.StatusOK
+	return answer{status: status, body: body}, nil
+}
+
+func (s *Server) definitions(c *adminCall) (answer, error) {
+	defs, err := s.deps.Store.ListDefinitions(c.r.Context())
+	if defs == nil {
+		defs = []store.DefinitionVersions{}
+	}
+	return answer{status: http.StatusOK, body: map[string]any{"definitions": defs}}, err
+}
+
+func (s *Server) definitionXML(c *adminCall) (answer, error) {
+	v, err := strconv.Atoi(c.r.PathValue("version"))
+	if err != nil {
+		return answer{}, refuse(http.StatusNotFound, fault.AdminNotFound, "no such version")
+	}
+	xml, err := s.deps.Store.DefinitionXML(c.r.Context(), c.r.PathValue("key"), v)
+	return answer{status: http.StatusOK, raw: []byte(xml), contentType: "application/xml"}, err
+}
+
+type startRequest struct {
+	Definition string         `json:"definition"`
+	Version    int            `json:"version"`
+	InstanceID string         `json:"instance_id"`
+	Variables  map[string]any `json:"variables"`
+}
+
+func (s *Server) startInstance(c *adminCall) (answer, error) {
+	var req startRequest
+	if err := s.decode(c.w, c.r, &req); err != nil {
+		return answer{}, err
+	}
+	if req.Definition == "" || req.Version < 0 {
+		return answer{}, invalidf("definition is required and version, when set, positive")
+	}
+	if req.InstanceID == "" {
+		req.InstanceID = newID()
+	}
+	c.instanceID = req.InstanceID
+	if err := s.step(c, admin.OpStart, admin.Start(req.InstanceID, req.Definition, req.Version, req.Variables)); err != nil {
+		return answer{}, err
+	}
+	return answer{status: http.StatusCreated, body: map[string]string{"instance_id": req.InstanceID}}, nil
+}
+
+// newID is a random UUID (version 4).
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+func (s *Server) getInstance(c *adminCall) (answer, error) {
+	c.instanceID = c.r.PathValue("id")
+	d, err := s.deps.Store.Instance(c.r.Context(), c.instanceID)
+	if err != nil {
+		if isNotFound(err) {
+			return answer{}, refuse(http.StatusNotFound, fault.NotFound, "instance "+c.instanceID+" does not exist")
+		}
+		return answer{}, err
+	}
+	return answer{status: http.StatusOK, body: d}, nil
+}
+
+// page reads limit (default 50, at most 500) and the cursor after.
+func page(c *adminCall) (int, string, error) {
+	q := c.r.URL.Query()
+	limit := 50
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 500 {
+			return 0, "", invalidf("limit %q is not between 1 and 500", l)
+		}
+		limit = n
+	}
+	return limit, q.Get("after"), nil
+}
+
+func optBool(c *adminCall, name string) (*bool, error) {
+	v := c.r.URL.Query().Get(name)
+	if v == "" {
+		return nil, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return nil, invalidf("%s %q is not true or false", name, v)
+	}
+	return &b, nil
+}
+
+func (s *Server) listInstances(c *adminCall) (answer, error) {
+	limit, after, err := page(c)
+	if err != nil {
+		return answer{}, err
+	}
+	inc, err := optBool(c, "has_incident")
+	if err != nil {
+		return answer{}, err
+	}
+	q := c.r.URL.Query()
+	list, err := s.deps.Store.ListInstances(c.r.Context(), store.InstanceFilter{Definition: q.Get("definition"), Status: q.Get("status"),
+		HasIncident: inc, Limit: limit, After: after})
+	if err != nil {
+		return answer{}, err
+	}
+	var next *string
+	if len(list) == limit {
+		next = &list[len(list)-1].ID
+	}
+	if list == nil {
+		list = []store.InstanceSummary{}
+	}
+	return answer{status: http.StatusOK, body: map[string]any{"instances": list, "next": next}}, nil
+}
+
+func (s *Server) cancel(c *adminCall) (answer, error) {
+	c.instanceID = c.r.PathValue("id")
+	if err := s.step(c, admin.OpCancel, admin.Cancel(c.instanceID)); err != nil {
+		return answer{}, err
+	}
+	return answer{status: http.StatusOK, body: map[string]string{"instance_id": c.instanceID, "status": "cancelled"}}, nil
+}
+
+func (s *Server) setVariables(c *adminCall) (answer, error) {
+	c.instanceID = c.r.PathValue("id")
+	var vars map[string]any
+	if err := s.decode(c.w, c.r, &vars); err != nil {
+		return answer{}, err
+	}
+	if err := s.step(c, admin.OpVariables, admin.Variables(c.instanceID, vars)); err != nil {
+		return answer{}, err
+	}
+	d, err := s.deps.Store.Instance(c.r.Context(), c.instanceID)
+	if err != nil {
+		return answer{}, err
+	}
+	return answer{status: http.StatusOK, body: map[string]any{"instance_id": c.instanceID, "variables": d.Variables}}, nil
+}
+
+type migrateRequest struct {
+	TargetVersion int               `json:"target_version"`
+	Mapping       map[string]string `json:"mapping"`
+}
+
+func (s *Server) migrate(c *adminCall) (answer, error) {
+	c.instanceID = c.r.PathValue("id")
+	var req migrateRequest
+	if err := s.decode(c.w, c.r, &req); err != nil {
+		return answer{}, err
+	}
+	if req.TargetVersion < 1 {
+		return answer{}, invalidf("target_version is required")
+	}
+	if err := s.step(c, admin.OpMigrate, admin.Migrate(c.instanceID, req.TargetVersion, req.Mapping)); err != nil {
+		return answer{}, err
+	}
+	d, err := s.deps.Store.Instance(c.r.Context(), c.instanceID)
+	if err != nil {
+		return answer{}, err
+	}
+	return answer{status: http.StatusOK, body: map[string]any{"instance_id": c.instanceID, "definition": d.Definition}}, nil
+}
+
+type migrationRequest struct {
+	Definition  string            `json:"definition"`
+	FromVersion int               `json:"from_version"`
+	ToVersion   int               `json:"to_version"`
+	Mapping     map[string]string `json:"mapping"`
+}
+
+func (s *Server) startMigration(c *adminCall) (answer, error) {
+	var req migrationRequest
+	if err := s.decode(c.w, c.r, &req); err != nil {
+		return answer{}, err
+	}
+	if req.Definition == "" || req.FromVersion < 1 || req.ToVersion < 1 {
+		return answer{}, invalidf("definition, from_version and to_version are required")
+	}
+	id := newID()
+	if err := s.deps.Store.CreateMigration(c.r.Context(), id, req.Definition, req.FromVersion, req.ToVersion, req.Mapping); err != nil {
+		return answer{}, err
+	}
+	if s.deps.MigrationCreated != nil {
+		s.deps.MigrationCreated()
+	}
+	return answer{status: http.StatusAccepted, body: map[string]string{"id": id}}, nil
+}
+
+func (s *Server) getMigration(c *adminCall) (answer, error) {
+	m, err := s.deps.Store.MigrationStatus(c.r.Context(), c.r.PathValue("id"))
+	return answer{status: http.StatusOK, body: m}, err
+}
+
+func (s *Server) listIncidents(c *adminCall) (answer, error) {
+	limit, after, err := page(c)
+	if err != nil {
+		return answer{}, err
+	}
+	var from int64
+	if after != "" {
+		if from, err = strconv.ParseInt(after, 10, 64); err != nil {
+			return answer{}, invalidf("after %q is not an incident id", after)
+		}
+	}
+	open, err := optBool(c, "open")
+	if err != nil {
+		return answer{}, err
+	}
+	list, err := s.deps.Store.ListIncidents(c.r.Context(), store.IncidentFilter{Open: open, InstanceID: c.r.URL.Query().Get("instance_id"),
+		Limit: limit, After: from})
+	if err != nil {
+		return answer{}, err
+	}
+	var next *string
+	if len(list) == limit {
+		n := strconv.FormatInt(list[len(list)-1].ID, 10)
+		next = &n
+	}
+	if list == nil {
+		list = []store.Incident{}
+	}
+	return answer{status: http.StatusOK, body: map[string]any{"incidents": list, "next": next}}, nil
+}
+
+type retryRequest struct {
+	Variables map[string]any `json:"variables"`
+	Retries   int            `json:"retries"`
+}
+
+func (s *Server) retryIncident(c *adminCall) (answer, error) {
+	var req retryRequest
+	if err := s.decodeAdmin(c, &req); err != nil {
+		return answer{}, err
+	}
+	id, err := strconv.ParseInt(c.r.PathValue("id"), 10, 64)
+	if err != nil || req.Retries < 0 {
+		return answer{}, refuse(http.StatusNotFound, fault.AdminNotFound, "no such incident")
+	}
+	inc, err := s.deps.Store.IncidentByID(c.r.Context(), id)
+	if err != nil {
+		return answer{}, err
+	}
+	c.instanceID = inc.InstanceID
+	if inc.ResolvedAt != nil {
+		return answer{}, refuse(http.StatusConflict, fault.NotWaiting, fmt.Sprintf("incident %d is resolved", id))
+	}
+	if err := s.step(c, admin.OpRetry, admin.Retry(inc.InstanceID, inc.Token, req.Variables, req.Retries)); err != nil {
+		return answer{}, err
+	}
+	return answer{status: http.StatusOK, body: map[string]any{"incident_id": id, "instance_id": inc.InstanceID, "resolved": true}}, nil
+}
+
+type messageRequest struct {
+	Message        string         `json:"message"`
+	CorrelationKey string         `json:"correlation_key,omitempty"`
+	InstanceID     string         `json:"instance_id,omitempty"`
+	Variables      map[string]any `json:"variables,omitempty"`
+	TTL            string         `json:"ttl,omitempty"`
+	MessageID      string         `json:"message_id,omitempty"`
+}
+
+// publishMessage publishes a relay to the relay exchange with confirms: a
+// caller with no AMQP client still goes through the spine.
+func (s *Server) publishMessage(c *adminCall) (answer, error) {
+	var req messageRequest
+	if err := s.decode(c.w, c.r, &req); err != nil {
+		return answer{}, err
+	}
+	switch {
+	case req.Message == "":
+		return answer{}, invalidf("message is required")
+	case req.CorrelationKey != "" && req.InstanceID != "":
+		return answer{}, invalidf("name correlation_key or instance_id, not both")
+	case s.deps.PublishRelay == nil:
+		return answer{}, refuse(http.StatusServiceUnavailable, fault.Unavailable, "no broker publisher")
+	}
+	if req.MessageID == "" {
+		req.MessageID = newID()
+	}
+	id := req.MessageID
+	req.MessageID = ""
+	body, err := json.Marshal(req)
+	if err != nil {
+		return answer{}, err
+	}
+	ctx, cancel := context.WithTimeout(c.r.Context(), 30*time.Second)
+	defer cancel()
+	if err := s.deps.PublishRelay(ctx, id, body); err != nil {
+		return answer{}, err
+	}
+	return answer{status: http.StatusAccepted, body: map[string]string{"message_id": id}}, nil
+}
+
+func userTaskID(c *adminCall) (int64, error) {
+	id, err := strconv.ParseInt(c.r.PathValue("id"), 10, 64)
+	if err != nil || id < 1 {
+		return 0, refuse(http.StatusNotFound, fault.TaskNotFound, "no such user task")
+	}
+	return id, nil
+}
+
+func (s *Server) listUserTasks(c *adminCall) (answer, error) {
+	limit, after, err := page(c)
+	if err != nil {
+		return answer{}, err
+	}
+	var from int64
+	if after != "" {
+		if from, err = strconv.ParseInt(after, 10, 64); err != nil {
+			return answer{}, invalidf("after %q is not a user task id", after)
+		}
+	}
+	q := c.r.URL.Query()
+	if st := q.Get("state"); st != "" && st != "created" && st != "completing" {
+		return answer{}, invalidf("state %q is not created or completing", st)
+	}
+	list, err := s.deps.Store.ListUserTasks(c.r.Context(), store.UserTaskFilter{Assignee: q.Get("assignee"),
+		CandidateGroup: q.Get("candidate_group"), CandidateUser: q.Get("candidate_user"), State: q.Get("state"), Limit: limit, After: from})
+	if err != nil {
+		return answer{}, err
+	}
+	var next *string
+	if len(list) == limit {
+		next = &list[len(list)-1].ID
+	}
+	if list == nil {
+		list = []store.UserTask{}
+	}
+	return answer{status: http.StatusOK, body: map[string]any{"user_tasks": list, "next": next}}, nil
+}
+
+func (s *Server) getUserTask(c *adminCall) (answer, error) {
+	id, err := userTaskID(c)
+	if err != nil {
+		return answer{}, err
+	}
+	u, err := s.deps.Store.UserTaskByID(c.r.Context(), id)
+	if isNotFound(err) {
+		return answer{}, refuse(http.StatusNotFound, fault.TaskNotFound, fmt.Sprintf("user task %d does not exist", id))
+	}
+	return answer{status: http.StatusOK, body: u}, err
+}
+
+func (s *Server) assignUserTask(c *adminCall) (answer, error) {
+	id, err := userTaskID(c)
+	if err != nil {
+		return answer{}, err
+	}
+	var req struct {
+		Assignee *string `json:"assignee"`
+	}
+	if err := s.decode(c.w, c.r, &req); err != nil {
+		return answer{}, err
+	}
+	err = s.deps.Store.AssignUserTask(c.r.Context(), id, req.Assignee)
+	if isNotFound(err) {
+		return answer{}, refuse(http.StatusNotFound, fault.TaskNotFound, fmt.Sprintf("user task %d does not exist or is completing", id))
+	}
+	return answer{status: http.StatusNoContent}, err
+}
+
+// completeUserTask records the completion with its relay, durably, and
+// answers 204 then: the completion re-enters the instance as a fresh
+// delivery, exactly like an external task's.
+func (s *Server) completeUserTask(c *adminCall) (answer, error) {
+	id, err := userTaskID(c)
+	if err != nil {
+		return answer{}, err
+	}
+	var req struct {
+		Variables map[string]any `json:"variables"`
+	}
+	if err := s.decodeAdmin(c, &req); err != nil {
+		return answer{}, err
+	}
+	topic, err := s.deps.Store.RecordOutcome(c.r.Context(), store.Outcome{TaskID: id, Worker: "user:" + c.caller,
+		Kind: store.TaskCompleted, Variables: req.Variables, Human: true})
+	if isNotFound(err) {
+		return answer{}, refuse(http.StatusNotFound, fault.TaskNotFound, fmt.Sprintf("user task %d does not exist or is completing", id))
+	}
+	if err != nil {
+		return answer{}, err
+	}
+	s.deps.Metrics.TasksCompleted.WithLabelValues(topic, store.TaskCompleted).Inc()
+	if s.deps.OutcomeRecorded != nil {
+		s.deps.OutcomeRecorded()
+	}
+	return answer{status: http.StatusNoContent}, nil
+}

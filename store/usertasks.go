@@ -1,0 +1,92 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// UserTask is a user task as humans' tools see it.
+type UserTask struct {
+	ID              string         `json:"id"`
+	InstanceID      string         `json:"instance_id"`
+	Element         string         `json:"element"`
+	Definition      DefinitionRef  `json:"definition"`
+	Assignee        *string        `json:"assignee"`
+	CandidateGroups []string       `json:"candidate_groups"`
+	CandidateUsers  []string       `json:"candidate_users"`
+	FormKey         *string        `json:"form_key"`
+	FormID          *string        `json:"form_id"`
+	DueDate         *string        `json:"due_date"`
+	FollowUpDate    *string        `json:"follow_up_date"`
+	Priority        int            `json:"priority"`
+	Variables       map[string]any `json:"variables"`
+	// State is created (open) or completing (its completion is on its way
+	// to the instance).
+	State     string    `json:"state"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// UserTaskFilter narrows a user task list; After is the cursor (an id).
+type UserTaskFilter struct {
+	Assignee       string
+	CandidateGroup string
+	CandidateUser  string
+	State          string
+	Limit          int
+	After          int64
+}
+
+const userTaskSelect = `
+SELECT t.id::text, t.instance_id, t.element_id, i.definition_key, i.definition_version, t.assignee,
+       t.candidate_groups, t.candidate_users, t.form_key, t.form_id, t.due_date, t.follow_up_date, t.priority,
+       t.variables, CASE WHEN t.outcome IS NULL THEN 'created' ELSE 'completing' END, t.created_at
+  FROM tasks t JOIN instances i ON i.id = t.instance_id`
+
+func scanUserTask(r pgx.CollectableRow) (UserTask, error) {
+	var u UserTask
+	err := r.Scan(&u.ID, &u.InstanceID, &u.Element, &u.Definition.Key, &u.Definition.Version, &u.Assignee,
+		&u.CandidateGroups, &u.CandidateUsers, &u.FormKey, &u.FormID, &u.DueDate, &u.FollowUpDate, &u.Priority,
+		&u.Variables, &u.State, &u.CreatedAt)
+	return u, err
+}
+
+// ListUserTasks pages through user tasks by id.
+func (s *Store) ListUserTasks(ctx context.Context, f UserTaskFilter) ([]UserTask, error) {
+	rows, err := s.pool.Query(ctx, userTaskSelect+`
+		 WHERE t.user_task AND t.id > $1
+		   AND ($2 = '' OR t.assignee = $2)
+		   AND ($3 = '' OR $3 = ANY (t.candidate_groups))
+		   AND ($4 = '' OR $4 = ANY (t.candidate_users))
+		   AND ($5 = '' OR ($5 = 'created') = (t.outcome IS NULL))
+		 ORDER BY t.id LIMIT $6`, f.After, f.Assignee, f.CandidateGroup, f.CandidateUser, f.State, f.Limit)
+	if err != nil {
+		return nil, translate(err, "listing user tasks")
+	}
+	out, err := pgx.CollectRows(rows, scanUserTask)
+	return out, translate(err, "listing user tasks")
+}
+
+// UserTaskByID reads one user task. ErrNotFound when there is none.
+func (s *Store) UserTaskByID(ctx context.Context, id int64) (UserTask, error) {
+	rows, err := s.pool.Query(ctx, userTaskSelect+` WHERE t.user_task AND t.id = $1`, id)
+	if err != nil {
+		return UserTask{}, translate(err, "reading user task")
+	}
+	u, err := pgx.CollectExactlyOneRow(rows, scanUserTask)
+	return u, translate(err, fmt.Sprintf("reading user task %d", id))
+}
+
+// AssignUserTask sets (or, nil, clears) the assignee of an open user task.
+func (s *Store) AssignUserTask(ctx context.Context, id int64, assignee *string) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE tasks SET assignee = $2 WHERE id = $1 AND user_task AND outcome IS NULL`, id, assignee)
+	if err != nil {
+		return translate(err, fmt.Sprintf("assigning user task %d", id))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("user task %d: %w", id, ErrNotFound)
+	}
+	return nil
+}
