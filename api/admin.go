@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -165,7 +166,11 @@ type deployed struct {
 
 func (s *Server) deploy(c *adminCall) (answer, error) {
 	xml, err := io.ReadAll(http.MaxBytesReader(c.w, c.r.Body, s.cfg.MaxBody))
-	if err != nil {
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return answer{}, err
+	case err != nil:
 		return answer{}, invalidf("reading the BPMN file: %v", err)
 	}
 	ds, err := s.deps.Store.Deploy(c.r.Context(), xml)

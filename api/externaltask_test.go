@@ -25,10 +25,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // bundle is a worker on the test's schema and queues, and an HTTP client of
 // its API.
 type bundle struct {
-	env  *testkit.Env
-	pub  *testkit.Publisher
-	w    *app.Worker
-	base string
+	// token, when set, goes with every call of the task API.
+	token string
+	env   *testkit.Env
+	pub   *testkit.Publisher
+	reg   *prometheus.Registry
+	w     *app.Worker
+	base  string
 }
 
 func setup(t *testing.T, tweak func(*app.Config)) *bundle {
@@ -38,8 +41,8 @@ func setup(t *testing.T, tweak func(*app.Config)) *bundle {
 	if tweak != nil {
 		tweak(&env.Config)
 	}
-	b := &bundle{env: env, pub: env.Publisher(t)}
-	w, err := app.Start(testkit.Ctx(t), env.Config, app.Options{Logger: testkit.Logger(t), Registry: prometheus.NewRegistry()})
+	b := &bundle{env: env, pub: env.Publisher(t), reg: prometheus.NewRegistry()}
+	w, err := app.Start(testkit.Ctx(t), env.Config, app.Options{Logger: testkit.Logger(t), Registry: b.reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,6 +84,9 @@ func (b *bundle) call(t *testing.T, path string, body any, header ...string) (in
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if b.token != "" {
+		req.Header.Set("Authorization", "Bearer "+b.token)
+	}
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}

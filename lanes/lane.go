@@ -134,12 +134,8 @@ func (l *lane) step(ctx context.Context, r *Resume) (Outcome, bool) {
 	if parent != nil {
 		req.ParentID = parent.InstanceID
 	}
-	claimer := l.claimer
-	if r.Admin {
-		claimer = l.pool.admin
-	}
 	cctx, cancel := l.call(ctx)
-	held, err := claimer.Claim(cctx, req)
+	held, err := l.claimer.Claim(cctx, req)
 	cancel()
 	if err != nil {
 		return l.claimFailure(ctx, r, err), true

@@ -104,9 +104,12 @@ type Pool struct {
 	cfg   Config
 	deps  Deps
 	lanes []*lane
-	// admin claims for the administrative resumes of every lane; admin
-	// resumes of one instance share its lane, so they never overlap.
-	admin *claims.Claimer
+	// adminLanes run administrative resumes under the replica's admin owner,
+	// beside the lanes (an admin call must meet a lane's claim, not queue
+	// behind its step). They are routed by instance id too, so two admin
+	// calls on one instance run one at a time: their shared owner never
+	// re-enters a claim that another admin call holds.
+	adminLanes []*lane
 
 	mu        sync.RWMutex // accepting vs. the stop
 	accepting bool
@@ -122,7 +125,18 @@ func New(deps Deps, cfg Config) *Pool {
 	if deps.Hooks == nil {
 		deps.Hooks = &Hooks{}
 	}
-	p := &Pool{cfg: cfg, deps: deps, admin: claims.New(deps.Store, claims.AdminOwner(cfg.Replica), cfg.ClaimTimeout, deps.ClaimGuard)}
+	p := &Pool{cfg: cfg, deps: deps}
+	admin := claims.New(deps.Store, claims.AdminOwner(cfg.Replica), cfg.ClaimTimeout, deps.ClaimGuard)
+	for n := range adminLanes {
+		p.adminLanes = append(p.adminLanes, &lane{
+			n:       cfg.Lanes + n,
+			pool:    p,
+			inbox:   make(chan *Resume, cfg.InboxSize),
+			claimer: admin,
+			depth:   deps.Metrics.LaneDepth.WithLabelValues("admin-" + strconv.Itoa(n)),
+			bounces: map[string]prometheus.Counter{},
+		})
+	}
 	for n := range cfg.Lanes {
 		p.lanes = append(p.lanes, &lane{
 			n:       n,
@@ -157,7 +171,7 @@ func (p *Pool) Start(ctx context.Context) error {
 func (p *Pool) run(soft, hard context.Context) {
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
-	for _, l := range p.lanes {
+	for _, l := range append(p.lanes, p.adminLanes...) {
 		wg.Go(func() { l.run(hard, quit) })
 	}
 	p.mu.Lock()
@@ -205,13 +219,24 @@ func (p *Pool) Dispatch(r Resume) {
 	}
 	p.pending.Add(1)
 	p.mu.RUnlock()
+	if r.Admin {
+		h := fnv.New32a()
+		h.Write([]byte(r.InstanceID))
+		p.enqueueTo(p.adminLanes[h.Sum32()%uint32(len(p.adminLanes))], &r)
+		return
+	}
 	p.enqueue(p.route(&r), &r)
 }
 
+// adminLanes is how many admin lanes a pool runs: admin calls are rare and
+// short, a few suffice.
+const adminLanes = 2
+
 // enqueue puts an accepted resume in lane n's inbox, or answers it.
-func (p *Pool) enqueue(n int, r *Resume) {
+func (p *Pool) enqueue(n int, r *Resume) { p.enqueueTo(p.lanes[n], r) }
+
+func (p *Pool) enqueueTo(l *lane, r *Resume) {
 	r.enqueued = time.Now()
-	l := p.lanes[n]
 	select {
 	case l.inbox <- r:
 		l.depth.Inc()

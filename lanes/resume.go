@@ -36,9 +36,10 @@ type Resume struct {
 	// is stale, not a dead letter.
 	Internal bool
 	Trigger  engine.Trigger
-	// Admin claims as the replica's admin owner (claims.AdminOwner), which no
-	// lane produces: an administrative call never re-enters a lane's claim.
-	// Admin resumes of one instance run on its lane, one at a time.
+	// Admin runs the resume on an admin lane, which claims as the replica's
+	// admin owner (claims.AdminOwner), which no lane produces: an
+	// administrative call never re-enters a lane's claim, nor a lane an
+	// admin call's.
 	Admin bool
 	// Op, when set, computes the step in place of engine.Step(Trigger): an
 	// administrative change (variables, migration).

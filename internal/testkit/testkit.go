@@ -6,9 +6,9 @@ package testkit
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/url"
@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/sutra-run/worker/app"
@@ -536,4 +537,30 @@ func (e *Env) Durability(t testing.TB) map[string][]string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// Counter reads a counter of reg by name and one label ("" for an
+// unlabelled counter); 0 when it has no such sample yet.
+func Counter(t testing.TB, reg prometheus.Gatherer, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if label == "" {
+				return m.GetCounter().GetValue()
+			}
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label && lp.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
