@@ -519,7 +519,7 @@ func incidentsRetry(fs *flag.FlagSet) action {
 	vars := varsFlag{}
 	fs.Var(vars, "var", "merge variable `NAME=JSON` before the retry (repeatable)")
 	var retries optInt
-	fs.Var(&retries, "retries", "`N` attempts a failed task gets again (the API's default 1)")
+	fs.Var(&retries, "retries", "`N` attempts a failed task gets again (default: the retries its model gives it)")
 	return func(ctx context.Context, c *cli, args []string) error {
 		body := struct {
 			Variables varsFlag `json:"variables,omitempty"`
