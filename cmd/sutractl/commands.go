@@ -1,0 +1,785 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// The shapes of docs/openapi.yaml that tables show.
+type (
+	definitionRef struct {
+		Key     string `json:"key"`
+		Version int    `json:"version"`
+	}
+	instance struct {
+		InstanceID string                     `json:"instance_id"`
+		Definition definitionRef              `json:"definition"`
+		Status     string                     `json:"status"`
+		Version    int64                      `json:"version"`
+		Variables  map[string]json.RawMessage `json:"variables"`
+		Tokens     []struct {
+			ID      string `json:"id"`
+			Element string `json:"element"`
+			Wait    string `json:"wait"`
+			Scope   string `json:"scope"`
+		} `json:"tokens"`
+		Waits struct {
+			Subscriptions []struct {
+				Token          string `json:"token"`
+				Element        string `json:"element"`
+				Message        string `json:"message"`
+				CorrelationKey string `json:"correlation_key"`
+				CreatedAt      string `json:"created_at"`
+			} `json:"subscriptions"`
+			Timers []struct {
+				Token    string `json:"token"`
+				Element  string `json:"element"`
+				DueAt    string `json:"due_at"`
+				Attempts int    `json:"attempts"`
+			} `json:"timers"`
+			Tasks []struct {
+				ID            string  `json:"id"`
+				Token         string  `json:"token"`
+				Element       string  `json:"element"`
+				Topic         string  `json:"topic"`
+				UserTask      bool    `json:"user_task"`
+				Retries       int     `json:"retries"`
+				LockedBy      *string `json:"locked_by"`
+				LockExpiresAt *string `json:"lock_expires_at"`
+			} `json:"tasks"`
+		} `json:"waits"`
+		Incidents []incident `json:"incidents"`
+		Claim     *struct {
+			Owner      string  `json:"owner"`
+			AgeSeconds float64 `json:"age_seconds"`
+		} `json:"claim"`
+		ParentID  *string `json:"parent_id"`
+		CreatedAt string  `json:"created_at"`
+		UpdatedAt string  `json:"updated_at"`
+	}
+	instanceSummary struct {
+		InstanceID  string        `json:"instance_id"`
+		Definition  definitionRef `json:"definition"`
+		Status      string        `json:"status"`
+		Version     int64         `json:"version"`
+		HasIncident bool          `json:"has_incident"`
+		UpdatedAt   string        `json:"updated_at"`
+	}
+	incident struct {
+		ID         string  `json:"id"`
+		InstanceID string  `json:"instance_id"`
+		Token      string  `json:"token"`
+		Element    string  `json:"element"`
+		Code       string  `json:"code"`
+		Message    string  `json:"message"`
+		CreatedAt  string  `json:"created_at"`
+		ResolvedAt *string `json:"resolved_at"`
+	}
+	migration struct {
+		ID          string `json:"id"`
+		Definition  string `json:"definition"`
+		FromVersion int    `json:"from_version"`
+		ToVersion   int    `json:"to_version"`
+		State       string `json:"state"`
+		Total       int    `json:"total"`
+		Migrated    int    `json:"migrated"`
+		Retrying    int    `json:"retrying"`
+		Refused     []struct {
+			InstanceID string `json:"instance_id"`
+			Code       string `json:"code"`
+			Detail     string `json:"detail"`
+		} `json:"refused"`
+		UpdatedAt string `json:"updated_at"`
+	}
+	userTask struct {
+		ID              string                     `json:"id"`
+		InstanceID      string                     `json:"instance_id"`
+		Element         string                     `json:"element"`
+		Definition      definitionRef              `json:"definition"`
+		Assignee        *string                    `json:"assignee"`
+		CandidateGroups []string                   `json:"candidate_groups"`
+		CandidateUsers  []string                   `json:"candidate_users"`
+		FormKey         *string                    `json:"form_key"`
+		FormID          *string                    `json:"form_id"`
+		DueDate         *string                    `json:"due_date"`
+		Priority        int                        `json:"priority"`
+		Variables       map[string]json.RawMessage `json:"variables"`
+		State           string                     `json:"state"`
+		CreatedAt       string                     `json:"created_at"`
+	}
+)
+
+// commands, in the order the help lists them.
+var commands = []command{
+	{name: "instances get", synopsis: "ID", summary: "Show an instance: tokens, waits, incidents, claim, variables.", minArgs: 1, maxArgs: 1,
+		setup: func(*flag.FlagSet) action { return instancesGet }},
+	{name: "instances list", synopsis: "[--definition KEY] [--status STATUS] [--has-incident] [--limit N] [--after CURSOR] [--all]",
+		summary: "List instances, most recently updated first.", maxArgs: 0, setup: instancesList},
+	{name: "instances start", synopsis: "--definition KEY [--version VERSION] [--id ID] [--var NAME=JSON ...]",
+		summary: "Start an instance at its none start event.", maxArgs: 0, setup: instancesStart},
+	{name: "cancel", synopsis: "ID", summary: "Cancel an active instance.", minArgs: 1, maxArgs: 1,
+		setup: func(*flag.FlagSet) action { return cancel }},
+	{name: "variables set", synopsis: "ID NAME=JSON ...", summary: "Merge variables into an instance (values are JSON: n=42, s='\"text\"').",
+		minArgs: 2, maxArgs: -1, setup: func(*flag.FlagSet) action { return variablesSet }},
+	{name: "migrate", synopsis: "ID --to VERSION [--map OLD=NEW ...]", summary: "Move an active instance to another version of its definition.",
+		minArgs: 1, maxArgs: 1, setup: migrate},
+	{name: "migrations start", synopsis: "--definition KEY --from VERSION --to VERSION [--map OLD=NEW ...]",
+		summary: "Migrate every active instance of a version, in the background.", maxArgs: 0, setup: migrationsStart},
+	{name: "migrations get", synopsis: "ID", summary: "Show a bulk migration's progress and refusals.", minArgs: 1, maxArgs: 1,
+		setup: func(*flag.FlagSet) action { return migrationsGet }},
+	{name: "incidents list", synopsis: "[--open] [--instance ID] [--limit N] [--after CURSOR] [--all]",
+		summary: "List incidents, oldest first.", maxArgs: 0, setup: incidentsList},
+	{name: "incidents retry", synopsis: "ID [--var NAME=JSON ...] [--retries N]", summary: "Resolve an incident and run its element again.",
+		minArgs: 1, maxArgs: 1, setup: incidentsRetry},
+	{name: "deploy", synopsis: "FILE", summary: "Deploy a BPMN file (each process becomes a new version unless unchanged).",
+		minArgs: 1, maxArgs: 1, setup: func(*flag.FlagSet) action { return deploy }},
+	{name: "definitions list", synopsis: "", summary: "List deployed definitions and their versions.", maxArgs: 0,
+		setup: func(*flag.FlagSet) action { return definitionsList }},
+	{name: "definitions get", synopsis: "KEY VERSION", summary: "Print the BPMN XML of a deployed version.", minArgs: 2, maxArgs: 2,
+		setup: func(*flag.FlagSet) action { return definitionsGet }},
+	{name: "messages publish", synopsis: "--message NAME [--key KEY | --instance ID] [--var NAME=JSON ...] [--ttl DURATION] [--id ID]",
+		summary: "Publish a BPMN message (by correlation key, to an instance, or by name to a message start).", maxArgs: 0, setup: messagesPublish},
+	{name: "user-tasks list", synopsis: "[--assignee USER] [--candidate-group GROUP] [--candidate-user USER] [--state STATE] [--limit N] [--after CURSOR] [--all]",
+		summary: "List open user tasks, oldest first.", maxArgs: 0, setup: userTasksList},
+	{name: "user-tasks get", synopsis: "ID", summary: "Show a user task.", minArgs: 1, maxArgs: 1,
+		setup: func(*flag.FlagSet) action { return userTasksGet }},
+	{name: "user-tasks assign", synopsis: "ID (USER | --unassign)", summary: "Assign a user task, or unassign it.", minArgs: 1, maxArgs: 2,
+		setup: userTasksAssign},
+	{name: "user-tasks complete", synopsis: "ID [--var NAME=JSON ...]", summary: "Complete a user task with result variables.",
+		minArgs: 1, maxArgs: 1, setup: userTasksComplete},
+}
+
+func instancesGet(ctx context.Context, c *cli, args []string) error {
+	data, err := c.api.call(ctx, http.MethodGet, "/v1/instances/"+seg(args[0]), nil, nil, "")
+	if err != nil || c.json() {
+		return c.done(data, err)
+	}
+	var in instance
+	if err := decode(data, &in); err != nil {
+		return err
+	}
+	claim := ""
+	if in.Claim != nil {
+		claim = fmt.Sprintf("%s (%.1fs)", in.Claim.Owner, in.Claim.AgeSeconds)
+	}
+	w := &c.out
+	t := newTable(w, "INSTANCE", "DEFINITION", "STATUS", "STEP", "CLAIM", "PARENT", "CREATED", "UPDATED")
+	t.row(in.InstanceID, defRef(in.Definition), in.Status, strconv.FormatInt(in.Version, 10), claim, deref(in.ParentID), in.CreatedAt, in.UpdatedAt)
+	t.flush()
+	if len(in.Tokens) > 0 {
+		t = section(w, "TOKENS", "ID", "ELEMENT", "WAIT", "SCOPE")
+		for _, tk := range in.Tokens {
+			t.row(tk.ID, tk.Element, tk.Wait, tk.Scope)
+		}
+		t.flush()
+	}
+	if subs := in.Waits.Subscriptions; len(subs) > 0 {
+		t = section(w, "SUBSCRIPTIONS", "TOKEN", "ELEMENT", "MESSAGE", "CORRELATION_KEY", "CREATED")
+		for _, s := range subs {
+			t.row(s.Token, s.Element, s.Message, s.CorrelationKey, s.CreatedAt)
+		}
+		t.flush()
+	}
+	if timers := in.Waits.Timers; len(timers) > 0 {
+		t = section(w, "TIMERS", "TOKEN", "ELEMENT", "DUE", "ATTEMPTS")
+		for _, tm := range timers {
+			t.row(tm.Token, tm.Element, tm.DueAt, strconv.Itoa(tm.Attempts))
+		}
+		t.flush()
+	}
+	if tasks := in.Waits.Tasks; len(tasks) > 0 {
+		t = section(w, "TASKS", "ID", "TOKEN", "ELEMENT", "KIND", "TOPIC", "RETRIES", "LOCKED_BY", "LOCK_EXPIRES")
+		for _, tk := range tasks {
+			kind := "service"
+			if tk.UserTask {
+				kind = "user"
+			}
+			t.row(tk.ID, tk.Token, tk.Element, kind, tk.Topic, strconv.Itoa(tk.Retries), deref(tk.LockedBy), deref(tk.LockExpiresAt))
+		}
+		t.flush()
+	}
+	if len(in.Incidents) > 0 {
+		t = section(w, "INCIDENTS", "ID", "TOKEN", "ELEMENT", "CODE", "CREATED", "RESOLVED", "MESSAGE")
+		for _, i := range in.Incidents {
+			t.row(i.ID, i.Token, i.Element, i.Code, i.CreatedAt, deref(i.ResolvedAt), i.Message)
+		}
+		t.flush()
+	}
+	if len(in.Variables) > 0 {
+		t = section(w, "VARIABLES", "NAME", "VALUE")
+		variablesTable(t, in.Variables)
+		t.flush()
+	}
+	return nil
+}
+
+// pageFlags are the flags of every listing.
+type pageFlags struct {
+	limit optInt
+	after string
+	all   bool
+}
+
+func (p *pageFlags) register(fs *flag.FlagSet) {
+	fs.Var(&p.limit, "limit", "`N` items per page (the API's default 50, at most 500)")
+	fs.StringVar(&p.after, "after", "", "start after this `CURSOR` (the next of the previous page)")
+	fs.BoolVar(&p.all, "all", false, "follow the pages to the last one")
+}
+
+func (p *pageFlags) query(q url.Values) {
+	if p.limit.set {
+		q.Set("limit", strconv.Itoa(p.limit.v))
+	}
+	if p.after != "" {
+		q.Set("after", p.after)
+	}
+}
+
+// list fetches one page of a listing whose items are under key, or every
+// page with --all. With -o json it prints the page as it came (with --all,
+// every item in one page whose next is null) and returns no items.
+func (c *cli) list(ctx context.Context, path, key string, q url.Values, p *pageFlags) ([]json.RawMessage, error) {
+	p.query(q)
+	items := []json.RawMessage{} // [] in JSON, never null
+	for {
+		data, err := c.api.call(ctx, http.MethodGet, path, q, nil, "")
+		if err != nil {
+			return nil, err
+		}
+		var page map[string]json.RawMessage
+		var got []json.RawMessage
+		var next *string
+		if err := decode(data, &page); err != nil {
+			return nil, err
+		}
+		if err := decode(page[key], &got); err != nil {
+			return nil, err
+		}
+		if err := decode(page["next"], &next); err != nil {
+			return nil, err
+		}
+		items = append(items, got...)
+		switch {
+		case next != nil && p.all:
+			q.Set("after", *next)
+			continue
+		case c.json() && !p.all:
+			return nil, printJSON(&c.out, data)
+		case c.json():
+			whole, err := json.Marshal(items)
+			if err != nil {
+				return nil, err
+			}
+			return nil, printJSON(&c.out, []byte(`{"`+key+`":`+string(whole)+`,"next":null}`))
+		case next != nil:
+			fmt.Fprintf(c.stderr, "more: --after %s (or --all)\n", *next)
+		}
+		return items, nil
+	}
+}
+
+func instancesList(fs *flag.FlagSet) action {
+	var p pageFlags
+	p.register(fs)
+	definition := fs.String("definition", "", "only instances of this definition `KEY`")
+	status := fs.String("status", "", "only instances in this `STATUS`: active, completed, terminated, cancelled")
+	var hasIncident optBool
+	fs.Var(&hasIncident, "has-incident", "only instances with an open incident (--has-incident=false: without)")
+	return func(ctx context.Context, c *cli, _ []string) error {
+		q := url.Values{}
+		if *definition != "" {
+			q.Set("definition", *definition)
+		}
+		if *status != "" {
+			q.Set("status", *status)
+		}
+		if hasIncident.set {
+			q.Set("has_incident", strconv.FormatBool(hasIncident.v))
+		}
+		items, err := c.list(ctx, "/v1/instances", "instances", q, &p)
+		if err != nil || c.json() {
+			return err
+		}
+		t := newTable(&c.out, "INSTANCE", "DEFINITION", "STATUS", "STEP", "INCIDENT", "UPDATED")
+		for _, raw := range items {
+			var in instanceSummary
+			if err := decode(raw, &in); err != nil {
+				return err
+			}
+			t.row(in.InstanceID, defRef(in.Definition), in.Status, strconv.FormatInt(in.Version, 10), yesNo(in.HasIncident), in.UpdatedAt)
+		}
+		t.flush()
+		return nil
+	}
+}
+
+func instancesStart(fs *flag.FlagSet) action {
+	definition := fs.String("definition", "", "the definition `KEY` (required)")
+	var version optInt
+	fs.Var(&version, "version", "the definition `VERSION` (default the latest)")
+	id := fs.String("id", "", "the instance `ID` (default: the worker picks one)")
+	vars := varsFlag{}
+	fs.Var(vars, "var", "a start variable `NAME=JSON` (repeatable)")
+	return func(ctx context.Context, c *cli, _ []string) error {
+		if *definition == "" {
+			return usagef("--definition is required")
+		}
+		body := struct {
+			Definition string   `json:"definition"`
+			Version    *int     `json:"version,omitempty"`
+			InstanceID string   `json:"instance_id,omitempty"`
+			Variables  varsFlag `json:"variables,omitempty"`
+		}{*definition, version.ptr(), *id, vars}
+		data, err := c.api.callJSON(ctx, http.MethodPost, "/v1/instances", nil, body)
+		if err != nil || c.json() {
+			return c.done(data, err)
+		}
+		var out struct {
+			InstanceID string `json:"instance_id"`
+		}
+		if err := decode(data, &out); err != nil {
+			return err
+		}
+		t := newTable(&c.out, "INSTANCE")
+		t.row(out.InstanceID)
+		t.flush()
+		return nil
+	}
+}
+
+func cancel(ctx context.Context, c *cli, args []string) error {
+	data, err := c.api.call(ctx, http.MethodPost, "/v1/instances/"+seg(args[0])+"/cancel", nil, nil, "")
+	if err != nil || c.json() {
+		return c.done(data, err)
+	}
+	var out struct {
+		InstanceID string `json:"instance_id"`
+		Status     string `json:"status"`
+	}
+	if err := decode(data, &out); err != nil {
+		return err
+	}
+	t := newTable(&c.out, "INSTANCE", "STATUS")
+	t.row(out.InstanceID, out.Status)
+	t.flush()
+	return nil
+}
+
+func variablesSet(ctx context.Context, c *cli, args []string) error {
+	vars := varsFlag{}
+	for _, kv := range args[1:] {
+		if err := vars.Set(kv); err != nil {
+			return usagef("%v", err)
+		}
+	}
+	data, err := c.api.callJSON(ctx, http.MethodPatch, "/v1/instances/"+seg(args[0])+"/variables", nil, vars)
+	if err != nil || c.json() {
+		return c.done(data, err)
+	}
+	var out struct {
+		Variables map[string]json.RawMessage `json:"variables"`
+	}
+	if err := decode(data, &out); err != nil {
+		return err
+	}
+	t := newTable(&c.out, "NAME", "VALUE")
+	variablesTable(t, out.Variables)
+	t.flush()
+	return nil
+}
+
+func migrate(fs *flag.FlagSet) action {
+	var to optInt
+	fs.Var(&to, "to", "the target `VERSION` (required)")
+	mapping := mapFlag{}
+	fs.Var(mapping, "map", "map element `OLD=NEW` (repeatable; an element not named keeps its id)")
+	return func(ctx context.Context, c *cli, args []string) error {
+		if !to.set {
+			return usagef("--to is required")
+		}
+		body := struct {
+			TargetVersion int     `json:"target_version"`
+			Mapping       mapFlag `json:"mapping,omitempty"`
+		}{to.v, mapping}
+		data, err := c.api.callJSON(ctx, http.MethodPost, "/v1/instances/"+seg(args[0])+"/migrate", nil, body)
+		if err != nil || c.json() {
+			return c.done(data, err)
+		}
+		var out struct {
+			InstanceID string        `json:"instance_id"`
+			Definition definitionRef `json:"definition"`
+		}
+		if err := decode(data, &out); err != nil {
+			return err
+		}
+		t := newTable(&c.out, "INSTANCE", "DEFINITION")
+		t.row(out.InstanceID, defRef(out.Definition))
+		t.flush()
+		return nil
+	}
+}
+
+func migrationsStart(fs *flag.FlagSet) action {
+	definition := fs.String("definition", "", "the definition `KEY` (required)")
+	var from, to optInt
+	fs.Var(&from, "from", "migrate the active instances of this `VERSION` (required)")
+	fs.Var(&to, "to", "to this `VERSION` (required)")
+	mapping := mapFlag{}
+	fs.Var(mapping, "map", "map element `OLD=NEW` (repeatable; an element not named keeps its id)")
+	return func(ctx context.Context, c *cli, _ []string) error {
+		if *definition == "" || !from.set || !to.set {
+			return usagef("--definition, --from and --to are required")
+		}
+		body := struct {
+			Definition  string  `json:"definition"`
+			FromVersion int     `json:"from_version"`
+			ToVersion   int     `json:"to_version"`
+			Mapping     mapFlag `json:"mapping,omitempty"`
+		}{*definition, from.v, to.v, mapping}
+		data, err := c.api.callJSON(ctx, http.MethodPost, "/v1/migrations", nil, body)
+		if err != nil || c.json() {
+			return c.done(data, err)
+		}
+		var out struct {
+			ID string `json:"id"`
+		}
+		if err := decode(data, &out); err != nil {
+			return err
+		}
+		t := newTable(&c.out, "MIGRATION")
+		t.row(out.ID)
+		t.flush()
+		fmt.Fprintf(c.stderr, "follow it with: sutractl migrations get %s\n", out.ID)
+		return nil
+	}
+}
+
+func migrationsGet(ctx context.Context, c *cli, args []string) error {
+	data, err := c.api.call(ctx, http.MethodGet, "/v1/migrations/"+seg(args[0]), nil, nil, "")
+	if err != nil || c.json() {
+		return c.done(data, err)
+	}
+	var m migration
+	if err := decode(data, &m); err != nil {
+		return err
+	}
+	t := newTable(&c.out, "MIGRATION", "DEFINITION", "FROM", "TO", "STATE", "TOTAL", "MIGRATED", "RETRYING", "REFUSED", "UPDATED")
+	t.row(m.ID, m.Definition, strconv.Itoa(m.FromVersion), strconv.Itoa(m.ToVersion), m.State, strconv.Itoa(m.Total),
+		strconv.Itoa(m.Migrated), strconv.Itoa(m.Retrying), strconv.Itoa(len(m.Refused)), m.UpdatedAt)
+	t.flush()
+	if len(m.Refused) > 0 {
+		t = section(&c.out, "REFUSED", "INSTANCE", "CODE", "DETAIL")
+		for _, r := range m.Refused {
+			t.row(r.InstanceID, r.Code, r.Detail)
+		}
+		t.flush()
+	}
+	return nil
+}
+
+func incidentsList(fs *flag.FlagSet) action {
+	var p pageFlags
+	p.register(fs)
+	var open optBool
+	fs.Var(&open, "open", "only open incidents (--open=false: only resolved ones)")
+	instanceID := fs.String("instance", "", "only the incidents of this instance `ID`")
+	return func(ctx context.Context, c *cli, _ []string) error {
+		q := url.Values{}
+		if open.set {
+			q.Set("open", strconv.FormatBool(open.v))
+		}
+		if *instanceID != "" {
+			q.Set("instance_id", *instanceID)
+		}
+		items, err := c.list(ctx, "/v1/incidents", "incidents", q, &p)
+		if err != nil || c.json() {
+			return err
+		}
+		t := newTable(&c.out, "ID", "INSTANCE", "TOKEN", "ELEMENT", "CODE", "CREATED", "RESOLVED", "MESSAGE")
+		for _, raw := range items {
+			var i incident
+			if err := decode(raw, &i); err != nil {
+				return err
+			}
+			t.row(i.ID, i.InstanceID, i.Token, i.Element, i.Code, i.CreatedAt, deref(i.ResolvedAt), i.Message)
+		}
+		t.flush()
+		return nil
+	}
+}
+
+func incidentsRetry(fs *flag.FlagSet) action {
+	vars := varsFlag{}
+	fs.Var(vars, "var", "merge variable `NAME=JSON` before the retry (repeatable)")
+	var retries optInt
+	fs.Var(&retries, "retries", "`N` attempts a failed task gets again (default: the retries its model gives it)")
+	return func(ctx context.Context, c *cli, args []string) error {
+		body := struct {
+			Variables varsFlag `json:"variables,omitempty"`
+			Retries   *int     `json:"retries,omitempty"`
+		}{vars, retries.ptr()}
+		data, err := c.api.callJSON(ctx, http.MethodPost, "/v1/incidents/"+seg(args[0])+"/retry", nil, body)
+		if err != nil || c.json() {
+			return c.done(data, err)
+		}
+		var out struct {
+			IncidentID string `json:"incident_id"`
+			InstanceID string `json:"instance_id"`
+			Resolved   bool   `json:"resolved"`
+		}
+		if err := decode(data, &out); err != nil {
+			return err
+		}
+		t := newTable(&c.out, "INCIDENT", "INSTANCE", "RESOLVED")
+		t.row(out.IncidentID, out.InstanceID, yesNo(out.Resolved))
+		t.flush()
+		return nil
+	}
+}
+
+func deploy(ctx context.Context, c *cli, args []string) error {
+	xml, err := os.ReadFile(args[0])
+	if err != nil {
+		return usagef("%v", err)
+	}
+	data, err := c.api.call(ctx, http.MethodPost, "/v1/definitions", nil, xml, "application/xml")
+	if err != nil || c.json() {
+		return c.done(data, err)
+	}
+	var out struct {
+		Definitions []struct {
+			Key       string `json:"key"`
+			Version   int    `json:"version"`
+			Unchanged bool   `json:"unchanged"`
+		} `json:"definitions"`
+	}
+	if err := decode(data, &out); err != nil {
+		return err
+	}
+	t := newTable(&c.out, "DEFINITION", "VERSION", "RESULT")
+	for _, d := range out.Definitions {
+		result := "deployed"
+		if d.Unchanged {
+			result = "unchanged"
+		}
+		t.row(d.Key, strconv.Itoa(d.Version), result)
+	}
+	t.flush()
+	return nil
+}
+
+func definitionsList(ctx context.Context, c *cli, _ []string) error {
+	data, err := c.api.call(ctx, http.MethodGet, "/v1/definitions", nil, nil, "")
+	if err != nil || c.json() {
+		return c.done(data, err)
+	}
+	var out struct {
+		Definitions []struct {
+			Key      string `json:"key"`
+			Versions []int  `json:"versions"`
+			Latest   int    `json:"latest"`
+		} `json:"definitions"`
+	}
+	if err := decode(data, &out); err != nil {
+		return err
+	}
+	t := newTable(&c.out, "DEFINITION", "LATEST", "VERSIONS")
+	for _, d := range out.Definitions {
+		versions := make([]string, len(d.Versions))
+		for i, v := range d.Versions {
+			versions[i] = strconv.Itoa(v)
+		}
+		t.row(d.Key, strconv.Itoa(d.Latest), strings.Join(versions, ","))
+	}
+	t.flush()
+	return nil
+}
+
+// definitionsGet prints the XML as it came, whatever -o says: it is the
+// file, not a table.
+func definitionsGet(ctx context.Context, c *cli, args []string) error {
+	if _, err := strconv.Atoi(args[1]); err != nil {
+		return usagef("VERSION %q is not a number", args[1])
+	}
+	data, err := c.api.call(ctx, http.MethodGet, "/v1/definitions/"+seg(args[0])+"/versions/"+args[1], nil, nil, "")
+	if err != nil {
+		return err
+	}
+	c.out.Write(data)
+	return nil
+}
+
+func messagesPublish(fs *flag.FlagSet) action {
+	message := fs.String("message", "", "the BPMN message `NAME` (required)")
+	var key, instanceID optString
+	fs.Var(&key, "key", "correlate by this correlation `KEY`")
+	fs.Var(&instanceID, "instance", "deliver to this instance `ID`")
+	vars := varsFlag{}
+	fs.Var(vars, "var", "a message variable `NAME=JSON` (repeatable)")
+	ttl := fs.String("ttl", "", "buffer the message for this ISO 8601 `DURATION` (PT10M) until a subscription matches")
+	id := fs.String("id", "", "the message `ID`, its dedupe key (default: the worker makes one)")
+	return func(ctx context.Context, c *cli, _ []string) error {
+		switch {
+		case *message == "":
+			return usagef("--message is required")
+		case key.set && instanceID.set:
+			return usagef("--key and --instance exclude each other")
+		}
+		body := struct {
+			Message        string   `json:"message"`
+			CorrelationKey *string  `json:"correlation_key,omitempty"`
+			InstanceID     *string  `json:"instance_id,omitempty"`
+			Variables      varsFlag `json:"variables,omitempty"`
+			TTL            string   `json:"ttl,omitempty"`
+			MessageID      string   `json:"message_id,omitempty"`
+		}{*message, key.ptr(), instanceID.ptr(), vars, *ttl, *id}
+		data, err := c.api.callJSON(ctx, http.MethodPost, "/v1/messages", nil, body)
+		if err != nil || c.json() {
+			return c.done(data, err)
+		}
+		var out struct {
+			MessageID string `json:"message_id"`
+		}
+		if err := decode(data, &out); err != nil {
+			return err
+		}
+		t := newTable(&c.out, "MESSAGE_ID")
+		t.row(out.MessageID)
+		t.flush()
+		return nil
+	}
+}
+
+func userTasksList(fs *flag.FlagSet) action {
+	var p pageFlags
+	p.register(fs)
+	filters := []struct{ flag, param, usage string }{
+		{"assignee", "assignee", "only tasks assigned to this `USER`"},
+		{"candidate-group", "candidate_group", "only tasks this `GROUP` may claim"},
+		{"candidate-user", "candidate_user", "only tasks this `USER` may claim"},
+		{"state", "state", "only tasks in this `STATE`: created, completing"},
+	}
+	values := make([]*string, len(filters))
+	for i, f := range filters {
+		values[i] = fs.String(f.flag, "", f.usage)
+	}
+	return func(ctx context.Context, c *cli, _ []string) error {
+		q := url.Values{}
+		for i, f := range filters {
+			if *values[i] != "" {
+				q.Set(f.param, *values[i])
+			}
+		}
+		items, err := c.list(ctx, "/v1/user-tasks", "user_tasks", q, &p)
+		if err != nil || c.json() {
+			return err
+		}
+		t := newTable(&c.out, "ID", "INSTANCE", "ELEMENT", "STATE", "ASSIGNEE", "CANDIDATE_GROUPS", "CANDIDATE_USERS", "PRIORITY", "DUE", "CREATED")
+		for _, raw := range items {
+			var u userTask
+			if err := decode(raw, &u); err != nil {
+				return err
+			}
+			t.row(u.ID, u.InstanceID, u.Element, u.State, deref(u.Assignee), strings.Join(u.CandidateGroups, ","),
+				strings.Join(u.CandidateUsers, ","), strconv.Itoa(u.Priority), deref(u.DueDate), u.CreatedAt)
+		}
+		t.flush()
+		return nil
+	}
+}
+
+func userTasksGet(ctx context.Context, c *cli, args []string) error {
+	data, err := c.api.call(ctx, http.MethodGet, "/v1/user-tasks/"+seg(args[0]), nil, nil, "")
+	if err != nil || c.json() {
+		return c.done(data, err)
+	}
+	var u userTask
+	if err := decode(data, &u); err != nil {
+		return err
+	}
+	form := deref(u.FormKey)
+	if form == "" {
+		form = deref(u.FormID)
+	}
+	t := newTable(&c.out, "ID", "INSTANCE", "ELEMENT", "DEFINITION", "STATE", "ASSIGNEE", "CANDIDATE_GROUPS", "CANDIDATE_USERS", "PRIORITY", "DUE", "FORM", "CREATED")
+	t.row(u.ID, u.InstanceID, u.Element, defRef(u.Definition), u.State, deref(u.Assignee), strings.Join(u.CandidateGroups, ","),
+		strings.Join(u.CandidateUsers, ","), strconv.Itoa(u.Priority), deref(u.DueDate), form, u.CreatedAt)
+	t.flush()
+	if len(u.Variables) > 0 {
+		t = section(&c.out, "VARIABLES", "NAME", "VALUE")
+		variablesTable(t, u.Variables)
+		t.flush()
+	}
+	return nil
+}
+
+func userTasksAssign(fs *flag.FlagSet) action {
+	unassign := fs.Bool("unassign", false, "remove the assignee")
+	return func(ctx context.Context, c *cli, args []string) error {
+		var assignee *string
+		switch {
+		case *unassign && len(args) == 2:
+			return usagef("USER and --unassign exclude each other")
+		case !*unassign && len(args) == 1:
+			return usagef("name the USER, or --unassign")
+		case !*unassign:
+			assignee = &args[1]
+		}
+		body := struct {
+			Assignee *string `json:"assignee"`
+		}{assignee}
+		if _, err := c.api.callJSON(ctx, http.MethodPost, "/v1/user-tasks/"+seg(args[0])+"/assignment", nil, body); err != nil {
+			return err
+		}
+		if c.json() {
+			return nil // 204: no JSON to print
+		}
+		if assignee == nil {
+			fmt.Fprintf(&c.out, "user task %s unassigned\n", args[0])
+		} else {
+			fmt.Fprintf(&c.out, "user task %s assigned to %s\n", args[0], *assignee)
+		}
+		return nil
+	}
+}
+
+func userTasksComplete(fs *flag.FlagSet) action {
+	vars := varsFlag{}
+	fs.Var(vars, "var", "a result variable `NAME=JSON` (repeatable)")
+	return func(ctx context.Context, c *cli, args []string) error {
+		body := struct {
+			Variables varsFlag `json:"variables,omitempty"`
+		}{vars}
+		if _, err := c.api.callJSON(ctx, http.MethodPost, "/v1/user-tasks/"+seg(args[0])+"/completion", nil, body); err != nil {
+			return err
+		}
+		if !c.json() {
+			fmt.Fprintf(&c.out, "user task %s completed\n", args[0])
+		}
+		return nil
+	}
+}
+
+// done ends a command whose -o json output is the answer itself.
+func (c *cli) done(data []byte, err error) error {
+	if err != nil {
+		return err
+	}
+	return printJSON(&c.out, data)
+}
+
+// decode reads an answer into v; a shape the API should never send is an
+// error, not a table of zeros.
+func decode(data []byte, v any) error {
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("the API's answer is not what docs/openapi.yaml describes: %w", err)
+	}
+	return nil
+}
