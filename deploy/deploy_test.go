@@ -253,12 +253,12 @@ func TestComposeRunsAsWritten(t *testing.T) {
 		t.Errorf("%s deploys /examples/%s, which examples/ does not have", svc, file)
 	}
 
-	// Workers: wait for every deploy and the broker, health-checked on
+	// Workers: wait for every one-shot and the broker, health-checked on
 	// /readyz, distinct replica ids, a stop grace above the shutdown timeout.
 	ids := map[string]string{}
 	for _, name := range workers {
 		s := c.Services[name]
-		for _, d := range deploys {
+		for _, d := range append([]string{migrate}, deploys...) {
 			if cond := s.DependsOn[d].Condition; cond != "service_completed_successfully" {
 				t.Errorf("worker %s depends on %s with %q, want service_completed_successfully", name, d, cond)
 			}
