@@ -5,7 +5,7 @@ PKGS      := ./...
 # A short fuzz run of each parser target in CI.
 FUZZTIME  ?= 10s
 
-.PHONY: build test demo bench lint services fuzz clean
+.PHONY: build test demo bench lint services fuzz clean check-deploy
 
 build:
 	$(GO) build -o $(BIN) ./cmd/worker
@@ -15,8 +15,21 @@ services:
 
 test: services
 	$(GO) vet $(PKGS)
-	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	$(MAKE) check-deploy
+	PROMTOOL="$$(scripts/promtool.sh)" $(GO) test -race -count=1 -timeout 20m $(PKGS)
 	$(MAKE) fuzz
+
+# The operations pack (deploy/, docker-compose.yml): the alert rules and their
+# unit tests with promtool, and the Kubernetes manifests and the compose file
+# against their schemas. promtool and the validator's npm packages are
+# installed on first use (scripts/promtool.sh, scripts/validate-deploy.sh).
+# deploy/deploy_test.go, in go test, checks them against the worker and lints
+# a real scrape with promtool check metrics.
+check-deploy:
+	@promtool="$$(scripts/promtool.sh)" && \
+	  "$$promtool" check rules deploy/prometheus/alerts.yml && \
+	  "$$promtool" test rules deploy/prometheus/alerts_test.yml
+	@scripts/validate-deploy.sh
 
 fuzz:
 	@scripts/fuzz.sh $(FUZZTIME)
