@@ -69,7 +69,7 @@ type Worker struct {
 // consumer and the HTTP listener.
 func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	if cfg.ReplicaID == "" {
-		cfg.ReplicaID = defaultReplicaID()
+		cfg.ReplicaID = DefaultReplicaID()
 	}
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
@@ -81,7 +81,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		opt.Registry = prometheus.NewRegistry()
 		opt.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	log := opt.Logger.With("replica", cfg.ReplicaID)
+	log := opt.Logger
 	var st *store.Store
 	err := untilAvailable(ctx, log, "opening the database", func() (err error) {
 		st, err = openStore(ctx, cfg, opt.SyncClaims)
@@ -92,6 +92,10 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	}
 	w := &Worker{cfg: cfg, opt: opt, log: log, store: st, metrics: metrics.New(opt.Registry)}
 	w.replica = replica.New(st, log, replica.Config{ID: cfg.ReplicaID, TTL: cfg.LeaseTTL})
+	if err := untilAvailable(ctx, log, "checking the connection limit", func() error { return st.FitsConnectionLimit(ctx, cfg.PoolSize()) }); err != nil {
+		st.Close()
+		return nil, err
+	}
 	if err := untilAvailable(ctx, log, "registering the replica id", func() error { return w.replica.Start(ctx) }); err != nil {
 		st.Close()
 		return nil, err
@@ -182,7 +186,7 @@ func openStore(ctx context.Context, cfg Config, syncClaims bool) (*store.Store, 
 			return nil, err
 		}
 	}
-	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: int32(cfg.Lanes + 4), SyncClaims: syncClaims})
+	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: int32(cfg.PoolSize()), SyncClaims: syncClaims})
 	if err != nil {
 		return nil, err
 	}

@@ -26,7 +26,7 @@ type Config struct {
 	TaskPollInterval   time.Duration `envconfig:"TASK_POLL_INTERVAL" default:"250ms" desc:"how often waiting long polls look for tasks other replicas created (this replica's own wake them at once)"`
 
 	ClaimTimeout    time.Duration `envconfig:"CLAIM_TIMEOUT" default:"30s" desc:"age after which a claim is stale and may be taken over"`
-	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s" desc:"how long a stop lets in-flight steps finish; the process exits within it plus about 4s"`
+	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s" desc:"how long a stop lets in-flight steps finish; the process exits within it plus about 0.2s (2s more at most for a stuck step)"`
 
 	RelayExchange   string `envconfig:"RELAY_EXCHANGE" default:"sutra.relays" desc:"durable topic exchange relays are published to"`
 	RelayQueue      string `envconfig:"RELAY_QUEUE" default:"sutra.relays" desc:"durable queue the worker consumes"`
@@ -55,9 +55,9 @@ type Config struct {
 	LogLevel  string `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 }
 
-// defaultReplicaID is the hostname plus a random suffix, so that two
+// DefaultReplicaID is the hostname plus a random suffix, so that two
 // processes on one host never share claim owners.
-func defaultReplicaID() string {
+func DefaultReplicaID() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "worker"

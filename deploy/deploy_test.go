@@ -237,11 +237,22 @@ func TestComposeRunsAsWritten(t *testing.T) {
 		if cond := s.DependsOn[migrate].Condition; cond != "service_completed_successfully" {
 			t.Errorf("%s depends on %s with %q, want service_completed_successfully", name, migrate, cond)
 		}
-		if len(s.Command) != 2 || !strings.HasPrefix(s.Command[1], "/examples/") {
-			t.Errorf("%s runs %v, want deploy /examples/FILE", name, s.Command)
+		if len(s.Command) < 2 {
+			t.Errorf("%s runs %v, want deploy /examples or /examples/FILE…", name, s.Command)
 			continue
 		}
-		deployed[path.Base(s.Command[1])] = name
+		for _, arg := range s.Command[1:] {
+			switch {
+			case arg == "/examples": // worker deploy DIR: every *.bpmn in it
+				for _, ex := range examples(t) {
+					deployed[ex] = name
+				}
+			case strings.HasPrefix(arg, "/examples/"):
+				deployed[path.Base(arg)] = name
+			default:
+				t.Errorf("%s deploys %s, not from /examples", name, arg)
+			}
+		}
 	}
 	for _, ex := range examples(t) {
 		if _, ok := deployed[ex]; !ok {

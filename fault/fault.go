@@ -40,6 +40,11 @@ const (
 	Transient = "SUTRA.RUNTIME.TRANSIENT"
 	// Another live process runs with this replica id.
 	ReplicaIDInUse = "SUTRA.RUNTIME.REPLICA_ID_IN_USE"
+	// A configuration value that cannot work (exit status 2), and a setting
+	// of the environment no retry cures (a wrong password, a queue declared
+	// with other arguments, a missing vhost).
+	ConfigInvalid = "SUTRA.CONFIG.INVALID"
+	Misconfigured = "SUTRA.CONFIG.ENVIRONMENT"
 	// The HTTP API.
 	APIInvalid      = "SUTRA.API.INVALID_REQUEST"
 	APIUnauthorized = "SUTRA.API.UNAUTHORIZED"

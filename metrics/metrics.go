@@ -4,6 +4,8 @@ package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sutra-run/worker/internal/buildinfo"
 )
 
 // Paths of the claim bounce counter.
@@ -159,6 +161,13 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "sutra_buffered_expired_total",
 		Help: "Buffered messages dead-lettered because their TTL passed with no subscription.",
 	})
+	info := buildinfo.Read()
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sutra_build_info",
+		Help: "1, labelled with the running build's version, VCS revision and Go version.",
+	}, []string{"version", "revision", "go_version"})
+	build.WithLabelValues(info.Version, info.Revision, info.GoVersion).Set(1)
+	reg.MustRegister(build)
 	reg.MustRegister(m.Relays, m.RelayRequeues, m.ClaimBounces, m.StepDuration, m.LaneDepth, m.LaneWait, m.StepsFenced, m.LanePanics,
 		m.TimersFired, m.TimerDeferrals, m.TimersStale, m.TimerFireLag,
 		m.TasksLocked, m.TasksCompleted, m.TasksLockExpired, m.TaskWait, m.AdminRequests, m.MigrationInstances,

@@ -166,3 +166,20 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 	return nil
 }
+
+// FitsConnectionLimit refuses a pool of size connections that the server
+// could never grant (max_connections less its reserved slots), naming the
+// numbers: such a worker would stall on connections instead of failing.
+func (s *Store) FitsConnectionLimit(ctx context.Context, size int) error {
+	var max, reserved int
+	err := s.pool.QueryRow(ctx, `SELECT current_setting('max_connections')::int, current_setting('superuser_reserved_connections')::int`).
+		Scan(&max, &reserved)
+	if err != nil {
+		return translate(err, "reading max_connections")
+	}
+	if size > max-reserved {
+		return fault.New(fault.ConfigInvalid, "a pool of %d connections (SUTRA_LANES + 6) exceeds the server's max_connections %d (less %d reserved): lower SUTRA_LANES or raise max_connections",
+			size, max, reserved)
+	}
+	return nil
+}

@@ -9,23 +9,30 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/kelseyhightower/envconfig"
 
 	"github.com/sutra-run/worker/app"
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/buildinfo"
 )
 
 const usage = `Usage: worker [command]
 
 Commands:
-  run              consume relays and run steps (default)
-  migrate          create the database if missing and apply migrations
-  deploy FILE      deploy a BPMN file; prints key and version
-  help             show this help
+  run                 consume relays and run steps (default)
+  migrate             create the database if missing and apply migrations
+  deploy FILE|DIR...  deploy BPMN files (a directory: every *.bpmn in it);
+                      prints each process's key and version
+  help                show this help
+
+Exit status: 0 done; 1 failed (the reason on stderr); 2 a configuration
+value that cannot work (the variable named).
 
 Configuration (environment variables):
 `
@@ -48,16 +55,33 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "worker: configuration:", err)
 		return 2
 	}
+	if cfg.ReplicaID == "" {
+		cfg.ReplicaID = app.DefaultReplicaID()
+	}
+	if err := cfg.Validate(); err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintln(stderr, "worker: configuration:", line)
+		}
+		return 2
+	}
 	log, err := newLogger(cfg, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "worker:", err)
 		return 2
 	}
+	warnUnknown := func() {
+		for _, name := range app.UnknownVariables(os.Environ()) {
+			log.Warn("unknown variable ignored: is it a typo? (worker help lists every variable)", "variable", name)
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cmd != "run" {
+		warnUnknown()
+	}
 	switch cmd {
 	case "run":
-		err = runWorker(ctx, stop, cfg, log)
+		err = runWorker(ctx, stop, cfg, log, warnUnknown)
 	case "migrate":
 		cfg.Migrate = true
 		var w interface{ Close() }
@@ -66,11 +90,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stdout, "migrations applied")
 		}
 	case "deploy":
-		if len(args) != 2 {
-			fmt.Fprintln(stderr, "usage: worker deploy FILE.bpmn")
+		if len(args) < 2 {
+			fmt.Fprintln(stderr, "usage: worker deploy FILE.bpmn|DIR...")
 			return 2
 		}
-		err = deploy(ctx, cfg, args[1], stdout)
+		err = deploy(ctx, cfg, args[1:], stdout)
 	default:
 		fmt.Fprintf(stderr, "worker: unknown command %q\n\n", cmd)
 		printHelp(stderr)
@@ -78,6 +102,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "worker:", err)
+		if fault.Code(err) == fault.ConfigInvalid {
+			return 2
+		}
 		return 1
 	}
 	return 0
@@ -86,7 +113,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 // runWorker runs until the first signal, then stops within
 // SUTRA_SHUTDOWN_TIMEOUT (plus a short grace for final writes); a second
 // signal exits at once. It fails when another process took the replica id.
-func runWorker(ctx context.Context, stopSignals context.CancelFunc, cfg app.Config, log *slog.Logger) error {
+func runWorker(ctx context.Context, stopSignals context.CancelFunc, cfg app.Config, log *slog.Logger, warnUnknown func()) error {
+	bi := buildinfo.Read()
+	log.Info("worker starting", "version", bi.Version, "revision", bi.Revision, "go_version", bi.GoVersion,
+		"database", app.Redact(cfg.DatabaseURL), "broker", app.Redact(cfg.AMQPURL), "lanes", cfg.Lanes, "prefetch", cfg.Prefetch,
+		"http", cfg.HTTPAddr, "api", cfg.APIAddr, "shutdown_timeout", cfg.ShutdownTimeout)
+	warnUnknown()
 	w, err := app.Start(ctx, cfg, app.Options{Logger: log})
 	if err != nil {
 		return err
@@ -109,36 +141,73 @@ func runWorker(ctx context.Context, stopSignals context.CancelFunc, cfg app.Conf
 	return lost
 }
 
-func deploy(ctx context.Context, cfg app.Config, path string, stdout io.Writer) error {
-	xml, err := os.ReadFile(path)
-	if err != nil {
-		return err
+// deploy deploys every file named, and every *.bpmn file of every directory
+// named, one after another; it stops at the first refusal.
+func deploy(ctx context.Context, cfg app.Config, paths []string, stdout io.Writer) error {
+	var files []string
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if !fi.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		found, err := filepath.Glob(filepath.Join(p, "*.bpmn"))
+		if err != nil {
+			return err
+		}
+		if len(found) == 0 {
+			return fmt.Errorf("%s holds no .bpmn file", p)
+		}
+		files = append(files, found...)
 	}
 	st, err := app.OpenStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	ds, err := st.Deploy(ctx, xml)
-	if err != nil {
-		return err
-	}
-	for _, d := range ds {
-		note := "deployed"
-		if !d.Created {
-			note = "unchanged"
+	for _, f := range files {
+		xml, err := os.ReadFile(f)
+		if err != nil {
+			return err
 		}
-		fmt.Fprintf(stdout, "%s %d %s\n", d.Key, d.Version, note)
+		ds, err := st.Deploy(ctx, xml)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		for _, d := range ds {
+			note := "deployed"
+			if !d.Created {
+				note = "unchanged"
+			}
+			fmt.Fprintf(stdout, "%s %d %s\n", d.Key, d.Version, note)
+		}
 	}
 	return nil
 }
 
+// newLogger is the one logger of the process: JSON by default (text on a
+// terminal or by SUTRA_LOG_FORMAT), every line naming the replica, durations
+// as text ("30s") rather than nanoseconds, and an error's code only in the
+// code attribute, not again at the start of its message.
 func newLogger(cfg app.Config, w io.Writer) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 		return nil, fmt.Errorf("SUTRA_LOG_LEVEL: %w", err)
 	}
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		switch v := a.Value.Any().(type) {
+		case time.Duration:
+			return slog.String(a.Key, v.String())
+		case error:
+			if fault.Code(v) != "" {
+				return slog.String(a.Key, fault.Reason(v))
+			}
+		}
+		return a
+	}}
 	format := cfg.LogFormat
 	if format == "" {
 		format = "json"
@@ -148,13 +217,16 @@ func newLogger(cfg app.Config, w io.Writer) (*slog.Logger, error) {
 			}
 		}
 	}
+	var h slog.Handler
 	switch format {
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		h = slog.NewJSONHandler(w, opts)
 	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		h = slog.NewTextHandler(w, opts)
+	default:
+		return nil, errors.New("SUTRA_LOG_FORMAT must be json or text")
 	}
-	return nil, errors.New("SUTRA_LOG_FORMAT must be json or text")
+	return slog.New(h).With("replica", cfg.ReplicaID), nil
 }
 
 func printHelp(w io.Writer) {

@@ -1,0 +1,110 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sutra-run/worker/fault"
+)
+
+// Validate refuses values that cannot work, naming the variable: a worker
+// started with them would run differently than configured (a zero that
+// silently became a default) or not at all.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(name, format string, args ...any) {
+		errs = append(errs, fault.New(fault.ConfigInvalid, "SUTRA_%s: %s", name, fmt.Sprintf(format, args...)))
+	}
+	between := func(name string, v, lo, hi int) {
+		if v < lo || v > hi {
+			bad(name, "%d is not between %d and %d", v, lo, hi)
+		}
+	}
+	positive := func(name string, d time.Duration) {
+		if d <= 0 {
+			bad(name, "%s is not a positive duration", d)
+		}
+	}
+	between("LANES", c.Lanes, 1, 1024)
+	between("PREFETCH", c.Prefetch, 1, 65535)
+	between("RELAY_MAX_RETRIES", c.RelayMaxRetries, 1, 1_000_000)
+	between("TIMER_BATCH", c.TimerBatch, 1, 10_000)
+	between("TIMER_MAX_IN_FLIGHT", c.TimerMaxInFlight, 1, 100_000)
+	between("API_MAX_TASKS", c.APIMaxTasks, 1, 10_000)
+	for name, d := range map[string]time.Duration{
+		"CLAIM_TIMEOUT": c.ClaimTimeout, "SHUTDOWN_TIMEOUT": c.ShutdownTimeout,
+		"REQUEUE_BACKOFF": c.RequeueBackoff, "REQUEUE_BACKOFF_MAX": c.RequeueBackoffMax,
+		"TIMER_POLL_INTERVAL": c.TimerPollInterval, "TIMER_LEASE": c.TimerLease,
+		"TIMER_BACKOFF": c.TimerBackoff, "TIMER_BACKOFF_MAX": c.TimerBackoffMax,
+		"SWEEP_INTERVAL": c.SweepInterval, "LEASE_TTL": c.LeaseTTL, "INBOX_RETENTION": c.InboxRetention,
+		"API_MAX_LOCK_DURATION": c.APIMaxLockDuration, "TASK_POLL_INTERVAL": c.TaskPollInterval,
+	} {
+		positive(name, d)
+	}
+	if c.TimerBatch > c.TimerMaxInFlight {
+		bad("TIMER_BATCH", "%d is above SUTRA_TIMER_MAX_IN_FLIGHT (%d)", c.TimerBatch, c.TimerMaxInFlight)
+	}
+	if c.RequeueBackoffMax < c.RequeueBackoff {
+		bad("REQUEUE_BACKOFF_MAX", "%s is below SUTRA_REQUEUE_BACKOFF (%s)", c.RequeueBackoffMax, c.RequeueBackoff)
+	}
+	if c.TimerBackoffMax < c.TimerBackoff {
+		bad("TIMER_BACKOFF_MAX", "%s is below SUTRA_TIMER_BACKOFF (%s)", c.TimerBackoffMax, c.TimerBackoff)
+	}
+	if _, err := pgconn.ParseConfig(c.DatabaseURL); err != nil {
+		bad("DATABASE_URL", "%q is not a PostgreSQL URL (postgres://user@host:5432/db) or key=value string", Redact(c.DatabaseURL))
+	}
+	if u, err := url.Parse(c.AMQPURL); err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") || u.Host == "" {
+		bad("AMQP_URL", "%q is not an amqp:// or amqps:// URL", Redact(c.AMQPURL))
+	}
+	if c.ReplicaID != "" && strings.ContainsAny(c.ReplicaID, "/ \t\n") {
+		bad("REPLICA_ID", "%q contains a slash or white space (it is a part of claim owners <replica>/lane/<n>)", c.ReplicaID)
+	}
+	return errors.Join(errs...)
+}
+
+// PoolSize is the database pool a worker opens: a connection per lane, and
+// some for the timer poller, the sweeper, the outbox, the API and the admin
+// lanes.
+func (c Config) PoolSize() int { return c.Lanes + 6 }
+
+// Redact hides a URL's password.
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
+
+// UnknownVariables lists the SUTRA_* variables of environ that the worker
+// does not read (a typo like SUTRA_LANE=4 is otherwise silently ignored).
+// SUTRA_TEST_* are the test suite's and are left out.
+func UnknownVariables(environ []string) []string {
+	known := map[string]bool{}
+	t := reflect.TypeOf(Config{})
+	for i := range t.NumField() {
+		if k := t.Field(i).Tag.Get("envconfig"); k != "" {
+			known["SUTRA_"+k] = true
+		}
+	}
+	var unknown []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "SUTRA_") && !strings.HasPrefix(name, "SUTRA_TEST_") && !known[name] {
+			unknown = append(unknown, name)
+		}
+	}
+	sort.Strings(unknown)
+	return unknown
+}

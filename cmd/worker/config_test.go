@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/sutra-run/worker/internal/testkit"
+)
+
+func TestAConfigurationThatCannotWorkExitsWithStatus2NamingTheVariable(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	for _, tt := range []struct{ set, says string }{
+		{"SUTRA_LANES=0", "SUTRA_LANES"},
+		{"SUTRA_LANES=-3", "SUTRA_LANES"},
+		{"SUTRA_LANES=100000", "SUTRA_LANES"},
+		{"SUTRA_PREFETCH=0", "SUTRA_PREFETCH"},
+		{"SUTRA_CLAIM_TIMEOUT=0s", "SUTRA_CLAIM_TIMEOUT"},
+		{"SUTRA_DATABASE_URL=notaurl", "SUTRA_DATABASE_URL"},
+		{"SUTRA_AMQP_URL=http://127.0.0.1:5672/", "SUTRA_AMQP_URL"},
+		// A pool no server with the default max_connections grants.
+		{"SUTRA_LANES=1000", "max_connections"},
+	} {
+		cmd := exec.Command(binary, "run")
+		cmd.Env = append(environ(env, "cfg"), tt.set)
+		out, err := cmd.CombinedOutput()
+		code := -1
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		if code != 2 || !strings.Contains(string(out), tt.says) {
+			t.Errorf("%s: exit %d, output:\n%s\nwant exit 2 naming %s", tt.set, code, out, tt.says)
+		}
+	}
+}
+
+func TestTheFirstLogLineSaysWhatRunsAndAnUnknownVariableIsWarnedAbout(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	p := startProcess(t, env, "logs", "SUTRA_LANE=4", "SUTRA_AMQP_URL=amqp://guest:guest@127.0.0.1:5672/")
+	p.waitLog(t, "worker started")
+	var first map[string]any
+	sc := bufio.NewScanner(strings.NewReader(p.logs.String()))
+	var sawUnknown, sawDuration bool
+	for sc.Scan() {
+		var line map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			continue // the race detector's lines, if any
+		}
+		if first == nil {
+			first = line
+		}
+		if line["replica"] != "logs" {
+			t.Errorf("a line without the replica: %s", sc.Text())
+		}
+		if line["variable"] == "SUTRA_LANE" {
+			sawUnknown = true
+		}
+		if d, ok := line["shutdown_timeout"]; ok {
+			_, isString := d.(string)
+			sawDuration = isString
+		}
+	}
+	if first["msg"] != "worker starting" || first["version"] == nil || first["database"] == nil || first["broker"] == nil ||
+		first["lanes"] == nil || first["api"] == nil || strings.Contains(first["broker"].(string), "guest:guest") {
+		t.Errorf("first line = %v: want version, endpoints with passwords redacted, lanes and listeners", first)
+	}
+	if !sawUnknown {
+		t.Error("SUTRA_LANE (a typo of SUTRA_LANES) was not warned about")
+	}
+	if !sawDuration {
+		t.Error("durations are not written as text")
+	}
+}
