@@ -96,7 +96,9 @@ func (f *fakeStore) ResolveOrBuffer(ctx context.Context, b store.Buffer) (string
 
 func (f *fakeStore) Applied(context.Context, string) (bool, error) { return false, nil }
 
-func (f *fakeStore) MessageStarts(context.Context, string) ([]store.StartTarget, error) { return nil, nil }
+func (f *fakeStore) MessageStarts(context.Context, string) ([]store.StartTarget, error) {
+	return nil, nil
+}
 
 func (f *fakeStore) BufferStart(context.Context, string, store.Buffer) error { return nil }
 

@@ -201,8 +201,8 @@ func waitVersion(ctx context.Context, db *pgxpool.Pool, run string, v int) error
 // replica is a worker process.
 type replica struct {
 	name, addr, api string
-	cmd        *exec.Cmd
-	log        *os.File
+	cmd             *exec.Cmd
+	log             *os.File
 }
 
 func (r *replica) start() error {
