@@ -34,7 +34,7 @@ const (
 	noElement       = "-"
 )
 
-const corpusHeader = `# Outcome of bpmn.Parse for each file of this corpus, checked by TestCorpus.
+const corpusHeader = `# Outcome of bpmn.ParseAll (what a deploy reads) for each file of this corpus, checked by TestCorpus.
 # Columns (tab-separated): file, outcome (accepted or refused), and for a refused
 # file the fault code and the element id the error names ("-" if it names none).
 # After a parser change, regenerate with: go test ./bpmn -run TestCorpus -update-corpus
@@ -142,7 +142,7 @@ func readCorpus(t *testing.T) []corpusFile {
 			t.Fatal(err)
 		}
 		o := corpusOutcome{Outcome: outcomeAccepted}
-		if _, err := bpmn.Parse(bytes.NewReader(data)); err != nil {
+		if _, err := bpmn.ParseAll(bytes.NewReader(data)); err != nil {
 			o = refusal(err)
 		}
 		files = append(files, corpusFile{name: e.Name(), data: data, outcome: o})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sutra-run/worker/bpmn"
 	"github.com/sutra-run/worker/fault"
@@ -81,7 +82,7 @@ func (s *stepper) openWaits(i int, el *bpmn.Element, kind WaitKind) ([]Armed, er
 // for token id, evaluating over ctx.
 func (s *stepper) openEvent(id string, el *bpmn.Element, ctx map[string]any, armed []Armed) ([]Armed, error) {
 	if el.Message != nil {
-		key, err := correlationKey(el.Message, ctx)
+		key, err := correlationKey(el.Message, ctx, s.now)
 		if err != nil {
 			return nil, fmt.Errorf("correlation key of %s: %w", el.ID, err)
 		}
@@ -113,24 +114,24 @@ func (s *stepper) rollback(m effectsMark) {
 }
 
 // correlationKey evaluates a message's key ("" when it has none).
-func correlationKey(m *bpmn.Message, ctx map[string]any) (string, error) {
+func correlationKey(m *bpmn.Message, ctx map[string]any, now time.Time) (string, error) {
 	if m.CorrelationKey == nil {
 		return "", nil
 	}
-	return m.CorrelationKey.EvalString(ctx)
+	return m.CorrelationKey.EvalStringAt(ctx, now)
 }
 
 // newTask builds the pull task of token i at el from ctx, the variables
 // visible at the token (s.view(i)). They are the task's variables, locals
 // included: the worker sees everything, as a Zeebe job does.
 func (s *stepper) newTask(i int, el *bpmn.Element, ctx map[string]any) (Task, error) {
-	typ, err := el.Task.Type.EvalString(ctx)
+	typ, err := el.Task.Type.EvalStringAt(ctx, s.now)
 	if err != nil {
 		return Task{}, fmt.Errorf("task type of %s: %w", el.ID, err)
 	}
 	retries := s.retryRetries
 	if retries <= 0 {
-		r, err := el.Task.Retries.Eval(ctx)
+		r, err := el.Task.Retries.EvalAt(ctx, s.now)
 		if err != nil {
 			return Task{}, fmt.Errorf("task retries of %s: %w", el.ID, err)
 		}
@@ -141,7 +142,7 @@ func (s *stepper) newTask(i int, el *bpmn.Element, ctx map[string]any) (Task, er
 	}
 	task := Task{TokenID: s.tokens[i].ID, Element: el.ID, Type: typ, Retries: retries, Headers: el.Task.Headers}
 	if el.User != nil {
-		if task.User, err = userTask(el, ctx); err != nil {
+		if task.User, err = userTask(el, ctx, s.now); err != nil {
 			return Task{}, err
 		}
 	}
@@ -162,29 +163,29 @@ func asInt(v any) (int, bool) {
 }
 
 // userTask evaluates a user task's assignment, schedule and priority.
-func userTask(el *bpmn.Element, ctx map[string]any) (*UserTask, error) {
+func userTask(el *bpmn.Element, ctx map[string]any, now time.Time) (*UserTask, error) {
 	d := el.User
 	u := &UserTask{FormKey: d.FormKey, FormID: d.FormID, Priority: 50}
 	var err error
 	if d.Assignee != nil {
-		if u.Assignee, err = d.Assignee.EvalString(ctx); err != nil {
+		if u.Assignee, err = d.Assignee.EvalStringAt(ctx, now); err != nil {
 			return nil, fmt.Errorf("assignee of %s: %w", el.ID, err)
 		}
 	}
-	if u.CandidateGroups, err = candidates(d.CandidateGroups, ctx); err != nil {
+	if u.CandidateGroups, err = candidates(d.CandidateGroups, ctx, now); err != nil {
 		return nil, fmt.Errorf("candidate groups of %s: %w", el.ID, err)
 	}
-	if u.CandidateUsers, err = candidates(d.CandidateUsers, ctx); err != nil {
+	if u.CandidateUsers, err = candidates(d.CandidateUsers, ctx, now); err != nil {
 		return nil, fmt.Errorf("candidate users of %s: %w", el.ID, err)
 	}
-	if u.DueDate, err = dateTime(d.DueDate, ctx); err != nil {
+	if u.DueDate, err = dateTime(d.DueDate, ctx, now); err != nil {
 		return nil, fmt.Errorf("due date of %s: %w", el.ID, err)
 	}
-	if u.FollowUpDate, err = dateTime(d.FollowUpDate, ctx); err != nil {
+	if u.FollowUpDate, err = dateTime(d.FollowUpDate, ctx, now); err != nil {
 		return nil, fmt.Errorf("follow-up date of %s: %w", el.ID, err)
 	}
 	if d.Priority != nil {
-		v, err := d.Priority.Eval(ctx)
+		v, err := d.Priority.EvalAt(ctx, now)
 		if err == nil {
 			u.Priority, err = bpmn.UserTaskPriority(v)
 		}
@@ -197,11 +198,11 @@ func userTask(el *bpmn.Element, ctx map[string]any) (*UserTask, error) {
 
 // candidates evaluates a candidate list: a list of strings, or a string of
 // comma-separated names.
-func candidates(e *feel.Expr, ctx map[string]any) ([]string, error) {
+func candidates(e *feel.Expr, ctx map[string]any, now time.Time) ([]string, error) {
 	if e == nil {
 		return nil, nil
 	}
-	v, err := e.Eval(ctx)
+	v, err := e.EvalAt(ctx, now)
 	if err != nil {
 		return nil, err
 	}
@@ -228,11 +229,11 @@ func candidates(e *feel.Expr, ctx map[string]any) ([]string, error) {
 }
 
 // dateTime evaluates an optional RFC 3339 date-time ("" when unset).
-func dateTime(e *feel.Expr, ctx map[string]any) (string, error) {
+func dateTime(e *feel.Expr, ctx map[string]any, now time.Time) (string, error) {
 	if e == nil {
 		return "", nil
 	}
-	text, err := e.EvalString(ctx)
+	text, err := e.EvalStringAt(ctx, now)
 	if err != nil {
 		return "", err
 	}
@@ -245,7 +246,7 @@ func dateTime(e *feel.Expr, ctx map[string]any) (string, error) {
 // script evaluates a script task's expression; its value, under the result
 // variable, is the task's result.
 func (s *stepper) script(i int, el *bpmn.Element) {
-	v, err := el.Script.Expression.Eval(s.view(i))
+	v, err := el.Script.Expression.EvalAt(s.view(i), s.now)
 	if err != nil {
 		s.incident(i, fault.IncidentExpression, fmt.Sprintf("script of %s: %v", el.ID, err), StageActivate)
 		return
@@ -260,7 +261,7 @@ func (s *stepper) publish(i int, el *bpmn.Element) bool {
 		return true
 	}
 	ctx := s.view(i)
-	key, err := correlationKey(el.Message, ctx)
+	key, err := correlationKey(el.Message, ctx, s.now)
 	if err != nil {
 		s.incident(i, fault.IncidentExpression, fmt.Sprintf("correlation key of %s: %v", el.ID, err), StageActivate)
 		return false
@@ -268,7 +269,7 @@ func (s *stepper) publish(i int, el *bpmn.Element) bool {
 	var payload map[string]any
 	if len(el.Inputs) > 0 {
 		payload = make(map[string]any, len(el.Inputs))
-		if err := mapInto(el, el.Inputs, ctx, payload); err != nil {
+		if err := mapInto(el, el.Inputs, ctx, payload, s.now); err != nil {
 			s.incident(i, fault.IncidentExpression, err.Error(), StageActivate)
 			return false
 		}
@@ -287,12 +288,12 @@ func (s *stepper) publish(i int, el *bpmn.Element) bool {
 
 // mapInto evaluates mappings of el over ctx into out; an input without
 // source maps null.
-func mapInto(el *bpmn.Element, mappings []bpmn.Mapping, ctx, out map[string]any) error {
+func mapInto(el *bpmn.Element, mappings []bpmn.Mapping, ctx, out map[string]any, now time.Time) error {
 	for _, m := range mappings {
 		var v any
 		if m.Source != nil {
 			var err error
-			if v, err = m.Source.Eval(ctx); err != nil {
+			if v, err = m.Source.EvalAt(ctx, now); err != nil {
 				return fmt.Errorf("input mapping %s of %s: %w", m.Target, el.ID, err)
 			}
 		}
@@ -317,7 +318,7 @@ func (s *stepper) errorVariables(i int, el *bpmn.Element) (map[string]any, bool)
 	vars := make(map[string]any, len(el.Outputs))
 	ctx := s.view(i)
 	for _, m := range el.Outputs {
-		v, err := m.Source.Eval(ctx)
+		v, err := m.Source.EvalAt(ctx, s.now)
 		if err != nil {
 			s.incident(i, fault.IncidentExpression, fmt.Sprintf("output mapping %s of %s: %v", m.Target, el.ID, err), StageActivate)
 			return nil, false
@@ -344,7 +345,7 @@ func (s *stepper) outputs(i int, el *bpmn.Element, result map[string]any) bool {
 	}
 	values := make([]any, len(el.Outputs))
 	for k, m := range el.Outputs {
-		v, err := m.Source.Eval(ctx)
+		v, err := m.Source.EvalAt(ctx, s.now)
 		if err != nil {
 			s.mergeFrom(i, result)
 			s.incident(i, fault.IncidentExpression, fmt.Sprintf("output mapping %s of %s: %v", m.Target, el.ID, err), StageComplete)
@@ -431,7 +432,7 @@ func (s *stepper) exclusive(i int, el *bpmn.Element) {
 		ok := f.Condition == nil // the only flow out of a merging gateway
 		if !ok {
 			var err error
-			if ok, err = f.Condition.EvalBool(ctx); err != nil {
+			if ok, err = f.Condition.EvalBoolAt(ctx, s.now); err != nil {
 				s.incident(i, fault.IncidentExpression, fmt.Sprintf("condition of flow %s: %v", f.ID, err), StageActivate)
 				return
 			}

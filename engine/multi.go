@@ -44,7 +44,7 @@ func (s *stepper) multi(i int, el *bpmn.Element) {
 
 // collection evaluates el's input collection at token i.
 func (s *stepper) collection(i int, el *bpmn.Element) ([]any, error) {
-	v, err := el.Loop.InputCollection.Eval(s.view(i))
+	v, err := el.Loop.InputCollection.EvalAt(s.view(i), s.now)
 	if err != nil {
 		return nil, fmt.Errorf("input collection of %s: %w", el.ID, err)
 	}
@@ -82,7 +82,7 @@ func (s *stepper) innerDone(i int, el *bpmn.Element) {
 
 	var collected []any
 	if l.OutputCollection != "" {
-		out, err := l.OutputElement.Eval(ctx)
+		out, err := l.OutputElement.EvalAt(ctx, s.now)
 		if err != nil {
 			fail(fmt.Errorf("output element of %s: %w", el.ID, err))
 			return
@@ -111,7 +111,7 @@ func (s *stepper) innerDone(i int, el *bpmn.Element) {
 			"numberOfTerminatedInstances": float64(0),
 		}
 		var err error
-		if done, err = l.CompletionCondition.EvalBool(overlay(ctx, counts)); err != nil {
+		if done, err = l.CompletionCondition.EvalBoolAt(overlay(ctx, counts), s.now); err != nil {
 			fail(fmt.Errorf("completion condition of %s: %w", el.ID, err))
 			return
 		}

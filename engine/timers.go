@@ -11,7 +11,7 @@ import (
 // due evaluates a timer armed now over ctx: when it fires and, for a cycle,
 // its period and how many more firings follow the first (-1 = unbounded).
 func (s *stepper) due(t *bpmn.Timer, ctx map[string]any) (due time.Time, interval string, left int, err error) {
-	v, err := t.Value.Eval(ctx)
+	v, err := t.Value.EvalAt(ctx, s.now)
 	if err != nil {
 		return time.Time{}, "", 0, err
 	}
