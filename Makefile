@@ -15,6 +15,7 @@ services:
 
 test: services
 	$(GO) vet $(PKGS)
+	@scripts/node-deps.sh
 	$(MAKE) check-deploy
 	PROMTOOL="$$(scripts/promtool.sh)" $(GO) test -race -count=1 -timeout 20m $(PKGS)
 	$(MAKE) fuzz
