@@ -91,6 +91,15 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{cfg: cfg, opt: opt, log: log, store: st, metrics: metrics.New(opt.Registry)}
+	opt.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sutra_ready",
+		Help: "1 when /readyz would answer 200 (the database answers, the broker is connected, the lanes run, the replica id is registered), else 0.",
+	}, func() float64 {
+		if w.Ready(context.Background()) == nil {
+			return 1
+		}
+		return 0
+	}))
 	w.replica = replica.New(st, log, replica.Config{ID: cfg.ReplicaID, TTL: cfg.LeaseTTL})
 	if err := untilAvailable(ctx, log, "checking the connection limit", func() error { return st.FitsConnectionLimit(ctx, cfg.PoolSize()) }); err != nil {
 		st.Close()
@@ -244,8 +253,11 @@ func (w *Worker) Lost() <-chan struct{} { return w.replica.Lost() }
 func (w *Worker) serveHTTP() error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(w.opt.Registry, promhttp.HandlerOpts{}))
+	// /healthz names the replica, so that a caller can tell this process
+	// from another one listening where it expected this one.
 	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(rw, "ok")
+		rw.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(rw, "{\"status\":\"ok\",\"replica\":%q}\n", w.cfg.ReplicaID)
 	})
 	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, r *http.Request) {
 		if err := w.Ready(r.Context()); err != nil {
