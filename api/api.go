@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -136,7 +137,19 @@ type Server struct {
 	waiters     *waiters
 	srv         *http.Server
 	ln          net.Listener
+	// patterns are the routes served, for the test that holds them to the
+	// OpenAPI document.
+	patterns []string
 }
+
+// handle serves pattern ("METHOD /path") with h.
+func (s *Server) handle(pattern string, h http.HandlerFunc) {
+	s.patterns = append(s.patterns, pattern)
+	s.mux.HandleFunc(pattern, h)
+}
+
+// Routes lists the routes served, "METHOD /path/{param}".
+func (s *Server) Routes() []string { return slices.Clone(s.patterns) }
 
 // New builds the API; Start listens.
 func New(deps Deps, cfg Config) *Server {

@@ -21,12 +21,12 @@ import (
 const base = "/engine-rest"
 
 func (s *Server) routes() {
-	s.mux.HandleFunc("POST "+base+"/external-task/fetchAndLock", s.fetchAndLock)
-	s.mux.HandleFunc("POST "+base+"/external-task/{id}/complete", s.complete)
-	s.mux.HandleFunc("POST "+base+"/external-task/{id}/failure", s.failure)
-	s.mux.HandleFunc("POST "+base+"/external-task/{id}/bpmnError", s.bpmnError)
-	s.mux.HandleFunc("POST "+base+"/external-task/{id}/extendLock", s.extendLock)
-	s.mux.HandleFunc("POST "+base+"/external-task/{id}/unlock", s.unlock)
+	s.handle("POST "+base+"/external-task/fetchAndLock", s.fetchAndLock)
+	s.handle("POST "+base+"/external-task/{id}/complete", s.complete)
+	s.handle("POST "+base+"/external-task/{id}/failure", s.failure)
+	s.handle("POST "+base+"/external-task/{id}/bpmnError", s.bpmnError)
+	s.handle("POST "+base+"/external-task/{id}/extendLock", s.extendLock)
+	s.handle("POST "+base+"/external-task/{id}/unlock", s.unlock)
 }
 
 // fetchRequest is Camunda's FetchExternalTasksDto. Every field Camunda has is

@@ -167,7 +167,7 @@ const (
 		"assignee":null,"candidate_groups":["managers"],"candidate_users":[],"form_key":"camunda-forms:bpmn:approve","form_id":null,
 		"due_date":"2026-12-02T00:00:00Z","follow_up_date":null,"priority":50,"variables":{"amount":42},"state":"created",
 		"created_at":"2026-12-01T03:07:04Z"}`
-	migrationJSON = `{"id":"3","definition":"order","from_version":2,"to_version":3,"state":"running","total":10,"migrated":7,"retrying":1,
+	migrationJSON = `{"id":"0d8b3a61-0bb0-4653-a5e1-5a64a3c0bc6c","definition":"order","from_version":2,"to_version":3,"state":"running","total":10,"migrated":7,"retrying":1,
 		"refused":[{"instance_id":"order-9","code":"SUTRA.ADMIN.MIGRATE.UNREACHABLE","detail":"token t1 at pay: the target definition has no element \"pay\""}],
 		"created_at":"2026-12-01T03:00:00Z","updated_at":"2026-12-01T03:00:05Z"}`
 	lockedTaskJSON = `[{"activityId":"pay","activityInstanceId":"pay:t1","errorMessage":null,"errorDetails":null,"executionId":"t1","id":"17",
@@ -211,7 +211,7 @@ func TestTheSpecAcceptsCorrectResponses(t *testing.T) {
 		{"migrate unreachable", "POST", "/v1/instances/order-42/migrate", 422, problemJSON, nil, problem("SUTRA.ADMIN.MIGRATE.UNREACHABLE", 422, `,"instance_id":"order-42","element_id":"pay"`)},
 		{"migrate no target", "POST", "/v1/instances/order-42/migrate", 404, problemJSON, nil, problem("SUTRA.ADMIN.NOT_FOUND", 404, "")},
 		{"migrate busy", "POST", "/v1/instances/order-42/migrate", 409, problemJSON, nil, problem("SUTRA.ADMIN.MIGRATE.CLAIM_HELD", 409, "")},
-		{"bulk migration", "POST", "/v1/migrations", 202, appJSON, nil, `{"id":"3"}`},
+		{"bulk migration", "POST", "/v1/migrations", 202, appJSON, nil, `{"id":"0d8b3a61-0bb0-4653-a5e1-5a64a3c0bc6c"}`},
 		{"bulk migration state", "GET", "/v1/migrations/3", 200, appJSON, nil, migrationJSON},
 		{"incidents", "GET", "/v1/incidents?open=true&instance_id=order-42", 200, appJSON, nil, `{"incidents":[{"id":"5","instance_id":"order-42","token":"t1","element":"pay","code":"SUTRA.INCIDENT.TASK_FAILED","message":"boom","created_at":"2026-12-01T03:07:04Z","resolved_at":"2026-12-01T03:09:00Z"}],"next":null}`},
 		{"retry", "POST", "/v1/incidents/5/retry", 200, appJSON, nil, `{"incident_id":"5","instance_id":"order-42","resolved":true}`},

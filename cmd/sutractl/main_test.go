@@ -210,7 +210,7 @@ const (
 "assignee":null,"candidate_groups":["managers","finance"],"candidate_users":[],"form_key":"camunda-forms:bpmn:approve","form_id":null,
 "due_date":"2026-12-02T00:00:00Z","follow_up_date":null,"priority":50,"variables":{"amount":42},"state":"created",
 "created_at":"2026-12-01T03:07:04Z"}`
-	migrationJSON = `{"id":"3","definition":"order","from_version":2,"to_version":3,"state":"running","total":10,"migrated":7,"retrying":1,
+	migrationJSON = `{"id":"0d8b3a61-0bb0-4653-a5e1-5a64a3c0bc6c","definition":"order","from_version":2,"to_version":3,"state":"running","total":10,"migrated":7,"retrying":1,
 "refused":[{"instance_id":"order-9","code":"SUTRA.ADMIN.MIGRATE.UNREACHABLE","detail":"token t1 at pay: the target definition has no element \"pay\""}],
 "created_at":"2026-12-01T03:00:00Z","updated_at":"2026-12-01T03:00:05Z"}`
 	incidentJSON = `{"id":"5","instance_id":"order-42","token":"t1","element":"pay","code":"SUTRA.INCIDENT.TASK_FAILED","message":"card declined","created_at":"2026-12-01T03:07:04Z","resolved_at":null}`
@@ -315,14 +315,14 @@ order-42  order:4
 `},
 		{name: "migrations start", args: []string{"migrations", "start", "--definition", "order", "--from", "2", "--to", "3", "--map", "pay=payV2"},
 			api: []exchange{ok("POST", "/v1/migrations", appJSON, `{"definition":"order","from_version":2,"to_version":3,"mapping":{"pay":"payV2"}}`,
-				202, `{"id":"3"}`)},
+				202, `{"id":"0d8b3a61-0bb0-4653-a5e1-5a64a3c0bc6c"}`)},
 			stdout: `MIGRATION
-3
-`, stderr: "follow it with: sutractl migrations get 3\n"},
-		{name: "migrations get", args: []string{"migrations", "get", "3"},
-			api: []exchange{ok("GET", "/v1/migrations/3", "", "", 200, migrationJSON)},
-			stdout: `MIGRATION  DEFINITION  FROM  TO  STATE    TOTAL  MIGRATED  RETRYING  REFUSED  UPDATED
-3          order       2     3   running  10     7         1         1        2026-12-01T03:00:05Z
+0d8b3a61-0bb0-4653-a5e1-5a64a3c0bc6c
+`, stderr: "follow it with: sutractl migrations get 0d8b3a61-0bb0-4653-a5e1-5a64a3c0bc6c\n"},
+		{name: "migrations get", args: []string{"migrations", "get", "0d8b3a61-0bb0-4653-a5e1-5a64a3c0bc6c"},
+			api: []exchange{ok("GET", "/v1/migrations/0d8b3a61-0bb0-4653-a5e1-5a64a3c0bc6c", "", "", 200, migrationJSON)},
+			stdout: `MIGRATION                             DEFINITION  FROM  TO  STATE    TOTAL  MIGRATED  RETRYING  REFUSED  UPDATED
+0d8b3a61-0bb0-4653-a5e1-5a64a3c0bc6c  order       2     3   running  10     7         1         1        2026-12-01T03:00:05Z
 
 REFUSED
 INSTANCE  CODE                             DETAIL
