@@ -1,0 +1,110 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sutra-run/worker/app"
+	"github.com/sutra-run/worker/internal/testkit"
+	"github.com/sutra-run/worker/lanes"
+)
+
+// A bulk migration of 1 000 waiting instances from v1 to v2, an element
+// renamed, while relays keep stepping them on two replicas: every instance
+// ends on v2, every relay applies once, no two steps of one instance overlap,
+// and a migration refused by a held claim is tried again later.
+func TestABulkMigrationUnderLoadMovesEveryInstanceOnceWithoutOverlap(t *testing.T) {
+	t.Parallel()
+	const n, pings = 1000, 3
+	// One step of l-0 holds its claim until the migration has been refused
+	// once, so that a refusal and its retry certainly happen.
+	var b *adminBundle
+	var held atomic.Bool
+	hooks := &lanes.Hooks{BeforeCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
+		if r.InboxID == "ping-l-0-0" && held.CompareAndSwap(false, true) {
+			testkit.Eventually(t, time.Minute, "a migration refused", func() bool {
+				return testkit.Counter(t, b.reg, "sutra_migrations_instances_total", "outcome", "retried") >= 1 || ctx.Err() != nil
+			})
+		}
+	}}
+	b = setupAdmin(t, hooks, func(c *app.Config) { c.Lanes = 4 })
+	b.env.Deploy(t, "testdata/loop-v1.bpmn")
+	var starts []testkit.Relay
+	for i := range n {
+		id := fmt.Sprintf("l-%d", i)
+		starts = append(starts, testkit.Relay{MessageID: "start-" + id, Body: map[string]any{"start": "loop", "instance_id": id,
+			"variables": map[string]any{"key": id}}})
+	}
+	b.pub.Publish(starts...)
+	testkit.Eventually(t, 2*time.Minute, "every instance waiting", func() bool {
+		return b.env.Int(t, "SELECT count(*) FROM instances WHERE definition_key = 'loop' AND version = 1") == n
+	})
+	b.env.Deploy(t, "testdata/loop-v2.bpmn")
+
+	// A second replica on the same database and queues.
+	cfg := b.env.Config
+	cfg.ReplicaID += "-b"
+	other, err := app.Start(testkit.Ctx(t), cfg, app.Options{Logger: testkit.Logger(t), Registry: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = other.Stop(ctx)
+	})
+
+	// Pings by correlation key (they follow the subscription, whatever its
+	// element) arrive while the migration runs.
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		for p := range pings {
+			var batch []testkit.Relay
+			for i := range n {
+				id := fmt.Sprintf("l-%d", i)
+				batch = append(batch, testkit.Relay{MessageID: fmt.Sprintf("ping-%s-%d", id, p), Body: map[string]any{"message": "ping", "correlation_key": id}})
+			}
+			b.pub.Publish(batch...)
+		}
+	}()
+	status, p := b.do(t, "POST", "/migrations", map[string]any{"definition": "loop", "from_version": 1, "to_version": 2,
+		"mapping": map[string]string{"Catch_V1": "Catch_V2"}})
+	if status != http.StatusAccepted {
+		t.Fatalf("start migration: %d %v", status, p)
+	}
+	id := fmt.Sprint(p["id"])
+	<-published
+	var m map[string]any
+	testkit.Eventually(t, 5*time.Minute, "the migration done", func() bool {
+		_, m = b.do(t, "GET", "/migrations/"+id, nil)
+		return m["state"] == "done"
+	})
+	if m["total"] != float64(n) || m["migrated"] != float64(n) || len(m["refused"].([]any)) != 0 {
+		t.Errorf("migration = %v", m)
+	}
+	testkit.Eventually(t, 3*time.Minute, "every ping applied", func() bool {
+		return b.env.Int(t, "SELECT count(*) FROM inbox WHERE message_id LIKE 'ping-%'") == n*pings
+	})
+	if v := b.env.Int(t, "SELECT count(*) FROM instances WHERE definition_key = 'loop' AND definition_version = 2"); v != n {
+		t.Errorf("%d of %d instances on v2", v, n)
+	}
+	// Each instance took its start, each ping once, and the migration.
+	if v := b.env.Int(t, "SELECT count(*) FROM instances WHERE definition_key = 'loop' AND version <> $1", 1+pings+1); v != 0 {
+		t.Errorf("%d instances took other than one step per relay and one migration", v)
+	}
+	if v := b.env.Int(t, "SELECT count(*) FROM subscriptions WHERE element_id = 'Catch_V2'"); v != n {
+		t.Errorf("%d subscriptions on the renamed element, want %d", v, n)
+	}
+	if retried := testkit.Counter(t, b.reg, "sutra_migrations_instances_total", "outcome", "retried"); retried < 1 {
+		t.Error("no migration was refused and retried")
+	}
+	b.env.AssertNoOverlap(t, false)
+	b.env.AssertNoClaimsHeld(t)
+}
