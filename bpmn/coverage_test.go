@@ -294,6 +294,11 @@ func TestParseRefusesCamunda7FilesAsSuch(t *testing.T) {
 		{"execution platform", c7(`modeler:executionPlatform="Camunda Platform"`, `<bpmn:startEvent id="S" />`), `(modeler:executionPlatform="Camunda Platform")`},
 		{"camunda attribute", c7("", `<bpmn:startEvent id="S" /><bpmn:serviceTask id="T" camunda:class="com.acme.Charge" />`), `(camunda:class on serviceTask "T")`},
 		{"camunda extension", c7("", `<bpmn:startEvent id="S"><bpmn:extensionElements><camunda:formData /></bpmn:extensionElements></bpmn:startEvent>`), `(camunda:formData on formData)`},
+		{"zeebe namespace declared but unused", c7(`xmlns:zeebe="http://camunda.org/schema/zeebe/1.0"`, `<bpmn:startEvent id="S" camunda:asyncBefore="true" />`),
+			`(camunda:asyncBefore on startEvent "S")`},
+		{"Camunda 7 platform with zeebe extensions", c7(`modeler:executionPlatform="Camunda Platform" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0"`,
+			`<bpmn:startEvent id="S" /><bpmn:serviceTask id="T"><bpmn:extensionElements><zeebe:taskDefinition type="a" /></bpmn:extensionElements></bpmn:serviceTask>`),
+			`(modeler:executionPlatform="Camunda Platform")`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Parse(strings.NewReader(tt.src))
@@ -310,6 +315,28 @@ func TestParseRefusesCamunda7FilesAsSuch(t *testing.T) {
 	// Camunda 8's web modeler marks its files with camunda:diagramRelationId on the root.
 	mustParse(t, strings.Replace(doc(`<bpmn:startEvent id="S" />`, ""), `id="Definitions_1"`,
 		`xmlns:camunda="http://camunda.org/schema/1.0/bpmn" camunda:diagramRelationId="x" id="Definitions_1"`, 1))
+}
+
+// A Zeebe file with camunda: leftovers runs as Zeebe, which ignores them.
+func TestParseRunsZeebeFilesWithCamunda7Leftovers(t *testing.T) {
+	hybrid := func(rootAttrs, body string) string {
+		return `<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:camunda="http://camunda.org/schema/1.0/bpmn"
+			xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" xmlns:modeler="http://camunda.org/schema/modeler/1.0" id="D" ` + rootAttrs +
+			`><bpmn:process id="p" isExecutable="true" camunda:historyTimeToLive="180">` + body + `</bpmn:process></bpmn:definitions>`
+	}
+	p := mustParse(t, hybrid("", `<bpmn:startEvent id="S" />
+		<bpmn:serviceTask id="T" camunda:asyncBefore="true" camunda:class="com.acme.Charge"><bpmn:extensionElements>
+			<camunda:inputOutput><camunda:inputParameter name="x">1</camunda:inputParameter></camunda:inputOutput>
+			<zeebe:taskDefinition type="charge" />
+		</bpmn:extensionElements></bpmn:serviceTask><bpmn:sequenceFlow id="F" sourceRef="S" targetRef="T" />`))
+	if el := p.Element("T"); el.Kind != KindTask || el.Task.Type.Source() != "charge" || len(el.Inputs) != 0 {
+		t.Errorf("T = %+v", el)
+	}
+	// The modeler's Camunda 8 platform is a sign of Zeebe too.
+	cloudOnly := hybrid(`modeler:executionPlatform="Camunda Cloud"`, `<bpmn:startEvent id="S" camunda:asyncAfter="true" />`)
+	if p := mustParse(t, cloudOnly); p.Start.ID != "S" {
+		t.Errorf("start = %v", p.Start)
+	}
 }
 
 func TestParseErrorsCarryTheCodeAndTheValueOnce(t *testing.T) {

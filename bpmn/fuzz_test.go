@@ -29,6 +29,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(doc(`<bpmn:startEvent id="S" />`, `<bpmn:process id="q" isExecutable="true"><bpmn:startEvent id="M"><bpmn:messageEventDefinition messageRef="M2" /></bpmn:startEvent></bpmn:process>`+msgDefs)))
 	f.Add([]byte(`<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:camunda="http://camunda.org/schema/1.0/bpmn" id="D">` +
 		`<bpmn:process id="p" isExecutable="true"><bpmn:startEvent id="S" camunda:asyncBefore="true" /></bpmn:process></bpmn:definitions>`))
+	f.Add([]byte(`<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:camunda="http://camunda.org/schema/1.0/bpmn" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="D">` +
+		`<bpmn:process id="p" isExecutable="true"><bpmn:startEvent id="S" /><bpmn:serviceTask id="T" camunda:asyncBefore="true"><bpmn:extensionElements>` +
+		`<zeebe:taskDefinition type="a" /></bpmn:extensionElements></bpmn:serviceTask></bpmn:process></bpmn:definitions>`))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		ps, err := ParseAll(bytes.NewReader(src))
 		if err != nil {

@@ -97,41 +97,60 @@ func readDocument(r io.Reader) (*document, []*node, error) {
 	return d, executable, nil
 }
 
-// refuseCamunda7 recognises a file saved for Camunda 7 (the camunda:
-// namespace in use, or the modeler's execution platform) and refuses it as
-// such: its extensions mean nothing to Zeebe, and element by element
-// refusals would not tell the user what is wrong.
+// refuseCamunda7 recognises a file saved for Camunda 7 (the modeler's
+// execution platform, or the camunda: namespace in use with no sign of
+// Zeebe) and refuses it as such: its extensions mean nothing to Zeebe, and
+// element by element refusals would not tell the user what is wrong. A
+// Zeebe file carrying leftover camunda: attributes or extensions (a
+// migrated camunda:asyncBefore, say) runs: Zeebe ignores other namespaces,
+// and so does the parser.
 func refuseCamunda7(root *node) error {
 	const why = "this is a Camunda 7 (Camunda Platform) file%s: Sutra runs the Camunda 8 (Zeebe) dialect; " +
 		"migrate the file to Camunda 8 (for example with Camunda's migration analyzer) and deploy it again"
+	cloud := false
 	for _, a := range root.attrs {
-		if a.Name.Space == nsModeler && a.Name.Local == "executionPlatform" && a.Value == "Camunda Platform" {
-			return fault.New(fault.BPMNUnsupported, why, ` (modeler:executionPlatform="Camunda Platform")`)
+		if a.Name.Space == nsModeler && a.Name.Local == "executionPlatform" {
+			switch a.Value {
+			case "Camunda Platform":
+				return fault.New(fault.BPMNUnsupported, why, ` (modeler:executionPlatform="Camunda Platform")`)
+			case "Camunda Cloud":
+				cloud = true
+			}
 		}
 	}
 	// Camunda 8's web modeler writes camunda:diagramRelationId on the root,
-	// so only a use below it marks a Camunda 7 file.
+	// so only uses below it count, for either dialect.
+	var c7 *node
+	var what string
+	zeebe := cloud
 	for _, k := range root.kids {
-		if n, what := camunda7Use(k); n != nil {
-			return fault.New(fault.BPMNUnsupported, why, fmt.Sprintf(" (camunda:%s on %s)", what, describeNode(n)))
+		if c7 == nil {
+			c7, what = firstUse(k, nsCamunda7)
 		}
+		if !zeebe {
+			n, _ := firstUse(k, nsZeebe)
+			zeebe = n != nil
+		}
+	}
+	if c7 != nil && !zeebe {
+		return fault.New(fault.BPMNUnsupported, why, fmt.Sprintf(" (camunda:%s on %s)", what, describeNode(c7)))
 	}
 	return nil
 }
 
-// camunda7Use returns the first node, in document order, that is or carries
-// something of the Camunda 7 namespace, and what that is.
-func camunda7Use(n *node) (*node, string) {
-	if n.name.Space == nsCamunda7 {
+// firstUse returns the first node, in document order, that is or carries
+// something of namespace space, and what that is.
+func firstUse(n *node, space string) (*node, string) {
+	if n.name.Space == space {
 		return n, n.name.Local
 	}
 	for _, a := range n.attrs {
-		if a.Name.Space == nsCamunda7 {
+		if a.Name.Space == space {
 			return n, a.Name.Local
 		}
 	}
 	for _, k := range n.kids {
-		if found, what := camunda7Use(k); found != nil {
+		if found, what := firstUse(k, space); found != nil {
 			return found, what
 		}
 	}
