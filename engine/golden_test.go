@@ -106,6 +106,7 @@ var goldenCases = []struct {
 			{Kind: TriggerMessage, Message: "m1", Variables: map[string]any{"tracking": "T-9"}}}},
 	{"cancel", caller(`<zeebe:calledElement processId="shipping" />`), callerDefs,
 		[]Trigger{{Kind: TriggerStart}, {Kind: TriggerCancel}}},
+	{"uuid", uuidProcess, "", []Trigger{{Kind: TriggerStart, Variables: map[string]any{"ids": []any{}}}}},
 	{"retry", taskProcess, taskDefs,
 		[]Trigger{{Kind: TriggerStart, Variables: map[string]any{"order": map[string]any{"total": 5.0}}},
 			{Kind: TriggerTaskFailed, TokenID: "t1", Retries: 0, ErrorMessage: "card service down"},

@@ -60,6 +60,8 @@ type stepper struct {
 	runs  int
 	// retryRetries overrides the retries of the task a retry re-creates.
 	retryRetries int
+	// seeds counts the evaluations that read a seed (see env).
+	seeds int
 }
 
 func newStepper(def *bpmn.Process, in *Instance, now time.Time) *stepper {

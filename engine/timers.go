@@ -8,10 +8,12 @@ import (
 	"github.com/sutra-run/worker/iso8601"
 )
 
-// due evaluates a timer armed now over ctx: when it fires and, for a cycle,
-// its period and how many more firings follow the first (-1 = unbounded).
-func (s *stepper) due(t *bpmn.Timer, ctx map[string]any) (due time.Time, interval string, left int, err error) {
-	v, err := t.Value.EvalAt(ctx, s.now)
+// due evaluates the timer of el armed now for token over ctx: when it fires
+// and, for a cycle, its period and how many more firings follow the first
+// (-1 = unbounded).
+func (s *stepper) due(el *bpmn.Element, token string, ctx map[string]any) (due time.Time, interval string, left int, err error) {
+	t := el.Timer
+	v, err := t.Value.EvalIn(ctx, s.env(t.Value, el, token))
 	if err != nil {
 		return time.Time{}, "", 0, err
 	}
@@ -50,7 +52,8 @@ func (s *stepper) rearm(i int, el *bpmn.Element, a Armed) {
 	if a.Left == 0 {
 		return
 	}
-	due, interval, _, err := s.due(el.Timer, s.view(i))
+	id, _ := s.armedOf(i)
+	due, interval, _, err := s.due(el, id, s.view(i))
 	if err != nil {
 		// The value evaluated when the timer was first armed; variables changed
 		// since. The cycle stops rather than the firing being lost.
@@ -60,7 +63,6 @@ func (s *stepper) rearm(i int, el *bpmn.Element, a Armed) {
 	if left > 0 {
 		left--
 	}
-	id, _ := s.armedOf(i)
 	s.eff.Timers = append(s.eff.Timers, Timer{TokenID: id, Element: el.ID, DueAt: due, Repeat: left, Interval: interval})
 	s.addArmed(i, Armed{Element: el.ID, Left: left})
 }

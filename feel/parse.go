@@ -41,6 +41,7 @@ type parser struct {
 	nodes int
 	free  int      // references to names nothing in the expression binds; 0 means a constant
 	clock bool     // calls now() or today()
+	seed  bool     // calls uuid()
 	bound []string // names bound by the enclosing for, some, every, filters and context literals
 	// noFilterAt is the depth at which "[" ends an interval's upper bound
 	// (]1..5[) instead of starting a filter; -1 when none.
@@ -822,6 +823,7 @@ func (p *parser) parseCall(t token, fname string) (node, error) {
 		return nil, err
 	}
 	p.clock = p.clock || fn.clock
+	p.seed = p.seed || fn.seeded
 	switch fname {
 	case "not":
 		return p.add(not{as[0]}, t)
