@@ -85,6 +85,49 @@ func TestParseMessageStartEvents(t *testing.T) {
 	}
 }
 
+func TestParseTimerStartEvents(t *testing.T) {
+	timer := func(id, kind, value string) string {
+		return `<bpmn:startEvent id="` + id + `"><bpmn:timerEventDefinition><bpmn:` + kind + `>` + value + `</bpmn:` + kind + `></bpmn:timerEventDefinition></bpmn:startEvent>`
+	}
+	p := parseBody(t, timer("Hourly", "timeCycle", "R/PT1H")+timer("Once", "timeDate", "2030-10-10T12:00:00Z")+
+		timer("Soon", "timeDuration", "PT5M")+timer("Computed", "timeDate", `=now() + duration("PT1M")`)+
+		timer("Constant", "timeCycle", `="R3/" + "PT10M"`)+`<bpmn:endEvent id="E" />`+
+		`<bpmn:sequenceFlow id="F" sourceRef="Hourly" targetRef="E" />`, "")
+	var ids []string
+	for _, s := range p.TimerStarts() {
+		if s.Kind != KindStart || s.Timer == nil || s.Parent != nil {
+			t.Errorf("timer start %+v", s)
+		}
+		ids = append(ids, s.ID)
+	}
+	if !slices.Equal(ids, []string{"Hourly", "Once", "Soon", "Computed", "Constant"}) || p.Start != nil || len(p.MessageStarts()) != 0 {
+		t.Errorf("TimerStarts = %v, Start = %v", ids, p.Start)
+	}
+	if k := p.Element("Soon").Timer.Kind; k != TimerDuration {
+		t.Errorf("Soon is a %v timer", k)
+	}
+	both := parseBody(t, `<bpmn:startEvent id="S" />`+timer("T", "timeCycle", "R/PT1H"), "")
+	if both.Start == nil || len(both.TimerStarts()) != 1 {
+		t.Errorf("none + timer start: %v %v", both.Start, both.TimerStarts())
+	}
+	// A value is evaluated when the process is deployed, without variables
+	// (as Zeebe does): one that reads a variable, or is not a timer value, is
+	// refused then.
+	for _, tt := range []struct{ name, body, want string }{
+		{"a variable", timer("T", "timeCycle", "=cycle"), `timer start event "T", evaluated without variables as at deploy: evaluates to null`},
+		{"a number", timer("T", "timeCycle", "=1 + 1"), `evaluates to float64, want ISO-8601 text`},
+		{"a bad cycle", timer("T", "timeCycle", `="R/" + "P0D"`), `timer start event "T", evaluated without variables as at deploy: invalid ISO 8601 cycle "R/P0D"`},
+		{"a bad static date", timer("T", "timeDate", "tomorrow"), `timer "T": timeDate`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse(strings.NewReader(doc(tt.body, "")))
+			if !fault.HasCode(err, fault.BPMNInvalid) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want %s containing %q", err, fault.BPMNInvalid, tt.want)
+			}
+		})
+	}
+}
+
 func TestParseMultiInstance(t *testing.T) {
 	mi := func(seq, attrs, cond string) string {
 		return `<bpmn:multiInstanceLoopCharacteristics isSequential="` + seq + `"><bpmn:extensionElements><zeebe:loopCharacteristics ` + attrs +

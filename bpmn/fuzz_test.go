@@ -27,6 +27,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(doc(coverageSeed, msgDefs+`<bpmn:escalation id="Esc" escalationCode="LATE" />`)))
 	f.Add([]byte(doc(espDoc, msgDefs)))
 	f.Add([]byte(doc(`<bpmn:startEvent id="S" />`, `<bpmn:process id="q" isExecutable="true"><bpmn:startEvent id="M"><bpmn:messageEventDefinition messageRef="M2" /></bpmn:startEvent></bpmn:process>`+msgDefs)))
+	f.Add([]byte(doc(`<bpmn:startEvent id="T1"><bpmn:timerEventDefinition><bpmn:timeCycle>R3/2030-01-01T00:00:00Z/P1D</bpmn:timeCycle></bpmn:timerEventDefinition></bpmn:startEvent>`+
+		`<bpmn:startEvent id="T2"><bpmn:timerEventDefinition><bpmn:timeDate>=now() + duration("PT1M")</bpmn:timeDate></bpmn:timerEventDefinition></bpmn:startEvent>`+
+		`<bpmn:startEvent id="T3"><bpmn:timerEventDefinition><bpmn:timeDuration>="PT" + "5M"</bpmn:timeDuration></bpmn:timerEventDefinition></bpmn:startEvent>`, "")))
 	f.Add([]byte(`<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:camunda="http://camunda.org/schema/1.0/bpmn" id="D">` +
 		`<bpmn:process id="p" isExecutable="true"><bpmn:startEvent id="S" camunda:asyncBefore="true" /></bpmn:process></bpmn:definitions>`))
 	f.Add([]byte(`<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:camunda="http://camunda.org/schema/1.0/bpmn" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="D">` +
@@ -48,8 +51,13 @@ func FuzzParse(f *testing.F) {
 
 // checkConsistent checks the invariants the engine relies on.
 func checkConsistent(t *testing.T, p *Process) {
-	if p.Start == nil && len(p.MessageStarts()) == 0 {
-		t.Fatalf("accepted process %s without a none or message start event", p.ID)
+	if p.Start == nil && len(p.MessageStarts()) == 0 && len(p.TimerStarts()) == 0 {
+		t.Fatalf("accepted process %s without a none, message or timer start event", p.ID)
+	}
+	for _, s := range p.TimerStarts() {
+		if s.Kind != KindStart || s.Timer == nil || s.Message != nil || s.Parent != nil || p.Element(s.ID) != s {
+			t.Fatalf("timer start %s is inconsistent", s.ID)
+		}
 	}
 	if p.Start != nil && (p.Start.Kind != KindStart || p.Element(p.Start.ID) != p.Start || p.Start.Message != nil) {
 		t.Fatalf("accepted a process with a bad none start event: %+v", p.Start)

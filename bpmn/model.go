@@ -21,8 +21,9 @@ type Kind uint8
 
 const (
 	// KindStart is a start event: the none start event of the process or of a
-	// subprocess, a message start event of the process, or the start event
-	// of an event subprocess (message, timer, error or escalation).
+	// subprocess, a message or timer start event of the process, or the
+	// start event of an event subprocess (message, timer, error or
+	// escalation).
 	KindStart Kind = iota + 1
 	// KindEnd ends the token; with a Message it publishes first (message end
 	// event), with an Escalation it throws it first.
@@ -75,7 +76,7 @@ type Process struct {
 	ID   string
 	Name string
 	// Start is the process's none start event; nil when the process starts
-	// only by messages (see MessageStarts).
+	// only by messages or timers (see MessageStarts, TimerStarts).
 	Start *Element
 	// EventSubs are the event subprocesses at process level, in document order.
 	EventSubs []*Element
@@ -84,6 +85,7 @@ type Process struct {
 	flows         map[string]*Flow
 	messages      []string
 	messageStarts []*Element
+	timerStarts   []*Element
 }
 
 // Key is the definition key under which the store versions this process.
@@ -114,6 +116,11 @@ func (p *Process) MessageNames() []string { return p.messages }
 // distinct.
 func (p *Process) MessageStarts() []*Element { return p.messageStarts }
 
+// TimerStarts returns the timer start events of the process level (not
+// those of event subprocesses), in document order: each starts an instance
+// whenever its timer fires (see engine.NextStart for the schedule).
+func (p *Process) TimerStarts() []*Element { return p.timerStarts }
+
 // Element is one flow node.
 type Element struct {
 	ID   string
@@ -134,7 +141,7 @@ type Element struct {
 	// tasks and message boundary events.
 	Message *Message
 	// Timer is set on timer catch events, timer boundary events and timer
-	// starts of event subprocesses.
+	// start events (of the process or of an event subprocess).
 	Timer *Timer
 	// Error is set on error end events, error boundary events and error
 	// starts of event subprocesses.

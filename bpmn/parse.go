@@ -319,7 +319,8 @@ func (p *parser) scope(n *node, parent *Element) error {
 }
 
 // processStarts checks the process's start events: at most one none start
-// event and any number of message start events with distinct messages.
+// event, any number of message start events with distinct messages and any
+// number of timer start events.
 func (p *parser) processStarts(starts []*Element) error {
 	names := map[string]string{}
 	for _, s := range starts {
@@ -331,7 +332,10 @@ func (p *parser) processStarts(starts []*Element) error {
 			names[s.Message.Name] = s.ID
 			p.proc.messageStarts = append(p.proc.messageStarts, s)
 		case s.Timer != nil:
-			return unsupported(s.ID, s.Type, "a timer start event of the process (instances started on a schedule)")
+			if err := checkStartTimer(s); err != nil {
+				return err
+			}
+			p.proc.timerStarts = append(p.proc.timerStarts, s)
 		case s.Error != nil || s.Escalation != nil:
 			return invalid("start event %q of the process has an error or escalation trigger, which only an event subprocess's start event may have", s.ID)
 		case p.proc.Start != nil:
@@ -340,8 +344,8 @@ func (p *parser) processStarts(starts []*Element) error {
 			p.proc.Start = s
 		}
 	}
-	if p.proc.Start == nil && len(p.proc.messageStarts) == 0 {
-		return invalid("the process has no none start event and no message start event")
+	if p.proc.Start == nil && len(p.proc.messageStarts) == 0 && len(p.proc.timerStarts) == 0 {
+		return invalid("the process has no none start event and no message or timer start event")
 	}
 	return nil
 }

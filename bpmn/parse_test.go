@@ -89,8 +89,6 @@ func TestParseRefusesUnsupportedElementsNamingIDAndType(t *testing.T) {
 			`"Task_2" (serviceTask): extension zeebe:executionListeners`},
 		{"timer cycle on catch event", `<bpmn:intermediateCatchEvent id="E_2"><bpmn:timerEventDefinition><bpmn:timeCycle>R3/PT1M</bpmn:timeCycle></bpmn:timerEventDefinition></bpmn:intermediateCatchEvent>`,
 			`"E_2" (intermediateCatchEvent): a timeCycle`},
-		{"timer start of the process", `<bpmn:startEvent id="S_3"><bpmn:timerEventDefinition><bpmn:timeCycle>R/PT1H</bpmn:timeCycle></bpmn:timerEventDefinition></bpmn:startEvent>`,
-			`"S_3" (startEvent): a timer start event of the process`},
 		{"signal start", `<bpmn:startEvent id="S_4"><bpmn:signalEventDefinition /></bpmn:startEvent>`,
 			`"S_4" (startEvent): signalEventDefinition`},
 		{"signal end", `<bpmn:endEvent id="End_4"><bpmn:signalEventDefinition /></bpmn:endEvent>`,

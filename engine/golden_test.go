@@ -76,6 +76,8 @@ var goldenCases = []struct {
 	{"message-start", messageStarts, messageStartDefs,
 		[]Trigger{{Kind: TriggerStart, Element: "Ordered", Message: "order-placed", Variables: map[string]any{"order": map[string]any{"id": "o-7"}}},
 			{Kind: TriggerMessage, Message: "paid", CorrelationKey: "o-7"}}},
+	{"timer-start", timerStarts, msgDefs,
+		[]Trigger{{Kind: TriggerStart, Element: "Hourly"}, {Kind: TriggerMessage, Message: "m1"}}},
 	{"multi-instance-parallel", miTask("false", "", ""), "",
 		[]Trigger{{Kind: TriggerStart, Variables: map[string]any{"items": []any{"a", "b"}}},
 			{Kind: TriggerTaskCompleted, TokenID: "t3", Variables: map[string]any{"result": "rb"}},

@@ -114,7 +114,8 @@ func statusName(st Status) string {
 }
 
 // start starts the instance at the none start event or, when tr.Element
-// names one, at a message start event whose payload tr.Variables is.
+// names one, at a message start event whose payload tr.Variables is, or at
+// a timer start event (whose result tr.Variables is, normally none).
 func (s *stepper) start(tr Trigger) error {
 	if s.in.State.Status != "" || len(s.in.State.Tokens) > 0 || s.in.State.Seq != 0 {
 		return fault.New(fault.InstanceExists, "instance %s is already started", s.in.ID)
@@ -122,22 +123,23 @@ func (s *stepper) start(tr Trigger) error {
 	el := s.def.Start
 	if tr.Element != "" {
 		el = s.def.Element(tr.Element)
-		if el == nil || el.Kind != bpmn.KindStart || el.Message == nil || el.Parent != nil {
-			return fault.New(fault.NoStartEvent, "process %s has no message start event %q", s.def.ID, tr.Element)
+		if el == nil || el.Kind != bpmn.KindStart || el.Message == nil && el.Timer == nil || el.Parent != nil {
+			return fault.New(fault.NoStartEvent, "process %s has no message or timer start event %q", s.def.ID, tr.Element)
 		}
 	} else if el == nil {
-		return fault.New(fault.NoStartEvent, "process %s has no none start event: it starts by its messages", s.def.ID)
+		return fault.New(fault.NoStartEvent, "process %s has no none start event: it starts by messages or timers", s.def.ID)
 	}
 	// An instance's variables are always an object, even when started without any.
 	s.vars, s.ownVars = make(map[string]any, len(tr.Variables)+4), true
 	s.parent = tr.Parent
 	i := s.add(el, "", "")
-	if el.Message == nil {
+	if el == s.def.Start {
 		s.merge(tr.Variables)
 		s.queue = append(s.queue, i)
 		return nil
 	}
-	// The message is the start event's result: its outputs map it.
+	// The message (or a timer's nothing) is the start event's result: its
+	// outputs map it.
 	s.complete(i, el, tr.Variables)
 	return nil
 }
