@@ -128,6 +128,32 @@ func TestParseTimerStartEvents(t *testing.T) {
 	}
 }
 
+func TestParseMessageNameExpressions(t *testing.T) {
+	defs := `<bpmn:message id="Const" name="=&quot;order-&quot; + &quot;placed&quot;" />
+		<bpmn:message id="Dyn" name="=&quot;reply-&quot; + channel"><bpmn:extensionElements><zeebe:subscription correlationKey="=id" /></bpmn:extensionElements></bpmn:message>`
+	p := parseBody(t, `<bpmn:startEvent id="Start"><bpmn:messageEventDefinition messageRef="Const" /></bpmn:startEvent>
+		<bpmn:receiveTask id="R1" messageRef="Dyn" /><bpmn:receiveTask id="R2" messageRef="Dyn" /><bpmn:receiveTask id="R3" messageRef="M1" />
+		<bpmn:eventBasedGateway id="G" /><bpmn:intermediateCatchEvent id="C1"><bpmn:messageEventDefinition messageRef="Dyn" /></bpmn:intermediateCatchEvent>
+		<bpmn:intermediateCatchEvent id="C2"><bpmn:messageEventDefinition messageRef="Dyn" /></bpmn:intermediateCatchEvent>
+		<bpmn:sequenceFlow id="F1" sourceRef="G" targetRef="C1" /><bpmn:sequenceFlow id="F2" sourceRef="G" targetRef="C2" />`, msgDefs+defs)
+	// A constant name is evaluated at deploy, as Zeebe does: a message start may have one.
+	if m := p.MessageStarts()[0].Message; m.Name != "order-placed" || m.NameExpression != nil {
+		t.Errorf("constant name = %+v", m)
+	}
+	dyn := p.Element("R1").Message
+	if dyn.Name != "" || dyn.NameExpression.Source() != `="reply-" + channel` || dyn.CorrelationKey == nil || p.Element("R2").Message != dyn {
+		t.Errorf("name expression = %+v", dyn)
+	}
+	// Two waits of one event-based gateway on one name expression may differ once evaluated.
+	if got := p.MessageNames(); !slices.Equal(got, []string{"m1"}) {
+		t.Errorf("MessageNames = %v: a name expression is known only when evaluated", got)
+	}
+	_, err := Parse(strings.NewReader(doc(`<bpmn:startEvent id="S" /><bpmn:receiveTask id="R" messageRef="N" />`, `<bpmn:message id="N" name="=1 + 1" />`)))
+	if !fault.HasCode(err, fault.BPMNInvalid) || !strings.Contains(err.Error(), `message "N": name "=1 + 1" evaluates to 2, not a non-empty string`) {
+		t.Errorf("a constant name that is no string: %v", err)
+	}
+}
+
 func TestParseMultiInstance(t *testing.T) {
 	mi := func(seq, attrs, cond string) string {
 		return `<bpmn:multiInstanceLoopCharacteristics isSequential="` + seq + `"><bpmn:extensionElements><zeebe:loopCharacteristics ` + attrs +

@@ -190,6 +190,26 @@ func (p *parser) code(id, ref string, nodes map[string]*node, what, attr string,
 	return &EventCode{Code: c}, nil
 }
 
+// messageName compiles the name expression of m. A constant one is
+// evaluated now, as Zeebe does at deploy; any other is left to the engine.
+func messageName(m *Message) error {
+	e, err := compile(m.ID, "message name", m.Name)
+	if err != nil {
+		return err
+	}
+	if e.UsesVariables() || e.UsesClock() || e.UsesSeed() {
+		m.Name, m.NameExpression = "", e
+		return nil
+	}
+	v, _ := e.Eval(nil) // cannot fail: Compile refuses a constant that does
+	name, ok := v.(string)
+	if !ok || name == "" {
+		return invalid("message %q: name %q evaluates to %v, not a non-empty string", m.ID, m.Name, v)
+	}
+	m.Name = name
+	return nil
+}
+
 // message returns the compiled bpmn:message ref, shared by every element that
 // references it.
 func (p *parser) message(id, ref string) (*Message, error) {
@@ -208,7 +228,9 @@ func (p *parser) message(id, ref string) (*Message, error) {
 		return nil, invalid("message %q has no name", ref)
 	}
 	if strings.HasPrefix(m.Name, "=") {
-		return nil, unsupported(ref, "message", "a message name expression")
+		if err := messageName(m); err != nil {
+			return nil, err
+		}
 	}
 	for _, k := range n.kids {
 		if !k.is(nsBPMN, "extensionElements") {

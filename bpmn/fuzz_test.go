@@ -110,6 +110,9 @@ func checkConsistent(t *testing.T, p *Process) {
 				t.Fatalf("error end %s throws no code", el.ID)
 			}
 		}
+		if m := el.Message; m != nil && (m.Name == "") == (m.NameExpression == nil) {
+			t.Fatalf("message %s of %s has a name and a name expression, or neither", m.ID, el.ID)
+		}
 		if el.Loop != nil && (el.Loop.InputCollection == nil || (el.Loop.OutputCollection == "") != (el.Loop.OutputElement == nil)) {
 			t.Fatalf("multi-instance %s is inconsistent", el.ID)
 		}
@@ -128,6 +131,9 @@ func checkEventSubs(t *testing.T, subs []*Element, parent *Element) {
 const coverageSeed = `<bpmn:extensionElements><zeebe:userTaskForm id="F1">{}</zeebe:userTaskForm></bpmn:extensionElements>
 <bpmn:startEvent id="S"><bpmn:extensionElements><zeebe:formDefinition formKey="camunda-forms:bpmn:F1" /></bpmn:extensionElements></bpmn:startEvent>
 <bpmn:startEvent id="MS"><bpmn:messageEventDefinition messageRef="M2" /></bpmn:startEvent>
+<bpmn:startEvent id="TS"><bpmn:timerEventDefinition><bpmn:timeCycle>R/PT1H</bpmn:timeCycle></bpmn:timerEventDefinition></bpmn:startEvent>
+<bpmn:receiveTask id="RX" messageRef="MX" />
+<bpmn:subProcess id="OnDyn" triggeredByEvent="true"><bpmn:startEvent id="ED" isInterrupting="false"><bpmn:messageEventDefinition messageRef="MX" /></bpmn:startEvent></bpmn:subProcess>
 <bpmn:userTask id="U"><bpmn:extensionElements><zeebe:userTask /><zeebe:assignmentDefinition assignee="=a" candidateGroups="g1,g2" />
   <zeebe:taskSchedule dueDate="=d" /><zeebe:priorityDefinition priority="60" /><zeebe:formDefinition formId="f" /></bpmn:extensionElements>
   <bpmn:multiInstanceLoopCharacteristics isSequential="true"><bpmn:extensionElements><zeebe:loopCharacteristics inputCollection="=items" inputElement="item" outputCollection="out" outputElement="=r" /></bpmn:extensionElements>

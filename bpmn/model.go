@@ -108,7 +108,8 @@ func (p *Process) Elements() []*Element {
 // instance of the process can wait for (catch events, receive tasks, message
 // boundary events, message starts of event subprocesses): the names a relay
 // may correlate to an instance of it. Message start events of the process
-// are not among them: they start instances (see MessageStarts).
+// are not among them: they start instances (see MessageStarts); nor are
+// names that are expressions, known only once evaluated.
 func (p *Process) MessageNames() []string { return p.messages }
 
 // MessageStarts returns the message start events of the process level (not
@@ -203,8 +204,14 @@ type Flow struct {
 // Message is a bpmn:message with its Zeebe subscription.
 type Message struct {
 	ID string
-	// Name is the message name relays carry.
+	// Name is the message name relays carry; "" when NameExpression is set.
+	// A name expression that reads no variables, clock or seed is evaluated
+	// at Parse (Zeebe evaluates it at deploy) and becomes Name.
 	Name string
+	// NameExpression is a name that must be evaluated where it is used: when
+	// a subscription opens (over the variables visible there; the result is
+	// kept with the subscription) or when the message is sent.
+	NameExpression *feel.Expr
 	// CorrelationKey is evaluated against the instance variables when the
 	// subscription opens (or when the message is published); nil when the
 	// message has no zeebe:subscription.

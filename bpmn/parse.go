@@ -326,6 +326,11 @@ func (p *parser) processStarts(starts []*Element) error {
 	for _, s := range starts {
 		switch {
 		case s.Message != nil:
+			if s.Message.NameExpression != nil {
+				// Its subscription opens at deploy, before any instance has
+				// variables: Zeebe refuses such a name too.
+				return unsupported(s.ID, s.Type, "a message name that reads variables or the clock on a message start event of the process")
+			}
 			if other, dup := names[s.Message.Name]; dup {
 				return invalid("message start events %q and %q wait for the same message %q", other, s.ID, s.Message.Name)
 			}
@@ -741,8 +746,8 @@ func validateEventSubs(subs []*Element) error {
 			return invalid("event subprocess %q cannot be multi-instance or carry boundary events", esp.ID)
 		}
 		m := esp.SubStart.Message
-		if m == nil {
-			continue
+		if m == nil || m.NameExpression != nil {
+			continue // an expression's name is known only when evaluated
 		}
 		if other, dup := names[m.Name]; dup {
 			return invalid("event subprocesses %q and %q start on the same message %q", other, esp.ID, m.Name)
@@ -763,7 +768,7 @@ func validateEventGateway(el *Element) error {
 		if !ok {
 			return invalid("event-based gateway %q leads to %s %q; only message and timer intermediate catch events may follow it", el.ID, t.Type, t.ID)
 		}
-		if t.Message != nil {
+		if t.Message != nil && t.Message.NameExpression == nil {
 			if names[t.Message.Name] {
 				return invalid("event-based gateway %q waits for message %q twice", el.ID, t.Message.Name)
 			}
@@ -777,7 +782,7 @@ func validateEventGateway(el *Element) error {
 func (p *parser) collectMessages() {
 	seen := map[string]bool{}
 	for _, el := range p.proc.elements {
-		if el.Message == nil || el.Kind == KindThrow || el.Kind == KindEnd {
+		if el.Message == nil || el.Message.NameExpression != nil || el.Kind == KindThrow || el.Kind == KindEnd {
 			continue
 		}
 		if el.Kind == KindStart && el.Parent == nil {

@@ -81,14 +81,22 @@ func (s *stepper) openWaits(i int, el *bpmn.Element, kind WaitKind) ([]Armed, er
 // for token id, evaluating over ctx.
 func (s *stepper) openEvent(id string, el *bpmn.Element, ctx map[string]any, armed []Armed) ([]Armed, error) {
 	if el.Message != nil {
+		name, err := s.messageName(el, id, ctx)
+		if err != nil {
+			return nil, fmt.Errorf("message name of %s: %w", el.ID, err)
+		}
 		key, err := s.correlationKey(el, id, ctx)
 		if err != nil {
 			return nil, fmt.Errorf("correlation key of %s: %w", el.ID, err)
 		}
 		s.eff.Subscriptions = append(s.eff.Subscriptions, Subscription{
-			TokenID: id, Element: el.ID, Message: el.Message.Name, CorrelationKey: key,
+			TokenID: id, Element: el.ID, Message: name, CorrelationKey: key,
 		})
-		return append(armed, Armed{Element: el.ID, Key: key}), nil
+		a := Armed{Element: el.ID, Key: key}
+		if el.Message.NameExpression != nil {
+			a.Message = name
+		}
+		return append(armed, a), nil
 	}
 	due, interval, left, err := s.due(el, id, ctx)
 	if err != nil {
@@ -110,6 +118,42 @@ func (s *stepper) rollback(m effectsMark) {
 	s.eff.Timers = s.eff.Timers[:m.timers]
 	s.eff.Tasks = s.eff.Tasks[:m.tasks]
 	s.eff.StartChildren = s.eff.StartChildren[:m.children]
+}
+
+// messageName evaluates the name of el's message for token: its static
+// name, or its expression, which must yield a non-empty string (as Zeebe
+// requires a string).
+func (s *stepper) messageName(el *bpmn.Element, token string, ctx map[string]any) (string, error) {
+	e := el.Message.NameExpression
+	if e == nil {
+		return el.Message.Name, nil
+	}
+	v, err := e.EvalIn(ctx, s.env(e, el, token))
+	if err != nil {
+		return "", err
+	}
+	name, ok := v.(string)
+	if !ok || name == "" {
+		return "", fmt.Errorf("%q evaluated to %s, not a non-empty string", e.Source(), valueName(v))
+	}
+	return name, nil
+}
+
+// valueName names a value's JSON type for messages.
+func valueName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "an empty string"
+	case bool:
+		return "a boolean"
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "a context"
+	}
+	return "a number"
 }
 
 // correlationKey evaluates the key of el's message for token ("" when the
@@ -265,6 +309,11 @@ func (s *stepper) publish(i int, el *bpmn.Element) bool {
 		return true
 	}
 	ctx, tok := s.view(i), s.tokens[i].ID
+	name, err := s.messageName(el, tok, ctx)
+	if err != nil {
+		s.incident(i, fault.IncidentExpression, fmt.Sprintf("message name of %s: %v", el.ID, err), StageActivate)
+		return false
+	}
 	key, err := s.correlationKey(el, tok, ctx)
 	if err != nil {
 		s.incident(i, fault.IncidentExpression, fmt.Sprintf("correlation key of %s: %v", el.ID, err), StageActivate)
@@ -283,7 +332,7 @@ func (s *stepper) publish(i int, el *bpmn.Element) bool {
 	s.eff.Publish = append(s.eff.Publish, OutboxMessage{
 		ID:             s.outboxID(i, el),
 		Element:        el.ID,
-		Message:        el.Message.Name,
+		Message:        name,
 		CorrelationKey: key,
 		Variables:      payload,
 	})

@@ -149,7 +149,14 @@ func (s *stepper) start(tr Trigger) error {
 func (s *stepper) message(tr Trigger) error {
 	match := func(a Armed) *bpmn.Element {
 		el := s.def.Element(a.Element)
-		if el == nil || el.Message == nil || el.Message.Name != tr.Message {
+		if el == nil || el.Message == nil {
+			return nil
+		}
+		name := a.Message // evaluated when the subscription opened
+		if name == "" {
+			name = el.Message.Name
+		}
+		if name != tr.Message {
 			return nil
 		}
 		if tr.CorrelationKey != "" && a.Key != tr.CorrelationKey {

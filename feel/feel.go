@@ -39,6 +39,7 @@ import (
 type Expr struct {
 	src   string
 	root  node // nil for a static value
+	vars  bool // reads a variable (or may: see parser.free)
 	clock bool // calls now() or today()
 	// key is the canonical text uuid() derives ids from, set when the
 	// expression calls uuid(): reformatting the source changes no id.
@@ -67,7 +68,7 @@ func Compile(src string) (*Expr, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Expr{src: src, root: root, clock: p.clock}
+	e := &Expr{src: src, root: root, vars: p.free > 0, clock: p.clock}
 	if p.seed {
 		e.key = e.String()
 	}
@@ -97,6 +98,11 @@ func (e *Expr) Source() string { return e.src }
 // IsStatic reports whether the source is a literal string rather than an
 // expression.
 func (e *Expr) IsStatic() bool { return e.root == nil }
+
+// UsesVariables reports whether the expression may read a variable. One
+// that reads no variable, no clock and no seed is a constant: a caller may
+// evaluate it once, with Eval(nil).
+func (e *Expr) UsesVariables() bool { return e.vars }
 
 // UsesClock reports whether the expression calls now() or today(), so that
 // its result depends on Env.Now.

@@ -345,6 +345,23 @@ func TestCompileRefused(t *testing.T) {
 	}
 }
 
+func TestUsesVariables(t *testing.T) {
+	for src, want := range map[string]bool{
+		`="order-" + "placed"`:                   false,
+		`={a: 1, b: a + 1}.b`:                    false,
+		`=for x in [1, 2] return count(partial)`: false,
+		`=[1, 2][item > 1]`:                      false,
+		`=upper case(name)`:                      true,
+		`=[{x: 1}][x > 0]`:                       true, // x may be an item's entry or a variable
+		"=`order-id`":                            true,
+		"static":                                 false,
+	} {
+		if got := MustCompile(src).UsesVariables(); got != want {
+			t.Errorf("Compile(%s).UsesVariables() = %v, want %v", src, got, want)
+		}
+	}
+}
+
 func TestStatic(t *testing.T) {
 	for _, src := range []string{"", "PT15M", "order-42", " =x", "true", "5"} {
 		e, err := Compile(src)

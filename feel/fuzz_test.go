@@ -125,6 +125,12 @@ func FuzzFEEL(f *testing.F) {
 		if _, err := e.Eval(env); !e.UsesClock() && !e.UsesSeed() && (err == nil) != (err1 == nil) {
 			t.Fatalf("Eval(%q) without a clock or seed: %v; with them: %v, but the expression uses neither", src, err, err1)
 		}
+		if !e.UsesVariables() && !e.UsesClock() && !e.UsesSeed() {
+			// A constant evaluates alike without the variables.
+			if v, err := e.Eval(nil); (err == nil) != (err1 == nil) || !reflect.DeepEqual(v, v1) {
+				t.Fatalf("%q reads no variables, but gives %#v, %v without them and %#v, %v with them", src, v, err, v1, err1)
+			}
+		}
 		_, _ = e.EvalBoolIn(env, in)
 		_, _ = e.EvalStringIn(env, in)
 
@@ -136,8 +142,9 @@ func FuzzFEEL(f *testing.F) {
 		if again := e2.String(); again != canon {
 			t.Fatalf("canonical form is not stable: %q -> %q -> %q", src, canon, again)
 		}
-		if e2.UsesClock() != e.UsesClock() || e2.UsesSeed() != e.UsesSeed() {
-			t.Fatalf("%q uses the clock, the seed: %v, %v, but canonical %q: %v, %v", src, e.UsesClock(), e.UsesSeed(), canon, e2.UsesClock(), e2.UsesSeed())
+		if e2.UsesClock() != e.UsesClock() || e2.UsesSeed() != e.UsesSeed() || e2.UsesVariables() != e.UsesVariables() {
+			t.Fatalf("%q uses the clock, the seed, variables: %v, %v, %v, but canonical %q: %v, %v, %v", src,
+				e.UsesClock(), e.UsesSeed(), e.UsesVariables(), canon, e2.UsesClock(), e2.UsesSeed(), e2.UsesVariables())
 		}
 		v2, err2 := e2.EvalIn(env, in)
 		if (err1 == nil) != (err2 == nil) || !reflect.DeepEqual(v1, v2) {
