@@ -154,6 +154,44 @@ func TestParseMessageNameExpressions(t *testing.T) {
 	}
 }
 
+func TestParseThrownCodeExpressions(t *testing.T) {
+	defs := msgDefs + `<bpmn:error id="EC" errorCode="=&quot;BO&quot; + &quot;OM&quot;" />
+		<bpmn:escalation id="SX" escalationCode="=level" /><bpmn:escalation id="SC" escalationCode="=&quot;LATE&quot;" />`
+	p := parseBody(t, `<bpmn:startEvent id="S" /><bpmn:endEvent id="Dyn"><bpmn:errorEventDefinition errorRef="EX" /></bpmn:endEvent>
+		<bpmn:endEvent id="Const"><bpmn:errorEventDefinition errorRef="EC" /></bpmn:endEvent>
+		<bpmn:subProcess id="Sub"><bpmn:startEvent id="SS" /><bpmn:intermediateThrowEvent id="Up"><bpmn:escalationEventDefinition escalationRef="SX" /></bpmn:intermediateThrowEvent>
+		<bpmn:endEvent id="UpEnd"><bpmn:escalationEventDefinition escalationRef="SC" /></bpmn:endEvent></bpmn:subProcess>`, defs)
+	if c := p.Element("Dyn").Error; c.Code != "" || c.Expression.Source() != "=code" {
+		t.Errorf("error code expression = %+v", c)
+	}
+	if c := p.Element("Const").Error; c.Code != "BOOM" || c.Expression != nil {
+		t.Errorf("constant error code = %+v", c)
+	}
+	if c := p.Element("Up").Escalation; c.Code != "" || c.Expression.Source() != "=level" {
+		t.Errorf("escalation code expression = %+v", c)
+	}
+	if c := p.Element("UpEnd").Escalation; c.Code != "LATE" {
+		t.Errorf("constant escalation code = %+v", c)
+	}
+	for _, tt := range []struct{ name, body, defs, code, want string }{
+		{"a constant that is no string", `<bpmn:endEvent id="E"><bpmn:errorEventDefinition errorRef="N" /></bpmn:endEvent>`, `<bpmn:error id="N" errorCode="=42" />`,
+			fault.BPMNInvalid, `element "E": errorCode "=42" evaluates to 42, not a non-empty string`},
+		{"an escalation catch", `<bpmn:subProcess id="Sub"><bpmn:startEvent id="SS" /></bpmn:subProcess><bpmn:boundaryEvent id="B" attachedToRef="Sub"><bpmn:escalationEventDefinition escalationRef="SX" /></bpmn:boundaryEvent>`,
+			defs, fault.BPMNUnsupported, `element "B" catches escalation "SX", whose escalationCode is an expression ("=level")`},
+		{"an error start of an event subprocess", `<bpmn:subProcess id="ESP" triggeredByEvent="true"><bpmn:startEvent id="ES"><bpmn:errorEventDefinition errorRef="EC" /></bpmn:startEvent></bpmn:subProcess>`,
+			defs, fault.BPMNUnsupported, `element "ES" catches error "EC"`},
+		{"a code that does not compile", `<bpmn:endEvent id="E"><bpmn:errorEventDefinition errorRef="N" /></bpmn:endEvent>`, `<bpmn:error id="N" errorCode="=(" />`,
+			fault.BPMNExpression, `error errorCode of "E"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse(strings.NewReader(doc(`<bpmn:startEvent id="S" />`+tt.body, tt.defs)))
+			if !fault.HasCode(err, tt.code) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want %s containing %q", err, tt.code, tt.want)
+			}
+		})
+	}
+}
+
 func TestParseMultiInstance(t *testing.T) {
 	mi := func(seq, attrs, cond string) string {
 		return `<bpmn:multiInstanceLoopCharacteristics isSequential="` + seq + `"><bpmn:extensionElements><zeebe:loopCharacteristics ` + attrs +

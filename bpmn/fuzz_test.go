@@ -106,8 +106,8 @@ func checkConsistent(t *testing.T, p *Process) {
 				t.Fatalf("boundary %s is not attached", el.ID)
 			}
 		case KindErrorEnd:
-			if el.Error == nil || el.Error.Code == "" {
-				t.Fatalf("error end %s throws no code", el.ID)
+			if el.Error == nil || (el.Error.Code == "") == (el.Error.Expression == nil) {
+				t.Fatalf("error end %s throws no code, or two", el.ID)
 			}
 		}
 		if m := el.Message; m != nil && (m.Name == "") == (m.NameExpression == nil) {
@@ -155,7 +155,7 @@ const coverageSeed = `<bpmn:extensionElements><zeebe:userTaskForm id="F1">{}</ze
 <bpmn:subProcess id="OnMsg" triggeredByEvent="true"><bpmn:startEvent id="EM" isInterrupting="false"><bpmn:messageEventDefinition messageRef="M1" /></bpmn:startEvent></bpmn:subProcess>
 <bpmn:intermediateThrowEvent id="L"><bpmn:linkEventDefinition name="go" /></bpmn:intermediateThrowEvent>
 <bpmn:intermediateCatchEvent id="LC"><bpmn:linkEventDefinition name="go" /></bpmn:intermediateCatchEvent>
-<bpmn:endEvent id="E" />
+<bpmn:endEvent id="E" /><bpmn:endEvent id="EX1"><bpmn:errorEventDefinition errorRef="EX" /></bpmn:endEvent>
 <bpmn:sequenceFlow id="F1" sourceRef="S" targetRef="U" /><bpmn:sequenceFlow id="F2" sourceRef="U" targetRef="T" /><bpmn:sequenceFlow id="F3" sourceRef="T" targetRef="MT" />
 <bpmn:sequenceFlow id="F4" sourceRef="MT" targetRef="Sc" /><bpmn:sequenceFlow id="F5" sourceRef="Sc" targetRef="C" /><bpmn:sequenceFlow id="F6" sourceRef="C" targetRef="Sub" />
 <bpmn:sequenceFlow id="F7" sourceRef="Sub" targetRef="L" /><bpmn:sequenceFlow id="F8" sourceRef="LC" targetRef="E" /><bpmn:sequenceFlow id="F9" sourceRef="MS" targetRef="U" />`

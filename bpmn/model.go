@@ -222,6 +222,10 @@ type Message struct {
 // empty Code catches every error (or escalation).
 type EventCode struct {
 	Code string
+	// Expression is a thrower's code that must be evaluated when the event
+	// is reached (Code is "" then). A constant one is evaluated at Parse and
+	// becomes Code; a catch event's code is always static, as in Zeebe.
+	Expression *feel.Expr
 }
 
 // TimerKind tells how a timer's value is read.

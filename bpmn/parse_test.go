@@ -118,8 +118,8 @@ func TestParseRefusesUnsupportedElementsNamingIDAndType(t *testing.T) {
 			`"S_5" (startEvent): input mappings`},
 		{"an extension on a receive task", `<bpmn:receiveTask id="R_2" messageRef="M1"><bpmn:extensionElements><zeebe:executionListeners /></bpmn:extensionElements></bpmn:receiveTask>`,
 			`"R_2" (receiveTask): extension zeebe:executionListeners`},
-		{"error code expression", `<bpmn:endEvent id="End_5"><bpmn:errorEventDefinition errorRef="EX" /></bpmn:endEvent>`,
-			`"EX" (error): an errorCode expression`},
+		{"error code expression on a catch event", `<bpmn:receiveTask id="R" messageRef="M1" /><bpmn:boundaryEvent id="B_9" attachedToRef="R"><bpmn:errorEventDefinition errorRef="EX" /></bpmn:boundaryEvent>`,
+			`element "B_9" catches error "EX", whose errorCode is an expression ("=code"): a catch event's code must be static, as in Zeebe`},
 		{"condition on a flow out of a task", `<bpmn:serviceTask id="T"><bpmn:extensionElements><zeebe:taskDefinition type="a" /></bpmn:extensionElements></bpmn:serviceTask><bpmn:endEvent id="E" />
 			<bpmn:sequenceFlow id="F9" sourceRef="T" targetRef="E"><bpmn:conditionExpression>=x</bpmn:conditionExpression></bpmn:sequenceFlow>`,
 			`"F9" (sequenceFlow): a condition`},

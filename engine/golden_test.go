@@ -80,6 +80,8 @@ var goldenCases = []struct {
 		[]Trigger{{Kind: TriggerStart, Variables: map[string]any{"channel": "sms", "id": "c-1"}},
 			{Kind: TriggerMessage, Message: "m1", Variables: map[string]any{"channel": "email"}},
 			{Kind: TriggerMessage, Message: "reply-sms", CorrelationKey: "c-1"}}},
+	{"thrown-code-expressions", thrownCodes, thrownCodeDefs,
+		[]Trigger{{Kind: TriggerStart, Variables: map[string]any{"level": "LATE", "reason": "LIMIT"}}}},
 	{"timer-start", timerStarts, msgDefs,
 		[]Trigger{{Kind: TriggerStart, Element: "Hourly"}, {Kind: TriggerMessage, Message: "m1"}}},
 	{"multi-instance-parallel", miTask("false", "", ""), "",

@@ -346,8 +346,11 @@ func (s *stepper) execute(i int) {
 	case bpmn.KindStart:
 		s.complete(i, el, nil)
 	case bpmn.KindThrow, bpmn.KindEnd:
-		if el.Escalation != nil && !s.escalate(i, el.Escalation.Code) {
-			return // an interrupting catch ended the thrower
+		if el.Escalation != nil {
+			code, ok := s.thrownCode(i, el, el.Escalation, "escalation code")
+			if !ok || !s.escalate(i, code) {
+				return // an incident, or an interrupting catch ended the thrower
+			}
 		}
 		if s.publish(i, el) {
 			s.complete(i, el, nil)
@@ -355,8 +358,10 @@ func (s *stepper) execute(i int) {
 	case bpmn.KindTerminateEnd, bpmn.KindLink:
 		s.complete(i, el, nil)
 	case bpmn.KindErrorEnd:
-		if vars, ok := s.errorVariables(i, el); ok {
-			s.throw(i, el.Error.Code, vars)
+		if code, ok := s.thrownCode(i, el, el.Error, "error code"); ok {
+			if vars, ok := s.errorVariables(i, el); ok {
+				s.throw(i, code, vars)
+			}
 		}
 	case bpmn.KindMessageCatch:
 		s.park(i, el, WaitMessage)
