@@ -192,6 +192,27 @@ func TestParseThrownCodeExpressions(t *testing.T) {
 	}
 }
 
+func TestParseInclusiveGateways(t *testing.T) {
+	flows := `<bpmn:sequenceFlow id="F0" sourceRef="S" targetRef="G" />
+		<bpmn:sequenceFlow id="FA" sourceRef="G" targetRef="A"><bpmn:conditionExpression>=a</bpmn:conditionExpression></bpmn:sequenceFlow>
+		<bpmn:sequenceFlow id="FB" sourceRef="G" targetRef="B"><bpmn:conditionExpression>=b</bpmn:conditionExpression></bpmn:sequenceFlow>
+		<bpmn:sequenceFlow id="FC" sourceRef="G" targetRef="C" />`
+	p := parseBody(t, `<bpmn:startEvent id="S" /><bpmn:inclusiveGateway id="G" default="FC" /><bpmn:task id="A" /><bpmn:task id="B" /><bpmn:task id="C" />`+flows, "")
+	g := p.Element("G")
+	if g.Kind != KindInclusive || g.Default == nil || g.Default.ID != "FC" || len(g.Outgoing) != 3 || g.Outgoing[0].Condition == nil {
+		t.Fatalf("gateway = %+v", g)
+	}
+	_, err := Parse(strings.NewReader(doc(`<bpmn:startEvent id="S" /><bpmn:inclusiveGateway id="G" /><bpmn:task id="A" /><bpmn:task id="B" /><bpmn:task id="C" />`+flows, "")))
+	if !fault.HasCode(err, fault.BPMNInvalid) || !strings.Contains(err.Error(), `flow "FC" out of inclusive gateway "G" has no condition and is not the default`) {
+		t.Errorf("unconditioned flow: %v", err)
+	}
+	single := parseBody(t, `<bpmn:startEvent id="S" /><bpmn:inclusiveGateway id="G" /><bpmn:task id="A" />`+
+		`<bpmn:sequenceFlow id="F0" sourceRef="S" targetRef="G" /><bpmn:sequenceFlow id="FA" sourceRef="G" targetRef="A" />`, "")
+	if g := single.Element("G"); g.Kind != KindInclusive || g.Outgoing[0].Condition != nil {
+		t.Errorf("a single flow needs no condition: %+v", g)
+	}
+}
+
 func TestParseMultiInstance(t *testing.T) {
 	mi := func(seq, attrs, cond string) string {
 		return `<bpmn:multiInstanceLoopCharacteristics isSequential="` + seq + `"><bpmn:extensionElements><zeebe:loopCharacteristics ` + attrs +

@@ -27,6 +27,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(doc(coverageSeed, msgDefs+`<bpmn:escalation id="Esc" escalationCode="LATE" />`)))
 	f.Add([]byte(doc(espDoc, msgDefs)))
 	f.Add([]byte(doc(`<bpmn:startEvent id="S" />`, `<bpmn:process id="q" isExecutable="true"><bpmn:startEvent id="M"><bpmn:messageEventDefinition messageRef="M2" /></bpmn:startEvent></bpmn:process>`+msgDefs)))
+	f.Add([]byte(doc(`<bpmn:startEvent id="S" /><bpmn:inclusiveGateway id="G" default="FC" /><bpmn:task id="A" /><bpmn:task id="C" />`+
+		`<bpmn:sequenceFlow id="F0" sourceRef="S" targetRef="G" /><bpmn:sequenceFlow id="FA" sourceRef="G" targetRef="A"><bpmn:conditionExpression>=a</bpmn:conditionExpression></bpmn:sequenceFlow>`+
+		`<bpmn:sequenceFlow id="FC" sourceRef="G" targetRef="C" /><bpmn:sequenceFlow id="FJ" sourceRef="A" targetRef="C" />`, "")))
 	f.Add([]byte(doc(`<bpmn:startEvent id="T1"><bpmn:timerEventDefinition><bpmn:timeCycle>R3/2030-01-01T00:00:00Z/P1D</bpmn:timeCycle></bpmn:timerEventDefinition></bpmn:startEvent>`+
 		`<bpmn:startEvent id="T2"><bpmn:timerEventDefinition><bpmn:timeDate>=now() + duration("PT1M")</bpmn:timeDate></bpmn:timerEventDefinition></bpmn:startEvent>`+
 		`<bpmn:startEvent id="T3"><bpmn:timerEventDefinition><bpmn:timeDuration>="PT" + "5M"</bpmn:timeDuration></bpmn:timerEventDefinition></bpmn:startEvent>`, "")))

@@ -68,6 +68,9 @@ const (
 	// KindLink is a link intermediate throw event: the token continues at the
 	// catch event of the same link name (LinkTarget).
 	KindLink
+	// KindInclusive takes every outgoing flow whose condition holds, else
+	// its default flow (a diverging inclusive gateway).
+	KindInclusive
 )
 
 // Process is one executable BPMN process.
@@ -135,7 +138,7 @@ type Element struct {
 	// Incoming and Outgoing are the sequence flows in document order.
 	Incoming []*Flow
 	Outgoing []*Flow
-	// Default is the exclusive gateway's default flow, or nil.
+	// Default is the exclusive or inclusive gateway's default flow, or nil.
 	Default *Flow
 
 	// Message is set on message catch/throw/start events, receive and send
@@ -197,7 +200,8 @@ type Flow struct {
 	ID     string
 	Source *Element
 	Target *Element
-	// Condition is set on conditional flows out of an exclusive gateway.
+	// Condition is set on conditional flows out of an exclusive or inclusive
+	// gateway.
 	Condition *feel.Expr
 }
 

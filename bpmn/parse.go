@@ -448,7 +448,7 @@ func compile(id, what, src string) (*feel.Expr, error) {
 // refusedTypes are BPMN flow node types Sutra does not run, with what a
 // user should know about each.
 var refusedTypes = map[string]string{
-	"inclusiveGateway": "", "complexGateway": "", "transaction": "", "adHocSubProcess": "",
+	"complexGateway": "", "transaction": "", "adHocSubProcess": "",
 	"callChoreography": "", "subChoreography": "", "choreographyTask": "", "implicitThrowEvent": "",
 }
 
@@ -515,8 +515,11 @@ func (p *parser) element(n *node, parent *Element) (*Element, error) {
 		err = p.scope(n, el)
 	case "callActivity":
 		err = callActivity(el, x)
-	case "exclusiveGateway":
+	case "exclusiveGateway", "inclusiveGateway":
 		el.Kind = KindExclusive
+		if typ == "inclusiveGateway" {
+			el.Kind = KindInclusive
+		}
 		if d := n.attr("default"); d != "" {
 			p.defaults = append(p.defaults, pendingDefault{gateway: el, flow: d})
 		}
@@ -588,7 +591,7 @@ func checkMappings(el *Element) error {
 	}
 	if len(el.Outputs) > 0 {
 		switch el.Kind {
-		case KindExclusive, KindParallel, KindEventGateway:
+		case KindExclusive, KindInclusive, KindParallel, KindEventGateway:
 			return unsupported(el.ID, el.Type, "output mappings on a gateway")
 		}
 	}
@@ -625,8 +628,8 @@ func (p *parser) link() error {
 		case KindStart, KindBoundary, KindEventSubProcess:
 			return invalid("sequence flow %q enters %s %q", f.ID, f.Target.Type, f.Target.ID)
 		}
-		if f.Condition != nil && f.Source.Kind != KindExclusive {
-			return unsupported(f.ID, "sequenceFlow", "a condition on a flow that does not leave an exclusive gateway")
+		if f.Condition != nil && f.Source.Kind != KindExclusive && f.Source.Kind != KindInclusive {
+			return unsupported(f.ID, "sequenceFlow", "a condition on a flow that does not leave an exclusive or inclusive gateway")
 		}
 		f.Source.Outgoing = append(f.Source.Outgoing, f)
 		f.Target.Incoming = append(f.Target.Incoming, f)
@@ -716,13 +719,19 @@ func (p *parser) validate() error {
 			if len(el.Incoming) > 0 {
 				return invalid("start event %q has incoming flows", el.ID)
 			}
-		case KindExclusive:
+		case KindExclusive, KindInclusive:
 			if len(el.Outgoing) > 1 {
 				for _, f := range el.Outgoing {
 					if f.Condition == nil && f != el.Default {
-						return invalid("flow %q out of exclusive gateway %q has no condition and is not the default", f.ID, el.ID)
+						return invalid("flow %q out of %s gateway %q has no condition and is not the default", f.ID, strings.TrimSuffix(el.Type, "Gateway"), el.ID)
 					}
 				}
+			}
+			if el.Kind == KindInclusive && len(el.Incoming) > 1 {
+				// Zeebe joins there once every incoming flow was taken or no
+				// active element can still reach it: a reachability analysis
+				// of the scope after every move, not built yet.
+				return unsupported(el.ID, el.Type, "a converging (joining) inclusive gateway")
 			}
 		case KindEventGateway:
 			if err := validateEventGateway(el); err != nil {

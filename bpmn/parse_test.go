@@ -78,7 +78,9 @@ func TestParseRefusesUnsupportedElementsNamingIDAndType(t *testing.T) {
 	tests := []struct {
 		name, body, want string
 	}{
-		{"inclusive gateway", `<bpmn:inclusiveGateway id="G_1" />`, `"G_1" (inclusiveGateway)`},
+		{"converging inclusive gateway", `<bpmn:task id="A" /><bpmn:task id="B" /><bpmn:inclusiveGateway id="G_1" />` +
+			`<bpmn:sequenceFlow id="FA" sourceRef="A" targetRef="G_1" /><bpmn:sequenceFlow id="FB" sourceRef="B" targetRef="G_1" />`,
+			`"G_1" (inclusiveGateway): a converging (joining) inclusive gateway`},
 		{"complex gateway", `<bpmn:complexGateway id="C_1" />`, `"C_1" (complexGateway)`},
 		{"transaction", `<bpmn:transaction id="T_1" />`, `"T_1" (transaction)`},
 		{"signal catch", `<bpmn:intermediateCatchEvent id="E_1"><bpmn:signalEventDefinition /></bpmn:intermediateCatchEvent>`,

@@ -518,6 +518,39 @@ func (s *stepper) exclusive(i int, el *bpmn.Element) {
 	s.incident(i, fault.IncidentNoFlow, "no condition of gateway "+el.ID+" holds and it has no default flow", StageActivate)
 }
 
+// inclusive takes every outgoing flow whose condition holds (a flow without
+// one is the only flow out), else the default flow; with neither the token
+// stops in an incident. Every condition is evaluated, in document order,
+// before the token moves.
+func (s *stepper) inclusive(i int, el *bpmn.Element) {
+	ctx := s.view(i)
+	var taken []*bpmn.Flow
+	for _, f := range el.Outgoing {
+		if f == el.Default {
+			continue
+		}
+		ok := f.Condition == nil
+		if !ok {
+			var err error
+			if ok, err = f.Condition.EvalBoolIn(ctx, s.env(f.Condition, el, s.tokens[i].ID)); err != nil {
+				s.incident(i, fault.IncidentExpression, fmt.Sprintf("condition of flow %s: %v", f.ID, err), StageActivate)
+				return
+			}
+		}
+		if ok {
+			taken = append(taken, f)
+		}
+	}
+	if len(taken) == 0 && el.Default != nil {
+		taken = append(taken, el.Default)
+	}
+	if len(taken) == 0 {
+		s.incident(i, fault.IncidentNoFlow, "no condition of gateway "+el.ID+" holds and it has no default flow", StageActivate)
+		return
+	}
+	s.leave(i, taken)
+}
+
 // parallel joins and forks. A join waits until one token has arrived on each
 // incoming flow (in the same scope), then one token leaves by every outgoing flow.
 func (s *stepper) parallel(i int, el *bpmn.Element) {

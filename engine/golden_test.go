@@ -82,6 +82,8 @@ var goldenCases = []struct {
 			{Kind: TriggerMessage, Message: "reply-sms", CorrelationKey: "c-1"}}},
 	{"thrown-code-expressions", thrownCodes, thrownCodeDefs,
 		[]Trigger{{Kind: TriggerStart, Variables: map[string]any{"level": "LATE", "reason": "LIMIT"}}}},
+	{"inclusive-gateway", courses, msgDefs,
+		[]Trigger{{Kind: TriggerStart, Variables: map[string]any{"courses": []any{"steak", "pasta"}}}}},
 	{"timer-start", timerStarts, msgDefs,
 		[]Trigger{{Kind: TriggerStart, Element: "Hourly"}, {Kind: TriggerMessage, Message: "m1"}}},
 	{"multi-instance-parallel", miTask("false", "", ""), "",

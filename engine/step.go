@@ -383,6 +383,8 @@ func (s *stepper) execute(i int) {
 		s.activateEventSub(i, el, nil)
 	case bpmn.KindExclusive:
 		s.exclusive(i, el)
+	case bpmn.KindInclusive:
+		s.inclusive(i, el)
 	case bpmn.KindParallel:
 		s.parallel(i, el)
 	}
