@@ -329,7 +329,7 @@ func (p *parser) processStarts(starts []*Element) error {
 			if s.Message.NameExpression != nil {
 				// Its subscription opens at deploy, before any instance has
 				// variables: Zeebe refuses such a name too.
-				return unsupported(s.ID, s.Type, "a message name that reads variables or the clock on a message start event of the process")
+				return unsupported(s.ID, s.Type, "a message name expression that reads variables, now() or uuid() on a message start event of the process")
 			}
 			if other, dup := names[s.Message.Name]; dup {
 				return invalid("message start events %q and %q wait for the same message %q", other, s.ID, s.Message.Name)

@@ -126,7 +126,7 @@ func TestParseRefusesUnsupportedElementsNamingIDAndType(t *testing.T) {
 			<bpmn:sequenceFlow id="F9" sourceRef="T" targetRef="E"><bpmn:conditionExpression>=x</bpmn:conditionExpression></bpmn:sequenceFlow>`,
 			`"F9" (sequenceFlow): a condition`},
 		{"message start named by an expression", `<bpmn:startEvent id="S_6"><bpmn:messageEventDefinition messageRef="MX" /></bpmn:startEvent>`,
-			`"S_6" (startEvent): a message name that reads variables or the clock on a message start event of the process`},
+			`"S_6" (startEvent): a message name expression that reads variables, now() or uuid() on a message start event of the process`},
 		{"cycle on an interrupting boundary", `<bpmn:receiveTask id="R" messageRef="M1" /><bpmn:boundaryEvent id="B" attachedToRef="R"><bpmn:timerEventDefinition><bpmn:timeCycle>R2/PT1M</bpmn:timeCycle></bpmn:timerEventDefinition></bpmn:boundaryEvent>`,
 			`"B" (boundaryEvent): a timeCycle on an interrupting boundary event`},
 		{"task definition on a receive task", `<bpmn:receiveTask id="R" messageRef="M1"><bpmn:extensionElements><zeebe:taskDefinition type="a" /></bpmn:extensionElements></bpmn:receiveTask>`,

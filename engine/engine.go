@@ -147,7 +147,8 @@ type Trigger struct {
 	CorrelationKey string
 	// TokenID and Element identify the wait a timer, task or child trigger
 	// resumes, or the token a retry resolves. On TriggerStart, Element names
-	// the message start event to start at ("" = the none start event).
+	// the message or timer start event to start at ("" = the none start
+	// event).
 	TokenID string
 	Element string
 	// ErrorCode is the BPMN error thrown by a task worker (TriggerTaskError)
