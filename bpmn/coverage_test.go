@@ -85,6 +85,134 @@ func TestParseMessageStartEvents(t *testing.T) {
 	}
 }
 
+func TestParseTimerStartEvents(t *testing.T) {
+	timer := func(id, kind, value string) string {
+		return `<bpmn:startEvent id="` + id + `"><bpmn:timerEventDefinition><bpmn:` + kind + `>` + value + `</bpmn:` + kind + `></bpmn:timerEventDefinition></bpmn:startEvent>`
+	}
+	p := parseBody(t, timer("Hourly", "timeCycle", "R/PT1H")+timer("Once", "timeDate", "2030-10-10T12:00:00Z")+
+		timer("Soon", "timeDuration", "PT5M")+timer("Computed", "timeDate", `=now() + duration("PT1M")`)+
+		timer("Constant", "timeCycle", `="R3/" + "PT10M"`)+`<bpmn:endEvent id="E" />`+
+		`<bpmn:sequenceFlow id="F" sourceRef="Hourly" targetRef="E" />`, "")
+	var ids []string
+	for _, s := range p.TimerStarts() {
+		if s.Kind != KindStart || s.Timer == nil || s.Parent != nil {
+			t.Errorf("timer start %+v", s)
+		}
+		ids = append(ids, s.ID)
+	}
+	if !slices.Equal(ids, []string{"Hourly", "Once", "Soon", "Computed", "Constant"}) || p.Start != nil || len(p.MessageStarts()) != 0 {
+		t.Errorf("TimerStarts = %v, Start = %v", ids, p.Start)
+	}
+	if k := p.Element("Soon").Timer.Kind; k != TimerDuration {
+		t.Errorf("Soon is a %v timer", k)
+	}
+	both := parseBody(t, `<bpmn:startEvent id="S" />`+timer("T", "timeCycle", "R/PT1H"), "")
+	if both.Start == nil || len(both.TimerStarts()) != 1 {
+		t.Errorf("none + timer start: %v %v", both.Start, both.TimerStarts())
+	}
+	// A value is evaluated when the process is deployed, without variables
+	// (as Zeebe does): one that reads a variable, or is not a timer value, is
+	// refused then.
+	for _, tt := range []struct{ name, body, want string }{
+		{"a variable", timer("T", "timeCycle", "=cycle"), `timer start event "T", evaluated without variables as at deploy: evaluates to null`},
+		{"a number", timer("T", "timeCycle", "=1 + 1"), `evaluates to float64, want ISO-8601 text`},
+		{"a bad cycle", timer("T", "timeCycle", `="R/" + "P0D"`), `timer start event "T", evaluated without variables as at deploy: invalid ISO 8601 cycle "R/P0D"`},
+		{"a bad static date", timer("T", "timeDate", "tomorrow"), `timer "T": timeDate`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse(strings.NewReader(doc(tt.body, "")))
+			if !fault.HasCode(err, fault.BPMNInvalid) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want %s containing %q", err, fault.BPMNInvalid, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseMessageNameExpressions(t *testing.T) {
+	defs := `<bpmn:message id="Const" name="=&quot;order-&quot; + &quot;placed&quot;" />
+		<bpmn:message id="Dyn" name="=&quot;reply-&quot; + channel"><bpmn:extensionElements><zeebe:subscription correlationKey="=id" /></bpmn:extensionElements></bpmn:message>`
+	p := parseBody(t, `<bpmn:startEvent id="Start"><bpmn:messageEventDefinition messageRef="Const" /></bpmn:startEvent>
+		<bpmn:receiveTask id="R1" messageRef="Dyn" /><bpmn:receiveTask id="R2" messageRef="Dyn" /><bpmn:receiveTask id="R3" messageRef="M1" />
+		<bpmn:eventBasedGateway id="G" /><bpmn:intermediateCatchEvent id="C1"><bpmn:messageEventDefinition messageRef="Dyn" /></bpmn:intermediateCatchEvent>
+		<bpmn:intermediateCatchEvent id="C2"><bpmn:messageEventDefinition messageRef="Dyn" /></bpmn:intermediateCatchEvent>
+		<bpmn:sequenceFlow id="F1" sourceRef="G" targetRef="C1" /><bpmn:sequenceFlow id="F2" sourceRef="G" targetRef="C2" />`, msgDefs+defs)
+	// A constant name is evaluated at deploy, as Zeebe does: a message start may have one.
+	if m := p.MessageStarts()[0].Message; m.Name != "order-placed" || m.NameExpression != nil {
+		t.Errorf("constant name = %+v", m)
+	}
+	dyn := p.Element("R1").Message
+	if dyn.Name != "" || dyn.NameExpression.Source() != `="reply-" + channel` || dyn.CorrelationKey == nil || p.Element("R2").Message != dyn {
+		t.Errorf("name expression = %+v", dyn)
+	}
+	// Two waits of one event-based gateway on one name expression may differ once evaluated.
+	if got := p.MessageNames(); !slices.Equal(got, []string{"m1"}) {
+		t.Errorf("MessageNames = %v: a name expression is known only when evaluated", got)
+	}
+	_, err := Parse(strings.NewReader(doc(`<bpmn:startEvent id="S" /><bpmn:receiveTask id="R" messageRef="N" />`, `<bpmn:message id="N" name="=1 + 1" />`)))
+	if !fault.HasCode(err, fault.BPMNInvalid) || !strings.Contains(err.Error(), `message "N": name "=1 + 1" evaluates to 2, not a non-empty string`) {
+		t.Errorf("a constant name that is no string: %v", err)
+	}
+}
+
+func TestParseThrownCodeExpressions(t *testing.T) {
+	defs := msgDefs + `<bpmn:error id="EC" errorCode="=&quot;BO&quot; + &quot;OM&quot;" />
+		<bpmn:escalation id="SX" escalationCode="=level" /><bpmn:escalation id="SC" escalationCode="=&quot;LATE&quot;" />`
+	p := parseBody(t, `<bpmn:startEvent id="S" /><bpmn:endEvent id="Dyn"><bpmn:errorEventDefinition errorRef="EX" /></bpmn:endEvent>
+		<bpmn:endEvent id="Const"><bpmn:errorEventDefinition errorRef="EC" /></bpmn:endEvent>
+		<bpmn:subProcess id="Sub"><bpmn:startEvent id="SS" /><bpmn:intermediateThrowEvent id="Up"><bpmn:escalationEventDefinition escalationRef="SX" /></bpmn:intermediateThrowEvent>
+		<bpmn:endEvent id="UpEnd"><bpmn:escalationEventDefinition escalationRef="SC" /></bpmn:endEvent></bpmn:subProcess>`, defs)
+	if c := p.Element("Dyn").Error; c.Code != "" || c.Expression.Source() != "=code" {
+		t.Errorf("error code expression = %+v", c)
+	}
+	if c := p.Element("Const").Error; c.Code != "BOOM" || c.Expression != nil {
+		t.Errorf("constant error code = %+v", c)
+	}
+	if c := p.Element("Up").Escalation; c.Code != "" || c.Expression.Source() != "=level" {
+		t.Errorf("escalation code expression = %+v", c)
+	}
+	if c := p.Element("UpEnd").Escalation; c.Code != "LATE" {
+		t.Errorf("constant escalation code = %+v", c)
+	}
+	for _, tt := range []struct{ name, body, defs, code, want string }{
+		{"a constant that is no string", `<bpmn:endEvent id="E"><bpmn:errorEventDefinition errorRef="N" /></bpmn:endEvent>`, `<bpmn:error id="N" errorCode="=42" />`,
+			fault.BPMNInvalid, `element "E": errorCode "=42" evaluates to 42, not a non-empty string`},
+		{"an escalation catch", `<bpmn:subProcess id="Sub"><bpmn:startEvent id="SS" /></bpmn:subProcess><bpmn:boundaryEvent id="B" attachedToRef="Sub"><bpmn:escalationEventDefinition escalationRef="SX" /></bpmn:boundaryEvent>`,
+			defs, fault.BPMNUnsupported, `element "B" catches escalation "SX", whose escalationCode is an expression ("=level")`},
+		{"an error start of an event subprocess", `<bpmn:subProcess id="ESP" triggeredByEvent="true"><bpmn:startEvent id="ES"><bpmn:errorEventDefinition errorRef="EC" /></bpmn:startEvent></bpmn:subProcess>`,
+			defs, fault.BPMNUnsupported, `element "ES" catches error "EC"`},
+		{"a code that does not compile", `<bpmn:endEvent id="E"><bpmn:errorEventDefinition errorRef="N" /></bpmn:endEvent>`, `<bpmn:error id="N" errorCode="=(" />`,
+			fault.BPMNExpression, `error errorCode of "E"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse(strings.NewReader(doc(`<bpmn:startEvent id="S" />`+tt.body, tt.defs)))
+			if !fault.HasCode(err, tt.code) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want %s containing %q", err, tt.code, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseInclusiveGateways(t *testing.T) {
+	flows := `<bpmn:sequenceFlow id="F0" sourceRef="S" targetRef="G" />
+		<bpmn:sequenceFlow id="FA" sourceRef="G" targetRef="A"><bpmn:conditionExpression>=a</bpmn:conditionExpression></bpmn:sequenceFlow>
+		<bpmn:sequenceFlow id="FB" sourceRef="G" targetRef="B"><bpmn:conditionExpression>=b</bpmn:conditionExpression></bpmn:sequenceFlow>
+		<bpmn:sequenceFlow id="FC" sourceRef="G" targetRef="C" />`
+	p := parseBody(t, `<bpmn:startEvent id="S" /><bpmn:inclusiveGateway id="G" default="FC" /><bpmn:task id="A" /><bpmn:task id="B" /><bpmn:task id="C" />`+flows, "")
+	g := p.Element("G")
+	if g.Kind != KindInclusive || g.Default == nil || g.Default.ID != "FC" || len(g.Outgoing) != 3 || g.Outgoing[0].Condition == nil {
+		t.Fatalf("gateway = %+v", g)
+	}
+	_, err := Parse(strings.NewReader(doc(`<bpmn:startEvent id="S" /><bpmn:inclusiveGateway id="G" /><bpmn:task id="A" /><bpmn:task id="B" /><bpmn:task id="C" />`+flows, "")))
+	if !fault.HasCode(err, fault.BPMNInvalid) || !strings.Contains(err.Error(), `flow "FC" out of inclusive gateway "G" has no condition and is not the default`) {
+		t.Errorf("unconditioned flow: %v", err)
+	}
+	single := parseBody(t, `<bpmn:startEvent id="S" /><bpmn:inclusiveGateway id="G" /><bpmn:task id="A" />`+
+		`<bpmn:sequenceFlow id="F0" sourceRef="S" targetRef="G" /><bpmn:sequenceFlow id="FA" sourceRef="G" targetRef="A" />`, "")
+	if g := single.Element("G"); g.Kind != KindInclusive || g.Outgoing[0].Condition != nil {
+		t.Errorf("a single flow needs no condition: %+v", g)
+	}
+}
+
 func TestParseMultiInstance(t *testing.T) {
 	mi := func(seq, attrs, cond string) string {
 		return `<bpmn:multiInstanceLoopCharacteristics isSequential="` + seq + `"><bpmn:extensionElements><zeebe:loopCharacteristics ` + attrs +
@@ -294,6 +422,11 @@ func TestParseRefusesCamunda7FilesAsSuch(t *testing.T) {
 		{"execution platform", c7(`modeler:executionPlatform="Camunda Platform"`, `<bpmn:startEvent id="S" />`), `(modeler:executionPlatform="Camunda Platform")`},
 		{"camunda attribute", c7("", `<bpmn:startEvent id="S" /><bpmn:serviceTask id="T" camunda:class="com.acme.Charge" />`), `(camunda:class on serviceTask "T")`},
 		{"camunda extension", c7("", `<bpmn:startEvent id="S"><bpmn:extensionElements><camunda:formData /></bpmn:extensionElements></bpmn:startEvent>`), `(camunda:formData on formData)`},
+		{"zeebe namespace declared but unused", c7(`xmlns:zeebe="http://camunda.org/schema/zeebe/1.0"`, `<bpmn:startEvent id="S" camunda:asyncBefore="true" />`),
+			`(camunda:asyncBefore on startEvent "S")`},
+		{"Camunda 7 platform with zeebe extensions", c7(`modeler:executionPlatform="Camunda Platform" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0"`,
+			`<bpmn:startEvent id="S" /><bpmn:serviceTask id="T"><bpmn:extensionElements><zeebe:taskDefinition type="a" /></bpmn:extensionElements></bpmn:serviceTask>`),
+			`(modeler:executionPlatform="Camunda Platform")`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Parse(strings.NewReader(tt.src))
@@ -310,6 +443,28 @@ func TestParseRefusesCamunda7FilesAsSuch(t *testing.T) {
 	// Camunda 8's web modeler marks its files with camunda:diagramRelationId on the root.
 	mustParse(t, strings.Replace(doc(`<bpmn:startEvent id="S" />`, ""), `id="Definitions_1"`,
 		`xmlns:camunda="http://camunda.org/schema/1.0/bpmn" camunda:diagramRelationId="x" id="Definitions_1"`, 1))
+}
+
+// A Zeebe file with camunda: leftovers runs as Zeebe, which ignores them.
+func TestParseRunsZeebeFilesWithCamunda7Leftovers(t *testing.T) {
+	hybrid := func(rootAttrs, body string) string {
+		return `<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:camunda="http://camunda.org/schema/1.0/bpmn"
+			xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" xmlns:modeler="http://camunda.org/schema/modeler/1.0" id="D" ` + rootAttrs +
+			`><bpmn:process id="p" isExecutable="true" camunda:historyTimeToLive="180">` + body + `</bpmn:process></bpmn:definitions>`
+	}
+	p := mustParse(t, hybrid("", `<bpmn:startEvent id="S" />
+		<bpmn:serviceTask id="T" camunda:asyncBefore="true" camunda:class="com.acme.Charge"><bpmn:extensionElements>
+			<camunda:inputOutput><camunda:inputParameter name="x">1</camunda:inputParameter></camunda:inputOutput>
+			<zeebe:taskDefinition type="charge" />
+		</bpmn:extensionElements></bpmn:serviceTask><bpmn:sequenceFlow id="F" sourceRef="S" targetRef="T" />`))
+	if el := p.Element("T"); el.Kind != KindTask || el.Task.Type.Source() != "charge" || len(el.Inputs) != 0 {
+		t.Errorf("T = %+v", el)
+	}
+	// The modeler's Camunda 8 platform is a sign of Zeebe too.
+	cloudOnly := hybrid(`modeler:executionPlatform="Camunda Cloud"`, `<bpmn:startEvent id="S" camunda:asyncAfter="true" />`)
+	if p := mustParse(t, cloudOnly); p.Start.ID != "S" {
+		t.Errorf("start = %v", p.Start)
+	}
 }
 
 func TestParseErrorsCarryTheCodeAndTheValueOnce(t *testing.T) {

@@ -2,6 +2,8 @@ package bpmn
 
 import (
 	"strings"
+
+	"github.com/sutra-run/worker/fault"
 )
 
 func (p *parser) startEvent(el *Element, n, def *node, x *extensions) error {
@@ -167,8 +169,9 @@ func (p *parser) boundaryEvent(el *Element, n *node, def *node) error {
 }
 
 // code reads the errorCode (or escalationCode) of the bpmn:error (or
-// bpmn:escalation) ref names. A thrower needs a code; a catcher without a
-// ref, or whose error has no code, catches every error.
+// bpmn:escalation) ref names. A thrower needs a code, which may be an
+// expression; a catcher's is static, and a catcher without a ref, or whose
+// error has no code, catches every error.
 func (p *parser) code(id, ref string, nodes map[string]*node, what, attr string, throw bool) (*EventCode, error) {
 	if ref == "" {
 		if throw {
@@ -182,12 +185,54 @@ func (p *parser) code(id, ref string, nodes map[string]*node, what, attr string,
 	}
 	c := n.attr(attr)
 	if strings.HasPrefix(c, "=") {
-		return nil, unsupported(ref, what, "an "+attr+" expression")
+		if !throw {
+			return nil, fault.New(fault.BPMNUnsupported, "element %q catches %s %q, whose %s is an expression (%q): a catch event's code must be static, as in Zeebe",
+				id, what, ref, attr, c)
+		}
+		return thrownCode(id, what, attr, c)
 	}
 	if throw && c == "" {
 		return nil, invalid("element %q throws %s %q, which has no %s", id, what, ref, attr)
 	}
 	return &EventCode{Code: c}, nil
+}
+
+// thrownCode compiles the code expression src of a thrower. A constant one
+// is evaluated now; any other when the event is reached.
+func thrownCode(id, what, attr, src string) (*EventCode, error) {
+	e, err := compile(id, what+" "+attr, src)
+	if err != nil {
+		return nil, err
+	}
+	if e.UsesVariables() || e.UsesClock() || e.UsesSeed() {
+		return &EventCode{Expression: e}, nil
+	}
+	v, _ := e.Eval(nil) // cannot fail: Compile refuses a constant that does
+	code, ok := v.(string)
+	if !ok || code == "" {
+		return nil, invalid("element %q: %s %q evaluates to %v, not a non-empty string", id, attr, src, v)
+	}
+	return &EventCode{Code: code}, nil
+}
+
+// messageName compiles the name expression of m. A constant one is
+// evaluated now, as Zeebe does at deploy; any other is left to the engine.
+func messageName(m *Message) error {
+	e, err := compile(m.ID, "message name", m.Name)
+	if err != nil {
+		return err
+	}
+	if e.UsesVariables() || e.UsesClock() || e.UsesSeed() {
+		m.Name, m.NameExpression = "", e
+		return nil
+	}
+	v, _ := e.Eval(nil) // cannot fail: Compile refuses a constant that does
+	name, ok := v.(string)
+	if !ok || name == "" {
+		return invalid("message %q: name %q evaluates to %v, not a non-empty string", m.ID, m.Name, v)
+	}
+	m.Name = name
+	return nil
 }
 
 // message returns the compiled bpmn:message ref, shared by every element that
@@ -208,7 +253,9 @@ func (p *parser) message(id, ref string) (*Message, error) {
 		return nil, invalid("message %q has no name", ref)
 	}
 	if strings.HasPrefix(m.Name, "=") {
-		return nil, unsupported(ref, "message", "a message name expression")
+		if err := messageName(m); err != nil {
+			return nil, err
+		}
 	}
 	for _, k := range n.kids {
 		if !k.is(nsBPMN, "extensionElements") {

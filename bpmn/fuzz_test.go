@@ -27,8 +27,17 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(doc(coverageSeed, msgDefs+`<bpmn:escalation id="Esc" escalationCode="LATE" />`)))
 	f.Add([]byte(doc(espDoc, msgDefs)))
 	f.Add([]byte(doc(`<bpmn:startEvent id="S" />`, `<bpmn:process id="q" isExecutable="true"><bpmn:startEvent id="M"><bpmn:messageEventDefinition messageRef="M2" /></bpmn:startEvent></bpmn:process>`+msgDefs)))
+	f.Add([]byte(doc(`<bpmn:startEvent id="S" /><bpmn:inclusiveGateway id="G" default="FC" /><bpmn:task id="A" /><bpmn:task id="C" />`+
+		`<bpmn:sequenceFlow id="F0" sourceRef="S" targetRef="G" /><bpmn:sequenceFlow id="FA" sourceRef="G" targetRef="A"><bpmn:conditionExpression>=a</bpmn:conditionExpression></bpmn:sequenceFlow>`+
+		`<bpmn:sequenceFlow id="FC" sourceRef="G" targetRef="C" /><bpmn:sequenceFlow id="FJ" sourceRef="A" targetRef="C" />`, "")))
+	f.Add([]byte(doc(`<bpmn:startEvent id="T1"><bpmn:timerEventDefinition><bpmn:timeCycle>R3/2030-01-01T00:00:00Z/P1D</bpmn:timeCycle></bpmn:timerEventDefinition></bpmn:startEvent>`+
+		`<bpmn:startEvent id="T2"><bpmn:timerEventDefinition><bpmn:timeDate>=now() + duration("PT1M")</bpmn:timeDate></bpmn:timerEventDefinition></bpmn:startEvent>`+
+		`<bpmn:startEvent id="T3"><bpmn:timerEventDefinition><bpmn:timeDuration>="PT" + "5M"</bpmn:timeDuration></bpmn:timerEventDefinition></bpmn:startEvent>`, "")))
 	f.Add([]byte(`<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:camunda="http://camunda.org/schema/1.0/bpmn" id="D">` +
 		`<bpmn:process id="p" isExecutable="true"><bpmn:startEvent id="S" camunda:asyncBefore="true" /></bpmn:process></bpmn:definitions>`))
+	f.Add([]byte(`<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:camunda="http://camunda.org/schema/1.0/bpmn" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="D">` +
+		`<bpmn:process id="p" isExecutable="true"><bpmn:startEvent id="S" /><bpmn:serviceTask id="T" camunda:asyncBefore="true"><bpmn:extensionElements>` +
+		`<zeebe:taskDefinition type="a" /></bpmn:extensionElements></bpmn:serviceTask></bpmn:process></bpmn:definitions>`))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		ps, err := ParseAll(bytes.NewReader(src))
 		if err != nil {
@@ -45,8 +54,13 @@ func FuzzParse(f *testing.F) {
 
 // checkConsistent checks the invariants the engine relies on.
 func checkConsistent(t *testing.T, p *Process) {
-	if p.Start == nil && len(p.MessageStarts()) == 0 {
-		t.Fatalf("accepted process %s without a none or message start event", p.ID)
+	if p.Start == nil && len(p.MessageStarts()) == 0 && len(p.TimerStarts()) == 0 {
+		t.Fatalf("accepted process %s without a none, message or timer start event", p.ID)
+	}
+	for _, s := range p.TimerStarts() {
+		if s.Kind != KindStart || s.Timer == nil || s.Message != nil || s.Parent != nil || p.Element(s.ID) != s {
+			t.Fatalf("timer start %s is inconsistent", s.ID)
+		}
 	}
 	if p.Start != nil && (p.Start.Kind != KindStart || p.Element(p.Start.ID) != p.Start || p.Start.Message != nil) {
 		t.Fatalf("accepted a process with a bad none start event: %+v", p.Start)
@@ -95,9 +109,12 @@ func checkConsistent(t *testing.T, p *Process) {
 				t.Fatalf("boundary %s is not attached", el.ID)
 			}
 		case KindErrorEnd:
-			if el.Error == nil || el.Error.Code == "" {
-				t.Fatalf("error end %s throws no code", el.ID)
+			if el.Error == nil || (el.Error.Code == "") == (el.Error.Expression == nil) {
+				t.Fatalf("error end %s throws no code, or two", el.ID)
 			}
+		}
+		if m := el.Message; m != nil && (m.Name == "") == (m.NameExpression == nil) {
+			t.Fatalf("message %s of %s has a name and a name expression, or neither", m.ID, el.ID)
 		}
 		if el.Loop != nil && (el.Loop.InputCollection == nil || (el.Loop.OutputCollection == "") != (el.Loop.OutputElement == nil)) {
 			t.Fatalf("multi-instance %s is inconsistent", el.ID)
@@ -117,6 +134,9 @@ func checkEventSubs(t *testing.T, subs []*Element, parent *Element) {
 const coverageSeed = `<bpmn:extensionElements><zeebe:userTaskForm id="F1">{}</zeebe:userTaskForm></bpmn:extensionElements>
 <bpmn:startEvent id="S"><bpmn:extensionElements><zeebe:formDefinition formKey="camunda-forms:bpmn:F1" /></bpmn:extensionElements></bpmn:startEvent>
 <bpmn:startEvent id="MS"><bpmn:messageEventDefinition messageRef="M2" /></bpmn:startEvent>
+<bpmn:startEvent id="TS"><bpmn:timerEventDefinition><bpmn:timeCycle>R/PT1H</bpmn:timeCycle></bpmn:timerEventDefinition></bpmn:startEvent>
+<bpmn:receiveTask id="RX" messageRef="MX" />
+<bpmn:subProcess id="OnDyn" triggeredByEvent="true"><bpmn:startEvent id="ED" isInterrupting="false"><bpmn:messageEventDefinition messageRef="MX" /></bpmn:startEvent></bpmn:subProcess>
 <bpmn:userTask id="U"><bpmn:extensionElements><zeebe:userTask /><zeebe:assignmentDefinition assignee="=a" candidateGroups="g1,g2" />
   <zeebe:taskSchedule dueDate="=d" /><zeebe:priorityDefinition priority="60" /><zeebe:formDefinition formId="f" /></bpmn:extensionElements>
   <bpmn:multiInstanceLoopCharacteristics isSequential="true"><bpmn:extensionElements><zeebe:loopCharacteristics inputCollection="=items" inputElement="item" outputCollection="out" outputElement="=r" /></bpmn:extensionElements>
@@ -138,7 +158,7 @@ const coverageSeed = `<bpmn:extensionElements><zeebe:userTaskForm id="F1">{}</ze
 <bpmn:subProcess id="OnMsg" triggeredByEvent="true"><bpmn:startEvent id="EM" isInterrupting="false"><bpmn:messageEventDefinition messageRef="M1" /></bpmn:startEvent></bpmn:subProcess>
 <bpmn:intermediateThrowEvent id="L"><bpmn:linkEventDefinition name="go" /></bpmn:intermediateThrowEvent>
 <bpmn:intermediateCatchEvent id="LC"><bpmn:linkEventDefinition name="go" /></bpmn:intermediateCatchEvent>
-<bpmn:endEvent id="E" />
+<bpmn:endEvent id="E" /><bpmn:endEvent id="EX1"><bpmn:errorEventDefinition errorRef="EX" /></bpmn:endEvent>
 <bpmn:sequenceFlow id="F1" sourceRef="S" targetRef="U" /><bpmn:sequenceFlow id="F2" sourceRef="U" targetRef="T" /><bpmn:sequenceFlow id="F3" sourceRef="T" targetRef="MT" />
 <bpmn:sequenceFlow id="F4" sourceRef="MT" targetRef="Sc" /><bpmn:sequenceFlow id="F5" sourceRef="Sc" targetRef="C" /><bpmn:sequenceFlow id="F6" sourceRef="C" targetRef="Sub" />
 <bpmn:sequenceFlow id="F7" sourceRef="Sub" targetRef="L" /><bpmn:sequenceFlow id="F8" sourceRef="LC" targetRef="E" /><bpmn:sequenceFlow id="F9" sourceRef="MS" targetRef="U" />`

@@ -21,8 +21,9 @@ type Kind uint8
 
 const (
 	// KindStart is a start event: the none start event of the process or of a
-	// subprocess, a message start event of the process, or the start event
-	// of an event subprocess (message, timer, error or escalation).
+	// subprocess, a message or timer start event of the process, or the
+	// start event of an event subprocess (message, timer, error or
+	// escalation).
 	KindStart Kind = iota + 1
 	// KindEnd ends the token; with a Message it publishes first (message end
 	// event), with an Escalation it throws it first.
@@ -67,6 +68,9 @@ const (
 	// KindLink is a link intermediate throw event: the token continues at the
 	// catch event of the same link name (LinkTarget).
 	KindLink
+	// KindInclusive takes every outgoing flow whose condition holds, else
+	// its default flow (a diverging inclusive gateway).
+	KindInclusive
 )
 
 // Process is one executable BPMN process.
@@ -75,7 +79,7 @@ type Process struct {
 	ID   string
 	Name string
 	// Start is the process's none start event; nil when the process starts
-	// only by messages (see MessageStarts).
+	// only by messages or timers (see MessageStarts, TimerStarts).
 	Start *Element
 	// EventSubs are the event subprocesses at process level, in document order.
 	EventSubs []*Element
@@ -84,6 +88,7 @@ type Process struct {
 	flows         map[string]*Flow
 	messages      []string
 	messageStarts []*Element
+	timerStarts   []*Element
 }
 
 // Key is the definition key under which the store versions this process.
@@ -106,13 +111,19 @@ func (p *Process) Elements() []*Element {
 // instance of the process can wait for (catch events, receive tasks, message
 // boundary events, message starts of event subprocesses): the names a relay
 // may correlate to an instance of it. Message start events of the process
-// are not among them: they start instances (see MessageStarts).
+// are not among them: they start instances (see MessageStarts); nor are
+// names that are expressions, known only once evaluated.
 func (p *Process) MessageNames() []string { return p.messages }
 
 // MessageStarts returns the message start events of the process level (not
 // those of event subprocesses), in document order. Their message names are
 // distinct.
 func (p *Process) MessageStarts() []*Element { return p.messageStarts }
+
+// TimerStarts returns the timer start events of the process level (not
+// those of event subprocesses), in document order: each starts an instance
+// whenever its timer fires (see engine.NextStart for the schedule).
+func (p *Process) TimerStarts() []*Element { return p.timerStarts }
 
 // Element is one flow node.
 type Element struct {
@@ -127,14 +138,14 @@ type Element struct {
 	// Incoming and Outgoing are the sequence flows in document order.
 	Incoming []*Flow
 	Outgoing []*Flow
-	// Default is the exclusive gateway's default flow, or nil.
+	// Default is the exclusive or inclusive gateway's default flow, or nil.
 	Default *Flow
 
 	// Message is set on message catch/throw/start events, receive and send
 	// tasks and message boundary events.
 	Message *Message
 	// Timer is set on timer catch events, timer boundary events and timer
-	// starts of event subprocesses.
+	// start events (of the process or of an event subprocess).
 	Timer *Timer
 	// Error is set on error end events, error boundary events and error
 	// starts of event subprocesses.
@@ -189,15 +200,22 @@ type Flow struct {
 	ID     string
 	Source *Element
 	Target *Element
-	// Condition is set on conditional flows out of an exclusive gateway.
+	// Condition is set on conditional flows out of an exclusive or inclusive
+	// gateway.
 	Condition *feel.Expr
 }
 
 // Message is a bpmn:message with its Zeebe subscription.
 type Message struct {
 	ID string
-	// Name is the message name relays carry.
+	// Name is the message name relays carry; "" when NameExpression is set.
+	// A name expression that reads no variables, clock or seed is evaluated
+	// at Parse (Zeebe evaluates it at deploy) and becomes Name.
 	Name string
+	// NameExpression is a name that must be evaluated where it is used: when
+	// a subscription opens (over the variables visible there; the result is
+	// kept with the subscription) or when the message is sent.
+	NameExpression *feel.Expr
 	// CorrelationKey is evaluated against the instance variables when the
 	// subscription opens (or when the message is published); nil when the
 	// message has no zeebe:subscription.
@@ -208,6 +226,10 @@ type Message struct {
 // empty Code catches every error (or escalation).
 type EventCode struct {
 	Code string
+	// Expression is a thrower's code that must be evaluated when the event
+	// is reached (Code is "" then). A constant one is evaluated at Parse and
+	// becomes Code; a catch event's code is always static, as in Zeebe.
+	Expression *feel.Expr
 }
 
 // TimerKind tells how a timer's value is read.

@@ -97,41 +97,60 @@ func readDocument(r io.Reader) (*document, []*node, error) {
 	return d, executable, nil
 }
 
-// refuseCamunda7 recognises a file saved for Camunda 7 (the camunda:
-// namespace in use, or the modeler's execution platform) and refuses it as
-// such: its extensions mean nothing to Zeebe, and element by element
-// refusals would not tell the user what is wrong.
+// refuseCamunda7 recognises a file saved for Camunda 7 (the modeler's
+// execution platform, or the camunda: namespace in use with no sign of
+// Zeebe) and refuses it as such: its extensions mean nothing to Zeebe, and
+// element by element refusals would not tell the user what is wrong. A
+// Zeebe file carrying leftover camunda: attributes or extensions (a
+// migrated camunda:asyncBefore, say) runs: Zeebe ignores other namespaces,
+// and so does the parser.
 func refuseCamunda7(root *node) error {
 	const why = "this is a Camunda 7 (Camunda Platform) file%s: Sutra runs the Camunda 8 (Zeebe) dialect; " +
 		"migrate the file to Camunda 8 (for example with Camunda's migration analyzer) and deploy it again"
+	cloud := false
 	for _, a := range root.attrs {
-		if a.Name.Space == nsModeler && a.Name.Local == "executionPlatform" && a.Value == "Camunda Platform" {
-			return fault.New(fault.BPMNUnsupported, why, ` (modeler:executionPlatform="Camunda Platform")`)
+		if a.Name.Space == nsModeler && a.Name.Local == "executionPlatform" {
+			switch a.Value {
+			case "Camunda Platform":
+				return fault.New(fault.BPMNUnsupported, why, ` (modeler:executionPlatform="Camunda Platform")`)
+			case "Camunda Cloud":
+				cloud = true
+			}
 		}
 	}
 	// Camunda 8's web modeler writes camunda:diagramRelationId on the root,
-	// so only a use below it marks a Camunda 7 file.
+	// so only uses below it count, for either dialect.
+	var c7 *node
+	var what string
+	zeebe := cloud
 	for _, k := range root.kids {
-		if n, what := camunda7Use(k); n != nil {
-			return fault.New(fault.BPMNUnsupported, why, fmt.Sprintf(" (camunda:%s on %s)", what, describeNode(n)))
+		if c7 == nil {
+			c7, what = firstUse(k, nsCamunda7)
 		}
+		if !zeebe {
+			n, _ := firstUse(k, nsZeebe)
+			zeebe = n != nil
+		}
+	}
+	if c7 != nil && !zeebe {
+		return fault.New(fault.BPMNUnsupported, why, fmt.Sprintf(" (camunda:%s on %s)", what, describeNode(c7)))
 	}
 	return nil
 }
 
-// camunda7Use returns the first node, in document order, that is or carries
-// something of the Camunda 7 namespace, and what that is.
-func camunda7Use(n *node) (*node, string) {
-	if n.name.Space == nsCamunda7 {
+// firstUse returns the first node, in document order, that is or carries
+// something of namespace space, and what that is.
+func firstUse(n *node, space string) (*node, string) {
+	if n.name.Space == space {
 		return n, n.name.Local
 	}
 	for _, a := range n.attrs {
-		if a.Name.Space == nsCamunda7 {
+		if a.Name.Space == space {
 			return n, a.Name.Local
 		}
 	}
 	for _, k := range n.kids {
-		if found, what := camunda7Use(k); found != nil {
+		if found, what := firstUse(k, space); found != nil {
 			return found, what
 		}
 	}
@@ -300,19 +319,28 @@ func (p *parser) scope(n *node, parent *Element) error {
 }
 
 // processStarts checks the process's start events: at most one none start
-// event and any number of message start events with distinct messages.
+// event, any number of message start events with distinct messages and any
+// number of timer start events.
 func (p *parser) processStarts(starts []*Element) error {
 	names := map[string]string{}
 	for _, s := range starts {
 		switch {
 		case s.Message != nil:
+			if s.Message.NameExpression != nil {
+				// Its subscription opens at deploy, before any instance has
+				// variables: Zeebe refuses such a name too.
+				return unsupported(s.ID, s.Type, "a message name expression that reads variables, now() or uuid() on a message start event of the process")
+			}
 			if other, dup := names[s.Message.Name]; dup {
 				return invalid("message start events %q and %q wait for the same message %q", other, s.ID, s.Message.Name)
 			}
 			names[s.Message.Name] = s.ID
 			p.proc.messageStarts = append(p.proc.messageStarts, s)
 		case s.Timer != nil:
-			return unsupported(s.ID, s.Type, "a timer start event of the process (instances started on a schedule)")
+			if err := checkStartTimer(s); err != nil {
+				return err
+			}
+			p.proc.timerStarts = append(p.proc.timerStarts, s)
 		case s.Error != nil || s.Escalation != nil:
 			return invalid("start event %q of the process has an error or escalation trigger, which only an event subprocess's start event may have", s.ID)
 		case p.proc.Start != nil:
@@ -321,8 +349,8 @@ func (p *parser) processStarts(starts []*Element) error {
 			p.proc.Start = s
 		}
 	}
-	if p.proc.Start == nil && len(p.proc.messageStarts) == 0 {
-		return invalid("the process has no none start event and no message start event")
+	if p.proc.Start == nil && len(p.proc.messageStarts) == 0 && len(p.proc.timerStarts) == 0 {
+		return invalid("the process has no none start event and no message or timer start event")
 	}
 	return nil
 }
@@ -420,7 +448,7 @@ func compile(id, what, src string) (*feel.Expr, error) {
 // refusedTypes are BPMN flow node types Sutra does not run, with what a
 // user should know about each.
 var refusedTypes = map[string]string{
-	"inclusiveGateway": "", "complexGateway": "", "transaction": "", "adHocSubProcess": "",
+	"complexGateway": "", "transaction": "", "adHocSubProcess": "",
 	"callChoreography": "", "subChoreography": "", "choreographyTask": "", "implicitThrowEvent": "",
 }
 
@@ -487,8 +515,11 @@ func (p *parser) element(n *node, parent *Element) (*Element, error) {
 		err = p.scope(n, el)
 	case "callActivity":
 		err = callActivity(el, x)
-	case "exclusiveGateway":
+	case "exclusiveGateway", "inclusiveGateway":
 		el.Kind = KindExclusive
+		if typ == "inclusiveGateway" {
+			el.Kind = KindInclusive
+		}
 		if d := n.attr("default"); d != "" {
 			p.defaults = append(p.defaults, pendingDefault{gateway: el, flow: d})
 		}
@@ -560,7 +591,7 @@ func checkMappings(el *Element) error {
 	}
 	if len(el.Outputs) > 0 {
 		switch el.Kind {
-		case KindExclusive, KindParallel, KindEventGateway:
+		case KindExclusive, KindInclusive, KindParallel, KindEventGateway:
 			return unsupported(el.ID, el.Type, "output mappings on a gateway")
 		}
 	}
@@ -597,8 +628,8 @@ func (p *parser) link() error {
 		case KindStart, KindBoundary, KindEventSubProcess:
 			return invalid("sequence flow %q enters %s %q", f.ID, f.Target.Type, f.Target.ID)
 		}
-		if f.Condition != nil && f.Source.Kind != KindExclusive {
-			return unsupported(f.ID, "sequenceFlow", "a condition on a flow that does not leave an exclusive gateway")
+		if f.Condition != nil && f.Source.Kind != KindExclusive && f.Source.Kind != KindInclusive {
+			return unsupported(f.ID, "sequenceFlow", "a condition on a flow that does not leave an exclusive or inclusive gateway")
 		}
 		f.Source.Outgoing = append(f.Source.Outgoing, f)
 		f.Target.Incoming = append(f.Target.Incoming, f)
@@ -688,13 +719,19 @@ func (p *parser) validate() error {
 			if len(el.Incoming) > 0 {
 				return invalid("start event %q has incoming flows", el.ID)
 			}
-		case KindExclusive:
+		case KindExclusive, KindInclusive:
 			if len(el.Outgoing) > 1 {
 				for _, f := range el.Outgoing {
 					if f.Condition == nil && f != el.Default {
-						return invalid("flow %q out of exclusive gateway %q has no condition and is not the default", f.ID, el.ID)
+						return invalid("flow %q out of %s gateway %q has no condition and is not the default", f.ID, strings.TrimSuffix(el.Type, "Gateway"), el.ID)
 					}
 				}
+			}
+			if el.Kind == KindInclusive && len(el.Incoming) > 1 {
+				// Zeebe joins there once every incoming flow was taken or no
+				// active element can still reach it: a reachability analysis
+				// of the scope after every move, not built yet.
+				return unsupported(el.ID, el.Type, "a converging (joining) inclusive gateway")
 			}
 		case KindEventGateway:
 			if err := validateEventGateway(el); err != nil {
@@ -718,8 +755,8 @@ func validateEventSubs(subs []*Element) error {
 			return invalid("event subprocess %q cannot be multi-instance or carry boundary events", esp.ID)
 		}
 		m := esp.SubStart.Message
-		if m == nil {
-			continue
+		if m == nil || m.NameExpression != nil {
+			continue // an expression's name is known only when evaluated
 		}
 		if other, dup := names[m.Name]; dup {
 			return invalid("event subprocesses %q and %q start on the same message %q", other, esp.ID, m.Name)
@@ -740,7 +777,7 @@ func validateEventGateway(el *Element) error {
 		if !ok {
 			return invalid("event-based gateway %q leads to %s %q; only message and timer intermediate catch events may follow it", el.ID, t.Type, t.ID)
 		}
-		if t.Message != nil {
+		if t.Message != nil && t.Message.NameExpression == nil {
 			if names[t.Message.Name] {
 				return invalid("event-based gateway %q waits for message %q twice", el.ID, t.Message.Name)
 			}
@@ -754,7 +791,7 @@ func validateEventGateway(el *Element) error {
 func (p *parser) collectMessages() {
 	seen := map[string]bool{}
 	for _, el := range p.proc.elements {
-		if el.Message == nil || el.Kind == KindThrow || el.Kind == KindEnd {
+		if el.Message == nil || el.Message.NameExpression != nil || el.Kind == KindThrow || el.Kind == KindEnd {
 			continue
 		}
 		if el.Kind == KindStart && el.Parent == nil {

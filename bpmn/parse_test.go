@@ -78,7 +78,9 @@ func TestParseRefusesUnsupportedElementsNamingIDAndType(t *testing.T) {
 	tests := []struct {
 		name, body, want string
 	}{
-		{"inclusive gateway", `<bpmn:inclusiveGateway id="G_1" />`, `"G_1" (inclusiveGateway)`},
+		{"converging inclusive gateway", `<bpmn:task id="A" /><bpmn:task id="B" /><bpmn:inclusiveGateway id="G_1" />` +
+			`<bpmn:sequenceFlow id="FA" sourceRef="A" targetRef="G_1" /><bpmn:sequenceFlow id="FB" sourceRef="B" targetRef="G_1" />`,
+			`"G_1" (inclusiveGateway): a converging (joining) inclusive gateway`},
 		{"complex gateway", `<bpmn:complexGateway id="C_1" />`, `"C_1" (complexGateway)`},
 		{"transaction", `<bpmn:transaction id="T_1" />`, `"T_1" (transaction)`},
 		{"signal catch", `<bpmn:intermediateCatchEvent id="E_1"><bpmn:signalEventDefinition /></bpmn:intermediateCatchEvent>`,
@@ -89,8 +91,6 @@ func TestParseRefusesUnsupportedElementsNamingIDAndType(t *testing.T) {
 			`"Task_2" (serviceTask): extension zeebe:executionListeners`},
 		{"timer cycle on catch event", `<bpmn:intermediateCatchEvent id="E_2"><bpmn:timerEventDefinition><bpmn:timeCycle>R3/PT1M</bpmn:timeCycle></bpmn:timerEventDefinition></bpmn:intermediateCatchEvent>`,
 			`"E_2" (intermediateCatchEvent): a timeCycle`},
-		{"timer start of the process", `<bpmn:startEvent id="S_3"><bpmn:timerEventDefinition><bpmn:timeCycle>R/PT1H</bpmn:timeCycle></bpmn:timerEventDefinition></bpmn:startEvent>`,
-			`"S_3" (startEvent): a timer start event of the process`},
 		{"signal start", `<bpmn:startEvent id="S_4"><bpmn:signalEventDefinition /></bpmn:startEvent>`,
 			`"S_4" (startEvent): signalEventDefinition`},
 		{"signal end", `<bpmn:endEvent id="End_4"><bpmn:signalEventDefinition /></bpmn:endEvent>`,
@@ -120,12 +120,13 @@ func TestParseRefusesUnsupportedElementsNamingIDAndType(t *testing.T) {
 			`"S_5" (startEvent): input mappings`},
 		{"an extension on a receive task", `<bpmn:receiveTask id="R_2" messageRef="M1"><bpmn:extensionElements><zeebe:executionListeners /></bpmn:extensionElements></bpmn:receiveTask>`,
 			`"R_2" (receiveTask): extension zeebe:executionListeners`},
-		{"error code expression", `<bpmn:endEvent id="End_5"><bpmn:errorEventDefinition errorRef="EX" /></bpmn:endEvent>`,
-			`"EX" (error): an errorCode expression`},
+		{"error code expression on a catch event", `<bpmn:receiveTask id="R" messageRef="M1" /><bpmn:boundaryEvent id="B_9" attachedToRef="R"><bpmn:errorEventDefinition errorRef="EX" /></bpmn:boundaryEvent>`,
+			`element "B_9" catches error "EX", whose errorCode is an expression ("=code"): a catch event's code must be static, as in Zeebe`},
 		{"condition on a flow out of a task", `<bpmn:serviceTask id="T"><bpmn:extensionElements><zeebe:taskDefinition type="a" /></bpmn:extensionElements></bpmn:serviceTask><bpmn:endEvent id="E" />
 			<bpmn:sequenceFlow id="F9" sourceRef="T" targetRef="E"><bpmn:conditionExpression>=x</bpmn:conditionExpression></bpmn:sequenceFlow>`,
 			`"F9" (sequenceFlow): a condition`},
-		{"message name expression", `<bpmn:receiveTask id="R" messageRef="MX" />`, `"MX" (message): a message name expression`},
+		{"message start named by an expression", `<bpmn:startEvent id="S_6"><bpmn:messageEventDefinition messageRef="MX" /></bpmn:startEvent>`,
+			`"S_6" (startEvent): a message name expression that reads variables, now() or uuid() on a message start event of the process`},
 		{"cycle on an interrupting boundary", `<bpmn:receiveTask id="R" messageRef="M1" /><bpmn:boundaryEvent id="B" attachedToRef="R"><bpmn:timerEventDefinition><bpmn:timeCycle>R2/PT1M</bpmn:timeCycle></bpmn:timerEventDefinition></bpmn:boundaryEvent>`,
 			`"B" (boundaryEvent): a timeCycle on an interrupting boundary event`},
 		{"task definition on a receive task", `<bpmn:receiveTask id="R" messageRef="M1"><bpmn:extensionElements><zeebe:taskDefinition type="a" /></bpmn:extensionElements></bpmn:receiveTask>`,

@@ -1,6 +1,8 @@
 package bpmn
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/sutra-run/worker/fault"
@@ -48,6 +50,32 @@ func (p *parser) timer(id string, def *node) (*Timer, error) {
 		return nil, invalid("timer %q has no timeDuration, timeDate or timeCycle", id)
 	}
 	return t, nil
+}
+
+// checkStartTimer checks the value of timer start event s of the process as
+// Zeebe does when the process is deployed: it is evaluated without
+// variables, since no instance exists yet. A value that reads the clock is
+// left to the deploy itself (engine.NextStart at the deploy time).
+func checkStartTimer(s *Element) error {
+	v := s.Timer.Value
+	if v.IsStatic() || v.UsesClock() {
+		return nil // a static value was checked with the timer
+	}
+	val, err := v.Eval(nil)
+	if err == nil {
+		switch text, ok := val.(string); {
+		case ok:
+			err = checkTimerValue(s.Timer.Kind, text)
+		case val == nil:
+			err = errors.New("evaluates to null, want ISO-8601 text")
+		default:
+			err = fmt.Errorf("evaluates to %T, want ISO-8601 text", val)
+		}
+	}
+	if err != nil {
+		return fault.Wrap(fault.BPMNInvalid, bare{err}, "timer start event %q, evaluated without variables as at deploy", s.ID)
+	}
+	return nil
 }
 
 // checkTimerValue reports whether text is a valid value for a timer of kind.

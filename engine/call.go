@@ -15,7 +15,7 @@ import (
 
 // startChild asks for the child instance of call activity token i.
 func (s *stepper) startChild(i int, el *bpmn.Element, ctx map[string]any) error {
-	key, err := el.Call.ProcessID.EvalStringAt(ctx, s.now)
+	key, err := el.Call.ProcessID.EvalStringIn(ctx, s.env(el.Call.ProcessID, el, s.tokens[i].ID))
 	if err != nil {
 		return fmt.Errorf("called process id of %s: %w", el.ID, err)
 	}

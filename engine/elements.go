@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/sutra-run/worker/bpmn"
 	"github.com/sutra-run/worker/fault"
@@ -82,16 +81,24 @@ func (s *stepper) openWaits(i int, el *bpmn.Element, kind WaitKind) ([]Armed, er
 // for token id, evaluating over ctx.
 func (s *stepper) openEvent(id string, el *bpmn.Element, ctx map[string]any, armed []Armed) ([]Armed, error) {
 	if el.Message != nil {
-		key, err := correlationKey(el.Message, ctx, s.now)
+		name, err := s.messageName(el, id, ctx)
+		if err != nil {
+			return nil, fmt.Errorf("message name of %s: %w", el.ID, err)
+		}
+		key, err := s.correlationKey(el, id, ctx)
 		if err != nil {
 			return nil, fmt.Errorf("correlation key of %s: %w", el.ID, err)
 		}
 		s.eff.Subscriptions = append(s.eff.Subscriptions, Subscription{
-			TokenID: id, Element: el.ID, Message: el.Message.Name, CorrelationKey: key,
+			TokenID: id, Element: el.ID, Message: name, CorrelationKey: key,
 		})
-		return append(armed, Armed{Element: el.ID, Key: key}), nil
+		a := Armed{Element: el.ID, Key: key}
+		if el.Message.NameExpression != nil {
+			a.Message = name
+		}
+		return append(armed, a), nil
 	}
-	due, interval, left, err := s.due(el.Timer, ctx)
+	due, interval, left, err := s.due(el, id, ctx)
 	if err != nil {
 		return nil, fmt.Errorf("timer %s: %w", el.ID, err)
 	}
@@ -113,25 +120,64 @@ func (s *stepper) rollback(m effectsMark) {
 	s.eff.StartChildren = s.eff.StartChildren[:m.children]
 }
 
-// correlationKey evaluates a message's key ("" when it has none).
-func correlationKey(m *bpmn.Message, ctx map[string]any, now time.Time) (string, error) {
-	if m.CorrelationKey == nil {
+// messageName evaluates the name of el's message for token: its static
+// name, or its expression, which must yield a non-empty string (as Zeebe
+// requires a string).
+func (s *stepper) messageName(el *bpmn.Element, token string, ctx map[string]any) (string, error) {
+	e := el.Message.NameExpression
+	if e == nil {
+		return el.Message.Name, nil
+	}
+	v, err := e.EvalIn(ctx, s.env(e, el, token))
+	if err != nil {
+		return "", err
+	}
+	name, ok := v.(string)
+	if !ok || name == "" {
+		return "", fmt.Errorf("%q evaluated to %s, not a non-empty string", e.Source(), valueName(v))
+	}
+	return name, nil
+}
+
+// valueName names a value's JSON type for messages.
+func valueName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "an empty string"
+	case bool:
+		return "a boolean"
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "a context"
+	}
+	return "a number"
+}
+
+// correlationKey evaluates the key of el's message for token ("" when the
+// message has none).
+func (s *stepper) correlationKey(el *bpmn.Element, token string, ctx map[string]any) (string, error) {
+	k := el.Message.CorrelationKey
+	if k == nil {
 		return "", nil
 	}
-	return m.CorrelationKey.EvalStringAt(ctx, now)
+	return k.EvalStringIn(ctx, s.env(k, el, token))
 }
 
 // newTask builds the pull task of token i at el from ctx, the variables
 // visible at the token (s.view(i)). They are the task's variables, locals
 // included: the worker sees everything, as a Zeebe job does.
 func (s *stepper) newTask(i int, el *bpmn.Element, ctx map[string]any) (Task, error) {
-	typ, err := el.Task.Type.EvalStringAt(ctx, s.now)
+	tok := s.tokens[i].ID
+	typ, err := el.Task.Type.EvalStringIn(ctx, s.env(el.Task.Type, el, tok))
 	if err != nil {
 		return Task{}, fmt.Errorf("task type of %s: %w", el.ID, err)
 	}
 	retries := s.retryRetries
 	if retries <= 0 {
-		r, err := el.Task.Retries.EvalAt(ctx, s.now)
+		r, err := el.Task.Retries.EvalIn(ctx, s.env(el.Task.Retries, el, tok))
 		if err != nil {
 			return Task{}, fmt.Errorf("task retries of %s: %w", el.ID, err)
 		}
@@ -140,9 +186,9 @@ func (s *stepper) newTask(i int, el *bpmn.Element, ctx map[string]any) (Task, er
 			return Task{}, fmt.Errorf("task retries of %s: %v is not a non-negative integer", el.ID, r)
 		}
 	}
-	task := Task{TokenID: s.tokens[i].ID, Element: el.ID, Type: typ, Retries: retries, Headers: el.Task.Headers}
+	task := Task{TokenID: tok, Element: el.ID, Type: typ, Retries: retries, Headers: el.Task.Headers}
 	if el.User != nil {
-		if task.User, err = userTask(el, ctx, s.now); err != nil {
+		if task.User, err = s.userTask(el, tok, ctx); err != nil {
 			return Task{}, err
 		}
 	}
@@ -162,30 +208,31 @@ func asInt(v any) (int, bool) {
 	return 0, false
 }
 
-// userTask evaluates a user task's assignment, schedule and priority.
-func userTask(el *bpmn.Element, ctx map[string]any, now time.Time) (*UserTask, error) {
+// userTask evaluates the assignment, schedule and priority of user task el
+// for token.
+func (s *stepper) userTask(el *bpmn.Element, token string, ctx map[string]any) (*UserTask, error) {
 	d := el.User
 	u := &UserTask{FormKey: d.FormKey, FormID: d.FormID, Priority: 50}
 	var err error
 	if d.Assignee != nil {
-		if u.Assignee, err = d.Assignee.EvalStringAt(ctx, now); err != nil {
+		if u.Assignee, err = d.Assignee.EvalStringIn(ctx, s.env(d.Assignee, el, token)); err != nil {
 			return nil, fmt.Errorf("assignee of %s: %w", el.ID, err)
 		}
 	}
-	if u.CandidateGroups, err = candidates(d.CandidateGroups, ctx, now); err != nil {
+	if u.CandidateGroups, err = s.candidates(d.CandidateGroups, el, token, ctx); err != nil {
 		return nil, fmt.Errorf("candidate groups of %s: %w", el.ID, err)
 	}
-	if u.CandidateUsers, err = candidates(d.CandidateUsers, ctx, now); err != nil {
+	if u.CandidateUsers, err = s.candidates(d.CandidateUsers, el, token, ctx); err != nil {
 		return nil, fmt.Errorf("candidate users of %s: %w", el.ID, err)
 	}
-	if u.DueDate, err = dateTime(d.DueDate, ctx, now); err != nil {
+	if u.DueDate, err = s.dateTime(d.DueDate, el, token, ctx); err != nil {
 		return nil, fmt.Errorf("due date of %s: %w", el.ID, err)
 	}
-	if u.FollowUpDate, err = dateTime(d.FollowUpDate, ctx, now); err != nil {
+	if u.FollowUpDate, err = s.dateTime(d.FollowUpDate, el, token, ctx); err != nil {
 		return nil, fmt.Errorf("follow-up date of %s: %w", el.ID, err)
 	}
 	if d.Priority != nil {
-		v, err := d.Priority.EvalAt(ctx, now)
+		v, err := d.Priority.EvalIn(ctx, s.env(d.Priority, el, token))
 		if err == nil {
 			u.Priority, err = bpmn.UserTaskPriority(v)
 		}
@@ -198,11 +245,11 @@ func userTask(el *bpmn.Element, ctx map[string]any, now time.Time) (*UserTask, e
 
 // candidates evaluates a candidate list: a list of strings, or a string of
 // comma-separated names.
-func candidates(e *feel.Expr, ctx map[string]any, now time.Time) ([]string, error) {
+func (s *stepper) candidates(e *feel.Expr, el *bpmn.Element, token string, ctx map[string]any) ([]string, error) {
 	if e == nil {
 		return nil, nil
 	}
-	v, err := e.EvalAt(ctx, now)
+	v, err := e.EvalIn(ctx, s.env(e, el, token))
 	if err != nil {
 		return nil, err
 	}
@@ -229,11 +276,11 @@ func candidates(e *feel.Expr, ctx map[string]any, now time.Time) ([]string, erro
 }
 
 // dateTime evaluates an optional RFC 3339 date-time ("" when unset).
-func dateTime(e *feel.Expr, ctx map[string]any, now time.Time) (string, error) {
+func (s *stepper) dateTime(e *feel.Expr, el *bpmn.Element, token string, ctx map[string]any) (string, error) {
 	if e == nil {
 		return "", nil
 	}
-	text, err := e.EvalStringAt(ctx, now)
+	text, err := e.EvalStringIn(ctx, s.env(e, el, token))
 	if err != nil {
 		return "", err
 	}
@@ -246,7 +293,8 @@ func dateTime(e *feel.Expr, ctx map[string]any, now time.Time) (string, error) {
 // script evaluates a script task's expression; its value, under the result
 // variable, is the task's result.
 func (s *stepper) script(i int, el *bpmn.Element) {
-	v, err := el.Script.Expression.EvalAt(s.view(i), s.now)
+	e := el.Script.Expression
+	v, err := e.EvalIn(s.view(i), s.env(e, el, s.tokens[i].ID))
 	if err != nil {
 		s.incident(i, fault.IncidentExpression, fmt.Sprintf("script of %s: %v", el.ID, err), StageActivate)
 		return
@@ -260,8 +308,13 @@ func (s *stepper) publish(i int, el *bpmn.Element) bool {
 	if el.Message == nil {
 		return true
 	}
-	ctx := s.view(i)
-	key, err := correlationKey(el.Message, ctx, s.now)
+	ctx, tok := s.view(i), s.tokens[i].ID
+	name, err := s.messageName(el, tok, ctx)
+	if err != nil {
+		s.incident(i, fault.IncidentExpression, fmt.Sprintf("message name of %s: %v", el.ID, err), StageActivate)
+		return false
+	}
+	key, err := s.correlationKey(el, tok, ctx)
 	if err != nil {
 		s.incident(i, fault.IncidentExpression, fmt.Sprintf("correlation key of %s: %v", el.ID, err), StageActivate)
 		return false
@@ -269,7 +322,7 @@ func (s *stepper) publish(i int, el *bpmn.Element) bool {
 	var payload map[string]any
 	if len(el.Inputs) > 0 {
 		payload = make(map[string]any, len(el.Inputs))
-		if err := mapInto(el, el.Inputs, ctx, payload, s.now); err != nil {
+		if err := s.mapInto(el, tok, el.Inputs, ctx, payload); err != nil {
 			s.incident(i, fault.IncidentExpression, err.Error(), StageActivate)
 			return false
 		}
@@ -279,21 +332,21 @@ func (s *stepper) publish(i int, el *bpmn.Element) bool {
 	s.eff.Publish = append(s.eff.Publish, OutboxMessage{
 		ID:             s.outboxID(i, el),
 		Element:        el.ID,
-		Message:        el.Message.Name,
+		Message:        name,
 		CorrelationKey: key,
 		Variables:      payload,
 	})
 	return true
 }
 
-// mapInto evaluates mappings of el over ctx into out; an input without
-// source maps null.
-func mapInto(el *bpmn.Element, mappings []bpmn.Mapping, ctx, out map[string]any, now time.Time) error {
+// mapInto evaluates mappings of el for token over ctx into out; an input
+// without source maps null.
+func (s *stepper) mapInto(el *bpmn.Element, token string, mappings []bpmn.Mapping, ctx, out map[string]any) error {
 	for _, m := range mappings {
 		var v any
 		if m.Source != nil {
 			var err error
-			if v, err = m.Source.EvalAt(ctx, now); err != nil {
+			if v, err = m.Source.EvalIn(ctx, s.env(m.Source, el, token)); err != nil {
 				return fmt.Errorf("input mapping %s of %s: %w", m.Target, el.ID, err)
 			}
 		}
@@ -309,6 +362,20 @@ func (s *stepper) outboxID(i int, el *bpmn.Element) string {
 	return s.in.ID + "/" + strconv.FormatInt(s.in.Version+1, 10) + "/" + el.ID + "/" + s.tokens[i].ID
 }
 
+// env is what expression e of element el reads when evaluated for token:
+// the step's time and, only if e calls uuid(), a seed built like an outbox
+// id and numbered within the step. The number tells apart two evaluations
+// the rest cannot (an input and an output mapping of the same text, a loop
+// that passes the element twice in one step); a re-run of the step numbers
+// them alike, so uuid() gives the same ids again.
+func (s *stepper) env(e *feel.Expr, el *bpmn.Element, token string) feel.Env {
+	if !e.UsesSeed() {
+		return feel.Env{Now: s.now}
+	}
+	s.seeds++
+	return feel.Env{Now: s.now, Seed: s.in.ID + "/" + strconv.FormatInt(s.in.Version+1, 10) + "/" + el.ID + "/" + token + "/" + strconv.Itoa(s.seeds)}
+}
+
 // errorVariables evaluates an error end event's output mappings: the
 // variables its error carries to the catch event.
 func (s *stepper) errorVariables(i int, el *bpmn.Element) (map[string]any, bool) {
@@ -318,7 +385,7 @@ func (s *stepper) errorVariables(i int, el *bpmn.Element) (map[string]any, bool)
 	vars := make(map[string]any, len(el.Outputs))
 	ctx := s.view(i)
 	for _, m := range el.Outputs {
-		v, err := m.Source.EvalAt(ctx, s.now)
+		v, err := m.Source.EvalIn(ctx, s.env(m.Source, el, s.tokens[i].ID))
 		if err != nil {
 			s.incident(i, fault.IncidentExpression, fmt.Sprintf("output mapping %s of %s: %v", m.Target, el.ID, err), StageActivate)
 			return nil, false
@@ -345,7 +412,7 @@ func (s *stepper) outputs(i int, el *bpmn.Element, result map[string]any) bool {
 	}
 	values := make([]any, len(el.Outputs))
 	for k, m := range el.Outputs {
-		v, err := m.Source.EvalAt(ctx, s.now)
+		v, err := m.Source.EvalIn(ctx, s.env(m.Source, el, s.tokens[i].ID))
 		if err != nil {
 			s.mergeFrom(i, result)
 			s.incident(i, fault.IncidentExpression, fmt.Sprintf("output mapping %s of %s: %v", m.Target, el.ID, err), StageComplete)
@@ -432,7 +499,7 @@ func (s *stepper) exclusive(i int, el *bpmn.Element) {
 		ok := f.Condition == nil // the only flow out of a merging gateway
 		if !ok {
 			var err error
-			if ok, err = f.Condition.EvalBoolAt(ctx, s.now); err != nil {
+			if ok, err = f.Condition.EvalBoolIn(ctx, s.env(f.Condition, el, s.tokens[i].ID)); err != nil {
 				s.incident(i, fault.IncidentExpression, fmt.Sprintf("condition of flow %s: %v", f.ID, err), StageActivate)
 				return
 			}
@@ -449,6 +516,39 @@ func (s *stepper) exclusive(i int, el *bpmn.Element) {
 		}
 	}
 	s.incident(i, fault.IncidentNoFlow, "no condition of gateway "+el.ID+" holds and it has no default flow", StageActivate)
+}
+
+// inclusive takes every outgoing flow whose condition holds (a flow without
+// one is the only flow out), else the default flow; with neither the token
+// stops in an incident. Every condition is evaluated, in document order,
+// before the token moves.
+func (s *stepper) inclusive(i int, el *bpmn.Element) {
+	ctx := s.view(i)
+	var taken []*bpmn.Flow
+	for _, f := range el.Outgoing {
+		if f == el.Default {
+			continue
+		}
+		ok := f.Condition == nil
+		if !ok {
+			var err error
+			if ok, err = f.Condition.EvalBoolIn(ctx, s.env(f.Condition, el, s.tokens[i].ID)); err != nil {
+				s.incident(i, fault.IncidentExpression, fmt.Sprintf("condition of flow %s: %v", f.ID, err), StageActivate)
+				return
+			}
+		}
+		if ok {
+			taken = append(taken, f)
+		}
+	}
+	if len(taken) == 0 && el.Default != nil {
+		taken = append(taken, el.Default)
+	}
+	if len(taken) == 0 {
+		s.incident(i, fault.IncidentNoFlow, "no condition of gateway "+el.ID+" holds and it has no default flow", StageActivate)
+		return
+	}
+	s.leave(i, taken)
 }
 
 // parallel joins and forks. A join waits until one token has arrived on each

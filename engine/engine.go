@@ -88,6 +88,10 @@ type Armed struct {
 	// Key is the correlation key the subscription was opened with: a later
 	// change of variables must not move an open subscription.
 	Key string `json:"key,omitempty"`
+	// Message is the message name the subscription was opened with, when
+	// the element's name is an expression (bpmn.Message.NameExpression); ""
+	// for a static name, which the element itself gives.
+	Message string `json:"msg,omitempty"`
 	// Left counts how many more times a cycle timer fires after its armed
 	// firing (-1 = unbounded).
 	Left int `json:"left,omitempty"`
@@ -143,7 +147,8 @@ type Trigger struct {
 	CorrelationKey string
 	// TokenID and Element identify the wait a timer, task or child trigger
 	// resumes, or the token a retry resolves. On TriggerStart, Element names
-	// the message start event to start at ("" = the none start event).
+	// the message or timer start event to start at ("" = the none start
+	// event).
 	TokenID string
 	Element string
 	// ErrorCode is the BPMN error thrown by a task worker (TriggerTaskError)
@@ -182,7 +187,8 @@ type WaitRename struct {
 	To      string
 }
 
-// Subscription is an open message subscription.
+// Subscription is an open message subscription. Message is the evaluated
+// name when the element's name is an expression.
 type Subscription struct {
 	TokenID        string
 	Element        string

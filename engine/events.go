@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 
@@ -88,6 +89,25 @@ func (s *stepper) activateEventSub(k int, esp *bpmn.Element, payload map[string]
 		return
 	}
 	s.complete(s.add(esp.SubStart, s.tokens[k].ID, ""), esp.SubStart, payload)
+}
+
+// thrownCode is the code token i throws at el: static, or its expression
+// evaluated now, which must yield a non-empty string (Zeebe requires a
+// string); a failure stops the token in an incident.
+func (s *stepper) thrownCode(i int, el *bpmn.Element, c *bpmn.EventCode, what string) (string, bool) {
+	if c.Expression == nil {
+		return c.Code, true
+	}
+	v, err := c.Expression.EvalIn(s.view(i), s.env(c.Expression, el, s.tokens[i].ID))
+	code, ok := v.(string)
+	if err == nil && (!ok || code == "") {
+		err = fmt.Errorf("%q evaluated to %s, not a non-empty string", c.Expression.Source(), valueName(v))
+	}
+	if err != nil {
+		s.incident(i, fault.IncidentExpression, fmt.Sprintf("%s of %s: %v", what, el.ID, err), StageActivate)
+		return "", false
+	}
+	return code, true
 }
 
 // errorOf and escalationOf select what a catch event catches.

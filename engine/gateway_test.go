@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/sutra-run/worker/bpmn"
 	"github.com/sutra-run/worker/fault"
 )
 
@@ -17,6 +18,49 @@ func receive(id, msg string) string {
 
 func catchMsg(id, msg string) string {
 	return `<bpmn:intermediateCatchEvent id="` + id + `"><bpmn:messageEventDefinition messageRef="` + msg + `" /></bpmn:intermediateCatchEvent>`
+}
+
+// courses is Zeebe's lunch example: a diverging inclusive gateway with a
+// default flow.
+var courses = `<bpmn:startEvent id="S" /><bpmn:inclusiveGateway id="G" default="FSalad" />` +
+	receive("Pasta", "M1") + receive("Steak", "M2") + receive("Salad", "M3") + flow("F0", "S", "G") +
+	cond("FPasta", "G", "Pasta", `=list contains(courses, "pasta")`) + cond("FSteak", "G", "Steak", `=list contains(courses, "steak")`) +
+	flow("FSalad", "G", "Salad")
+
+func TestInclusiveGatewayTakesEveryTrueConditionElseDefaultElseIncident(t *testing.T) {
+	def := parse(t, courses, msgDefs)
+	noDefault := parse(t, `<bpmn:startEvent id="S" /><bpmn:inclusiveGateway id="G" />`+receive("Pasta", "M1")+flow("F0", "S", "G")+
+		cond("FPasta", "G", "Pasta", `=list contains(courses, "pasta")`), msgDefs)
+	single := parse(t, `<bpmn:startEvent id="S" /><bpmn:inclusiveGateway id="G" />`+receive("Pasta", "M1")+flow("F0", "S", "G")+flow("F1", "G", "Pasta"), msgDefs)
+	tests := []struct {
+		name     string
+		def      *bpmn.Process
+		courses  any
+		wantAt   []string
+		incident string
+	}{
+		{"one condition", def, []any{"pasta"}, []string{"Pasta/message"}, ""},
+		{"every true condition, in document order", def, []any{"steak", "pasta"}, []string{"Pasta/message", "Steak/message"}, ""},
+		{"the default flow only when nothing holds", def, []any{}, []string{"Salad/message"}, ""},
+		{"a single flow without condition", single, nil, []string{"Pasta/message"}, ""},
+		{"evaluation error", def, "pasta", []string{"G/incident"}, fault.IncidentExpression},
+		{"no flow matches", noDefault, []any{}, []string{"G/incident"}, fault.IncidentNoFlow},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			x := newInstance(t, tt.def)
+			eff := x.step(Trigger{Kind: TriggerStart, Variables: map[string]any{"courses": tt.courses}})
+			if !reflect.DeepEqual(x.at(), tt.wantAt) {
+				t.Errorf("tokens at %v, want %v", x.at(), tt.wantAt)
+			}
+			if tt.incident == "" {
+				return
+			}
+			if len(eff.Incidents) != 1 || eff.Incidents[0].Code != tt.incident || eff.Incidents[0].Element != "G" || len(eff.Subscriptions) != 0 {
+				t.Errorf("effects = %+v: an incident and no flow taken", eff)
+			}
+		})
+	}
 }
 
 func TestExclusiveGatewayTakesFirstTrueConditionElseDefaultElseIncident(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sutra-run/worker/bpmn"
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/feel"
 )
 
 // Migrate moves an active instance of definition from onto definition to.
@@ -246,14 +247,17 @@ func sameWait(src, d *bpmn.Element) bool {
 	case src.Timer != nil:
 		return d.Timer != nil
 	case src.Message != nil:
-		return d.Message != nil && d.Message.Name == src.Message.Name && sameKey(src.Message, d.Message)
+		return d.Message != nil && d.Message.Name == src.Message.Name &&
+			sameExpr(src.Message.NameExpression, d.Message.NameExpression) &&
+			sameExpr(src.Message.CorrelationKey, d.Message.CorrelationKey)
 	}
 	return false
 }
 
-func sameKey(a, b *bpmn.Message) bool {
-	if a.CorrelationKey == nil || b.CorrelationKey == nil {
-		return a.CorrelationKey == b.CorrelationKey
+// sameExpr reports whether two optional expressions are the same text.
+func sameExpr(a, b *feel.Expr) bool {
+	if a == nil || b == nil {
+		return a == b
 	}
-	return a.CorrelationKey.Source() == b.CorrelationKey.Source()
+	return a.Source() == b.Source()
 }

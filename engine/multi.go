@@ -44,7 +44,8 @@ func (s *stepper) multi(i int, el *bpmn.Element) {
 
 // collection evaluates el's input collection at token i.
 func (s *stepper) collection(i int, el *bpmn.Element) ([]any, error) {
-	v, err := el.Loop.InputCollection.EvalAt(s.view(i), s.now)
+	e := el.Loop.InputCollection
+	v, err := e.EvalIn(s.view(i), s.env(e, el, s.tokens[i].ID))
 	if err != nil {
 		return nil, fmt.Errorf("input collection of %s: %w", el.ID, err)
 	}
@@ -82,7 +83,7 @@ func (s *stepper) innerDone(i int, el *bpmn.Element) {
 
 	var collected []any
 	if l.OutputCollection != "" {
-		out, err := l.OutputElement.EvalAt(ctx, s.now)
+		out, err := l.OutputElement.EvalIn(ctx, s.env(l.OutputElement, el, s.tokens[i].ID))
 		if err != nil {
 			fail(fmt.Errorf("output element of %s: %w", el.ID, err))
 			return
@@ -111,7 +112,7 @@ func (s *stepper) innerDone(i int, el *bpmn.Element) {
 			"numberOfTerminatedInstances": float64(0),
 		}
 		var err error
-		if done, err = l.CompletionCondition.EvalBoolAt(overlay(ctx, counts), s.now); err != nil {
+		if done, err = l.CompletionCondition.EvalBoolIn(overlay(ctx, counts), s.env(l.CompletionCondition, el, s.tokens[i].ID)); err != nil {
 			fail(fmt.Errorf("completion condition of %s: %w", el.ID, err))
 			return
 		}

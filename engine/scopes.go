@@ -138,7 +138,7 @@ func (s *stepper) localInputs(i int, el *bpmn.Element) bool {
 	for k, v := range s.tokens[i].Vars {
 		locals[k] = v
 	}
-	if err := mapInto(el, el.Inputs, s.view(i), locals, s.now); err != nil {
+	if err := s.mapInto(el, s.tokens[i].ID, el.Inputs, s.view(i), locals); err != nil {
 		s.incident(i, fault.IncidentExpression, err.Error(), StageActivate)
 		return false
 	}

@@ -60,6 +60,8 @@ type stepper struct {
 	runs  int
 	// retryRetries overrides the retries of the task a retry re-creates.
 	retryRetries int
+	// seeds counts the evaluations that read a seed (see env).
+	seeds int
 }
 
 func newStepper(def *bpmn.Process, in *Instance, now time.Time) *stepper {
@@ -112,7 +114,8 @@ func statusName(st Status) string {
 }
 
 // start starts the instance at the none start event or, when tr.Element
-// names one, at a message start event whose payload tr.Variables is.
+// names one, at a message start event whose payload tr.Variables is, or at
+// a timer start event (whose result tr.Variables is, normally none).
 func (s *stepper) start(tr Trigger) error {
 	if s.in.State.Status != "" || len(s.in.State.Tokens) > 0 || s.in.State.Seq != 0 {
 		return fault.New(fault.InstanceExists, "instance %s is already started", s.in.ID)
@@ -120,22 +123,23 @@ func (s *stepper) start(tr Trigger) error {
 	el := s.def.Start
 	if tr.Element != "" {
 		el = s.def.Element(tr.Element)
-		if el == nil || el.Kind != bpmn.KindStart || el.Message == nil || el.Parent != nil {
-			return fault.New(fault.NoStartEvent, "process %s has no message start event %q", s.def.ID, tr.Element)
+		if el == nil || el.Kind != bpmn.KindStart || el.Message == nil && el.Timer == nil || el.Parent != nil {
+			return fault.New(fault.NoStartEvent, "process %s has no message or timer start event %q", s.def.ID, tr.Element)
 		}
 	} else if el == nil {
-		return fault.New(fault.NoStartEvent, "process %s has no none start event: it starts by its messages", s.def.ID)
+		return fault.New(fault.NoStartEvent, "process %s has no none start event: it starts by messages or timers", s.def.ID)
 	}
 	// An instance's variables are always an object, even when started without any.
 	s.vars, s.ownVars = make(map[string]any, len(tr.Variables)+4), true
 	s.parent = tr.Parent
 	i := s.add(el, "", "")
-	if el.Message == nil {
+	if el == s.def.Start {
 		s.merge(tr.Variables)
 		s.queue = append(s.queue, i)
 		return nil
 	}
-	// The message is the start event's result: its outputs map it.
+	// The message (or a timer's nothing) is the start event's result: its
+	// outputs map it.
 	s.complete(i, el, tr.Variables)
 	return nil
 }
@@ -145,7 +149,14 @@ func (s *stepper) start(tr Trigger) error {
 func (s *stepper) message(tr Trigger) error {
 	match := func(a Armed) *bpmn.Element {
 		el := s.def.Element(a.Element)
-		if el == nil || el.Message == nil || el.Message.Name != tr.Message {
+		if el == nil || el.Message == nil {
+			return nil
+		}
+		name := a.Message // evaluated when the subscription opened
+		if name == "" {
+			name = el.Message.Name
+		}
+		if name != tr.Message {
 			return nil
 		}
 		if tr.CorrelationKey != "" && a.Key != tr.CorrelationKey {
@@ -335,8 +346,11 @@ func (s *stepper) execute(i int) {
 	case bpmn.KindStart:
 		s.complete(i, el, nil)
 	case bpmn.KindThrow, bpmn.KindEnd:
-		if el.Escalation != nil && !s.escalate(i, el.Escalation.Code) {
-			return // an interrupting catch ended the thrower
+		if el.Escalation != nil {
+			code, ok := s.thrownCode(i, el, el.Escalation, "escalation code")
+			if !ok || !s.escalate(i, code) {
+				return // an incident, or an interrupting catch ended the thrower
+			}
 		}
 		if s.publish(i, el) {
 			s.complete(i, el, nil)
@@ -344,8 +358,10 @@ func (s *stepper) execute(i int) {
 	case bpmn.KindTerminateEnd, bpmn.KindLink:
 		s.complete(i, el, nil)
 	case bpmn.KindErrorEnd:
-		if vars, ok := s.errorVariables(i, el); ok {
-			s.throw(i, el.Error.Code, vars)
+		if code, ok := s.thrownCode(i, el, el.Error, "error code"); ok {
+			if vars, ok := s.errorVariables(i, el); ok {
+				s.throw(i, code, vars)
+			}
 		}
 	case bpmn.KindMessageCatch:
 		s.park(i, el, WaitMessage)
@@ -367,6 +383,8 @@ func (s *stepper) execute(i int) {
 		s.activateEventSub(i, el, nil)
 	case bpmn.KindExclusive:
 		s.exclusive(i, el)
+	case bpmn.KindInclusive:
+		s.inclusive(i, el)
 	case bpmn.KindParallel:
 		s.parallel(i, el)
 	}

@@ -178,12 +178,26 @@ func (n literal) feel(b *strings.Builder) {
 	}
 }
 
-func (n name) feel(b *strings.Builder) { b.WriteString(n.name) }
+func (n name) feel(b *strings.Builder) { writeName(b, n.name) }
 
 func (n path) feel(b *strings.Builder) {
 	operand(b, n.base, n.base.prec() < precPrimary)
 	b.WriteString(".")
-	b.WriteString(n.field)
+	if n.field == "time offset" {
+		b.WriteString(n.field) // the property, which the parser reads as one field
+		return
+	}
+	writeName(b, n.field)
+}
+
+// writeName writes a variable or field name bare when it reads back as
+// that name, otherwise in backticks (`steady-state`, `if`).
+func writeName(b *strings.Builder, s string) {
+	if isName(s) {
+		b.WriteString(s)
+		return
+	}
+	b.WriteString("`" + s + "`")
 }
 
 // feel writes "- -a" rather than "-(-a)": parentheses would add a level

@@ -29,6 +29,7 @@ type builtin struct {
 	// as it is (sum(xs)) when it is the only parameter.
 	variadic bool
 	clock    bool // reads the current time
+	seeded   bool // reads the evaluation's seed (uuid)
 	fn       func(c *evalCtx, a args) (any, error)
 }
 
@@ -115,7 +116,6 @@ const maxFuncWords = 4
 
 // unsupportedFuncs are feel-scala functions refused on purpose, with why.
 var unsupportedFuncs = map[string]string{
-	"uuid":          "its result is random, and evaluation must be deterministic",
 	"random number": "its result is random, and evaluation must be deterministic",
 	"log":           "its floating-point result may differ between platforms",
 	"exp":           "its floating-point result may differ between platforms",
@@ -137,6 +137,7 @@ func init() {
 	defineConversions()
 	defineContexts()
 	defineTemporal()
+	defineUUID()
 }
 
 // ---- booleans ----

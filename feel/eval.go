@@ -155,6 +155,7 @@ func exactUint(u uint64) (float64, bool, error) {
 type evalCtx struct {
 	vars  map[string]any
 	now   time.Time // zero when the caller supplied no clock
+	ids   *idSource // set when the expression calls uuid()
 	steps int
 }
 

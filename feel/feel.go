@@ -39,7 +39,23 @@ import (
 type Expr struct {
 	src   string
 	root  node // nil for a static value
+	vars  bool // reads a variable (or may: see parser.free)
 	clock bool // calls now() or today()
+	// key is the canonical text uuid() derives ids from, set when the
+	// expression calls uuid(): reformatting the source changes no id.
+	key string
+}
+
+// Env is what an evaluation reads besides the variables.
+type Env struct {
+	// Now is the time now() and today() read (in UTC); zero makes them
+	// evaluation errors.
+	Now time.Time
+	// Seed is what uuid() derives its ids from, with the expression and the
+	// call's position in the evaluation. The caller makes it unique per
+	// occasion (the engine: per step, element and token) and the same when
+	// that occasion is evaluated again; "" makes uuid() an evaluation error.
+	Seed string
 }
 
 // Compile compiles src. src starting with "=" is an expression; otherwise it
@@ -52,12 +68,15 @@ func Compile(src string) (*Expr, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Expr{src: src, root: root, clock: p.clock}
-	if p.free == 0 && !p.clock {
-		// Without variables or the clock the result can never change, so
-		// an error now (1 / 0, "a" < 1) is an error at every evaluation:
-		// refuse at deploy.
-		if _, err := e.run(nil, time.Time{}); err != nil {
+	e := &Expr{src: src, root: root, vars: p.free > 0, clock: p.clock}
+	if p.seed {
+		e.key = e.String()
+	}
+	if p.free == 0 && !p.clock && !p.seed {
+		// Without variables, the clock or a seed the result can never
+		// change, so an error now (1 / 0, "a" < 1) is an error at every
+		// evaluation: refuse at deploy.
+		if _, err := e.run(nil, Env{}); err != nil {
 			return nil, fault.New(fault.BPMNExpression, "expression %q always fails: %v", src, err)
 		}
 	}
@@ -80,9 +99,18 @@ func (e *Expr) Source() string { return e.src }
 // expression.
 func (e *Expr) IsStatic() bool { return e.root == nil }
 
+// UsesVariables reports whether the expression may read a variable. One
+// that reads no variable, no clock and no seed is a constant: a caller may
+// evaluate it once, with Eval(nil).
+func (e *Expr) UsesVariables() bool { return e.vars }
+
 // UsesClock reports whether the expression calls now() or today(), so that
-// its result depends on the time passed to EvalAt.
+// its result depends on Env.Now.
 func (e *Expr) UsesClock() bool { return e.clock }
+
+// UsesSeed reports whether the expression calls uuid(), so that its result
+// depends on Env.Seed: a caller may build the seed only then.
+func (e *Expr) UsesSeed() bool { return e.key != "" }
 
 // String returns the canonical text: the static value unchanged, or "="
 // followed by the expression with normalised spacing, numbers and string
@@ -98,28 +126,33 @@ func (e *Expr) String() string {
 	return b.String()
 }
 
-// Eval is EvalAt without a clock: now() and today() are evaluation errors.
-func (e *Expr) Eval(vars map[string]any) (any, error) { return e.EvalAt(vars, time.Time{}) }
-
-// EvalAt evaluates the expression over vars (JSON-shaped values; see the
-// package documentation) at the time now, which now() and today() read (in
-// UTC); a zero now makes them evaluation errors. A static value evaluates
-// to its string. The result is JSON-shaped; a list or context from vars is
-// returned as it is, not copied.
-func (e *Expr) EvalAt(vars map[string]any, now time.Time) (any, error) {
+// EvalIn evaluates the expression over vars (JSON-shaped values; see the
+// package documentation) in env. A static value evaluates to its string.
+// The result is JSON-shaped; a list or context from vars is returned as it
+// is, not copied.
+func (e *Expr) EvalIn(vars map[string]any, env Env) (any, error) {
 	if e.root == nil {
 		return e.src, nil
 	}
-	v, err := e.run(vars, now)
+	v, err := e.run(vars, env)
 	if err != nil {
 		return nil, fmt.Errorf("feel: evaluating %q: %w", e.src, err)
 	}
 	return jsonShape(v), nil
 }
 
+// Eval is EvalIn with an empty Env: now(), today() and uuid() are
+// evaluation errors.
+func (e *Expr) Eval(vars map[string]any) (any, error) { return e.EvalIn(vars, Env{}) }
+
+// EvalAt is EvalIn at the time now, without a seed.
+func (e *Expr) EvalAt(vars map[string]any, now time.Time) (any, error) {
+	return e.EvalIn(vars, Env{Now: now})
+}
+
 // run evaluates the tree. A panic would be a bug here; it becomes an error
 // (wrapping a runtime.Error when it is one) rather than crashing the step.
-func (e *Expr) run(vars map[string]any, now time.Time) (v any, err error) {
+func (e *Expr) run(vars map[string]any, env Env) (v any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			if re, ok := r.(runtime.Error); ok {
@@ -129,17 +162,18 @@ func (e *Expr) run(vars map[string]any, now time.Time) (v any, err error) {
 			}
 		}
 	}()
-	c := &evalCtx{vars: vars, now: now}
+	c := &evalCtx{vars: vars, now: env.Now}
+	if e.key != "" {
+		// Only then: every evaluation pays for a larger context otherwise.
+		c.ids = &idSource{seed: env.Seed, key: e.key}
+	}
 	return e.root.eval(c, nil)
 }
 
-// EvalBool is EvalBoolAt without a clock.
-func (e *Expr) EvalBool(vars map[string]any) (bool, error) { return e.EvalBoolAt(vars, time.Time{}) }
-
-// EvalBoolAt evaluates a condition at the time now; a result other than
-// true or false (null included) is an error.
-func (e *Expr) EvalBoolAt(vars map[string]any, now time.Time) (bool, error) {
-	v, err := e.EvalAt(vars, now)
+// EvalBoolIn evaluates a condition in env; a result other than true or
+// false (null included) is an error.
+func (e *Expr) EvalBoolIn(vars map[string]any, env Env) (bool, error) {
+	v, err := e.EvalIn(vars, env)
 	if err != nil {
 		return false, err
 	}
@@ -150,18 +184,21 @@ func (e *Expr) EvalBoolAt(vars map[string]any, now time.Time) (bool, error) {
 	return b, nil
 }
 
-// EvalString is EvalStringAt without a clock.
-func (e *Expr) EvalString(vars map[string]any) (string, error) {
-	return e.EvalStringAt(vars, time.Time{})
+// EvalBool is EvalBoolIn with an empty Env.
+func (e *Expr) EvalBool(vars map[string]any) (bool, error) { return e.EvalBoolIn(vars, Env{}) }
+
+// EvalBoolAt is EvalBoolIn at the time now, without a seed.
+func (e *Expr) EvalBoolAt(vars map[string]any, now time.Time) (bool, error) {
+	return e.EvalBoolIn(vars, Env{Now: now})
 }
 
-// EvalStringAt evaluates a correlation key at the time now: strings as they
-// are (a date or duration as its ISO 8601 string), numbers in canonical
-// decimal form (42.0 is "42"), booleans as "true"/"false". Null and other
-// types are errors, since a key of "" or "<nil>" would correlate unrelated
-// instances.
-func (e *Expr) EvalStringAt(vars map[string]any, now time.Time) (string, error) {
-	v, err := e.EvalAt(vars, now)
+// EvalStringIn evaluates a correlation key (or another value used as text)
+// in env: strings as they are (a date or duration as its ISO 8601 string),
+// numbers in canonical decimal form (42.0 is "42"), booleans as
+// "true"/"false". Null and other types are errors, since a key of "" or
+// "<nil>" would correlate unrelated instances.
+func (e *Expr) EvalStringIn(vars map[string]any, env Env) (string, error) {
+	v, err := e.EvalIn(vars, env)
 	if err != nil {
 		return "", err
 	}
@@ -184,6 +221,16 @@ func (e *Expr) EvalStringAt(vars map[string]any, now time.Time) (string, error) 
 		return "", fmt.Errorf("feel: %q evaluated to %s, not a string, number or boolean", e.src, describe(v))
 	}
 	return s, nil
+}
+
+// EvalString is EvalStringIn with an empty Env.
+func (e *Expr) EvalString(vars map[string]any) (string, error) {
+	return e.EvalStringIn(vars, Env{})
+}
+
+// EvalStringAt is EvalStringIn at the time now, without a seed.
+func (e *Expr) EvalStringAt(vars map[string]any, now time.Time) (string, error) {
+	return e.EvalStringIn(vars, Env{Now: now})
 }
 
 // refuse reports a compile-time refusal at byte offset pos of src.

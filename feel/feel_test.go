@@ -37,6 +37,11 @@ func vars() map[string]any {
 		"xs":     []any{1.0, 2.0, 3.0, 7.0},
 		"due":    "2024-01-31", // dates are strings in JSON variables
 		"at":     "2024-01-31T10:00:00+01:00",
+		// Names only backticks can reach.
+		"order-id":   "o-7",
+		"first name": "Zoé",
+		"if":         "a keyword",
+		"experiment": map[string]any{"steady-state-hypothesis": map[string]any{"title": "up", "probes": []any{"p1", "p2"}}},
 	}
 }
 
@@ -241,7 +246,8 @@ func TestCompileRefused(t *testing.T) {
 		{`=a % 2`, "the % operator is not supported", 4},
 		{`=a ** 2`, "exponentiation (**) is not supported", 4},
 		{`=a ^ 2`, "the ^ operator is not supported", 4},
-		{"=`a b`", "backtick-quoted names are not supported", 2},
+		{"=`a b", "unterminated backtick-quoted name", 2},
+		{"=a + ``", "empty backtick-quoted name", 6},
 		{`='a'`, "single-quoted strings are not supported", 2},
 		{`=a // note`, "comments are not supported", 4},
 		{`=a /* note */`, "comments are not supported", 4},
@@ -336,6 +342,23 @@ func TestCompileRefused(t *testing.T) {
 				t.Fatalf("error %q does not quote the expression", msg)
 			}
 		})
+	}
+}
+
+func TestUsesVariables(t *testing.T) {
+	for src, want := range map[string]bool{
+		`="order-" + "placed"`:                   false,
+		`={a: 1, b: a + 1}.b`:                    false,
+		`=for x in [1, 2] return count(partial)`: false,
+		`=[1, 2][item > 1]`:                      false,
+		`=upper case(name)`:                      true,
+		`=[{x: 1}][x > 0]`:                       true, // x may be an item's entry or a variable
+		"=`order-id`":                            true,
+		"static":                                 false,
+	} {
+		if got := MustCompile(src).UsesVariables(); got != want {
+			t.Errorf("Compile(%s).UsesVariables() = %v, want %v", src, got, want)
+		}
 	}
 }
 

@@ -412,3 +412,44 @@ func TestNewFormsString(t *testing.T) {
 		}
 	}
 }
+
+// TestBacktickNames covers feel-scala's escaped names: a variable, a path
+// field or a context key with characters a bare name cannot have.
+func TestBacktickNames(t *testing.T) {
+	checkEval(t, []evalCase{
+		{src: "=`order-id`", want: "o-7"},
+		{src: "=`first name` + \"!\"", want: "Zoé!"},
+		{src: "=`if`", want: "a keyword"},
+		{src: "=`n` + 1", want: 6.0},
+		{src: "=experiment.`steady-state-hypothesis`.title", want: "up"},
+		{src: "=experiment.`steady-state-hypothesis`.probes[2]", want: "p2"},
+		{src: "=is defined(experiment.`steady-state-hypothesis`) and not(is defined(`no such`))", want: true},
+		{src: "={`a-b`: 1, c: `a-b` + 1}.c", want: 2.0},
+		{src: "=[{`x y`: 1}, {`x y`: 2}][`x y` > 1][1].`x y`", want: 2.0},
+		{src: "=`missing-one`", want: nil},
+		{src: "=`order-id` > 1", err: "cannot compare a string with a number"},
+	})
+	checkRefused(t, []refusedCase{
+		{"=`not`(t)", `unexpected "("`, 7},
+		{"={`a` b: 1}", "a backtick-quoted context key must be the whole key", 3},
+		{"=for `x` in xs return 1", "expected a variable name after for, found name `x`", 6},
+		{"=a.b`c`", "unexpected name `c`", 5},
+	})
+	for _, tt := range []struct{ src, want string }{
+		{"=`order-id`", "=`order-id`"},
+		{"=`n`", "=n"},
+		{"=`if` = `then`", "=`if` = `then`"},
+		{"=experiment.`steady-state-hypothesis`", "=experiment.`steady-state-hypothesis`"},
+		{"=a.`b`.`time offset`", "=a.b.time offset"},
+		{"={`a b`: 1, `c`: 2}", `={"a b": 1, c: 2}`},
+		{"=`date` and `time`", "=(date) and time"},
+	} {
+		e := MustCompile(tt.src)
+		if got := e.String(); got != tt.want {
+			t.Errorf("Compile(%s).String() = %s, want %s", tt.src, got, tt.want)
+		}
+		if again := MustCompile(e.String()).String(); again != tt.want {
+			t.Errorf("String is not a fixed point: %s -> %s", tt.want, again)
+		}
+	}
+}

@@ -14,8 +14,9 @@ import (
 
 // FuzzFEEL checks that Compile never panics and refuses only with
 // fault.BPMNExpression; that a compiled expression evaluates without a
-// panic, deterministically, to a JSON value; and that its canonical String
-// compiles to an expression that prints the same and evaluates the same.
+// panic, deterministically (uuid() included), to a JSON value; and that its
+// canonical String compiles to an expression that prints the same and
+// evaluates the same.
 func FuzzFEEL(f *testing.F) {
 	for _, src := range []string{
 		`=order.total > 100 and status = "paid"`,
@@ -82,6 +83,10 @@ func FuzzFEEL(f *testing.F) {
 		`=day of week(date(2024, 1, 31)) + month of year(today())`,
 		`=substring(string: s, start position: 2)`,
 		`=get or else(missing, "default")`,
+		"=experiment.`steady-state-hypothesis`.title + `order-id`",
+		"={`a b`: 1, c: `a b`}[`if` = null]",
+		"=`unterminated", "=``",
+		`=[uuid(), uuid()][2] != uuid()`,
 		`=x == 1`, `=f(x)`, `=foo bar(x)`, `=not a = b`, `=1 < 2 < 3`, `=uuid()`,
 		`="unterminated`, `=1/0`, `=a.`, `PT15M`, `=`, "=\xff", `=@"2024-13-01"`,
 		`=[1..5]`, `={a: 1, a: 2}`, `=sort(list, list)`,
@@ -89,7 +94,7 @@ func FuzzFEEL(f *testing.F) {
 		f.Add(src)
 	}
 	env := vars()
-	now := time.Date(2024, 1, 31, 10, 0, 0, 0, time.UTC)
+	in := Env{Now: time.Date(2024, 1, 31, 10, 0, 0, 0, time.UTC), Seed: "instance/7/Task_1/t3"}
 	f.Fuzz(func(t *testing.T, src string) {
 		e, err := Compile(src)
 		if err != nil {
@@ -101,27 +106,33 @@ func FuzzFEEL(f *testing.F) {
 			}
 			return
 		}
-		v1, err1 := e.EvalAt(env, now)
+		v1, err1 := e.EvalIn(env, in)
 		// run turns a panic into an error; it must never happen.
 		if re := runtime.Error(nil); errors.As(err1, &re) || err1 != nil && strings.Contains(err1.Error(), "internal error") {
-			t.Fatalf("EvalAt(%q) panicked: %v", src, err1)
+			t.Fatalf("EvalIn(%q) panicked: %v", src, err1)
 		}
 		if err1 == nil {
 			if _, err := json.Marshal(v1); err != nil {
-				t.Fatalf("EvalAt(%q) = %#v, which is not JSON: %v", src, v1, err)
+				t.Fatalf("EvalIn(%q) = %#v, which is not JSON: %v", src, v1, err)
 			}
 			if !jsonOnly(v1) {
-				t.Fatalf("EvalAt(%q) = %#v, which holds a non-JSON value", src, v1)
+				t.Fatalf("EvalIn(%q) = %#v, which holds a non-JSON value", src, v1)
 			}
 		}
-		if again, errAgain := e.EvalAt(env, now); (err1 == nil) != (errAgain == nil) || !reflect.DeepEqual(v1, again) {
-			t.Fatalf("EvalAt(%q) is not deterministic: %#v, %v then %#v, %v", src, v1, err1, again, errAgain)
+		if again, errAgain := e.EvalIn(env, in); (err1 == nil) != (errAgain == nil) || !reflect.DeepEqual(v1, again) {
+			t.Fatalf("EvalIn(%q) is not deterministic: %#v, %v then %#v, %v", src, v1, err1, again, errAgain)
 		}
-		if _, err := e.Eval(env); !e.UsesClock() && (err == nil) != (err1 == nil) {
-			t.Fatalf("Eval(%q) without a clock: %v; with one: %v, but the expression uses no clock", src, err, err1)
+		if _, err := e.Eval(env); !e.UsesClock() && !e.UsesSeed() && (err == nil) != (err1 == nil) {
+			t.Fatalf("Eval(%q) without a clock or seed: %v; with them: %v, but the expression uses neither", src, err, err1)
 		}
-		_, _ = e.EvalBoolAt(env, now)
-		_, _ = e.EvalStringAt(env, now)
+		if !e.UsesVariables() && !e.UsesClock() && !e.UsesSeed() {
+			// A constant evaluates alike without the variables.
+			if v, err := e.Eval(nil); (err == nil) != (err1 == nil) || !reflect.DeepEqual(v, v1) {
+				t.Fatalf("%q reads no variables, but gives %#v, %v without them and %#v, %v with them", src, v, err, v1, err1)
+			}
+		}
+		_, _ = e.EvalBoolIn(env, in)
+		_, _ = e.EvalStringIn(env, in)
 
 		canon := e.String()
 		e2, err := Compile(canon)
@@ -131,10 +142,11 @@ func FuzzFEEL(f *testing.F) {
 		if again := e2.String(); again != canon {
 			t.Fatalf("canonical form is not stable: %q -> %q -> %q", src, canon, again)
 		}
-		if e2.UsesClock() != e.UsesClock() {
-			t.Fatalf("%q uses the clock: %v, but canonical %q: %v", src, e.UsesClock(), canon, e2.UsesClock())
+		if e2.UsesClock() != e.UsesClock() || e2.UsesSeed() != e.UsesSeed() || e2.UsesVariables() != e.UsesVariables() {
+			t.Fatalf("%q uses the clock, the seed, variables: %v, %v, %v, but canonical %q: %v, %v, %v", src,
+				e.UsesClock(), e.UsesSeed(), e.UsesVariables(), canon, e2.UsesClock(), e2.UsesSeed(), e2.UsesVariables())
 		}
-		v2, err2 := e2.EvalAt(env, now)
+		v2, err2 := e2.EvalIn(env, in)
 		if (err1 == nil) != (err2 == nil) || !reflect.DeepEqual(v1, v2) {
 			t.Fatalf("%q = %#v, %v but canonical %q = %#v, %v", src, v1, err1, canon, v2, err2)
 		}

@@ -34,6 +34,10 @@ type token struct {
 	pos  int    // byte offset in the full source (which includes the leading "=")
 	num  float64
 	str  string // decoded value of a string literal
+	// quoted marks a tName written in backticks (`steady-state`): text is
+	// what is between them, and the name is never a keyword or part of a
+	// function name.
+	quoted bool
 }
 
 // describe names a token in error messages.
@@ -46,6 +50,9 @@ func (t token) describe() string {
 	case tStr:
 		return "string " + t.text
 	case tName:
+		if t.quoted {
+			return "name `" + t.text + "`"
+		}
 		return "name " + strconv.Quote(t.text)
 	case tTemporal:
 		return "temporal literal " + t.text
@@ -62,7 +69,6 @@ var punctuation = map[byte]tokKind{
 // refusedRunes explains characters that belong to FEEL (or to other
 // expression languages users confuse with it) but not to the supported subset.
 var refusedRunes = map[rune]string{
-	'`':  "backtick-quoted names are not supported",
 	'\'': "single-quoted strings are not supported; use double quotes",
 	'?':  "?, ?: and ?? are not supported",
 	'%':  "the % operator is not supported",
@@ -126,6 +132,17 @@ func lex(src string) ([]token, error) {
 			}
 			toks = append(toks, token{kind: tTemporal, text: src[i : i+1+n], pos: i, str: t.str})
 			i += 1 + n
+		case r == '`':
+			// feel-scala's escaped name: any characters but a backtick.
+			n := strings.IndexByte(src[i+1:], '`')
+			switch n {
+			case -1:
+				return nil, refuse(src, i, "unterminated backtick-quoted name")
+			case 0:
+				return nil, refuse(src, i, "empty backtick-quoted name")
+			}
+			toks = append(toks, token{kind: tName, text: src[i+1 : i+1+n], pos: i, quoted: true})
+			i += n + 2
 		case r == '_' || unicode.IsLetter(r):
 			j := i + size
 			for j < len(src) {

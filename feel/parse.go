@@ -22,11 +22,15 @@ var keywords = map[string]bool{
 
 func isKeyword(s string) bool { return keywords[s] }
 
+// isWord reports whether t is a name written without backticks: only such
+// a name can be a keyword or a word of a function or type name.
+func isWord(t token) bool { return t.kind == tName && !t.quoted }
+
 // isName reports whether s reads back as one name token that is not a
 // keyword, so that a context key can be printed bare.
 func isName(s string) bool {
 	toks, err := lex("=" + s)
-	return err == nil && len(toks) == 2 && toks[0].kind == tName && toks[0].text == s && !isKeyword(s)
+	return err == nil && len(toks) == 2 && isWord(toks[0]) && toks[0].text == s && !isKeyword(s)
 }
 
 type parser struct {
@@ -37,6 +41,7 @@ type parser struct {
 	nodes int
 	free  int      // references to names nothing in the expression binds; 0 means a constant
 	clock bool     // calls now() or today()
+	seed  bool     // calls uuid()
 	bound []string // names bound by the enclosing for, some, every, filters and context literals
 	// noFilterAt is the depth at which "[" ends an interval's upper bound
 	// (]1..5[) instead of starting a filter; -1 when none.
@@ -88,7 +93,7 @@ func (p *parser) peekOp(ops ...string) bool {
 
 func (p *parser) peekWord(w string) bool {
 	t := p.peek()
-	return t.kind == tName && t.text == w
+	return isWord(t) && t.text == w
 }
 
 func (p *parser) expectWord(w, after string) error {
@@ -114,7 +119,7 @@ func (p *parser) bareNot() bool {
 }
 
 func (p *parser) unexpected(t token) error {
-	if t.kind == tName && (t.text == "and" || t.text == "or") {
+	if isWord(t) && (t.text == "and" || t.text == "or") {
 		return refuse(p.src, t.pos, "%s needs an operand on each side", t.text)
 	}
 	return refuse(p.src, t.pos, "unexpected %s", t.describe())
@@ -221,7 +226,7 @@ func (p *parser) parseIterators(word string) ([]iterator, error) {
 	var iters []iterator
 	for {
 		n := p.next()
-		if n.kind != tName || isKeyword(n.text) {
+		if !isWord(n) || isKeyword(n.text) {
 			return nil, refuse(p.src, n.pos, "expected a variable name after %s, found %s", word, n.describe())
 		}
 		if err := p.expectWord("in", word+" "+n.text); err != nil {
@@ -426,7 +431,7 @@ func (p *parser) words(k int) string {
 	}
 	ws := make([]string, k)
 	for j := range k {
-		if t := p.toks[p.i+j]; t.kind == tName {
+		if t := p.toks[p.i+j]; isWord(t) {
 			ws[j] = t.text
 		} else {
 			return ""
@@ -552,11 +557,11 @@ func (p *parser) parsePostfix() (node, error) {
 		case tDot:
 			dot := p.next()
 			f := p.next()
-			if f.kind != tName || isKeyword(f.text) {
+			if f.kind != tName || !f.quoted && isKeyword(f.text) {
 				return nil, refuse(p.src, dot.pos, "expected a field name after ., found %s", f.describe())
 			}
 			field := f.text
-			if field == "time" && p.peekWord("offset") {
+			if field == "time" && !f.quoted && p.peekWord("offset") {
 				p.next() // the one property whose name has a space
 				field = "time offset"
 			}
@@ -640,6 +645,10 @@ func (p *parser) parsePrimary() (node, error) {
 			return nil, err
 		}
 	case tName:
+		if t.quoted {
+			p.reference(t.text)
+			return p.add(name{t.text}, t)
+		}
 		return p.parseName(t)
 	case tEOF:
 		return nil, refuse(p.src, t.pos, "unexpected end of expression")
@@ -702,8 +711,11 @@ func (p *parser) parseContext(open token) (node, error) {
 // parseKey reads a context key and its colon.
 func (p *parser) parseKey() (string, error) {
 	first := p.peek()
-	if first.kind == tStr && p.toks[p.i+1].kind == tColon {
+	if (first.kind == tStr || first.quoted) && p.toks[p.i+1].kind == tColon {
 		p.i += 2
+		if first.quoted {
+			return first.text, nil
+		}
 		return first.str, nil
 	}
 	last := first
@@ -716,6 +728,9 @@ func (p *parser) parseKey() (string, error) {
 			p.next()
 			return p.src[first.pos : last.pos+len(last.text)], nil
 		case tName, tNum, tOp, tDot, tRange, tLParen, tRParen:
+			if t.quoted {
+				return "", refuse(p.src, t.pos, "a backtick-quoted context key must be the whole key")
+			}
 			last = p.next()
 		default:
 			return "", refuse(p.src, t.pos, "expected a context key followed by :, found %s", t.describe())
@@ -760,7 +775,7 @@ func (p *parser) parseName(t token) (node, error) {
 	// Words that run into "(" name a function we do not know: say so
 	// rather than report the second word as unexpected.
 	run := []string{t.text}
-	for j := p.i; p.toks[j].kind == tName && !isKeyword(p.toks[j].text); j++ {
+	for j := p.i; isWord(p.toks[j]) && !isKeyword(p.toks[j].text); j++ {
 		run = append(run, p.toks[j].text)
 		if p.toks[j+1].kind == tLParen {
 			return nil, refuseFunc(p.src, strings.Join(run, " "))
@@ -808,6 +823,7 @@ func (p *parser) parseCall(t token, fname string) (node, error) {
 		return nil, err
 	}
 	p.clock = p.clock || fn.clock
+	p.seed = p.seed || fn.seeded
 	switch fname {
 	case "not":
 		return p.add(not{as[0]}, t)
@@ -837,7 +853,7 @@ func (p *parser) parseCall(t token, fname string) (node, error) {
 // starts here.
 func (p *parser) argName() (string, bool) {
 	j := p.i
-	for p.toks[j].kind == tName {
+	for isWord(p.toks[j]) {
 		j++
 	}
 	if j == p.i || p.toks[j].kind != tColon {
@@ -968,7 +984,7 @@ func (p *parser) parseSort(t token) (node, error) {
 // parseLambda parses function(a, b) body, the precedes argument of sort.
 func (p *parser) parseLambda(s *sortBy) error {
 	t := p.next()
-	if t.kind != tName || t.text != "function" {
+	if !isWord(t) || t.text != "function" {
 		return refuse(p.src, t.pos, "sort needs a function(a, b) as its precedes argument, found %s", t.describe())
 	}
 	open := p.next()
@@ -978,7 +994,7 @@ func (p *parser) parseLambda(s *sortBy) error {
 	var params []string
 	err := p.commaList(tRParen, func() error {
 		n := p.next()
-		if n.kind != tName || isKeyword(n.text) || indexOf(params, n.text) >= 0 {
+		if !isWord(n) || isKeyword(n.text) || indexOf(params, n.text) >= 0 {
 			return refuse(p.src, n.pos, "expected a parameter name, found %s", n.describe())
 		}
 		params = append(params, n.text)

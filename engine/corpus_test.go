@@ -1,0 +1,126 @@
+package engine
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sutra-run/worker/bpmn"
+)
+
+// TestCorpusRuns drives every process of every corpus file the parser
+// accepts (bpmn/testdata/corpus) from each of its start events, resuming
+// whatever it waits for (completing tasks and children with no variables,
+// firing timers, sending the messages it subscribed to) for a bounded number
+// of steps. A step may raise incidents (the files expect variables nobody
+// gives here) but must never fail: what deploys must run.
+func TestCorpusRuns(t *testing.T) {
+	dir := filepath.Join("..", "bpmn", "testdata", "corpus")
+	f, err := os.Open(filepath.Join(dir, "expected.tsv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var files []string
+	for s := bufio.NewScanner(f); s.Scan(); {
+		if cols := strings.Split(s.Text(), "\t"); len(cols) == 2 && cols[1] == "accepted" {
+			files = append(files, cols[0])
+		}
+	}
+	if len(files) < 70 {
+		t.Fatalf("only %d accepted corpus files", len(files))
+	}
+	ended := map[Status]int{}
+	incidents := 0
+	for _, name := range files {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defs, err := bpmn.ParseAll(bytes.NewReader(data))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, def := range defs {
+			for _, tr := range corpusStarts(t, def) {
+				t.Run(name+"/"+def.ID+"/"+tr.Element, func(t *testing.T) {
+					x := newInstance(t, def)
+					x.step(tr)
+					for range 40 {
+						next, ok := x.resumption()
+						if !ok {
+							break
+						}
+						x.now = x.now.Add(5 * time.Minute)
+						x.step(next)
+					}
+					ended[x.in.State.Status]++
+					for _, tok := range x.in.State.Tokens {
+						if tok.Incident != nil {
+							incidents++
+							t.Logf("incident at %s: %s", tok.Element, tok.Incident.Message)
+						}
+					}
+				})
+			}
+		}
+	}
+	t.Logf("runs: %d completed, %d still active, %d incidents (variables these runs do not give)", ended[StatusCompleted], ended[StatusActive], incidents)
+}
+
+// corpusStarts are the ways to start def: its none start event, each message
+// start event and each timer start event (whose schedule must compute).
+func corpusStarts(t *testing.T, def *bpmn.Process) []Trigger {
+	var out []Trigger
+	if def.Start != nil {
+		out = append(out, Trigger{Kind: TriggerStart})
+	}
+	for _, s := range def.MessageStarts() {
+		out = append(out, Trigger{Kind: TriggerStart, Element: s.ID, Message: s.Message.Name})
+	}
+	for _, s := range def.TimerStarts() {
+		if _, ok, err := NextStart(s, t0, 0); err != nil || !ok {
+			t.Errorf("%s: NextStart(%s) = %v, %v", def.ID, s.ID, ok, err)
+		}
+		out = append(out, Trigger{Kind: TriggerStart, Element: s.ID})
+	}
+	return out
+}
+
+// resumption returns a trigger for the first wait of the instance, if any.
+func (x *instance) resumption() (Trigger, bool) {
+	if x.in.State.Status != StatusActive {
+		return Trigger{}, false
+	}
+	for _, tok := range x.in.State.Tokens {
+		switch tok.Wait {
+		case WaitTask:
+			return Trigger{Kind: TriggerTaskCompleted, TokenID: tok.ID, Element: tok.Element}, true
+		case WaitChild:
+			return Trigger{Kind: TriggerChildCompleted, TokenID: tok.ID, Element: tok.Element}, true
+		}
+		if len(tok.Armed) > 0 {
+			return x.fireArmed(tok.ID, tok.Armed[0]), true
+		}
+	}
+	if len(x.in.State.Armed) > 0 {
+		return x.fireArmed("", x.in.State.Armed[0]), true
+	}
+	return Trigger{}, false
+}
+
+func (x *instance) fireArmed(token string, a Armed) Trigger {
+	el := x.def.Element(a.Element)
+	if el.Timer != nil {
+		return Trigger{Kind: TriggerTimer, TokenID: token, Element: a.Element}
+	}
+	name := a.Message
+	if name == "" {
+		name = el.Message.Name
+	}
+	return Trigger{Kind: TriggerMessage, Message: name, CorrelationKey: a.Key}
+}
