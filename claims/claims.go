@@ -126,6 +126,9 @@ func (h *Held) Owner() string { return h.owner }
 type Extras struct {
 	InboxID string
 	TimerID int64
+	// RearmAt moves the timer row to its next fire instead of consuming it
+	// (a timer start event's schedule).
+	RearmAt time.Time
 	// Consumed are buffered messages the step applied after its trigger.
 	Consumed []store.Consumed
 	// SkipBufferCheck commits without looking for buffered messages that the
@@ -143,7 +146,7 @@ type Extras struct {
 func (h *Held) Commit(ctx context.Context, st engine.State, eff engine.Effects, x Extras) error {
 	err := h.store.CommitStep(ctx, store.Commit{
 		InstanceID: h.Instance.ID, Owner: h.owner, Version: h.Instance.Version,
-		State: st, Effects: eff, InboxID: x.InboxID, TimerID: x.TimerID, Consumed: x.Consumed, SkipBufferCheck: x.SkipBufferCheck,
+		State: st, Effects: eff, InboxID: x.InboxID, TimerID: x.TimerID, RearmAt: x.RearmAt, Consumed: x.Consumed, SkipBufferCheck: x.SkipBufferCheck,
 		DefinitionVersion: x.DefinitionVersion,
 	})
 	if err == nil {

@@ -382,13 +382,34 @@ func (l *lane) applied(ctx context.Context, id string) (bool, error) {
 // the next subscription or its TTL.
 const maxConsumed = 32
 
+// nextFire is when a timer start event's schedule fires next after the fire
+// r (zero: never again, or r is no such fire). The schedule follows the due
+// times, not the fire times, so a late fire does not shift it.
+func (l *lane) nextFire(proc *bpmn.Process, r *Resume) time.Time {
+	if r.Schedule == nil || r.Schedule.Start == nil {
+		return time.Time{}
+	}
+	due, ok, err := engine.NextStart(proc.Element(r.Trigger.Element), r.Schedule.DueAt, r.Schedule.Start.Fired+1)
+	if err != nil {
+		// Deploy computed the first fire from the same value, so this is a bug:
+		// this fire still starts its instance, and the schedule ends.
+		l.pool.deps.Logger.Error("timer start schedule ends: its next fire cannot be computed", "instance_id", r.InstanceID,
+			"definition", proc.ID, "element", r.Trigger.Element, "code", fault.Code(err), "err", err)
+		return time.Time{}
+	}
+	if !ok {
+		return time.Time{}
+	}
+	return due
+}
+
 // commit commits the step. When a subscription the step opened matches a
 // buffered message, the commit rolls back with the claim still held: the
 // message is applied to the step's state as one more trigger and everything
 // commits in one transaction, so a buffered message is consumed exactly when
 // its step commits. Then the timer poller hears of timers armed.
 func (l *lane) commit(ctx context.Context, held *claims.Held, proc *bpmn.Process, defVersion int, r *Resume, state engine.State, eff engine.Effects) error {
-	x := claims.Extras{InboxID: r.InboxID, TimerID: r.TimerID, DefinitionVersion: defVersion}
+	x := claims.Extras{InboxID: r.InboxID, TimerID: r.TimerID, RearmAt: l.nextFire(proc, r), DefinitionVersion: defVersion}
 	st := state
 	for {
 		cctx, cancel := l.call(ctx)

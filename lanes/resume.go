@@ -9,6 +9,7 @@ import (
 	"github.com/sutra-run/worker/bpmn"
 
 	"github.com/sutra-run/worker/engine"
+	"github.com/sutra-run/worker/store"
 )
 
 // Resume is one resume of one instance handed to a lane: a relay, a timer
@@ -28,6 +29,9 @@ type Resume struct {
 	InboxID string
 	// TimerID is the timer row the step consumes.
 	TimerID int64
+	// Schedule, on a timer start event's fire, is the schedule row TimerID
+	// names: the commit moves it to its next fire instead of consuming it.
+	Schedule *store.DueTimer
 	// StartCorrelationKey is held by an instance a message starts while it
 	// is active (one active instance of a definition per key).
 	StartCorrelationKey string

@@ -7,10 +7,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sutra-run/worker/bpmn"
+	"github.com/sutra-run/worker/engine"
 	"github.com/sutra-run/worker/fault"
 )
 
@@ -36,6 +38,7 @@ func (s *Store) Deploy(ctx context.Context, xml []byte) ([]Deployed, error) {
 	if err != nil {
 		return nil, err
 	}
+	deployed := time.Now()
 	sum := sha256.Sum256(xml)
 	checksum := hex.EncodeToString(sum[:])
 	// A concurrent deploy of other content can take our version number; the
@@ -68,6 +71,9 @@ func (s *Store) Deploy(ctx context.Context, xml []byte) ([]Deployed, error) {
 							return err
 						}
 					}
+					if err := schedule(ctx, tx, proc, d.Version, deployed); err != nil {
+						return err
+					}
 				}
 				out = append(out, d)
 			}
@@ -79,11 +85,37 @@ func (s *Store) Deploy(ctx context.Context, xml []byte) ([]Deployed, error) {
 			}
 			return out, nil
 		}
+		if fault.Code(err) != "" {
+			return nil, err
+		}
 		if err = translate(err, "deploying"); !errors.Is(err, ErrConflict) {
 			return nil, err
 		}
 	}
 	return nil, fmt.Errorf("deploying: too many concurrent deploys")
+}
+
+// schedule replaces the timer start schedule of proc's key with that of its
+// new version: each timer start event's first fire after deployed. A key
+// whose new version has no timer start events keeps no schedule.
+func schedule(ctx context.Context, tx pgx.Tx, proc *bpmn.Process, version int, deployed time.Time) error {
+	if _, err := tx.Exec(ctx, "DELETE FROM timers WHERE definition_key = $1", proc.ID); err != nil {
+		return err
+	}
+	for _, el := range proc.TimerStarts() {
+		due, ok, err := engine.NextStart(el, deployed, 0)
+		if err != nil {
+			return fault.Wrap(fault.BPMNInvalid, err, "process %s, timer start event %s", proc.ID, el.ID)
+		}
+		if !ok {
+			continue
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO timers (instance_id, token_id, element_id, due_at, definition_key, definition_version)
+			VALUES (sutra_timer_start_id($1, $2, $3, 0), '', $3, $4, $1, $2)`, proc.ID, version, el.ID, due); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Process returns the parsed definition key@version, parsing it once.

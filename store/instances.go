@@ -196,6 +196,9 @@ type Commit struct {
 	// TimerID is the timer row this step's fire consumes. The commit fails
 	// with fault.NotWaiting when the row is gone (the wait was closed).
 	TimerID int64
+	// RearmAt, when set, moves the fire's timer row (a timer start event's
+	// schedule) to its next fire at that time instead of consuming it.
+	RearmAt time.Time
 	// Consumed are buffered messages applied after the step, in order, each
 	// with the effects of applying it; State is the state after the last.
 	Consumed []Consumed
@@ -231,7 +234,10 @@ func (s *Store) CommitStep(ctx context.Context, c Commit) error {
 	}
 	b := &pgx.Batch{}
 	b.Queue("SELECT sutra_commit($1, $2, $3, $4, $5, $6)", c.InstanceID, c.Owner, c.Version, string(c.State.Status), vars, tokens)
-	if c.TimerID != 0 {
+	switch {
+	case c.TimerID != 0 && !c.RearmAt.IsZero():
+		b.Queue("SELECT sutra_rearm_start_timer($1, $2, $3)", c.TimerID, c.InstanceID, c.RearmAt)
+	case c.TimerID != 0:
 		b.Queue("SELECT sutra_consume_timer($1, $2)", c.TimerID, c.InstanceID)
 	}
 	if c.DefinitionVersion > 0 {

@@ -19,6 +19,17 @@ type DueTimer struct {
 	// LockedUntil is the poller lease taken with the row; with the poller's id
 	// it fences the poller's later writes to the row (defer, drop).
 	LockedUntil time.Time
+	// Start is set on a timer start event's schedule row: the fire starts
+	// InstanceID as an instance of this definition.
+	Start *TimerStart
+}
+
+// TimerStart is what a schedule row's fire starts.
+type TimerStart struct {
+	DefinitionKey     string
+	DefinitionVersion int
+	// Fired counts the earlier fires of the schedule.
+	Fired int
 }
 
 // takeDueSQL leases due timers to one poller. SKIP LOCKED keeps two pollers'
@@ -33,7 +44,8 @@ WITH due AS (
 )
 UPDATE timers t SET locked_by = $1, locked_until = now() + $3::interval
   FROM due WHERE t.id = due.id
-RETURNING t.id, t.instance_id, t.token_id, t.element_id, t.due_at, t.attempts, t.locked_until`
+RETURNING t.id, t.instance_id, t.token_id, t.element_id, t.due_at, t.attempts, t.locked_until,
+          t.definition_key, t.definition_version, t.fired`
 
 // nextDueSQL is how long until the earliest timer that nobody leases is due
 // (negative: already due; NULL: none).
@@ -57,7 +69,13 @@ func (s *Store) TakeDueTimers(ctx context.Context, owner string, limit int, leas
 	}
 	due, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (DueTimer, error) {
 		var t DueTimer
-		err := r.Scan(&t.ID, &t.InstanceID, &t.TokenID, &t.Element, &t.DueAt, &t.Attempts, &t.LockedUntil)
+		var key *string
+		var version *int
+		var fired int
+		err := r.Scan(&t.ID, &t.InstanceID, &t.TokenID, &t.Element, &t.DueAt, &t.Attempts, &t.LockedUntil, &key, &version, &fired)
+		if key != nil && version != nil {
+			t.Start = &TimerStart{DefinitionKey: *key, DefinitionVersion: *version, Fired: fired}
+		}
 		return t, err
 	})
 	if err != nil {

@@ -205,14 +205,20 @@ func (p *Poller) sleep(timer *time.Timer, next time.Duration, ok bool) {
 
 // dispatch hands one fire to its instance's lane. Done only sends on a
 // buffered channel with room for every fire in flight, so it never blocks.
+// A timer start event's fire starts the instance its schedule row names.
 func (p *Poller) dispatch(t store.DueTimer) {
-	p.deps.Lanes.Dispatch(lanes.Resume{
+	r := lanes.Resume{
 		Path:       metrics.PathTimer,
 		InstanceID: t.InstanceID,
 		TimerID:    t.ID,
 		Trigger:    engine.Trigger{Kind: engine.TriggerTimer, TokenID: t.TokenID, Element: t.Element},
 		Done:       func(out lanes.Outcome) { p.results <- answered{t: t, out: out, at: time.Now()} },
-	})
+	}
+	if t.Start != nil {
+		r.StartKey, r.StartVersion, r.Schedule = t.Start.DefinitionKey, t.Start.DefinitionVersion, &t
+		r.Trigger = engine.Trigger{Kind: engine.TriggerStart, Element: t.Element}
+	}
+	p.deps.Lanes.Dispatch(r)
 }
 
 // answer acts on a (first) outcome and on every other one already waiting,
@@ -290,6 +296,11 @@ func (p *Poller) classify(a answered) action {
 	case lanes.Rejected:
 		switch a.out.Code {
 		case fault.NotWaiting:
+			m.TimersStale.Inc()
+			return dropIt
+		case fault.InstanceExists:
+			// A timer start whose lease lapsed while its fire was in flight, fired
+			// twice: the other fire started the instance and moved the schedule on.
 			m.TimersStale.Inc()
 			return dropIt
 		case fault.NotFound:
