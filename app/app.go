@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sutra-run/worker/broker"
 	"github.com/sutra-run/worker/consumer"
 	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/lanes"
@@ -48,6 +49,7 @@ type Worker struct {
 	lanes    *lanes.Pool
 	timers   *timers.Poller
 	sweeper  *sweeper.Sweeper
+	broker   *broker.Owner
 	consumer *consumer.Consumer
 	http     *http.Server
 	listener net.Listener
@@ -100,22 +102,27 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		Replica: cfg.ReplicaID, PollInterval: cfg.TimerPollInterval, BatchSize: cfg.TimerBatch, MaxInFlight: inflight,
 		Lease: cfg.TimerLease, Backoff: cfg.TimerBackoff, BackoffMax: cfg.TimerBackoffMax,
 	})
-	w.sweeper = sweeper.New(sweeper.Deps{Store: st, Metrics: w.metrics, Logger: log, DeadLetter: sweeper.AMQPDeadLetters{
-		URL: cfg.AMQPURL, Exchange: cfg.DeadExchange, RelayExchange: cfg.RelayExchange, ConnectionName: "sutra-worker/" + cfg.ReplicaID + "/sweeper",
-	}}, sweeper.Config{
+	w.broker = broker.New(log, broker.Config{
+		URL: cfg.AMQPURL, ConnectionName: "sutra-worker/" + cfg.ReplicaID,
+		Topology: broker.Topology{
+			RelayExchange: cfg.RelayExchange, RelayQueue: cfg.RelayQueue, RelayBindingKey: cfg.RelayBindingKey,
+			DeadExchange: cfg.DeadExchange, DeadQueue: cfg.DeadQueue, QueueType: cfg.QueueType,
+		},
+	})
+	w.sweeper = sweeper.New(sweeper.Deps{Store: st, Broker: w.broker, Metrics: w.metrics, Logger: log}, sweeper.Config{
 		Replica: cfg.ReplicaID, Interval: cfg.SweepInterval, LeaseTTL: cfg.LeaseTTL,
 		ClaimTimeout: cfg.ClaimTimeout, InboxRetention: cfg.InboxRetention,
+		DeadExchange: cfg.DeadExchange, RelayExchange: cfg.RelayExchange,
 	})
-	w.consumer = consumer.New(consumer.Deps{Lanes: w.lanes, Metrics: w.metrics, Logger: log}, consumer.Config{
-		URL: cfg.AMQPURL, ConnectionName: "sutra-worker/" + cfg.ReplicaID, Exchange: cfg.RelayExchange, Queue: cfg.RelayQueue, BindingKey: cfg.RelayBindingKey,
-		DeadExchange: cfg.DeadExchange, DeadQueue: cfg.DeadQueue, QueueType: cfg.QueueType, Prefetch: cfg.Prefetch,
+	w.consumer = consumer.New(consumer.Deps{Broker: w.broker, Lanes: w.lanes, Metrics: w.metrics, Logger: log}, consumer.Config{
+		Queue: cfg.RelayQueue, DeadExchange: cfg.DeadExchange, Prefetch: cfg.Prefetch,
 		RequeueBackoff: cfg.RequeueBackoff, RequeueBackoffMax: cfg.RequeueBackoffMax, MaxRetries: cfg.RelayMaxRetries,
 	})
 	if err := w.serveHTTP(); err != nil {
 		w.abort()
 		return nil, err
 	}
-	for _, c := range []startstop.Service{w.lanes, w.timers, w.sweeper, w.consumer} {
+	for _, c := range []startstop.Service{w.broker, w.lanes, w.timers, w.sweeper, w.consumer} {
 		if err := c.Start(ctx); err != nil {
 			w.abort()
 			return nil, err
@@ -180,8 +187,10 @@ func (w *Worker) Ready(ctx context.Context) error {
 	switch {
 	case !w.lanes.Running():
 		return errors.New("lanes not running")
-	case !w.consumer.Connected():
+	case !w.broker.Connected():
 		return errors.New("broker not connected")
+	case !w.consumer.Connected():
+		return errors.New("not consuming relays")
 	}
 	if err := w.replica.Valid(); err != nil {
 		return err
@@ -231,8 +240,9 @@ func (w *Worker) serveHTTP() error {
 // requeued and timer fires answered; at the deadline, steps still running
 // are cancelled (they release their claims within startstop.Grace) and
 // whatever is unanswered is left to the broker (redelivered) and to the
-// other replicas' pollers (leases handed back). Then the replica
-// registration and the sweeper lease are given up and the pool closed. It
+// other replicas' pollers (leases handed back). Then the broker connection
+// is closed, the replica registration and the sweeper lease are given up and
+// the pool closed. It
 // returns after at most the deadline plus about 2 × startstop.Grace; its
 // error says what had to be cut short. Safe to call twice.
 func (w *Worker) Stop(ctx context.Context) error {
@@ -250,7 +260,11 @@ func (w *Worker) Stop(ctx context.Context) error {
 		// every resume they accepted is answered, and the consumer and the
 		// poller keep answering until theirs are.
 		stopped := startstop.StopAllParallel(ctx, w.consumer, w.timers, w.lanes, w.sweeper, httpStop)
-		errs = append(errs, stopped)
+		// Everything that publishes or consumes has stopped: the connection
+		// may close (a relay still unanswered is redelivered elsewhere).
+		bctx, cancel := startstop.FinalContext(ctx)
+		errs = append(errs, stopped, w.broker.Stop(bctx))
+		cancel()
 		// No step runs any more: the replica id may go. If a step was
 		// abandoned still running, the id stays registered until its lease
 		// lapses, so that no other process claims as this one meanwhile.

@@ -12,11 +12,13 @@ package sweeper
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sutra-run/worker/broker"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/internal/startstop"
@@ -28,10 +30,10 @@ import (
 // LeaseName is the lease that gates the sweeper.
 const LeaseName = "sweeper"
 
-// DeadLetterer publishes expired buffered messages to the dead-letter
-// exchange and returns once the broker confirmed them.
-type DeadLetterer interface {
-	DeadLetter(ctx context.Context, msgs []store.BufferedMessage) error
+// Publisher publishes with confirms (*broker.Owner): nil per message the
+// broker confirmed.
+type Publisher interface {
+	Publish(ctx context.Context, msgs []broker.Message) []error
 }
 
 // Config configures the sweeper.
@@ -52,6 +54,11 @@ type Config struct {
 	// BatchSize bounds the rows one statement sweeps, trims or expires
 	// (default 1000); a sweep repeats until a batch comes back short.
 	BatchSize int
+	// DeadExchange receives expired buffered messages (default
+	// sutra.relays.dead); RelayExchange is named in their x-sutra-exchange
+	// header (default sutra.relays).
+	DeadExchange  string
+	RelayExchange string
 }
 
 func (c *Config) setDefaults() {
@@ -60,6 +67,12 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.ClaimTimeout, 30*time.Second)
 	defaults.Set(&c.InboxRetention, 7*24*time.Hour)
 	defaults.Set(&c.BatchSize, 1000)
+	if c.DeadExchange == "" {
+		c.DeadExchange = "sutra.relays.dead"
+	}
+	if c.RelayExchange == "" {
+		c.RelayExchange = "sutra.relays"
+	}
 }
 
 // Store is what the sweeper needs from the database (*store.Store).
@@ -74,10 +87,10 @@ type Store interface {
 
 // Deps are the sweeper's collaborators.
 type Deps struct {
-	Store      Store
-	DeadLetter DeadLetterer
-	Metrics    *metrics.Metrics
-	Logger     *slog.Logger
+	Store   Store
+	Broker  Publisher
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
 }
 
 // TestSignals tell tests what the sweeper did; inert unless Init'ed.
@@ -274,7 +287,8 @@ func (s *Sweeper) trimInbox(ctx context.Context) error {
 
 // expireBuffered dead-letters buffered messages past their TTL, confirmed
 // by the broker before their rows go: an expired message is never lost. (A
-// crash between the two dead-letters it twice, never zero times.)
+// crash between the two dead-letters it twice, never zero times.) A message
+// the broker did not confirm stays for the next sweep.
 func (s *Sweeper) expireBuffered(ctx context.Context) error {
 	for {
 		msgs, err := s.deps.Store.ExpiredBuffered(ctx, s.cfg.BatchSize)
@@ -282,26 +296,42 @@ func (s *Sweeper) expireBuffered(ctx context.Context) error {
 			return err
 		}
 		var dead []store.BufferedMessage
-		ids := make([]int64, len(msgs))
-		for i, m := range msgs {
-			ids[i] = m.ID
-			if !m.Applied { // a copy applied directly needs no dead letter
+		var ids []int64
+		for _, m := range msgs {
+			if m.Applied { // a copy applied directly needs no dead letter
+				ids = append(ids, m.ID)
+			} else {
 				dead = append(dead, m)
 			}
 		}
+		var failed []error
+		var expired []store.BufferedMessage
 		if len(dead) > 0 {
-			if err := s.deps.DeadLetter.DeadLetter(ctx, dead); err != nil {
+			pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			errs := s.deps.Broker.Publish(pctx, s.deadLetters(dead))
+			cancel()
+			for i, err := range errs {
+				if err != nil {
+					failed = append(failed, err)
+					continue
+				}
+				ids = append(ids, dead[i].ID)
+				expired = append(expired, dead[i])
+			}
+		}
+		if len(ids) > 0 {
+			if err := s.deps.Store.DeleteBuffered(ctx, ids); err != nil {
 				return err
 			}
 		}
-		if err := s.deps.Store.DeleteBuffered(ctx, ids); err != nil {
-			return err
-		}
-		for _, m := range dead {
+		for _, m := range expired {
 			s.deps.Logger.Warn("buffered message expired; dead-lettered", "message_id", m.MessageID,
 				"code", fault.RelayUncorrelated, "message", m.Message, "correlation_key", m.CorrelationKey)
 		}
-		s.deps.Metrics.BufferedExpired.Add(float64(len(dead)))
+		s.deps.Metrics.BufferedExpired.Add(float64(len(expired)))
+		if len(failed) > 0 {
+			return fmt.Errorf("%d expired buffered messages not dead-lettered (kept for the next sweep): %w", len(failed), failed[0])
+		}
 		if len(msgs) < s.cfg.BatchSize {
 			return nil
 		}
