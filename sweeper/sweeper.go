@@ -1,7 +1,8 @@
 // Package sweeper runs the work that needs exactly one actor at a time,
 // gated by a lease: the sweep of stale claims (the backstop that keeps an
 // instance from being held forever by a replica that died mid-step), the
-// trim of the relay inbox, and the expiry of buffered messages.
+// trim of the relay inbox and of published outbox rows, the expiry of
+// buffered messages, and the count of the outbox backlog.
 //
 // The sweep is owner-blind: it clears every claim older than the claim
 // timeout by age and never parses owner ids. It is safe even if two replicas
@@ -51,6 +52,8 @@ type Config struct {
 	// InboxRetention is how long relay message ids are kept for dedupe
 	// (default 7 days).
 	InboxRetention time.Duration
+	// OutboxRetention is how long published outbox rows are kept (default 24h).
+	OutboxRetention time.Duration
 	// BatchSize bounds the rows one statement sweeps, trims or expires
 	// (default 1000); a sweep repeats until a batch comes back short.
 	BatchSize int
@@ -66,6 +69,7 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.LeaseTTL, 15*time.Second)
 	defaults.Set(&c.ClaimTimeout, 30*time.Second)
 	defaults.Set(&c.InboxRetention, 7*24*time.Hour)
+	defaults.Set(&c.OutboxRetention, 24*time.Hour)
 	defaults.Set(&c.BatchSize, 1000)
 	if c.DeadExchange == "" {
 		c.DeadExchange = "sutra.relays.dead"
@@ -83,6 +87,8 @@ type Store interface {
 	TrimInbox(ctx context.Context, retention time.Duration, limit int) (int64, error)
 	ExpiredBuffered(ctx context.Context, limit int) ([]store.BufferedMessage, error)
 	DeleteBuffered(ctx context.Context, ids []int64) error
+	TrimOutbox(ctx context.Context, retention time.Duration, limit int) (int64, error)
+	OutboxBacklog(ctx context.Context) (int64, error)
 }
 
 // Deps are the sweeper's collaborators.
@@ -150,6 +156,8 @@ func (s *Sweeper) transition(to state) {
 		s.deps.Logger.Info("lease acquired", "lease", LeaseName, "holder", s.cfg.Replica)
 	case from == leader && to != leader:
 		s.held.Set(0)
+		// Only the holder counts the backlog, so that a sum over replicas is right.
+		s.deps.Metrics.OutboxBacklog.Set(0)
 		s.deps.Logger.Info("lease given up", "lease", LeaseName, "holder", s.cfg.Replica, "state", to.String())
 	}
 }
@@ -250,6 +258,14 @@ func (s *Sweeper) sweep(ctx context.Context) {
 	if err := s.expireBuffered(ctx); err != nil && ctx.Err() == nil {
 		log.Warn("expiring buffered messages", "code", fault.Code(err), "err", err)
 	}
+	if err := s.trimOutbox(ctx); err != nil && ctx.Err() == nil {
+		log.Warn("trimming outbox", "code", fault.Code(err), "err", err)
+	}
+	if n, err := s.deps.Store.OutboxBacklog(ctx); err == nil {
+		s.deps.Metrics.OutboxBacklog.Set(float64(n))
+	} else if ctx.Err() == nil {
+		log.Warn("counting the outbox backlog", "code", fault.Code(err), "err", err)
+	}
 }
 
 // sweepClaims clears every claim older than the claim timeout and logs each,
@@ -279,6 +295,19 @@ func (s *Sweeper) trimInbox(ctx context.Context) error {
 			return err
 		}
 		s.deps.Metrics.InboxTrimmed.Add(float64(n))
+		if n < int64(s.cfg.BatchSize) {
+			return nil
+		}
+	}
+}
+
+func (s *Sweeper) trimOutbox(ctx context.Context) error {
+	for {
+		n, err := s.deps.Store.TrimOutbox(ctx, s.cfg.OutboxRetention, s.cfg.BatchSize)
+		if err != nil {
+			return err
+		}
+		s.deps.Metrics.OutboxTrimmed.Add(float64(n))
 		if n < int64(s.cfg.BatchSize) {
 			return nil
 		}

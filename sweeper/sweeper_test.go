@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 
 	"github.com/sutra-run/worker/broker"
@@ -67,6 +68,8 @@ func (f *fakeStore) DeleteBuffered(_ context.Context, ids []int64) error {
 	f.expired = slices.DeleteFunc(f.expired, func(m store.BufferedMessage) bool { return slices.Contains(ids, m.ID) })
 	return nil
 }
+func (f *fakeStore) TrimOutbox(context.Context, time.Duration, int) (int64, error) { return 0, nil }
+func (f *fakeStore) OutboxBacklog(context.Context) (int64, error)                  { return 7, nil }
 func (f *fakeStore) sweepCount() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -189,4 +192,36 @@ func TestAnExpiredBufferedMessageIsDeletedOnlyOnceItsDeadLetterIsConfirmed(t *te
 	if m := dl.got[0]; m.Exchange != "sutra.relays.dead" || m.Headers["x-sutra-code"] != fault.RelayUncorrelated {
 		t.Errorf("dead letter %+v, want one to sutra.relays.dead with %s", m, fault.RelayUncorrelated)
 	}
+}
+
+func TestOnlyTheLeaseHolderReportsTheOutboxBacklog(t *testing.T) {
+	t.Parallel()
+	st := &fakeStore{lease: func() (bool, error) { return true, nil }}
+	m := metrics.New(prometheus.NewRegistry())
+	s := sweeper.New(sweeper.Deps{Store: st, Broker: &deadLetters{}, Metrics: m, Logger: testkit.Logger(t)},
+		sweeper.Config{Replica: "r", Interval: 10 * time.Millisecond, LeaseTTL: 300 * time.Millisecond})
+	s.TestSignals.Init()
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s.TestSignals.Swept.WaitOrTimeout(t)
+	s.TestSignals.Swept.WaitOrTimeout(t) // the first sweep has counted
+	if n := gauge(t, m.OutboxBacklog); n != 7 {
+		t.Fatalf("backlog = %v on the holder, want 7", n)
+	}
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := gauge(t, m.OutboxBacklog); n != 0 {
+		t.Fatalf("backlog = %v after the lease was given up, want 0 (the new holder reports it)", n)
+	}
+}
+
+func gauge(t *testing.T, g prometheus.Gauge) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := g.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetGauge().GetValue()
 }
