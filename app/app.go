@@ -21,6 +21,7 @@ import (
 	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/lanes"
 	"github.com/sutra-run/worker/metrics"
+	"github.com/sutra-run/worker/outbox"
 	"github.com/sutra-run/worker/replica"
 	"github.com/sutra-run/worker/store"
 	"github.com/sutra-run/worker/sweeper"
@@ -51,6 +52,7 @@ type Worker struct {
 	sweeper  *sweeper.Sweeper
 	broker   *broker.Owner
 	consumer *consumer.Consumer
+	outbox   *outbox.Publisher
 	http     *http.Server
 	listener net.Listener
 	metrics  *metrics.Metrics
@@ -61,8 +63,9 @@ type Worker struct {
 
 // Start connects to PostgreSQL (migrating first when cfg.Migrate), registers
 // the replica id (refusing with fault.ReplicaIDInUse when another live
-// process has it), then starts the lanes, the timer poller, the sweeper, the
-// consumer and the HTTP listener.
+// process has it), then starts the broker connection owner, the lanes, the
+// timer poller, the sweeper, the outbox publisher, the consumer and the HTTP
+// listener.
 func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	if cfg.ReplicaID == "" {
 		cfg.ReplicaID = defaultReplicaID()
@@ -93,7 +96,11 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		inflight = timers.DefaultMaxInFlight
 	}
 	armed := func(due time.Time) { w.timers.Armed(due) }
-	w.lanes = lanes.New(lanes.Deps{Store: st, Metrics: w.metrics, Logger: log, Hooks: opt.Hooks, TimerArmed: armed, ClaimGuard: w.replica.Valid}, lanes.Config{
+	written := func() { w.outbox.Wake() }
+	w.lanes = lanes.New(lanes.Deps{
+		Store: st, Metrics: w.metrics, Logger: log, Hooks: opt.Hooks,
+		TimerArmed: armed, OutboxWritten: written, ClaimGuard: w.replica.Valid,
+	}, lanes.Config{
 		// Room for every resume that can be in flight: relays and timer fires.
 		Replica: cfg.ReplicaID, Lanes: cfg.Lanes, InboxSize: cfg.Prefetch + inflight + 1,
 		ClaimTimeout: cfg.ClaimTimeout,
@@ -107,22 +114,27 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		Topology: broker.Topology{
 			RelayExchange: cfg.RelayExchange, RelayQueue: cfg.RelayQueue, RelayBindingKey: cfg.RelayBindingKey,
 			DeadExchange: cfg.DeadExchange, DeadQueue: cfg.DeadQueue, QueueType: cfg.QueueType,
+			OutboxExchange: cfg.OutboxExchange,
 		},
 	})
 	w.sweeper = sweeper.New(sweeper.Deps{Store: st, Broker: w.broker, Metrics: w.metrics, Logger: log}, sweeper.Config{
 		Replica: cfg.ReplicaID, Interval: cfg.SweepInterval, LeaseTTL: cfg.LeaseTTL,
-		ClaimTimeout: cfg.ClaimTimeout, InboxRetention: cfg.InboxRetention,
+		ClaimTimeout: cfg.ClaimTimeout, InboxRetention: cfg.InboxRetention, OutboxRetention: cfg.OutboxRetention,
 		DeadExchange: cfg.DeadExchange, RelayExchange: cfg.RelayExchange,
 	})
 	w.consumer = consumer.New(consumer.Deps{Broker: w.broker, Lanes: w.lanes, Metrics: w.metrics, Logger: log}, consumer.Config{
 		Queue: cfg.RelayQueue, DeadExchange: cfg.DeadExchange, Prefetch: cfg.Prefetch,
 		RequeueBackoff: cfg.RequeueBackoff, RequeueBackoffMax: cfg.RequeueBackoffMax, MaxRetries: cfg.RelayMaxRetries,
 	})
+	w.outbox = outbox.New(outbox.Deps{Store: st, Broker: w.broker, Metrics: w.metrics, Logger: log}, outbox.Config{
+		Replica: cfg.ReplicaID, Exchange: cfg.OutboxExchange, RelayExchange: cfg.RelayExchange,
+		PollInterval: cfg.OutboxPollInterval, Lease: cfg.OutboxLease, BatchSize: cfg.OutboxBatch,
+	})
 	if err := w.serveHTTP(); err != nil {
 		w.abort()
 		return nil, err
 	}
-	for _, c := range []startstop.Service{w.broker, w.lanes, w.timers, w.sweeper, w.consumer} {
+	for _, c := range []startstop.Service{w.broker, w.lanes, w.timers, w.sweeper, w.outbox, w.consumer} {
 		if err := c.Start(ctx); err != nil {
 			w.abort()
 			return nil, err
@@ -179,8 +191,13 @@ func (w *Worker) Consumer() *consumer.Consumer { return w.consumer }
 // Sweeper is the worker's sweeper (for tests: its TestSignals).
 func (w *Worker) Sweeper() *sweeper.Sweeper { return w.sweeper }
 
-// Ready reports whether the database answers, the broker is connected, the
-// lanes run and the replica registration is valid.
+// Outbox is the worker's outbox publisher (for tests: its TestSignals).
+func (w *Worker) Outbox() *outbox.Publisher { return w.outbox }
+
+// Ready reports whether the database answers, the broker is connected and
+// relays consumed, the lanes run and the replica registration is valid. The
+// outbox publisher does not count: rows wait while it cannot publish, and
+// relays may still be applied meanwhile.
 func (w *Worker) Ready(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
@@ -257,9 +274,10 @@ func (w *Worker) Stop(ctx context.Context) error {
 			return err
 		})
 		// Order does not matter between these: lanes keep running until
-		// every resume they accepted is answered, and the consumer and the
-		// poller keep answering until theirs are.
-		stopped := startstop.StopAllParallel(ctx, w.consumer, w.timers, w.lanes, w.sweeper, httpStop)
+		// every resume they accepted is answered, the consumer and the
+		// poller keep answering until theirs are, and the outbox publisher
+		// finishes its batch. Rows committed meanwhile wait for a replica.
+		stopped := startstop.StopAllParallel(ctx, w.consumer, w.timers, w.lanes, w.sweeper, w.outbox, httpStop)
 		// Everything that publishes or consumes has stopped: the connection
 		// may close (a relay still unanswered is redelivered elsewhere).
 		bctx, cancel := startstop.FinalContext(ctx)

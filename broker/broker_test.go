@@ -17,8 +17,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// start runs an owner with the test's relay and dead-letter topology and an
-// outbox exchange, named connName on the broker.
+// start runs an owner with the test's topology, named connName on the broker.
 func start(t *testing.T, env *testkit.Env, amqpURL, connName string) *broker.Owner {
 	t.Helper()
 	c := env.Config
@@ -26,7 +25,7 @@ func start(t *testing.T, env *testkit.Env, amqpURL, connName string) *broker.Own
 		URL: amqpURL, ConnectionName: connName, ReconnectMin: 10 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
 		Topology: broker.Topology{
 			RelayExchange: c.RelayExchange, RelayQueue: c.RelayQueue, DeadExchange: c.DeadExchange, DeadQueue: c.DeadQueue,
-			OutboxExchange: c.RelayExchange + ".outbox",
+			OutboxExchange: c.OutboxExchange,
 		},
 	})
 	o.TestSignals.Init()
@@ -37,7 +36,6 @@ func start(t *testing.T, env *testkit.Env, amqpURL, connName string) *broker.Own
 		if err := o.Stop(context.Background()); err != nil {
 			t.Error(err)
 		}
-		withChannel(t, func(ch *amqp.Channel) error { return ch.ExchangeDelete(c.RelayExchange+".outbox", false, false) })
 	})
 	return o
 }
@@ -73,7 +71,7 @@ func TestReconnectsAfterTheBrokerClosesTheConnectionAndDeclaresTheTopologyAgain(
 	if n := o.TestSignals.Connected.WaitOrTimeout(t); n != 1 || !o.Connected() {
 		t.Fatalf("connection %d, connected %v", n, o.Connected())
 	}
-	outbox := env.Config.RelayExchange + ".outbox"
+	outbox := env.Config.OutboxExchange
 	withChannel(t, func(ch *amqp.Channel) error { return ch.ExchangeDelete(outbox, false, false) })
 	testkit.CloseBrokerConnection(t, name)
 	if err := o.TestSignals.Disconnected.WaitOrTimeout(t); err == nil {
@@ -134,7 +132,7 @@ func TestPublishReportsEachMessageOfABatchConfirmedReturnedOrNacked(t *testing.T
 	t.Parallel()
 	env := testkit.New(t)
 	o := start(t, env, testkit.AMQPURL(), "sutra-test-broker/"+env.Schema)
-	ex := env.Config.RelayExchange + ".outbox"
+	ex := env.Config.OutboxExchange
 	okQueue, fullQueue := ex+".ok", ex+".full"
 	o.TestSignals.Connected.WaitOrTimeout(t)
 	withChannel(t, func(ch *amqp.Channel) error {

@@ -222,7 +222,8 @@ const maxConsumed = 32
 // buffered message, the commit rolls back with the claim still held: the
 // message is applied to the step's state as one more trigger and everything
 // commits in one transaction, so a buffered message is consumed exactly when
-// its step commits. Then the timer poller hears of timers armed.
+// its step commits. Then the timer poller hears of timers armed and the
+// outbox publisher of rows written.
 func (l *lane) commit(ctx context.Context, held *claims.Held, proc *bpmn.Process, r *Resume, state engine.State, eff engine.Effects) error {
 	x := claims.Extras{InboxID: r.InboxID, TimerID: r.TimerID}
 	st := state
@@ -257,6 +258,7 @@ func (l *lane) commit(ctx context.Context, held *claims.Held, proc *bpmn.Process
 		default:
 			l.pool.deps.Metrics.BufferedConsumed.Add(float64(len(x.Consumed)))
 			l.armed(eff, x.Consumed)
+			l.published(eff, x.Consumed)
 			return nil
 		}
 	}
@@ -274,6 +276,21 @@ func (l *lane) armed(eff engine.Effects, consumed []store.Consumed) {
 	}
 	if !first.IsZero() {
 		notify(first)
+	}
+}
+
+// published wakes the outbox publisher when the commit wrote outbox rows.
+func (l *lane) published(eff engine.Effects, consumed []store.Consumed) {
+	notify := l.pool.deps.OutboxWritten
+	if notify == nil {
+		return
+	}
+	wrote := len(eff.Publish) > 0
+	for _, c := range consumed {
+		wrote = wrote || len(c.Effects.Publish) > 0
+	}
+	if wrote {
+		notify()
 	}
 }
 

@@ -81,6 +81,9 @@ type Deps struct {
 	// TimerArmed, when set, hears the earliest due time of the timers each
 	// committed step armed, so the timer poller wakes for it. It must not block.
 	TimerArmed func(due time.Time)
+	// OutboxWritten, when set, hears of every committed step that wrote
+	// outbox rows, so the outbox publisher wakes for them. It must not block.
+	OutboxWritten func()
 	// ClaimGuard, when set, runs before every claim and refuses it with its
 	// error (the replica's registration lapsed).
 	ClaimGuard func() error
