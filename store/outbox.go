@@ -48,29 +48,30 @@ type OutboxRow struct {
 //     and no earlier row of its instance is leased or backing off now
 //     (which also keeps such rows from crowding the batch out);
 //   - SKIP LOCKED keeps two publishers' statements apart, so a candidate
-//     may lose an earlier row of its instance to a concurrent statement, or
-//     to the limit: it is then dropped (the second filter).
+//     may lose an earlier row of its instance to a concurrent statement: it
+//     is then dropped (the second NOT EXISTS).
 //
 // Deferred rows (a failed publish) have no holder and locked_until in the
-// future: their backoff.
+// future: their backoff. OFFSET 0 keeps each NOT EXISTS a probe per row on
+// outbox_instance_unpublished: as an anti-join the planner may read every
+// unpublished row, or every candidate's earlier rows, on each lease.
 const leaseOutboxSQL = `
 WITH cand AS (
-	SELECT o.id FROM outbox o
+	SELECT o.id, o.instance_id, o.seq FROM outbox o
 	 WHERE o.published_at IS NULL
 	   AND (o.locked_until IS NULL OR o.locked_until < now())
 	   AND NOT EXISTS (SELECT 1 FROM outbox e
-	                    WHERE e.instance_id = o.instance_id AND e.seq < o.seq
-	                      AND e.published_at IS NULL AND e.locked_until >= now())
+	                    WHERE e.instance_id = o.instance_id AND e.seq < o.seq AND e.published_at IS NULL
+	                      AND e.locked_until >= now() OFFSET 0)
 	 ORDER BY o.seq LIMIT $2
 	 FOR UPDATE SKIP LOCKED
-), ok AS (
-	SELECT c.id FROM cand c JOIN outbox o ON o.id = c.id
-	 WHERE NOT EXISTS (SELECT 1 FROM outbox e
-	                    WHERE e.instance_id = o.instance_id AND e.seq < o.seq
-	                      AND e.published_at IS NULL AND e.id NOT IN (SELECT id FROM cand))
 )
 UPDATE outbox o SET locked_by = $1, locked_until = now() + $3::interval
-  FROM ok WHERE o.id = ok.id
+  FROM cand c
+ WHERE o.id = c.id
+   AND NOT EXISTS (SELECT 1 FROM outbox e
+                    WHERE e.instance_id = c.instance_id AND e.seq < c.seq AND e.published_at IS NULL
+                      AND e.id NOT IN (SELECT id FROM cand) OFFSET 0)
 RETURNING o.id, o.seq, o.instance_id, o.element_id, o.target, o.message_name, o.correlation_key,
           o.variables, o.routing_key, o.body, o.attempts, EXTRACT(EPOCH FROM now() - o.created_at)::float8`
 
