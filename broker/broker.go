@@ -2,7 +2,7 @@
 // with backoff, re-declares the topology on every (re)connection, hands the
 // consumer a channel on the current connection, and publishes with publisher
 // confirms for every role that publishes (dead letters, the outbox) through
-// one helper, Publish, on one confirming channel.
+// one helper, Publish, on a few confirming channels.
 //
 // Errors are classified here: a lost connection or channel is
 // fault.Unavailable; a message the broker returned (mandatory, unroutable)
@@ -38,6 +38,9 @@ type Config struct {
 	// it doubles per failure up to ReconnectMax (defaults 100ms, 5s).
 	ReconnectMin time.Duration
 	ReconnectMax time.Duration
+	// PublishChannels is how many Publish calls may await confirms at once,
+	// each on its own confirming channel (default 8).
+	PublishChannels int
 }
 
 func (c *Config) setDefaults() {
@@ -49,6 +52,7 @@ func (c *Config) setDefaults() {
 	}
 	defaults.Set(&c.ReconnectMin, 100*time.Millisecond)
 	defaults.Set(&c.ReconnectMax, 5*time.Second)
+	defaults.Set(&c.PublishChannels, 8)
 }
 
 // heartbeat detects a dead peer on an idle connection.
@@ -107,10 +111,9 @@ type Owner struct {
 	isConnected atomic.Bool
 	opened      int
 
-	// pubMu serialises Publish: returns are matched to the batch in flight,
-	// so only one batch may be in flight on the confirming channel.
-	pubMu sync.Mutex
-	pub   *confirming
+	// slots hold the confirming channels, one per Publish in flight:
+	// returns are matched to the batch in flight on their channel.
+	slots chan *slot
 	// closing waits for channels closed in the background (see discard).
 	closing sync.WaitGroup
 }
@@ -118,7 +121,11 @@ type Owner struct {
 // New builds an owner.
 func New(logger *slog.Logger, cfg Config) *Owner {
 	cfg.setDefaults()
-	return &Owner{cfg: cfg, log: logger, changed: make(chan struct{})}
+	o := &Owner{cfg: cfg, log: logger, changed: make(chan struct{}), slots: make(chan *slot, cfg.PublishChannels)}
+	for range cfg.PublishChannels {
+		o.slots <- &slot{}
+	}
+	return o
 }
 
 // transition documents what may follow what:

@@ -3,7 +3,9 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
+	"sync"
 	"testing"
 	"time"
 
@@ -181,6 +183,46 @@ func TestPublishReportsEachMessageOfABatchConfirmedReturnedOrNacked(t *testing.T
 	if errs := o.Publish(testkit.Ctx(t), []broker.Message{msg("b", "ok.3")}); errs[0] != nil {
 		t.Errorf("the next batch: %v", errs[0])
 	}
+}
+
+func TestConcurrentPublishesEachGetTheirOwnReturns(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	o := start(t, env, testkit.AMQPURL(), "sutra-test-broker/"+env.Schema)
+	o.TestSignals.Connected.WaitOrTimeout(t)
+	ex := env.Config.OutboxExchange
+	queue := ex + ".ok"
+	withChannel(t, func(ch *amqp.Channel) error {
+		if _, err := ch.QueueDeclare(queue, false, true, false, false, nil); err != nil {
+			return err
+		}
+		return ch.QueueBind(queue, "ok", ex, false, nil)
+	})
+	t.Cleanup(func() {
+		withChannel(t, func(ch *amqp.Channel) error { _, err := ch.QueueDelete(queue, false, false, false); return err })
+	})
+	// More callers than channels, each with its own returned messages.
+	const callers, each = 12, 50
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Go(func() {
+			msgs := make([]broker.Message, each)
+			for i := range msgs {
+				key := "ok"
+				if (i+c)%3 == 0 {
+					key = "nowhere"
+				}
+				msgs[i] = broker.Message{Exchange: ex, RoutingKey: key,
+					Publishing: amqp.Publishing{MessageId: fmt.Sprintf("%d-%d", c, i), Body: []byte("x")}}
+			}
+			for i, err := range o.Publish(testkit.Ctx(t), msgs) {
+				if returned := msgs[i].RoutingKey == "nowhere"; returned != errors.Is(err, broker.ErrReturned) || !returned && err != nil {
+					t.Errorf("caller %d message %d (%s): %v", c, i, msgs[i].RoutingKey, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // Not parallel: it compares the goroutines before and after.

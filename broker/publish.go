@@ -32,7 +32,13 @@ var (
 // room for their returns, so that the connection's reader never waits for us.
 const maxInFlight = 1024
 
-// confirming is the channel Publish uses, in confirm mode.
+// slot is one Publish's right to a confirming channel; pc is opened when
+// first needed and again after it closed.
+type slot struct {
+	pc *confirming
+}
+
+// confirming is a channel in confirm mode and its returns.
 type confirming struct {
 	ch      *amqp.Channel
 	returns chan amqp.Return
@@ -46,21 +52,29 @@ type confirming struct {
 // by id.
 //
 // A basic.return comes before the basic.ack of its message, so returns are
-// collected while waiting for the confirms. Calls are serialised.
+// collected while waiting for the confirms. Up to Config.PublishChannels
+// calls run at once, each on its own channel; more wait for one.
 func (o *Owner) Publish(ctx context.Context, msgs []Message) []error {
 	errs := make([]error, len(msgs))
-	o.pubMu.Lock()
-	defer o.pubMu.Unlock()
+	var s *slot
+	select {
+	case s = <-o.slots:
+	case <-ctx.Done():
+		fill(errs, fault.Wrap(fault.Unavailable, ctx.Err(), "waiting for a confirming channel"))
+		return errs
+	}
+	defer func() { o.slots <- s }()
 	for lo := 0; lo < len(msgs); lo += maxInFlight {
 		hi := min(lo+maxInFlight, len(msgs))
-		o.publish(ctx, msgs[lo:hi], errs[lo:hi])
+		o.publish(ctx, s, msgs[lo:hi], errs[lo:hi])
 	}
 	return errs
 }
 
-// publish publishes at most maxInFlight messages and fills errs. pubMu is held.
-func (o *Owner) publish(ctx context.Context, msgs []Message, errs []error) {
-	pc, err := o.confirming()
+// publish publishes at most maxInFlight messages on s's channel and fills
+// errs.
+func (o *Owner) publish(ctx context.Context, s *slot, msgs []Message, errs []error) {
+	pc, err := o.confirming(s)
 	if err != nil {
 		fill(errs, err)
 		return
@@ -123,6 +137,7 @@ wait:
 		fill(errs[waited:len(dcs)], fault.Wrap(fault.Unavailable, ctx.Err(), "waiting for the broker's confirms"))
 		// Confirms and returns of this batch may still come: they must not
 		// be taken for the next batch's.
+		s.pc = nil
 		o.discard(pc)
 	}
 }
@@ -133,13 +148,13 @@ func fill(errs []error, err error) {
 	}
 }
 
-// confirming returns the confirming channel, opening one on the current
-// connection when there is none or it closed. pubMu is held.
-func (o *Owner) confirming() (*confirming, error) {
-	if o.pub != nil && !o.pub.ch.IsClosed() {
-		return o.pub, nil
+// confirming returns s's confirming channel, opening one on the current
+// connection when there is none or it closed.
+func (o *Owner) confirming(s *slot) (*confirming, error) {
+	if s.pc != nil && !s.pc.ch.IsClosed() {
+		return s.pc, nil
 	}
-	o.pub = nil
+	s.pc = nil
 	ch, err := o.Channel()
 	if err != nil {
 		return nil, err
@@ -148,15 +163,13 @@ func (o *Owner) confirming() (*confirming, error) {
 		ch.Close()
 		return nil, fault.Wrap(fault.Unavailable, err, "enabling publisher confirms")
 	}
-	o.pub = &confirming{ch: ch, returns: ch.NotifyReturn(make(chan amqp.Return, maxInFlight))}
-	return o.pub, nil
+	s.pc = &confirming{ch: ch, returns: ch.NotifyReturn(make(chan amqp.Return, maxInFlight))}
+	return s.pc, nil
 }
 
-// discard drops the confirming channel and closes it in the background (a
-// close waits for the broker's answer, which may take a while on a sick
-// connection). pubMu is held.
+// discard closes a confirming channel in the background (a close waits for
+// the broker's answer, which may take a while on a sick connection).
 func (o *Owner) discard(pc *confirming) {
-	o.pub = nil
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.state == stopped {
