@@ -13,7 +13,9 @@
 //
 // A commit of this replica that wrote rows wakes the publisher (Wake); rows
 // of other replicas, of dead ones, and rows whose backoff ended are found by
-// polling every PollInterval.
+// polling every PollInterval. A publisher runs a few batches at once, each
+// leased by its own statement, so that the broker's confirm latency does not
+// bound its rate; the lease keeps them apart as it keeps replicas apart.
 package outbox
 
 import (
@@ -21,6 +23,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -58,6 +61,8 @@ type Config struct {
 	Lease time.Duration
 	// BatchSize is how many rows one statement leases (default 256).
 	BatchSize int
+	// Batches is how many batches may be in flight at once (default 4).
+	Batches int
 	// Backoff is the first delay before a returned or nacked row is tried
 	// again; it doubles per attempt up to BackoffMax (defaults 1s, 1m).
 	Backoff    time.Duration
@@ -74,6 +79,7 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.PollInterval, time.Second)
 	defaults.Set(&c.Lease, 30*time.Second)
 	defaults.Set(&c.BatchSize, 256)
+	defaults.Set(&c.Batches, 4)
 	defaults.Set(&c.Backoff, time.Second)
 	defaults.Set(&c.BackoffMax, time.Minute)
 }
@@ -147,6 +153,16 @@ func (p *Publisher) Start(ctx context.Context) error {
 }
 
 func (p *Publisher) run(soft, hard context.Context) {
+	var wg sync.WaitGroup
+	for range p.cfg.Batches {
+		wg.Go(func() { p.loop(soft, hard) })
+	}
+	wg.Wait()
+}
+
+// loop leases, publishes and settles one batch at a time. A Wake wakes one
+// idle loop.
+func (p *Publisher) loop(soft, hard context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	outages := 0 // batches in a row cut short by an outage

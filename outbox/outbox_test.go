@@ -441,7 +441,7 @@ func TestABrokerOutageMidBatchLosesNothingAndRowsWaitMeanwhile(t *testing.T) {
 	// Written first, so that the first batch holds every row: eight
 	// instances of eight rows, eight waves.
 	ids := b.workload(t, 8, 1, 4, 2, noWake)
-	r := b.publisher(t, "r1", proxy.Through(t, testkit.AMQPURL()), outbox.Config{BatchSize: 64},
+	r := b.publisher(t, "r1", proxy.Through(t, testkit.AMQPURL()), outbox.Config{BatchSize: 64, Batches: 1},
 		func(o *broker.Owner) outbox.Broker {
 			return &injector{Owner: o, before: func(_ context.Context, n int) {
 				if n == 3 {
@@ -476,7 +476,7 @@ func TestAPublisherThatDiesMidBatchLeavesItsRowsToAnotherOnlyOnceItsLeaseLapses(
 	const lease = 2 * time.Second
 	frozen, thaw := make(chan struct{}), make(chan struct{})
 	began := time.Now() // the dead replica's leases end after began+lease
-	b.publisher(t, "dead", testkit.AMQPURL(), outbox.Config{Lease: lease, PollInterval: time.Hour},
+	b.publisher(t, "dead", testkit.AMQPURL(), outbox.Config{Lease: lease, PollInterval: time.Hour, Batches: 1},
 		func(o *broker.Owner) outbox.Broker {
 			return &injector{Owner: o, before: func(_ context.Context, n int) {
 				if n == 2 { // after its first wave was confirmed, it never answers again
@@ -517,7 +517,7 @@ func TestAStoppedPublisherHandsItsBatchBackAtItsDeadline(t *testing.T) {
 	blocked := make(chan struct{})
 	// A broker that never confirms the first batch: the publisher holds it
 	// until its stop's deadline.
-	a := b.publisher(t, "a", testkit.AMQPURL(), outbox.Config{Lease: time.Minute}, func(o *broker.Owner) outbox.Broker {
+	a := b.publisher(t, "a", testkit.AMQPURL(), outbox.Config{Lease: time.Minute, Batches: 1}, func(o *broker.Owner) outbox.Broker {
 		return &injector{Owner: o, before: func(ctx context.Context, n int) {
 			if n == 1 {
 				close(blocked)
