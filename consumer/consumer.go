@@ -30,6 +30,7 @@ type Dispatcher interface {
 
 // Broker is what the consumer needs from the connection owner (*broker.Owner).
 type Broker interface {
+	WaitConnected(ctx context.Context) error
 	// Channel opens a channel on the current connection, or fails at once.
 	Channel() (*amqp.Channel, error)
 	// Changed is closed at the owner's next connect or disconnect.
@@ -152,6 +153,10 @@ func (c *Consumer) Start(ctx context.Context) error {
 }
 
 func (c *Consumer) run(soft, hard context.Context) {
+	// The owner dials at the same time: not a failure to report.
+	if c.deps.Broker.WaitConnected(soft) != nil {
+		return
+	}
 	delay := c.cfg.RetryMin
 	for soft.Err() == nil {
 		// Taken before asking for a channel, so that a reconnection in
