@@ -13,9 +13,10 @@
 //
 // A commit of this replica that wrote rows wakes the publisher (Wake); rows
 // of other replicas, of dead ones, and rows whose backoff ended are found by
-// polling every PollInterval. A publisher runs a few batches at once, each
-// leased by its own statement, so that the broker's confirm latency does not
-// bound its rate; the lease keeps them apart as it keeps replicas apart.
+// polling every PollInterval. Under a backlog a publisher runs a few batches
+// at once, each leased by its own statement, so that the broker's confirm
+// latency does not bound its rate; the lease keeps them apart as it keeps
+// replicas apart.
 package outbox
 
 import (
@@ -61,7 +62,8 @@ type Config struct {
 	Lease time.Duration
 	// BatchSize is how many rows one statement leases (default 256).
 	BatchSize int
-	// Batches is how many batches may be in flight at once (default 4).
+	// Batches is how many batches may be in flight at once under a backlog
+	// (default 4); without one, one at a time.
 	Batches int
 	// Backoff is the first delay before a returned or nacked row is tried
 	// again; it doubles per attempt up to BackoffMax (defaults 1s, 1m).
@@ -126,23 +128,19 @@ type Publisher struct {
 
 	cfg  Config
 	deps Deps
-	// wake is signalled by Wake; one pending signal is enough.
-	wake chan struct{}
+	// wake is signalled by Wake, more by a loop whose batch came back full;
+	// one pending signal is enough.
+	wake, more chan struct{}
 }
 
 // New builds a publisher.
 func New(deps Deps, cfg Config) *Publisher {
 	cfg.setDefaults()
-	return &Publisher{cfg: cfg, deps: deps, wake: make(chan struct{}, 1)}
+	return &Publisher{cfg: cfg, deps: deps, wake: make(chan struct{}, 1), more: make(chan struct{}, 1)}
 }
 
 // Wake tells the publisher that a commit wrote rows. It never blocks.
-func (p *Publisher) Wake() {
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-}
+func (p *Publisher) Wake() { notify(p.wake) }
 
 // Start publishes until Stop. While the broker is unreachable rows wait in
 // the table. Stop (startstop.Base) stops leasing at once and lets the batch
@@ -154,19 +152,32 @@ func (p *Publisher) Start(ctx context.Context) error {
 
 func (p *Publisher) run(soft, hard context.Context) {
 	var wg sync.WaitGroup
-	for range p.cfg.Batches {
-		wg.Go(func() { p.loop(soft, hard) })
+	wg.Go(func() { p.loop(soft, hard, p.wake, true) })
+	for range p.cfg.Batches - 1 {
+		wg.Go(func() { p.loop(soft, hard, p.more, false) })
 	}
 	wg.Wait()
 }
 
-// loop leases, publishes and settles one batch at a time. A Wake wakes one
-// idle loop.
-func (p *Publisher) loop(soft, hard context.Context) {
+// loop leases, publishes and settles one batch at a time. The first loop
+// wakes on Wake and polls; the others wake only when a batch came back full
+// (a backlog). So under a light load one batch at a time gathers every row
+// committed while the one before it was published, and under a backlog
+// several are in flight.
+func (p *Publisher) loop(soft, hard context.Context, wake <-chan struct{}, polls bool) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	outages := 0 // batches in a row cut short by an outage
-	for {
+	// The first loop looks at once; the others wait to be needed.
+	for ready := polls; ; {
+		if !ready {
+			select {
+			case <-soft.Done():
+				return
+			case <-wake:
+			}
+		}
+		ready = true
 		if p.deps.Broker.WaitConnected(soft) != nil {
 			return
 		}
@@ -186,16 +197,29 @@ func (p *Publisher) loop(soft, hard context.Context) {
 			continue
 		case full:
 			outages = 0
-			continue // more may wait
+			notify(p.more) // a backlog: another loop helps
+			continue
 		}
 		outages = 0
+		if !polls {
+			ready = false
+			continue
+		}
 		timer.Reset(p.cfg.PollInterval)
 		select {
 		case <-soft.Done():
 			return
-		case <-p.wake:
+		case <-wake:
 		case <-timer.C:
 		}
+	}
+}
+
+// notify leaves one pending signal on ch. It never blocks.
+func notify(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
 	}
 }
 

@@ -604,3 +604,26 @@ func TestAPublisherWaitsForTheBrokerAndPublishesOnceConnected(t *testing.T) {
 		t.Errorf("%v publishes tried while disconnected", n)
 	}
 }
+
+func TestABacklogIsPublishedByBatchesInFlightAtOnce(t *testing.T) {
+	t.Parallel()
+	b := newBench(t)
+	ids := b.workload(t, 40, 1, 1, 1, noWake) // five batches of eight
+	third := make(chan struct{})
+	b.publisher(t, "r1", testkit.AMQPURL(), outbox.Config{BatchSize: 8}, func(o *broker.Owner) outbox.Broker {
+		return &injector{Owner: o, before: func(_ context.Context, n int) {
+			switch n {
+			case 2: // the second batch waits until a third is in flight beside it
+				select {
+				case <-third:
+				case <-time.After(10 * time.Second):
+					t.Error("no other batch in flight while the second waited for the broker")
+				}
+			case 3:
+				close(third)
+			}
+		}}
+	})
+	b.down.waitFor(ids)
+	b.waitPublished(t)
+}
