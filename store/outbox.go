@@ -75,17 +75,26 @@ UPDATE outbox o SET locked_by = $1, locked_until = now() + $3::interval
 RETURNING o.id, o.seq, o.instance_id, o.element_id, o.target, o.message_name, o.correlation_key,
           o.variables, o.routing_key, o.body, o.attempts, EXTRACT(EPOCH FROM now() - o.created_at)::float8`
 
+// leaseOrderSQL makes the lease walk outbox_unpublished in seq order and stop
+// at its limit, whatever the table's statistics say: a table that grew
+// since its last ANALYZE (or never had one) looks nearly empty, and the
+// planner then reads and sorts every unpublished row on each lease.
+const leaseOrderSQL = "SELECT set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true)"
+
 // LeaseOutbox leases up to limit unpublished outbox rows to owner for lease
 // (see leaseOutboxSQL), in seq order. Leases are soft state (a lost one
 // costs at most a second publish), so they skip the WAL flush.
 func (s *Store) LeaseOutbox(ctx context.Context, owner string, limit int, lease time.Duration) ([]OutboxRow, error) {
 	b := &pgx.Batch{}
 	b.Queue(asyncCommit)
+	b.Queue(leaseOrderSQL)
 	b.Queue(leaseOutboxSQL, owner, limit, lease)
 	br := s.pool.SendBatch(ctx, b)
 	defer br.Close()
-	if _, err := br.Exec(); err != nil {
-		return nil, translate(err, "leasing outbox rows")
+	for range 2 {
+		if _, err := br.Exec(); err != nil {
+			return nil, translate(err, "leasing outbox rows")
+		}
 	}
 	rows, err := br.Query()
 	if err != nil {
