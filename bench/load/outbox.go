@@ -41,8 +41,11 @@ type outboxRun struct {
 	// drain is the time from the last commit to an empty backlog.
 	drain    time.Duration
 	p50, p99 time.Duration
-	errors   float64
-	cpu      cpuUse
+	// stepP99 is the p99 of the steps' claim → commit: a slow commit (a
+	// slow WAL flush) is lag the publisher inherits.
+	stepP99 time.Duration
+	errors  float64
+	cpu     cpuUse
 }
 
 // backlogSampleEvery is how often a run counts unpublished rows.
@@ -120,7 +123,7 @@ func (b *bencher) outboxRun(ctx context.Context, load, rate float64, n int) (out
 	if err := waitEmpty(ctx, db); err != nil {
 		return r, err
 	}
-	lagBefore := histogram(reg, "sutra_outbox_lag_seconds")
+	lagBefore, stepBefore := histogram(reg, "sutra_outbox_lag_seconds"), histogram(reg, "sutra_step_duration_seconds")
 	publishedBefore := total(reg, "sutra_outbox_published_total")
 
 	relays := env.Pings(n)
@@ -154,6 +157,7 @@ func (b *bencher) outboxRun(ctx context.Context, load, rate float64, n int) (out
 	r.backlogQuarters = quarters(samples, stats.First, lastCommit)
 	lag := histogram(reg, "sutra_outbox_lag_seconds").minus(lagBefore)
 	r.p50, r.p99 = lag.quantile(0.5), lag.quantile(0.99)
+	r.stepP99 = histogram(reg, "sutra_step_duration_seconds").minus(stepBefore).quantile(0.99)
 	if r.published < n {
 		return r, fmt.Errorf("%d outbox messages published, %d steps wrote one", r.published, n)
 	}
@@ -312,16 +316,16 @@ func (r outboxRun) name() string {
 	return fmt.Sprintf("%.0f%% (%.0f relays/s)", 100*r.load, r.offered)
 }
 
-const outboxHeader = `| round | load | steps | steps/s | published/s | backlog max, by quarter of the run | drained after last commit | lag p50 | lag p99 | publish errors | CPU µs/step: all | client | broker | postgres | foreign |
-|--:|---|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|`
+const outboxHeader = `| round | load | steps | steps/s | published/s | backlog max, by quarter of the run | drained after last commit | lag p50 | lag p99 | step p99 | publish errors | CPU µs/step: all | client | broker | postgres | foreign |
+|--:|---|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|`
 
 func (r outboxRun) row() string {
 	q := r.backlogQuarters
 	per := func(d time.Duration) string {
 		return fmt.Sprintf("%.0f", float64(d.Microseconds())/float64(max(r.steps, 1)))
 	}
-	return fmt.Sprintf("| %d | %s | %d | %.0f | %.0f | %d, %d, %d, %d | %s | %s | %s | %.0f | %s | %s | %s | %s | %s |", r.round+1, r.name(), r.steps, r.stepsPerS,
-		r.publishedPerS, q[0], q[1], q[2], q[3], latency(r.drain), latency(r.p50), latency(r.p99), r.errors,
+	return fmt.Sprintf("| %d | %s | %d | %.0f | %.0f | %d, %d, %d, %d | %s | %s | %s | %s | %.0f | %s | %s | %s | %s | %s |", r.round+1, r.name(), r.steps, r.stepsPerS,
+		r.publishedPerS, q[0], q[1], q[2], q[3], latency(r.drain), latency(r.p50), latency(r.p99), latency(r.stepP99), r.errors,
 		per(r.cpu.machine), per(r.cpu.client), per(r.cpu.broker), per(r.cpu.postgres), per(r.cpu.foreign))
 }
 
