@@ -479,7 +479,7 @@ func (s *Server) publishMessage(c *adminCall) (answer, error) {
 	}
 	ctx, cancel := context.WithTimeout(c.r.Context(), 30*time.Second)
 	defer cancel()
-	if err := s.deps.PublishRelay(ctx, id, body); err != nil {
+	if err := s.deps.PublishRelay(ctx, req.Message, id, body); err != nil {
 		return answer{}, err
 	}
 	return answer{status: http.StatusAccepted, body: map[string]string{"message_id": id}}, nil

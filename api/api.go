@@ -113,8 +113,8 @@ type Deps struct {
 	// MigrationCreated, when set, wakes the bulk migration runner.
 	MigrationCreated func()
 	// PublishRelay publishes a relay body under messageID to the relay
-	// exchange and returns once the broker confirmed it.
-	PublishRelay func(ctx context.Context, messageID string, body []byte) error
+	// exchange with routingKey and returns once the broker confirmed it.
+	PublishRelay func(ctx context.Context, routingKey, messageID string, body []byte) error
 }
 
 // TestSignals tell tests what the API did; inert unless Init'ed.

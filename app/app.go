@@ -15,15 +15,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/sutra-run/worker/admin"
 	"github.com/sutra-run/worker/api"
+	"github.com/sutra-run/worker/broker"
 	"github.com/sutra-run/worker/consumer"
 	"github.com/sutra-run/worker/docs"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/lanes"
 	"github.com/sutra-run/worker/metrics"
+	"github.com/sutra-run/worker/outbox"
 	"github.com/sutra-run/worker/replica"
 	"github.com/sutra-run/worker/store"
 	"github.com/sutra-run/worker/sweeper"
@@ -52,7 +55,9 @@ type Worker struct {
 	lanes      *lanes.Pool
 	timers     *timers.Poller
 	sweeper    *sweeper.Sweeper
+	broker     *broker.Owner
 	consumer   *consumer.Consumer
+	outbox     *outbox.Publisher
 	api        *api.Server
 	migrations *admin.Runner
 	http       *http.Server
@@ -65,8 +70,9 @@ type Worker struct {
 
 // Start connects to PostgreSQL (migrating first when cfg.Migrate), registers
 // the replica id (refusing with fault.ReplicaIDInUse when another live
-// process has it), then starts the lanes, the timer poller, the sweeper, the
-// consumer and the HTTP listener.
+// process has it), then starts the broker connection owner, the lanes, the
+// timer poller, the sweeper, the outbox publisher, the consumer and the HTTP
+// listener.
 func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	if cfg.ReplicaID == "" {
 		cfg.ReplicaID = DefaultReplicaID()
@@ -114,13 +120,15 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		inflight = timers.DefaultMaxInFlight
 	}
 	armed := func(due time.Time) { w.timers.Armed(due) }
+	written := func() { w.outbox.Wake() }
 	w.api = api.New(api.Deps{Store: st, Metrics: w.metrics, Logger: log, Lanes: lanesDispatcher{w},
+		OutcomeRecorded: written, PublishRelay: w.publishRelay,
 		MigrationCreated: func() { w.migrations.Wake() }}, api.Config{
 		Addr: cfg.APIAddr, Token: cfg.APIToken, MaxTasks: cfg.APIMaxTasks, MaxLockDuration: cfg.APIMaxLockDuration,
 		PollInterval: cfg.TaskPollInterval, Replica: cfg.ReplicaID, AdminInsecure: cfg.AdminInsecure, OpenAPI: docs.OpenAPI,
 	})
 	w.lanes = lanes.New(lanes.Deps{Store: st, Metrics: w.metrics, Logger: log, Hooks: opt.Hooks, TimerArmed: armed,
-		TasksCreated: w.api.TasksCreated, ClaimGuard: w.replica.Valid}, lanes.Config{
+		TasksCreated: w.api.TasksCreated, OutboxWritten: written, ClaimGuard: w.replica.Valid}, lanes.Config{
 		// Room for every resume that can be in flight: relays and timer fires.
 		Replica: cfg.ReplicaID, Lanes: cfg.Lanes, InboxSize: cfg.Prefetch + inflight + 1,
 		ClaimTimeout: cfg.ClaimTimeout,
@@ -131,22 +139,32 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		Replica: cfg.ReplicaID, PollInterval: cfg.TimerPollInterval, BatchSize: cfg.TimerBatch, MaxInFlight: inflight,
 		Lease: cfg.TimerLease, Backoff: cfg.TimerBackoff, BackoffMax: cfg.TimerBackoffMax,
 	})
-	w.sweeper = sweeper.New(sweeper.Deps{Store: st, Metrics: w.metrics, Logger: log, DeadLetter: sweeper.AMQPDeadLetters{
-		URL: cfg.AMQPURL, Exchange: cfg.DeadExchange, RelayExchange: cfg.RelayExchange, ConnectionName: "sutra-worker/" + cfg.ReplicaID + "/sweeper",
-	}}, sweeper.Config{
-		Replica: cfg.ReplicaID, Interval: cfg.SweepInterval, LeaseTTL: cfg.LeaseTTL,
-		ClaimTimeout: cfg.ClaimTimeout, InboxRetention: cfg.InboxRetention,
+	w.broker = broker.New(log, broker.Config{
+		URL: cfg.AMQPURL, ConnectionName: "sutra-worker/" + cfg.ReplicaID,
+		Topology: broker.Topology{
+			RelayExchange: cfg.RelayExchange, RelayQueue: cfg.RelayQueue, RelayBindingKey: cfg.RelayBindingKey,
+			DeadExchange: cfg.DeadExchange, DeadQueue: cfg.DeadQueue, QueueType: cfg.QueueType,
+			OutboxExchange: cfg.OutboxExchange,
+		},
 	})
-	w.consumer = consumer.New(consumer.Deps{Lanes: w.lanes, Metrics: w.metrics, Logger: log}, consumer.Config{
-		URL: cfg.AMQPURL, ConnectionName: "sutra-worker/" + cfg.ReplicaID, Exchange: cfg.RelayExchange, Queue: cfg.RelayQueue, BindingKey: cfg.RelayBindingKey,
-		DeadExchange: cfg.DeadExchange, DeadQueue: cfg.DeadQueue, QueueType: cfg.QueueType, Prefetch: cfg.Prefetch,
+	w.sweeper = sweeper.New(sweeper.Deps{Store: st, Broker: w.broker, Metrics: w.metrics, Logger: log}, sweeper.Config{
+		Replica: cfg.ReplicaID, Interval: cfg.SweepInterval, LeaseTTL: cfg.LeaseTTL,
+		ClaimTimeout: cfg.ClaimTimeout, InboxRetention: cfg.InboxRetention, OutboxRetention: cfg.OutboxRetention,
+		DeadExchange: cfg.DeadExchange, RelayExchange: cfg.RelayExchange,
+	})
+	w.consumer = consumer.New(consumer.Deps{Broker: w.broker, Lanes: w.lanes, Metrics: w.metrics, Logger: log}, consumer.Config{
+		Queue: cfg.RelayQueue, DeadExchange: cfg.DeadExchange, Prefetch: cfg.Prefetch,
 		RequeueBackoff: cfg.RequeueBackoff, RequeueBackoffMax: cfg.RequeueBackoffMax, MaxRetries: cfg.RelayMaxRetries,
+	})
+	w.outbox = outbox.New(outbox.Deps{Store: st, Broker: w.broker, Metrics: w.metrics, Logger: log}, outbox.Config{
+		Replica: cfg.ReplicaID, Exchange: cfg.OutboxExchange, RelayExchange: cfg.RelayExchange,
+		PollInterval: cfg.OutboxPollInterval, Lease: cfg.OutboxLease, BatchSize: cfg.OutboxBatch,
 	})
 	if err := w.serveHTTP(); err != nil {
 		w.abort()
 		return nil, err
 	}
-	for _, c := range []startstop.Service{w.lanes, w.timers, w.sweeper, w.consumer, w.migrations, w.api} {
+	for _, c := range []startstop.Service{w.broker, w.lanes, w.timers, w.sweeper, w.outbox, w.consumer, w.migrations, w.api} {
 		if err := c.Start(ctx); err != nil {
 			w.abort()
 			return nil, err
@@ -154,6 +172,20 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	}
 	log.Info("worker started", "lanes", cfg.Lanes, "prefetch", cfg.Prefetch, "http", w.listener.Addr().String(), "api", w.api.Addr())
 	return w, nil
+}
+
+// publishRelay publishes a relay sent through the admin API (POST
+// /v1/messages) to the relay exchange, as an upstream service would, and
+// returns once the broker confirmed it.
+func (w *Worker) publishRelay(ctx context.Context, routingKey, messageID string, body []byte) error {
+	err := w.broker.Publish(ctx, []broker.Message{{Exchange: w.cfg.RelayExchange, RoutingKey: routingKey, Publishing: amqp.Publishing{
+		MessageId: messageID, ContentType: "application/json", DeliveryMode: amqp.Persistent, Timestamp: time.Now(), Body: body,
+	}}})[0]
+	if err != nil && fault.Code(err) == "" {
+		// Returned (no queue bound for the routing key) or nacked: not delivered.
+		return fault.Wrap(fault.Unavailable, err, "publishing to %s with routing key %q", w.cfg.RelayExchange, routingKey)
+	}
+	return err
 }
 
 // untilAvailable runs f again, with backoff, while it fails because the
@@ -229,16 +261,23 @@ func (w *Worker) Consumer() *consumer.Consumer { return w.consumer }
 // Sweeper is the worker's sweeper (for tests: its TestSignals).
 func (w *Worker) Sweeper() *sweeper.Sweeper { return w.sweeper }
 
-// Ready reports whether the database answers, the broker is connected, the
-// lanes run and the replica registration is valid.
+// Outbox is the worker's outbox publisher (for tests: its TestSignals).
+func (w *Worker) Outbox() *outbox.Publisher { return w.outbox }
+
+// Ready reports whether the database answers, the broker is connected and
+// relays consumed, the lanes run and the replica registration is valid. The
+// outbox publisher does not count: rows wait while it cannot publish, and
+// relays may still be applied meanwhile.
 func (w *Worker) Ready(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	switch {
 	case !w.lanes.Running():
 		return errors.New("lanes not running")
-	case !w.consumer.Connected():
+	case !w.broker.Connected():
 		return errors.New("broker not connected")
+	case !w.consumer.Connected():
+		return errors.New("not consuming relays")
 	}
 	if err := w.replica.Valid(); err != nil {
 		return err
@@ -291,8 +330,9 @@ func (w *Worker) serveHTTP() error {
 // requeued and timer fires answered; at the deadline, steps still running
 // are cancelled (they release their claims within startstop.Grace) and
 // whatever is unanswered is left to the broker (redelivered) and to the
-// other replicas' pollers (leases handed back). Then the replica
-// registration and the sweeper lease are given up and the pool closed. It
+// other replicas' pollers (leases handed back). Then the broker connection
+// is closed, the replica registration and the sweeper lease are given up and
+// the pool closed. It
 // returns after at most the deadline plus about 2 × startstop.Grace; its
 // error says what had to be cut short. Safe to call twice.
 func (w *Worker) Stop(ctx context.Context) error {
@@ -307,10 +347,15 @@ func (w *Worker) Stop(ctx context.Context) error {
 			return err
 		})
 		// Order does not matter between these: lanes keep running until
-		// every resume they accepted is answered, and the consumer and the
-		// poller keep answering until theirs are.
-		stopped := startstop.StopAllParallel(ctx, w.consumer, w.timers, w.lanes, w.sweeper, w.migrations, w.api, httpStop)
-		errs = append(errs, stopped)
+		// every resume they accepted is answered, the consumer and the
+		// poller keep answering until theirs are, and the outbox publisher
+		// finishes its batch. Rows committed meanwhile wait for a replica.
+		stopped := startstop.StopAllParallel(ctx, w.consumer, w.timers, w.lanes, w.sweeper, w.outbox, w.migrations, w.api, httpStop)
+		// Everything that publishes or consumes has stopped: the connection
+		// may close (a relay still unanswered is redelivered elsewhere).
+		bctx, cancel := startstop.FinalContext(ctx)
+		errs = append(errs, stopped, w.broker.Stop(bctx))
+		cancel()
 		// No step runs any more: the replica id may go. If a step was
 		// abandoned still running, the id stays registered until its lease
 		// lapses, so that no other process claims as this one meanwhile.

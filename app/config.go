@@ -50,6 +50,12 @@ type Config struct {
 	LeaseTTL       time.Duration `envconfig:"LEASE_TTL" default:"15s" desc:"how long the sweeper lease and the replica id registration last unrenewed; a replica restarted after a crash waits up to this long for its id"`
 	InboxRetention time.Duration `envconfig:"INBOX_RETENTION" default:"168h" desc:"how long applied relay message ids are kept to recognise redeliveries"`
 
+	OutboxExchange     string        `envconfig:"OUTBOX_EXCHANGE" default:"sutra.outbox" desc:"durable topic exchange BPMN messages are published to (routing key: the message name)"`
+	OutboxPollInterval time.Duration `envconfig:"OUTBOX_POLL_INTERVAL" default:"1s" desc:"longest the outbox publisher goes without looking for rows written by other replicas"`
+	OutboxLease        time.Duration `envconfig:"OUTBOX_LEASE" default:"30s" desc:"how long leased outbox rows are kept from other replicas' publishers"`
+	OutboxBatch        int           `envconfig:"OUTBOX_BATCH" default:"256" desc:"outbox rows leased per statement"`
+	OutboxRetention    time.Duration `envconfig:"OUTBOX_RETENTION" default:"24h" desc:"how long published outbox rows are kept"`
+
 	Migrate   bool   `envconfig:"MIGRATE" default:"true" desc:"apply migrations (and create the database) when run starts"`
 	LogFormat string `envconfig:"LOG_FORMAT" desc:"json or text (default: text on a terminal, json otherwise)"`
 	LogLevel  string `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`

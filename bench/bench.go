@@ -32,6 +32,12 @@ import (
 //go:embed ping.bpmn
 var ProcessXML []byte
 
+// PingOutXML is ProcessXML with a message throw in its loop: every ping is
+// one step that writes one outbox message (for the outbox measurement).
+//
+//go:embed pingout.bpmn
+var PingOutXML []byte
+
 // CeilingScript is the pgbench script of the ceiling: one relay's SQL as the
 // worker runs it, with no broker, no Go and no engine.
 //
@@ -61,13 +67,19 @@ type Env struct {
 	Config    app.Config
 	Schema    string
 	Instances int
+	// SinkQueue is bound to the outbox exchange with "#", so that outbox
+	// messages are routed (they are published mandatory); it keeps the
+	// newest 10 000.
+	SinkQueue string
 	serverURL string
+	process   []byte
 }
 
 // NewEnv creates a schema named after label with the migrations applied, the
-// benchmark process deployed and k instances started (each waiting for its
-// first ping), and picks broker names for it. Nothing here is timed.
-func NewEnv(ctx context.Context, serverURL, amqpURL, label string, k int) (*Env, error) {
+// benchmark process (ProcessXML or PingOutXML) deployed and k instances
+// started (each waiting for its first ping), and picks broker names for it.
+// Nothing here is timed.
+func NewEnv(ctx context.Context, serverURL, amqpURL, label string, k int, process []byte) (*Env, error) {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	name := "bench_" + label + "_" + hex.EncodeToString(b[:])
@@ -88,11 +100,11 @@ func NewEnv(ctx context.Context, serverURL, amqpURL, label string, k int) (*Env,
 	q.Set("search_path", name)
 	u.RawQuery = q.Encode()
 	queue := "sutra.bench." + name
-	e := &Env{Schema: name, Instances: k, serverURL: serverURL, Config: app.Config{
+	e := &Env{Schema: name, Instances: k, serverURL: serverURL, process: process, SinkQueue: queue + ".outbox", Config: app.Config{
 		DatabaseURL: u.String(), AMQPURL: amqpURL, ReplicaID: "bench", HTTPAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0",
 		ClaimTimeout: ClaimTimeout, ShutdownTimeout: 10 * time.Second,
 		RelayExchange: queue, RelayQueue: queue, RelayBindingKey: "#",
-		DeadExchange: queue + ".dead", DeadQueue: queue + ".dead",
+		DeadExchange: queue + ".dead", DeadQueue: queue + ".dead", OutboxExchange: queue + ".outbox",
 		RequeueBackoff: 50 * time.Millisecond, RequeueBackoffMax: 2 * time.Second,
 	}}
 	if err := e.populate(ctx); err != nil {
@@ -113,7 +125,7 @@ func (e *Env) populate(ctx context.Context) error {
 	if err := st.Migrate(ctx); err != nil {
 		return err
 	}
-	ds, err := st.Deploy(ctx, ProcessXML)
+	ds, err := st.Deploy(ctx, e.process)
 	if err != nil {
 		return err
 	}
@@ -169,8 +181,9 @@ func start(ctx context.Context, st *store.Store, proc *bpmn.Process, owner, id s
 	return st.CommitStep(ctx, store.Commit{InstanceID: id, Owner: owner, Version: inst.Version, State: next, Effects: eff})
 }
 
-// DeclareQueues declares the run's relay topology as the worker's consumer
-// does, so that relays published before a consumer attaches are kept.
+// DeclareQueues declares the run's relay topology as the worker does, so
+// that relays published before a consumer attaches are kept, and the outbox
+// exchange with its sink queue.
 func (e *Env) DeclareQueues() error {
 	conn, err := amqp.Dial(e.Config.AMQPURL)
 	if err != nil {
@@ -197,7 +210,18 @@ func (e *Env) DeclareQueues() error {
 	if _, err := ch.QueueDeclare(c.DeadQueue, true, false, false, false, nil); err != nil {
 		return err
 	}
-	return ch.QueueBind(c.DeadQueue, "#", c.DeadExchange, false, nil)
+	if err := ch.QueueBind(c.DeadQueue, "#", c.DeadExchange, false, nil); err != nil {
+		return err
+	}
+	if err := ch.ExchangeDeclare(c.OutboxExchange, "topic", true, false, false, false, nil); err != nil {
+		return err
+	}
+	// Durable, so the broker persists each message as a real consumer's
+	// queue would make it; capped, since nothing consumes it.
+	if _, err := ch.QueueDeclare(e.SinkQueue, true, false, false, false, amqp.Table{"x-max-length": 10000}); err != nil {
+		return err
+	}
+	return ch.QueueBind(e.SinkQueue, "#", c.OutboxExchange, false, nil)
 }
 
 // Pings are n ping relays, addressed by instance id round-robin over the
@@ -229,8 +253,10 @@ func (e *Env) Close() {
 			c := e.Config
 			_, _ = ch.QueueDelete(c.RelayQueue, false, false, false)
 			_, _ = ch.QueueDelete(c.DeadQueue, false, false, false)
+			_, _ = ch.QueueDelete(e.SinkQueue, false, false, false)
 			_ = ch.ExchangeDelete(c.RelayExchange, false, false)
 			_ = ch.ExchangeDelete(c.DeadExchange, false, false)
+			_ = ch.ExchangeDelete(c.OutboxExchange, false, false)
 		}
 		conn.Close()
 	}

@@ -1,11 +1,12 @@
-// Package consumer owns the AMQP connection and its channel: topology, QoS,
-// decoding relays, dispatching them to lanes, and acting on each outcome
+// Package consumer consumes relays on a channel the broker owner hands it:
+// QoS, decoding relays, dispatching them to lanes, and acting on each outcome
 // (ack, delayed nack-requeue, or dead-letter then ack) on the channel that
-// delivered it. It reconnects by itself.
+// delivered it. When the channel closes it asks the owner for another.
 package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/sutra-run/worker/broker"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/internal/startstop"
@@ -26,20 +28,22 @@ type Dispatcher interface {
 	Dispatch(lanes.Resume)
 }
 
-// Config configures the consumer. Names live in the connection's vhost.
+// Broker is what the consumer needs from the connection owner (*broker.Owner).
+type Broker interface {
+	WaitConnected(ctx context.Context) error
+	// Channel opens a channel on the current connection, or fails at once.
+	Channel() (*amqp.Channel, error)
+	// Changed is closed at the owner's next connect or disconnect.
+	Changed() <-chan struct{}
+	Publish(ctx context.Context, msgs []broker.Message) []error
+}
+
+// Config configures the consumer. The broker owner declares the queue and
+// the dead-letter exchange.
 type Config struct {
-	URL          string
-	Exchange     string // relay exchange (durable topic), default sutra.relays
 	Queue        string // relay queue, default sutra.relays
-	BindingKey   string // default "#"
 	DeadExchange string // default sutra.relays.dead
-	DeadQueue    string // default sutra.relays.dead
-	// QueueType sets x-queue-type on the relay queue when not empty
-	// (classic or quorum); empty leaves the broker's default.
-	QueueType string
-	Prefetch  int // unacked deliveries in flight, default 256
-	// ConnectionName is shown by the broker (default sutra-worker).
-	ConnectionName string
+	Prefetch     int    // unacked deliveries in flight, default 256
 	// RequeueBackoff is the first delay before a refused relay is nacked back;
 	// it doubles per bounce of the same message id up to RequeueBackoffMax.
 	RequeueBackoff    time.Duration // default 50ms
@@ -47,9 +51,12 @@ type Config struct {
 	// MaxRetries caps the transient failures of one relay (default 50): the
 	// next one dead-letters it with fault.RetriesExhausted. Refusals (a held
 	// claim, a fenced commit) and outages are not failures and never capped.
-	MaxRetries   int
-	ReconnectMin time.Duration // default 100ms
-	ReconnectMax time.Duration // default 5s
+	MaxRetries int
+	// RetryMin is the first wait before consuming again after the channel
+	// closed or could not open (sooner when the owner reconnects); it
+	// doubles per failure up to RetryMax (defaults 100ms, 5s).
+	RetryMin time.Duration
+	RetryMax time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -58,23 +65,19 @@ func (c *Config) setDefaults() {
 			*s = v
 		}
 	}
-	def(&c.URL, "amqp://guest:guest@127.0.0.1:5672/")
-	def(&c.Exchange, "sutra.relays")
 	def(&c.Queue, "sutra.relays")
-	def(&c.BindingKey, "#")
 	def(&c.DeadExchange, "sutra.relays.dead")
-	def(&c.DeadQueue, "sutra.relays.dead")
-	def(&c.ConnectionName, "sutra-worker")
 	defaults.Set(&c.RequeueBackoff, 50*time.Millisecond)
 	defaults.Set(&c.RequeueBackoffMax, 2*time.Second)
-	defaults.Set(&c.ReconnectMin, 100*time.Millisecond)
-	defaults.Set(&c.ReconnectMax, 5*time.Second)
+	defaults.Set(&c.RetryMin, 100*time.Millisecond)
+	defaults.Set(&c.RetryMax, 5*time.Second)
 	defaults.Set(&c.Prefetch, 256)
 	defaults.Set(&c.MaxRetries, 50)
 }
 
 // Deps are the consumer's collaborators.
 type Deps struct {
+	Broker  Broker
 	Lanes   Dispatcher
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
@@ -89,7 +92,7 @@ type TestSignals struct {
 	// Acked carries the message id of every relay acked as applied
 	// (committed, duplicate or buffered).
 	Acked testsignal.Signal[string]
-	// Disconnected carries why each connection ended or failed to open.
+	// Disconnected carries why each consuming channel ended or failed to open.
 	Disconnected testsignal.Signal[error]
 }
 
@@ -140,65 +143,56 @@ func New(deps Deps, cfg Config) *Consumer {
 // Connected reports whether a channel is consuming (for readiness).
 func (c *Consumer) Connected() bool { return c.connected.Load() }
 
-// Start connects in the background and consumes until Stop, reconnecting
-// with backoff whenever the connection or channel closes. Stop
-// (startstop.Base) stops consuming at once and lets in-flight relays be
-// answered (acked, requeued or dead-lettered) until its deadline, then
-// closes the connection: anything still unanswered is redelivered by the
-// broker.
+// Start consumes in the background until Stop, on a channel of the broker
+// owner's connection, asking for another (with backoff) whenever it closes.
+// Stop (startstop.Base) stops consuming at once and lets in-flight relays be
+// answered (acked, requeued or dead-lettered) until its deadline, then closes
+// the channel: anything still unanswered is redelivered by the broker.
 func (c *Consumer) Start(ctx context.Context) error {
 	return c.Run(ctx, "consumer", c.run)
 }
 
 func (c *Consumer) run(soft, hard context.Context) {
-	delay := c.cfg.ReconnectMin
+	// The owner dials at the same time: not a failure to report.
+	if c.deps.Broker.WaitConnected(soft) != nil {
+		return
+	}
+	delay := c.cfg.RetryMin
 	for soft.Err() == nil {
-		err := c.connectAndConsume(soft, hard)
-		c.connected.Store(false)
+		// Taken before asking for a channel, so that a reconnection in
+		// between is not missed.
+		changed := c.deps.Broker.Changed()
+		err := c.consume(soft, hard)
+		if c.connected.Swap(false) {
+			delay = c.cfg.RetryMin // it consumed: this is a new failure
+		}
 		if soft.Err() != nil {
 			return
 		}
 		c.TestSignals.Disconnected.Signal(err)
-		c.deps.Logger.Warn("broker connection lost; reconnecting", "code", fault.Unavailable, "err", err, "backoff", delay)
+		c.deps.Logger.Warn("not consuming; trying again", "code", fault.Unavailable, "err", err, "backoff", delay)
 		select {
 		case <-soft.Done():
 			return
+		case <-changed:
 		case <-time.After(delay):
 		}
-		delay = min(delay*2, c.cfg.ReconnectMax)
-		if err == nil {
-			delay = c.cfg.ReconnectMin
-		}
+		delay = min(delay*2, c.cfg.RetryMax)
 	}
 }
 
-// connectAndConsume runs one connection's life. It returns when the
-// connection or channel closes, or after a stop has drained.
-func (c *Consumer) connectAndConsume(soft, hard context.Context) error {
-	conn, err := amqp.DialConfig(c.cfg.URL, amqp.Config{
-		Heartbeat:  10 * time.Second,
-		Properties: amqp.Table{"connection_name": c.cfg.ConnectionName},
-	})
+// consume runs one channel's life. It returns when the channel closes (with
+// its connection or alone), or after a stop has drained.
+func (c *Consumer) consume(soft, hard context.Context) error {
+	ch, err := c.deps.Broker.Channel()
 	if err != nil {
-		return fmt.Errorf("dialing broker: %w", err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return fmt.Errorf("opening channel: %w", err)
-	}
-	defer ch.Close()
-	if err := c.declare(ch); err != nil {
 		return err
 	}
+	defer ch.Close()
 	if err := ch.Qos(c.cfg.Prefetch, 0, false); err != nil {
 		return fmt.Errorf("setting QoS: %w", err)
 	}
-	if err := ch.Confirm(false); err != nil {
-		return fmt.Errorf("enabling publisher confirms: %w", err)
-	}
 	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
-	connClosed := conn.NotifyClose(make(chan *amqp.Error, 1))
 	const tag = "sutra-worker"
 	deliveries, err := ch.Consume(c.cfg.Queue, tag, false, false, false, false, nil)
 	if err != nil {
@@ -206,44 +200,13 @@ func (c *Consumer) connectAndConsume(soft, hard context.Context) error {
 	}
 	c.connected.Store(true)
 	s := &session{c: c, ch: ch, tag: tag, hard: hard, results: make(chan result, c.cfg.Prefetch+1)}
-	return s.loop(soft, hard, deliveries, closed, connClosed)
+	return s.loop(soft, hard, deliveries, closed)
 }
 
-// declare declares the relay and dead-letter topology (idempotent).
-func (c *Consumer) declare(ch *amqp.Channel) error {
-	var args amqp.Table
-	if c.cfg.QueueType != "" {
-		args = amqp.Table{"x-queue-type": c.cfg.QueueType}
+// closeReason is why a channel closed: the broker's error, if it sent one.
+func closeReason(err *amqp.Error) error {
+	if err == nil {
+		return errors.New("channel closed")
 	}
-	steps := []struct {
-		what string
-		do   func() error
-	}{
-		{"exchange " + c.cfg.Exchange, func() error {
-			return ch.ExchangeDeclare(c.cfg.Exchange, "topic", true, false, false, false, nil)
-		}},
-		{"queue " + c.cfg.Queue, func() error {
-			_, err := ch.QueueDeclare(c.cfg.Queue, true, false, false, false, args)
-			return err
-		}},
-		{"binding " + c.cfg.Queue, func() error {
-			return ch.QueueBind(c.cfg.Queue, c.cfg.BindingKey, c.cfg.Exchange, false, nil)
-		}},
-		{"exchange " + c.cfg.DeadExchange, func() error {
-			return ch.ExchangeDeclare(c.cfg.DeadExchange, "topic", true, false, false, false, nil)
-		}},
-		{"queue " + c.cfg.DeadQueue, func() error {
-			_, err := ch.QueueDeclare(c.cfg.DeadQueue, true, false, false, false, args)
-			return err
-		}},
-		{"binding " + c.cfg.DeadQueue, func() error {
-			return ch.QueueBind(c.cfg.DeadQueue, "#", c.cfg.DeadExchange, false, nil)
-		}},
-	}
-	for _, s := range steps {
-		if err := s.do(); err != nil {
-			return fmt.Errorf("declaring %s: %w", s.what, err)
-		}
-	}
-	return nil
+	return err
 }

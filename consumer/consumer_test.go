@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
+	"github.com/sutra-run/worker/broker"
 	"github.com/sutra-run/worker/consumer"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/testkit"
@@ -41,14 +42,26 @@ func start(t *testing.T, answer lanesFunc, tweak func(*consumer.Config)) (*consu
 	env := testkit.New(t)
 	pub := env.Publisher(t)
 	c := env.Config
+	owner := broker.New(testkit.Logger(t), broker.Config{URL: c.AMQPURL, Topology: broker.Topology{
+		RelayExchange: c.RelayExchange, RelayQueue: c.RelayQueue, DeadExchange: c.DeadExchange, DeadQueue: c.DeadQueue,
+	}})
+	if err := owner.Start(testkit.Ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // after the consumer's (cleanups run last in, first out)
+		if err := owner.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
 	cfg := consumer.Config{
-		URL: c.AMQPURL, Exchange: c.RelayExchange, Queue: c.RelayQueue, DeadExchange: c.DeadExchange, DeadQueue: c.DeadQueue,
+		Queue: c.RelayQueue, DeadExchange: c.DeadExchange,
 		RequeueBackoff: time.Millisecond, RequeueBackoffMax: 20 * time.Millisecond, MaxRetries: 5,
 	}
 	if tweak != nil {
 		tweak(&cfg)
 	}
 	cons := consumer.New(consumer.Deps{
+		Broker:  owner,
 		Lanes:   &scripted{answer: answer, attempts: map[string]int{}},
 		Metrics: metrics.New(prometheus.NewRegistry()), Logger: testkit.Logger(t),
 	}, cfg)

@@ -8,6 +8,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/sutra-run/worker/broker"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/backoff"
 	"github.com/sutra-run/worker/lanes"
@@ -45,7 +46,7 @@ type session struct {
 	delayed  delayQueue
 }
 
-func (s *session) loop(soft, hard context.Context, deliveries <-chan amqp.Delivery, closed, connClosed <-chan *amqp.Error) error {
+func (s *session) loop(soft, hard context.Context, deliveries <-chan amqp.Delivery, closed <-chan *amqp.Error) error {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	softDone := soft.Done()
@@ -84,9 +85,7 @@ func (s *session) loop(soft, hard context.Context, deliveries <-chan amqp.Delive
 		case <-hard.Done():
 			return hard.Err()
 		case err := <-closed:
-			return err
-		case err := <-connClosed:
-			return err
+			return closeReason(err)
 		}
 	}
 }
@@ -172,9 +171,10 @@ func (s *session) nackDelayed(now time.Time) {
 }
 
 // deadLetter publishes d unchanged, with the code and reason in headers, to
-// the dead-letter exchange, waits for the broker's confirm, and only then acks
-// it. If the publish is not confirmed the delivery is requeued instead: a
-// dead letter is never lost.
+// the dead-letter exchange through the broker owner's confirming channel,
+// waits for the broker's confirm, and only then acks it. If the publish is not
+// confirmed (or is returned) the delivery is requeued instead: a dead letter
+// is never lost.
 func (s *session) deadLetter(d *amqp.Delivery, instanceID string, cause error) {
 	code := fault.Code(cause)
 	if code == "" {
@@ -190,18 +190,12 @@ func (s *session) deadLetter(d *amqp.Delivery, instanceID string, cause error) {
 	headers["x-sutra-routing-key"] = d.RoutingKey
 	ctx, cancel := context.WithTimeout(s.hard, 10*time.Second)
 	defer cancel()
-	dc, err := s.ch.PublishWithDeferredConfirmWithContext(ctx, s.c.cfg.DeadExchange, d.RoutingKey, false, false, amqp.Publishing{
+	err := s.c.deps.Broker.Publish(ctx, []broker.Message{{Exchange: s.c.cfg.DeadExchange, RoutingKey: d.RoutingKey, Publishing: amqp.Publishing{
 		Headers: headers, ContentType: d.ContentType, ContentEncoding: d.ContentEncoding,
 		DeliveryMode: amqp.Persistent, Priority: d.Priority, CorrelationId: d.CorrelationId,
 		ReplyTo: d.ReplyTo, MessageId: d.MessageId, Timestamp: d.Timestamp, Type: d.Type,
 		AppId: d.AppId, Body: d.Body,
-	})
-	if err == nil {
-		var acked bool
-		if acked, err = dc.WaitContext(ctx); err == nil && !acked {
-			err = errors.New("broker nacked the dead letter")
-		}
-	}
+	}}})[0]
 	log := s.c.deps.Logger
 	if err != nil {
 		log.Error("dead-lettering failed; requeueing the relay", "message_id", d.MessageId, "instance_id", instanceID, "code", code, "err", err)

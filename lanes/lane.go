@@ -263,9 +263,7 @@ func (l *lane) lookup(ctx context.Context, r *Resume) (out Outcome, done bool) {
 		}
 		relays, err := store.FanOut(r.InboxID, lk.Message, lk.CorrelationKey, r.Trigger.Variables, lk.TTL, keys, correlate)
 		if err == nil {
-			cctx, cancel := l.call(ctx)
-			err = l.pool.deps.Store.Forward(cctx, r.InboxID, "", relays)
-			cancel()
+			err = l.forward(ctx, r.InboxID, "", relays)
 		}
 		if err != nil {
 			return l.failure(ctx, r, err), true
@@ -323,9 +321,7 @@ func (l *lane) claimFailure(ctx context.Context, r *Resume, err error) Outcome {
 	case fault.Code(err) == fault.NotFound && r.Trigger.Kind == engine.TriggerCancel && r.Internal:
 		// A child cancelled before it started: record the cancellation, so
 		// that its start never runs.
-		cctx, cancel := l.call(ctx)
-		ferr := l.pool.deps.Store.Forward(cctx, r.InboxID, r.InstanceID, nil)
-		cancel()
+		ferr := l.forward(ctx, r.InboxID, r.InstanceID, nil)
 		if ferr != nil && !errors.Is(ferr, store.ErrDuplicate) {
 			return l.failure(ctx, r, ferr)
 		}
@@ -360,14 +356,24 @@ func (l *lane) startKeyActive(ctx context.Context, r *Resume, err error) Outcome
 func (l *lane) childFailed(ctx context.Context, r *Resume, cause error) Outcome {
 	relay, err := store.ChildFailedRelay(r.InstanceID, *r.Trigger.Parent, fault.Reason(cause))
 	if err == nil {
-		cctx, cancel := l.call(ctx)
-		err = l.pool.deps.Store.Forward(cctx, r.InboxID, r.InstanceID, []store.RelayOut{relay})
-		cancel()
+		err = l.forward(ctx, r.InboxID, r.InstanceID, []store.RelayOut{relay})
 	}
 	if err != nil {
 		return l.failure(ctx, r, err)
 	}
 	return Outcome{Kind: Committed}
+}
+
+// forward records relay inboxID as applied without a step and writes relays
+// to the outbox (store.Forward), then wakes the outbox publisher for them.
+func (l *lane) forward(ctx context.Context, inboxID, instanceID string, relays []store.RelayOut) error {
+	cctx, cancel := l.call(ctx)
+	err := l.pool.deps.Store.Forward(cctx, inboxID, instanceID, relays)
+	cancel()
+	if err == nil && len(relays) > 0 && l.pool.deps.OutboxWritten != nil {
+		l.pool.deps.OutboxWritten()
+	}
+	return err
 }
 
 // applied reports whether a relay message id was applied (bounded call).
@@ -407,7 +413,8 @@ func (l *lane) nextFire(proc *bpmn.Process, r *Resume) time.Time {
 // buffered message, the commit rolls back with the claim still held: the
 // message is applied to the step's state as one more trigger and everything
 // commits in one transaction, so a buffered message is consumed exactly when
-// its step commits. Then the timer poller hears of timers armed.
+// its step commits. Then the timer poller hears of timers armed, the task
+// API of tasks created and the outbox publisher of rows written.
 func (l *lane) commit(ctx context.Context, held *claims.Held, proc *bpmn.Process, defVersion int, r *Resume, state engine.State, eff engine.Effects) error {
 	x := claims.Extras{InboxID: r.InboxID, TimerID: r.TimerID, RearmAt: l.nextFire(proc, r), DefinitionVersion: defVersion}
 	st := state
@@ -443,6 +450,7 @@ func (l *lane) commit(ctx context.Context, held *claims.Held, proc *bpmn.Process
 			l.pool.deps.Metrics.BufferedConsumed.Add(float64(len(x.Consumed)))
 			l.armed(eff, x.Consumed)
 			l.tasksCreated(eff, x.Consumed)
+			l.published(eff, x.Consumed)
 			return nil
 		}
 	}
@@ -483,6 +491,25 @@ func (l *lane) tasksCreated(eff engine.Effects, consumed []store.Consumed) {
 	}
 	if len(topics) > 0 {
 		notify(topics)
+	}
+}
+
+// published wakes the outbox publisher when the commit wrote outbox rows:
+// messages, and the relays to children and parent.
+func (l *lane) published(eff engine.Effects, consumed []store.Consumed) {
+	notify := l.pool.deps.OutboxWritten
+	if notify == nil {
+		return
+	}
+	writes := func(e engine.Effects) bool {
+		return len(e.Publish) > 0 || len(e.StartChildren) > 0 || len(e.CancelChildren) > 0 || e.NotifyParent != nil
+	}
+	wrote := writes(eff)
+	for _, c := range consumed {
+		wrote = wrote || writes(c.Effects)
+	}
+	if wrote {
+		notify()
 	}
 }
 

@@ -15,11 +15,13 @@ import (
 )
 
 // Only claims and releases may skip the WAL flush: they are soft state that
-// the commit fence re-checks. Every write that precedes an ack or a success
-// answer must be durable when it returns: a deploy ("deployed"), a buffered
-// relay (acked once buffered), a step commit with its inbox row (acked once
-// committed), the consumption of a timer fire and of a buffered message.
-// The audit reads synchronous_commit at each transaction's commit.
+// the commit fence re-checks. So may the outbox publisher's leases and marks,
+// which precede no ack: a lost one only publishes a message again. Every
+// write that precedes an ack or a success answer must be durable when it
+// returns: a deploy ("deployed"), a buffered relay (acked once buffered), a
+// step commit with its inbox and outbox rows (acked once committed), the
+// consumption of a timer fire and of a buffered message. The audit reads
+// synchronous_commit at each transaction's commit.
 func TestEveryWriteBeforeAnAckOrASuccessAnswerWaitsForTheWALFlush(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
@@ -44,7 +46,7 @@ func TestEveryWriteBeforeAnAckOrASuccessAnswerWaitsForTheWALFlush(t *testing.T) 
 		}
 		return p
 	}
-	order, timer := deploy("../examples/order.bpmn"), deploy("../app/testdata/timer.bpmn")
+	order, timer, quote := deploy("../examples/order.bpmn"), deploy("../app/testdata/timer.bpmn"), deploy("../examples/quote-request.bpmn")
 	const owner = "r/lane/0"
 	claim := func(id, startKey string) store.Instance {
 		inst, err := st.Claim(ctx, store.ClaimRequest{InstanceID: id, Owner: owner, Timeout: time.Minute, StartKey: startKey})
@@ -104,18 +106,34 @@ func TestEveryWriteBeforeAnAckOrASuccessAnswerWaitsForTheWALFlush(t *testing.T) 
 		t.Fatal(err)
 	}
 
+	// A step that sends a message, and its publication.
+	inst = claim("q-1", "quote-request")
+	state, eff = step(quote, inst, engine.Trigger{Kind: engine.TriggerStart, Variables: map[string]any{"requestId": "q-1", "item": "anvil"}})
+	if err := st.CommitStep(ctx, store.Commit{InstanceID: "q-1", Owner: owner, Version: inst.Version, State: state, Effects: eff}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := st.LeaseOutbox(ctx, "r", 10, time.Minute)
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("leased %v, %v", rows, err)
+	}
+	if err := st.SettleOutbox(ctx, "r", store.OutboxSettlement{Published: []string{rows[0].ID}}); err != nil {
+		t.Fatal(err)
+	}
+
 	got := env.Durability(t)
 	for _, must := range []string{
 		"definitions INSERT INSERT", "buffered_messages INSERT INSERT", "buffered_messages DELETE DELETE",
 		"inbox INSERT INSERT", "instances UPDATE commit", "subscriptions INSERT INSERT", "timers INSERT INSERT",
 		"timers DELETE DELETE", "instances INSERT claim", "instances UPDATE claim", "instances UPDATE release",
+		"outbox INSERT INSERT", "outbox UPDATE UPDATE",
 	} {
 		if _, ok := got[must]; !ok {
 			t.Errorf("no %q write was audited: the test does not cover it", must)
 		}
 	}
 	for write, settings := range got {
-		soft := slices.Contains([]string{"instances INSERT claim", "instances UPDATE claim", "instances UPDATE release", "instances DELETE release"}, write)
+		soft := slices.Contains([]string{"instances INSERT claim", "instances UPDATE claim", "instances UPDATE release", "instances DELETE release",
+			"outbox UPDATE UPDATE"}, write)
 		want := "on"
 		if soft {
 			want = "off"

@@ -1,7 +1,8 @@
 // Package sweeper runs the work that needs exactly one actor at a time,
 // gated by a lease: the sweep of stale claims (the backstop that keeps an
 // instance from being held forever by a replica that died mid-step), the
-// trim of the relay inbox, and the expiry of buffered messages.
+// trim of the relay inbox and of published outbox rows, the expiry of
+// buffered messages, and the count of the outbox backlog.
 //
 // The sweep is owner-blind: it clears every claim older than the claim
 // timeout by age and never parses owner ids. It is safe even if two replicas
@@ -12,11 +13,13 @@ package sweeper
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sutra-run/worker/broker"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/internal/startstop"
@@ -28,10 +31,10 @@ import (
 // LeaseName is the lease that gates the sweeper.
 const LeaseName = "sweeper"
 
-// DeadLetterer publishes expired buffered messages to the dead-letter
-// exchange and returns once the broker confirmed them.
-type DeadLetterer interface {
-	DeadLetter(ctx context.Context, msgs []store.BufferedMessage) error
+// Publisher publishes with confirms (*broker.Owner): nil per message the
+// broker confirmed.
+type Publisher interface {
+	Publish(ctx context.Context, msgs []broker.Message) []error
 }
 
 // Config configures the sweeper.
@@ -49,9 +52,16 @@ type Config struct {
 	// InboxRetention is how long relay message ids are kept for dedupe
 	// (default 7 days).
 	InboxRetention time.Duration
+	// OutboxRetention is how long published outbox rows are kept (default 24h).
+	OutboxRetention time.Duration
 	// BatchSize bounds the rows one statement sweeps, trims or expires
 	// (default 1000); a sweep repeats until a batch comes back short.
 	BatchSize int
+	// DeadExchange receives expired buffered messages (default
+	// sutra.relays.dead); RelayExchange is named in their x-sutra-exchange
+	// header (default sutra.relays).
+	DeadExchange  string
+	RelayExchange string
 }
 
 func (c *Config) setDefaults() {
@@ -59,7 +69,14 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.LeaseTTL, 15*time.Second)
 	defaults.Set(&c.ClaimTimeout, 30*time.Second)
 	defaults.Set(&c.InboxRetention, 7*24*time.Hour)
+	defaults.Set(&c.OutboxRetention, 24*time.Hour)
 	defaults.Set(&c.BatchSize, 1000)
+	if c.DeadExchange == "" {
+		c.DeadExchange = "sutra.relays.dead"
+	}
+	if c.RelayExchange == "" {
+		c.RelayExchange = "sutra.relays"
+	}
 }
 
 // Store is what the sweeper needs from the database (*store.Store).
@@ -70,14 +87,16 @@ type Store interface {
 	TrimInbox(ctx context.Context, retention time.Duration, limit int) (int64, error)
 	ExpiredBuffered(ctx context.Context, limit int) ([]store.BufferedMessage, error)
 	DeleteBuffered(ctx context.Context, ids []int64) error
+	TrimOutbox(ctx context.Context, retention time.Duration, limit int) (int64, error)
+	OutboxBacklog(ctx context.Context) (int64, error)
 }
 
 // Deps are the sweeper's collaborators.
 type Deps struct {
-	Store      Store
-	DeadLetter DeadLetterer
-	Metrics    *metrics.Metrics
-	Logger     *slog.Logger
+	Store   Store
+	Broker  Publisher
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
 }
 
 // TestSignals tell tests what the sweeper did; inert unless Init'ed.
@@ -137,6 +156,8 @@ func (s *Sweeper) transition(to state) {
 		s.deps.Logger.Info("lease acquired", "lease", LeaseName, "holder", s.cfg.Replica)
 	case from == leader && to != leader:
 		s.held.Set(0)
+		// Only the holder counts the backlog, so that a sum over replicas is right.
+		s.deps.Metrics.OutboxBacklog.Set(0)
 		s.deps.Logger.Info("lease given up", "lease", LeaseName, "holder", s.cfg.Replica, "state", to.String())
 	}
 }
@@ -237,6 +258,14 @@ func (s *Sweeper) sweep(ctx context.Context) {
 	if err := s.expireBuffered(ctx); err != nil && ctx.Err() == nil {
 		log.Warn("expiring buffered messages", "code", fault.Code(err), "err", err)
 	}
+	if err := s.trimOutbox(ctx); err != nil && ctx.Err() == nil {
+		log.Warn("trimming outbox", "code", fault.Code(err), "err", err)
+	}
+	if n, err := s.deps.Store.OutboxBacklog(ctx); err == nil {
+		s.deps.Metrics.OutboxBacklog.Set(float64(n))
+	} else if ctx.Err() == nil {
+		log.Warn("counting the outbox backlog", "code", fault.Code(err), "err", err)
+	}
 }
 
 // sweepClaims clears every claim older than the claim timeout and logs each,
@@ -272,9 +301,23 @@ func (s *Sweeper) trimInbox(ctx context.Context) error {
 	}
 }
 
+func (s *Sweeper) trimOutbox(ctx context.Context) error {
+	for {
+		n, err := s.deps.Store.TrimOutbox(ctx, s.cfg.OutboxRetention, s.cfg.BatchSize)
+		if err != nil {
+			return err
+		}
+		s.deps.Metrics.OutboxTrimmed.Add(float64(n))
+		if n < int64(s.cfg.BatchSize) {
+			return nil
+		}
+	}
+}
+
 // expireBuffered dead-letters buffered messages past their TTL, confirmed
 // by the broker before their rows go: an expired message is never lost. (A
-// crash between the two dead-letters it twice, never zero times.)
+// crash between the two dead-letters it twice, never zero times.) A message
+// the broker did not confirm stays for the next sweep.
 func (s *Sweeper) expireBuffered(ctx context.Context) error {
 	for {
 		msgs, err := s.deps.Store.ExpiredBuffered(ctx, s.cfg.BatchSize)
@@ -282,26 +325,42 @@ func (s *Sweeper) expireBuffered(ctx context.Context) error {
 			return err
 		}
 		var dead []store.BufferedMessage
-		ids := make([]int64, len(msgs))
-		for i, m := range msgs {
-			ids[i] = m.ID
-			if !m.Applied { // a copy applied directly needs no dead letter
+		var ids []int64
+		for _, m := range msgs {
+			if m.Applied { // a copy applied directly needs no dead letter
+				ids = append(ids, m.ID)
+			} else {
 				dead = append(dead, m)
 			}
 		}
+		var failed []error
+		var expired []store.BufferedMessage
 		if len(dead) > 0 {
-			if err := s.deps.DeadLetter.DeadLetter(ctx, dead); err != nil {
+			pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			errs := s.deps.Broker.Publish(pctx, s.deadLetters(dead))
+			cancel()
+			for i, err := range errs {
+				if err != nil {
+					failed = append(failed, err)
+					continue
+				}
+				ids = append(ids, dead[i].ID)
+				expired = append(expired, dead[i])
+			}
+		}
+		if len(ids) > 0 {
+			if err := s.deps.Store.DeleteBuffered(ctx, ids); err != nil {
 				return err
 			}
 		}
-		if err := s.deps.Store.DeleteBuffered(ctx, ids); err != nil {
-			return err
-		}
-		for _, m := range dead {
+		for _, m := range expired {
 			s.deps.Logger.Warn("buffered message expired; dead-lettered", "message_id", m.MessageID,
 				"code", fault.RelayUncorrelated, "message", m.Message, "correlation_key", m.CorrelationKey)
 		}
-		s.deps.Metrics.BufferedExpired.Add(float64(len(dead)))
+		s.deps.Metrics.BufferedExpired.Add(float64(len(expired)))
+		if len(failed) > 0 {
+			return fmt.Errorf("%d expired buffered messages not dead-lettered (kept for the next sweep): %w", len(failed), failed[0])
+		}
 		if len(msgs) < s.cfg.BatchSize {
 			return nil
 		}

@@ -3,13 +3,16 @@ package sweeper_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 
+	"github.com/sutra-run/worker/broker"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/testkit"
 	"github.com/sutra-run/worker/metrics"
@@ -62,36 +65,39 @@ func (f *fakeStore) DeleteBuffered(_ context.Context, ids []int64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.deleted = append(f.deleted, ids...)
-	f.expired = nil
+	f.expired = slices.DeleteFunc(f.expired, func(m store.BufferedMessage) bool { return slices.Contains(ids, m.ID) })
 	return nil
 }
+func (f *fakeStore) TrimOutbox(context.Context, time.Duration, int) (int64, error) { return 0, nil }
+func (f *fakeStore) OutboxBacklog(context.Context) (int64, error)                  { return 7, nil }
 func (f *fakeStore) sweepCount() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.sweeps
 }
 
+// deadLetters is a broker that confirms every message unless err is set.
 type deadLetters struct {
 	mu  sync.Mutex
 	err error
-	got []string
+	got []broker.Message
 }
 
-func (d *deadLetters) DeadLetter(_ context.Context, msgs []store.BufferedMessage) error {
+func (d *deadLetters) Publish(_ context.Context, msgs []broker.Message) []error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.err != nil {
-		return d.err
+	errs := make([]error, len(msgs))
+	for i, m := range msgs {
+		if errs[i] = d.err; d.err == nil {
+			d.got = append(d.got, m)
+		}
 	}
-	for _, m := range msgs {
-		d.got = append(d.got, m.MessageID)
-	}
-	return nil
+	return errs
 }
 
 func start(t *testing.T, st *fakeStore, dl *deadLetters) *sweeper.Sweeper {
 	t.Helper()
-	s := sweeper.New(sweeper.Deps{Store: st, DeadLetter: dl, Metrics: metrics.New(prometheus.NewRegistry()), Logger: testkit.Logger(t)},
+	s := sweeper.New(sweeper.Deps{Store: st, Broker: dl, Metrics: metrics.New(prometheus.NewRegistry()), Logger: testkit.Logger(t)},
 		sweeper.Config{Replica: "r", Interval: 10 * time.Millisecond, LeaseTTL: 300 * time.Millisecond})
 	s.TestSignals.Init()
 	if err := s.Start(context.Background()); err != nil {
@@ -165,10 +171,10 @@ func TestAnExpiredBufferedMessageIsDeletedOnlyOnceItsDeadLetterIsConfirmed(t *te
 		s.TestSignals.Swept.WaitOrTimeout(t) // three sweeps with the broker down
 	}
 	st.mu.Lock()
-	deleted := len(st.deleted)
+	deleted := slices.Contains(st.deleted, 7)
 	st.mu.Unlock()
-	if deleted != 0 {
-		t.Fatal("buffered messages deleted before their dead letters were confirmed")
+	if deleted {
+		t.Fatal("a buffered message deleted before its dead letter was confirmed")
 	}
 	dl.mu.Lock()
 	dl.err = nil
@@ -176,11 +182,46 @@ func TestAnExpiredBufferedMessageIsDeletedOnlyOnceItsDeadLetterIsConfirmed(t *te
 	testkit.Eventually(t, 10*time.Second, "the expired messages deleted", func() bool {
 		st.mu.Lock()
 		defer st.mu.Unlock()
-		return len(st.deleted) == 2
+		return slices.Contains(st.deleted, 7) && slices.Contains(st.deleted, 8)
 	})
 	dl.mu.Lock()
 	defer dl.mu.Unlock()
-	if len(dl.got) != 1 || dl.got[0] != "m-7" {
-		t.Errorf("dead-lettered %v, want m-7 only (m-8 was applied by a copy)", dl.got)
+	if len(dl.got) != 1 || dl.got[0].MessageId != "m-7" {
+		t.Fatalf("dead-lettered %v, want m-7 only (m-8 was applied by a copy)", dl.got)
 	}
+	if m := dl.got[0]; m.Exchange != "sutra.relays.dead" || m.Headers["x-sutra-code"] != fault.RelayUncorrelated {
+		t.Errorf("dead letter %+v, want one to sutra.relays.dead with %s", m, fault.RelayUncorrelated)
+	}
+}
+
+func TestOnlyTheLeaseHolderReportsTheOutboxBacklog(t *testing.T) {
+	t.Parallel()
+	st := &fakeStore{lease: func() (bool, error) { return true, nil }}
+	m := metrics.New(prometheus.NewRegistry())
+	s := sweeper.New(sweeper.Deps{Store: st, Broker: &deadLetters{}, Metrics: m, Logger: testkit.Logger(t)},
+		sweeper.Config{Replica: "r", Interval: 10 * time.Millisecond, LeaseTTL: 300 * time.Millisecond})
+	s.TestSignals.Init()
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s.TestSignals.Swept.WaitOrTimeout(t)
+	s.TestSignals.Swept.WaitOrTimeout(t) // the first sweep has counted
+	if n := gauge(t, m.OutboxBacklog); n != 7 {
+		t.Fatalf("backlog = %v on the holder, want 7", n)
+	}
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := gauge(t, m.OutboxBacklog); n != 0 {
+		t.Fatalf("backlog = %v after the lease was given up, want 0 (the new holder reports it)", n)
+	}
+}
+
+func gauge(t *testing.T, g prometheus.Gauge) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := g.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetGauge().GetValue()
 }

@@ -52,6 +52,8 @@ type options struct {
 	repeat         int
 	baseline       bool
 	ceilingScript  string
+	outboxLanes    int
+	outboxLoads    []float64
 }
 
 func main() {
@@ -73,6 +75,9 @@ func main() {
 	flag.StringVar(&o.profileDir, "profile", "", "write a CPU profile of each worker and baseline run into this directory")
 	flag.DurationVar(&o.quietWait, "quiet-wait", 5*time.Second, "how long each run waits for other programs to leave the CPU idle")
 	flag.IntVar(&o.repeat, "repeat", 1, "measure everything this many times and keep the fastest run of each")
+	flag.IntVar(&o.outboxLanes, "outbox-lanes", 16, "lanes of the outbox measurement: steps that each write an outbox message (0: skip it)")
+	var loadsFlag string
+	flag.StringVar(&loadsFlag, "outbox-loads", "1,0.75,0.5", "loads of the outbox measurement: 1 (full) first, then fractions of its step rate")
 	flag.Parse()
 	var err error
 	if o.lanes, err = ints(lanesFlag); err == nil && o.repeat < 1 {
@@ -80,6 +85,9 @@ func main() {
 	}
 	if err == nil {
 		o.pgbenchClients, err = ints(clientsFlag)
+	}
+	if err == nil {
+		o.outboxLoads, err = loads(loadsFlag)
 	}
 	if err == nil {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -111,6 +119,19 @@ func ints(s string) ([]int, error) {
 			return nil, fmt.Errorf("%q is not a list of positive counts", s)
 		}
 		out = append(out, n)
+	}
+	return out, nil
+}
+
+// loads parses the outbox loads: 1 first, then fractions of it.
+func loads(s string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		x, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || x <= 0 || x > 1 || len(out) == 0 && x != 1 {
+			return nil, fmt.Errorf("-outbox-loads %q: 1 first, then fractions of it", s)
+		}
+		out = append(out, x)
 	}
 	return out, nil
 }
@@ -168,13 +189,26 @@ func run(ctx context.Context, o options) error {
 	}
 	fmt.Println()
 	report(os.Stdout, b.results, o.repeat)
+	reportOutbox(os.Stdout, b.outboxRuns, o.outboxLanes)
 	return nil
 }
 
 // measureAll measures every configuration once: the lane counts, the
 // baseline and the ceiling's client counts, then the same with synchronous
-// claims at the first round's fastest lane and client counts.
+// claims at the first round's fastest lane and client counts, then the
+// outbox.
 func (b *bencher) measureAll(ctx context.Context) error {
+	if err := b.measureSteps(ctx); err != nil {
+		return err
+	}
+	if b.o.outboxLanes > 0 {
+		return b.measureOutbox(ctx)
+	}
+	return nil
+}
+
+// measureSteps measures the step rate of every configuration.
+func (b *bencher) measureSteps(ctx context.Context) error {
 	o := b.o
 	for _, n := range o.lanes {
 		if err := b.measure(b.worker(ctx, n, false)); err != nil {
@@ -247,6 +281,8 @@ type bencher struct {
 	// syncLanes and syncClients are the worker's and pgbench's concurrency
 	// measured with synchronous claims.
 	syncLanes, syncClients int
+	// outboxRuns are every outbox measurement so far.
+	outboxRuns []outboxRun
 }
 
 // measure records a run and shows it at once.
@@ -264,7 +300,7 @@ func (b *bencher) measure(r result, err error) error {
 // worker as app.Start wires it; synchronous ones need the same wiring by
 // hand, since app.Config has no knob for store.Options.SyncClaims.
 func (b *bencher) worker(ctx context.Context, n int, syncClaims bool) (result, error) {
-	env, err := b.env(ctx, fmt.Sprintf("worker%d", n))
+	env, err := b.env(ctx, fmt.Sprintf("worker%d", n), bench.ProcessXML)
 	if err != nil {
 		return result{}, err
 	}
@@ -299,7 +335,7 @@ func runName(name string, syncClaims bool) string {
 
 // baseline measures the plain consumer with K goroutines.
 func (b *bencher) baseline(ctx context.Context, syncClaims bool) (result, error) {
-	env, err := b.env(ctx, "baseline")
+	env, err := b.env(ctx, "baseline", bench.ProcessXML)
 	if err != nil {
 		return result{}, err
 	}
@@ -317,9 +353,9 @@ func (b *bencher) baseline(ctx context.Context, syncClaims bool) (result, error)
 	return r, err
 }
 
-// env prepares a run's schema, instances and queues.
-func (b *bencher) env(ctx context.Context, label string) (*bench.Env, error) {
-	env, err := bench.NewEnv(ctx, b.o.db, b.o.amqp, label, b.o.instances)
+// env prepares a run's schema, instances of process and queues.
+func (b *bencher) env(ctx context.Context, label string, process []byte) (*bench.Env, error) {
+	env, err := bench.NewEnv(ctx, b.o.db, b.o.amqp, label, b.o.instances, process)
 	if err != nil {
 		return nil, fmt.Errorf("preparing %s: %w", label, err)
 	}
@@ -445,7 +481,7 @@ func (b *bencher) pgbench(ctx context.Context, c int, syncClaims bool) (result, 
 	if b.o.instances < c {
 		return result{}, fmt.Errorf("%d instances cannot be partitioned over %d clients", b.o.instances, c)
 	}
-	env, err := bench.NewEnv(ctx, b.o.db, b.o.amqp, fmt.Sprintf("pgbench%d", c), b.o.instances)
+	env, err := bench.NewEnv(ctx, b.o.db, b.o.amqp, fmt.Sprintf("pgbench%d", c), b.o.instances, bench.ProcessXML)
 	if err != nil {
 		return result{}, err
 	}

@@ -59,6 +59,12 @@ func (p *Publisher) Close() error { return p.conn.Close() }
 
 // Publish publishes relays and returns once all are confirmed.
 func (p *Publisher) Publish(ctx context.Context, relays []Relay) error {
+	return p.PublishAt(ctx, relays, 0)
+}
+
+// PublishAt publishes relays at about perSecond (as fast as the broker
+// confirms them when 0) and returns once all are confirmed.
+func (p *Publisher) PublishAt(ctx context.Context, relays []Relay, perSecond float64) error {
 	const window = 512
 	pending := make([]*amqp.DeferredConfirmation, 0, window)
 	wait := func() error {
@@ -74,7 +80,18 @@ func (p *Publisher) Publish(ctx context.Context, relays []Relay) error {
 		pending = pending[:0]
 		return nil
 	}
-	for _, r := range relays {
+	began := time.Now()
+	for i, r := range relays {
+		if perSecond > 0 {
+			due := began.Add(time.Duration(float64(i) / perSecond * float64(time.Second)))
+			if d := time.Until(due); d > 0 {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(d):
+				}
+			}
+		}
 		body, err := json.Marshal(r.Body)
 		if err != nil {
 			return err

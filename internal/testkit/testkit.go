@@ -103,7 +103,7 @@ func New(t testing.TB) *Env {
 		Lanes: 4, Prefetch: 64, HTTPAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0",
 		ClaimTimeout: 30 * time.Second, ShutdownTimeout: 10 * time.Second,
 		RelayExchange: names, RelayQueue: names, RelayBindingKey: "#",
-		DeadExchange: names + ".dead", DeadQueue: names + ".dead",
+		DeadExchange: names + ".dead", DeadQueue: names + ".dead", OutboxExchange: names + ".outbox",
 		RequeueBackoff: 20 * time.Millisecond, RequeueBackoffMax: 500 * time.Millisecond,
 		Migrate: true, LogLevel: "info",
 	}}
@@ -147,6 +147,7 @@ func New(t testing.TB) *Env {
 				_, _ = ch.QueueDelete(names+".dead", false, false, false)
 				_ = ch.ExchangeDelete(names, false, false)
 				_ = ch.ExchangeDelete(names+".dead", false, false)
+				_ = ch.ExchangeDelete(names+".outbox", false, false)
 			}
 			conn.Close()
 		}

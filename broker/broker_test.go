@@ -1,0 +1,260 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"go.uber.org/goleak"
+
+	"github.com/sutra-run/worker/broker"
+	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/testkit"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// start runs an owner with the test's topology, named connName on the broker.
+func start(t *testing.T, env *testkit.Env, amqpURL, connName string) *broker.Owner {
+	t.Helper()
+	c := env.Config
+	o := broker.New(testkit.Logger(t), broker.Config{
+		URL: amqpURL, ConnectionName: connName, ReconnectMin: 10 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
+		Topology: broker.Topology{
+			RelayExchange: c.RelayExchange, RelayQueue: c.RelayQueue, DeadExchange: c.DeadExchange, DeadQueue: c.DeadQueue,
+			OutboxExchange: c.OutboxExchange,
+		},
+	})
+	o.TestSignals.Init()
+	if err := o.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := o.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return o
+}
+
+// withChannel runs f on a channel of a connection of the test's own.
+func withChannel(t *testing.T, f func(ch *amqp.Channel) error) {
+	t.Helper()
+	conn, err := amqp.Dial(testkit.AMQPURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f(ch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deadLetter is a message the test topology routes (to the dead-letter queue).
+func deadLetter(env *testkit.Env, id string) broker.Message {
+	return broker.Message{Exchange: env.Config.DeadExchange, RoutingKey: "x",
+		Publishing: amqp.Publishing{MessageId: id, DeliveryMode: amqp.Persistent, Body: []byte("{}")}}
+}
+
+func TestReconnectsAfterTheBrokerClosesTheConnectionAndDeclaresTheTopologyAgain(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	name := "sutra-test-broker/" + env.Schema
+	o := start(t, env, testkit.AMQPURL(), name)
+	if n := o.TestSignals.Connected.WaitOrTimeout(t); n != 1 || !o.Connected() {
+		t.Fatalf("connection %d, connected %v", n, o.Connected())
+	}
+	outbox := env.Config.OutboxExchange
+	withChannel(t, func(ch *amqp.Channel) error { return ch.ExchangeDelete(outbox, false, false) })
+	testkit.CloseBrokerConnection(t, name)
+	if err := o.TestSignals.Disconnected.WaitOrTimeout(t); err == nil {
+		t.Fatal("disconnected without a reason")
+	}
+	if n := o.TestSignals.Connected.WaitOrTimeout(t); n != 2 {
+		t.Fatalf("connection %d, want 2", n)
+	}
+	withChannel(t, func(ch *amqp.Channel) error {
+		return ch.ExchangeDeclarePassive(outbox, "topic", true, false, false, false, nil)
+	})
+	if errs := o.Publish(testkit.Ctx(t), []broker.Message{deadLetter(env, "m-1")}); errs[0] != nil {
+		t.Fatalf("publishing after the reconnection: %v", errs[0])
+	}
+}
+
+func TestRidesOutANetworkOutageAndFailsFastMeanwhile(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	u, _ := url.Parse(testkit.AMQPURL())
+	proxy := testkit.NewProxy(t, u.Host)
+	o := start(t, env, proxy.Through(t, testkit.AMQPURL()), "sutra-test-broker/"+env.Schema)
+	o.TestSignals.Connected.WaitOrTimeout(t)
+	if errs := o.Publish(testkit.Ctx(t), []broker.Message{deadLetter(env, "m-1")}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	proxy.Cut()
+	o.TestSignals.Disconnected.WaitOrTimeout(t)
+	o.TestSignals.Disconnected.WaitOrTimeout(t) // a dial failed too
+	if o.Connected() {
+		t.Fatal("connected during the outage")
+	}
+	if errs := o.Publish(testkit.Ctx(t), []broker.Message{deadLetter(env, "m-2")}); fault.Code(errs[0]) != fault.Unavailable {
+		t.Fatalf("publish during the outage = %v, want %s", errs[0], fault.Unavailable)
+	}
+	if _, err := o.Channel(); fault.Code(err) != fault.Unavailable {
+		t.Fatalf("channel during the outage = %v, want %s", err, fault.Unavailable)
+	}
+	changed := o.Changed()
+	proxy.Restore()
+	if n := o.TestSignals.Connected.WaitOrTimeout(t); n != 2 {
+		t.Fatalf("connection %d, want 2", n)
+	}
+	select {
+	case <-changed:
+	default:
+		t.Fatal("Changed not closed by the reconnection")
+	}
+	if err := o.WaitConnected(testkit.Ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if errs := o.Publish(testkit.Ctx(t), []broker.Message{deadLetter(env, "m-3")}); errs[0] != nil {
+		t.Fatalf("publishing after the outage: %v", errs[0])
+	}
+}
+
+func TestPublishReportsEachMessageOfABatchConfirmedReturnedOrNacked(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	o := start(t, env, testkit.AMQPURL(), "sutra-test-broker/"+env.Schema)
+	ex := env.Config.OutboxExchange
+	okQueue, fullQueue := ex+".ok", ex+".full"
+	o.TestSignals.Connected.WaitOrTimeout(t)
+	withChannel(t, func(ch *amqp.Channel) error {
+		if _, err := ch.QueueDeclare(okQueue, false, true, false, false, nil); err != nil {
+			return err
+		}
+		// A queue that holds one message and refuses more: the broker nacks.
+		if _, err := ch.QueueDeclare(fullQueue, false, true, false, false,
+			amqp.Table{"x-max-length": 1, "x-overflow": "reject-publish"}); err != nil {
+			return err
+		}
+		if err := ch.QueueBind(okQueue, "ok.#", ex, false, nil); err != nil {
+			return err
+		}
+		return ch.QueueBind(fullQueue, "full.#", ex, false, nil)
+	})
+	t.Cleanup(func() {
+		withChannel(t, func(ch *amqp.Channel) error {
+			_, _ = ch.QueueDelete(okQueue, false, false, false)
+			_, err := ch.QueueDelete(fullQueue, false, false, false)
+			return err
+		})
+	})
+	msg := func(id, key string) broker.Message {
+		return broker.Message{Exchange: ex, RoutingKey: key, Publishing: amqp.Publishing{MessageId: id, Body: []byte(id)}}
+	}
+	errs := o.Publish(testkit.Ctx(t), []broker.Message{
+		msg("a", "ok.1"), msg("b", "nowhere"), msg("c", "ok.2"), msg("d", "full.1"), msg("e", "full.2"),
+	})
+	want := []error{nil, broker.ErrReturned, nil, nil, broker.ErrNacked}
+	for i, err := range errs {
+		if (want[i] == nil) != (err == nil) || want[i] != nil && !errors.Is(err, want[i]) {
+			t.Errorf("message %d: %v, want %v", i, err, want[i])
+		}
+	}
+	var depth int
+	withChannel(t, func(ch *amqp.Channel) error {
+		q, err := ch.QueueDeclarePassive(okQueue, false, true, false, false, nil)
+		depth = q.Messages
+		return err
+	})
+	if depth != 2 {
+		t.Errorf("%d messages routed, want the 2 confirmed", depth)
+	}
+	// The next batch on the same channel is not confused by the last one's returns.
+	if errs := o.Publish(testkit.Ctx(t), []broker.Message{msg("b", "ok.3")}); errs[0] != nil {
+		t.Errorf("the next batch: %v", errs[0])
+	}
+}
+
+func TestConcurrentPublishesEachGetTheirOwnReturns(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	o := start(t, env, testkit.AMQPURL(), "sutra-test-broker/"+env.Schema)
+	o.TestSignals.Connected.WaitOrTimeout(t)
+	ex := env.Config.OutboxExchange
+	queue := ex + ".ok"
+	withChannel(t, func(ch *amqp.Channel) error {
+		if _, err := ch.QueueDeclare(queue, false, true, false, false, nil); err != nil {
+			return err
+		}
+		return ch.QueueBind(queue, "ok", ex, false, nil)
+	})
+	t.Cleanup(func() {
+		withChannel(t, func(ch *amqp.Channel) error { _, err := ch.QueueDelete(queue, false, false, false); return err })
+	})
+	// More callers than channels, each with its own returned messages.
+	const callers, each = 12, 50
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Go(func() {
+			msgs := make([]broker.Message, each)
+			for i := range msgs {
+				key := "ok"
+				if (i+c)%3 == 0 {
+					key = "nowhere"
+				}
+				msgs[i] = broker.Message{Exchange: ex, RoutingKey: key,
+					Publishing: amqp.Publishing{MessageId: fmt.Sprintf("%d-%d", c, i), Body: []byte("x")}}
+			}
+			for i, err := range o.Publish(testkit.Ctx(t), msgs) {
+				if returned := msgs[i].RoutingKey == "nowhere"; returned != errors.Is(err, broker.ErrReturned) || !returned && err != nil {
+					t.Errorf("caller %d message %d (%s): %v", c, i, msgs[i].RoutingKey, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// Not parallel: it compares the goroutines before and after.
+func TestStopClosesEverythingAndLeavesNoGoroutine(t *testing.T) {
+	env := testkit.New(t)
+	before := goleak.IgnoreCurrent()
+	o := broker.New(testkit.Logger(t), broker.Config{URL: testkit.AMQPURL(), Topology: broker.Topology{DeadExchange: env.Config.DeadExchange, DeadQueue: env.Config.DeadQueue}})
+	o.TestSignals.Init()
+	if err := o.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	o.TestSignals.Connected.WaitOrTimeout(t)
+	ch, err := o.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	if errs := o.Publish(testkit.Ctx(t), []broker.Message{deadLetter(env, "m-1")}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if err := o.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	<-closed // the consumer's channel closed with the connection
+	if err := o.Stop(context.Background()); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+	if errs := o.Publish(testkit.Ctx(t), []broker.Message{deadLetter(env, "m-2")}); fault.Code(errs[0]) != fault.Unavailable {
+		t.Fatalf("publish after Stop = %v", errs[0])
+	}
+	if err := o.WaitConnected(testkit.Ctx(t)); fault.Code(err) != fault.Unavailable {
+		t.Fatalf("WaitConnected after Stop = %v", err)
+	}
+	goleak.VerifyNone(t, before)
+}

@@ -1,0 +1,181 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/sutra-run/worker/fault"
+)
+
+// Message is one message to publish.
+type Message struct {
+	Exchange   string
+	RoutingKey string
+	amqp.Publishing
+}
+
+// Per-message failures of Publish, for errors.Is. Anything else Publish
+// reports carries fault.Unavailable.
+var (
+	// ErrReturned: the broker returned the message (mandatory) because no
+	// queue is bound for its routing key. It was not delivered.
+	ErrReturned = errors.New("returned by the broker: no queue bound for its routing key")
+	// ErrNacked: the broker refused the message (e.g. a full queue with
+	// x-overflow reject-publish, or an internal error).
+	ErrNacked = errors.New("nacked by the broker")
+)
+
+// maxInFlight bounds the publishes awaiting confirms at once; it is also the
+// room for their returns, so that the connection's reader never waits for us.
+const maxInFlight = 1024
+
+// slot is one Publish's right to a confirming channel; pc is opened when
+// first needed and again after it closed.
+type slot struct {
+	pc *confirming
+}
+
+// confirming is a channel in confirm mode and its returns.
+type confirming struct {
+	ch      *amqp.Channel
+	returns chan amqp.Return
+}
+
+// Publish publishes msgs mandatory, waits for every confirm, and reports per
+// message nil (confirmed: acked and not returned), an error wrapping
+// ErrReturned or ErrNacked, or a fault.Unavailable error (no connection, the
+// channel or connection closed before the confirm, or ctx ended first).
+// Message ids within one call must be unique: a return names its message
+// by id.
+//
+// A basic.return comes before the basic.ack of its message, so returns are
+// collected while waiting for the confirms. Up to Config.PublishChannels
+// calls run at once, each on its own channel; more wait for one.
+func (o *Owner) Publish(ctx context.Context, msgs []Message) []error {
+	errs := make([]error, len(msgs))
+	var s *slot
+	select {
+	case s = <-o.slots:
+	case <-ctx.Done():
+		fill(errs, fault.Wrap(fault.Unavailable, ctx.Err(), "waiting for a confirming channel"))
+		return errs
+	}
+	defer func() { o.slots <- s }()
+	for lo := 0; lo < len(msgs); lo += maxInFlight {
+		hi := min(lo+maxInFlight, len(msgs))
+		o.publish(ctx, s, msgs[lo:hi], errs[lo:hi])
+	}
+	return errs
+}
+
+// publish publishes at most maxInFlight messages on s's channel and fills
+// errs.
+func (o *Owner) publish(ctx context.Context, s *slot, msgs []Message, errs []error) {
+	pc, err := o.confirming(s)
+	if err != nil {
+		fill(errs, err)
+		return
+	}
+	dcs := make([]*amqp.DeferredConfirmation, 0, len(msgs))
+	for i, m := range msgs {
+		dc, err := pc.ch.PublishWithDeferredConfirmWithContext(ctx, m.Exchange, m.RoutingKey, true, false, m.Publishing)
+		if err != nil {
+			fill(errs[i:], fault.Wrap(fault.Unavailable, err, "publishing to %s", m.Exchange))
+			break
+		}
+		dcs = append(dcs, dc)
+	}
+	returned := map[string]amqp.Return{}
+	returns := pc.returns
+	collect := func(r amqp.Return, ok bool) {
+		if !ok {
+			returns = nil // the channel closed; its confirms are nacked
+			return
+		}
+		returned[r.MessageId] = r
+	}
+	waited := 0
+wait:
+	for ; waited < len(dcs); waited++ {
+		for {
+			select {
+			case r, ok := <-returns:
+				collect(r, ok)
+				continue
+			case <-dcs[waited].Done():
+			case <-ctx.Done():
+				break wait
+			}
+			break
+		}
+	}
+	// The returns of every message confirmed so far were sent before its
+	// confirm: they are in the buffer by now.
+	for drained := false; !drained && returns != nil; {
+		select {
+		case r, ok := <-returns:
+			collect(r, ok)
+		default:
+			drained = true
+		}
+	}
+	for i, dc := range dcs[:waited] {
+		m := msgs[i]
+		switch r, isReturned := returned[m.MessageId]; {
+		case !dc.Acked() && pc.ch.IsClosed():
+			errs[i] = fault.New(fault.Unavailable, "the channel closed before the broker confirmed the message to %s", m.Exchange)
+		case !dc.Acked():
+			errs[i] = fmt.Errorf("publishing to %s: %w", m.Exchange, ErrNacked)
+		case isReturned:
+			errs[i] = fmt.Errorf("publishing to %s with routing key %q: %w (%d %s)", m.Exchange, m.RoutingKey, ErrReturned, r.ReplyCode, r.ReplyText)
+		}
+	}
+	if waited < len(dcs) {
+		fill(errs[waited:len(dcs)], fault.Wrap(fault.Unavailable, ctx.Err(), "waiting for the broker's confirms"))
+		// Confirms and returns of this batch may still come: they must not
+		// be taken for the next batch's.
+		s.pc = nil
+		o.discard(pc)
+	}
+}
+
+func fill(errs []error, err error) {
+	for i := range errs {
+		errs[i] = err
+	}
+}
+
+// confirming returns s's confirming channel, opening one on the current
+// connection when there is none or it closed.
+func (o *Owner) confirming(s *slot) (*confirming, error) {
+	if s.pc != nil && !s.pc.ch.IsClosed() {
+		return s.pc, nil
+	}
+	s.pc = nil
+	ch, err := o.Channel()
+	if err != nil {
+		return nil, err
+	}
+	if err := ch.Confirm(false); err != nil {
+		ch.Close()
+		return nil, fault.Wrap(fault.Unavailable, err, "enabling publisher confirms")
+	}
+	s.pc = &confirming{ch: ch, returns: ch.NotifyReturn(make(chan amqp.Return, maxInFlight))}
+	return s.pc, nil
+}
+
+// discard closes a confirming channel in the background (a close waits for
+// the broker's answer, which may take a while on a sick connection).
+func (o *Owner) discard(pc *confirming) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.state == stopped {
+		// The connection is closed: so is the channel, at once.
+		_ = pc.ch.Close()
+		return
+	}
+	o.closing.Go(func() { _ = pc.ch.Close() })
+}

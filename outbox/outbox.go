@@ -1,0 +1,356 @@
+// Package outbox publishes the messages steps write to the outbox table: after
+// the commit that wrote them, with publisher confirms, at least once, in
+// commit order per instance, and marks a row published only once the broker
+// confirmed it.
+//
+// Every replica runs a publisher. Rows are leased (store.LeaseOutbox: SKIP
+// LOCKED plus a lease), so two publishers never publish one row at once, and
+// a publisher that dies leaves its rows to the others when the lease lapses.
+// Within a batch an instance's rows go in waves: the first row of every
+// instance, wait for the confirms, then the second, … so a row is never sent
+// before the one committed before it was confirmed. A returned or nacked row
+// backs off, and the instance's later rows wait behind it.
+//
+// A commit of this replica that wrote rows wakes the publisher (Wake); rows
+// of other replicas, of dead ones, and rows whose backoff ended are found by
+// polling every PollInterval. Under a backlog a publisher runs a few batches
+// at once, each leased by its own statement, so that the broker's confirm
+// latency does not bound its rate; the lease keeps them apart as it keeps
+// replicas apart.
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/sutra-run/worker/broker"
+	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/backoff"
+	"github.com/sutra-run/worker/internal/defaults"
+	"github.com/sutra-run/worker/internal/startstop"
+	"github.com/sutra-run/worker/internal/testsignal"
+	"github.com/sutra-run/worker/metrics"
+	"github.com/sutra-run/worker/store"
+)
+
+// Headers of every published row.
+const (
+	HeaderInstanceID = "x-sutra-instance-id"
+	HeaderElementID  = "x-sutra-element-id"
+)
+
+// Config configures the publisher.
+type Config struct {
+	// Replica leases rows (locked_by).
+	Replica string
+	// Exchange receives BPMN messages (default sutra.outbox).
+	Exchange string
+	// RelayExchange receives the worker's own relays (default sutra.relays).
+	RelayExchange string
+	// PollInterval bounds how long the publisher goes without looking for
+	// rows it was not woken for (default 1s).
+	PollInterval time.Duration
+	// Lease is how long leased rows are kept from other publishers (default
+	// 30s). A batch publishes for at most two thirds of it, so that a row is
+	// not published by two replicas at once.
+	Lease time.Duration
+	// BatchSize is how many rows one statement leases (default 256).
+	BatchSize int
+	// Batches is how many batches may be in flight at once under a backlog
+	// (default 4); without one, one at a time.
+	Batches int
+	// Backoff is the first delay before a returned or nacked row is tried
+	// again; it doubles per attempt up to BackoffMax (defaults 1s, 1m).
+	Backoff    time.Duration
+	BackoffMax time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.Exchange == "" {
+		c.Exchange = "sutra.outbox"
+	}
+	if c.RelayExchange == "" {
+		c.RelayExchange = "sutra.relays"
+	}
+	defaults.Set(&c.PollInterval, time.Second)
+	defaults.Set(&c.Lease, 30*time.Second)
+	defaults.Set(&c.BatchSize, 256)
+	defaults.Set(&c.Batches, 4)
+	defaults.Set(&c.Backoff, time.Second)
+	defaults.Set(&c.BackoffMax, time.Minute)
+}
+
+// Store is what the publisher needs from the database (*store.Store).
+type Store interface {
+	LeaseOutbox(ctx context.Context, owner string, limit int, lease time.Duration) ([]store.OutboxRow, error)
+	SettleOutbox(ctx context.Context, owner string, s store.OutboxSettlement) error
+}
+
+// Broker is what the publisher needs from the connection owner (*broker.Owner).
+type Broker interface {
+	WaitConnected(ctx context.Context) error
+	Publish(ctx context.Context, msgs []broker.Message) []error
+}
+
+// Deps are the publisher's collaborators.
+type Deps struct {
+	Store   Store
+	Broker  Broker
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
+}
+
+// TestSignals tell tests what the publisher did; inert unless Init'ed.
+type TestSignals struct {
+	// Leased carries the number of rows each look leased.
+	Leased testsignal.Signal[int]
+	// Settled carries every settlement written (rows published, deferred,
+	// handed back).
+	Settled testsignal.Signal[store.OutboxSettlement]
+}
+
+// Init switches every signal on.
+func (s *TestSignals) Init() {
+	s.Leased.Init()
+	s.Settled.Init()
+}
+
+// Publisher publishes outbox rows. Start it once; Stop it once or more.
+type Publisher struct {
+	startstop.Base
+	TestSignals TestSignals
+
+	cfg  Config
+	deps Deps
+	// wake is signalled by Wake, more by a loop whose batch came back full;
+	// one pending signal is enough.
+	wake, more chan struct{}
+}
+
+// New builds a publisher.
+func New(deps Deps, cfg Config) *Publisher {
+	cfg.setDefaults()
+	return &Publisher{cfg: cfg, deps: deps, wake: make(chan struct{}, 1), more: make(chan struct{}, 1)}
+}
+
+// Wake tells the publisher that a commit wrote rows. It never blocks.
+func (p *Publisher) Wake() { notify(p.wake) }
+
+// Start publishes until Stop. While the broker is unreachable rows wait in
+// the table. Stop (startstop.Base) stops leasing at once and lets the batch
+// in hand finish until its deadline; then what it did not publish is handed
+// back so that another replica publishes it now.
+func (p *Publisher) Start(ctx context.Context) error {
+	return p.Run(ctx, "outbox", p.run)
+}
+
+func (p *Publisher) run(soft, hard context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { p.loop(soft, hard, p.wake, true) })
+	for range p.cfg.Batches - 1 {
+		wg.Go(func() { p.loop(soft, hard, p.more, false) })
+	}
+	wg.Wait()
+}
+
+// loop leases, publishes and settles one batch at a time. The first loop
+// wakes on Wake and polls; the others wake only when a batch came back full
+// (a backlog). So under a light load one batch at a time gathers every row
+// committed while the one before it was published, and under a backlog
+// several are in flight.
+func (p *Publisher) loop(soft, hard context.Context, wake <-chan struct{}, polls bool) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	outages := 0 // batches in a row cut short by an outage
+	// The first loop looks at once; the others wait to be needed.
+	for ready := polls; ; {
+		if !ready {
+			select {
+			case <-soft.Done():
+				return
+			case <-wake:
+			}
+		}
+		ready = true
+		if p.deps.Broker.WaitConnected(soft) != nil {
+			return
+		}
+		full, outage := p.batch(hard)
+		switch {
+		case soft.Err() != nil:
+			return
+		case outage:
+			// The broker or the database failed: back off, whatever wakes us.
+			outages++
+			timer.Reset(backoff.Delay(p.cfg.PollInterval/10, p.cfg.PollInterval, outages))
+			select {
+			case <-soft.Done():
+				return
+			case <-timer.C:
+			}
+			continue
+		case full:
+			outages = 0
+			notify(p.more) // a backlog: another loop helps
+			continue
+		}
+		outages = 0
+		if !polls {
+			ready = false
+			continue
+		}
+		timer.Reset(p.cfg.PollInterval)
+		select {
+		case <-soft.Done():
+			return
+		case <-wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// notify leaves one pending signal on ch. It never blocks.
+func notify(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// batch leases rows, publishes them and settles them. full: the lease came
+// back full; outage: the database or the broker failed.
+func (p *Publisher) batch(hard context.Context) (full, outage bool) {
+	log := p.deps.Logger
+	leasedAt := time.Now()
+	// Not cancelled by the soft stop: a lease cut short might hold rows
+	// nobody publishes until it lapses.
+	lctx, cancel := context.WithTimeout(hard, p.cfg.Lease/3)
+	rows, err := p.deps.Store.LeaseOutbox(lctx, p.cfg.Replica, p.cfg.BatchSize, p.cfg.Lease)
+	cancel()
+	p.TestSignals.Leased.Signal(len(rows))
+	if err != nil {
+		// Rows the statement may have leased lapse with their lease.
+		if hard.Err() == nil {
+			log.Warn("leasing outbox rows", "code", fault.Code(err), "err", err)
+		}
+		return false, true
+	}
+	if len(rows) == 0 {
+		return false, false
+	}
+	// Publish only while the lease surely holds: past it another replica may
+	// publish the same rows.
+	ctx, cancel := context.WithDeadline(hard, leasedAt.Add(p.cfg.Lease*2/3))
+	defer cancel()
+	settle, outage := p.publish(ctx, leasedAt, rows)
+	// A final write: it runs even at the hard stop, to hand the rest back.
+	wctx, wcancel := startstop.FinalContext(hard)
+	defer wcancel()
+	if err := p.deps.Store.SettleOutbox(wctx, p.cfg.Replica, settle); err != nil {
+		// Published rows are published again after the lease: a duplicate
+		// that consumers dedupe by message id. Nothing is lost.
+		log.Warn("settling outbox rows", "published", len(settle.Published), "code", fault.Code(err), "err", err)
+		return false, true
+	}
+	p.TestSignals.Settled.Signal(settle)
+	return len(rows) == p.cfg.BatchSize, outage
+}
+
+// publish publishes rows (in seq order) in waves and says what became of
+// each: wave k holds the k-th row of every instance whose earlier rows were
+// all confirmed.
+func (p *Publisher) publish(ctx context.Context, leasedAt time.Time, rows []store.OutboxRow) (settle store.OutboxSettlement, outage bool) {
+	m, log := p.deps.Metrics, p.deps.Logger
+	var queues [][]store.OutboxRow
+	index := map[string]int{}
+	for _, r := range rows {
+		i, ok := index[r.InstanceID]
+		if !ok {
+			i = len(queues)
+			index[r.InstanceID] = i
+			queues = append(queues, nil)
+		}
+		queues[i] = append(queues[i], r)
+	}
+	release := func(q []store.OutboxRow) {
+		for _, r := range q {
+			settle.Released = append(settle.Released, r.ID)
+		}
+	}
+	for len(queues) > 0 {
+		if outage {
+			release(queues[0])
+			queues = queues[1:]
+			continue
+		}
+		msgs := make([]broker.Message, len(queues))
+		for i, q := range queues {
+			msgs[i] = p.message(q[0])
+		}
+		errs := p.deps.Broker.Publish(ctx, msgs)
+		confirmed := time.Now()
+		next := queues[:0]
+		for i, q := range queues {
+			r, err := q[0], errs[i]
+			switch {
+			case err == nil:
+				settle.Published = append(settle.Published, r.ID)
+				m.OutboxPublished.Inc()
+				m.OutboxLag.Observe((r.Age + confirmed.Sub(leasedAt)).Seconds())
+				if len(q) > 1 {
+					next = append(next, q[1:])
+				}
+			case fault.Code(err) == fault.Unavailable:
+				m.OutboxPublishErrors.WithLabelValues(metrics.PublishUnavailable).Inc()
+				outage = true
+				release(q)
+			default:
+				reason := metrics.PublishNacked
+				if errors.Is(err, broker.ErrReturned) {
+					reason = metrics.PublishReturned
+				}
+				m.OutboxPublishErrors.WithLabelValues(reason).Inc()
+				delay := backoff.Delay(p.cfg.Backoff, p.cfg.BackoffMax, r.Attempts+1)
+				settle.Deferred = append(settle.Deferred, store.OutboxDeferral{ID: r.ID, Delay: delay})
+				release(q[1:]) // they wait behind r
+				log.Warn("outbox message not accepted by the broker; retried later", "instance_id", r.InstanceID,
+					"message_id", r.ID, "exchange", msgs[i].Exchange, "routing_key", msgs[i].RoutingKey,
+					"reason", reason, "attempts", r.Attempts+1, "backoff", delay, "err", err)
+			}
+		}
+		queues = next
+	}
+	if outage && ctx.Err() == nil {
+		log.Warn("broker unavailable while publishing outbox rows; handed back", "released", len(settle.Released))
+	}
+	return settle, outage
+}
+
+// body is a TargetOutbox row's message: a valid relay correlating by key.
+type body struct {
+	Message        string          `json:"message"`
+	CorrelationKey string          `json:"correlation_key,omitempty"`
+	Variables      json.RawMessage `json:"variables"`
+}
+
+// message is the AMQP message of a row.
+func (p *Publisher) message(r store.OutboxRow) broker.Message {
+	msg := broker.Message{Publishing: amqp.Publishing{
+		MessageId: r.ID, ContentType: "application/json", DeliveryMode: amqp.Persistent,
+		Headers: amqp.Table{HeaderInstanceID: r.InstanceID, HeaderElementID: r.ElementID},
+	}}
+	if r.Target == store.TargetRelay {
+		msg.Exchange, msg.RoutingKey, msg.Body = p.cfg.RelayExchange, r.RoutingKey, r.Body
+		return msg
+	}
+	msg.Exchange, msg.RoutingKey = p.cfg.Exchange, r.Message
+	// Variables come from jsonb: they always encode.
+	msg.Body, _ = json.Marshal(body{Message: r.Message, CorrelationKey: r.CorrelationKey, Variables: r.Variables})
+	return msg
+}

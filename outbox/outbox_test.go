@@ -1,0 +1,629 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"go.uber.org/goleak"
+
+	"github.com/sutra-run/worker/broker"
+	"github.com/sutra-run/worker/internal/testkit"
+	"github.com/sutra-run/worker/metrics"
+	"github.com/sutra-run/worker/outbox"
+	"github.com/sutra-run/worker/store"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// bench is one test's database, outbox exchange and downstream consumer.
+type bench struct {
+	env  *testkit.Env
+	st   *store.Store
+	down *downstream
+}
+
+func newBench(t *testing.T, bindingKeys ...string) *bench {
+	t.Helper()
+	env := testkit.New(t)
+	st, err := store.Open(testkit.Ctx(t), env.Config.DatabaseURL, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if len(bindingKeys) == 0 {
+		bindingKeys = []string{"#"}
+	}
+	return &bench{env: env, st: st, down: newDownstream(t, env.Config.OutboxExchange, bindingKeys...)}
+}
+
+// replica is one replica's publisher and its broker connection.
+type replica struct {
+	name  string
+	owner *broker.Owner
+	pub   *outbox.Publisher
+	m     *metrics.Metrics
+	// stopped: the test stopped the publisher itself.
+	stopped bool
+}
+
+// stop stops the publisher within ctx's deadline.
+func (r *replica) stop(ctx context.Context) error {
+	r.stopped = true
+	return r.pub.Stop(ctx)
+}
+
+// publisher starts a publisher named name on its own broker connection;
+// wrap, when set, puts a fault injector between the two.
+func (b *bench) publisher(t *testing.T, name, amqpURL string, cfg outbox.Config, wrap func(*broker.Owner) outbox.Broker) *replica {
+	t.Helper()
+	owner := broker.New(testkit.Logger(t), broker.Config{URL: amqpURL, ConnectionName: "sutra-test-outbox/" + name,
+		ReconnectMin: 10 * time.Millisecond, ReconnectMax: 100 * time.Millisecond,
+		Topology: broker.Topology{OutboxExchange: b.env.Config.OutboxExchange}})
+	owner.TestSignals.Init()
+	if err := owner.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var brk outbox.Broker = owner
+	if wrap != nil {
+		brk = wrap(owner)
+	}
+	cfg.Replica, cfg.Exchange = name, b.env.Config.OutboxExchange
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = 50 * time.Millisecond
+	}
+	m := metrics.New(prometheus.NewRegistry())
+	pub := outbox.New(outbox.Deps{Store: b.st, Broker: brk, Metrics: m, Logger: testkit.Logger(t)}, cfg)
+	pub.TestSignals.Init()
+	if err := pub.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r := &replica{name: name, owner: owner, pub: pub, m: m}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := pub.Stop(ctx); err != nil && !r.stopped {
+			t.Errorf("stopping publisher %s: %v", name, err)
+		}
+		if err := owner.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	return r
+}
+
+// commit writes one step's outbox rows for instance inst in one transaction,
+// as the step commit does, and returns their ids in commit order.
+func (b *bench) commit(t *testing.T, inst string, step, rows int, name func(row int) string) []string {
+	t.Helper()
+	ctx := testkit.Ctx(t)
+	tx, err := b.env.DB.Begin(ctx)
+	if err != nil {
+		t.Error(err)
+		return nil
+	}
+	defer tx.Rollback(ctx)
+	var ids []string
+	for r := range rows {
+		id := fmt.Sprintf("%s/%d/el%d/t1", inst, step, r)
+		vars, _ := json.Marshal(map[string]any{"step": step, "row": r})
+		if _, err := tx.Exec(ctx, `INSERT INTO outbox (id, instance_id, element_id, message_name, correlation_key, variables)
+			VALUES ($1, $2, $3, $4, $5, $6)`, id, inst, fmt.Sprintf("el%d", r), name(r), inst, vars); err != nil {
+			t.Error(err)
+			return nil
+		}
+		ids = append(ids, id)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Error(err)
+		return nil
+	}
+	return ids
+}
+
+// workload commits steps×rows rows for each of n instances, the instances
+// concurrently and each one's steps in order from step first, waking wake(i)
+// after each commit of instance i. It returns every id written.
+func (b *bench) workload(t *testing.T, n, first, steps, rows int, wake func(i int)) []string {
+	t.Helper()
+	var mu sync.Mutex
+	var all []string
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			inst := fmt.Sprintf("i-%d", i)
+			for s := first; s < first+steps; s++ {
+				ids := b.commit(t, inst, s, rows, func(int) string { return "m." + inst })
+				mu.Lock()
+				all = append(all, ids...)
+				mu.Unlock()
+				wake(i)
+			}
+		})
+	}
+	wg.Wait()
+	return all
+}
+
+// commitOrder is every instance's row ids in seq order.
+func (b *bench) commitOrder(t *testing.T) map[string][]string {
+	t.Helper()
+	rows, err := b.env.DB.Query(testkit.Ctx(t), "SELECT instance_id, id FROM outbox ORDER BY seq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string][]string{}
+	for rows.Next() {
+		var inst, id string
+		if err := rows.Scan(&inst, &id); err != nil {
+			t.Fatal(err)
+		}
+		out[inst] = append(out[inst], id)
+	}
+	return out
+}
+
+// downstream is a consumer bound to the outbox exchange that keeps every
+// delivery.
+type downstream struct {
+	t          *testing.T
+	ch         *amqp.Channel
+	queue      string
+	deliveries <-chan amqp.Delivery
+	got        []amqp.Delivery
+}
+
+func newDownstream(t *testing.T, exchange string, keys ...string) *downstream {
+	t.Helper()
+	conn, err := amqp.Dial(testkit.AMQPURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.ExchangeDeclare(exchange, "topic", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	q, err := ch.QueueDeclare("", false, true, true, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &downstream{t: t, ch: ch, queue: q.Name}
+	for _, k := range keys {
+		d.bind(exchange, k)
+	}
+	if d.deliveries, err = ch.Consume(q.Name, "", true, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func (d *downstream) bind(exchange, key string) {
+	d.t.Helper()
+	if err := d.ch.QueueBind(d.queue, key, exchange, false, nil); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+// barrier returns every delivery so far: it sends a marker through the
+// queue and reads up to it, so everything the broker confirmed before is in.
+func (d *downstream) barrier() []amqp.Delivery {
+	d.t.Helper()
+	marker := fmt.Sprintf("barrier-%d", time.Now().UnixNano())
+	if err := d.ch.Publish("", d.queue, false, false, amqp.Publishing{MessageId: marker}); err != nil {
+		d.t.Fatal(err)
+	}
+	d.read(func(m amqp.Delivery) bool { return m.MessageId == marker })
+	return d.got
+}
+
+// waitFor reads deliveries until every id in ids has come at least once.
+func (d *downstream) waitFor(ids []string) {
+	d.t.Helper()
+	missing := map[string]bool{}
+	for _, id := range ids {
+		missing[id] = true
+	}
+	for _, m := range d.got {
+		delete(missing, m.MessageId)
+	}
+	if len(missing) == 0 {
+		return
+	}
+	d.read(func(m amqp.Delivery) bool {
+		delete(missing, m.MessageId)
+		return len(missing) == 0
+	})
+}
+
+// read keeps deliveries (but not barrier markers) until stop says so; the
+// test fails after 30s.
+func (d *downstream) read(stop func(amqp.Delivery) bool) {
+	d.t.Helper()
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	for {
+		select {
+		case m, ok := <-d.deliveries:
+			if !ok {
+				d.t.Fatal("downstream consumer closed")
+			}
+			if !isBarrier(m) {
+				d.got = append(d.got, m)
+			}
+			if stop(m) {
+				return
+			}
+		case <-deadline.C:
+			d.t.Fatalf("downstream: waited 30s; %d deliveries so far", len(d.got))
+		}
+	}
+}
+
+func isBarrier(m amqp.Delivery) bool { return len(m.MessageId) > 8 && m.MessageId[:8] == "barrier-" }
+
+// firsts is the first delivery of every message id, in delivery order, and
+// how many times each id was delivered.
+func firsts(got []amqp.Delivery) (order []amqp.Delivery, count map[string]int) {
+	count = map[string]int{}
+	for _, m := range got {
+		if count[m.MessageId]++; count[m.MessageId] == 1 {
+			order = append(order, m)
+		}
+	}
+	return order, count
+}
+
+// assertCommitOrder checks that every instance's messages were first
+// delivered in commit order, and every row was delivered.
+func assertCommitOrder(t *testing.T, got []amqp.Delivery, want map[string][]string) {
+	t.Helper()
+	order, _ := firsts(got)
+	per := map[string][]string{}
+	for _, m := range order {
+		inst, _ := m.Headers[outbox.HeaderInstanceID].(string)
+		per[inst] = append(per[inst], m.MessageId)
+	}
+	for inst, ids := range want {
+		if !slices.Equal(per[inst], ids) {
+			t.Errorf("instance %s: first deliveries %v, want commit order %v", inst, per[inst], ids)
+		}
+	}
+}
+
+// assertAllPublished checks that no row is left unpublished.
+func (b *bench) assertAllPublished(t *testing.T) {
+	t.Helper()
+	if n := b.env.Int(t, "SELECT count(*) FROM outbox WHERE published_at IS NULL"); n != 0 {
+		t.Errorf("%d rows not marked published", n)
+	}
+}
+
+// waitPublished waits until every row is marked published.
+func (b *bench) waitPublished(t *testing.T) {
+	t.Helper()
+	testkit.Eventually(t, 60*time.Second, "every row marked published", func() bool {
+		return b.env.Int(t, "SELECT count(*) FROM outbox WHERE published_at IS NULL") == 0
+	})
+}
+
+func counter(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+func TestEveryRowIsPublishedOncePerConfirmInCommitOrderPerInstance(t *testing.T) {
+	t.Parallel()
+	b := newBench(t)
+	// Small batches: instances span batches, and a batch holds several
+	// rows of one instance (waves).
+	r := b.publisher(t, "r1", testkit.AMQPURL(), outbox.Config{BatchSize: 16}, nil)
+	ids := b.workload(t, 12, 1, 5, 3, func(int) { r.pub.Wake() })
+	b.down.waitFor(ids)
+	b.waitPublished(t)
+	got := b.down.barrier()
+	_, count := firsts(got)
+	for _, id := range ids {
+		if count[id] != 1 {
+			t.Errorf("%s delivered %d times, want once", id, count[id])
+		}
+	}
+	if len(got) != len(ids) {
+		t.Errorf("%d deliveries, want %d", len(got), len(ids))
+	}
+	assertCommitOrder(t, got, b.commitOrder(t))
+	m := got[0]
+	var body map[string]any
+	if err := json.Unmarshal(m.Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	inst := m.Headers[outbox.HeaderInstanceID]
+	if m.ContentType != "application/json" || m.DeliveryMode != amqp.Persistent || m.RoutingKey != "m."+inst.(string) ||
+		m.Headers[outbox.HeaderElementID] != "el0" || body["message"] != m.RoutingKey || body["correlation_key"] != inst ||
+		body["variables"].(map[string]any)["row"] != 0.0 {
+		t.Errorf("message %+v, body %v", m, body)
+	}
+	if n := counter(t, r.m.OutboxPublished); n != float64(len(ids)) {
+		t.Errorf("sutra_outbox_published_total = %v, want %d", n, len(ids))
+	}
+	var lag dto.Metric
+	if err := r.m.OutboxLag.Write(&lag); err != nil || lag.GetHistogram().GetSampleCount() != uint64(len(ids)) {
+		t.Errorf("lag samples = %d, %v", lag.GetHistogram().GetSampleCount(), err)
+	}
+}
+
+// auditLeasesSQL records every lease taken from a live holder: a row leased
+// by one publisher while another's lease on it had not lapsed.
+const auditLeasesSQL = `
+CREATE TABLE lease_audit (id text, old_holder text, new_holder text);
+CREATE FUNCTION lease_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.locked_by IS NOT NULL AND OLD.locked_by IS NOT NULL AND NEW.locked_by <> OLD.locked_by
+       AND OLD.locked_until >= now() THEN
+        INSERT INTO lease_audit VALUES (NEW.id, OLD.locked_by, NEW.locked_by);
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER lease_audit BEFORE UPDATE ON outbox FOR EACH ROW EXECUTE FUNCTION lease_audit();`
+
+func TestTwoReplicasNeverPublishOneRowAtOnceAndKeepCommitOrder(t *testing.T) {
+	t.Parallel()
+	b := newBench(t)
+	if _, err := b.env.DB.Exec(testkit.Ctx(t), auditLeasesSQL); err != nil {
+		t.Fatal(err)
+	}
+	cfg := outbox.Config{BatchSize: 8}
+	reps := []*replica{
+		b.publisher(t, "a", testkit.AMQPURL(), cfg, nil),
+		b.publisher(t, "b", testkit.AMQPURL(), cfg, nil),
+	}
+	// Each instance lives on one replica, whose commits wake its publisher;
+	// the other finds the rows by polling.
+	ids := b.workload(t, 16, 1, 6, 2, func(i int) { reps[i%2].pub.Wake() })
+	b.down.waitFor(ids)
+	b.waitPublished(t)
+	got := b.down.barrier()
+	_, count := firsts(got)
+	for _, id := range ids {
+		if count[id] != 1 {
+			t.Errorf("%s delivered %d times, want once: two publishers sent it", id, count[id])
+		}
+	}
+	assertCommitOrder(t, got, b.commitOrder(t))
+	if n := b.env.Int(t, "SELECT count(*) FROM lease_audit"); n != 0 {
+		t.Errorf("%d leases taken from a live holder", n)
+	}
+	for _, r := range reps {
+		if counter(t, r.m.OutboxPublished) == 0 {
+			t.Errorf("replica %s published nothing: the test did not race two publishers", r.name)
+		}
+	}
+}
+
+// injector sits between a publisher and its broker owner and runs before
+// before every Publish (the n-th call is n), to time a fault.
+type injector struct {
+	*broker.Owner
+	calls  atomic.Int32
+	before func(ctx context.Context, n int)
+}
+
+func (i *injector) Publish(ctx context.Context, msgs []broker.Message) []error {
+	i.before(ctx, int(i.calls.Add(1)))
+	return i.Owner.Publish(ctx, msgs)
+}
+
+func noWake(int) {}
+
+func TestABrokerOutageMidBatchLosesNothingAndRowsWaitMeanwhile(t *testing.T) {
+	t.Parallel()
+	b := newBench(t)
+	u, _ := url.Parse(testkit.AMQPURL())
+	proxy := testkit.NewProxy(t, u.Host)
+	// Written first, so that the first batch holds every row: eight
+	// instances of eight rows, eight waves.
+	ids := b.workload(t, 8, 1, 4, 2, noWake)
+	r := b.publisher(t, "r1", proxy.Through(t, testkit.AMQPURL()), outbox.Config{BatchSize: 64, Batches: 1},
+		func(o *broker.Owner) outbox.Broker {
+			return &injector{Owner: o, before: func(_ context.Context, n int) {
+				if n == 3 {
+					proxy.Cut() // the third wave meets the outage
+				}
+			}}
+		})
+	s := r.pub.TestSignals.Settled.WaitOrTimeout(t)
+	if len(s.Published) != 16 || len(s.Released) != 48 || len(s.Deferred) != 0 {
+		t.Fatalf("first batch: %d published, %d handed back, %d deferred; want 16, 48, 0",
+			len(s.Published), len(s.Released), len(s.Deferred))
+	}
+	r.owner.TestSignals.Disconnected.WaitOrTimeout(t)
+	// Steps commit on during the outage: their rows wait.
+	ids = append(ids, b.workload(t, 8, 5, 1, 1, func(int) { r.pub.Wake() })...)
+	if n := b.env.Int(t, "SELECT count(*) FROM outbox WHERE published_at IS NULL"); n != 48+8 {
+		t.Fatalf("backlog during the outage = %d, want %d", n, 48+8)
+	}
+	if n := counter(t, r.m.OutboxPublishErrors.WithLabelValues(metrics.PublishUnavailable)); n == 0 {
+		t.Error("no publish error counted as unavailable")
+	}
+	proxy.Restore()
+	b.down.waitFor(ids)
+	b.waitPublished(t)
+	assertCommitOrder(t, b.down.barrier(), b.commitOrder(t))
+}
+
+func TestAPublisherThatDiesMidBatchLeavesItsRowsToAnotherOnlyOnceItsLeaseLapses(t *testing.T) {
+	t.Parallel()
+	b := newBench(t)
+	ids := b.workload(t, 4, 1, 3, 1, noWake)
+	const lease = 2 * time.Second
+	frozen, thaw := make(chan struct{}), make(chan struct{})
+	began := time.Now() // the dead replica's leases end after began+lease
+	b.publisher(t, "dead", testkit.AMQPURL(), outbox.Config{Lease: lease, PollInterval: time.Hour, Batches: 1},
+		func(o *broker.Owner) outbox.Broker {
+			return &injector{Owner: o, before: func(_ context.Context, n int) {
+				if n == 2 { // after its first wave was confirmed, it never answers again
+					close(frozen)
+					<-thaw
+				}
+			}}
+		})
+	t.Cleanup(func() { close(thaw) }) // runs before the dead publisher's stop
+	<-frozen
+	live := b.publisher(t, "live", testkit.AMQPURL(), outbox.Config{Lease: lease}, nil)
+	var published []string
+	for len(published) < len(ids) {
+		s := live.pub.TestSignals.Settled.WaitOrTimeout(t)
+		if len(s.Published) > 0 && time.Since(began) < lease {
+			t.Fatalf("rows %v published %s after the dead replica leased them, before its lease of %s lapsed",
+				s.Published, time.Since(began), lease)
+		}
+		published = append(published, s.Published...)
+	}
+	b.down.waitFor(ids)
+	got := b.down.barrier()
+	assertCommitOrder(t, got, b.commitOrder(t))
+	// The dead replica's first wave was confirmed but never marked: it is
+	// published again (at least once; consumers dedupe by message id).
+	_, count := firsts(got)
+	for i := range 4 {
+		if id := fmt.Sprintf("i-%d/1/el0/t1", i); count[id] != 2 {
+			t.Errorf("%s delivered %d times, want twice (once per replica)", id, count[id])
+		}
+	}
+}
+
+func TestAStoppedPublisherHandsItsBatchBackAtItsDeadline(t *testing.T) {
+	t.Parallel()
+	b := newBench(t)
+	ids := b.workload(t, 4, 1, 2, 1, noWake)
+	blocked := make(chan struct{})
+	// A broker that never confirms the first batch: the publisher holds it
+	// until its stop's deadline.
+	a := b.publisher(t, "a", testkit.AMQPURL(), outbox.Config{Lease: time.Minute, Batches: 1}, func(o *broker.Owner) outbox.Broker {
+		return &injector{Owner: o, before: func(ctx context.Context, n int) {
+			if n == 1 {
+				close(blocked)
+				<-ctx.Done()
+			}
+		}}
+	})
+	<-blocked
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := a.stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("stop = %v, want a hard stop at the deadline", err)
+	}
+	s := a.pub.TestSignals.Settled.WaitOrTimeout(t)
+	if len(s.Released) != len(ids) || len(s.Published) != 0 {
+		t.Fatalf("settlement at the stop: %+v, want all %d rows handed back", s, len(ids))
+	}
+	// Another replica publishes them now, not a lease (a minute) later.
+	b.publisher(t, "b", testkit.AMQPURL(), outbox.Config{Lease: time.Minute}, nil)
+	b.down.waitFor(ids)
+	b.waitPublished(t)
+}
+
+func TestReturnedRowsAreRetriedWithBackoffAndTheirInstancesLaterRowsWaitBehind(t *testing.T) {
+	t.Parallel()
+	b := newBench(t, "ok.#") // nothing is bound for "held.#" yet
+	x := b.commit(t, "x", 1, 1, func(int) string { return "held.x" })
+	x = append(x, b.commit(t, "x", 2, 2, func(int) string { return "ok.x" })...)
+	y := b.commit(t, "y", 1, 2, func(int) string { return "ok.y" })
+	const base, limit = 50 * time.Millisecond, 400 * time.Millisecond
+	r := b.publisher(t, "r1", testkit.AMQPURL(), outbox.Config{Backoff: base, BackoffMax: limit, PollInterval: 10 * time.Millisecond}, nil)
+	for n := 1; n <= 4; {
+		s := r.pub.TestSignals.Settled.WaitOrTimeout(t)
+		for _, id := range s.Published {
+			if slices.Contains(x, id) {
+				t.Fatalf("%s published while %s was returned", id, x[0])
+			}
+		}
+		for _, d := range s.Deferred {
+			if d.ID != x[0] {
+				t.Fatalf("deferred %s", d.ID)
+			}
+			// Doubled per attempt up to the limit, ±20% jitter.
+			want := min(base<<(n-1), limit)
+			if d.Delay < want*8/10 || d.Delay > want*12/10 {
+				t.Errorf("attempt %d deferred by %s, want about %s", n, d.Delay, want)
+			}
+			n++
+		}
+	}
+	b.down.waitFor(y)
+	if n := counter(t, r.m.OutboxPublishErrors.WithLabelValues(metrics.PublishReturned)); n < 4 {
+		t.Errorf("%v returned publishes counted, want at least 4", n)
+	}
+	if n := b.env.Int(t, "SELECT attempts FROM outbox WHERE id = $1", x[0]); n < 4 {
+		t.Errorf("attempts = %d, want at least 4", n)
+	}
+	// An operator binds a queue for the message: it goes, then the rows behind it.
+	b.down.bind(b.env.Config.OutboxExchange, "held.#")
+	b.down.waitFor(x)
+	b.waitPublished(t)
+	assertCommitOrder(t, b.down.barrier(), b.commitOrder(t))
+}
+
+func TestAPublisherWaitsForTheBrokerAndPublishesOnceConnected(t *testing.T) {
+	t.Parallel()
+	b := newBench(t)
+	u, _ := url.Parse(testkit.AMQPURL())
+	proxy := testkit.NewProxy(t, u.Host)
+	proxy.Cut() // the broker is unreachable from the start
+	r := b.publisher(t, "r1", proxy.Through(t, testkit.AMQPURL()), outbox.Config{}, nil)
+	ids := b.workload(t, 2, 1, 2, 1, func(int) { r.pub.Wake() })
+	r.owner.TestSignals.Disconnected.WaitOrTimeout(t)
+	if r.owner.Connected() {
+		t.Fatal("connected through a cut proxy")
+	}
+	if n := b.env.Int(t, "SELECT count(*) FROM outbox WHERE published_at IS NULL OR locked_by IS NOT NULL"); n != int64(len(ids)) {
+		t.Fatalf("%d rows waiting, want %d untouched", n, len(ids))
+	}
+	proxy.Restore()
+	b.down.waitFor(ids)
+	b.waitPublished(t)
+	if n := counter(t, r.m.OutboxPublishErrors.WithLabelValues(metrics.PublishUnavailable)); n != 0 {
+		t.Errorf("%v publishes tried while disconnected", n)
+	}
+}
+
+func TestABacklogIsPublishedByBatchesInFlightAtOnce(t *testing.T) {
+	t.Parallel()
+	b := newBench(t)
+	ids := b.workload(t, 40, 1, 1, 1, noWake) // five batches of eight
+	third := make(chan struct{})
+	b.publisher(t, "r1", testkit.AMQPURL(), outbox.Config{BatchSize: 8}, func(o *broker.Owner) outbox.Broker {
+		return &injector{Owner: o, before: func(_ context.Context, n int) {
+			switch n {
+			case 2: // the second batch waits until a third is in flight beside it
+				select {
+				case <-third:
+				case <-time.After(10 * time.Second):
+					t.Error("no other batch in flight while the second waited for the broker")
+				}
+			case 3:
+				close(third)
+			}
+		}}
+	})
+	b.down.waitFor(ids)
+	b.waitPublished(t)
+}
