@@ -108,6 +108,7 @@ type locked struct {
 	ProcessDefinitionID  string                     `json:"processDefinitionId"`
 	ActivityID           string                     `json:"activityId"`
 	Retries              int                        `json:"retries"`
+	ErrorMessage         string                     `json:"errorMessage"`
 	LockExpirationTime   string                     `json:"lockExpirationTime"`
 	Variables            map[string]json.RawMessage `json:"variables"`
 	ExtensionProperties  map[string]string          `json:"extensionProperties"`

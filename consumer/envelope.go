@@ -56,6 +56,7 @@ type taskOutcome struct {
 	Outcome        string `json:"outcome"`
 	ErrorCode      string `json:"error_code"`
 	ErrorMessage   string `json:"error_message"`
+	ErrorDetails   string `json:"error_details"`
 	Retries        int    `json:"retries"`
 	RetryTimeoutMS int64  `json:"retry_timeout_ms"`
 }
@@ -67,7 +68,7 @@ func (t *taskOutcome) trigger(vars map[string]any) (engine.Trigger, error) {
 	case store.TaskCompleted:
 		tr.Kind = engine.TriggerTaskCompleted
 	case store.TaskFailed:
-		tr.Kind, tr.ErrorMessage, tr.Retries = engine.TriggerTaskFailed, t.ErrorMessage, t.Retries
+		tr.Kind, tr.ErrorMessage, tr.ErrorDetails, tr.Retries = engine.TriggerTaskFailed, t.ErrorMessage, t.ErrorDetails, t.Retries
 		tr.RetryTimeout = time.Duration(t.RetryTimeoutMS) * time.Millisecond
 	case store.TaskBPMNError:
 		tr.Kind, tr.ErrorCode, tr.ErrorMessage = engine.TriggerTaskError, t.ErrorCode, t.ErrorMessage

@@ -35,7 +35,7 @@ func (s *stepper) retry(tr Trigger) error {
 	case el.Kind == bpmn.KindTask && len(t.Armed) > 0:
 		// The task failed or threw while parked: only its task row is gone,
 		// its boundary events are still armed.
-		s.recreateTask(i, el, tr.Retries, 0)
+		s.recreateTask(i, el, Trigger{Retries: tr.Retries})
 	default:
 		// The element runs again from its start, its waits opened anew. A
 		// call activity does so under a fresh id: its new child instance

@@ -157,6 +157,8 @@ type Trigger struct {
 	// ErrorMessage describes a task failure (TriggerTaskFailed) or why a
 	// child could not start (TriggerChildFailed).
 	ErrorMessage string
+	// ErrorDetails are a task worker's details of a failure (TriggerTaskFailed).
+	ErrorDetails string
 	// Retries is the task's remaining retries reported with TriggerTaskFailed;
 	// with TriggerRetry, the retries of the task it re-creates (0 = the
 	// definition's).
@@ -224,6 +226,9 @@ type Task struct {
 	// NotBefore keeps the task from being fetched before it (zero = now):
 	// the retry timeout of a failed task.
 	NotBefore time.Time
+	// ErrorMessage and ErrorDetails are the failure a re-created task
+	// carries to the next worker that fetches it.
+	ErrorMessage, ErrorDetails string
 }
 
 // UserTask is what a user task carries, evaluated when the task is created.

@@ -275,7 +275,7 @@ func (s *stepper) task(tr Trigger) error {
 			s.incident(i, fault.IncidentTaskFailed, "task failed with no retries left: "+tr.ErrorMessage, StageActivate)
 			return nil
 		}
-		s.recreateTask(i, el, tr.Retries, tr.RetryTimeout)
+		s.recreateTask(i, el, tr)
 	case TriggerTaskError:
 		s.throw(i, tr.ErrorCode, tr.Variables)
 	}
@@ -295,20 +295,21 @@ func (s *stepper) waiting(id, element string, kind WaitKind) int {
 }
 
 // recreateTask opens token i's task at el again (it was closed), with
-// retries left (0 = the definition's) and, after a failure with a retry
-// timeout, fetchable only later.
-func (s *stepper) recreateTask(i int, el *bpmn.Element, retries int, timeout time.Duration) {
+// the retries tr leaves (0 = the definition's) and, after a failure, its
+// error and, with a retry timeout, fetchable only later.
+func (s *stepper) recreateTask(i int, el *bpmn.Element, tr Trigger) {
 	task, err := s.newTask(i, el, s.view(i))
 	if err != nil {
 		s.incident(i, fault.IncidentExpression, err.Error(), StageActivate)
 		return
 	}
-	if retries > 0 {
-		task.Retries = retries
+	if tr.Retries > 0 {
+		task.Retries = tr.Retries
 	}
-	if timeout > 0 {
-		task.NotBefore = s.now.Add(timeout)
+	if tr.RetryTimeout > 0 {
+		task.NotBefore = s.now.Add(tr.RetryTimeout)
 	}
+	task.ErrorMessage, task.ErrorDetails = tr.ErrorMessage, tr.ErrorDetails
 	s.eff.Tasks = append(s.eff.Tasks, task)
 	s.tokens[i].Wait = WaitTask
 	s.addArmed(i, Armed{Element: el.ID})

@@ -357,15 +357,18 @@ func queueEffects(b *pgx.Batch, id string, e engine.Effects) error {
 			users = []string{}
 		}
 		b.Queue(`INSERT INTO tasks (instance_id, token_id, element_id, type, retries, variables, headers, not_before,
-				user_task, assignee, candidate_groups, candidate_users, form_key, form_id, due_date, follow_up_date, priority)
+				user_task, assignee, candidate_groups, candidate_users, form_key, form_id, due_date, follow_up_date, priority,
+				error_message, error_details)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($10, ''), $11, $12, NULLIF($13, ''), NULLIF($14, ''),
-				NULLIF($15, ''), NULLIF($16, ''), $17)
+				NULLIF($15, ''), NULLIF($16, ''), $17, NULLIF($18, ''), NULLIF($19, ''))
 			ON CONFLICT (instance_id, token_id, element_id) DO UPDATE
 			   SET type = EXCLUDED.type, retries = EXCLUDED.retries, variables = EXCLUDED.variables,
 			       headers = EXCLUDED.headers, not_before = EXCLUDED.not_before, locked_by = NULL,
-			       lock_expires_at = NULL, outcome = NULL`,
+			       lock_expires_at = NULL, outcome = NULL,
+			       error_message = EXCLUDED.error_message, error_details = EXCLUDED.error_details`,
 			id, t.TokenID, t.Element, t.Type, t.Retries, vars, headers, notBefore,
-			t.User != nil, u.Assignee, groups, users, u.FormKey, u.FormID, u.DueDate, u.FollowUpDate, u.Priority)
+			t.User != nil, u.Assignee, groups, users, u.FormKey, u.FormID, u.DueDate, u.FollowUpDate, u.Priority,
+			t.ErrorMessage, t.ErrorDetails)
 	}
 	for _, m := range e.Publish {
 		vars := m.Variables

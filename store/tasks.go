@@ -166,7 +166,7 @@ SELECT 'task:' || id || ':' || outcomes, instance_id, element_id, type, 'relay',
        convert_to(json_build_object(
            'instance_id', instance_id,
            'task', json_build_object('id', id::text, 'token', token_id, 'element', element_id, 'outcome', $3::text,
-                                     'error_code', $5::text, 'error_message', $6::text, 'retries', $8::int,
+                                     'error_code', $5::text, 'error_message', $6::text, 'error_details', $7::text, 'retries', $8::int,
                                      'retry_timeout_ms', $9::bigint),
            'variables', $4::jsonb)::text, 'UTF8')
   FROM done

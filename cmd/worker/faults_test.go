@@ -2,7 +2,11 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os/exec"
 	"strings"
 	"sync"
@@ -156,4 +160,85 @@ func TestKilledReplicaIsSweptItsLeaseTakenOverAndEveryRelayAppliedOnce(t *testin
 	// Claims of the dead replica were taken over only once stale.
 	env.AssertNoOverlap(t, true)
 	env.AssertNoClaimsHeld(t)
+}
+
+// A replica that answered a task's completion 204 and then died (kill -9)
+// mid-step loses nothing: the completion was recorded, with its relay, before
+// the answer; another replica applies it once.
+func TestACompletionAnswered204IsAppliedOnceByAnotherReplicaAfterAKill(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	env.Deploy(t, "../../api/testdata/tasks.bpmn")
+	pub := env.Publisher(t)
+	fast := []string{"SUTRA_CLAIM_TIMEOUT=2s", "SUTRA_SWEEP_INTERVAL=200ms", "SUTRA_LEASE_TTL=2s"}
+	api := freeAddr(t)
+	// Replica a holds every step of a task outcome open before its commit.
+	a := startProcess(t, env, "replica-a", append(fast, "SUTRA_API_ADDR="+api, "SUTRA_TEST_HOLD_STEP=task:")...)
+	pub.Publish(testkit.Relay{MessageID: "start-i-1", Body: map[string]any{"start": "tasks", "instance_id": "i-1",
+		"variables": map[string]any{"topic": "ship", "timeout": "PT1H"}}})
+	testkit.Eventually(t, 30*time.Second, "the task", func() bool { return env.Int(t, "SELECT count(*) FROM tasks") == 1 })
+
+	var tasks []struct{ ID string }
+	post(t, "http://"+api+"/engine-rest/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1,
+		"topics": []map[string]any{{"topicName": "ship", "lockDuration": 60000}}}, http.StatusOK, &tasks)
+	if len(tasks) != 1 {
+		t.Fatalf("fetched %d tasks", len(tasks))
+	}
+	post(t, "http://"+api+"/engine-rest/external-task/"+tasks[0].ID+"/complete", map[string]any{"workerId": "w",
+		"variables": map[string]any{"tracking": map[string]any{"value": "TR-1", "type": "String"}}}, http.StatusNoContent, nil)
+	testkit.Eventually(t, 30*time.Second, "replica-a mid-step on the completion", func() bool {
+		return strings.Contains(a.logs.String(), "test hook: holding step")
+	})
+	a.kill(t)
+
+	startProcess(t, env, "replica-b", fast...)
+	testkit.Eventually(t, 60*time.Second, "the completion applied", func() bool {
+		return env.Int(t, "SELECT count(*) FROM instances WHERE id = 'i-1' AND status = 'completed'") == 1
+	})
+	if v := env.Int(t, "SELECT version FROM instances WHERE id = 'i-1'"); v != 2 {
+		t.Errorf("version %d: the completion must step the instance once", v)
+	}
+	if n := env.Int(t, "SELECT count(*) FROM inbox WHERE instance_id = 'i-1'"); n != 2 {
+		t.Errorf("inbox has %d ids of i-1, want the start and the completion", n)
+	}
+	if n := env.Int(t, "SELECT count(*) FROM instances WHERE id = 'i-1' AND variables->>'tracking' = 'TR-1'"); n != 1 {
+		t.Error("the completion's variables were lost")
+	}
+	env.AssertNoOverlap(t, true)
+	env.AssertNoClaimsHeld(t)
+}
+
+// freeAddr is a loopback address whose port was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// post sends body as JSON and decodes the answer into out, failing the test
+// on another status than want.
+func post(t *testing.T, url string, body any, want int, out any) {
+	t.Helper()
+	raw, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post(url, "application/json", bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		t.Fatalf("POST %s: %d %s, want %d", url, resp.StatusCode, answer, want)
+	}
+	if out != nil {
+		if err := json.Unmarshal(answer, out); err != nil {
+			t.Fatalf("POST %s: %v in %s", url, err, answer)
+		}
+	}
 }
