@@ -201,6 +201,21 @@ func (o *Owner) Channel() (*amqp.Channel, error) {
 	return ch, nil
 }
 
+// QueueDepth is the number of messages ready in queue name (a passive
+// declare: it creates nothing).
+func (o *Owner) QueueDepth(name string) (int, error) {
+	ch, err := o.Channel()
+	if err != nil {
+		return 0, err
+	}
+	defer ch.Close()
+	q, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)
+	if err != nil {
+		return 0, fault.Wrap(fault.Unavailable, err, "inspecting queue %s", name)
+	}
+	return q.Messages, nil
+}
+
 // Start connects in the background and keeps a connection open until Stop,
 // reconnecting with backoff whenever it closes. Stop closes the connection
 // (and every channel on it) at once: stop the components that use it first.

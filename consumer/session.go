@@ -205,6 +205,7 @@ func (s *session) deadLetter(d *amqp.Delivery, instanceID string, cause error) {
 	s.forget(d)
 	_ = d.Ack(false)
 	s.c.deps.Metrics.Relays.WithLabelValues(metrics.OutcomeDeadLettered).Inc()
+	s.c.deps.Metrics.DeadLetters.WithLabelValues(code).Inc()
 	s.c.TestSignals.DeadLettered.Signal(DeadLetter{MessageID: d.MessageId, Code: code})
 	log.Warn("relay dead-lettered", "message_id", d.MessageId, "instance_id", instanceID, "code", code, "reason", fault.Reason(cause))
 }

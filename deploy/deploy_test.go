@@ -910,24 +910,10 @@ func secretRefs(c container) map[string]string {
 
 // --- metric names --------------------------------------------------------------
 
-// pendingMetrics are referenced by the alerts and the dashboard but not
-// registered by metrics.New on this branch: the lead adds them (names and
-// labels as listed; the report says who publishes each). When one appears in
-// metrics.New, the registered one is checked instead.
-var pendingMetrics = map[string][]string{
-	"sutra_ready":                       nil,                                   // 1 when /readyz would answer 200; every replica
-	"sutra_claim_oldest_age_seconds":    nil,                                   // sweeper lease holder only, 0 elsewhere
-	"sutra_dead_letter_messages":        nil,                                   // sweeper lease holder only, 0 elsewhere
-	"sutra_dead_letters_total":          {"code"},                              // every dead letter confirmed, by x-sutra-code
-	"sutra_incidents_open":              nil,                                   // sweeper lease holder only
-	"sutra_outbox_backlog":              nil,                                   // sweeper lease holder only
-	"sutra_outbox_published_total":      nil,                                   // outbox publisher
-	"sutra_outbox_lag_seconds":          nil,                                   // histogram
-	"sutra_outbox_publish_errors_total": {"reason"},                            //
-	"sutra_tasks_open":                  {"topic"},                             //
-	"sutra_admin_requests_total":        {"op", "code"},                        //
-	"sutra_migrations_instances_total":  {"outcome"},                           //
-	"sutra_build_info":                  {"version", "revision", "go_version"}, // = 1
+// appMetrics are registered by app.Start rather than metrics.New: they read
+// the worker's own state.
+var appMetrics = map[string][]string{
+	"sutra_ready": nil, // 1 when /readyz would answer 200; every replica
 }
 
 // registered are the metric names metrics.New registers, with their labels.
@@ -975,7 +961,7 @@ var (
 )
 
 // checkMetricRefs reports metric names, and label names in selectors, that
-// neither metrics.New nor pendingMetrics define.
+// neither metrics.New nor appMetrics define.
 func checkMetricRefs(t *testing.T, where, expr string, known map[string][]string) []string {
 	t.Helper()
 	var found []string
@@ -996,7 +982,7 @@ func checkMetricRefs(t *testing.T, where, expr string, known map[string][]string
 			}
 		}
 		if !ok {
-			t.Errorf("%s: %s is not a metric of the worker (metrics.New) nor one the lead adds", where, name)
+			t.Errorf("%s: %s is not a metric of the worker (metrics.New or app)", where, name)
 			continue
 		}
 		found = append(found, name)
@@ -1011,11 +997,7 @@ func checkMetricRefs(t *testing.T, where, expr string, known map[string][]string
 
 func knownMetrics(t *testing.T) map[string][]string {
 	known := registered(t)
-	for name, labels := range pendingMetrics {
-		if _, ok := known[name]; ok {
-			t.Logf("%s is registered now: drop it from pendingMetrics", name)
-			continue
-		}
+	for name, labels := range appMetrics {
 		if labels == nil {
 			labels = []string{}
 		}

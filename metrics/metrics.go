@@ -5,6 +5,7 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/buildinfo"
 )
 
@@ -64,6 +65,11 @@ type Metrics struct {
 	OutboxPublishErrors *prometheus.CounterVec
 	OutboxLag           prometheus.Histogram
 	OutboxBacklog       prometheus.Gauge
+	ClaimOldestAge      prometheus.Gauge
+	DeadLetterMessages  prometheus.Gauge
+	IncidentsOpen       prometheus.Gauge
+	TasksOpen           *prometheus.GaugeVec
+	DeadLetters         *prometheus.CounterVec
 	OutboxTrimmed       prometheus.Counter
 }
 
@@ -195,6 +201,26 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "sutra_outbox_trimmed_total",
 		Help: "Published outbox rows deleted after the retention.",
 	})
+	m.ClaimOldestAge = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sutra_claim_oldest_age_seconds",
+		Help: "Age of the oldest claim held, by the sweeper lease holder (0 on every other replica: max over replicas). Past the claim timeout the sweep is not running.",
+	})
+	m.DeadLetterMessages = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sutra_dead_letter_messages",
+		Help: "Messages in the dead-letter queue, by the sweeper lease holder (0 on every other replica: sum over replicas).",
+	})
+	m.IncidentsOpen = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sutra_incidents_open",
+		Help: "Incidents not resolved, by the sweeper lease holder (0 on every other replica: sum over replicas).",
+	})
+	m.TasksOpen = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sutra_tasks_open",
+		Help: "Pull tasks waiting for a worker's outcome, by topic, by the sweeper lease holder (none on every other replica: sum over replicas).",
+	}, []string{"topic"})
+	m.DeadLetters = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sutra_dead_letters_total",
+		Help: "Messages dead-lettered and confirmed by the broker, by x-sutra-code (relays, and buffered messages whose ttl passed).",
+	}, []string{"code"})
 	info := buildinfo.Read()
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "sutra_build_info",
@@ -206,7 +232,12 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.TimersFired, m.TimerDeferrals, m.TimersStale, m.TimerFireLag,
 		m.TasksLocked, m.TasksCompleted, m.TasksLockExpired, m.TaskWait, m.AdminRequests, m.MigrationInstances,
 		m.ClaimsSwept, m.LeaseHeld, m.InboxTrimmed, m.BufferedConsumed, m.BufferedExpired,
-		m.OutboxPublished, m.OutboxPublishErrors, m.OutboxLag, m.OutboxBacklog, m.OutboxTrimmed)
+		m.OutboxPublished, m.OutboxPublishErrors, m.OutboxLag, m.OutboxBacklog, m.OutboxTrimmed,
+		m.ClaimOldestAge, m.DeadLetterMessages, m.IncidentsOpen, m.TasksOpen, m.DeadLetters)
+	for _, c := range []string{fault.RelayInvalid, fault.UnknownDefinition, fault.NotFound, fault.InstanceExists, fault.NotWaiting,
+		fault.RelayUncorrelated, fault.StartKeyActive, fault.StepPanic, fault.StepFailed, fault.RetriesExhausted} {
+		m.DeadLetters.WithLabelValues(c)
+	}
 	for _, r := range []string{PublishReturned, PublishNacked, PublishUnavailable} {
 		m.OutboxPublishErrors.WithLabelValues(r)
 	}

@@ -169,9 +169,3 @@ func (s *Store) TrimOutbox(ctx context.Context, retention time.Duration, limit i
 	return tag.RowsAffected(), translate(err, "trimming outbox")
 }
 
-// OutboxBacklog counts the rows not published yet.
-func (s *Store) OutboxBacklog(ctx context.Context) (int64, error) {
-	var n int64
-	err := s.pool.QueryRow(ctx, "SELECT count(*) FROM outbox WHERE published_at IS NULL").Scan(&n)
-	return n, translate(err, "counting the outbox backlog")
-}

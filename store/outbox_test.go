@@ -80,8 +80,8 @@ func TestOutboxLeasesKeepEachInstancesCommitOrderAcrossPublishers(t *testing.T) 
 	if rows[0].Attempts != 1 {
 		t.Fatalf("a2 leased with %d attempts", rows[0].Attempts)
 	}
-	if n, err := st.OutboxBacklog(ctx); err != nil || n != 3 {
-		t.Fatalf("backlog = %d, %v", n, err)
+	if c, err := st.Census(ctx); err != nil || c.OutboxBacklog != 3 {
+		t.Fatalf("backlog = %d, %v", c.OutboxBacklog, err)
 	}
 	if err := st.SettleOutbox(ctx, "r2", store.OutboxSettlement{Published: []string{"a2", "a3", "b2"}}); err != nil {
 		t.Fatal(err)
@@ -95,8 +95,8 @@ func TestOutboxLeasesKeepEachInstancesCommitOrderAcrossPublishers(t *testing.T) 
 	if n, err := st.TrimOutbox(ctx, time.Hour, 2); err != nil || n != 1 {
 		t.Fatalf("trimmed %d, %v; want the last old one", n, err)
 	}
-	if n, err := st.OutboxBacklog(ctx); err != nil || n != 0 {
-		t.Fatalf("backlog = %d, %v", n, err)
+	if c, err := st.Census(ctx); err != nil || c.OutboxBacklog != 0 {
+		t.Fatalf("backlog = %d, %v", c.OutboxBacklog, err)
 	}
 }
 

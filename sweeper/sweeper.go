@@ -31,10 +31,12 @@ import (
 // LeaseName is the lease that gates the sweeper.
 const LeaseName = "sweeper"
 
-// Publisher publishes with confirms (*broker.Owner): nil per message the
-// broker confirmed.
-type Publisher interface {
+// Broker publishes with confirms and counts a queue (*broker.Owner).
+type Broker interface {
+	// Publish reports nil per message the broker confirmed.
 	Publish(ctx context.Context, msgs []broker.Message) []error
+	// QueueDepth counts the messages ready in a queue.
+	QueueDepth(name string) (int, error)
 }
 
 // Config configures the sweeper.
@@ -62,6 +64,9 @@ type Config struct {
 	// header (default sutra.relays).
 	DeadExchange  string
 	RelayExchange string
+	// DeadQueue is counted for sutra_dead_letter_messages (default
+	// sutra.relays.dead).
+	DeadQueue string
 }
 
 func (c *Config) setDefaults() {
@@ -77,6 +82,9 @@ func (c *Config) setDefaults() {
 	if c.RelayExchange == "" {
 		c.RelayExchange = "sutra.relays"
 	}
+	if c.DeadQueue == "" {
+		c.DeadQueue = "sutra.relays.dead"
+	}
 }
 
 // Store is what the sweeper needs from the database (*store.Store).
@@ -88,13 +96,13 @@ type Store interface {
 	ExpiredBuffered(ctx context.Context, limit int) ([]store.BufferedMessage, error)
 	DeleteBuffered(ctx context.Context, ids []int64) error
 	TrimOutbox(ctx context.Context, retention time.Duration, limit int) (int64, error)
-	OutboxBacklog(ctx context.Context) (int64, error)
+	Census(ctx context.Context) (store.Census, error)
 }
 
 // Deps are the sweeper's collaborators.
 type Deps struct {
 	Store   Store
-	Broker  Publisher
+	Broker  Broker
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
 }
@@ -156,8 +164,7 @@ func (s *Sweeper) transition(to state) {
 		s.deps.Logger.Info("lease acquired", "lease", LeaseName, "holder", s.cfg.Replica)
 	case from == leader && to != leader:
 		s.held.Set(0)
-		// Only the holder counts the backlog, so that a sum over replicas is right.
-		s.deps.Metrics.OutboxBacklog.Set(0)
+		s.clearCensus()
 		s.deps.Logger.Info("lease given up", "lease", LeaseName, "holder", s.cfg.Replica, "state", to.String())
 	}
 }
@@ -261,11 +268,42 @@ func (s *Sweeper) sweep(ctx context.Context) {
 	if err := s.trimOutbox(ctx); err != nil && ctx.Err() == nil {
 		log.Warn("trimming outbox", "code", fault.Code(err), "err", err)
 	}
-	if n, err := s.deps.Store.OutboxBacklog(ctx); err == nil {
-		s.deps.Metrics.OutboxBacklog.Set(float64(n))
-	} else if ctx.Err() == nil {
-		log.Warn("counting the outbox backlog", "code", fault.Code(err), "err", err)
+	s.census(ctx)
+}
+
+// census sets the gauges only the holder reports, so that a sum (or max)
+// over replicas is right.
+func (s *Sweeper) census(ctx context.Context) {
+	m, log := s.deps.Metrics, s.deps.Logger
+	c, err := s.deps.Store.Census(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Warn("counting the census", "code", fault.Code(err), "err", err)
+		}
+	} else {
+		m.OutboxBacklog.Set(float64(c.OutboxBacklog))
+		m.ClaimOldestAge.Set(c.OldestClaim.Seconds())
+		m.IncidentsOpen.Set(float64(c.IncidentsOpen))
+		m.TasksOpen.Reset() // a topic with no task left disappears
+		for topic, n := range c.TasksOpen {
+			m.TasksOpen.WithLabelValues(topic).Set(float64(n))
+		}
 	}
+	if n, err := s.deps.Broker.QueueDepth(s.cfg.DeadQueue); err == nil {
+		m.DeadLetterMessages.Set(float64(n))
+	} else if ctx.Err() == nil {
+		log.Warn("counting the dead-letter queue", "queue", s.cfg.DeadQueue, "code", fault.Code(err), "err", err)
+	}
+}
+
+// clearCensus zeroes the holder's gauges when the lease is given up.
+func (s *Sweeper) clearCensus() {
+	m := s.deps.Metrics
+	m.OutboxBacklog.Set(0)
+	m.ClaimOldestAge.Set(0)
+	m.IncidentsOpen.Set(0)
+	m.DeadLetterMessages.Set(0)
+	m.TasksOpen.Reset()
 }
 
 // sweepClaims clears every claim older than the claim timeout and logs each,
@@ -358,6 +396,7 @@ func (s *Sweeper) expireBuffered(ctx context.Context) error {
 				"code", fault.RelayUncorrelated, "message", m.Message, "correlation_key", m.CorrelationKey)
 		}
 		s.deps.Metrics.BufferedExpired.Add(float64(len(expired)))
+		s.deps.Metrics.DeadLetters.WithLabelValues(fault.RelayUncorrelated).Add(float64(len(expired)))
 		if len(failed) > 0 {
 			return fmt.Errorf("%d expired buffered messages not dead-lettered (kept for the next sweep): %w", len(failed), failed[0])
 		}

@@ -69,7 +69,9 @@ func (f *fakeStore) DeleteBuffered(_ context.Context, ids []int64) error {
 	return nil
 }
 func (f *fakeStore) TrimOutbox(context.Context, time.Duration, int) (int64, error) { return 0, nil }
-func (f *fakeStore) OutboxBacklog(context.Context) (int64, error)                  { return 7, nil }
+func (f *fakeStore) Census(context.Context) (store.Census, error) {
+	return store.Census{OutboxBacklog: 7, OldestClaim: 3 * time.Second, IncidentsOpen: 2, TasksOpen: map[string]int64{"ship": 4}}, nil
+}
 func (f *fakeStore) sweepCount() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -82,6 +84,8 @@ type deadLetters struct {
 	err error
 	got []broker.Message
 }
+
+func (d *deadLetters) QueueDepth(string) (int, error) { return 5, nil }
 
 func (d *deadLetters) Publish(_ context.Context, msgs []broker.Message) []error {
 	d.mu.Lock()
@@ -194,7 +198,7 @@ func TestAnExpiredBufferedMessageIsDeletedOnlyOnceItsDeadLetterIsConfirmed(t *te
 	}
 }
 
-func TestOnlyTheLeaseHolderReportsTheOutboxBacklog(t *testing.T) {
+func TestOnlyTheLeaseHolderReportsTheCensus(t *testing.T) {
 	t.Parallel()
 	st := &fakeStore{lease: func() (bool, error) { return true, nil }}
 	m := metrics.New(prometheus.NewRegistry())
@@ -206,14 +210,28 @@ func TestOnlyTheLeaseHolderReportsTheOutboxBacklog(t *testing.T) {
 	}
 	s.TestSignals.Swept.WaitOrTimeout(t)
 	s.TestSignals.Swept.WaitOrTimeout(t) // the first sweep has counted
-	if n := gauge(t, m.OutboxBacklog); n != 7 {
-		t.Fatalf("backlog = %v on the holder, want 7", n)
+	held := map[string]prometheus.Gauge{"outbox backlog": m.OutboxBacklog, "oldest claim age": m.ClaimOldestAge,
+		"incidents open": m.IncidentsOpen, "dead-letter queue": m.DeadLetterMessages, "ship tasks open": m.TasksOpen.WithLabelValues("ship")}
+	want := map[string]float64{"outbox backlog": 7, "oldest claim age": 3, "incidents open": 2, "dead-letter queue": 5, "ship tasks open": 4}
+	for name, g := range held {
+		if n := gauge(t, g); n != want[name] {
+			t.Errorf("%s = %v on the holder, want %v", name, n, want[name])
+		}
 	}
 	if err := s.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := gauge(t, m.OutboxBacklog); n != 0 {
-		t.Fatalf("backlog = %v after the lease was given up, want 0 (the new holder reports it)", n)
+	delete(held, "ship tasks open") // checked below: the series must be gone
+	for name, g := range held {
+		if n := gauge(t, g); n != 0 {
+			t.Errorf("%s = %v after the lease was given up, want 0 (the new holder reports it)", name, n)
+		}
+	}
+	series := make(chan prometheus.Metric, 8)
+	m.TasksOpen.Collect(series)
+	close(series)
+	if n := len(series); n != 0 {
+		t.Errorf("%d sutra_tasks_open series after the lease was given up, want none", n)
 	}
 }
 
