@@ -168,4 +168,3 @@ func (s *Store) TrimOutbox(ctx context.Context, retention time.Duration, limit i
 			SELECT id FROM outbox WHERE published_at < now() - $1::interval LIMIT $2)`, retention, limit)
 	return tag.RowsAffected(), translate(err, "trimming outbox")
 }
-
