@@ -170,9 +170,23 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 			return nil, err
 		}
 	}
+	// A broker that refuses the worker (credentials, virtual host,
+	// permissions, a queue declared otherwise) fails the start with what to
+	// change; one that is only unreachable is waited for, not ready meanwhile.
+	fctx, cancel := context.WithTimeout(ctx, firstConnectWait)
+	err = w.broker.FirstRefusal(fctx)
+	cancel()
+	if err != nil {
+		w.abort()
+		return nil, err
+	}
 	log.Info("worker started", "lanes", cfg.Lanes, "prefetch", cfg.Prefetch, "http", w.listener.Addr().String(), "api", w.api.Addr())
 	return w, nil
 }
+
+// firstConnectWait bounds how long a start waits for the broker's first
+// answer: a refusal after it is logged at ERROR and retried, not fatal.
+const firstConnectWait = 10 * time.Second
 
 // publishRelay publishes a relay sent through the admin API (POST
 // /v1/messages) to the relay exchange, as an upstream service would, and

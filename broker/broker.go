@@ -5,8 +5,11 @@
 // one helper, Publish, on a few confirming channels.
 //
 // Errors are classified here: a lost connection or channel is
-// fault.Unavailable; a message the broker returned (mandatory, unroutable)
-// or nacked is a failure of that message only (ErrReturned, ErrNacked).
+// fault.Unavailable; a refusal no reconnect can cure (credentials, a missing
+// virtual host, missing permissions, an exchange or queue declared with other
+// arguments, a malformed URL) is fault.Misconfigured, with what to change; a
+// message the broker returned (mandatory, unroutable) or nacked is a failure
+// of that message only (ErrReturned, ErrNacked).
 package broker
 
 import (
@@ -110,6 +113,10 @@ type Owner struct {
 	// isConnected mirrors state == connected for lock-free readers.
 	isConnected atomic.Bool
 	opened      int
+	// first is closed when the first connection attempt ended; firstErr is
+	// its refusal, if it was one (set before first closes).
+	first    chan struct{}
+	firstErr error
 
 	// slots hold the confirming channels, one per Publish in flight:
 	// returns are matched to the batch in flight on their channel.
@@ -121,7 +128,7 @@ type Owner struct {
 // New builds an owner.
 func New(logger *slog.Logger, cfg Config) *Owner {
 	cfg.setDefaults()
-	o := &Owner{cfg: cfg, log: logger, changed: make(chan struct{}), slots: make(chan *slot, cfg.PublishChannels)}
+	o := &Owner{cfg: cfg, log: logger, changed: make(chan struct{}), slots: make(chan *slot, cfg.PublishChannels), first: make(chan struct{})}
 	for range cfg.PublishChannels {
 		o.slots <- &slot{}
 	}
@@ -223,10 +230,33 @@ func (o *Owner) Start(ctx context.Context) error {
 	return o.Run(ctx, "broker", o.run)
 }
 
+// FirstRefusal waits for the first connection attempt (or ctx) and returns
+// its error when the broker refused the worker in a way no reconnect can
+// cure (fault.Misconfigured), nil otherwise: a start can then fail with what
+// to change instead of retrying for ever. An unreachable broker is not a
+// refusal: the owner keeps dialing.
+func (o *Owner) FirstRefusal(ctx context.Context) error {
+	select {
+	case <-o.first:
+		return o.firstErr
+	case <-ctx.Done():
+		return nil
+	}
+}
+
 func (o *Owner) run(soft, _ context.Context) {
 	delay := o.cfg.ReconnectMin
-	for {
+	for attempt := 0; ; attempt++ {
 		conn, err := o.connect(soft)
+		if hint, refused := refusal(err); refused {
+			err = fault.Wrap(fault.Misconfigured, err, "%s", hint)
+		}
+		if attempt == 0 {
+			if fault.Code(err) == fault.Misconfigured {
+				o.firstErr = err
+			}
+			close(o.first)
+		}
 		if err == nil {
 			delay = o.cfg.ReconnectMin
 			closed := conn.NotifyClose(make(chan *amqp.Error, 1))
@@ -248,7 +278,11 @@ func (o *Owner) run(soft, _ context.Context) {
 			return
 		}
 		o.TestSignals.Disconnected.Signal(err)
-		o.log.Warn("broker connection lost; reconnecting", "code", fault.Unavailable, "err", err, "backoff", delay)
+		if fault.Code(err) == fault.Misconfigured {
+			o.log.Error("the broker refuses the worker; retrying in case it is fixed", "code", fault.Misconfigured, "err", err, "backoff", delay.String())
+		} else {
+			o.log.Warn("broker connection lost; reconnecting", "code", fault.Unavailable, "err", err, "backoff", delay.String())
+		}
 		select {
 		case <-soft.Done():
 			o.stop(nil)
@@ -259,8 +293,42 @@ func (o *Owner) run(soft, _ context.Context) {
 	}
 }
 
+// refusal says what to change when err is a refusal no reconnect can cure.
+func refusal(err error) (hint string, ok bool) {
+	var aerr *amqp.Error
+	var uri uriError
+	switch {
+	case err == nil:
+		return "", false
+	case errors.As(err, &uri):
+		return "SUTRA_AMQP_URL is not a valid AMQP URL (amqp://user:password@host:5672/vhost)", true
+	case errors.Is(err, amqp.ErrCredentials), errors.Is(err, amqp.ErrSASL):
+		return "the broker refused the user name or password: correct the credentials in SUTRA_AMQP_URL", true
+	case errors.Is(err, amqp.ErrVhost):
+		return "the virtual host does not exist or the user may not use it: create it, grant the user access, or correct the path of SUTRA_AMQP_URL", true
+	case !errors.As(err, &aerr):
+		return "", false
+	case aerr.Code == amqp.NotAllowed:
+		return "the broker does not allow this connection: check the virtual host in SUTRA_AMQP_URL and the user's access to it", true
+	case aerr.Code == amqp.AccessRefused:
+		return "the user may not declare or use the worker's exchanges and queues: grant it configure, write and read permissions on them", true
+	case aerr.Code == amqp.PreconditionFailed:
+		return "an exchange or queue exists with other arguments than the worker declares: delete it, or set SUTRA_QUEUE_TYPE and the SUTRA_*_EXCHANGE/QUEUE names to match it", true
+	}
+	return "", false
+}
+
+// uriError is a malformed broker URL.
+type uriError struct{ err error }
+
+func (e uriError) Error() string { return e.err.Error() }
+func (e uriError) Unwrap() error { return e.err }
+
 // connect dials and declares the topology. A stop interrupts the dial.
 func (o *Owner) connect(ctx context.Context) (*amqp.Connection, error) {
+	if _, err := amqp.ParseURI(o.cfg.URL); err != nil {
+		return nil, uriError{err}
+	}
 	var interrupt func() bool
 	conn, err := amqp.DialConfig(o.cfg.URL, amqp.Config{
 		Heartbeat:  heartbeat,

@@ -75,3 +75,18 @@ func TestTheFirstLogLineSaysWhatRunsAndAnUnknownVariableIsWarnedAbout(t *testing
 		t.Error("durations are not written as text")
 	}
 }
+
+func TestABrokerThatRefusesTheWorkerStopsTheStartWithWhatToChange(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	cmd := exec.Command(binary, "run")
+	cmd.Env = append(environ(env, "refused"), "SUTRA_AMQP_URL=amqp://guest:wrong@127.0.0.1:5672/")
+	out, err := cmd.CombinedOutput()
+	code := -1
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	if code != 1 || !strings.Contains(string(out), "correct the credentials in SUTRA_AMQP_URL") || strings.Contains(string(out), "wrong@") {
+		t.Errorf("exit %d, output:\n%s\nwant exit 1 saying to correct the credentials, the password redacted", code, out)
+	}
+}
