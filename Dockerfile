@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
 # The worker image: the static worker binary and the example BPMN files on a
 # distroless base (no shell, no package manager, runs as uid 65532).
-#   docker build -t sutra-worker .
+#   docker build -t sutra-worker \
+#     --build-arg VERSION="$(git describe --tags --always)" --build-arg REVISION="$(git rev-parse HEAD)" .
 #   docker run --rm sutra-worker help
 #   docker run --rm sutra-worker deploy /examples/order.bpmn
 # Kubernetes probes the HTTP endpoints itself; docker-compose.yml's health
@@ -11,8 +12,14 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
+# The context has no .git (.dockerignore), so Go cannot record the revision:
+# sutra_build_info and the first log line take these instead.
+ARG VERSION=unknown
+ARG REVISION=unknown
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /worker ./cmd/worker
+    CGO_ENABLED=0 go build -trimpath \
+      -ldflags="-s -w -X github.com/sutra-run/worker/internal/buildinfo.version=${VERSION} -X github.com/sutra-run/worker/internal/buildinfo.revision=${REVISION}" \
+      -o /worker ./cmd/worker
 
 # Static busybox, used only as `wget` for a container health check:
 # busybox picks its applet from the name it runs under, so the copy below

@@ -7,6 +7,13 @@ import (
 	"runtime/debug"
 )
 
+// version and revision are set at link time where the build has no VCS
+// data to record (a container build without .git):
+//
+//	-ldflags '-X github.com/sutra-run/worker/internal/buildinfo.version=v1.2.0
+//	          -X github.com/sutra-run/worker/internal/buildinfo.revision=0123abcd'
+var version, revision string
+
 // Info describes the running build.
 type Info struct {
 	Version   string
@@ -28,10 +35,16 @@ func Read() Info {
 	for _, s := range bi.Settings {
 		if s.Key == "vcs.revision" && s.Value != "" {
 			in.Revision = s.Value
-			if len(in.Revision) > 12 {
-				in.Revision = in.Revision[:12]
-			}
 		}
+	}
+	if version != "" {
+		in.Version = version
+	}
+	if revision != "" {
+		in.Revision = revision
+	}
+	if len(in.Revision) > 12 {
+		in.Revision = in.Revision[:12]
 	}
 	return in
 }
