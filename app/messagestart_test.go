@@ -54,3 +54,33 @@ func TestASecondMessageStartWithAnActiveKeyAndNoTTLIsDeadLettered(t *testing.T) 
 	})
 	b.env.AssertNoClaimsHeld(t)
 }
+
+// A message start whose key an active instance holds waits, buffered with
+// its ttl, and starts the moment that instance ends.
+func TestAMessageStartWaitingForItsKeyStartsWhenTheActiveInstanceEnds(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, nil)
+	b.env.Deploy(t, "testdata/signup.bpmn")
+	b.pub.Publish(signedUp("m-1", "c-1", ""))
+	testkit.Eventually(t, 20*time.Second, "the first c-1 started", func() bool {
+		return b.env.Int(t, "SELECT count(*) FROM instances WHERE start_correlation_key = 'c-1' AND version = 1") == 1
+	})
+	b.pub.Publish(signedUp("m-2", "c-1", "PT10M"))
+	testkit.Eventually(t, 20*time.Second, "the second buffered", func() bool { return b.relays(t, "buffered") == 1 })
+	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE definition_key = 'signup'"); n != 1 {
+		t.Fatalf("%d instances while the key is held, want 1", n)
+	}
+	// The first ends: its e-mail is verified.
+	b.pub.Publish(testkit.Relay{MessageID: "v-1", Body: map[string]any{"message": "email-verified", "correlation_key": "c-1"}})
+	testkit.Eventually(t, 20*time.Second, "the second c-1 started after the first ended", func() bool {
+		return b.env.Int(t, "SELECT count(*) FROM instances WHERE start_correlation_key = 'c-1' AND status = 'active' AND version = 1") == 1 &&
+			b.env.Int(t, "SELECT count(*) FROM instances WHERE definition_key = 'signup' AND status = 'completed'") == 1
+	})
+	if n := b.env.Int(t, "SELECT count(*) FROM buffered_messages"); n != 0 {
+		t.Errorf("%d buffered messages left", n)
+	}
+	if dead := b.pub.QueueDepth(b.env.Config.DeadQueue); dead != 0 {
+		t.Errorf("%d dead letters", dead)
+	}
+	b.env.AssertNoClaimsHeld(t)
+}

@@ -1,0 +1,121 @@
+package api_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/sutra-run/worker/internal/testkit"
+)
+
+// Camunda 8 elements end to end through the real worker: the human's tools
+// and the task workers reach them on the API listener.
+
+func TestAUserTaskCompletedOverTheAdminAPIContinuesItsInstance(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, nil, nil)
+	b.env.Deploy(t, "testdata/review.bpmn")
+	b.pub.Publish(testkit.Relay{MessageID: "start-c-1", Body: map[string]any{"start": "review", "instance_id": "c-1",
+		"variables": map[string]any{"reviewer": "ada"}}})
+	var tasks []map[string]any
+	testkit.Eventually(t, 30*time.Second, "ada's user task", func() bool {
+		_, p := b.do(t, "GET", "/user-tasks?assignee=ada", nil)
+		tasks, _ = asList(p["user_tasks"])
+		return len(tasks) == 1
+	})
+	if groups := fmt.Sprint(tasks[0]["candidate_groups"]); tasks[0]["instance_id"] != "c-1" || tasks[0]["element"] != "Approve" || groups != "[claims]" {
+		t.Fatalf("user task = %v", tasks[0])
+	}
+	if _, p := b.do(t, "GET", "/user-tasks?assignee=bob", nil); len(p["user_tasks"].([]any)) != 0 {
+		t.Errorf("bob sees %v", p["user_tasks"])
+	}
+	id := fmt.Sprint(tasks[0]["id"])
+	if status, p := b.do(t, "POST", "/user-tasks/"+id+"/completion", map[string]any{"variables": map[string]any{"approved": true}}); status != http.StatusNoContent {
+		t.Fatalf("completion: %d %v", status, p)
+	}
+	b.waitStatus(t, "c-1", "completed")
+	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'c-1' AND (variables->>'approved')::boolean AND version = 2"); n != 1 {
+		t.Error("the completion's variables did not reach the instance in one step")
+	}
+	if status, _ := b.do(t, "POST", "/user-tasks/"+id+"/completion", map[string]any{}); status != http.StatusNotFound {
+		t.Errorf("a second completion answered %d, want 404", status)
+	}
+}
+
+func TestAParallelMultiInstanceOfServiceTasksIsWorkedByTaskWorkers(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, nil, nil)
+	b.env.Deploy(t, "testdata/fanout.bpmn")
+	items := []any{"anvil", "rope", "bell", "kettle", "lamp"}
+	b.pub.Publish(testkit.Relay{MessageID: "start-q-1", Body: map[string]any{"start": "fanout", "instance_id": "q-1",
+		"variables": map[string]any{"items": items}}})
+	testkit.Eventually(t, 30*time.Second, "one task per item", func() bool {
+		return b.env.Int(t, "SELECT count(*) FROM tasks WHERE instance_id = 'q-1'") == int64(len(items))
+	})
+	// Two workers take the tasks in parallel; each sees its own item.
+	got := b.fetch(t, "w1", "price", 3, time.Minute, 0)
+	got = append(got, b.fetch(t, "w2", "price", 3, time.Minute, 0)...)
+	if len(got) != len(items) {
+		t.Fatalf("fetched %d tasks, want %d", len(got), len(items))
+	}
+	var seen []string
+	for _, task := range got {
+		var item string
+		if err := jsonValue(task.Variables["item"], &item); err != nil {
+			t.Fatal(err)
+		}
+		seen = append(seen, item)
+		b.answer(t, task.ID, "complete", map[string]any{"workerId": task.WorkerID,
+			"variables": map[string]any{"price": map[string]any{"value": len(item), "type": "Integer"}}})
+	}
+	sort.Strings(seen)
+	if fmt.Sprint(seen) != "[anvil bell kettle lamp rope]" {
+		t.Errorf("items seen by the workers: %v", seen)
+	}
+	b.waitStatus(t, "q-1", "completed")
+	// The output collection keeps the input's order, whatever the completion order.
+	if n := b.env.Int(t, `SELECT count(*) FROM instances WHERE id = 'q-1' AND variables->'prices' = '[5, 4, 4, 6, 4]'::jsonb`); n != 1 {
+		var prices string
+		_ = b.env.DB.QueryRow(testkit.Ctx(t), "SELECT variables->>'prices' FROM instances WHERE id = 'q-1'").Scan(&prices)
+		t.Errorf("prices = %s, want [5, 4, 4, 6, 4]", prices)
+	}
+}
+
+func TestCancellingAParentCancelsTheChildItsCallActivityStarted(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, nil, nil)
+	b.env.Deploy(t, "testdata/parent.bpmn")
+	b.pub.Publish(testkit.Relay{MessageID: "start-p-1", Body: map[string]any{"start": "parent", "instance_id": "p-1"}})
+	var child string
+	testkit.Eventually(t, 30*time.Second, "the child waiting on its task", func() bool {
+		err := b.env.DB.QueryRow(testkit.Ctx(t), "SELECT instance_id FROM tasks WHERE type = 'carry'").Scan(&child)
+		return err == nil
+	})
+	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = $1 AND parent_id = 'p-1' AND definition_key = 'child'", child); n != 1 {
+		t.Fatalf("the task's instance %s is not p-1's child", child)
+	}
+	if status, p := b.do(t, "POST", "/instances/p-1/cancel", map[string]any{}); status != http.StatusOK {
+		t.Fatalf("cancel: %d %v", status, p)
+	}
+	b.waitStatus(t, child, "cancelled")
+	if n := b.env.Int(t, "SELECT count(*) FROM tasks"); n != 0 {
+		t.Errorf("%d task rows left: the child's task must go with it", n)
+	}
+	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'p-1' AND status = 'cancelled'"); n != 1 {
+		t.Error("the parent is not cancelled")
+	}
+}
+
+// jsonValue decodes the value of a Camunda typed variable into v.
+func jsonValue(raw json.RawMessage, v any) error {
+	var typed struct {
+		Value json.RawMessage `json:"value"`
+	}
+	if err := json.Unmarshal(raw, &typed); err != nil {
+		return err
+	}
+	return json.Unmarshal(typed.Value, v)
+}
