@@ -247,3 +247,39 @@ func TestAStopAtItsDeadlineCancelsTheStepInFlightWhichReleasesItsClaim(t *testin
 		t.Errorf("releases = %v, want the held step's claim", got)
 	}
 }
+
+// The admin owner is shared by every admin call of a replica, and a claim
+// re-enters for its own owner: so admin calls must run one at a time, or two
+// on one instance would both hold its claim. Whatever instances they name,
+// no two admin steps of a replica ever overlap.
+func TestAdminCallsOfAReplicaNeverRunTwoStepsAtOnce(t *testing.T) {
+	t.Parallel()
+	p := newPool(t, newFakeStore(t), nil)
+	var mu sync.Mutex
+	running, most := 0, 0
+	op := func(ctx context.Context, _ lanes.Definitions, _ *bpmn.Process, in engine.Instance, _ time.Time) (lanes.OpResult, error) {
+		mu.Lock()
+		running++
+		most = max(most, running)
+		mu.Unlock()
+		time.Sleep(time.Millisecond) // widen the window a second admin lane would use
+		mu.Lock()
+		running--
+		mu.Unlock()
+		return lanes.OpResult{State: in.State}, nil
+	}
+	const n = 40
+	outs := make(chan lanes.Outcome, n)
+	for i := range n {
+		p.Dispatch(lanes.Resume{Path: metrics.PathAdmin, Admin: true, InstanceID: []string{"same", "other"}[i%2] + strings.Repeat("x", i%3),
+			Op: op, Done: func(o lanes.Outcome) { outs <- o }})
+	}
+	for range n {
+		if o := <-outs; o.Kind != lanes.Committed {
+			t.Fatalf("admin call: %v %v", o.Kind, o.Err)
+		}
+	}
+	if most != 1 {
+		t.Fatalf("%d admin steps ran at once", most)
+	}
+}

@@ -107,12 +107,11 @@ type Pool struct {
 	cfg   Config
 	deps  Deps
 	lanes []*lane
-	// adminLanes run administrative resumes under the replica's admin owner,
+	// adminLane runs administrative resumes under the replica's admin owner,
 	// beside the lanes (an admin call must meet a lane's claim, not queue
-	// behind its step). They are routed by instance id too, so two admin
-	// calls on one instance run one at a time: their shared owner never
-	// re-enters a claim that another admin call holds.
-	adminLanes []*lane
+	// behind its step). One lane, because an owner id belongs to one lane:
+	// two lanes sharing the admin owner would re-enter each other's claims.
+	adminLane *lane
 
 	mu        sync.RWMutex // accepting vs. the stop
 	accepting bool
@@ -129,16 +128,13 @@ func New(deps Deps, cfg Config) *Pool {
 		deps.Hooks = &Hooks{}
 	}
 	p := &Pool{cfg: cfg, deps: deps}
-	admin := claims.New(deps.Store, claims.AdminOwner(cfg.Replica), cfg.ClaimTimeout, deps.ClaimGuard)
-	for n := range adminLanes {
-		p.adminLanes = append(p.adminLanes, &lane{
-			n:       cfg.Lanes + n,
-			pool:    p,
-			inbox:   make(chan *Resume, cfg.InboxSize),
-			claimer: admin,
-			depth:   deps.Metrics.LaneDepth.WithLabelValues("admin-" + strconv.Itoa(n)),
-			bounces: map[string]prometheus.Counter{},
-		})
+	p.adminLane = &lane{
+		n:       cfg.Lanes,
+		pool:    p,
+		inbox:   make(chan *Resume, cfg.InboxSize),
+		claimer: claims.New(deps.Store, claims.AdminOwner(cfg.Replica), cfg.ClaimTimeout, deps.ClaimGuard),
+		depth:   deps.Metrics.LaneDepth.WithLabelValues("admin"),
+		bounces: map[string]prometheus.Counter{},
 	}
 	for n := range cfg.Lanes {
 		p.lanes = append(p.lanes, &lane{
@@ -174,7 +170,7 @@ func (p *Pool) Start(ctx context.Context) error {
 func (p *Pool) run(soft, hard context.Context) {
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
-	for _, l := range append(p.lanes, p.adminLanes...) {
+	for _, l := range append(p.lanes, p.adminLane) {
 		wg.Go(func() { l.run(hard, quit) })
 	}
 	p.mu.Lock()
@@ -223,17 +219,11 @@ func (p *Pool) Dispatch(r Resume) {
 	p.pending.Add(1)
 	p.mu.RUnlock()
 	if r.Admin {
-		h := fnv.New32a()
-		h.Write([]byte(r.InstanceID))
-		p.enqueueTo(p.adminLanes[h.Sum32()%uint32(len(p.adminLanes))], &r)
+		p.enqueueTo(p.adminLane, &r)
 		return
 	}
 	p.enqueue(p.route(&r), &r)
 }
-
-// adminLanes is how many admin lanes a pool runs: admin calls are rare and
-// short, a few suffice.
-const adminLanes = 2
 
 // enqueue puts an accepted resume in lane n's inbox, or answers it.
 func (p *Pool) enqueue(n int, r *Resume) { p.enqueueTo(p.lanes[n], r) }
