@@ -38,6 +38,15 @@ var ProcessXML []byte
 //go:embed pingout.bpmn
 var PingOutXML []byte
 
+// TasksXML is the task round trip's process: three sequential service
+// tasks of topic TaskTopic.
+//
+//go:embed tasks.bpmn
+var TasksXML []byte
+
+// TaskTopic is the topic of TasksXML's tasks.
+const TaskTopic = "work"
+
 // CeilingScript is the pgbench script of the ceiling: one relay's SQL as the
 // worker runs it, with no broker, no Go and no engine.
 //
@@ -168,7 +177,7 @@ feed:
 // start runs an instance's first step through the store and the engine, as
 // the lanes would for a start relay, without the broker.
 func start(ctx context.Context, st *store.Store, proc *bpmn.Process, owner, id string) error {
-	inst, err := st.Claim(ctx, store.ClaimRequest{InstanceID: id, Owner: owner, Timeout: ClaimTimeout, StartKey: ProcessKey})
+	inst, err := st.Claim(ctx, store.ClaimRequest{InstanceID: id, Owner: owner, Timeout: ClaimTimeout, StartKey: proc.ID})
 	if err != nil {
 		return fmt.Errorf("starting instance %s: %w", id, err)
 	}

@@ -47,6 +47,7 @@ func TestEveryWriteBeforeAnAckOrASuccessAnswerWaitsForTheWALFlush(t *testing.T) 
 		return p
 	}
 	order, timer, quote := deploy("../examples/order.bpmn"), deploy("../app/testdata/timer.bpmn"), deploy("../examples/quote-request.bpmn")
+	tasks := deploy("../api/testdata/tasks.bpmn")
 	const owner = "r/lane/0"
 	claim := func(id, startKey string) store.Instance {
 		inst, err := st.Claim(ctx, store.ClaimRequest{InstanceID: id, Owner: owner, Timeout: time.Minute, StartKey: startKey})
@@ -120,12 +121,27 @@ func TestEveryWriteBeforeAnAckOrASuccessAnswerWaitsForTheWALFlush(t *testing.T) 
 		t.Fatal(err)
 	}
 
+	// A pull task: its lock is soft (like a claim); its outcome, answered
+	// 204, is not.
+	inst = claim("k-1", "tasks")
+	state, eff = step(tasks, inst, engine.Trigger{Kind: engine.TriggerStart, Variables: map[string]any{"topic": "ship", "timeout": "PT1H"}})
+	if err := st.CommitStep(ctx, store.Commit{InstanceID: "k-1", Owner: owner, Version: inst.Version, State: state, Effects: eff}); err != nil {
+		t.Fatal(err)
+	}
+	locked, err := st.FetchAndLock(ctx, "w", []store.TopicLock{{Topic: "ship", LockDuration: time.Minute}}, 1, false)
+	if err != nil || len(locked) != 1 {
+		t.Fatalf("locked %v, %v", locked, err)
+	}
+	if _, err := st.RecordOutcome(ctx, store.Outcome{TaskID: locked[0].ID, Worker: "w", Kind: store.TaskCompleted}); err != nil {
+		t.Fatal(err)
+	}
+
 	got := env.Durability(t)
 	for _, must := range []string{
 		"definitions INSERT INSERT", "buffered_messages INSERT INSERT", "buffered_messages DELETE DELETE",
 		"inbox INSERT INSERT", "instances UPDATE commit", "subscriptions INSERT INSERT", "timers INSERT INSERT",
 		"timers DELETE DELETE", "instances INSERT claim", "instances UPDATE claim", "instances UPDATE release",
-		"outbox INSERT INSERT", "outbox UPDATE UPDATE",
+		"outbox INSERT INSERT", "outbox UPDATE UPDATE", "tasks INSERT INSERT", "tasks UPDATE lock", "tasks UPDATE outcome",
 	} {
 		if _, ok := got[must]; !ok {
 			t.Errorf("no %q write was audited: the test does not cover it", must)
@@ -133,7 +149,7 @@ func TestEveryWriteBeforeAnAckOrASuccessAnswerWaitsForTheWALFlush(t *testing.T) 
 	}
 	for write, settings := range got {
 		soft := slices.Contains([]string{"instances INSERT claim", "instances UPDATE claim", "instances UPDATE release", "instances DELETE release",
-			"outbox UPDATE UPDATE"}, write)
+			"outbox UPDATE UPDATE", "tasks UPDATE lock"}, write)
 		want := "on"
 		if soft {
 			want = "off"

@@ -78,13 +78,24 @@ RETURNING t.id, t.type, t.instance_id, t.token_id, t.element_id, cand.definition
 	cand.prev IS NOT NULL, t.error_message, t.error_details`
 
 // FetchAndLock locks up to max open tasks of topics to worker, highest
-// priority first when byPriority, else oldest first. One statement.
+// priority first when byPriority, else oldest first. One statement, in one
+// round trip. A lock is soft state, like a claim, so it skips the WAL flush:
+// a lock lost with a database crash makes its task fetchable again, and the
+// first worker's outcome is then refused (LOCK_LOST), as after an expiry.
 func (s *Store) FetchAndLock(ctx context.Context, worker string, topics []TopicLock, max int, byPriority bool) ([]LockedTask, error) {
 	names, secs, keys := make([]string, len(topics)), make([]float64, len(topics)), make([]string, len(topics))
 	for i, t := range topics {
 		names[i], secs[i], keys[i] = t.Topic, t.LockDuration.Seconds(), strings.Join(t.DefinitionKeys, "\x1f")
 	}
-	rows, err := s.pool.Query(ctx, fetchAndLockSQL, worker, names, secs, max, keys, byPriority)
+	b := &pgx.Batch{}
+	b.Queue(asyncCommit)
+	b.Queue(fetchAndLockSQL, worker, names, secs, max, keys, byPriority)
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, translate(err, "fetching and locking tasks")
+	}
+	rows, err := br.Query()
 	if err != nil {
 		return nil, translate(err, "fetching and locking tasks")
 	}

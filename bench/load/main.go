@@ -54,6 +54,9 @@ type options struct {
 	ceilingScript  string
 	outboxLanes    int
 	outboxLoads    []float64
+	taskLanes      int
+	taskWorkers    int
+	taskLoads      []float64
 }
 
 func main() {
@@ -76,8 +79,11 @@ func main() {
 	flag.DurationVar(&o.quietWait, "quiet-wait", 5*time.Second, "how long each run waits for other programs to leave the CPU idle")
 	flag.IntVar(&o.repeat, "repeat", 1, "measure everything this many times and keep the fastest run of each")
 	flag.IntVar(&o.outboxLanes, "outbox-lanes", 16, "lanes of the outbox measurement: steps that each write an outbox message (0: skip it)")
-	var loadsFlag string
+	var loadsFlag, taskLoadsFlag string
 	flag.StringVar(&loadsFlag, "outbox-loads", "1,0.75,0.5", "loads of the outbox measurement: 1 (full) first, then fractions of its step rate")
+	flag.IntVar(&o.taskLanes, "task-lanes", 16, "lanes of the task round trip measurement (0: skip it)")
+	flag.IntVar(&o.taskWorkers, "task-workers", 16, "concurrent task workers of the task round trip")
+	flag.StringVar(&taskLoadsFlag, "task-loads", "1,0.5", "loads of the task round trip: 1 (full) first, then fractions of its task rate")
 	flag.Parse()
 	var err error
 	if o.lanes, err = ints(lanesFlag); err == nil && o.repeat < 1 {
@@ -88,6 +94,9 @@ func main() {
 	}
 	if err == nil {
 		o.outboxLoads, err = loads(loadsFlag)
+	}
+	if err == nil {
+		o.taskLoads, err = loads(taskLoadsFlag)
 	}
 	if err == nil {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -129,7 +138,7 @@ func loads(s string) ([]float64, error) {
 	for _, f := range strings.Split(s, ",") {
 		x, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
 		if err != nil || x <= 0 || x > 1 || len(out) == 0 && x != 1 {
-			return nil, fmt.Errorf("-outbox-loads %q: 1 first, then fractions of it", s)
+			return nil, fmt.Errorf("loads %q: 1 first, then fractions of it", s)
 		}
 		out = append(out, x)
 	}
@@ -190,6 +199,7 @@ func run(ctx context.Context, o options) error {
 	fmt.Println()
 	report(os.Stdout, b.results, o.repeat)
 	reportOutbox(os.Stdout, b.outboxRuns, o.outboxLanes)
+	reportTasks(os.Stdout, b.taskRuns, b.results, o.taskLanes)
 	return nil
 }
 
@@ -202,7 +212,12 @@ func (b *bencher) measureAll(ctx context.Context) error {
 		return err
 	}
 	if b.o.outboxLanes > 0 {
-		return b.measureOutbox(ctx)
+		if err := b.measureOutbox(ctx); err != nil {
+			return err
+		}
+	}
+	if b.o.taskLanes > 0 {
+		return b.measureTasks(ctx)
 	}
 	return nil
 }
@@ -281,8 +296,10 @@ type bencher struct {
 	// syncLanes and syncClients are the worker's and pgbench's concurrency
 	// measured with synchronous claims.
 	syncLanes, syncClients int
-	// outboxRuns are every outbox measurement so far.
+	// outboxRuns and taskRuns are every outbox and task round trip
+	// measurement so far.
 	outboxRuns []outboxRun
+	taskRuns   []taskRun
 }
 
 // measure records a run and shows it at once.
@@ -355,7 +372,12 @@ func (b *bencher) baseline(ctx context.Context, syncClaims bool) (result, error)
 
 // env prepares a run's schema, instances of process and queues.
 func (b *bencher) env(ctx context.Context, label string, process []byte) (*bench.Env, error) {
-	env, err := bench.NewEnv(ctx, b.o.db, b.o.amqp, label, b.o.instances, process)
+	return b.envOf(ctx, label, process, b.o.instances)
+}
+
+// envOf is env with k instances started.
+func (b *bencher) envOf(ctx context.Context, label string, process []byte, k int) (*bench.Env, error) {
+	env, err := bench.NewEnv(ctx, b.o.db, b.o.amqp, label, k, process)
 	if err != nil {
 		return nil, fmt.Errorf("preparing %s: %w", label, err)
 	}

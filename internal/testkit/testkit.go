@@ -494,6 +494,13 @@ BEGIN
             k := 'claim';
         END IF;
     END IF;
+    IF TG_TABLE_NAME = 'tasks' AND TG_OP = 'UPDATE' THEN
+        IF NEW.outcome IS DISTINCT FROM OLD.outcome THEN
+            k := 'outcome';
+        ELSIF NEW.locked_by IS DISTINCT FROM OLD.locked_by OR NEW.lock_expires_at IS DISTINCT FROM OLD.lock_expires_at THEN
+            k := 'lock';
+        END IF;
+    END IF;
     INSERT INTO durability_audit (tbl, op, kind, setting)
     VALUES (TG_TABLE_NAME, TG_OP, k, current_setting('synchronous_commit'));
     RETURN NULL;
