@@ -33,7 +33,9 @@ func TestABulkMigrationUnderLoadMovesEveryInstanceOnceWithoutOverlap(t *testing.
 			})
 		}
 	}}
-	b = setupAdmin(t, hooks, func(c *app.Config) { c.Lanes = 4 })
+	// The held step must not go stale while it waits (a busy machine may take
+	// a while to reach l-0): a stale takeover is another test's subject.
+	b = setupAdmin(t, hooks, func(c *app.Config) { c.Lanes, c.ClaimTimeout = 4, 5*time.Minute })
 	b.env.Deploy(t, "testdata/loop-v1.bpmn")
 	var starts []testkit.Relay
 	for i := range n {
