@@ -22,20 +22,23 @@ import (
 func TestABulkMigrationUnderLoadMovesEveryInstanceOnceWithoutOverlap(t *testing.T) {
 	t.Parallel()
 	const n, pings = 1000, 3
-	// One step of l-0 holds its claim until the migration has been refused
-	// once, so that a refusal and its retry certainly happen.
-	var b *adminBundle
+	// One step of l-0 holds its claim from before the migration starts until
+	// the migration has been refused once, so that a refusal and its retry
+	// certainly happen.
 	var held atomic.Bool
+	holding, release := make(chan struct{}), make(chan struct{})
 	hooks := &lanes.Hooks{BeforeCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
 		if r.InboxID == "ping-l-0-0" && held.CompareAndSwap(false, true) {
-			testkit.Eventually(t, time.Minute, "a migration refused", func() bool {
-				return testkit.Counter(t, b.reg, "sutra_migrations_instances_total", "outcome", "retried") >= 1 || ctx.Err() != nil
-			})
+			close(holding)
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
 		}
 	}}
 	// The held step must not go stale while it waits (a busy machine may take
 	// a while to reach l-0): a stale takeover is another test's subject.
-	b = setupAdmin(t, hooks, func(c *app.Config) { c.Lanes, c.ClaimTimeout = 4, 5*time.Minute })
+	b := setupAdmin(t, hooks, func(c *app.Config) { c.Lanes, c.ClaimTimeout = 4, 5*time.Minute })
 	b.env.Deploy(t, "testdata/loop-v1.bpmn")
 	var starts []testkit.Relay
 	for i := range n {
@@ -52,7 +55,8 @@ func TestABulkMigrationUnderLoadMovesEveryInstanceOnceWithoutOverlap(t *testing.
 	// A second replica on the same database and queues.
 	cfg := b.env.Config
 	cfg.ReplicaID += "-b"
-	other, err := app.Start(testkit.Ctx(t), cfg, app.Options{Logger: testkit.Logger(t), Registry: prometheus.NewRegistry()})
+	otherReg := prometheus.NewRegistry()
+	other, err := app.Start(testkit.Ctx(t), cfg, app.Options{Logger: testkit.Logger(t), Registry: otherReg, Hooks: hooks})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +65,11 @@ func TestABulkMigrationUnderLoadMovesEveryInstanceOnceWithoutOverlap(t *testing.
 		defer cancel()
 		_ = other.Stop(ctx)
 	})
+	// Either replica may run the migration.
+	retried := func() float64 {
+		return testkit.Counter(t, b.reg, "sutra_migrations_instances_total", "outcome", "retried") +
+			testkit.Counter(t, otherReg, "sutra_migrations_instances_total", "outcome", "retried")
+	}
 
 	// Pings by correlation key (they follow the subscription, whatever its
 	// element) arrive while the migration runs.
@@ -76,12 +85,21 @@ func TestABulkMigrationUnderLoadMovesEveryInstanceOnceWithoutOverlap(t *testing.
 			b.pub.Publish(batch...)
 		}
 	}()
+	select {
+	case <-holding:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("l-0's first ping never reached its commit")
+	}
 	status, p := b.do(t, "POST", "/migrations", map[string]any{"definition": "loop", "from_version": 1, "to_version": 2,
 		"mapping": map[string]string{"Catch_V1": "Catch_V2"}})
 	if status != http.StatusAccepted {
 		t.Fatalf("start migration: %d %v", status, p)
 	}
 	id := fmt.Sprint(p["id"])
+	testkit.Eventually(t, 2*time.Minute, "the migration refused by l-0's held claim", func() bool {
+		return retried() >= 1
+	})
+	close(release)
 	<-published
 	var m map[string]any
 	testkit.Eventually(t, 5*time.Minute, "the migration done", func() bool {
@@ -104,7 +122,7 @@ func TestABulkMigrationUnderLoadMovesEveryInstanceOnceWithoutOverlap(t *testing.
 	if v := b.env.Int(t, "SELECT count(*) FROM subscriptions WHERE element_id = 'Catch_V2'"); v != n {
 		t.Errorf("%d subscriptions on the renamed element, want %d", v, n)
 	}
-	if retried := testkit.Counter(t, b.reg, "sutra_migrations_instances_total", "outcome", "retried"); retried < 1 {
+	if retried() < 1 {
 		t.Error("no migration was refused and retried")
 	}
 	b.env.AssertNoOverlap(t, false)
