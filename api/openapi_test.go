@@ -14,23 +14,17 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
-	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"github.com/sutra-run/worker/internal/spectest"
 )
 
 func loadSpec(t *testing.T) (*openapi3.T, routers.Router) {
 	t.Helper()
-	doc, err := openapi3.NewLoader().LoadFromFile("../docs/openapi.yaml")
+	spec, err := spectest.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := doc.Validate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	router, err := gorillamux.NewRouter(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return doc, router
+	return spec.Doc, spec.Router
 }
 
 func TestEveryRouteIsInTheSpecAndEveryOperationOfTheSpecIsServed(t *testing.T) {

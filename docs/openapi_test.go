@@ -13,24 +13,18 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
-	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"github.com/sutra-run/worker/internal/spectest"
 )
 
 // load loads and validates the spec the way the worker's tests do.
 func load(t *testing.T) (*openapi3.T, routers.Router) {
 	t.Helper()
-	doc, err := openapi3.NewLoader().LoadFromFile("openapi.yaml")
+	spec, err := spectest.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := doc.Validate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	router, err := gorillamux.NewRouter(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return doc, router
+	return spec.Doc, spec.Router
 }
 
 func TestTheSpecIsValidOpenAPI31(t *testing.T) {

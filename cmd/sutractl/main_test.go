@@ -15,10 +15,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
-	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"github.com/sutra-run/worker/internal/spectest"
 )
 
 // exchange is one request the CLI must send and the API's canned answer.
@@ -40,16 +40,13 @@ type exchange struct {
 
 // The spec every request and canned answer is checked against, so that
 // the CLI and the contract cannot drift apart.
-var spec = sync.OnceValues(func() (routers.Router, error) {
-	doc, err := openapi3.NewLoader().LoadFromFile("../../docs/openapi.yaml")
+func spec() (routers.Router, error) {
+	s, err := spectest.Load()
 	if err != nil {
 		return nil, err
 	}
-	if err := doc.Validate(context.Background()); err != nil {
-		return nil, err
-	}
-	return gorillamux.NewRouter(doc)
-})
+	return s.Router, nil
+}
 
 // fakeAPI serves the exchanges in order and fails the test on any other
 // request.
