@@ -297,14 +297,7 @@ func (s *Server) listInstances(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	var next *string
-	if len(list) == limit {
-		next = &list[len(list)-1].ID
-	}
-	if list == nil {
-		list = []store.InstanceSummary{}
-	}
-	return answer{status: http.StatusOK, body: map[string]any{"instances": list, "next": next}}, nil
+	return pageOf("instances", list, limit, func(i store.InstanceSummary) string { return i.ID }), nil
 }
 
 func (s *Server) cancel(c *adminCall) (answer, error) {
@@ -405,15 +398,7 @@ func (s *Server) listIncidents(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	var next *string
-	if len(list) == limit {
-		n := strconv.FormatInt(list[len(list)-1].ID, 10)
-		next = &n
-	}
-	if list == nil {
-		list = []store.Incident{}
-	}
-	return answer{status: http.StatusOK, body: map[string]any{"incidents": list, "next": next}}, nil
+	return pageOf("incidents", list, limit, func(i store.Incident) string { return strconv.FormatInt(i.ID, 10) }), nil
 }
 
 type retryRequest struct {
@@ -513,14 +498,21 @@ func (s *Server) listUserTasks(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
+	return pageOf("user_tasks", list, limit, func(t store.UserTask) string { return t.ID }), nil
+}
+
+// pageOf answers one page of a list under key: a full page names the cursor of
+// the next one (the last item's id); an empty list is [], never null.
+func pageOf[T any](key string, list []T, limit int, id func(T) string) answer {
 	var next *string
 	if len(list) == limit {
-		next = &list[len(list)-1].ID
+		n := id(list[len(list)-1])
+		next = &n
 	}
 	if list == nil {
-		list = []store.UserTask{}
+		list = []T{}
 	}
-	return answer{status: http.StatusOK, body: map[string]any{"user_tasks": list, "next": next}}, nil
+	return answer{status: http.StatusOK, body: map[string]any{key: list, "next": next}}
 }
 
 func (s *Server) getUserTask(c *adminCall) (answer, error) {
