@@ -4,20 +4,11 @@ import (
 	"maps"
 	"testing"
 	"time"
-
-	"github.com/sutra-run/worker/internal/testkit"
-	"github.com/sutra-run/worker/store"
 )
 
 func TestCensusCountsWhatTheHoldersGaugesReport(t *testing.T) {
 	t.Parallel()
-	env := testkit.New(t)
-	ctx := testkit.Ctx(t)
-	st, err := store.Open(ctx, env.Config.DatabaseURL, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	env, ctx, st := open(t)
 	empty, err := st.Census(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/sutra-run/worker/bpmn"
 	"github.com/sutra-run/worker/engine"
-	"github.com/sutra-run/worker/internal/testkit"
 	"github.com/sutra-run/worker/store"
 )
 
@@ -24,14 +23,8 @@ import (
 // synchronous_commit at each transaction's commit.
 func TestEveryWriteBeforeAnAckOrASuccessAnswerWaitsForTheWALFlush(t *testing.T) {
 	t.Parallel()
-	env := testkit.New(t)
+	env, ctx, st := open(t)
 	env.AuditDurability(t, "definitions", "instances", "inbox", "buffered_messages", "subscriptions", "timers", "tasks", "outbox", "incidents")
-	ctx := testkit.Ctx(t)
-	st, err := store.Open(ctx, env.Config.DatabaseURL, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
 	deploy := func(path string) *bpmn.Process {
 		xml, err := os.ReadFile(path)
 		if err != nil {

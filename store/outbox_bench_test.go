@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sutra-run/worker/internal/testkit"
 	"github.com/sutra-run/worker/store"
 )
 
@@ -14,13 +13,7 @@ import (
 //
 //	go test -run '^$' -bench OutboxLeaseAndSettle -benchtime 20000x ./store
 func BenchmarkOutboxLeaseAndSettle(b *testing.B) {
-	env := testkit.New(b)
-	ctx := testkit.Ctx(b)
-	st, err := store.Open(ctx, env.Config.DatabaseURL, store.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
+	env, ctx, st := open(b)
 	const batch = 256
 	// A backlog over 256 instances, round robin as steps write it.
 	if _, err := env.DB.Exec(ctx, `INSERT INTO outbox (id, instance_id, message_name, variables)

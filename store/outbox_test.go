@@ -21,13 +21,7 @@ func ids(rows []store.OutboxRow) []string {
 // row of the instance that another publisher holds or that backs off.
 func TestOutboxLeasesKeepEachInstancesCommitOrderAcrossPublishers(t *testing.T) {
 	t.Parallel()
-	env := testkit.New(t)
-	ctx := testkit.Ctx(t)
-	st, err := store.Open(ctx, env.Config.DatabaseURL, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	env, ctx, st := open(t)
 	// Commit order: a1 b1 a2 a3 b2.
 	for _, r := range [][2]string{{"a", "a1"}, {"b", "b1"}, {"a", "a2"}, {"a", "a3"}, {"b", "b2"}} {
 		if _, err := env.DB.Exec(ctx, "INSERT INTO outbox (id, instance_id, message_name) VALUES ($2, $1, 'm')", r[0], r[1]); err != nil {
@@ -104,13 +98,7 @@ func TestOutboxLeasesKeepEachInstancesCommitOrderAcrossPublishers(t *testing.T) 
 // the leases lapse, and only then.
 func TestOutboxRowsOfADeadPublisherAreTakenWhenItsLeaseLapses(t *testing.T) {
 	t.Parallel()
-	env := testkit.New(t)
-	ctx := testkit.Ctx(t)
-	st, err := store.Open(ctx, env.Config.DatabaseURL, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	env, ctx, st := open(t)
 	if _, err := env.DB.Exec(ctx, "INSERT INTO outbox (id, instance_id, message_name) VALUES ('a1', 'a', 'm')"); err != nil {
 		t.Fatal(err)
 	}
