@@ -15,6 +15,10 @@ func (r result) name() string {
 		s = fmt.Sprintf("worker, %d lane%s", r.conc, plural(r.conc))
 	case "baseline":
 		s = fmt.Sprintf("baseline, %d goroutines", r.conc)
+	case "fixed":
+		s = fmt.Sprintf("worker, %d lane%s, fixed %.0f%% load", r.conc, plural(r.conc), 100*r.load)
+	case "data":
+		s = fmt.Sprintf("worker, %d lane%s, %s data", r.conc, plural(r.conc), r.data)
 	default:
 		s = fmt.Sprintf("pgbench, %d client%s", r.conc, plural(r.conc))
 	}
@@ -89,6 +93,8 @@ func find(rs []result, kind string, conc int, syncClaims bool) (result, bool) {
 // those runs and within each round, since the rounds of a shared machine
 // differ), and what synchronous claims cost.
 func report(w io.Writer, all []result, rounds int) {
+	// The fixed-rate and data runs have tables of their own.
+	all = slices.DeleteFunc(slices.Clone(all), func(r result) bool { return r.kind == "fixed" || r.kind == "data" })
 	rs := best(all)
 	if rounds > 1 {
 		fmt.Fprintf(w, "Fastest of %d rounds of each configuration.\n\n", rounds)

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sutra-run/worker/bench"
+)
+
+// writePlans seeds the large data set into a fresh schema and writes the
+// generic plan of every hot statement (bench.HotStatements) to dir, one
+// <name>.txt each, so that a change of plan shows in review (bench/plans).
+func (b *bencher) writePlans(ctx context.Context, dir string) error {
+	const data = "large"
+	env, err := bench.NewEnv(ctx, b.o.db, b.o.amqp, "plans", b.o.instances, bench.ProcessXML)
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	began := time.Now()
+	if err := env.Seed(ctx, bench.DataSets[data]); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "seeded %s in %v\n", bench.DataSets[data], time.Since(began).Round(time.Second))
+	conn, err := pgx.Connect(ctx, env.Config.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	var version string
+	if err := conn.QueryRow(ctx, "SHOW server_version").Scan(&version); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, s := range bench.HotStatements {
+		plan, err := bench.Explain(ctx, conn, s)
+		if err != nil {
+			return err
+		}
+		var out strings.Builder
+		fmt.Fprintf(&out, "-- %s: generic plan (force_generic_plan), PostgreSQL %s,\n-- %d benchmark instances and %s, analyzed.\n", s.Name, version, env.Instances, bench.DataSets[data])
+		fmt.Fprintf(&out, "-- Written by `go run ./bench/load -plans bench/plans` (bench.HotStatements).\n")
+		if s.Setup != "" {
+			fmt.Fprintf(&out, "%s;\n", s.Setup)
+		}
+		fmt.Fprintf(&out, "%s;\n\n%s\n", strings.TrimSpace(s.SQL), plan)
+		if seq := bench.SeqScans(plan); len(seq) > 0 {
+			fmt.Fprintf(os.Stderr, "%s reads %v sequentially\n", s.Name, seq)
+		}
+		if err := os.WriteFile(filepath.Join(dir, s.Name+".txt"), []byte(out.String()), 0o644); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(os.Stderr, "wrote %d plans to %s\n", len(bench.HotStatements), dir)
+	return nil
+}
