@@ -13,11 +13,13 @@ import (
 // Statement is one statement of the hot path, as the store sends it (or, for
 // a PL/pgSQL function's body, as the function runs it, with the function's
 // parameters as $n). Setup runs first in the same transaction (a planner
-// setting the store sets with the statement). Known, when set, says why a
-// sequential scan of this statement is known and not yet fixed: the test
-// logs it instead of failing.
+// setting the store sets with the statement). Uses, when set, is an index
+// the plan must use (a statement by primary key that wanders to another
+// index scans all of it). Known, when set, says why a fault of this
+// statement's plan is known and not yet fixed: the test logs it instead of
+// failing.
 type Statement struct {
-	Name, SQL, Setup, Known string
+	Name, SQL, Setup, Uses, Known string
 }
 
 // HotStatements are the statements a step, a relay, the timer poller and the
@@ -27,7 +29,7 @@ type Statement struct {
 // longer matches the store's statement, not as a failure).
 var HotStatements = []Statement{
 	// store.Claim (claimSQL, claimOrCreateSQL) and Store.Applied.
-	{Name: "claim", SQL: `UPDATE instances i SET owner = $2, claimed_at = now()
+	{Name: "claim", Uses: "instances_pkey", SQL: `UPDATE instances i SET owner = $2, claimed_at = now()
  WHERE i.id = $1 AND i.version > 0 AND (i.owner IS NULL OR i.owner = $2 OR i.claimed_at < now() - $3::interval)
 	AND NOT EXISTS (SELECT 1 FROM inbox WHERE message_id = $4)
 RETURNING i.definition_key, i.definition_version, i.status, i.variables, i.tokens, i.version`},
@@ -40,14 +42,16 @@ ON CONFLICT (id) DO UPDATE SET owner = $2, claimed_at = now()
 RETURNING i.definition_key, i.definition_version, i.status, i.variables, i.tokens, i.version`},
 	{Name: "inbox_applied", SQL: `SELECT EXISTS (SELECT 1 FROM inbox WHERE message_id = $1)`},
 	// store.Release.
-	{Name: "release", SQL: `UPDATE instances SET owner = NULL, claimed_at = NULL WHERE id = $1 AND owner = $2`},
+	{Name: "release", Uses: "instances_pkey", SQL: `UPDATE instances SET owner = NULL, claimed_at = NULL WHERE id = $1 AND owner = $2`,
+		Known: byClaimedAt},
 	// store.CommitStep: sutra_commit's UPDATE (migration 0004), the effects
 	// (queueEffects), the inbox row, and sutra_buffered_match's two
 	// statements (migration 0007).
-	{Name: "commit_instance", SQL: `UPDATE instances
+	{Name: "commit_instance", Uses: "instances_pkey", SQL: `UPDATE instances
    SET status = $4, variables = $5::jsonb, tokens = $6::jsonb,
        version = version + 1, owner = NULL, claimed_at = NULL, updated_at = now()
- WHERE id = $1 AND owner = $2 AND version = $3`},
+ WHERE id = $1 AND owner = $2 AND version = $3`,
+		Known: byClaimedAt},
 	{Name: "close_subscriptions", SQL: closeWaits("subscriptions")},
 	{Name: "close_timers", SQL: closeWaits("timers")},
 	{Name: "close_tasks", SQL: closeWaits("tasks")},
@@ -131,6 +135,11 @@ SELECT id, owner, now() - claimed_at FROM stale`},
 	SELECT message_id FROM inbox WHERE received_at < now() - $1::interval LIMIT $2)`, Known: "the generic plan guesses a tenth of the table for LIMIT $2 and hash-joins the whole table; = ANY (ARRAY(SELECT … LIMIT $2)) would probe the primary key"},
 }
 
+// byClaimedAt is why a statement fenced on the owner misses instances_pkey.
+const byClaimedAt = "owner = $2 implies the predicate of instances_claimed_at, which holds only claimed rows and looks " +
+	"empty to the planner: the plan reads that whole partial index (every claimed row, and every dead entry vacuum " +
+	"has not removed yet) and filters on id"
+
 // closeWaits is queueEffects' delete of a step's closed waits from table.
 func closeWaits(table string) string {
 	return `DELETE FROM ` + table + ` t USING unnest($2::text[], $3::text[]) AS w(tok, el)
@@ -190,6 +199,19 @@ func Explain(ctx context.Context, conn *pgx.Conn, s Statement) (string, error) {
 		return "", fmt.Errorf("explaining %s: %w", s.Name, err)
 	}
 	return strings.Join(plan, "\n"), nil
+}
+
+// Faults are what is wrong with s's plan: watched tables read sequentially,
+// and the index it should use and does not.
+func (s Statement) Faults(plan string) []string {
+	var out []string
+	for _, t := range SeqScans(plan) {
+		out = append(out, "reads "+t+" sequentially")
+	}
+	if s.Uses != "" && !regexp.MustCompile(`using `+regexp.QuoteMeta(s.Uses)+`\b`).MatchString(plan) {
+		out = append(out, "does not use "+s.Uses)
+	}
+	return out
 }
 
 // SeqScans are the watched tables a plan reads sequentially.

@@ -52,8 +52,13 @@ func (b *bencher) writePlans(ctx context.Context, dir string) error {
 			fmt.Fprintf(&out, "%s;\n", s.Setup)
 		}
 		fmt.Fprintf(&out, "%s;\n\n%s\n", strings.TrimSpace(s.SQL), plan)
-		if seq := bench.SeqScans(plan); len(seq) > 0 {
-			fmt.Fprintf(os.Stderr, "%s reads %v sequentially\n", s.Name, seq)
+		if faults := s.Faults(plan); len(faults) > 0 {
+			fmt.Fprintf(os.Stderr, "%s: %s\n", s.Name, strings.Join(faults, ", "))
+			fmt.Fprintf(&out, "\n-- %s", strings.Join(faults, ", "))
+			if s.Known != "" {
+				fmt.Fprintf(&out, " (known: %s)", s.Known)
+			}
+			out.WriteString("\n")
 		}
 		if err := os.WriteFile(filepath.Join(dir, s.Name+".txt"), []byte(out.String()), 0o644); err != nil {
 			return err
