@@ -2,10 +2,11 @@ package bench
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -49,6 +50,16 @@ func (d Data) String() string {
 	return s
 }
 
+// padding is n bytes of hex from a fixed pseudo-random sequence.
+func padding(n int) string {
+	r := rand.New(rand.NewPCG(1, 2))
+	b := make([]byte, (n+1)/2)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return hex.EncodeToString(b)[:n]
+}
+
 // SeedID is the id of seeded instance i: never a benchmark instance's.
 func SeedID(i int) string { return "seed-" + strconv.Itoa(i) }
 
@@ -67,7 +78,10 @@ func (e *Env) Seed(ctx context.Context, d Data) error {
 	}
 	pad := ""
 	if d.VariableBytes > 0 {
-		pad = strings.Repeat("x", d.VariableBytes)
+		// Hex of pseudo-random bytes: PostgreSQL cannot compress it to
+		// nothing as it would a run of one letter, so the row carries (or
+		// TOASTs) its full weight, as real variables make it.
+		pad = padding(d.VariableBytes)
 		// The benchmark's own instances carry the same weight.
 		if _, err := conn.Exec(ctx, `UPDATE instances SET variables = variables || jsonb_build_object('pad', $1::text)`, pad); err != nil {
 			return fmt.Errorf("padding the benchmark instances: %w", err)
