@@ -115,7 +115,7 @@ RETURNING o.id, o.seq, o.instance_id, o.element_id, o.target, o.message_name, o.
 	{Name: "outbox_published", SQL: `UPDATE outbox SET published_at = now(), locked_by = NULL, locked_until = NULL
 	WHERE id = ANY($2::text[]) AND locked_by = $1`},
 	{Name: "outbox_trim", SQL: `DELETE FROM outbox WHERE id IN (
-	SELECT id FROM outbox WHERE published_at < now() - $1::interval LIMIT $2)`, Known: "the generic plan guesses a tenth of the table for LIMIT $2 and hash-joins the whole table; = ANY (ARRAY(SELECT … LIMIT $2)) would probe the primary key"},
+	SELECT id FROM outbox WHERE published_at < now() - $1::interval LIMIT $2)`, Known: "the generic plan expects the LIMIT $2 to keep a thirtieth of the table and hash-joins all of it; = ANY (ARRAY(SELECT … LIMIT $2)) would probe the primary key"},
 	// The sweeper: store.SweepClaims and TrimInbox.
 	{Name: "sweep_claims", SQL: `WITH stale AS (
 	SELECT id, owner, claimed_at, version FROM instances
@@ -132,7 +132,7 @@ RETURNING o.id, o.seq, o.instance_id, o.element_id, o.target, o.message_name, o.
 )
 SELECT id, owner, now() - claimed_at FROM stale`},
 	{Name: "inbox_trim", SQL: `DELETE FROM inbox WHERE message_id IN (
-	SELECT message_id FROM inbox WHERE received_at < now() - $1::interval LIMIT $2)`, Known: "the generic plan guesses a tenth of the table for LIMIT $2 and hash-joins the whole table; = ANY (ARRAY(SELECT … LIMIT $2)) would probe the primary key"},
+	SELECT message_id FROM inbox WHERE received_at < now() - $1::interval LIMIT $2)`, Known: "the generic plan expects the LIMIT $2 to keep a thirtieth of the table and hash-joins all of it; = ANY (ARRAY(SELECT … LIMIT $2)) would probe the primary key"},
 }
 
 // byClaimedAt is why a statement fenced on the owner misses instances_pkey.
