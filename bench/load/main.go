@@ -52,11 +52,15 @@ type options struct {
 	repeat         int
 	baseline       bool
 	ceilingScript  string
-	outboxLanes    int
-	outboxLoads    []float64
-	taskLanes      int
-	taskWorkers    int
-	taskLoads      []float64
+	// batchSize is N of the batch ceiling (0: not measured); batchScript
+	// replaces bench/batch.sql when set.
+	batchSize   int
+	batchScript string
+	outboxLanes int
+	outboxLoads []float64
+	taskLanes   int
+	taskWorkers int
+	taskLoads   []float64
 	// latencyLoads are the fixed rates, as fractions of the best lane
 	// count's steps/s, of the latency measurement; each lasts latencyTime.
 	latencyLoads []float64
@@ -81,6 +85,8 @@ func main() {
 	flag.IntVar(&o.prefetch, "prefetch", 256, "the worker's AMQP prefetch (SUTRA_PREFETCH)")
 	flag.StringVar(&clientsFlag, "pgbench-clients", "1,4,16,64", "pgbench client counts; the best is the ceiling (empty: no pgbench)")
 	flag.StringVar(&o.ceilingScript, "ceiling-script", "", "pgbench script to run instead of bench/ceiling.sql (to measure a change to the SQL)")
+	flag.IntVar(&o.batchSize, "batch-size", 16, "N of the batch ceiling: pgbench of bench/batch.sql, N steps a transaction, at the -pgbench-clients C with C*N <= K (0: skip it)")
+	flag.StringVar(&o.batchScript, "batch-script", "", "pgbench script to run instead of bench/batch.sql")
 	flag.DurationVar(&o.pgbenchTime, "pgbench-time", 10*time.Second, "duration of each pgbench run")
 	flag.BoolVar(&o.baseline, "baseline", true, "measure the baseline")
 	flag.IntVar(&o.baselineConns, "baseline-conns", 64, "database connections of the baseline's pool")
@@ -203,10 +209,11 @@ type result struct {
 	// kind is worker, baseline or pgbench; fixed is the worker at a fixed
 	// rate (load of the best lane count's steps/s), data the worker on the
 	// data set named data.
-	kind string
-	load float64
-	rate float64 // relays/s offered by a fixed-rate run
-	data string
+	kind  string
+	load  float64
+	rate  float64 // relays/s offered by a fixed-rate run
+	batch int     // N of a batch ceiling run
+	data  string
 	// conc is the concurrency: lanes, goroutines or pgbench clients.
 	conc       int
 	syncClaims bool
@@ -226,26 +233,32 @@ func run(ctx context.Context, o options) error {
 	if err := store.EnsureDatabase(ctx, o.db); err != nil {
 		return err
 	}
-	script := o.ceilingScript
-	if script == "" {
-		f, err := os.CreateTemp("", "sutra-ceiling-*.sql")
+	script, batchScript := o.ceilingScript, o.batchScript
+	for _, s := range []struct {
+		path    *string
+		content []byte
+	}{{&script, bench.CeilingScript}, {&batchScript, bench.BatchScript}} {
+		if *s.path != "" {
+			continue
+		}
+		f, err := os.CreateTemp("", "sutra-pgbench-*.sql")
 		if err != nil {
 			return err
 		}
 		defer os.Remove(f.Name())
-		if _, err := f.Write(bench.CeilingScript); err != nil {
+		if _, err := f.Write(s.content); err != nil {
 			return err
 		}
 		if err := f.Close(); err != nil {
 			return err
 		}
-		script = f.Name()
+		*s.path = f.Name()
 	}
 	dbCfg, err := pgx.ParseConfig(o.db)
 	if err != nil {
 		return err
 	}
-	b := &bencher{o: o, dbName: dbCfg.Database, script: script,
+	b := &bencher{o: o, dbName: dbCfg.Database, script: script, batchScript: batchScript,
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	if o.plansDir != "" {
 		return b.writePlans(ctx, o.plansDir)
@@ -313,6 +326,14 @@ func (b *bencher) measureSteps(ctx context.Context) error {
 			return fmt.Errorf("pgbench with %d clients: %w", c, err)
 		}
 	}
+	for _, c := range o.pgbenchClients {
+		if o.batchSize == 0 || c*o.batchSize > o.instances {
+			continue
+		}
+		if err := b.measure(b.pgbenchRun(ctx, c, false, b.batchScript, o.batchSize)); err != nil {
+			return fmt.Errorf("batch pgbench with %d clients: %w", c, err)
+		}
+	}
 	if !o.syncClaims {
 		return nil
 	}
@@ -361,8 +382,10 @@ func best(rs []result) []result {
 type bencher struct {
 	o      options
 	dbName string
-	script string
-	log    *slog.Logger
+	// script and batchScript are the pgbench scripts of the ceiling and the
+	// batch ceiling.
+	script, batchScript string
+	log                 *slog.Logger
 	// results are every run so far; round counts the rounds from 0.
 	results []result
 	round   int
@@ -653,7 +676,13 @@ var processedLine = regexp.MustCompile(`(?m)^number of transactions actually pro
 // same K instances. Claims skip the WAL flush as in the worker unless
 // syncClaims.
 func (b *bencher) pgbench(ctx context.Context, c int, syncClaims bool) (result, error) {
-	if b.o.instances < c {
+	return b.pgbenchRun(ctx, c, syncClaims, b.script, 0)
+}
+
+// pgbenchRun runs script with c clients; batch > 0 is the batch ceiling's N
+// (bench/batch.sql): each transaction is N steps.
+func (b *bencher) pgbenchRun(ctx context.Context, c int, syncClaims bool, script string, batch int) (result, error) {
+	if b.o.instances < c*max(batch, 1) {
 		return result{}, fmt.Errorf("%d instances cannot be partitioned over %d clients", b.o.instances, c)
 	}
 	env, err := bench.NewEnv(ctx, b.o.db, b.o.amqp, fmt.Sprintf("pgbench%d", c), b.o.instances, bench.ProcessXML)
@@ -661,7 +690,7 @@ func (b *bencher) pgbench(ctx context.Context, c int, syncClaims bool) (result, 
 		return result{}, err
 	}
 	defer env.Close()
-	cmd := exec.CommandContext(ctx, "pgbench", "-n", "-M", "prepared", "-f", b.script,
+	cmd := exec.CommandContext(ctx, "pgbench", "-n", "-M", "prepared", "-f", script, "-D", "batch="+strconv.Itoa(max(batch, 1)),
 		"-c", strconv.Itoa(c), "-j", strconv.Itoa(min(c, runtime.NumCPU())), "-T", strconv.Itoa(int(b.o.pgbenchTime.Seconds())),
 		"-D", "instances="+strconv.Itoa(b.o.instances), "-D", "clients="+strconv.Itoa(c),
 		"-D", "timeout="+strconv.Itoa(int(bench.ClaimTimeout.Seconds()))+"s", b.o.db)
@@ -684,6 +713,11 @@ func (b *bencher) pgbench(ctx context.Context, c int, syncClaims bool) (result, 
 	r := result{kind: "pgbench", conc: c, syncClaims: syncClaims}
 	r.perSecond, _ = strconv.ParseFloat(string(tps[1]), 64)
 	r.steps, _ = strconv.Atoi(string(processed[1]))
+	if batch > 0 {
+		r.kind, r.batch = "batch", batch
+		r.perSecond *= float64(batch)
+		r.steps *= batch
+	}
 	// pgbench is the client here. This process only waited and sampled: that
 	// is the harness's cost, not the ceiling's, so it leaves the total too.
 	use.machine -= use.client
