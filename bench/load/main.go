@@ -569,11 +569,13 @@ func (b *bencher) drive(ctx context.Context, env *bench.Env, name string, ready 
 		if err := pub.PublishAt(ctx, warm, s.rate); err != nil {
 			return result{}, err
 		}
-		for committed() < int64(len(warm)) {
+		for deadline := time.Now().Add(time.Minute); committed() < int64(len(warm)); time.Sleep(10 * time.Millisecond) {
 			if err := ctx.Err(); err != nil {
 				return result{}, err
 			}
-			time.Sleep(10 * time.Millisecond)
+			if time.Now().After(deadline) {
+				return result{}, fmt.Errorf("%s: %d of %d warm-up relays committed after a minute", name, committed(), len(warm))
+			}
 		}
 	}
 	relays := env.Pings(s.relays)
