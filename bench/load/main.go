@@ -3,9 +3,12 @@
 // schema holding K started instances and fresh broker names, publishes ping
 // relays as fast as the broker confirms them, and measures steps/s and
 // publish→commit latency. In the same run it measures the same SQL run by
-// pgbench (the ceiling) and by a plain consumer with K goroutines, no lanes
-// and no engine (the baseline), then prints the table and the ratios of the
-// targets. See BENCHMARKS.md.
+// pgbench (the ceiling), the batched protocol's SQL by pgbench (the batch
+// ceiling) and by a plain consumer with K goroutines, no lanes and no engine
+// (the baseline); then the fastest lane count at fixed rates (latency), on
+// seeded tables (-data), the outbox and the task round trip; and prints the
+// tables and the ratios of the targets. -plans writes the hot statements'
+// plans instead. See BENCHMARKS.md.
 package main
 
 import (
