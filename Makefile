@@ -5,7 +5,7 @@ PKGS      := ./...
 # A short fuzz run of each parser target in CI.
 FUZZTIME  ?= 10s
 
-.PHONY: build test demo bench lint services fuzz clean check-deploy
+.PHONY: build test demo bench bench-data bench-plans lint services fuzz clean check-deploy
 
 build:
 	$(GO) build -o $(BIN) ./cmd/worker
@@ -38,10 +38,24 @@ fuzz:
 demo: services build
 	$(GO) run ./cmd/demo
 
-# The throughput benchmark (BENCHMARKS.md): about 2.5 minutes. Pass flags with
-# BENCHFLAGS, e.g. make bench BENCHFLAGS='-lanes 16 -relays 5000'.
+# The throughput benchmark (BENCHMARKS.md): the fixed-rate latency runs add
+# about 35 s and the batch ceiling about 45 s; 7.5 minutes in all on a busy
+# machine. Pass flags with BENCHFLAGS, e.g.
+# make bench BENCHFLAGS='-lanes 16 -relays 5000'.
 bench: services
 	$(GO) run ./bench/load $(BENCHFLAGS)
+
+# Cost as the data grows (BENCHMARKS.md): 16 lanes on the K instances alone,
+# then on a million seeded instances, then on the same with 2 kB of variables
+# each. Seeding is not timed but takes most of the 2.5 minutes or so.
+bench-data: services
+	$(GO) run ./bench/load -lanes 16 -data large,large-2k -pgbench-clients '' -baseline=false -sync-claims=false \
+	  -outbox-lanes 0 -task-lanes 0 -latency-loads '' $(BENCHFLAGS)
+
+# The generic plan of every hot statement on the large data set, into
+# bench/plans (about a minute; review the diff).
+bench-plans: services
+	$(GO) run ./bench/load -plans bench/plans
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)

@@ -53,6 +53,13 @@ const TaskTopic = "work"
 //go:embed ceiling.sql
 var CeilingScript []byte
 
+// BatchScript is the pgbench script of the batch ceiling: N relays' steps
+// claimed in one statement and committed in one transaction of set-based
+// statements, with no broker, no Go and no engine.
+//
+//go:embed batch.sql
+var BatchScript []byte
+
 // Names in ProcessXML.
 const (
 	ProcessKey   = "ping"

@@ -3,9 +3,12 @@
 // schema holding K started instances and fresh broker names, publishes ping
 // relays as fast as the broker confirms them, and measures steps/s and
 // publish→commit latency. In the same run it measures the same SQL run by
-// pgbench (the ceiling) and by a plain consumer with K goroutines, no lanes
-// and no engine (the baseline), then prints the table and the ratios of the
-// targets. See BENCHMARKS.md.
+// pgbench (the ceiling), the batched protocol's SQL by pgbench (the batch
+// ceiling) and by a plain consumer with K goroutines, no lanes and no engine
+// (the baseline); then the fastest lane count at fixed rates (latency), on
+// seeded tables (-data), the outbox and the task round trip; and prints the
+// tables and the ratios of the targets. -plans writes the hot statements'
+// plans instead. See BENCHMARKS.md.
 package main
 
 import (
@@ -52,11 +55,25 @@ type options struct {
 	repeat         int
 	baseline       bool
 	ceilingScript  string
-	outboxLanes    int
-	outboxLoads    []float64
-	taskLanes      int
-	taskWorkers    int
-	taskLoads      []float64
+	// batchSize is N of the batch ceiling (0: not measured); batchScript
+	// replaces bench/batch.sql when set.
+	batchSize   int
+	batchScript string
+	outboxLanes int
+	outboxLoads []float64
+	taskLanes   int
+	taskWorkers int
+	taskLoads   []float64
+	// latencyLoads are the fixed rates, as fractions of the best lane
+	// count's steps/s, of the latency measurement; each lasts latencyTime.
+	latencyLoads []float64
+	latencyTime  time.Duration
+	// data are the data sets (bench.DataSets) the best lane count is
+	// measured on besides the small table.
+	data []string
+	// plansDir, when set, makes the program write the hot statements'
+	// plans on the large data set there and do nothing else.
+	plansDir string
 }
 
 func main() {
@@ -71,6 +88,8 @@ func main() {
 	flag.IntVar(&o.prefetch, "prefetch", 256, "the worker's AMQP prefetch (SUTRA_PREFETCH)")
 	flag.StringVar(&clientsFlag, "pgbench-clients", "1,4,16,64", "pgbench client counts; the best is the ceiling (empty: no pgbench)")
 	flag.StringVar(&o.ceilingScript, "ceiling-script", "", "pgbench script to run instead of bench/ceiling.sql (to measure a change to the SQL)")
+	flag.IntVar(&o.batchSize, "batch-size", 16, "N of the batch ceiling: pgbench of bench/batch.sql, N steps a transaction, at the -pgbench-clients C with C*N <= K (0: skip it)")
+	flag.StringVar(&o.batchScript, "batch-script", "", "pgbench script to run instead of bench/batch.sql")
 	flag.DurationVar(&o.pgbenchTime, "pgbench-time", 10*time.Second, "duration of each pgbench run")
 	flag.BoolVar(&o.baseline, "baseline", true, "measure the baseline")
 	flag.IntVar(&o.baselineConns, "baseline-conns", 64, "database connections of the baseline's pool")
@@ -84,6 +103,11 @@ func main() {
 	flag.IntVar(&o.taskLanes, "task-lanes", 16, "lanes of the task round trip measurement (0: skip it)")
 	flag.IntVar(&o.taskWorkers, "task-workers", 16, "concurrent task workers of the task round trip")
 	flag.StringVar(&taskLoadsFlag, "task-loads", "1,0.5", "loads of the task round trip: 1 (full) first, then fractions of its task rate")
+	var latencyFlag, dataFlag string
+	flag.StringVar(&latencyFlag, "latency-loads", "0.5,0.1", "fixed rates of the latency measurement, as fractions of the best lane count's steps/s (empty: skip it)")
+	flag.DurationVar(&o.latencyTime, "latency-time", 5*time.Second, "duration of each fixed-rate run (at least 1000 relays, for p999)")
+	flag.StringVar(&dataFlag, "data", "", "data sets to measure the best lane count on besides the small table: large, large-2k (make bench-data)")
+	flag.StringVar(&o.plansDir, "plans", "", "write the generic plan of every hot statement on the large data set into this directory (bench/plans), and on a new schema into its subdirectory new, and exit")
 	flag.Parse()
 	var err error
 	if o.lanes, err = ints(lanesFlag); err == nil && o.repeat < 1 {
@@ -97,6 +121,12 @@ func main() {
 	}
 	if err == nil {
 		o.taskLoads, err = loads(taskLoadsFlag)
+	}
+	if err == nil {
+		o.latencyLoads, err = fractions(latencyFlag)
+	}
+	if err == nil {
+		o.data, err = dataSets(dataFlag)
 	}
 	if err == nil {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -145,9 +175,48 @@ func loads(s string) ([]float64, error) {
 	return out, nil
 }
 
+// fractions parses the latency loads: fractions of the full rate, in (0, 1].
+func fractions(s string) ([]float64, error) {
+	var out []float64
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	for _, f := range strings.Split(s, ",") {
+		x, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || x <= 0 || x > 1 {
+			return nil, fmt.Errorf("%q is not a list of fractions in (0, 1]", s)
+		}
+		out = append(out, x)
+	}
+	return out, nil
+}
+
+// dataSets parses the data sets to measure besides the small table.
+func dataSets(s string) ([]string, error) {
+	var out []string
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if _, ok := bench.DataSets[f]; !ok || f == "small" {
+			return nil, fmt.Errorf("-data %q: the data sets are large and large-2k", s)
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
 // result is one measured run.
 type result struct {
-	kind string // worker, baseline or pgbench
+	// kind is worker, baseline or pgbench; fixed is the worker at a fixed
+	// rate (load of the best lane count's steps/s), data the worker on the
+	// data set named data.
+	kind  string
+	load  float64
+	rate  float64 // relays/s offered by a fixed-rate run
+	batch int     // N of a batch ceiling run
+	data  string
 	// conc is the concurrency: lanes, goroutines or pgbench clients.
 	conc       int
 	syncClaims bool
@@ -155,37 +224,48 @@ type result struct {
 	perSecond  float64
 	// p50 and p99 are publish→commit latencies (none for pgbench, which has
 	// no broker: its clients run back to back).
-	p50, p99 time.Duration
-	requeued int64
-	cpu      cpuUse
-	round    int
+	p50, p99, p999 time.Duration
+	requeued       int64
+	// churn is what the worker's steps left in the tables and the WAL.
+	churn churn
+	cpu   cpuUse
+	round int
 }
 
 func run(ctx context.Context, o options) error {
 	if err := store.EnsureDatabase(ctx, o.db); err != nil {
 		return err
 	}
-	script := o.ceilingScript
-	if script == "" {
-		f, err := os.CreateTemp("", "sutra-ceiling-*.sql")
+	script, batchScript := o.ceilingScript, o.batchScript
+	for _, s := range []struct {
+		path    *string
+		content []byte
+	}{{&script, bench.CeilingScript}, {&batchScript, bench.BatchScript}} {
+		if *s.path != "" {
+			continue
+		}
+		f, err := os.CreateTemp("", "sutra-pgbench-*.sql")
 		if err != nil {
 			return err
 		}
 		defer os.Remove(f.Name())
-		if _, err := f.Write(bench.CeilingScript); err != nil {
+		if _, err := f.Write(s.content); err != nil {
 			return err
 		}
 		if err := f.Close(); err != nil {
 			return err
 		}
-		script = f.Name()
+		*s.path = f.Name()
 	}
 	dbCfg, err := pgx.ParseConfig(o.db)
 	if err != nil {
 		return err
 	}
-	b := &bencher{o: o, dbName: dbCfg.Database, script: script,
+	b := &bencher{o: o, dbName: dbCfg.Database, script: script, batchScript: batchScript,
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	if o.plansDir != "" {
+		return b.writePlans(ctx, o.plansDir)
+	}
 	fmt.Printf("K=%d instances, %d relays per run, pgbench %v per run, %d cores\n", o.instances, o.relays, o.pgbenchTime, runtime.NumCPU())
 
 	for b.round = range o.repeat {
@@ -198,6 +278,9 @@ func run(ctx context.Context, o options) error {
 	}
 	fmt.Println()
 	report(os.Stdout, b.results, o.repeat)
+	reportLatency(os.Stdout, b.results, o.latencyTime)
+	reportData(os.Stdout, b.results)
+	reportChurn(os.Stdout, b.results)
 	reportOutbox(os.Stdout, b.outboxRuns, o.outboxLanes)
 	reportTasks(os.Stdout, b.taskRuns, b.results, o.taskLanes)
 	return nil
@@ -209,6 +292,12 @@ func run(ctx context.Context, o options) error {
 // outbox.
 func (b *bencher) measureAll(ctx context.Context) error {
 	if err := b.measureSteps(ctx); err != nil {
+		return err
+	}
+	if err := b.measureLatency(ctx); err != nil {
+		return err
+	}
+	if err := b.measureData(ctx); err != nil {
 		return err
 	}
 	if b.o.outboxLanes > 0 {
@@ -238,6 +327,14 @@ func (b *bencher) measureSteps(ctx context.Context) error {
 	for _, c := range o.pgbenchClients {
 		if err := b.measure(b.pgbench(ctx, c, false)); err != nil {
 			return fmt.Errorf("pgbench with %d clients: %w", c, err)
+		}
+	}
+	for _, c := range o.pgbenchClients {
+		if o.batchSize == 0 || c*o.batchSize > o.instances {
+			continue
+		}
+		if err := b.measure(b.pgbenchRun(ctx, c, false, b.batchScript, o.batchSize)); err != nil {
+			return fmt.Errorf("batch pgbench with %d clients: %w", c, err)
 		}
 	}
 	if !o.syncClaims {
@@ -273,7 +370,7 @@ func best(rs []result) []result {
 	var out []result
 	for _, r := range rs {
 		i := slices.IndexFunc(out, func(o result) bool {
-			return o.kind == r.kind && o.conc == r.conc && o.syncClaims == r.syncClaims
+			return o.kind == r.kind && o.conc == r.conc && o.syncClaims == r.syncClaims && o.load == r.load && o.data == r.data
 		})
 		switch {
 		case i < 0:
@@ -288,8 +385,10 @@ func best(rs []result) []result {
 type bencher struct {
 	o      options
 	dbName string
-	script string
-	log    *slog.Logger
+	// script and batchScript are the pgbench scripts of the ceiling and the
+	// batch ceiling.
+	script, batchScript string
+	log                 *slog.Logger
 	// results are every run so far; round counts the rounds from 0.
 	results []result
 	round   int
@@ -317,11 +416,49 @@ func (b *bencher) measure(r result, err error) error {
 // worker as app.Start wires it; synchronous ones need the same wiring by
 // hand, since app.Config has no knob for store.Options.SyncClaims.
 func (b *bencher) worker(ctx context.Context, n int, syncClaims bool) (result, error) {
-	env, err := b.env(ctx, fmt.Sprintf("worker%d", n), bench.ProcessXML)
+	return b.workerRun(ctx, workerSpec{lanes: n, syncClaims: syncClaims, relays: b.o.relays})
+}
+
+// workerSpec is one worker run: lanes, claims, the data in the tables
+// (a bench.DataSets name; "" the K instances only), and the relays, published
+// at rate a second (0: as fast as the broker confirms them) after warm
+// relays at the same rate that are not timed.
+type workerSpec struct {
+	lanes      int
+	syncClaims bool
+	data       string
+	rate       float64
+	relays     int
+	warm       int
+}
+
+func (b *bencher) workerRun(ctx context.Context, s workerSpec) (result, error) {
+	n, syncClaims := s.lanes, s.syncClaims
+	label := fmt.Sprintf("worker%d", n)
+	if s.data != "" {
+		label += "_" + strings.ReplaceAll(s.data, "-", "_")
+	}
+	env, err := b.env(ctx, label, bench.ProcessXML)
 	if err != nil {
 		return result{}, err
 	}
 	defer env.Close()
+	if s.data != "" {
+		began := time.Now()
+		if err := env.Seed(ctx, bench.DataSets[s.data]); err != nil {
+			return result{}, err
+		}
+		fmt.Fprintf(os.Stderr, "  seeded %s (%s) in %v\n", s.data, bench.DataSets[s.data], time.Since(began).Round(time.Second))
+	}
+	db, err := pgxpool.New(ctx, env.Config.DatabaseURL)
+	if err != nil {
+		return result{}, err
+	}
+	defer db.Close()
+	before, err := readChurn(ctx, db, env.Schema)
+	if err != nil {
+		return result{}, err
+	}
 	cfg := env.Config
 	cfg.Lanes, cfg.Prefetch = n, b.o.prefetch
 	reg := prometheus.NewRegistry()
@@ -336,9 +473,24 @@ func (b *bencher) worker(ctx context.Context, n int, syncClaims bool) (result, e
 	}()
 	ready := func() bool { return w.Ready(ctx) == nil }
 	committed := func() int64 { return int64(counter(reg, "sutra_relays_total", metrics.OutcomeCommitted)) }
-	r, err := b.drive(ctx, env, runName(fmt.Sprintf("worker-%d", n), syncClaims), ready, committed)
-	r.kind, r.conc, r.syncClaims = "worker", n, syncClaims
+	name := runName(fmt.Sprintf("worker-%d", n), syncClaims)
+	if s.data != "" {
+		name += "-" + s.data
+	}
+	if s.rate > 0 {
+		name += fmt.Sprintf("-at-%.0f", s.rate)
+	}
+	r, err := b.drive(ctx, env, name, ready, committed, s)
+	r.kind, r.conc, r.syncClaims, r.data = "worker", n, syncClaims, s.data
 	r.requeued = int64(counter(reg, "sutra_relays_total", metrics.OutcomeRequeued))
+	if err != nil {
+		return r, err
+	}
+	// The worker's backends report their table statistics when they exit.
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	_ = w.Stop(sctx)
+	cancel()
+	r.churn, err = settledChurn(ctx, db, env.Schema, before, r.churn, int64(s.warm+r.steps))
 	return r, err
 }
 
@@ -365,7 +517,7 @@ func (b *bencher) baseline(ctx context.Context, syncClaims bool) (result, error)
 		return result{}, err
 	}
 	defer c.Stop()
-	r, err := b.drive(ctx, env, runName("baseline", syncClaims), func() bool { return true }, c.Committed)
+	r, err := b.drive(ctx, env, runName("baseline", syncClaims), func() bool { return true }, c.Committed, workerSpec{relays: b.o.relays})
 	r.kind, r.conc, r.syncClaims, r.requeued = "baseline", b.o.instances, syncClaims, c.Requeued()
 	return r, err
 }
@@ -388,10 +540,11 @@ func (b *bencher) envOf(ctx context.Context, label string, process []byte, k int
 	return env, nil
 }
 
-// drive publishes the run's relays once the consumer is ready, waits until
-// all are committed, and reads the latencies from the inbox. Only this part
-// is timed (and profiled).
-func (b *bencher) drive(ctx context.Context, env *bench.Env, name string, ready func() bool, committed func() int64) (result, error) {
+// drive publishes the run's relays once the consumer is ready (at s.rate,
+// after s.warm untimed relays), waits until all are committed, and reads the
+// latencies from the inbox and the WAL written. Only this part is timed (and
+// profiled).
+func (b *bencher) drive(ctx context.Context, env *bench.Env, name string, ready func() bool, committed func() int64, s workerSpec) (result, error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for !ready() {
 		if time.Now().After(deadline) {
@@ -404,26 +557,53 @@ func (b *bencher) drive(ctx context.Context, env *bench.Env, name string, ready 
 		return result{}, err
 	}
 	defer pub.Close()
-	relays := env.Pings(b.o.relays)
-	b.waitQuiet(ctx, name)
-	stopProfile, err := b.profile(name)
-	if err != nil {
-		return result{}, err
-	}
-	cpu := startCPU(b.dbName)
-	published := make(chan error, 1)
-	go func() { published <- pub.Publish(ctx, relays) }()
-	err = waitCommitted(ctx, int64(len(relays)), committed, published)
-	use := cpu.finish()
-	stopProfile()
-	if err != nil {
-		return result{}, err
-	}
 	db, err := pgxpool.New(ctx, env.Config.DatabaseURL)
 	if err != nil {
 		return result{}, err
 	}
 	defer db.Close()
+	if s.warm > 0 {
+		// Warm up (the pool's connections, the broker's channels, the plans)
+		// at the run's rate, so that latency measures the steady state.
+		warm := env.Pings(s.warm)
+		for i := range warm {
+			warm[i].ID = "warm-" + strconv.Itoa(i)
+		}
+		if err := pub.PublishAt(ctx, warm, s.rate); err != nil {
+			return result{}, err
+		}
+		for deadline := time.Now().Add(time.Minute); committed() < int64(len(warm)); time.Sleep(10 * time.Millisecond) {
+			if err := ctx.Err(); err != nil {
+				return result{}, err
+			}
+			if time.Now().After(deadline) {
+				return result{}, fmt.Errorf("%s: %d of %d warm-up relays committed after a minute", name, committed(), len(warm))
+			}
+		}
+	}
+	relays := env.Pings(s.relays)
+	b.waitQuiet(ctx, name)
+	stopProfile, err := b.profile(name)
+	if err != nil {
+		return result{}, err
+	}
+	wal0, err := walLSN(ctx, db)
+	if err != nil {
+		return result{}, err
+	}
+	cpu := startCPU(b.dbName)
+	published := make(chan error, 1)
+	go func() { published <- pub.PublishAt(ctx, relays, s.rate) }()
+	err = waitCommitted(ctx, int64(s.warm+len(relays)), committed, published)
+	use := cpu.finish()
+	stopProfile()
+	if err != nil {
+		return result{}, err
+	}
+	wal1, err := walLSN(ctx, db)
+	if err != nil {
+		return result{}, err
+	}
 	stats, err := loadgen.Measure(ctx, db, bench.PingPrefix)
 	if err != nil {
 		return result{}, err
@@ -431,7 +611,8 @@ func (b *bencher) drive(ctx context.Context, env *bench.Env, name string, ready 
 	if stats.Committed != len(relays) {
 		return result{}, fmt.Errorf("%d relays in the inbox, %d published", stats.Committed, len(relays))
 	}
-	return result{steps: stats.Committed, perSecond: stats.StepsPerS, p50: stats.P50, p99: stats.P99, cpu: use}, nil
+	return result{steps: stats.Committed, perSecond: stats.StepsPerS, p50: stats.P50, p99: stats.P99, p999: stats.P999, cpu: use,
+		churn: churn{walBytes: wal1 - wal0}}, nil
 }
 
 // waitCommitted waits until want relays are committed, the publisher fails,
@@ -500,7 +681,13 @@ var processedLine = regexp.MustCompile(`(?m)^number of transactions actually pro
 // same K instances. Claims skip the WAL flush as in the worker unless
 // syncClaims.
 func (b *bencher) pgbench(ctx context.Context, c int, syncClaims bool) (result, error) {
-	if b.o.instances < c {
+	return b.pgbenchRun(ctx, c, syncClaims, b.script, 0)
+}
+
+// pgbenchRun runs script with c clients; batch > 0 is the batch ceiling's N
+// (bench/batch.sql): each transaction is N steps.
+func (b *bencher) pgbenchRun(ctx context.Context, c int, syncClaims bool, script string, batch int) (result, error) {
+	if b.o.instances < c*max(batch, 1) {
 		return result{}, fmt.Errorf("%d instances cannot be partitioned over %d clients", b.o.instances, c)
 	}
 	env, err := bench.NewEnv(ctx, b.o.db, b.o.amqp, fmt.Sprintf("pgbench%d", c), b.o.instances, bench.ProcessXML)
@@ -508,7 +695,7 @@ func (b *bencher) pgbench(ctx context.Context, c int, syncClaims bool) (result, 
 		return result{}, err
 	}
 	defer env.Close()
-	cmd := exec.CommandContext(ctx, "pgbench", "-n", "-M", "prepared", "-f", b.script,
+	cmd := exec.CommandContext(ctx, "pgbench", "-n", "-M", "prepared", "-f", script, "-D", "batch="+strconv.Itoa(max(batch, 1)),
 		"-c", strconv.Itoa(c), "-j", strconv.Itoa(min(c, runtime.NumCPU())), "-T", strconv.Itoa(int(b.o.pgbenchTime.Seconds())),
 		"-D", "instances="+strconv.Itoa(b.o.instances), "-D", "clients="+strconv.Itoa(c),
 		"-D", "timeout="+strconv.Itoa(int(bench.ClaimTimeout.Seconds()))+"s", b.o.db)
@@ -531,6 +718,11 @@ func (b *bencher) pgbench(ctx context.Context, c int, syncClaims bool) (result, 
 	r := result{kind: "pgbench", conc: c, syncClaims: syncClaims}
 	r.perSecond, _ = strconv.ParseFloat(string(tps[1]), 64)
 	r.steps, _ = strconv.Atoi(string(processed[1]))
+	if batch > 0 {
+		r.kind, r.batch = "batch", batch
+		r.perSecond *= float64(batch)
+		r.steps *= batch
+	}
 	// pgbench is the client here. This process only waited and sampled: that
 	// is the harness's cost, not the ceiling's, so it leaves the total too.
 	use.machine -= use.client

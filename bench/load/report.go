@@ -15,6 +15,12 @@ func (r result) name() string {
 		s = fmt.Sprintf("worker, %d lane%s", r.conc, plural(r.conc))
 	case "baseline":
 		s = fmt.Sprintf("baseline, %d goroutines", r.conc)
+	case "fixed":
+		s = fmt.Sprintf("worker, %d lane%s, fixed %.0f%% load", r.conc, plural(r.conc), 100*r.load)
+	case "data":
+		s = fmt.Sprintf("worker, %d lane%s, %s data", r.conc, plural(r.conc), r.data)
+	case "batch":
+		s = fmt.Sprintf("batch pgbench (N = %d), %d client%s", r.batch, r.conc, plural(r.conc))
 	default:
 		s = fmt.Sprintf("pgbench, %d client%s", r.conc, plural(r.conc))
 	}
@@ -36,7 +42,7 @@ const header = `| run | steps | steps/s | p50 | p99 | requeued | CPU µs/step: a
 
 func (r result) row() string {
 	p50, p99 := "—", "—"
-	if r.kind != "pgbench" {
+	if r.kind != "pgbench" && r.kind != "batch" {
 		p50, p99 = latency(r.p50), latency(r.p99)
 	}
 	per := func(d time.Duration) string {
@@ -89,6 +95,8 @@ func find(rs []result, kind string, conc int, syncClaims bool) (result, bool) {
 // those runs and within each round, since the rounds of a shared machine
 // differ), and what synchronous claims cost.
 func report(w io.Writer, all []result, rounds int) {
+	// The fixed-rate and data runs have tables of their own.
+	all = slices.DeleteFunc(slices.Clone(all), func(r result) bool { return r.kind == "fixed" || r.kind == "data" })
 	rs := best(all)
 	if rounds > 1 {
 		fmt.Fprintf(w, "Fastest of %d rounds of each configuration.\n\n", rounds)
@@ -181,6 +189,10 @@ func targets(rs []result) []target {
 	if best.perSecond > 0 && ceiling.perSecond > 0 {
 		ts = append(ts, target{fmt.Sprintf("fastest lane count (%d) / pgbench ceiling (%d clients)", best.conc, ceiling.conc),
 			best.perSecond / ceiling.perSecond, 0.6})
+	}
+	if batch := bestOf(rs, "batch"); best.perSecond > 0 && batch.perSecond > 0 {
+		ts = append(ts, target{fmt.Sprintf("fastest lane count (%d) / batch ceiling (N = %d, %d clients)", best.conc, batch.batch, batch.conc),
+			best.perSecond / batch.perSecond, 0.7})
 	}
 	if best.perSecond > 0 && base.perSecond > 0 {
 		ts = append(ts, target{fmt.Sprintf("fastest lane count (%d) / baseline", best.conc), best.perSecond / base.perSecond, 0.8})

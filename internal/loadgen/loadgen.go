@@ -122,6 +122,7 @@ type Stats struct {
 	First      time.Time // first publish
 	Last       time.Time // last commit
 	P50, P99   time.Duration
+	P999       time.Duration
 	StepsPerS  float64
 	MaxLatency time.Duration
 }
@@ -129,7 +130,7 @@ type Stats struct {
 // Measure reads the inbox for relays with message ids starting with prefix.
 func Measure(ctx context.Context, db *pgxpool.Pool, prefix string) (Stats, error) {
 	var s Stats
-	var p50, p99, max float64
+	var p50, p99, p999, max float64
 	var first, last *time.Time
 	err := db.QueryRow(ctx, `
 		WITH l AS (
@@ -139,13 +140,14 @@ func Measure(ctx context.Context, db *pgxpool.Pool, prefix string) (Stats, error
 		SELECT count(*),
 		       COALESCE(percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM received_at - sent)), 0),
 		       COALESCE(percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM received_at - sent)), 0),
+		       COALESCE(percentile_cont(0.999) WITHIN GROUP (ORDER BY extract(epoch FROM received_at - sent)), 0),
 		       COALESCE(max(extract(epoch FROM received_at - sent)), 0)::float8,
 		       min(sent), max(received_at)
-		  FROM l`, prefix).Scan(&s.Committed, &p50, &p99, &max, &first, &last)
+		  FROM l`, prefix).Scan(&s.Committed, &p50, &p99, &p999, &max, &first, &last)
 	if err != nil {
 		return s, err
 	}
-	s.P50, s.P99, s.MaxLatency = seconds(p50), seconds(p99), seconds(max)
+	s.P50, s.P99, s.P999, s.MaxLatency = seconds(p50), seconds(p99), seconds(p999), seconds(max)
 	if first != nil && last != nil {
 		s.First, s.Last = *first, *last
 		if el := last.Sub(*first).Seconds(); el > 0 {

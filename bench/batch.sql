@@ -1,0 +1,59 @@
+-- The batch ceiling: issue 10's batched protocol priced by itself, with no
+-- broker, no Go and no engine. Each transaction of this script is N ping
+-- relays' steps: N instances claimed in one statement, then the N steps
+-- committed in one transaction (one round trip, one WAL flush) with
+-- set-based statements that mirror ceiling.sql's commit, one step per
+-- instance. Run by bench/load as
+--   pgbench -n -M prepared -f batch.sql -c C -j J -T S -D instances=K -D clients=C -D batch=N -D timeout=30s
+-- with PGOPTIONS naming the run's schema and synchronous_commit=off for the
+-- claim (the commit turns it back on). Steps/s is pgbench's tps times N.
+--
+-- Client c takes N of its instances (i % C = c) at a time, so clients never
+-- collide and K >= C * N.
+\set n random(0, :instances / (:clients * :batch) - 1)
+\set base :client_id + :clients * :n * :batch
+-- The first of the batch's N relay message ids (the others follow it).
+\set mid random(1, 9000000000000000000)
+
+-- The batch claim: each row still free, stale or ours, and its relay not yet
+-- in the inbox; claim and load in one statement, as store.Claim does for one.
+WITH r AS (
+	SELECT (:base::int + :clients::int * j)::text AS id, (:mid::bigint + j)::text AS mid
+	  FROM generate_series(0, :batch::int - 1) AS j
+), claimed AS (
+	UPDATE instances i SET owner = :client_id, claimed_at = now()
+	  FROM r
+	 WHERE i.id = r.id AND i.version > 0
+	   AND (i.owner IS NULL OR i.owner = :client_id::text OR i.claimed_at < now() - :timeout::interval)
+	   AND NOT EXISTS (SELECT 1 FROM inbox WHERE message_id = r.mid)
+	RETURNING i.id, r.mid, i.definition_key, i.definition_version, i.status, i.variables, i.tokens, i.version
+)
+SELECT array_agg(id ORDER BY id) AS ids, array_agg(mid ORDER BY id) AS mids, array_agg(status ORDER BY id) AS statuses,
+       array_agg(variables ORDER BY id) AS variables, array_agg(version ORDER BY id) AS versions
+  FROM claimed \gset
+
+-- The engine's steps: token t<version> of each instance leaves its wait and
+-- parks again as t<version+1>.
+
+-- The batch commit: one pipeline, one implicit transaction. Each statement
+-- covers the N steps; the instances update keeps each row's fence (owner and
+-- version), so a row whose claim was lost would be left out.
+\startpipeline
+SELECT set_config('synchronous_commit', 'on', true);
+UPDATE instances i
+   SET status = u.status, variables = u.variables,
+       tokens = ('{"tokens":[{"id":"t' || (u.version + 1) || '","el":"Catch","flow":"Flow_Loop","wait":"message","armed":[{"el":"Catch","key":"' || u.id || '"}]}],"seq":' || (u.version + 1) || '}')::jsonb,
+       version = i.version + 1, owner = NULL, claimed_at = NULL, updated_at = now()
+  FROM unnest(:ids::text[], :statuses::text[], :variables::jsonb[], :versions::bigint[]) AS u(id, status, variables, version)
+ WHERE i.id = u.id AND i.owner = :client_id::text AND i.version = u.version;
+DELETE FROM subscriptions t USING unnest(:ids::text[], :versions::bigint[]) AS w(id, version)
+	WHERE t.instance_id = w.id AND t.token_id = 't' || w.version;
+DELETE FROM timers t USING unnest(:ids::text[], :versions::bigint[]) AS w(id, version)
+	WHERE t.instance_id = w.id AND t.token_id = 't' || w.version;
+DELETE FROM tasks t USING unnest(:ids::text[], :versions::bigint[]) AS w(id, version)
+	WHERE t.instance_id = w.id AND t.token_id = 't' || w.version;
+INSERT INTO subscriptions (instance_id, token_id, element_id, message_name, correlation_key)
+	SELECT w.id, 't' || (w.version + 1), 'Catch', 'ping', w.id FROM unnest(:ids::text[], :versions::bigint[]) AS w(id, version);
+INSERT INTO inbox (message_id, instance_id) SELECT * FROM unnest(:mids::text[], :ids::text[]);
+SELECT sutra_buffered_match(w.id, ARRAY['t' || (w.version + 1)], ARRAY['Catch']) FROM unnest(:ids::text[], :versions::bigint[]) AS w(id, version);
+\endpipeline

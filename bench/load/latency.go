@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/sutra-run/worker/bench"
+)
+
+// latencyTargets are issue 10's p99 publish → commit bounds by fixed load.
+var latencyTargets = map[float64]time.Duration{0.5: 25 * time.Millisecond, 0.1: 10 * time.Millisecond}
+
+// measureLatency measures the worker at the best lane count so far at each
+// fixed rate (-latency-loads, fractions of that run's steps/s): the latency
+// of a step when nothing is queued behind it, which a run that drains a
+// backlog cannot show. Each run is warmed up at its rate for about a second,
+// then lasts -latency-time, with at least 1000 relays so that p999 is a
+// measured value.
+func (b *bencher) measureLatency(ctx context.Context) error {
+	best := bestOf(b.results, "worker")
+	if len(b.o.latencyLoads) == 0 || best.perSecond == 0 {
+		return nil
+	}
+	for _, load := range b.o.latencyLoads {
+		rate := load * best.perSecond
+		n := max(int(rate*b.o.latencyTime.Seconds()), 1000)
+		r, err := b.workerRun(ctx, workerSpec{lanes: best.conc, rate: rate, relays: n, warm: max(int(rate), 2*best.conc)})
+		r.kind, r.load, r.rate = "fixed", load, rate
+		if err := b.measure(r, err); err != nil {
+			return fmt.Errorf("worker at %.0f%% of %.0f steps/s: %w", 100*load, best.perSecond, err)
+		}
+	}
+	return nil
+}
+
+// measureData measures the best lane count so far on each data set of -data.
+func (b *bencher) measureData(ctx context.Context) error {
+	best := bestOf(b.results, "worker")
+	if best.conc == 0 {
+		return nil
+	}
+	for _, d := range b.o.data {
+		r, err := b.workerRun(ctx, workerSpec{lanes: best.conc, data: d, relays: b.o.relays})
+		r.kind = "data"
+		if err := b.measure(r, err); err != nil {
+			return fmt.Errorf("worker on %s data: %w", d, err)
+		}
+	}
+	return nil
+}
+
+const latencyHeader = `| round | lanes | load | offered relays/s | steps | steps/s | p50 | p99 | p999 | CPU µs/step: all | client | broker | postgres |
+|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|`
+
+// reportLatency prints every fixed-rate run and the issue's targets on each.
+func reportLatency(w io.Writer, all []result, each time.Duration) {
+	var runs []result
+	for _, r := range all {
+		if r.kind == "fixed" {
+			runs = append(runs, r)
+		}
+	}
+	if len(runs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nLatency at a fixed rate: the fastest lane count at fractions of its steps/s, each about %v after a warm-up; publish → commit (the commit transaction's now() in the inbox).\n\n", each)
+	fmt.Fprintln(w, latencyHeader)
+	for _, r := range runs {
+		per := func(d time.Duration) string {
+			return fmt.Sprintf("%.0f", float64(d.Microseconds())/float64(max(r.steps, 1)))
+		}
+		fmt.Fprintf(w, "| %d | %d | %.0f%% | %.0f | %d | %.0f | %s | %s | %s | %s | %s | %s | %s |\n", r.round+1, r.conc, 100*r.load,
+			r.rate, r.steps, r.perSecond,
+			latency(r.p50), latency(r.p99), latency(r.p999), per(r.cpu.machine), per(r.cpu.client), per(r.cpu.broker), per(r.cpu.postgres))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| target | round | measured | wanted | met |")
+	fmt.Fprintln(w, "|---|--:|--:|--:|---|")
+	for _, r := range runs {
+		want, ok := latencyTargets[r.load]
+		if !ok {
+			continue
+		}
+		met := "yes"
+		if r.p99 > want {
+			met = "**no**"
+		}
+		fmt.Fprintf(w, "| p99 publish → commit at %.0f%% load | %d | %s | ≤ %s | %s |\n", 100*r.load, r.round+1, latency(r.p99), latency(want), met)
+	}
+}
+
+// reportData prints the runs on grown tables against the same lane count on
+// the small table (issue 10's target 4: within 15% on the large one).
+func reportData(w io.Writer, all []result) {
+	rs := best(all)
+	var runs []result
+	for _, r := range rs {
+		if r.kind == "data" {
+			runs = append(runs, r)
+		}
+	}
+	if len(runs) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nCost as the data grows: the same lane count on the K instances only and on seeded tables (bench.DataSets).")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| data | lanes | steps/s | ÷ K instances only | wanted | met |")
+	fmt.Fprintln(w, "|---|--:|--:|--:|--:|---|")
+	for _, r := range runs {
+		small, ok := find(rs, "worker", r.conc, false)
+		if !ok || small.perSecond == 0 {
+			continue
+		}
+		ratio := r.perSecond / small.perSecond
+		wanted, met := "—", "—"
+		if r.data == "large" {
+			wanted, met = "≥ 85%", "yes"
+			if ratio < 0.85 {
+				met = "**no**"
+			}
+		}
+		fmt.Fprintf(w, "| %s: %s | %d | %.0f (small: %.0f) | %.0f%% | %s | %s |\n", r.data, bench.DataSets[r.data], r.conc, r.perSecond, small.perSecond,
+			100*ratio, wanted, met)
+	}
+}

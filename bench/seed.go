@@ -1,0 +1,157 @@
+package bench
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Data is how much data sits in a run's tables besides the K benchmark
+// instances: what a worker finds after months of service. None of it is
+// touched by a benchmark relay; it only makes every table, index and plan
+// the size of production's.
+type Data struct {
+	// Instances are idle instances of the benchmark process; Timers of them
+	// wait on armed timers (due far in the future) and Subscriptions others
+	// on message subscriptions under other message names and keys than the
+	// benchmark's. Tasks more wait on open pull tasks; Inbox relays are
+	// applied history, and Outbox messages published history.
+	Instances, Timers, Subscriptions, Tasks, Inbox, Outbox int
+	// VariableBytes pads every instance's variables, the benchmark's K
+	// included, to about this many bytes of JSON.
+	VariableBytes int
+}
+
+// DataSets are the sizes the benchmark knows by name (bench/load -data).
+var DataSets = map[string]Data{
+	"small": {},
+	// large is issue 10's table: a million instances, a tenth on timers and
+	// a tenth on subscriptions.
+	"large":    {Instances: 1_000_000, Timers: 100_000, Subscriptions: 100_000, Tasks: 10_000, Inbox: 1_000_000, Outbox: 100_000},
+	"large-2k": {Instances: 1_000_000, Timers: 100_000, Subscriptions: 100_000, Tasks: 10_000, Inbox: 1_000_000, Outbox: 100_000, VariableBytes: 2048},
+}
+
+// String names d's size.
+func (d Data) String() string {
+	if d.Instances == 0 && d.VariableBytes == 0 {
+		return "K instances only"
+	}
+	s := fmt.Sprintf("%d instances (%d on timers, %d on subscriptions, %d on tasks), %d inbox rows, %d outbox rows",
+		d.Instances, d.Timers, d.Subscriptions, d.Tasks, d.Inbox, d.Outbox)
+	if d.VariableBytes > 0 {
+		s += fmt.Sprintf(", %d B of variables each", d.VariableBytes)
+	}
+	return s
+}
+
+// padding is n bytes of hex from a fixed pseudo-random sequence.
+func padding(n int) string {
+	r := rand.New(rand.NewPCG(1, 2))
+	b := make([]byte, (n+1)/2)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return hex.EncodeToString(b)[:n]
+}
+
+// SeedID is the id of seeded instance i: never a benchmark instance's.
+func SeedID(i int) string { return "seed-" + strconv.Itoa(i) }
+
+// Seed fills the env's schema with d using COPY, then analyzes every table,
+// as a long-running database's statistics would be. Nothing here is timed.
+// The seeded instances are of the deployed benchmark process at version 1.
+func (e *Env) Seed(ctx context.Context, d Data) error {
+	conn, err := pgx.Connect(ctx, e.Config.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	// Seeding is not what is measured: skip the WAL flush of each COPY.
+	if _, err := conn.Exec(ctx, "SET synchronous_commit = off"); err != nil {
+		return err
+	}
+	pad := ""
+	if d.VariableBytes > 0 {
+		// Hex of pseudo-random bytes: PostgreSQL cannot compress it to
+		// nothing as it would a run of one letter, so the row carries (or
+		// TOASTs) its full weight, as real variables make it.
+		pad = padding(d.VariableBytes)
+		// The benchmark's own instances carry the same weight.
+		if _, err := conn.Exec(ctx, `UPDATE instances SET variables = variables || jsonb_build_object('pad', $1::text)`, pad); err != nil {
+			return fmt.Errorf("padding the benchmark instances: %w", err)
+		}
+	}
+	now := time.Now()
+	far := now.AddDate(100, 0, 0)
+	vars := map[string]any{}
+	if pad != "" {
+		vars["pad"] = pad
+	}
+	copies := []struct {
+		table string
+		cols  []string
+		n     int
+		row   func(i int) []any
+	}{
+		{"instances", []string{"id", "definition_key", "definition_version", "status", "variables", "tokens", "version", "created_at", "updated_at"},
+			d.Instances, func(i int) []any {
+				wait := "message"
+				switch {
+				case i < d.Timers:
+					wait = "timer"
+				case i < d.Timers+d.Subscriptions:
+				case i < d.Timers+d.Subscriptions+d.Tasks:
+					wait = "task"
+				}
+				tokens := json.RawMessage(`{"tokens":[{"id":"t1","el":"` + CatchElement + `","flow":"` + LoopFlow + `","wait":"` + wait + `"}],"seq":1}`)
+				return []any{SeedID(i), ProcessKey, 1, "active", vars, tokens, 1, now, now}
+			}},
+		{"timers", []string{"instance_id", "token_id", "element_id", "due_at"},
+			d.Timers, func(i int) []any {
+				return []any{SeedID(i), "t1", "Timer", far.Add(time.Duration(i) * time.Second)}
+			}},
+		{"subscriptions", []string{"instance_id", "token_id", "element_id", "message_name", "correlation_key", "created_at"},
+			d.Subscriptions, func(i int) []any {
+				j := d.Timers + i
+				return []any{SeedID(j), "t1", CatchElement, "other-" + strconv.Itoa(i%1000), "key-" + strconv.Itoa(j), now}
+			}},
+		{"tasks", []string{"instance_id", "token_id", "element_id", "type", "retries"},
+			d.Tasks, func(i int) []any {
+				return []any{SeedID(d.Timers + d.Subscriptions + i), "t1", "Task", "other-" + strconv.Itoa(i%100), 3}
+			}},
+		{"inbox", []string{"message_id", "instance_id", "received_at"},
+			d.Inbox, func(i int) []any {
+				return []any{"seed-start-" + strconv.Itoa(i), SeedID(i % max(d.Instances, 1)), now.Add(-time.Duration(d.Inbox-i) * time.Millisecond)}
+			}},
+		{"outbox", []string{"id", "instance_id", "message_name", "created_at", "published_at"},
+			d.Outbox, func(i int) []any {
+				at := now.Add(-time.Duration(d.Outbox-i) * time.Millisecond)
+				return []any{"seed-" + strconv.Itoa(i), SeedID(i % max(d.Instances, 1)), "other", at, at}
+			}},
+	}
+	for _, c := range copies {
+		if c.n == 0 {
+			continue
+		}
+		i := 0
+		src := pgx.CopyFromFunc(func() ([]any, error) {
+			if i == c.n {
+				return nil, nil
+			}
+			i++
+			return c.row(i - 1), nil
+		})
+		if _, err := conn.CopyFrom(ctx, pgx.Identifier{c.table}, c.cols, src); err != nil {
+			return fmt.Errorf("seeding %s: %w", c.table, err)
+		}
+	}
+	// Only this schema's tables: other runs may share the database.
+	_, err = conn.Exec(ctx, "ANALYZE instances, timers, subscriptions, tasks, inbox, outbox, buffered_messages")
+	return err
+}
