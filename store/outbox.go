@@ -164,7 +164,7 @@ func (s *Store) SettleOutbox(ctx context.Context, owner string, st OutboxSettlem
 // TrimOutbox deletes up to limit rows published longer ago than retention.
 func (s *Store) TrimOutbox(ctx context.Context, retention time.Duration, limit int) (int64, error) {
 	tag, err := s.pool.Exec(ctx, `
-		DELETE FROM outbox WHERE id IN (
-			SELECT id FROM outbox WHERE published_at < now() - $1::interval LIMIT $2)`, retention, limit)
+		DELETE FROM outbox WHERE id = ANY (ARRAY(
+			SELECT id FROM outbox WHERE published_at < now() - $1::interval LIMIT $2))`, retention, limit)
 	return tag.RowsAffected(), translate(err, "trimming outbox")
 }

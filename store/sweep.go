@@ -26,12 +26,12 @@ func (s *Store) SweepClaims(ctx context.Context, timeout time.Duration, limit in
 			 ORDER BY claimed_at LIMIT $2
 			 FOR UPDATE SKIP LOCKED
 		), cleared AS (
-			UPDATE instances i SET owner = NULL, claimed_at = NULL
-			  FROM stale WHERE i.id = stale.id AND stale.version > 0
-			RETURNING i.id
+			UPDATE instances SET owner = NULL, claimed_at = NULL
+			 WHERE id = ANY (ARRAY(SELECT id FROM stale WHERE version > 0))
+			RETURNING id
 		), dropped AS (
-			DELETE FROM instances i USING stale WHERE i.id = stale.id AND stale.version = 0
-			RETURNING i.id
+			DELETE FROM instances WHERE id = ANY (ARRAY(SELECT id FROM stale WHERE version = 0))
+			RETURNING id
 		)
 		SELECT id, owner, now() - claimed_at FROM stale`, timeout, limit)
 	if err != nil {
@@ -49,8 +49,8 @@ func (s *Store) SweepClaims(ctx context.Context, timeout time.Duration, limit in
 // retention: a copy of a relay redelivered after that is no longer recognised.
 func (s *Store) TrimInbox(ctx context.Context, retention time.Duration, limit int) (int64, error) {
 	tag, err := s.pool.Exec(ctx, `
-		DELETE FROM inbox WHERE message_id IN (
-			SELECT message_id FROM inbox WHERE received_at < now() - $1::interval LIMIT $2)`, retention, limit)
+		DELETE FROM inbox WHERE message_id = ANY (ARRAY(
+			SELECT message_id FROM inbox WHERE received_at < now() - $1::interval LIMIT $2))`, retention, limit)
 	return tag.RowsAffected(), translate(err, "trimming inbox")
 }
 

@@ -43,7 +43,7 @@ WITH due AS (
 	 FOR UPDATE SKIP LOCKED
 )
 UPDATE timers t SET locked_by = $1, locked_until = now() + $3::interval
-  FROM due WHERE t.id = due.id
+ WHERE t.id = ANY (ARRAY(SELECT id FROM due))
 RETURNING t.id, t.instance_id, t.token_id, t.element_id, t.due_at, t.attempts, t.locked_until,
           t.definition_key, t.definition_version, t.fired`
 
