@@ -234,6 +234,19 @@ func (s *Store) CommitStep(ctx context.Context, c Commit) error {
 	}
 	b := &pgx.Batch{}
 	b.Queue("SELECT sutra_commit($1, $2, $3, $4, $5, $6)", c.InstanceID, c.Owner, c.Version, string(c.State.Status), vars, tokens)
+	if err := queueStepWrites(b, c); err != nil {
+		return err
+	}
+	err = s.pool.SendBatch(ctx, b).Close()
+	if serr, ok := stepError(err, c); ok {
+		return serr
+	}
+	return translate(err, "committing step of "+c.InstanceID)
+}
+
+// queueStepWrites queues every write of a step's commit after its fence: the
+// one list of them, shared by CommitStep and CommitBatch.
+func queueStepWrites(b *pgx.Batch, c Commit) error {
 	switch {
 	case c.TimerID != 0 && !c.RearmAt.IsZero():
 		b.Queue("SELECT sutra_rearm_start_timer($1, $2, $3)", c.TimerID, c.InstanceID, c.RearmAt)
@@ -263,18 +276,24 @@ func (s *Store) CommitStep(ctx context.Context, c Commit) error {
 		// Last, so it sees every subscription this transaction left open.
 		b.Queue("SELECT sutra_buffered_match($1, $2, $3)", c.InstanceID, toks, els)
 	}
-	err = s.pool.SendBatch(ctx, b).Close()
+	return nil
+}
+
+// stepError maps the errors of a step's own writes (ok false leaves err to
+// translate): a copy of the relay committed first, a buffered message
+// matched or went away, the fire's timer row is gone.
+func stepError(err error, c Commit) (error, bool) {
 	if isUniqueViolation(err, "inbox_pkey") {
 		// A copy of this relay committed after our claim read the inbox.
-		return ErrDuplicate
+		return ErrDuplicate, true
 	}
 	if berr, ok := translateBuffer(err); ok {
-		return berr
+		return berr, true
 	}
 	if isSQLState(err, sqlstateTimerGone) {
-		return fault.Wrap(fault.NotWaiting, err, "timer %d of %s", c.TimerID, c.InstanceID)
+		return fault.Wrap(fault.NotWaiting, err, "timer %d of %s", c.TimerID, c.InstanceID), true
 	}
-	return translate(err, "committing step of "+c.InstanceID)
+	return nil, false
 }
 
 // Applied reports whether a committed step applied relay message id inboxID.
