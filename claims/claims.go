@@ -34,6 +34,12 @@ type Store interface {
 	Claim(ctx context.Context, r store.ClaimRequest) (store.Instance, error)
 	Release(ctx context.Context, id, owner string) error
 	CommitStep(ctx context.Context, c store.Commit) error
+}
+
+// BatchStore is a Store that also claims and commits in batches
+// (*store.Store); a Claimer over a Store without them claims one at a time.
+type BatchStore interface {
+	Store
 	ClaimBatch(ctx context.Context, r store.ClaimBatchRequest) ([]store.Claimed, error)
 	CommitBatch(ctx context.Context, cs []store.Commit) []error
 }
@@ -52,6 +58,12 @@ type Claimer struct {
 // its owner ids to be its own (see package replica).
 func New(s Store, owner string, timeout time.Duration, guard func() error) *Claimer {
 	return &Claimer{store: s, owner: owner, timeout: timeout, guard: guard}
+}
+
+// Batches reports whether the Claimer's store claims and commits in batches.
+func (c *Claimer) Batches() bool {
+	_, ok := c.store.(BatchStore)
+	return ok
 }
 
 // Owner is the owner id this Claimer claims as.
@@ -182,7 +194,7 @@ type BatchRequest struct {
 	InboxID    string
 }
 
-// ClaimBatch takes the claims of several distinct instances in one statement
+// ClaimBatch (only when Batches) takes the claims of several distinct instances in one statement
 // and loads their rows. The result is aligned with rs: a nil Held was not
 // claimed, and nothing says why (held by another owner, missing, relay
 // already applied, or a row that cannot be decoded, whose claim is released
@@ -198,7 +210,7 @@ func (c *Claimer) ClaimBatch(ctx context.Context, rs []BatchRequest) ([]*Held, e
 	for i, r := range rs {
 		req.InstanceIDs[i], req.InboxIDs[i] = r.InstanceID, r.InboxID
 	}
-	claimed, err := c.store.ClaimBatch(ctx, req)
+	claimed, err := c.store.(BatchStore).ClaimBatch(ctx, req)
 	if err != nil {
 		for _, r := range rs {
 			h := &Held{store: c.store, owner: c.owner, Instance: store.Instance{ID: r.InstanceID}}
@@ -249,7 +261,7 @@ func (c *Claimer) CommitBatch(ctx context.Context, steps []Step) []error {
 		}
 		cs[i] = st.Held.commit(st.State, st.Effects, st.Extras)
 	}
-	errs := c.store.CommitBatch(ctx, cs)
+	errs := c.store.(BatchStore).CommitBatch(ctx, cs)
 	for i, err := range errs {
 		if err == nil {
 			steps[i].Held.done = true
