@@ -168,6 +168,15 @@ func (l *lane) stepBatch(ctx context.Context, rs []*Resume) {
 	cctx, cancel = l.call(ctx)
 	errs := l.claimer.CommitBatch(cctx, cs)
 	cancel()
+	n := 0
+	for _, err := range errs {
+		if err == nil {
+			n++
+		}
+	}
+	if n > 0 {
+		l.pool.deps.Metrics.BatchSteps.Observe(float64(n))
+	}
 	for i, b := range steps {
 		l.pool.answer(b.r, withInstance(b.r, l.finishBatched(ctx, b, start, errs[i])))
 	}
