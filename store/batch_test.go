@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -130,5 +131,44 @@ func TestBatchClaimTakesOnlyFreeRowsOfUnappliedRelays(t *testing.T) {
 	}
 	if _, err := st.Claim(ctx, store.ClaimRequest{InstanceID: "o-c", Owner: "r/lane/1", Timeout: time.Minute, InboxID: "pay-c"}); !errors.Is(err, store.ErrDuplicate) {
 		t.Fatalf("single claim of the applied relay = %v, want ErrDuplicate", err)
+	}
+}
+
+// A batch commit is acked like a step commit, so it waits for the WAL flush;
+// its batch claim is soft state like a single claim and does not.
+func TestABatchCommitWaitsForTheWALFlushAndItsBatchClaimDoesNot(t *testing.T) {
+	t.Parallel()
+	ids := []string{"o-a", "o-b"}
+	env, st, proc := batchEnv(t, ids...)
+	env.AuditDurability(t, "instances", "inbox", "subscriptions")
+	ctx := testkit.Ctx(t)
+	const owner = "r/lane/1"
+	claimed, err := st.ClaimBatch(ctx, store.ClaimBatchRequest{Owner: owner, Timeout: time.Minute, InstanceIDs: ids, InboxIDs: []string{"pay-a", "pay-b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cs []store.Commit
+	for i, c := range claimed {
+		state, eff, err := engine.Step(proc, engine.Instance{ID: ids[i], Version: c.Instance.Version, State: c.Instance.State},
+			engine.Trigger{Kind: engine.TriggerMessage, Message: "payment-received"}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, store.Commit{InstanceID: ids[i], Owner: owner, Version: c.Instance.Version, State: state, Effects: eff, InboxID: "pay-" + ids[i][2:]})
+	}
+	for i, err := range st.CommitBatch(ctx, cs) {
+		if err != nil {
+			t.Fatalf("commit of %s: %v", ids[i], err)
+		}
+	}
+	got := env.Durability(t)
+	want := map[string][]string{
+		"instances UPDATE claim": {"off"}, "instances UPDATE commit": {"on"},
+		"inbox INSERT INSERT": {"on"}, "subscriptions INSERT INSERT": {"on"},
+	}
+	for write, settings := range want {
+		if !slices.Equal(got[write], settings) {
+			t.Errorf("%s committed with synchronous_commit %v, want %v", write, got[write], settings)
+		}
 	}
 }
