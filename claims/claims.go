@@ -151,6 +151,9 @@ type Extras struct {
 	// DefinitionVersion moves the instance to that version of its
 	// definition (a migration); 0 keeps it.
 	DefinitionVersion int
+	// CloseTables names the tables of each closed wait
+	// (store.Commit.CloseTables); nil: every table.
+	CloseTables []engine.WaitTables
 }
 
 // Commit writes the step and releases the claim in one transaction, fenced on
@@ -170,7 +173,7 @@ func (h *Held) commit(st engine.State, eff engine.Effects, x Extras) store.Commi
 	return store.Commit{
 		InstanceID: h.Instance.ID, Owner: h.owner, Version: h.Instance.Version,
 		State: st, Effects: eff, InboxID: x.InboxID, TimerID: x.TimerID, RearmAt: x.RearmAt, Consumed: x.Consumed, SkipBufferCheck: x.SkipBufferCheck,
-		DefinitionVersion: x.DefinitionVersion,
+		DefinitionVersion: x.DefinitionVersion, CloseTables: x.CloseTables,
 	}
 }
 

@@ -163,7 +163,8 @@ func (l *lane) stepBatch(ctx context.Context, rs []*Resume) {
 	}
 	cs := make([]claims.Step, len(steps))
 	for i, b := range steps {
-		cs[i] = claims.Step{Held: b.held, State: b.state, Effects: b.effects, Extras: claims.Extras{InboxID: b.r.InboxID}}
+		cs[i] = claims.Step{Held: b.held, State: b.state, Effects: b.effects, Extras: claims.Extras{InboxID: b.r.InboxID,
+			CloseTables: engine.CloseTables(b.proc, b.held.Instance.State, b.effects.CloseWaits)}}
 	}
 	cctx, cancel = l.call(ctx)
 	errs := l.claimer.CommitBatch(cctx, cs)

@@ -449,6 +449,12 @@ func (l *lane) nextFire(proc *bpmn.Process, r *Resume) time.Time {
 // API of tasks created and the outbox publisher of rows written.
 func (l *lane) commit(ctx context.Context, held *claims.Held, proc *bpmn.Process, defVersion int, r *Resume, state engine.State, eff engine.Effects) error {
 	x := claims.Extras{InboxID: r.InboxID, TimerID: r.TimerID, RearmAt: l.nextFire(proc, r), DefinitionVersion: defVersion}
+	if r.Op == nil {
+		// The step ran on proc from the state its claim loaded: the engine
+		// tells which tables its closed waits have rows in. (An admin
+		// operation may change the definition: its closes look everywhere.)
+		x.CloseTables = engine.CloseTables(proc, held.Instance.State, eff.CloseWaits)
+	}
 	st := state
 	for {
 		cctx, cancel := l.call(ctx)

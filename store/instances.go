@@ -208,6 +208,10 @@ type Commit struct {
 	// DefinitionVersion, when set, moves the instance to that version of its
 	// definition (a migration), after the fence.
 	DefinitionVersion int
+	// CloseTables, when set, is aligned with Effects.CloseWaits and names the
+	// tables each closed wait has rows in (engine.CloseTables): the close
+	// deletes from those only. Unset, it deletes from every wait table.
+	CloseTables []engine.WaitTables
 }
 
 // Consumed is a buffered message a step applied in its commit.
@@ -256,7 +260,7 @@ func queueStepWrites(b *pgx.Batch, c Commit) error {
 	if c.DefinitionVersion > 0 {
 		b.Queue("UPDATE instances SET definition_version = $2 WHERE id = $1", c.InstanceID, c.DefinitionVersion)
 	}
-	if err := queueEffects(b, c.InstanceID, c.Effects); err != nil {
+	if err := queueEffects(b, c.InstanceID, c.Effects, c.CloseTables); err != nil {
 		return err
 	}
 	if c.InboxID != "" {
@@ -264,7 +268,7 @@ func queueStepWrites(b *pgx.Batch, c Commit) error {
 	}
 	for _, x := range c.Consumed {
 		b.Queue("SELECT sutra_consume_buffered($1, $2)", x.BufferedID, c.InstanceID)
-		if err := queueEffects(b, c.InstanceID, x.Effects); err != nil {
+		if err := queueEffects(b, c.InstanceID, x.Effects, nil); err != nil {
 			return err
 		}
 	}
@@ -308,15 +312,25 @@ func (s *Store) Applied(ctx context.Context, inboxID string) (bool, error) {
 // queueEffects queues the writes of a step's effects in the order the engine
 // requires: closes before renames before opens (a token may re-open a wait it
 // closed), resolved incidents before new ones (a retried token may appear in
-// both), then the relays to children and parent.
-func queueEffects(b *pgx.Batch, id string, e engine.Effects) error {
-	if n := len(e.CloseWaits); n > 0 {
-		toks, els := make([]string, n), make([]string, n)
-		for i, w := range e.CloseWaits {
-			toks[i], els[i] = w.TokenID, w.Element
-		}
-		for _, table := range []string{"subscriptions", "timers", "tasks"} {
-			b.Queue(`DELETE FROM `+table+` t USING unnest($2::text[], $3::text[]) AS w(tok, el)
+// both), then the relays to children and parent. closeTables, when set,
+// says which tables each closed wait has rows in (see Commit.CloseTables).
+func queueEffects(b *pgx.Batch, id string, e engine.Effects, closeTables []engine.WaitTables) error {
+	if len(e.CloseWaits) > 0 {
+		for _, table := range []struct {
+			name string
+			bit  engine.WaitTables
+		}{{"subscriptions", engine.TableSubscriptions}, {"timers", engine.TableTimers}, {"tasks", engine.TableTasks}} {
+			var toks, els []string
+			for i, w := range e.CloseWaits {
+				if len(closeTables) == len(e.CloseWaits) && closeTables[i]&table.bit == 0 {
+					continue // no row of this wait in this table
+				}
+				toks, els = append(toks, w.TokenID), append(els, w.Element)
+			}
+			if len(toks) == 0 {
+				continue
+			}
+			b.Queue(`DELETE FROM `+table.name+` t USING unnest($2::text[], $3::text[]) AS w(tok, el)
 				WHERE t.instance_id = $1 AND t.token_id = w.tok AND (w.el = '' OR t.element_id = w.el)`, id, toks, els)
 		}
 	}
