@@ -3,6 +3,7 @@ package lanes
 import (
 	"context"
 	"errors"
+	"runtime/debug"
 	"time"
 
 	"github.com/sutra-run/worker/bpmn"
@@ -83,6 +84,12 @@ take:
 	}
 }
 
+// panicked is a panic recovered from one step of a batch, with its stack.
+type panicked struct {
+	value any
+	stack []byte
+}
+
 // batched is one step of a batch, computed and waiting for the commit.
 type batched struct {
 	r       *Resume
@@ -133,8 +140,8 @@ func (l *lane) stepBatch(ctx context.Context, rs []*Resume) {
 			alone = append(alone, r)
 			continue
 		}
-		b, ok, panicValue := l.compute(ctx, r, h)
-		if panicValue != nil {
+		b, ok, p := l.compute(ctx, r, h)
+		if p != nil {
 			// Every claim of the batch is released, the panicking relay is
 			// dead-lettered, and the others run on their own.
 			for _, h := range helds {
@@ -142,7 +149,7 @@ func (l *lane) stepBatch(ctx context.Context, rs []*Resume) {
 					release(h)
 				}
 			}
-			l.pool.answer(r, withInstance(r, l.panicked(r, panicValue)))
+			l.pool.answer(r, withInstance(r, l.panicked(r, p.value, p.stack)))
 			alone = nil
 			for j, o := range rs {
 				if j != i {
@@ -187,10 +194,10 @@ func (l *lane) stepBatch(ctx context.Context, rs []*Resume) {
 // hook for one step of a batch. ok false sends the resume on its own path
 // (which meets the same error and answers it as the exit table says); a
 // panic is returned, not raised, for stepBatch to release the batch.
-func (l *lane) compute(ctx context.Context, r *Resume, h *claims.Held) (b batched, ok bool, panicValue any) {
+func (l *lane) compute(ctx context.Context, r *Resume, h *claims.Held) (b batched, ok bool, p *panicked) {
 	defer func() {
 		if v := recover(); v != nil {
-			panicValue = v
+			p = &panicked{value: v, stack: debug.Stack()}
 		}
 	}()
 	inst := h.Instance
@@ -216,7 +223,7 @@ func (l *lane) compute(ctx context.Context, r *Resume, h *claims.Held) (b batche
 func (l *lane) finishBatched(ctx context.Context, b batched, start time.Time, err error) (out Outcome) {
 	defer func() {
 		if v := recover(); v != nil {
-			out = l.panicked(b.r, v)
+			out = l.panicked(b.r, v, debug.Stack())
 		}
 	}()
 	switch {

@@ -79,18 +79,18 @@ func (l *lane) runOne(ctx context.Context, r *Resume) {
 func (l *lane) supervise(ctx context.Context, r *Resume) (out Outcome, answered bool) {
 	defer func() {
 		if v := recover(); v != nil {
-			out, answered = l.panicked(r, v), true
+			out, answered = l.panicked(r, v, debug.Stack()), true
 		}
 	}()
 	return l.step(ctx, r)
 }
 
-// panicked is the outcome of a step that panicked with v.
-func (l *lane) panicked(r *Resume, v any) Outcome {
+// panicked is the outcome of a step that panicked with v (stack: where).
+func (l *lane) panicked(r *Resume, v any, stack []byte) Outcome {
 	l.pool.deps.Metrics.LanePanics.Inc()
 	err := fault.New(fault.StepPanic, "panic in step: %v", v)
 	l.pool.deps.Logger.Error("step panicked", "instance_id", r.InstanceID, "owner", l.claimer.Owner(),
-		"code", fault.StepPanic, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		"code", fault.StepPanic, "panic", fmt.Sprint(v), "stack", string(stack))
 	return Outcome{Kind: Rejected, Code: fault.StepPanic, Err: err}
 }
 
