@@ -191,3 +191,25 @@ func TestADuplicateInsideABatchIsAckedAsDuplicateAndTheOthersCommit(t *testing.T
 	b.env.AssertNoClaimsHeld(t)
 	b.env.AssertNoOverlap(t, false)
 }
+
+// Two relays of one instance queued together never run at once: the first
+// goes in the batch, the second runs after it, on the state it committed.
+func TestTwoRelaysOfOneInstanceQueuedTogetherRunOneAfterTheOther(t *testing.T) {
+	t.Parallel()
+	b, release := batchBundle(t, 2, nil, nil)
+	b.pub.Publish(paid("o-1"), testkit.Relay{MessageID: "shipped-o-1", Body: map[string]any{"instance_id": "o-1", "message": "order-shipped"}},
+		paid("o-2"))
+	b.queued(t, 3)
+	release()
+	b.waitVersion(t, "o-1", 3)
+	b.waitVersion(t, "o-2", 2)
+	if commits, steps := b.batches(t); commits != 1 || steps != 2 {
+		t.Errorf("batch commits = %d of %v steps, want one of 2 (o-1's payment and o-2's)", commits, steps)
+	}
+	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'o-1' AND status = 'completed'"); n != 1 {
+		t.Error("o-1 did not complete: its shipment did not run on the payment's state")
+	}
+	testkit.Eventually(t, 5*time.Second, "every relay committed", func() bool { return b.relays(t, "committed") == 7 })
+	b.env.AssertNoClaimsHeld(t)
+	b.env.AssertNoOverlap(t, false)
+}
