@@ -172,3 +172,50 @@ func TestABatchCommitWaitsForTheWALFlushAndItsBatchClaimDoesNot(t *testing.T) {
 		}
 	}
 }
+
+// When one step's writes fail (a copy of its relay committed after the batch
+// claim read the inbox), the batch writes nothing, every step it let through
+// the fence is ErrNotCommitted with its claim still held, and each then
+// commits on its own: the copy's step is a duplicate, the other commits.
+func TestAStepWhoseWritesFailLeavesTheBatchUncommittedAndEachCommitsOnItsOwn(t *testing.T) {
+	t.Parallel()
+	ids := []string{"o-a", "o-b"}
+	env, st, proc := batchEnv(t, ids...)
+	ctx := testkit.Ctx(t)
+	const owner = "r/lane/1"
+	inboxes := []string{"pay-a", "pay-b"}
+	claimed, err := st.ClaimBatch(ctx, store.ClaimBatchRequest{Owner: owner, Timeout: time.Minute, InstanceIDs: ids, InboxIDs: inboxes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cs []store.Commit
+	for i, c := range claimed {
+		state, eff, err := engine.Step(proc, engine.Instance{ID: ids[i], Version: c.Instance.Version, State: c.Instance.State},
+			engine.Trigger{Kind: engine.TriggerMessage, Message: "payment-received"}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, store.Commit{InstanceID: ids[i], Owner: owner, Version: c.Instance.Version, State: state, Effects: eff, InboxID: inboxes[i]})
+	}
+	if _, err := env.DB.Exec(ctx, "INSERT INTO inbox (message_id, instance_id) VALUES ('pay-b', 'o-b')"); err != nil {
+		t.Fatal(err)
+	}
+	errs := st.CommitBatch(ctx, cs)
+	for i, err := range errs {
+		if !errors.Is(err, store.ErrNotCommitted) {
+			t.Fatalf("errs[%d] = %v, want ErrNotCommitted", i, err)
+		}
+	}
+	if n := env.Int(t, "SELECT count(*) FROM instances WHERE owner = $1", owner); n != 2 {
+		t.Fatalf("%d claims held after the failed batch, want both", n)
+	}
+	if err := st.CommitStep(ctx, cs[0]); err != nil {
+		t.Fatalf("o-a on its own: %v", err)
+	}
+	if err := st.CommitStep(ctx, cs[1]); !errors.Is(err, store.ErrDuplicate) {
+		t.Fatalf("o-b on its own: %v, want ErrDuplicate", err)
+	}
+	if v := env.Int(t, "SELECT version FROM instances WHERE id = 'o-a'"); v != 2 {
+		t.Errorf("o-a at version %d, want 2", v)
+	}
+}
