@@ -131,7 +131,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		TasksCreated: w.api.TasksCreated, OutboxWritten: written, ClaimGuard: w.replica.Valid}, lanes.Config{
 		// Room for every resume that can be in flight: relays and timer fires.
 		Replica: cfg.ReplicaID, Lanes: cfg.Lanes, InboxSize: cfg.Prefetch + inflight + 1,
-		ClaimTimeout: cfg.ClaimTimeout,
+		ClaimTimeout: cfg.ClaimTimeout, BatchMax: cfg.BatchMax,
 	})
 	w.migrations = admin.NewRunner(admin.RunnerDeps{Store: st, Lanes: w.lanes, Metrics: w.metrics, Logger: log},
 		admin.RunnerConfig{Replica: cfg.ReplicaID})

@@ -35,6 +35,7 @@ func (c Config) Validate() error {
 	}
 	between("LANES", c.Lanes, 1, 1024)
 	between("PREFETCH", c.Prefetch, 1, 65535)
+	between("BATCH_MAX", c.BatchMax, 1, 1024)
 	between("RELAY_MAX_RETRIES", c.RelayMaxRetries, 1, 1_000_000)
 	between("TIMER_BATCH", c.TimerBatch, 1, 10_000)
 	between("TIMER_MAX_IN_FLIGHT", c.TimerMaxInFlight, 1, 100_000)

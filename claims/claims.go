@@ -36,6 +36,14 @@ type Store interface {
 	CommitStep(ctx context.Context, c store.Commit) error
 }
 
+// BatchStore is a Store that also claims and commits in batches
+// (*store.Store); a Claimer over a Store without them claims one at a time.
+type BatchStore interface {
+	Store
+	ClaimBatch(ctx context.Context, r store.ClaimBatchRequest) ([]store.Claimed, error)
+	CommitBatch(ctx context.Context, cs []store.Commit) []error
+}
+
 // Claimer takes claims for one owner.
 type Claimer struct {
 	store   Store
@@ -50,6 +58,12 @@ type Claimer struct {
 // its owner ids to be its own (see package replica).
 func New(s Store, owner string, timeout time.Duration, guard func() error) *Claimer {
 	return &Claimer{store: s, owner: owner, timeout: timeout, guard: guard}
+}
+
+// Batches reports whether the Claimer's store claims and commits in batches.
+func (c *Claimer) Batches() bool {
+	_, ok := c.store.(BatchStore)
+	return ok
 }
 
 // Owner is the owner id this Claimer claims as.
@@ -137,6 +151,9 @@ type Extras struct {
 	// DefinitionVersion moves the instance to that version of its
 	// definition (a migration); 0 keeps it.
 	DefinitionVersion int
+	// CloseTables names the tables of each closed wait
+	// (store.Commit.CloseTables); nil: every table.
+	CloseTables []engine.WaitTables
 }
 
 // Commit writes the step and releases the claim in one transaction, fenced on
@@ -144,15 +161,20 @@ type Extras struct {
 // stolen) writes nothing and returns an error with fault.StepFenced; the claim
 // is then no longer ours, so it counts as ended either way.
 func (h *Held) Commit(ctx context.Context, st engine.State, eff engine.Effects, x Extras) error {
-	err := h.store.CommitStep(ctx, store.Commit{
-		InstanceID: h.Instance.ID, Owner: h.owner, Version: h.Instance.Version,
-		State: st, Effects: eff, InboxID: x.InboxID, TimerID: x.TimerID, RearmAt: x.RearmAt, Consumed: x.Consumed, SkipBufferCheck: x.SkipBufferCheck,
-		DefinitionVersion: x.DefinitionVersion,
-	})
+	err := h.store.CommitStep(ctx, h.commit(st, eff, x))
 	if err == nil {
 		h.done = true
 	}
 	return err
+}
+
+// commit is the store's commit of a step under this claim.
+func (h *Held) commit(st engine.State, eff engine.Effects, x Extras) store.Commit {
+	return store.Commit{
+		InstanceID: h.Instance.ID, Owner: h.owner, Version: h.Instance.Version,
+		State: st, Effects: eff, InboxID: x.InboxID, TimerID: x.TimerID, RearmAt: x.RearmAt, Consumed: x.Consumed, SkipBufferCheck: x.SkipBufferCheck,
+		DefinitionVersion: x.DefinitionVersion, CloseTables: x.CloseTables,
+	}
 }
 
 // Release gives the claim up without a step. It is safe after Commit (a no-op)
@@ -166,4 +188,87 @@ func (h *Held) Release(ctx context.Context) error {
 	ctx, cancel := startstop.FinalContext(ctx)
 	defer cancel()
 	return h.store.Release(ctx, h.Instance.ID, h.owner)
+}
+
+// BatchRequest names one instance of a batch claim: a relay to a known
+// instance (no start, no lookup).
+type BatchRequest struct {
+	InstanceID string
+	InboxID    string
+}
+
+// ClaimBatch (only when Batches) takes the claims of several distinct instances in one statement
+// and loads their rows. The result is aligned with rs: a nil Held was not
+// claimed, and nothing says why (held by another owner, missing, relay
+// already applied, or a row that cannot be decoded, whose claim is released
+// here): claim it on its own with Claim to learn it. An error means any claim
+// may have been taken: every one is released before ClaimBatch returns.
+func (c *Claimer) ClaimBatch(ctx context.Context, rs []BatchRequest) ([]*Held, error) {
+	if c.guard != nil {
+		if err := c.guard(); err != nil {
+			return nil, err
+		}
+	}
+	req := store.ClaimBatchRequest{Owner: c.owner, Timeout: c.timeout, InstanceIDs: make([]string, len(rs)), InboxIDs: make([]string, len(rs))}
+	for i, r := range rs {
+		req.InstanceIDs[i], req.InboxIDs[i] = r.InstanceID, r.InboxID
+	}
+	claimed, err := c.store.(BatchStore).ClaimBatch(ctx, req)
+	if err != nil {
+		for _, r := range rs {
+			h := &Held{store: c.store, owner: c.owner, Instance: store.Instance{ID: r.InstanceID}}
+			if rerr := h.Release(ctx); rerr != nil {
+				err = fmt.Errorf("%w (and releasing the claim of %s that may have been taken: %v)", err, r.InstanceID, rerr)
+			}
+		}
+		return nil, err
+	}
+	helds := make([]*Held, len(rs))
+	for i, cl := range claimed {
+		if !cl.OK {
+			continue
+		}
+		h := &Held{store: c.store, owner: c.owner, Instance: cl.Instance}
+		if cl.Err != nil {
+			// Claimed but not steppable: Claim on its own reports the error.
+			if rerr := h.Release(ctx); rerr != nil {
+				return helds, errors.Join(cl.Err, rerr)
+			}
+			continue
+		}
+		helds[i] = h
+	}
+	return helds, nil
+}
+
+// Step is one step of a batch commit: the claim it runs under and what it
+// writes.
+type Step struct {
+	Held    *Held
+	State   engine.State
+	Effects engine.Effects
+	Extras  Extras
+}
+
+// CommitBatch commits several steps in one transaction (store.CommitBatch),
+// each fenced on its own claim. The result is aligned with steps: nil,
+// committed and released; fault.StepFenced, that step did not happen and
+// its claim is no longer ours; store.ErrNotCommitted, nothing was written for
+// it and its claim is still held (commit it with Held.Commit); any other
+// error leaves the outcome unknown, as a failed Held.Commit does.
+func (c *Claimer) CommitBatch(ctx context.Context, steps []Step) []error {
+	cs := make([]store.Commit, len(steps))
+	for i, st := range steps {
+		if st.Held.owner != c.owner {
+			panic("claims: a batch commits only claims of its own Claimer")
+		}
+		cs[i] = st.Held.commit(st.State, st.Effects, st.Extras)
+	}
+	errs := c.store.(BatchStore).CommitBatch(ctx, cs)
+	for i, err := range errs {
+		if err == nil {
+			steps[i].Held.done = true
+		}
+	}
+	return errs
 }

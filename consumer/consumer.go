@@ -57,6 +57,10 @@ type Config struct {
 	// doubles per failure up to RetryMax (defaults 100ms, 5s).
 	RetryMin time.Duration
 	RetryMax time.Duration
+	// AckHold bounds how long an answered delivery's ack waits for the
+	// deliveries below it, so that one ack with multiple=true settles them
+	// all (default 10ms); past it the ack is sent on its own.
+	AckHold time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -73,6 +77,7 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.RetryMax, 5*time.Second)
 	defaults.Set(&c.Prefetch, 256)
 	defaults.Set(&c.MaxRetries, 50)
+	defaults.Set(&c.AckHold, 10*time.Millisecond)
 }
 
 // Deps are the consumer's collaborators.
@@ -199,7 +204,7 @@ func (c *Consumer) consume(soft, hard context.Context) error {
 		return fmt.Errorf("consuming %s: %w", c.cfg.Queue, err)
 	}
 	c.connected.Store(true)
-	s := &session{c: c, ch: ch, tag: tag, hard: hard, results: make(chan result, c.cfg.Prefetch+1)}
+	s := &session{c: c, ch: ch, tag: tag, hard: hard, results: make(chan result, c.cfg.Prefetch+1), byTag: map[uint64]*tracked{}}
 	return s.loop(soft, hard, deliveries, closed)
 }
 

@@ -33,7 +33,7 @@ func (s *scripted) Dispatch(r lanes.Resume) {
 	s.attempts[r.InboxID]++
 	n := s.attempts[r.InboxID]
 	s.mu.Unlock()
-	go r.Done(s.answer(r, n)) // a lane answers from its own goroutine
+	go func() { r.Done(s.answer(r, n)) }() // a lane answers from its own goroutine
 }
 
 // start runs a consumer on the test's queues with answer as its lanes.

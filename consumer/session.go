@@ -44,6 +44,10 @@ type session struct {
 	results  chan result
 	inflight int
 	delayed  delayQueue
+	// tracked are the deliveries not settled on the channel yet, in tag
+	// order; byTag finds them (acks.go).
+	tracked []*tracked
+	byTag   map[uint64]*tracked
 }
 
 func (s *session) loop(soft, hard context.Context, deliveries <-chan amqp.Delivery, closed <-chan *amqp.Error) error {
@@ -51,13 +55,19 @@ func (s *session) loop(soft, hard context.Context, deliveries <-chan amqp.Delive
 	defer timer.Stop()
 	softDone := soft.Done()
 	stopping := false
+	var held time.Time // when the oldest held ack is due (zero: none)
 	for {
 		if stopping && s.inflight == 0 && deliveries == nil {
 			s.nackDelayed(time.Time{}) // requeue now: another replica may take them
+			s.flush(time.Now())        // nothing is at a lane: every answer is acked
 			return nil
 		}
-		if len(s.delayed) > 0 {
-			timer.Reset(time.Until(s.delayed[0].due))
+		wake := held
+		if len(s.delayed) > 0 && (wake.IsZero() || s.delayed[0].due.Before(wake)) {
+			wake = s.delayed[0].due
+		}
+		if !wake.IsZero() {
+			timer.Reset(time.Until(wake))
 		}
 		select {
 		case d, ok := <-deliveries:
@@ -75,6 +85,16 @@ func (s *session) loop(soft, hard context.Context, deliveries <-chan amqp.Delive
 		case r := <-s.results:
 			s.inflight--
 			s.act(r)
+			// Take every answer already back, so one ack covers them all.
+			for more := true; more; {
+				select {
+				case r := <-s.results:
+					s.inflight--
+					s.act(r)
+				default:
+					more = false
+				}
+			}
 		case <-timer.C:
 			s.nackDelayed(time.Now())
 		case <-softDone:
@@ -87,12 +107,14 @@ func (s *session) loop(soft, hard context.Context, deliveries <-chan amqp.Delive
 		case err := <-closed:
 			return closeReason(err)
 		}
+		held = s.flush(time.Now())
 	}
 }
 
 // receive decodes a delivery and dispatches it, or dead-letters it when it
 // can never be decoded.
 func (s *session) receive(d *amqp.Delivery) {
+	s.track(d)
 	r, err := decode(d, time.Now())
 	if err != nil {
 		s.deadLetter(d, "", err)
@@ -140,9 +162,7 @@ func (s *session) forget(d *amqp.Delivery) {
 // ack acknowledges a relay applied (committed, duplicate or buffered).
 func (s *session) ack(d *amqp.Delivery, outcome string) {
 	s.forget(d)
-	_ = d.Ack(false)
-	s.c.deps.Metrics.Relays.WithLabelValues(outcome).Inc()
-	s.c.TestSignals.Acked.Signal(d.MessageId)
+	s.answerAck(d, outcome, nil)
 }
 
 // requeueLater nacks d with requeue after a backoff that grows with each
@@ -157,6 +177,7 @@ func (s *session) requeueLater(d *amqp.Delivery, reason string) {
 	s.c.bounces[d.MessageId] = n
 	delay := backoff.Delay(s.c.cfg.RequeueBackoff, s.c.cfg.RequeueBackoffMax, n)
 	heap.Push(&s.delayed, delayed{due: time.Now().Add(delay), d: d})
+	s.answerDelay(d)
 	s.c.deps.Metrics.Relays.WithLabelValues(metrics.OutcomeRequeued).Inc()
 	s.c.deps.Metrics.RelayRequeues.WithLabelValues(reason).Inc()
 	s.c.TestSignals.Requeued.Signal(Requeue{MessageID: d.MessageId, Reason: reason, Bounce: n, Delay: delay})
@@ -165,14 +186,13 @@ func (s *session) requeueLater(d *amqp.Delivery, reason string) {
 // nackDelayed requeues every delayed delivery due by now (all if now is zero).
 func (s *session) nackDelayed(now time.Time) {
 	for len(s.delayed) > 0 && (now.IsZero() || !s.delayed[0].due.After(now)) {
-		d := heap.Pop(&s.delayed).(delayed).d
-		_ = d.Nack(false, true)
+		s.nack(heap.Pop(&s.delayed).(delayed).d)
 	}
 }
 
 // deadLetter publishes d unchanged, with the code and reason in headers, to
 // the dead-letter exchange through the broker owner's confirming channel,
-// waits for the broker's confirm, and only then acks it. If the publish is not
+// waits for the broker's confirm, and only then answers it to be acked. If the publish is not
 // confirmed (or is returned) the delivery is requeued instead: a dead letter
 // is never lost.
 func (s *session) deadLetter(d *amqp.Delivery, instanceID string, cause error) {
@@ -203,10 +223,7 @@ func (s *session) deadLetter(d *amqp.Delivery, instanceID string, cause error) {
 		return
 	}
 	s.forget(d)
-	_ = d.Ack(false)
-	s.c.deps.Metrics.Relays.WithLabelValues(metrics.OutcomeDeadLettered).Inc()
-	s.c.deps.Metrics.DeadLetters.WithLabelValues(code).Inc()
-	s.c.TestSignals.DeadLettered.Signal(DeadLetter{MessageID: d.MessageId, Code: code})
+	s.answerAck(d, metrics.OutcomeDeadLettered, &DeadLetter{MessageID: d.MessageId, Code: code})
 	log.Warn("relay dead-lettered", "message_id", d.MessageId, "instance_id", instanceID, "code", code, "reason", fault.Reason(cause))
 }
 

@@ -23,6 +23,9 @@ type lane struct {
 	pool    *Pool
 	inbox   chan *Resume
 	claimer *claims.Claimer
+	// batches: this lane takes several queued relays at once (BatchMax > 1
+	// and a store that batches).
+	batches bool
 	depth   prometheus.Gauge
 	bounces map[string]prometheus.Counter
 }
@@ -34,7 +37,11 @@ func (l *lane) run(ctx context.Context, quit <-chan struct{}) {
 	for {
 		select {
 		case r := <-l.inbox:
-			l.handle(ctx, r)
+			if l.batches && batchable(r) && len(l.inbox) > 0 {
+				l.handleBatch(ctx, r)
+			} else {
+				l.handle(ctx, r)
+			}
 		case <-quit:
 			return
 		}
@@ -42,12 +49,25 @@ func (l *lane) run(ctx context.Context, quit <-chan struct{}) {
 }
 
 func (l *lane) handle(ctx context.Context, r *Resume) {
+	if l.admit(ctx, r) {
+		l.runOne(ctx, r)
+	}
+}
+
+// admit takes r out of the lane's queue: false when it was answered at once
+// (the pool is past its stop deadline).
+func (l *lane) admit(ctx context.Context, r *Resume) bool {
 	l.depth.Dec()
 	if ctx.Err() != nil {
 		l.pool.answer(r, Outcome{Kind: Retry, Code: fault.Unavailable, Reason: ReasonShutdown, Err: context.Cause(ctx)})
-		return
+		return false
 	}
 	l.pool.deps.Metrics.LaneWait.Observe(time.Since(r.enqueued).Seconds())
+	return true
+}
+
+// runOne runs one admitted resume on its own and answers it.
+func (l *lane) runOne(ctx context.Context, r *Resume) {
 	if out, answered := l.supervise(ctx, r); answered {
 		out.InstanceID = r.InstanceID
 		l.pool.answer(r, out)
@@ -59,14 +79,19 @@ func (l *lane) handle(ctx context.Context, r *Resume) {
 func (l *lane) supervise(ctx context.Context, r *Resume) (out Outcome, answered bool) {
 	defer func() {
 		if v := recover(); v != nil {
-			l.pool.deps.Metrics.LanePanics.Inc()
-			err := fault.New(fault.StepPanic, "panic in step: %v", v)
-			l.pool.deps.Logger.Error("step panicked", "instance_id", r.InstanceID, "owner", l.claimer.Owner(),
-				"code", fault.StepPanic, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-			out, answered = Outcome{Kind: Rejected, Code: fault.StepPanic, Err: err}, true
+			out, answered = l.panicked(r, v, debug.Stack()), true
 		}
 	}()
 	return l.step(ctx, r)
+}
+
+// panicked is the outcome of a step that panicked with v (stack: where).
+func (l *lane) panicked(r *Resume, v any, stack []byte) Outcome {
+	l.pool.deps.Metrics.LanePanics.Inc()
+	err := fault.New(fault.StepPanic, "panic in step: %v", v)
+	l.pool.deps.Logger.Error("step panicked", "instance_id", r.InstanceID, "owner", l.claimer.Owner(),
+		"code", fault.StepPanic, "panic", fmt.Sprint(v), "stack", string(stack))
+	return Outcome{Kind: Rejected, Code: fault.StepPanic, Err: err}
 }
 
 // maxResolves bounds how often one correlate-by-key relay is resolved again
@@ -189,20 +214,27 @@ func (l *lane) step(ctx context.Context, r *Resume) (Outcome, bool) {
 	if h := hooks.BeforeCommit; h != nil {
 		h(ctx, l.n, r)
 	}
-	if err := l.commit(ctx, held, proc, res.DefinitionVersion, r, next, effects); err != nil {
+	err = l.commit(ctx, held, proc, res.DefinitionVersion, r, next, effects)
+	return l.finish(ctx, r, held, start, err), true
+}
+
+// finish answers a step by its commit's error: the last rows of the exit
+// table, shared by the single and the batch path.
+func (l *lane) finish(ctx context.Context, r *Resume, held *claims.Held, start time.Time, err error) Outcome {
+	if err != nil {
 		if fault.Code(err) == fault.StepFenced {
 			l.pool.deps.Metrics.StepsFenced.Inc()
-			log.Warn("step fenced: claim swept or stolen, step rolled back", "instance_id", inst.ID,
-				"owner", held.Owner(), "code", fault.StepFenced, "version", inst.Version)
-			return Outcome{Kind: Retry, Code: fault.StepFenced, Reason: ReasonFenced, Err: err}, true
+			l.pool.deps.Logger.Warn("step fenced: claim swept or stolen, step rolled back", "instance_id", held.Instance.ID,
+				"owner", held.Owner(), "code", fault.StepFenced, "version", held.Instance.Version)
+			return Outcome{Kind: Retry, Code: fault.StepFenced, Reason: ReasonFenced, Err: err}
 		}
-		return l.failure(ctx, r, err), true
+		return l.failure(ctx, r, err)
 	}
 	l.pool.deps.Metrics.StepDuration.Observe(time.Since(start).Seconds())
-	if h := hooks.AfterCommit; h != nil {
+	if h := l.pool.deps.Hooks.AfterCommit; h != nil {
 		h(ctx, l.n, r)
 	}
-	return Outcome{Kind: Committed}, true
+	return Outcome{Kind: Committed}
 }
 
 // call bounds one database call of a step. Canceling ctx (the stop's
@@ -417,6 +449,12 @@ func (l *lane) nextFire(proc *bpmn.Process, r *Resume) time.Time {
 // API of tasks created and the outbox publisher of rows written.
 func (l *lane) commit(ctx context.Context, held *claims.Held, proc *bpmn.Process, defVersion int, r *Resume, state engine.State, eff engine.Effects) error {
 	x := claims.Extras{InboxID: r.InboxID, TimerID: r.TimerID, RearmAt: l.nextFire(proc, r), DefinitionVersion: defVersion}
+	if r.Op == nil {
+		// The step ran on proc from the state its claim loaded: the engine
+		// tells which tables its closed waits have rows in. (An admin
+		// operation may change the definition: its closes look everywhere.)
+		x.CloseTables = engine.CloseTables(proc, held.Instance.State, eff.CloseWaits)
+	}
 	st := state
 	for {
 		cctx, cancel := l.call(ctx)
@@ -447,13 +485,19 @@ func (l *lane) commit(ctx context.Context, held *claims.Held, proc *bpmn.Process
 		case err != nil:
 			return err
 		default:
-			l.pool.deps.Metrics.BufferedConsumed.Add(float64(len(x.Consumed)))
-			l.armed(eff, x.Consumed)
-			l.tasksCreated(eff, x.Consumed)
-			l.published(eff, x.Consumed)
+			l.committed(eff, x.Consumed)
 			return nil
 		}
 	}
+}
+
+// committed tells the timer poller, the task API and the outbox publisher
+// what a committed step wrote for them.
+func (l *lane) committed(eff engine.Effects, consumed []store.Consumed) {
+	l.pool.deps.Metrics.BufferedConsumed.Add(float64(len(consumed)))
+	l.armed(eff, consumed)
+	l.tasksCreated(eff, consumed)
+	l.published(eff, consumed)
 }
 
 // armed tells the timer poller the earliest timer the commit armed.

@@ -37,10 +37,15 @@ type Config struct {
 	// also bounds each database call of a step: a step that takes longer
 	// would be swept and fenced anyway.
 	ClaimTimeout time.Duration
+	// BatchMax bounds the steps a lane claims in one statement and commits
+	// in one transaction, taken from what is already queued in its inbox
+	// (never waited for) (default 16; 1 turns batching off).
+	BatchMax int
 }
 
 func (c *Config) setDefaults() {
 	defaults.Set(&c.Lanes, 16)
+	defaults.Set(&c.BatchMax, 16)
 	defaults.Set(&c.InboxSize, 1024)
 	defaults.Set(&c.ClaimTimeout, 30*time.Second)
 }
@@ -137,11 +142,13 @@ func New(deps Deps, cfg Config) *Pool {
 		bounces: map[string]prometheus.Counter{},
 	}
 	for n := range cfg.Lanes {
+		claimer := claims.New(deps.Store, claims.LaneOwner(cfg.Replica, n), cfg.ClaimTimeout, deps.ClaimGuard)
 		p.lanes = append(p.lanes, &lane{
 			n:       n,
 			pool:    p,
 			inbox:   make(chan *Resume, cfg.InboxSize),
-			claimer: claims.New(deps.Store, claims.LaneOwner(cfg.Replica, n), cfg.ClaimTimeout, deps.ClaimGuard),
+			claimer: claimer,
+			batches: cfg.BatchMax > 1 && claimer.Batches(),
 			depth:   deps.Metrics.LaneDepth.WithLabelValues(strconv.Itoa(n)),
 			bounces: map[string]prometheus.Counter{},
 		})

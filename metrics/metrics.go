@@ -37,6 +37,7 @@ type Metrics struct {
 	RelayRequeues *prometheus.CounterVec
 	ClaimBounces  *prometheus.CounterVec
 	StepDuration  prometheus.Histogram
+	BatchSteps    prometheus.Histogram
 	LaneDepth     *prometheus.GaugeVec
 	LaneWait      prometheus.Histogram
 	StepsFenced   prometheus.Counter
@@ -99,6 +100,11 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name:    "sutra_step_duration_seconds",
 			Help:    "Time from claim to commit of a step.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		BatchSteps: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sutra_batch_steps",
+			Help:    "Steps committed by each batch commit (SUTRA_BATCH_MAX); steps committed one at a time are not counted.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
 		}),
 		LaneDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sutra_lane_queue_depth",
@@ -228,7 +234,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}, []string{"version", "revision", "go_version"})
 	build.WithLabelValues(info.Version, info.Revision, info.GoVersion).Set(1)
 	reg.MustRegister(build)
-	reg.MustRegister(m.Relays, m.RelayRequeues, m.ClaimBounces, m.StepDuration, m.LaneDepth, m.LaneWait, m.StepsFenced, m.LanePanics,
+	reg.MustRegister(m.Relays, m.RelayRequeues, m.ClaimBounces, m.StepDuration, m.BatchSteps, m.LaneDepth, m.LaneWait, m.StepsFenced, m.LanePanics,
 		m.TimersFired, m.TimerDeferrals, m.TimersStale, m.TimerFireLag,
 		m.TasksLocked, m.TasksCompleted, m.TasksLockExpired, m.TaskWait, m.AdminRequests, m.MigrationInstances,
 		m.ClaimsSwept, m.LeaseHeld, m.InboxTrimmed, m.BufferedConsumed, m.BufferedExpired,

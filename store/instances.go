@@ -208,6 +208,10 @@ type Commit struct {
 	// DefinitionVersion, when set, moves the instance to that version of its
 	// definition (a migration), after the fence.
 	DefinitionVersion int
+	// CloseTables, when set, is aligned with Effects.CloseWaits and names the
+	// tables each closed wait has rows in (engine.CloseTables): the close
+	// deletes from those only. Unset, it deletes from every wait table.
+	CloseTables []engine.WaitTables
 }
 
 // Consumed is a buffered message a step applied in its commit.
@@ -234,6 +238,19 @@ func (s *Store) CommitStep(ctx context.Context, c Commit) error {
 	}
 	b := &pgx.Batch{}
 	b.Queue("SELECT sutra_commit($1, $2, $3, $4, $5, $6)", c.InstanceID, c.Owner, c.Version, string(c.State.Status), vars, tokens)
+	if err := queueStepWrites(b, c); err != nil {
+		return err
+	}
+	err = s.pool.SendBatch(ctx, b).Close()
+	if serr, ok := stepError(err, c); ok {
+		return serr
+	}
+	return translate(err, "committing step of "+c.InstanceID)
+}
+
+// queueStepWrites queues every write of a step's commit after its fence: the
+// one list of them, shared by CommitStep and CommitBatch.
+func queueStepWrites(b *pgx.Batch, c Commit) error {
 	switch {
 	case c.TimerID != 0 && !c.RearmAt.IsZero():
 		b.Queue("SELECT sutra_rearm_start_timer($1, $2, $3)", c.TimerID, c.InstanceID, c.RearmAt)
@@ -243,7 +260,7 @@ func (s *Store) CommitStep(ctx context.Context, c Commit) error {
 	if c.DefinitionVersion > 0 {
 		b.Queue("UPDATE instances SET definition_version = $2 WHERE id = $1", c.InstanceID, c.DefinitionVersion)
 	}
-	if err := queueEffects(b, c.InstanceID, c.Effects); err != nil {
+	if err := queueEffects(b, c.InstanceID, c.Effects, c.CloseTables); err != nil {
 		return err
 	}
 	if c.InboxID != "" {
@@ -251,7 +268,7 @@ func (s *Store) CommitStep(ctx context.Context, c Commit) error {
 	}
 	for _, x := range c.Consumed {
 		b.Queue("SELECT sutra_consume_buffered($1, $2)", x.BufferedID, c.InstanceID)
-		if err := queueEffects(b, c.InstanceID, x.Effects); err != nil {
+		if err := queueEffects(b, c.InstanceID, x.Effects, nil); err != nil {
 			return err
 		}
 	}
@@ -263,18 +280,24 @@ func (s *Store) CommitStep(ctx context.Context, c Commit) error {
 		// Last, so it sees every subscription this transaction left open.
 		b.Queue("SELECT sutra_buffered_match($1, $2, $3)", c.InstanceID, toks, els)
 	}
-	err = s.pool.SendBatch(ctx, b).Close()
+	return nil
+}
+
+// stepError maps the errors of a step's own writes (ok false leaves err to
+// translate): a copy of the relay committed first, a buffered message
+// matched or went away, the fire's timer row is gone.
+func stepError(err error, c Commit) (error, bool) {
 	if isUniqueViolation(err, "inbox_pkey") {
 		// A copy of this relay committed after our claim read the inbox.
-		return ErrDuplicate
+		return ErrDuplicate, true
 	}
 	if berr, ok := translateBuffer(err); ok {
-		return berr
+		return berr, true
 	}
 	if isSQLState(err, sqlstateTimerGone) {
-		return fault.Wrap(fault.NotWaiting, err, "timer %d of %s", c.TimerID, c.InstanceID)
+		return fault.Wrap(fault.NotWaiting, err, "timer %d of %s", c.TimerID, c.InstanceID), true
 	}
-	return translate(err, "committing step of "+c.InstanceID)
+	return nil, false
 }
 
 // Applied reports whether a committed step applied relay message id inboxID.
@@ -289,15 +312,25 @@ func (s *Store) Applied(ctx context.Context, inboxID string) (bool, error) {
 // queueEffects queues the writes of a step's effects in the order the engine
 // requires: closes before renames before opens (a token may re-open a wait it
 // closed), resolved incidents before new ones (a retried token may appear in
-// both), then the relays to children and parent.
-func queueEffects(b *pgx.Batch, id string, e engine.Effects) error {
-	if n := len(e.CloseWaits); n > 0 {
-		toks, els := make([]string, n), make([]string, n)
-		for i, w := range e.CloseWaits {
-			toks[i], els[i] = w.TokenID, w.Element
-		}
-		for _, table := range []string{"subscriptions", "timers", "tasks"} {
-			b.Queue(`DELETE FROM `+table+` t USING unnest($2::text[], $3::text[]) AS w(tok, el)
+// both), then the relays to children and parent. closeTables, when set,
+// says which tables each closed wait has rows in (see Commit.CloseTables).
+func queueEffects(b *pgx.Batch, id string, e engine.Effects, closeTables []engine.WaitTables) error {
+	if len(e.CloseWaits) > 0 {
+		for _, table := range []struct {
+			name string
+			bit  engine.WaitTables
+		}{{"subscriptions", engine.TableSubscriptions}, {"timers", engine.TableTimers}, {"tasks", engine.TableTasks}} {
+			var toks, els []string
+			for i, w := range e.CloseWaits {
+				if len(closeTables) == len(e.CloseWaits) && closeTables[i]&table.bit == 0 {
+					continue // no row of this wait in this table
+				}
+				toks, els = append(toks, w.TokenID), append(els, w.Element)
+			}
+			if len(toks) == 0 {
+				continue
+			}
+			b.Queue(`DELETE FROM `+table.name+` t USING unnest($2::text[], $3::text[]) AS w(tok, el)
 				WHERE t.instance_id = $1 AND t.token_id = w.tok AND (w.el = '' OR t.element_id = w.el)`, id, toks, els)
 		}
 	}

@@ -51,8 +51,14 @@ func environ(env *testkit.Env, replica string) []string {
 // with SIGTERM and checks that it exited cleanly.
 func startReplica(t *testing.T, env *testkit.Env, replica string) *exec.Cmd {
 	t.Helper()
+	return startReplicaWith(t, env, replica)
+}
+
+// startReplicaWith is startReplica with extra environment variables.
+func startReplicaWith(t *testing.T, env *testkit.Env, replica string, extra ...string) *exec.Cmd {
+	t.Helper()
 	cmd := exec.Command(binary, "run")
-	cmd.Env = environ(env, replica)
+	cmd.Env = append(environ(env, replica), extra...)
 	logs := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
@@ -82,13 +88,24 @@ func startReplica(t *testing.T, env *testkit.Env, replica string) *exec.Cmd {
 	return cmd
 }
 
+// The load runs with batches off (one step per transaction) and on: the
+// claim audit holds either way.
 func TestTwoReplicasUnderLoadApplyEveryRelayOnceWithoutConcurrentSteps(t *testing.T) {
 	t.Parallel()
+	for _, batch := range []string{"1", "16"} {
+		t.Run("SUTRA_BATCH_MAX="+batch, func(t *testing.T) {
+			t.Parallel()
+			twoReplicasUnderLoad(t, "SUTRA_BATCH_MAX="+batch)
+		})
+	}
+}
+
+func twoReplicasUnderLoad(t *testing.T, extra ...string) {
 	env := testkit.New(t)
 	env.Deploy(t, "../../examples/order.bpmn")
 	pub := env.Publisher(t)
-	startReplica(t, env, "replica-a")
-	startReplica(t, env, "replica-b")
+	startReplicaWith(t, env, "replica-a", extra...)
+	startReplicaWith(t, env, "replica-b", extra...)
 
 	const n = 200
 	relay := func(id string, body map[string]any) testkit.Relay { return testkit.Relay{MessageID: id, Body: body} }

@@ -1,0 +1,241 @@
+package lanes
+
+import (
+	"context"
+	"errors"
+	"runtime/debug"
+	"time"
+
+	"github.com/sutra-run/worker/bpmn"
+	"github.com/sutra-run/worker/claims"
+	"github.com/sutra-run/worker/engine"
+	"github.com/sutra-run/worker/metrics"
+	"github.com/sutra-run/worker/store"
+)
+
+// Batches. A lane that finds several resumes already queued in its inbox
+// takes up to Config.BatchMax of them at once (it never waits to fill a
+// batch), claims the plain relays among them in one statement, runs the
+// engine for each and commits them in one transaction (claims.CommitBatch),
+// then answers each with the outcome the single path would give it. Only
+// the common case goes this way: a relay to a known instance, with nothing
+// to resolve, start, consume or administer. Everything else, and every step
+// of a batch that leaves the happy path, runs through step unchanged.
+//
+//	batch exit                          outcome                   claim
+//	not batchable, or second of its     (runs on its own after    -
+//	instance in the batch               the batch)
+//	batch claim: not taken              (runs on its own: the     never taken
+//	                                    single claim tells why)
+//	batch claim: error                  (each runs on its own)    all released by the claim helper
+//	definition load or engine error     (runs on its own)         released first
+//	panic (engine, BeforeCommit hook)   Rejected (StepPanic), the every claim of the batch released;
+//	                                    others run on their own   re-run on their own
+//	commit: fenced                      Retry (fenced)            not ours any more
+//	commit: another step's writes       (committed on its own:    held, then released by that commit
+//	failed (ErrNotCommitted)            single commit path)
+//	commit fails                        by class                  released
+//	commit succeeds                     Committed                 released by the commit
+
+// batchable says whether r may run in a batch: a plain relay to a known
+// instance.
+func batchable(r *Resume) bool {
+	return r.Path == metrics.PathRelay && r.InstanceID != "" && r.InboxID != "" && r.Lookup == nil &&
+		r.StartKey == "" && r.Op == nil && !r.Admin && !r.Internal && r.TimerID == 0 && r.Schedule == nil &&
+		r.Trigger.Parent == nil && r.Trigger.Kind != engine.TriggerCancel
+}
+
+// handleBatch takes what is queued behind first, up to BatchMax resumes in
+// all, runs the batchable ones of distinct instances as one batch and then
+// the others, in order, one at a time (a second resume of an instance of
+// the batch runs after it, never beside it).
+func (l *lane) handleBatch(ctx context.Context, first *Resume) {
+	batch, rest := []*Resume{first}, []*Resume(nil)
+	seen := map[string]bool{first.InstanceID: true}
+take:
+	for n := 1; n < l.pool.cfg.BatchMax; n++ {
+		select {
+		case r := <-l.inbox:
+			if batchable(r) && !seen[r.InstanceID] {
+				seen[r.InstanceID] = true
+				batch = append(batch, r)
+			} else {
+				rest = append(rest, r)
+			}
+		default:
+			break take
+		}
+	}
+	var admitted []*Resume
+	for _, r := range batch {
+		if l.admit(ctx, r) {
+			admitted = append(admitted, r)
+		}
+	}
+	switch len(admitted) {
+	case 0:
+	case 1:
+		l.runOne(ctx, admitted[0])
+	default:
+		l.stepBatch(ctx, admitted)
+	}
+	for _, r := range rest {
+		l.handle(ctx, r)
+	}
+}
+
+// panicked is a panic recovered from one step of a batch, with its stack.
+type panicked struct {
+	value any
+	stack []byte
+}
+
+// batched is one step of a batch, computed and waiting for the commit.
+type batched struct {
+	r       *Resume
+	held    *claims.Held
+	proc    *bpmn.Process
+	state   engine.State
+	effects engine.Effects
+}
+
+// stepBatch runs admitted batchable resumes of distinct instances as one
+// batch (see the exit table above) and answers each.
+func (l *lane) stepBatch(ctx context.Context, rs []*Resume) {
+	var alone []*Resume // run on their own once the batch is answered
+	defer func() {
+		for _, r := range alone {
+			l.runOne(ctx, r)
+		}
+	}()
+	start := time.Now()
+	reqs := make([]claims.BatchRequest, len(rs))
+	for i, r := range rs {
+		reqs[i] = claims.BatchRequest{InstanceID: r.InstanceID, InboxID: r.InboxID}
+	}
+	cctx, cancel := l.call(ctx)
+	helds, err := l.claimer.ClaimBatch(cctx, reqs)
+	cancel()
+	if err != nil {
+		alone = rs // every claim was released; on its own each learns its outcome
+		return
+	}
+	release := func(h *claims.Held) {
+		if err := h.Release(ctx); err != nil {
+			l.pool.deps.Logger.Error("releasing claim; the sweep will clear it", "instance_id", h.Instance.ID, "owner", h.Owner(), "err", err)
+		}
+	}
+	defer func() {
+		for _, h := range helds {
+			if h != nil {
+				release(h) // a no-op once committed
+			}
+		}
+	}()
+
+	var steps []batched
+	for i, r := range rs {
+		h := helds[i]
+		if h == nil {
+			alone = append(alone, r)
+			continue
+		}
+		b, ok, p := l.compute(ctx, r, h)
+		if p != nil {
+			// Every claim of the batch is released, the panicking relay is
+			// dead-lettered, and the others run on their own.
+			for _, h := range helds {
+				if h != nil {
+					release(h)
+				}
+			}
+			l.pool.answer(r, withInstance(r, l.panicked(r, p.value, p.stack)))
+			alone = nil
+			for j, o := range rs {
+				if j != i {
+					alone = append(alone, o)
+				}
+			}
+			return
+		}
+		if !ok {
+			release(h)
+			alone = append(alone, r)
+			continue
+		}
+		steps = append(steps, b)
+	}
+	if len(steps) == 0 {
+		return
+	}
+	cs := make([]claims.Step, len(steps))
+	for i, b := range steps {
+		cs[i] = claims.Step{Held: b.held, State: b.state, Effects: b.effects, Extras: claims.Extras{InboxID: b.r.InboxID,
+			CloseTables: engine.CloseTables(b.proc, b.held.Instance.State, b.effects.CloseWaits)}}
+	}
+	cctx, cancel = l.call(ctx)
+	errs := l.claimer.CommitBatch(cctx, cs)
+	cancel()
+	n := 0
+	for _, err := range errs {
+		if err == nil {
+			n++
+		}
+	}
+	if n > 0 {
+		l.pool.deps.Metrics.BatchSteps.Observe(float64(n))
+	}
+	for i, b := range steps {
+		l.pool.answer(b.r, withInstance(b.r, l.finishBatched(ctx, b, start, errs[i])))
+	}
+}
+
+// compute loads the definition and runs the engine and the BeforeCommit
+// hook for one step of a batch. ok false sends the resume on its own path
+// (which meets the same error and answers it as the exit table says); a
+// panic is returned, not raised, for stepBatch to release the batch.
+func (l *lane) compute(ctx context.Context, r *Resume, h *claims.Held) (b batched, ok bool, p *panicked) {
+	defer func() {
+		if v := recover(); v != nil {
+			p = &panicked{value: v, stack: debug.Stack()}
+		}
+	}()
+	inst := h.Instance
+	cctx, cancel := l.call(ctx)
+	proc, err := l.pool.deps.Store.Process(cctx, inst.DefinitionKey, inst.DefinitionVersion)
+	cancel()
+	if err != nil {
+		return b, false, nil
+	}
+	next, eff, err := engine.Step(proc, engine.Instance{ID: inst.ID, Version: inst.Version, State: inst.State}, r.Trigger, l.pool.deps.Now())
+	if err != nil {
+		return b, false, nil
+	}
+	if hook := l.pool.deps.Hooks.BeforeCommit; hook != nil {
+		hook(ctx, l.n, r)
+	}
+	return batched{r: r, held: h, proc: proc, state: next, effects: eff}, true, nil
+}
+
+// finishBatched answers one step of a committed batch. A step the batch left
+// out because another step's writes failed commits on its own (the single
+// commit path, which also applies buffered messages that match).
+func (l *lane) finishBatched(ctx context.Context, b batched, start time.Time, err error) (out Outcome) {
+	defer func() {
+		if v := recover(); v != nil {
+			out = l.panicked(b.r, v, debug.Stack())
+		}
+	}()
+	switch {
+	case errors.Is(err, store.ErrNotCommitted):
+		err = l.commit(ctx, b.held, b.proc, 0, b.r, b.state, b.effects)
+	case err == nil:
+		l.committed(b.effects, nil)
+	}
+	return l.finish(ctx, b.r, b.held, start, err)
+}
+
+func withInstance(r *Resume, out Outcome) Outcome {
+	out.InstanceID = r.InstanceID
+	return out
+}

@@ -1,0 +1,224 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sutra-run/worker/engine"
+	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/startstop"
+)
+
+// Batches: several steps per round trip and per WAL flush. A lane with
+// several relays queued claims their instances in one statement and commits
+// their steps in one transaction, each step still fenced on its own owner and
+// version. Only plain relays to known instances go this way; everything else
+// (starts, timer fires, admin operations) keeps the one-step statements.
+
+// ErrNotCommitted reports a step of a batch that the batch did not commit
+// because another step's writes failed (a copy of a relay committed first, a
+// buffered message matched, …): nothing was written and its claim is still
+// held; commit it on its own (CommitStep) to learn its outcome.
+var ErrNotCommitted = errors.New("store: step left out of its batch commit; commit it on its own")
+
+// ClaimBatchRequest claims several instances for one owner.
+type ClaimBatchRequest struct {
+	Owner   string
+	Timeout time.Duration
+	// InstanceIDs are distinct; InboxIDs[i] is the relay message id of
+	// InstanceIDs[i] (its claim is refused if that relay was applied).
+	InstanceIDs []string
+	InboxIDs    []string
+}
+
+// Claimed is the result of one instance of a batch claim.
+type Claimed struct {
+	Instance Instance
+	// OK says the claim was taken. When it was not, nothing tells why:
+	// claim that instance on its own (Claim) to learn it. When it was taken
+	// but Err is set, the row cannot be stepped as it is and the claim is
+	// held: release it.
+	OK  bool
+	Err error
+}
+
+// The batch claim takes the rows in id order, so that two batches claiming
+// overlapping sets (two replicas, or a mis-routed relay) never deadlock.
+const claimBatchSQL = `
+WITH r AS (SELECT * FROM unnest($1::text[], $4::text[]) AS r(id, inbox)),
+     l AS (SELECT i.id FROM instances i JOIN r ON r.id = i.id ORDER BY i.id FOR UPDATE OF i)
+UPDATE instances i SET owner = $2, claimed_at = now()
+  FROM r JOIN l ON l.id = r.id
+ WHERE i.id = r.id AND i.version > 0
+   AND (i.owner IS NULL OR i.owner = $2 OR i.claimed_at < now() - $3::interval)
+   AND NOT EXISTS (SELECT 1 FROM inbox WHERE message_id = r.inbox)
+RETURNING i.id, i.definition_key, i.definition_version, i.status, i.variables, i.tokens, i.version`
+
+// ClaimBatch takes the claims of several instances with one conditional
+// statement (the conditions of Claim: free, stale or ours, relay not yet
+// applied) and loads the rows claimed. The result is aligned with
+// r.InstanceIDs. An error leaves it unknown which claims were taken: the
+// caller must treat every one as maybe held and release it.
+func (s *Store) ClaimBatch(ctx context.Context, r ClaimBatchRequest) ([]Claimed, error) {
+	out := make([]Claimed, len(r.InstanceIDs))
+	at := make(map[string]int, len(r.InstanceIDs))
+	for i, id := range r.InstanceIDs {
+		at[id] = i
+		out[i].Instance.ID = id
+	}
+	b := &pgx.Batch{}
+	if !s.syncClaims {
+		b.Queue(asyncCommit)
+	}
+	b.Queue(claimBatchSQL, r.InstanceIDs, r.Owner, r.Timeout, r.InboxIDs).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var inst Instance
+			var status string
+			var tokens []byte
+			if err := rows.Scan(&inst.ID, &inst.DefinitionKey, &inst.DefinitionVersion, &status, &inst.State.Variables, &tokens, &inst.Version); err != nil {
+				return err
+			}
+			i, ok := at[inst.ID]
+			if !ok {
+				return fmt.Errorf("batch claim returned instance %s that it was not asked for", inst.ID)
+			}
+			inst.State.Status = engine.Status(status)
+			c := Claimed{Instance: inst, OK: true}
+			if err := json.Unmarshal(tokens, &c.Instance.State); err != nil {
+				c.Err = fmt.Errorf("decoding tokens of %s: %w", inst.ID, err)
+			}
+			out[i] = c
+		}
+		return rows.Err()
+	})
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return out, translate(err, fmt.Sprintf("claiming %d instances", len(r.InstanceIDs)))
+	}
+	return out, nil
+}
+
+// The batch fence: the commit UPDATE of every step of the batch whose claim
+// is still its own (owner and version read at claim time), in id order like
+// the batch claim. It returns the ids that matched; the others are left out.
+const commitBatchSQL = `
+WITH c AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[])
+                  AS c(id, owner, version, status, variables, tokens)),
+     l AS (SELECT i.id FROM instances i JOIN c ON c.id = i.id ORDER BY i.id FOR UPDATE OF i)
+UPDATE instances i
+   SET status = c.status, variables = c.variables::jsonb, tokens = c.tokens::jsonb,
+       version = i.version + 1, owner = NULL, claimed_at = NULL, updated_at = now()
+  FROM c JOIN l ON l.id = c.id
+ WHERE i.id = c.id AND i.owner = c.owner AND i.version = c.version
+RETURNING i.id`
+
+// CommitBatch commits several steps (of distinct instances) in one
+// transaction that waits for one WAL flush, in two round trips: the fence of
+// every step in one statement, then the writes of the steps it let through
+// and the commit. The result is aligned with cs: nil, committed and released;
+// an error with fault.StepFenced, that step's claim was swept or stolen and
+// it did not happen, while the others committed; ErrNotCommitted, nothing
+// was written for that step (another step's writes failed) and its claim is
+// still held. An error returned for all of cs leaves each outcome unknown,
+// as a failed CommitStep does.
+func (s *Store) CommitBatch(ctx context.Context, cs []Commit) []error {
+	errs := make([]error, len(cs))
+	fail := func(err error) []error {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	n := len(cs)
+	ids, owners, statuses, vars, tokens := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	versions := make([]int64, n)
+	for i, c := range cs {
+		t, err := json.Marshal(c.State)
+		if err != nil {
+			return fail(fmt.Errorf("encoding tokens of %s: %w", c.InstanceID, err))
+		}
+		v := c.State.Variables
+		if v == nil {
+			v = map[string]any{}
+		}
+		vj, err := json.Marshal(v)
+		if err != nil {
+			return fail(fmt.Errorf("encoding variables of %s: %w", c.InstanceID, err))
+		}
+		ids[i], owners[i], versions[i], statuses[i], vars[i], tokens[i] = c.InstanceID, c.Owner, c.Version, string(c.State.Status), string(vj), string(t)
+	}
+	what := fmt.Sprintf("committing %d steps", n)
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fail(translate(err, what))
+	}
+	// A connection left inside the transaction (a failed ROLLBACK) is
+	// destroyed by the pool on release, never reused.
+	defer conn.Release()
+
+	// Round trip 1: open the transaction (durable: it waits for the WAL
+	// flush, like CommitStep) and fence every step.
+	matched := make(map[string]bool, n)
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue("SELECT set_config('synchronous_commit', 'on', true)")
+	b.Queue(commitBatchSQL, ids, owners, versions, statuses, vars, tokens).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			matched[id] = true
+		}
+		return rows.Err()
+	})
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		rollback(ctx, conn)
+		return fail(translate(err, what))
+	}
+
+	// Round trip 2: the writes of the steps that passed the fence, then COMMIT.
+	b = &pgx.Batch{}
+	for i, c := range cs {
+		if !matched[c.InstanceID] {
+			errs[i] = fault.New(fault.StepFenced, "instance %s is not claimed by %s at version %d", c.InstanceID, c.Owner, c.Version)
+			continue
+		}
+		if err := queueStepWrites(b, c); err != nil {
+			rollback(ctx, conn)
+			return fail(err)
+		}
+	}
+	b.Queue("COMMIT")
+	err = conn.SendBatch(ctx, b).Close()
+	if err == nil {
+		return errs
+	}
+	rollback(ctx, conn)
+	for i, c := range cs {
+		if !matched[c.InstanceID] {
+			continue
+		}
+		if _, ok := stepError(err, c); ok {
+			// One step's writes failed: the others did nothing wrong.
+			errs[i] = ErrNotCommitted
+		} else {
+			errs[i] = translate(err, what)
+		}
+	}
+	return errs
+}
+
+// rollback ends a failed batch transaction. It is bounded and runs even when
+// ctx is done; if it fails the connection stays in its transaction and the
+// pool destroys it on release.
+func rollback(ctx context.Context, conn *pgxpool.Conn) {
+	ctx, cancel := startstop.FinalContext(ctx)
+	defer cancel()
+	_, _ = conn.Exec(ctx, "ROLLBACK")
+}

@@ -1,0 +1,221 @@
+package store_test
+
+import (
+	"errors"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sutra-run/worker/bpmn"
+	"github.com/sutra-run/worker/engine"
+	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/testkit"
+	"github.com/sutra-run/worker/store"
+)
+
+// batchEnv starts n orders (each waits for payment-received) and returns the
+// store, the parsed definition and the ids.
+func batchEnv(t *testing.T, ids ...string) (*testkit.Env, *store.Store, *bpmn.Process) {
+	t.Helper()
+	env := testkit.New(t)
+	ctx := testkit.Ctx(t)
+	st, err := store.Open(ctx, env.Config.DatabaseURL, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	xml, err := os.ReadFile("../examples/order.bpmn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Deploy(ctx, xml); err != nil {
+		t.Fatal(err)
+	}
+	proc, err := st.Process(ctx, "order", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		inst, err := st.Claim(ctx, store.ClaimRequest{InstanceID: id, Owner: "r/lane/0", Timeout: time.Minute, StartKey: "order"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		state, eff, err := engine.Step(proc, engine.Instance{ID: id}, engine.Trigger{Kind: engine.TriggerStart,
+			Variables: map[string]any{"orderId": id}}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.CommitStep(ctx, store.Commit{InstanceID: id, Owner: "r/lane/0", Version: inst.Version, State: state, Effects: eff}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return env, st, proc
+}
+
+// A batch commit whose fence fails for one instance (its claim was stolen)
+// commits the other steps and leaves that one out entirely: its state,
+// version and inbox row are untouched, and its error says StepFenced.
+func TestBatchCommitLeavesOutTheFencedInstanceAndCommitsTheOthers(t *testing.T) {
+	t.Parallel()
+	ids := []string{"o-a", "o-b", "o-c"}
+	env, st, proc := batchEnv(t, ids...)
+	ctx := testkit.Ctx(t)
+	const owner = "r/lane/1"
+	inboxes := []string{"pay-a", "pay-b", "pay-c"}
+	claimed, err := st.ClaimBatch(ctx, store.ClaimBatchRequest{Owner: owner, Timeout: time.Minute, InstanceIDs: ids, InboxIDs: inboxes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cs []store.Commit
+	for i, c := range claimed {
+		if !c.OK || c.Err != nil || c.Instance.ID != ids[i] || c.Instance.Version != 1 {
+			t.Fatalf("claimed[%d] = %+v", i, c)
+		}
+		state, eff, err := engine.Step(proc, engine.Instance{ID: ids[i], Version: c.Instance.Version, State: c.Instance.State},
+			engine.Trigger{Kind: engine.TriggerMessage, Message: "payment-received", CorrelationKey: ids[i]}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, store.Commit{InstanceID: ids[i], Owner: owner, Version: c.Instance.Version, State: state, Effects: eff, InboxID: inboxes[i]})
+	}
+	// o-b's claim goes stale and another lane takes it over.
+	if _, err := env.DB.Exec(ctx, "UPDATE instances SET claimed_at = now() - interval '1 hour' WHERE id = 'o-b'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Claim(ctx, store.ClaimRequest{InstanceID: "o-b", Owner: "r/lane/9", Timeout: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	errs := st.CommitBatch(ctx, cs)
+	if errs[0] != nil || errs[2] != nil || fault.Code(errs[1]) != fault.StepFenced {
+		t.Fatalf("errs = %v, want [nil fenced nil]", errs)
+	}
+	for _, id := range ids {
+		want := int64(2)
+		if id == "o-b" {
+			want = 1
+		}
+		if v := env.Int(t, "SELECT version FROM instances WHERE id = $1", id); v != want {
+			t.Errorf("%s at version %d, want %d", id, v, want)
+		}
+	}
+	if n := env.Int(t, "SELECT count(*) FROM inbox WHERE message_id = ANY($1)", inboxes); n != 2 {
+		t.Errorf("%d inbox rows, want 2 (the fenced step wrote nothing)", n)
+	}
+	if n := env.Int(t, "SELECT count(*) FROM instances WHERE owner IS NOT NULL AND id <> 'o-b'"); n != 0 {
+		t.Errorf("%d claims still held after the commit, want 0", n)
+	}
+	env.AssertNoOverlap(t, true)
+}
+
+// The batch claim refuses, like Claim, a row held by another owner and a
+// relay already applied, and takes the others.
+func TestBatchClaimTakesOnlyFreeRowsOfUnappliedRelays(t *testing.T) {
+	t.Parallel()
+	ids := []string{"o-a", "o-b", "o-c"}
+	env, st, _ := batchEnv(t, ids...)
+	ctx := testkit.Ctx(t)
+	if _, err := env.DB.Exec(ctx, "UPDATE instances SET owner = 'r/lane/9', claimed_at = now() WHERE id = 'o-b'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.DB.Exec(ctx, "INSERT INTO inbox (message_id, instance_id) VALUES ('pay-c', 'o-c')"); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := st.ClaimBatch(ctx, store.ClaimBatchRequest{Owner: "r/lane/1", Timeout: time.Minute,
+		InstanceIDs: append(ids, "o-missing"), InboxIDs: []string{"pay-a", "pay-b", "pay-c", "pay-d"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !claimed[0].OK || claimed[1].OK || claimed[2].OK || claimed[3].OK {
+		t.Fatalf("claimed = %+v, want only o-a", claimed)
+	}
+	if _, err := st.Claim(ctx, store.ClaimRequest{InstanceID: "o-c", Owner: "r/lane/1", Timeout: time.Minute, InboxID: "pay-c"}); !errors.Is(err, store.ErrDuplicate) {
+		t.Fatalf("single claim of the applied relay = %v, want ErrDuplicate", err)
+	}
+}
+
+// A batch commit is acked like a step commit, so it waits for the WAL flush;
+// its batch claim is soft state like a single claim and does not.
+func TestABatchCommitWaitsForTheWALFlushAndItsBatchClaimDoesNot(t *testing.T) {
+	t.Parallel()
+	ids := []string{"o-a", "o-b"}
+	env, st, proc := batchEnv(t, ids...)
+	env.AuditDurability(t, "instances", "inbox", "subscriptions")
+	ctx := testkit.Ctx(t)
+	const owner = "r/lane/1"
+	claimed, err := st.ClaimBatch(ctx, store.ClaimBatchRequest{Owner: owner, Timeout: time.Minute, InstanceIDs: ids, InboxIDs: []string{"pay-a", "pay-b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cs []store.Commit
+	for i, c := range claimed {
+		state, eff, err := engine.Step(proc, engine.Instance{ID: ids[i], Version: c.Instance.Version, State: c.Instance.State},
+			engine.Trigger{Kind: engine.TriggerMessage, Message: "payment-received"}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, store.Commit{InstanceID: ids[i], Owner: owner, Version: c.Instance.Version, State: state, Effects: eff, InboxID: "pay-" + ids[i][2:]})
+	}
+	for i, err := range st.CommitBatch(ctx, cs) {
+		if err != nil {
+			t.Fatalf("commit of %s: %v", ids[i], err)
+		}
+	}
+	got := env.Durability(t)
+	want := map[string][]string{
+		"instances UPDATE claim": {"off"}, "instances UPDATE commit": {"on"},
+		"inbox INSERT INSERT": {"on"}, "subscriptions INSERT INSERT": {"on"},
+	}
+	for write, settings := range want {
+		if !slices.Equal(got[write], settings) {
+			t.Errorf("%s committed with synchronous_commit %v, want %v", write, got[write], settings)
+		}
+	}
+}
+
+// When one step's writes fail (a copy of its relay committed after the batch
+// claim read the inbox), the batch writes nothing, every step it let through
+// the fence is ErrNotCommitted with its claim still held, and each then
+// commits on its own: the copy's step is a duplicate, the other commits.
+func TestAStepWhoseWritesFailLeavesTheBatchUncommittedAndEachCommitsOnItsOwn(t *testing.T) {
+	t.Parallel()
+	ids := []string{"o-a", "o-b"}
+	env, st, proc := batchEnv(t, ids...)
+	ctx := testkit.Ctx(t)
+	const owner = "r/lane/1"
+	inboxes := []string{"pay-a", "pay-b"}
+	claimed, err := st.ClaimBatch(ctx, store.ClaimBatchRequest{Owner: owner, Timeout: time.Minute, InstanceIDs: ids, InboxIDs: inboxes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cs []store.Commit
+	for i, c := range claimed {
+		state, eff, err := engine.Step(proc, engine.Instance{ID: ids[i], Version: c.Instance.Version, State: c.Instance.State},
+			engine.Trigger{Kind: engine.TriggerMessage, Message: "payment-received"}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, store.Commit{InstanceID: ids[i], Owner: owner, Version: c.Instance.Version, State: state, Effects: eff, InboxID: inboxes[i]})
+	}
+	if _, err := env.DB.Exec(ctx, "INSERT INTO inbox (message_id, instance_id) VALUES ('pay-b', 'o-b')"); err != nil {
+		t.Fatal(err)
+	}
+	errs := st.CommitBatch(ctx, cs)
+	for i, err := range errs {
+		if !errors.Is(err, store.ErrNotCommitted) {
+			t.Fatalf("errs[%d] = %v, want ErrNotCommitted", i, err)
+		}
+	}
+	if n := env.Int(t, "SELECT count(*) FROM instances WHERE owner = $1", owner); n != 2 {
+		t.Fatalf("%d claims held after the failed batch, want both", n)
+	}
+	if err := st.CommitStep(ctx, cs[0]); err != nil {
+		t.Fatalf("o-a on its own: %v", err)
+	}
+	if err := st.CommitStep(ctx, cs[1]); !errors.Is(err, store.ErrDuplicate) {
+		t.Fatalf("o-b on its own: %v, want ErrDuplicate", err)
+	}
+	if v := env.Int(t, "SELECT version FROM instances WHERE id = 'o-a'"); v != 2 {
+		t.Errorf("o-a at version %d, want 2", v)
+	}
+}
