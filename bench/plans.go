@@ -43,6 +43,25 @@ ON CONFLICT (id) DO UPDATE SET owner = $2, claimed_at = now()
 	AND NOT EXISTS (SELECT 1 FROM inbox WHERE message_id = $4)
 RETURNING i.definition_key, i.definition_version, i.status, i.variables, i.tokens, i.version`},
 	{Name: "inbox_applied", SQL: `SELECT EXISTS (SELECT 1 FROM inbox WHERE message_id = $1)`},
+	// store.ClaimBatch and CommitBatch (claimBatchSQL, commitBatchSQL): the
+	// batch's fence; its writes are the single step's, below.
+	{Name: "claim_batch", Uses: "instances_pkey", Setup: noSeqScan, SQL: `WITH r AS (SELECT * FROM unnest($1::text[], $4::text[]) AS r(id, inbox)),
+     l AS (SELECT i.id FROM instances i JOIN r ON r.id = i.id ORDER BY i.id FOR UPDATE OF i)
+UPDATE instances i SET owner = $2, claimed_at = now()
+  FROM r JOIN l ON l.id = r.id
+ WHERE i.id = r.id AND i.version > 0
+   AND (i.owner IS NULL OR i.owner = $2 OR i.claimed_at < now() - $3::interval)
+   AND NOT EXISTS (SELECT 1 FROM inbox WHERE message_id = r.inbox)
+RETURNING i.id, i.definition_key, i.definition_version, i.status, i.variables, i.tokens, i.version`},
+	{Name: "commit_batch", Uses: "instances_pkey", Setup: noSeqScan, SQL: `WITH c AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[])
+                  AS c(id, owner, version, status, variables, tokens)),
+     l AS (SELECT i.id FROM instances i JOIN c ON c.id = i.id ORDER BY i.id FOR UPDATE OF i)
+UPDATE instances i
+   SET status = c.status, variables = c.variables::jsonb, tokens = c.tokens::jsonb,
+       version = i.version + 1, owner = NULL, claimed_at = NULL, updated_at = now()
+  FROM c JOIN l ON l.id = c.id
+ WHERE i.id = c.id AND i.owner = c.owner AND i.version = c.version
+RETURNING i.id`},
 	// store.Release.
 	{Name: "release", Uses: "instances_pkey", SQL: `UPDATE instances SET owner = NULL, claimed_at = NULL WHERE id = $1 AND owner = $2`,
 		Known: byClaimedAt},
@@ -143,6 +162,10 @@ SELECT id, owner, now() - claimed_at FROM stale`},
 const byClaimedAt = "owner = $2 implies the predicate of instances_claimed_at, which holds only claimed rows and looks " +
 	"empty to the planner: the plan reads that whole partial index and filters on id. Benign as measured: the scans " +
 	"mark its dead entries and keep it at a few pages; forcing instances_pkey was no faster and let it grow"
+
+// noSeqScan is the planner setting the batch statements run with
+// (store.byPrimaryKey).
+const noSeqScan = "SELECT set_config('enable_seqscan', 'off', true)"
 
 // tiny is why a sweeper statement reads a table of a few pages whole: it is
 // the cheapest plan there, and the next ANALYZE (autovacuum's) replans it.

@@ -60,6 +60,12 @@ UPDATE instances i SET owner = $2, claimed_at = now()
    AND NOT EXISTS (SELECT 1 FROM inbox WHERE message_id = r.inbox)
 RETURNING i.id, i.definition_key, i.definition_version, i.status, i.variables, i.tokens, i.version`
 
+// byPrimaryKey keeps the batch statements on instances_pkey. Their join of
+// a parameter array with instances is planned once per connection (pgx
+// prepares it); planned while the table was small or never analyzed, it
+// would read the whole table on every batch ever after (bench/plans/new).
+const byPrimaryKey = "SELECT set_config('enable_seqscan', 'off', true)"
+
 // ClaimBatch takes the claims of several instances with one conditional
 // statement (the conditions of Claim: free, stale or ours, relay not yet
 // applied) and loads the rows claimed. The result is aligned with
@@ -76,6 +82,7 @@ func (s *Store) ClaimBatch(ctx context.Context, r ClaimBatchRequest) ([]Claimed,
 	if !s.syncClaims {
 		b.Queue(asyncCommit)
 	}
+	b.Queue(byPrimaryKey)
 	b.Queue(claimBatchSQL, r.InstanceIDs, r.Owner, r.Timeout, r.InboxIDs).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var inst Instance
@@ -167,6 +174,7 @@ func (s *Store) CommitBatch(ctx context.Context, cs []Commit) []error {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue("SELECT set_config('synchronous_commit', 'on', true)")
+	b.Queue(byPrimaryKey)
 	b.Queue(commitBatchSQL, ids, owners, versions, statuses, vars, tokens).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id string

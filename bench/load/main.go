@@ -26,6 +26,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -46,6 +47,7 @@ type options struct {
 	instances      int
 	relays         int
 	prefetch       int
+	batchMax       int
 	pgbenchClients []int
 	pgbenchTime    time.Duration
 	baselineConns  int
@@ -86,6 +88,7 @@ func main() {
 	flag.IntVar(&o.instances, "instances", 256, "K: instances started before each run; also the baseline's goroutines")
 	flag.IntVar(&o.relays, "relays", 12000, "ping relays published per worker or baseline run")
 	flag.IntVar(&o.prefetch, "prefetch", 256, "the worker's AMQP prefetch (SUTRA_PREFETCH)")
+	flag.IntVar(&o.batchMax, "batch-max", 16, "the worker's SUTRA_BATCH_MAX (1: one step per transaction)")
 	flag.StringVar(&clientsFlag, "pgbench-clients", "1,4,16,64", "pgbench client counts; the best is the ceiling (empty: no pgbench)")
 	flag.StringVar(&o.ceilingScript, "ceiling-script", "", "pgbench script to run instead of bench/ceiling.sql (to measure a change to the SQL)")
 	flag.IntVar(&o.batchSize, "batch-size", 16, "N of the batch ceiling: pgbench of bench/batch.sql, N steps a transaction, at the -pgbench-clients C with C*N <= K (0: skip it)")
@@ -459,18 +462,11 @@ func (b *bencher) workerRun(ctx context.Context, s workerSpec) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	cfg := env.Config
-	cfg.Lanes, cfg.Prefetch = n, b.o.prefetch
-	reg := prometheus.NewRegistry()
-	w, err := app.Start(ctx, cfg, app.Options{Logger: b.log, Registry: reg, SyncClaims: syncClaims})
+	w, reg, stop, err := b.startWorker(ctx, env, n, syncClaims)
 	if err != nil {
 		return result{}, err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-		defer cancel()
-		_ = w.Stop(sctx)
-	}()
+	defer stop()
 	ready := func() bool { return w.Ready(ctx) == nil }
 	committed := func() int64 { return int64(counter(reg, "sutra_relays_total", metrics.OutcomeCommitted)) }
 	name := runName(fmt.Sprintf("worker-%d", n), syncClaims)
@@ -487,11 +483,38 @@ func (b *bencher) workerRun(ctx context.Context, s workerSpec) (result, error) {
 		return r, err
 	}
 	// The worker's backends report their table statistics when they exit.
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-	_ = w.Stop(sctx)
-	cancel()
+	stop()
 	r.churn, err = settledChurn(ctx, db, env.Schema, before, r.churn, int64(s.warm+r.steps))
 	return r, err
+}
+
+// startWorker starts a worker on env's schema and broker names with lanes
+// lanes and the run's prefetch and batch size; stop stops it (once, however
+// often it is called).
+func (b *bencher) startWorker(ctx context.Context, env *bench.Env, lanes int, syncClaims bool) (*app.Worker, *prometheus.Registry, func(), error) {
+	cfg := env.Config
+	cfg.Lanes, cfg.Prefetch, cfg.BatchMax = lanes, b.o.prefetch, b.o.batchMax
+	reg := prometheus.NewRegistry()
+	w, err := app.Start(ctx, cfg, app.Options{Logger: b.log, Registry: reg, SyncClaims: syncClaims})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	stop := sync.OnceFunc(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+		defer cancel()
+		_ = w.Stop(sctx)
+	})
+	return w, reg, stop, nil
+}
+
+// waitReady waits up to 30 s for w to be ready.
+func waitReady(ctx context.Context, w *app.Worker, what string) error {
+	for deadline := time.Now().Add(30 * time.Second); w.Ready(ctx) != nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready after 30s", what)
+		}
+	}
+	return nil
 }
 
 // runName names a run in messages and profile files.

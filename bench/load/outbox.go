@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sutra-run/worker/app"
 	"github.com/sutra-run/worker/bench"
 	"github.com/sutra-run/worker/internal/loadgen"
 	"github.com/sutra-run/worker/metrics"
@@ -80,22 +79,13 @@ func (b *bencher) outboxRun(ctx context.Context, load, rate float64, n int) (out
 		return r, err
 	}
 	defer env.Close()
-	cfg := env.Config
-	cfg.Lanes, cfg.Prefetch = b.o.outboxLanes, b.o.prefetch
-	reg := prometheus.NewRegistry()
-	w, err := app.Start(ctx, cfg, app.Options{Logger: b.log, Registry: reg})
+	w, reg, stop, err := b.startWorker(ctx, env, b.o.outboxLanes, false)
 	if err != nil {
 		return r, err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-		defer cancel()
-		_ = w.Stop(sctx)
-	}()
-	for deadline := time.Now().Add(30 * time.Second); w.Ready(ctx) != nil; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return r, fmt.Errorf("outbox run not ready after 30s")
-		}
+	defer stop()
+	if err := waitReady(ctx, w, "outbox run"); err != nil {
+		return r, err
 	}
 	db, err := pgxpool.New(ctx, env.Config.DatabaseURL)
 	if err != nil {

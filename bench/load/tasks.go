@@ -13,9 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/sutra-run/worker/app"
 	"github.com/sutra-run/worker/bench"
 	"github.com/sutra-run/worker/internal/loadgen"
 )
@@ -84,22 +81,13 @@ func (b *bencher) taskRun(ctx context.Context, load, rate float64) (taskRun, err
 		return r, err
 	}
 	defer env.Close()
-	cfg := env.Config
-	cfg.Lanes, cfg.Prefetch = b.o.taskLanes, b.o.prefetch
-	reg := prometheus.NewRegistry()
-	w, err := app.Start(ctx, cfg, app.Options{Logger: b.log, Registry: reg})
+	w, reg, stop, err := b.startWorker(ctx, env, b.o.taskLanes, false)
 	if err != nil {
 		return r, err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-		defer cancel()
-		_ = w.Stop(sctx)
-	}()
-	for deadline := time.Now().Add(30 * time.Second); w.Ready(ctx) != nil; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return r, fmt.Errorf("task run not ready after 30s")
-		}
+	defer stop()
+	if err := waitReady(ctx, w, "task run"); err != nil {
+		return r, err
 	}
 	c := &taskClient{base: "http://" + w.APIAddr() + "/engine-rest/external-task", done: map[string]time.Time{}}
 	want := 3 * b.o.instances
