@@ -16,7 +16,7 @@ type Config struct {
 	ReplicaID     string `envconfig:"REPLICA_ID" desc:"this replica's id in claim owners (default: hostname plus a random suffix)"`
 	Lanes         int    `envconfig:"LANES" default:"16" desc:"lane goroutines; each runs one step at a time"`
 	Prefetch      int    `envconfig:"PREFETCH" default:"256" desc:"unacknowledged relays in flight per replica"`
-	BatchMax      int    `envconfig:"BATCH_MAX" default:"16" desc:"most relays a lane claims in one statement and commits in one transaction, from those already queued (never waited for); 1: one step per transaction"`
+	BatchMax      int    `envconfig:"BATCH_MAX" default:"64" desc:"most relays a lane claims in one statement and commits in one transaction, from those already queued (never waited for); 1: one step per transaction"`
 	HTTPAddr      string `envconfig:"HTTP_ADDR" default:":9464" desc:"listen address of /metrics, /healthz and /readyz"`
 	APIAddr       string `envconfig:"API_ADDR" default:":8080" desc:"listen address of the HTTP API (the Camunda external-task protocol under /engine-rest)"`
 	APIToken      string `envconfig:"API_TOKEN" desc:"token every API call must carry (Bearer, or HTTP Basic password); empty: the task API accepts every caller and the admin API is off (a warning at start)"`

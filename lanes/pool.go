@@ -39,13 +39,13 @@ type Config struct {
 	ClaimTimeout time.Duration
 	// BatchMax bounds the steps a lane claims in one statement and commits
 	// in one transaction, taken from what is already queued in its inbox
-	// (never waited for) (default 16; 1 turns batching off).
+	// (never waited for) (default 64; 1 turns batching off).
 	BatchMax int
 }
 
 func (c *Config) setDefaults() {
 	defaults.Set(&c.Lanes, 16)
-	defaults.Set(&c.BatchMax, 16)
+	defaults.Set(&c.BatchMax, 64)
 	defaults.Set(&c.InboxSize, 1024)
 	defaults.Set(&c.ClaimTimeout, 30*time.Second)
 }

@@ -88,7 +88,7 @@ func main() {
 	flag.IntVar(&o.instances, "instances", 256, "K: instances started before each run; also the baseline's goroutines")
 	flag.IntVar(&o.relays, "relays", 12000, "ping relays published per worker or baseline run")
 	flag.IntVar(&o.prefetch, "prefetch", 256, "the worker's AMQP prefetch (SUTRA_PREFETCH)")
-	flag.IntVar(&o.batchMax, "batch-max", 16, "the worker's SUTRA_BATCH_MAX (1: one step per transaction)")
+	flag.IntVar(&o.batchMax, "batch-max", 0, "the worker's SUTRA_BATCH_MAX (0: its default; 1: one step per transaction)")
 	flag.StringVar(&clientsFlag, "pgbench-clients", "1,4,16,64", "pgbench client counts; the best is the ceiling (empty: no pgbench)")
 	flag.StringVar(&o.ceilingScript, "ceiling-script", "", "pgbench script to run instead of bench/ceiling.sql (to measure a change to the SQL)")
 	flag.IntVar(&o.batchSize, "batch-size", 16, "N of the batch ceiling: pgbench of bench/batch.sql, N steps a transaction, at the -pgbench-clients C with C*N <= K (0: skip it)")
