@@ -84,7 +84,7 @@ func main() {
 	flag.StringVar(&o.db, "db", envOr("SUTRA_BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/sutra_bench"),
 		"PostgreSQL URL of the benchmark database (created if missing; each run uses a fresh schema in it)")
 	flag.StringVar(&o.amqp, "amqp", envOr("SUTRA_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"), "RabbitMQ URL")
-	flag.StringVar(&lanesFlag, "lanes", "1,4,16,64", "lane counts to measure the worker at (empty: none)")
+	flag.StringVar(&lanesFlag, "lanes", "1,2,4,16,64", "lane counts to measure the worker at (empty: none)")
 	flag.IntVar(&o.instances, "instances", 256, "K: instances started before each run; also the baseline's goroutines")
 	flag.IntVar(&o.relays, "relays", 12000, "ping relays published per worker or baseline run")
 	flag.IntVar(&o.prefetch, "prefetch", 256, "the worker's AMQP prefetch (SUTRA_PREFETCH)")
