@@ -18,13 +18,7 @@ import (
 // store, the parsed definition and the ids.
 func batchEnv(t *testing.T, ids ...string) (*testkit.Env, *store.Store, *bpmn.Process) {
 	t.Helper()
-	env := testkit.New(t)
-	ctx := testkit.Ctx(t)
-	st, err := store.Open(ctx, env.Config.DatabaseURL, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	env, ctx, st := open(t)
 	xml, err := os.ReadFile("../examples/order.bpmn")
 	if err != nil {
 		t.Fatal(err)

@@ -16,13 +16,8 @@ import (
 //
 //	go test -run '^$' -bench CommitOpeningASubscription -benchtime 3000x ./store
 func BenchmarkCommitOpeningASubscription(b *testing.B) {
-	env := testkit.New(b)
+	env, _, st := open(b)
 	env.Deploy(b, "../examples/order.bpmn")
-	st, err := store.Open(testkit.Ctx(b), env.Config.DatabaseURL, store.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
 	// A realistic buffer: many messages waiting for other keys.
 	if _, err := env.DB.Exec(testkit.Ctx(b), `INSERT INTO buffered_messages (message_id, message_name, correlation_key, expires_at)
 		SELECT 'm-' || g, 'payment-received', 'other-' || g, now() + interval '1 hour' FROM generate_series(1, 10000) g;
