@@ -39,15 +39,15 @@ demo: services build
 	$(GO) run ./cmd/demo
 
 # The throughput benchmark (BENCHMARKS.md): the fixed-rate latency runs add
-# about 35 s and the batch ceiling about 45 s; 7.5 minutes in all on a busy
-# machine. Pass flags with BENCHFLAGS, e.g.
+# about 35 s and the batch ceiling about 45 s; 4.5 minutes in all on a quiet
+# machine, up to 8 on a busy one. Pass flags with BENCHFLAGS, e.g.
 # make bench BENCHFLAGS='-lanes 16 -relays 5000'.
 bench: services
 	$(GO) run ./bench/load $(BENCHFLAGS)
 
 # Cost as the data grows (BENCHMARKS.md): 16 lanes on the K instances alone,
 # then on a million seeded instances, then on the same with 2 kB of variables
-# each. Seeding is not timed but takes most of the 2.5 minutes or so.
+# each. Seeding is not timed but takes most of the 2 minutes or so.
 bench-data: services
 	$(GO) run ./bench/load -lanes 16 -data large,large-2k -pgbench-clients '' -baseline=false -sync-claims=false \
 	  -outbox-lanes 0 -task-lanes 0 -latency-loads '' $(BENCHFLAGS)
