@@ -37,6 +37,20 @@ func TestHotPlansUseIndexes(t *testing.T) {
 	checkPlans(ctx, t, env, "at 50 000 instances", func(s bench.Statement) string { return s.Known })
 }
 
+// Every statement the store names as hot is explained, so a new one cannot
+// escape the plan check.
+func TestEveryHotStatementOfTheStoreIsExplained(t *testing.T) {
+	listed := map[string]bool{}
+	for _, s := range bench.HotStatements {
+		listed[s.Name] = true
+	}
+	for name := range store.HotStatements() {
+		if !listed[name] {
+			t.Errorf("store hot statement %q is not in bench.HotStatements", name)
+		}
+	}
+}
+
 // checkPlans explains every hot statement in env and fails the test on a
 // fault that known does not excuse.
 func checkPlans(ctx context.Context, t *testing.T, env *bench.Env, when string, known func(bench.Statement) string) {

@@ -179,7 +179,7 @@ func (s *Store) Release(ctx context.Context, id, owner string) error {
 	}
 	b.Queue("SELECT 1 FROM instances WHERE id = $1 FOR UPDATE", id)
 	b.Queue("DELETE FROM instances WHERE id = $1 AND owner = $2 AND version = 0", id, owner)
-	b.Queue("UPDATE instances SET owner = NULL, claimed_at = NULL WHERE id = $1 AND owner = $2", id, owner)
+	b.Queue(releaseSQL, id, owner)
 	return translate(s.pool.SendBatch(ctx, b).Close(), "releasing "+id)
 }
 
@@ -264,7 +264,7 @@ func queueStepWrites(b *pgx.Batch, c Commit) error {
 		return err
 	}
 	if c.InboxID != "" {
-		b.Queue("INSERT INTO inbox (message_id, instance_id) VALUES ($1, $2)", c.InboxID, c.InstanceID)
+		b.Queue(inboxInsertSQL, c.InboxID, c.InstanceID)
 	}
 	for _, x := range c.Consumed {
 		b.Queue("SELECT sutra_consume_buffered($1, $2)", x.BufferedID, c.InstanceID)
@@ -305,7 +305,7 @@ func stepError(err error, c Commit) (error, bool) {
 // predate a copy's commit that it waited for; a fresh statement cannot.
 func (s *Store) Applied(ctx context.Context, inboxID string) (bool, error) {
 	var applied bool
-	err := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM inbox WHERE message_id = $1)", inboxID).Scan(&applied)
+	err := s.pool.QueryRow(ctx, appliedSQL, inboxID).Scan(&applied)
 	return applied, translate(err, "reading inbox")
 }
 
@@ -330,8 +330,7 @@ func queueEffects(b *pgx.Batch, id string, e engine.Effects, closeTables []engin
 			if len(toks) == 0 {
 				continue
 			}
-			b.Queue(`DELETE FROM `+table.name+` t USING unnest($2::text[], $3::text[]) AS w(tok, el)
-				WHERE t.instance_id = $1 AND t.token_id = w.tok AND (w.el = '' OR t.element_id = w.el)`, id, toks, els)
+			b.Queue(closeWaitsSQL(table.name), id, toks, els)
 		}
 	}
 	if n := len(e.RenameWaits); n > 0 {
@@ -350,8 +349,7 @@ func queueEffects(b *pgx.Batch, id string, e engine.Effects, closeTables []engin
 		for i, s := range e.Subscriptions {
 			toks[i], els[i], names[i], keys[i] = s.TokenID, s.Element, s.Message, s.CorrelationKey
 		}
-		b.Queue(`INSERT INTO subscriptions (instance_id, token_id, element_id, message_name, correlation_key)
-			SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[])`, id, toks, els, names, keys)
+		b.Queue(openSubscriptionsSQL, id, toks, els, names, keys)
 	}
 	if n := len(e.Timers); n > 0 {
 		toks, els, intervals := make([]string, n), make([]string, n), make([]string, n)
@@ -359,11 +357,7 @@ func queueEffects(b *pgx.Batch, id string, e engine.Effects, closeTables []engin
 		for i, t := range e.Timers {
 			toks[i], els[i], due[i], repeat[i], intervals[i] = t.TokenID, t.Element, t.DueAt, int32(t.Repeat), t.Interval
 		}
-		b.Queue(`INSERT INTO timers (instance_id, token_id, element_id, due_at, repeat, interval)
-			SELECT $1, * FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::int[], $6::text[])
-			ON CONFLICT (instance_id, token_id, element_id) DO UPDATE
-			   SET due_at = EXCLUDED.due_at, repeat = EXCLUDED.repeat, interval = EXCLUDED.interval,
-			       attempts = 0, locked_by = NULL, locked_until = NULL`, id, toks, els, due, repeat, intervals)
+		b.Queue(armTimersSQL, id, toks, els, due, repeat, intervals)
 	}
 	for _, t := range e.Tasks {
 		vars := t.Variables

@@ -141,8 +141,7 @@ func (s *Store) SettleOutbox(ctx context.Context, owner string, st OutboxSettlem
 	b := &pgx.Batch{}
 	b.Queue(asyncCommit)
 	if len(st.Published) > 0 {
-		b.Queue(`UPDATE outbox SET published_at = now(), locked_by = NULL, locked_until = NULL
-			WHERE id = ANY($2) AND locked_by = $1`, owner, st.Published)
+		b.Queue(outboxPublishedSQL, owner, st.Published)
 	}
 	if n := len(st.Deferred); n > 0 {
 		ids, secs := make([]string, n), make([]float64, n)
@@ -163,8 +162,6 @@ func (s *Store) SettleOutbox(ctx context.Context, owner string, st OutboxSettlem
 
 // TrimOutbox deletes up to limit rows published longer ago than retention.
 func (s *Store) TrimOutbox(ctx context.Context, retention time.Duration, limit int) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `
-		DELETE FROM outbox WHERE id = ANY (ARRAY(
-			SELECT id FROM outbox WHERE published_at < now() - $1::interval LIMIT $2))`, retention, limit)
+	tag, err := s.pool.Exec(ctx, trimOutboxSQL, retention, limit)
 	return tag.RowsAffected(), translate(err, "trimming outbox")
 }

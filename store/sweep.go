@@ -19,21 +19,7 @@ type SweptClaim struct {
 // removed with its row, as Release would have done. SKIP LOCKED leaves rows
 // that a claim or a commit is writing right now to the next sweep.
 func (s *Store) SweepClaims(ctx context.Context, timeout time.Duration, limit int) ([]SweptClaim, error) {
-	rows, err := s.pool.Query(ctx, `
-		WITH stale AS (
-			SELECT id, owner, claimed_at, version FROM instances
-			 WHERE owner IS NOT NULL AND claimed_at < now() - $1::interval
-			 ORDER BY claimed_at LIMIT $2
-			 FOR UPDATE SKIP LOCKED
-		), cleared AS (
-			UPDATE instances SET owner = NULL, claimed_at = NULL
-			 WHERE id = ANY (ARRAY(SELECT id FROM stale WHERE version > 0))
-			RETURNING id
-		), dropped AS (
-			DELETE FROM instances WHERE id = ANY (ARRAY(SELECT id FROM stale WHERE version = 0))
-			RETURNING id
-		)
-		SELECT id, owner, now() - claimed_at FROM stale`, timeout, limit)
+	rows, err := s.pool.Query(ctx, sweepClaimsSQL, timeout, limit)
 	if err != nil {
 		return nil, translate(err, "sweeping claims")
 	}
@@ -48,9 +34,7 @@ func (s *Store) SweepClaims(ctx context.Context, timeout time.Duration, limit in
 // TrimInbox deletes up to limit relay message ids recorded longer ago than
 // retention: a copy of a relay redelivered after that is no longer recognised.
 func (s *Store) TrimInbox(ctx context.Context, retention time.Duration, limit int) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `
-		DELETE FROM inbox WHERE message_id = ANY (ARRAY(
-			SELECT message_id FROM inbox WHERE received_at < now() - $1::interval LIMIT $2))`, retention, limit)
+	tag, err := s.pool.Exec(ctx, trimInboxSQL, retention, limit)
 	return tag.RowsAffected(), translate(err, "trimming inbox")
 }
 

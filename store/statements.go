@@ -1,0 +1,86 @@
+package store
+
+// The statements of the hot path that are sent from more than one place or
+// that the plan checks read (HotStatements); the others stand beside the
+// one function that sends them.
+
+const appliedSQL = `SELECT EXISTS (SELECT 1 FROM inbox WHERE message_id = $1)`
+
+const releaseSQL = `UPDATE instances SET owner = NULL, claimed_at = NULL WHERE id = $1 AND owner = $2`
+
+const inboxInsertSQL = `INSERT INTO inbox (message_id, instance_id) VALUES ($1, $2)`
+
+// closeWaitsSQL deletes a step's closed waits from table (subscriptions,
+// timers or tasks): $1 the instance, $2 and $3 the tokens and elements (an
+// empty element closes every wait of the token).
+func closeWaitsSQL(table string) string {
+	return `DELETE FROM ` + table + ` t USING unnest($2::text[], $3::text[]) AS w(tok, el)
+	WHERE t.instance_id = $1 AND t.token_id = w.tok AND (w.el = '' OR t.element_id = w.el)`
+}
+
+const openSubscriptionsSQL = `INSERT INTO subscriptions (instance_id, token_id, element_id, message_name, correlation_key)
+	SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[])`
+
+const armTimersSQL = `INSERT INTO timers (instance_id, token_id, element_id, due_at, repeat, interval)
+	SELECT $1, * FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::int[], $6::text[])
+	ON CONFLICT (instance_id, token_id, element_id) DO UPDATE
+	   SET due_at = EXCLUDED.due_at, repeat = EXCLUDED.repeat, interval = EXCLUDED.interval,
+	       attempts = 0, locked_by = NULL, locked_until = NULL`
+
+const outboxPublishedSQL = `UPDATE outbox SET published_at = now(), locked_by = NULL, locked_until = NULL
+	WHERE id = ANY($2) AND locked_by = $1`
+
+const trimOutboxSQL = `DELETE FROM outbox WHERE id = ANY (ARRAY(
+	SELECT id FROM outbox WHERE published_at < now() - $1::interval LIMIT $2))`
+
+const trimInboxSQL = `DELETE FROM inbox WHERE message_id = ANY (ARRAY(
+	SELECT message_id FROM inbox WHERE received_at < now() - $1::interval LIMIT $2))`
+
+// sweepClaimsSQL clears up to $2 claims older than $1 (SweepClaims).
+const sweepClaimsSQL = `WITH stale AS (
+	SELECT id, owner, claimed_at, version FROM instances
+	 WHERE owner IS NOT NULL AND claimed_at < now() - $1::interval
+	 ORDER BY claimed_at LIMIT $2
+	 FOR UPDATE SKIP LOCKED
+), cleared AS (
+	UPDATE instances SET owner = NULL, claimed_at = NULL
+	 WHERE id = ANY (ARRAY(SELECT id FROM stale WHERE version > 0))
+	RETURNING id
+), dropped AS (
+	DELETE FROM instances WHERE id = ANY (ARRAY(SELECT id FROM stale WHERE version = 0))
+	RETURNING id
+)
+SELECT id, owner, now() - claimed_at FROM stale`
+
+// HotStatement is one statement of the hot path as the store sends it, and
+// the planner setting it sends before it in the same transaction.
+type HotStatement struct {
+	SQL, Setup string
+}
+
+// HotStatements are the statements every step, relay, timer poll, outbox
+// lease and sweep sends, by name, exactly as the store sends them: the plan
+// checks (bench.HotStatements, make bench-plans) explain these, not copies.
+func HotStatements() map[string]HotStatement {
+	return map[string]HotStatement{
+		"claim":               {SQL: claimSQL},
+		"claim_or_create":     {SQL: claimOrCreateSQL},
+		"inbox_applied":       {SQL: appliedSQL},
+		"claim_batch":         {SQL: claimBatchSQL, Setup: byPrimaryKey},
+		"commit_batch":        {SQL: commitBatchSQL, Setup: byPrimaryKey},
+		"release":             {SQL: releaseSQL},
+		"close_subscriptions": {SQL: closeWaitsSQL("subscriptions")},
+		"close_timers":        {SQL: closeWaitsSQL("timers")},
+		"close_tasks":         {SQL: closeWaitsSQL("tasks")},
+		"open_subscriptions":  {SQL: openSubscriptionsSQL},
+		"arm_timers":          {SQL: armTimersSQL},
+		"inbox_insert":        {SQL: inboxInsertSQL},
+		"timers_take_due":     {SQL: takeDueSQL},
+		"timers_next_due":     {SQL: nextDueSQL},
+		"outbox_lease":        {SQL: leaseOutboxSQL, Setup: leaseOrderSQL},
+		"outbox_published":    {SQL: outboxPublishedSQL},
+		"outbox_trim":         {SQL: trimOutboxSQL},
+		"sweep_claims":        {SQL: sweepClaimsSQL},
+		"inbox_trim":          {SQL: trimInboxSQL},
+	}
+}
