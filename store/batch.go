@@ -112,22 +112,34 @@ func (s *Store) ClaimBatch(ctx context.Context, r ClaimBatchRequest) ([]Claimed,
 
 // The batch fence: the commit UPDATE of every step of the batch whose claim
 // is still its own (owner and version read at claim time), in id order like
-// the batch claim. It returns the ids that matched; the others are left out.
-const commitBatchSQL = `
+// the batch claim. commitBatchSQL returns the ids that matched (the others
+// are left out); fenceBatchSQL raises SU005 unless every step matched, so
+// that the writes sent behind it in the same pipeline never run for a batch
+// that lost a claim.
+const (
+	batchFenceInputs = `
 WITH c AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[])
                   AS c(id, owner, version, status, variables, tokens)),
-     l AS (SELECT i.id FROM instances i JOIN c ON c.id = i.id ORDER BY i.id FOR UPDATE OF i)
+     l AS (SELECT i.id FROM instances i JOIN c ON c.id = i.id ORDER BY i.id FOR UPDATE OF i)`
+	batchFenceUpdate = `
 UPDATE instances i
    SET status = c.status, variables = c.variables::jsonb, tokens = c.tokens::jsonb,
        version = i.version + 1, owner = NULL, claimed_at = NULL, updated_at = now()
   FROM c JOIN l ON l.id = c.id
  WHERE i.id = c.id AND i.owner = c.owner AND i.version = c.version
 RETURNING i.id`
+	commitBatchSQL = batchFenceInputs + batchFenceUpdate
+	fenceBatchSQL  = batchFenceInputs + `,
+     u AS (` + batchFenceUpdate + `)
+SELECT sutra_batch_fence(count(*), cardinality($1::text[])) FROM u`
+)
 
 // CommitBatch commits several steps (of distinct instances) in one
-// transaction that waits for one WAL flush, in two round trips: the fence of
-// every step in one statement, then the writes of the steps it let through
-// and the commit. The result is aligned with cs: nil, committed and released;
+// transaction that waits for one WAL flush. It sends the fence of every step,
+// their writes and the commit in one round trip; when a step's claim was
+// lost (the fence raises, nothing is written) it retries in two: the fence,
+// which returns the steps that passed, then their writes and the commit.
+// The result is aligned with cs: nil, committed and released;
 // an error with fault.StepFenced, that step's claim was swept or stolen and
 // it did not happen, while the others committed; ErrNotCommitted, nothing
 // was written for that step (another step's writes failed) and its claim is
@@ -168,13 +180,32 @@ func (s *Store) CommitBatch(ctx context.Context, cs []Commit) []error {
 	// destroyed by the pool on release, never reused.
 	defer conn.Release()
 
-	// Round trip 1: open the transaction (durable: it waits for the WAL
-	// flush, like CommitStep) and fence every step.
-	matched := make(map[string]bool, n)
+	// One round trip: open the transaction (durable: it waits for the WAL
+	// flush, like CommitStep), fence every step, write them all, commit.
 	b := &pgx.Batch{}
-	b.Queue("BEGIN")
-	b.Queue("SELECT set_config('synchronous_commit', 'on', true)")
-	b.Queue(byPrimaryKey)
+	queueBegin(b)
+	b.Queue(fenceBatchSQL, ids, owners, versions, statuses, vars, tokens)
+	for _, c := range cs {
+		if err := queueStepWrites(b, c); err != nil {
+			return fail(err)
+		}
+	}
+	b.Queue("COMMIT")
+	err = conn.SendBatch(ctx, b).Close()
+	if err == nil {
+		return errs
+	}
+	rollback(ctx, conn)
+	if !isSQLState(err, sqlstateBatchFenced) {
+		// The fence passed for every step; what failed was a write or the
+		// connection.
+		return stepsFailed(errs, cs, nil, err, what)
+	}
+
+	// A claim was lost. Round trip 1: fence again, learning which passed.
+	matched := make(map[string]bool, n)
+	b = &pgx.Batch{}
+	queueBegin(b)
 	b.Queue(commitBatchSQL, ids, owners, versions, statuses, vars, tokens).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id string
@@ -208,8 +239,24 @@ func (s *Store) CommitBatch(ctx context.Context, cs []Commit) []error {
 		return errs
 	}
 	rollback(ctx, conn)
+	return stepsFailed(errs, cs, matched, err, what)
+}
+
+// queueBegin opens a batch commit's transaction: durable whatever the
+// session's setting, and on instances_pkey.
+func queueBegin(b *pgx.Batch) {
+	b.Queue("BEGIN")
+	b.Queue("SELECT set_config('synchronous_commit', 'on', true)")
+	b.Queue(byPrimaryKey)
+}
+
+// stepsFailed sets the errors of a batch commit that failed after its fence,
+// for the steps that passed it (every step when matched is nil): a step's
+// own writes failing leaves the others not committed, to commit on their
+// own; any other error leaves each outcome unknown.
+func stepsFailed(errs []error, cs []Commit, matched map[string]bool, err error, what string) []error {
 	for i, c := range cs {
-		if !matched[c.InstanceID] {
+		if matched != nil && !matched[c.InstanceID] {
 			continue
 		}
 		if _, ok := stepError(err, c); ok {

@@ -213,3 +213,46 @@ func TestAStepWhoseWritesFailLeavesTheBatchUncommittedAndEachCommitsOnItsOwn(t *
 		t.Errorf("o-a at version %d, want 2", v)
 	}
 }
+
+// A batch that lost a claim is committed again the slow way (the fence, then
+// the writes of the steps that passed); when a step's writes fail there too,
+// the fenced step stays fenced and only the steps that passed the fence are
+// left uncommitted with their claims held.
+func TestABatchThatLostAClaimAndWhoseWritesFailLeavesOnlyTheFencedStepFenced(t *testing.T) {
+	t.Parallel()
+	ids := []string{"o-a", "o-b", "o-c"}
+	env, st, proc := batchEnv(t, ids...)
+	ctx := testkit.Ctx(t)
+	const owner = "r/lane/1"
+	inboxes := []string{"pay-a", "pay-b", "pay-c"}
+	claimed, err := st.ClaimBatch(ctx, store.ClaimBatchRequest{Owner: owner, Timeout: time.Minute, InstanceIDs: ids, InboxIDs: inboxes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cs []store.Commit
+	for i, c := range claimed {
+		state, eff, err := engine.Step(proc, engine.Instance{ID: ids[i], Version: c.Instance.Version, State: c.Instance.State},
+			engine.Trigger{Kind: engine.TriggerMessage, Message: "payment-received"}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, store.Commit{InstanceID: ids[i], Owner: owner, Version: c.Instance.Version, State: state, Effects: eff, InboxID: inboxes[i]})
+	}
+	// o-a's claim is taken over; a copy of o-c's relay commits meanwhile.
+	if _, err := env.DB.Exec(ctx, "UPDATE instances SET owner = 'r/lane/9' WHERE id = 'o-a'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.DB.Exec(ctx, "INSERT INTO inbox (message_id, instance_id) VALUES ('pay-c', 'o-c')"); err != nil {
+		t.Fatal(err)
+	}
+	errs := st.CommitBatch(ctx, cs)
+	if fault.Code(errs[0]) != fault.StepFenced || !errors.Is(errs[1], store.ErrNotCommitted) || !errors.Is(errs[2], store.ErrNotCommitted) {
+		t.Fatalf("errs = %v, want [fenced, not committed, not committed]", errs)
+	}
+	if n := env.Int(t, "SELECT count(*) FROM instances WHERE owner = $1", owner); n != 2 {
+		t.Fatalf("%d claims held after the failed batch, want o-b's and o-c's", n)
+	}
+	if n := env.Int(t, "SELECT count(*) FROM instances WHERE version <> 1"); n != 0 {
+		t.Errorf("%d instances moved, want none", n)
+	}
+}
