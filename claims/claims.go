@@ -251,20 +251,21 @@ type Step struct {
 }
 
 // CommitBatch commits several steps in one transaction (store.CommitBatch),
-// each fenced on its own claim. The result is aligned with steps: nil,
-// committed and released; fault.StepFenced, that step did not happen and
+// each fenced on its own claim; the claims may be of several Claimers (the
+// lanes of one replica) over one store. The result is aligned with steps:
+// nil, committed and released; fault.StepFenced, that step did not happen and
 // its claim is no longer ours; store.ErrNotCommitted, nothing was written for
 // it and its claim is still held (commit it with Held.Commit); any other
 // error leaves the outcome unknown, as a failed Held.Commit does.
-func (c *Claimer) CommitBatch(ctx context.Context, steps []Step) []error {
+func CommitBatch(ctx context.Context, steps []Step) []error {
 	cs := make([]store.Commit, len(steps))
 	for i, st := range steps {
-		if st.Held.owner != c.owner {
-			panic("claims: a batch commits only claims of its own Claimer")
+		if st.Held.store != steps[0].Held.store {
+			panic("claims: a batch commits only claims over one store")
 		}
 		cs[i] = st.Held.commit(st.State, st.Effects, st.Extras)
 	}
-	errs := c.store.(BatchStore).CommitBatch(ctx, cs)
+	errs := steps[0].Held.store.(BatchStore).CommitBatch(ctx, cs)
 	for i, err := range errs {
 		if err == nil {
 			steps[i].Held.done = true

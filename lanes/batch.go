@@ -16,8 +16,10 @@ import (
 // Batches. A lane that finds several resumes already queued in its inbox
 // takes up to Config.BatchMax of them at once (it never waits to fill a
 // batch), claims the plain relays among them in one statement, runs the
-// engine for each and commits them in one transaction (claims.CommitBatch),
-// then answers each with the outcome the single path would give it. Only
+// engine for each and hands the steps to the pool's committer, which commits
+// them in one transaction with the batches other lanes handed in meanwhile
+// (committer.go), then answers each with the outcome the single path would
+// give it. Only
 // the common case goes this way: a relay to a known instance, with nothing
 // to resolve, start, consume or administer. Everything else, and every step
 // of a batch that leaves the happy path, runs through step unchanged.
@@ -173,9 +175,7 @@ func (l *lane) stepBatch(ctx context.Context, rs []*Resume) {
 		cs[i] = claims.Step{Held: b.held, State: b.state, Effects: b.effects, Extras: claims.Extras{InboxID: b.r.InboxID,
 			CloseTables: engine.CloseTables(b.proc, b.held.Instance.State, b.effects.CloseWaits)}}
 	}
-	cctx, cancel = l.call(ctx)
-	errs := l.claimer.CommitBatch(cctx, cs)
-	cancel()
+	errs := l.pool.committer.commit(cs)
 	n := 0
 	for _, err := range errs {
 		if err == nil {

@@ -112,6 +112,9 @@ type Pool struct {
 	cfg   Config
 	deps  Deps
 	lanes []*lane
+	// committer commits the lanes' batches, several lanes' in one
+	// transaction when they are ready together.
+	committer *committer
 	// adminLane runs administrative resumes under the replica's admin owner,
 	// beside the lanes (an admin call must meet a lane's claim, not queue
 	// behind its step). One lane, because an owner id belongs to one lane:
@@ -132,7 +135,7 @@ func New(deps Deps, cfg Config) *Pool {
 	if deps.Hooks == nil {
 		deps.Hooks = &Hooks{}
 	}
-	p := &Pool{cfg: cfg, deps: deps}
+	p := &Pool{cfg: cfg, deps: deps, committer: newCommitter(groupMax, cfg.ClaimTimeout, cfg.Lanes)}
 	p.adminLane = &lane{
 		n:       cfg.Lanes,
 		pool:    p,
@@ -175,8 +178,9 @@ func (p *Pool) Start(ctx context.Context) error {
 }
 
 func (p *Pool) run(soft, hard context.Context) {
-	quit := make(chan struct{})
-	var wg sync.WaitGroup
+	quit, committed := make(chan struct{}), make(chan struct{})
+	var wg, committer sync.WaitGroup
+	committer.Go(func() { p.committer.run(hard, committed) })
 	for _, l := range append(p.lanes, p.adminLane) {
 		wg.Go(func() { l.run(hard, quit) })
 	}
@@ -190,6 +194,8 @@ func (p *Pool) run(soft, hard context.Context) {
 	p.pending.Wait() // after hard, every step answers at once
 	close(quit)
 	wg.Wait()
+	close(committed) // no lane is left to hand it a batch
+	committer.Wait()
 }
 
 // Lane is the lane an instance id hashes to (FNV-1a).
