@@ -197,48 +197,80 @@ type BatchRequest struct {
 	InboxID    string
 }
 
-// ClaimBatch (only when Batches) takes the claims of several distinct instances in one statement
-// and loads their rows. The result is aligned with rs: a nil Held was not
-// claimed, and nothing says why (held by another owner, missing, relay
-// already applied, or a row that cannot be decoded, whose claim is released
-// here): claim it on its own with Claim to learn it. An error means any claim
-// may have been taken: every one is released before ClaimBatch returns.
-func (c *Claimer) ClaimBatch(ctx context.Context, rs []BatchRequest) ([]*Held, error) {
-	if c.guard != nil {
-		if err := c.guard(); err != nil {
-			return nil, err
+// Batch is one Claimer's part of a batch claim.
+type Batch struct {
+	Claimer  *Claimer
+	Requests []BatchRequest
+}
+
+// ClaimBatch takes the claims of several distinct instances in one statement,
+// each for its Batch's Claimer (the lanes of one replica, over one store that
+// batches), and loads their rows. The result is aligned with bs, and each
+// Batch's Helds with its Requests: a nil Held was not claimed, and nothing
+// says why (held by another owner, missing, relay already applied, or a row
+// that cannot be decoded, whose claim is released here): claim it on its own
+// with Claim to learn it. An error for a Batch (its Claimer's guard refused,
+// or the statement failed) leaves its Requests to be claimed on their own;
+// any claim the failed statement may have taken is released first.
+func ClaimBatch(ctx context.Context, bs []Batch) ([][]*Held, []error) {
+	helds, errs := make([][]*Held, len(bs)), make([]error, len(bs))
+	type row struct{ batch, req int }
+	var rows []row
+	var st Store
+	req := store.ClaimBatchRequest{}
+	for b, batch := range bs {
+		c := batch.Claimer
+		if st == nil {
+			st, req.Timeout = c.store, c.timeout
+		} else if c.store != st {
+			panic("claims: a batch claims only over one store")
 		}
-	}
-	req := store.ClaimBatchRequest{Owner: c.owner, Timeout: c.timeout, InstanceIDs: make([]string, len(rs)), InboxIDs: make([]string, len(rs))}
-	for i, r := range rs {
-		req.InstanceIDs[i], req.InboxIDs[i] = r.InstanceID, r.InboxID
-	}
-	claimed, err := c.store.(BatchStore).ClaimBatch(ctx, req)
-	if err != nil {
-		for _, r := range rs {
-			h := &Held{store: c.store, owner: c.owner, Instance: store.Instance{ID: r.InstanceID}}
-			if rerr := h.Release(ctx); rerr != nil {
-				err = fmt.Errorf("%w (and releasing the claim of %s that may have been taken: %v)", err, r.InstanceID, rerr)
+		if c.guard != nil {
+			if errs[b] = c.guard(); errs[b] != nil {
+				continue
 			}
 		}
-		return nil, err
+		helds[b] = make([]*Held, len(batch.Requests))
+		for r, q := range batch.Requests {
+			rows = append(rows, row{b, r})
+			req.InstanceIDs, req.Owners, req.InboxIDs = append(req.InstanceIDs, q.InstanceID), append(req.Owners, c.owner), append(req.InboxIDs, q.InboxID)
+		}
 	}
-	helds := make([]*Held, len(rs))
+	if len(rows) == 0 {
+		return helds, errs
+	}
+	claimed, err := st.(BatchStore).ClaimBatch(ctx, req)
+	if err != nil {
+		failed := make([]error, len(bs))
+		for i, at := range rows {
+			h := &Held{store: st, owner: req.Owners[i], Instance: store.Instance{ID: req.InstanceIDs[i]}}
+			if rerr := h.Release(ctx); rerr != nil {
+				failed[at.batch] = errors.Join(failed[at.batch], fmt.Errorf("releasing the claim of %s that may have been taken: %w", h.Instance.ID, rerr))
+			}
+		}
+		for _, at := range rows {
+			helds[at.batch] = nil
+			errs[at.batch] = errors.Join(err, failed[at.batch])
+		}
+		return helds, errs
+	}
 	for i, cl := range claimed {
 		if !cl.OK {
 			continue
 		}
-		h := &Held{store: c.store, owner: c.owner, Instance: cl.Instance}
+		at := rows[i]
+		h := &Held{store: st, owner: req.Owners[i], Instance: cl.Instance}
 		if cl.Err != nil {
 			// Claimed but not steppable: Claim on its own reports the error.
 			if rerr := h.Release(ctx); rerr != nil {
-				return helds, errors.Join(cl.Err, rerr)
+				// Still held: its Claimer re-enters it when it claims alone.
+				errs[at.batch] = errors.Join(errs[at.batch], cl.Err, rerr)
 			}
 			continue
 		}
-		helds[i] = h
+		helds[at.batch][at.req] = h
 	}
-	return helds, nil
+	return helds, errs
 }
 
 // Step is one step of a batch commit: the claim it runs under and what it

@@ -15,11 +15,11 @@ import (
 
 // Batches. A lane that finds several resumes already queued in its inbox
 // takes up to Config.BatchMax of them at once (it never waits to fill a
-// batch), claims the plain relays among them in one statement, runs the
-// engine for each and hands the steps to the pool's committer, which commits
-// them in one transaction with the batches other lanes handed in meanwhile
-// (committer.go), then answers each with the outcome the single path would
-// give it. Only
+// batch), claims the plain relays among them, runs the engine for each and
+// commits them, then answers each with the outcome the single path would
+// give it. The claim and the commit go through the pool's two gatherers
+// (gather.go): a batch joins whatever other lanes handed in meanwhile, so one
+// statement claims and one transaction commits the batches of several lanes. Only
 // the common case goes this way: a relay to a known instance, with nothing
 // to resolve, start, consume or administer. Everything else, and every step
 // of a batch that leaves the happy path, runs through step unchanged.
@@ -115,9 +115,8 @@ func (l *lane) stepBatch(ctx context.Context, rs []*Resume) {
 	for i, r := range rs {
 		reqs[i] = claims.BatchRequest{InstanceID: r.InstanceID, InboxID: r.InboxID}
 	}
-	cctx, cancel := l.call(ctx)
-	helds, err := l.claimer.ClaimBatch(cctx, reqs)
-	cancel()
+	got := l.pool.claimer.do(claims.Batch{Claimer: l.claimer, Requests: reqs})
+	helds, err := got.helds, got.err
 	if err != nil {
 		alone = rs // every claim was released; on its own each learns its outcome
 		return
@@ -175,7 +174,7 @@ func (l *lane) stepBatch(ctx context.Context, rs []*Resume) {
 		cs[i] = claims.Step{Held: b.held, State: b.state, Effects: b.effects, Extras: claims.Extras{InboxID: b.r.InboxID,
 			CloseTables: engine.CloseTables(b.proc, b.held.Instance.State, b.effects.CloseWaits)}}
 	}
-	errs := l.pool.committer.commit(cs)
+	errs := l.pool.committer.do(cs)
 	n := 0
 	for _, err := range errs {
 		if err == nil {

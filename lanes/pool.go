@@ -112,9 +112,10 @@ type Pool struct {
 	cfg   Config
 	deps  Deps
 	lanes []*lane
-	// committer commits the lanes' batches, several lanes' in one
-	// transaction when they are ready together.
-	committer *committer
+	// claimer and committer claim and commit the lanes' batches, several
+	// lanes' in one statement or transaction when they are ready together.
+	claimer   *claimGatherer
+	committer *commitGatherer
 	// adminLane runs administrative resumes under the replica's admin owner,
 	// beside the lanes (an admin call must meet a lane's claim, not queue
 	// behind its step). One lane, because an owner id belongs to one lane:
@@ -135,7 +136,7 @@ func New(deps Deps, cfg Config) *Pool {
 	if deps.Hooks == nil {
 		deps.Hooks = &Hooks{}
 	}
-	p := &Pool{cfg: cfg, deps: deps, committer: newCommitter(groupMax, cfg.ClaimTimeout, cfg.Lanes)}
+	p := &Pool{cfg: cfg, deps: deps, claimer: newClaimGatherer(cfg.ClaimTimeout, cfg.Lanes), committer: newCommitGatherer(cfg.ClaimTimeout, cfg.Lanes)}
 	p.adminLane = &lane{
 		n:       cfg.Lanes,
 		pool:    p,
@@ -178,9 +179,10 @@ func (p *Pool) Start(ctx context.Context) error {
 }
 
 func (p *Pool) run(soft, hard context.Context) {
-	quit, committed := make(chan struct{}), make(chan struct{})
-	var wg, committer sync.WaitGroup
-	committer.Go(func() { p.committer.run(hard, committed) })
+	quit, gathered := make(chan struct{}), make(chan struct{})
+	var wg, gatherers sync.WaitGroup
+	gatherers.Go(func() { p.claimer.loop(hard, gathered) })
+	gatherers.Go(func() { p.committer.loop(hard, gathered) })
 	for _, l := range append(p.lanes, p.adminLane) {
 		wg.Go(func() { l.run(hard, quit) })
 	}
@@ -194,8 +196,8 @@ func (p *Pool) run(soft, hard context.Context) {
 	p.pending.Wait() // after hard, every step answers at once
 	close(quit)
 	wg.Wait()
-	close(committed) // no lane is left to hand it a batch
-	committer.Wait()
+	close(gathered) // no lane is left to hand them a batch
+	gatherers.Wait()
 }
 
 // Lane is the lane an instance id hashes to (FNV-1a).

@@ -27,13 +27,15 @@ import (
 // held; commit it on its own (CommitStep) to learn its outcome.
 var ErrNotCommitted = errors.New("store: step left out of its batch commit; commit it on its own")
 
-// ClaimBatchRequest claims several instances for one owner.
+// ClaimBatchRequest claims several instances, each for its own owner (the
+// lanes of a replica claim together).
 type ClaimBatchRequest struct {
-	Owner   string
 	Timeout time.Duration
-	// InstanceIDs are distinct; InboxIDs[i] is the relay message id of
-	// InstanceIDs[i] (its claim is refused if that relay was applied).
+	// InstanceIDs are distinct; Owners[i] claims InstanceIDs[i], and
+	// InboxIDs[i] is the relay message id of InstanceIDs[i] (its claim is
+	// refused if that relay was applied).
 	InstanceIDs []string
+	Owners      []string
 	InboxIDs    []string
 }
 
@@ -51,12 +53,12 @@ type Claimed struct {
 // The batch claim takes the rows in id order, so that two batches claiming
 // overlapping sets (two replicas, or a mis-routed relay) never deadlock.
 const claimBatchSQL = `
-WITH r AS (SELECT * FROM unnest($1::text[], $4::text[]) AS r(id, inbox)),
+WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], $4::text[]) AS r(id, owner, inbox)),
      l AS (SELECT i.id FROM instances i JOIN r ON r.id = i.id ORDER BY i.id FOR UPDATE OF i)
-UPDATE instances i SET owner = $2, claimed_at = now()
+UPDATE instances i SET owner = r.owner, claimed_at = now()
   FROM r JOIN l ON l.id = r.id
  WHERE i.id = r.id AND i.version > 0
-   AND (i.owner IS NULL OR i.owner = $2 OR i.claimed_at < now() - $3::interval)
+   AND (i.owner IS NULL OR i.owner = r.owner OR i.claimed_at < now() - $3::interval)
    AND NOT EXISTS (SELECT 1 FROM inbox WHERE message_id = r.inbox)
 RETURNING i.id, i.definition_key, i.definition_version, i.status, i.variables, i.tokens, i.version`
 
@@ -83,7 +85,7 @@ func (s *Store) ClaimBatch(ctx context.Context, r ClaimBatchRequest) ([]Claimed,
 		b.Queue(asyncCommit)
 	}
 	b.Queue(byPrimaryKey)
-	b.Queue(claimBatchSQL, r.InstanceIDs, r.Owner, r.Timeout, r.InboxIDs).Query(func(rows pgx.Rows) error {
+	b.Queue(claimBatchSQL, r.InstanceIDs, r.Owners, r.Timeout, r.InboxIDs).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var inst Instance
 			var status string

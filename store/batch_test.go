@@ -57,7 +57,7 @@ func TestBatchCommitLeavesOutTheFencedInstanceAndCommitsTheOthers(t *testing.T) 
 	ctx := testkit.Ctx(t)
 	const owner = "r/lane/1"
 	inboxes := []string{"pay-a", "pay-b", "pay-c"}
-	claimed, err := st.ClaimBatch(ctx, store.ClaimBatchRequest{Owner: owner, Timeout: time.Minute, InstanceIDs: ids, InboxIDs: inboxes})
+	claimed, err := st.ClaimBatch(ctx, store.ClaimBatchRequest{Timeout: time.Minute, Owners: owners(owner, ids), InstanceIDs: ids, InboxIDs: inboxes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,25 +103,43 @@ func TestBatchCommitLeavesOutTheFencedInstanceAndCommitsTheOthers(t *testing.T) 
 }
 
 // The batch claim refuses, like Claim, a row held by another owner and a
-// relay already applied, and takes the others.
-func TestBatchClaimTakesOnlyFreeRowsOfUnappliedRelays(t *testing.T) {
+// relay already applied, and takes the others, each for the owner that asked
+// for it: a row one lane holds is re-entered by that lane in the same
+// statement that refuses it to another.
+func TestBatchClaimTakesOnlyFreeRowsOfUnappliedRelaysEachForItsOwnOwner(t *testing.T) {
 	t.Parallel()
-	ids := []string{"o-a", "o-b", "o-c"}
+	ids := []string{"o-a", "o-b", "o-c", "o-d", "o-e"}
 	env, st, _ := batchEnv(t, ids...)
 	ctx := testkit.Ctx(t)
-	if _, err := env.DB.Exec(ctx, "UPDATE instances SET owner = 'r/lane/9', claimed_at = now() WHERE id = 'o-b'"); err != nil {
+	if _, err := env.DB.Exec(ctx, "UPDATE instances SET owner = 'r/lane/9', claimed_at = now() WHERE id IN ('o-b', 'o-d')"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := env.DB.Exec(ctx, "INSERT INTO inbox (message_id, instance_id) VALUES ('pay-c', 'o-c')"); err != nil {
 		t.Fatal(err)
 	}
-	claimed, err := st.ClaimBatch(ctx, store.ClaimBatchRequest{Owner: "r/lane/1", Timeout: time.Minute,
-		InstanceIDs: append(ids, "o-missing"), InboxIDs: []string{"pay-a", "pay-b", "pay-c", "pay-d"}})
+	claimed, err := st.ClaimBatch(ctx, store.ClaimBatchRequest{Timeout: time.Minute,
+		InstanceIDs: append(ids, "o-missing"), Owners: []string{"r/lane/1", "r/lane/1", "r/lane/1", "r/lane/9", "r/lane/2", "r/lane/1"},
+		InboxIDs: []string{"pay-a", "pay-b", "pay-c", "pay-d", "pay-e", "pay-f"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !claimed[0].OK || claimed[1].OK || claimed[2].OK || claimed[3].OK {
-		t.Fatalf("claimed = %+v, want only o-a", claimed)
+	var took []string
+	for _, c := range claimed {
+		if c.OK {
+			took = append(took, c.Instance.ID)
+		}
+	}
+	if !slices.Equal(took, []string{"o-a", "o-d", "o-e"}) {
+		t.Fatalf("claimed %v, want o-a, o-d (re-entered by its holder) and o-e", took)
+	}
+	for id, want := range map[string]string{"o-a": "r/lane/1", "o-b": "r/lane/9", "o-c": "", "o-d": "r/lane/9", "o-e": "r/lane/2"} {
+		var owner *string
+		if err := env.DB.QueryRow(ctx, "SELECT owner FROM instances WHERE id = $1", id).Scan(&owner); err != nil {
+			t.Fatal(err)
+		}
+		if got := ""; owner != nil && *owner != want || owner == nil && want != got {
+			t.Errorf("%s is held by %v, want %q", id, owner, want)
+		}
 	}
 	if _, err := st.Claim(ctx, store.ClaimRequest{InstanceID: "o-c", Owner: "r/lane/1", Timeout: time.Minute, InboxID: "pay-c"}); !errors.Is(err, store.ErrDuplicate) {
 		t.Fatalf("single claim of the applied relay = %v, want ErrDuplicate", err)
@@ -137,7 +155,7 @@ func TestABatchCommitWaitsForTheWALFlushAndItsBatchClaimDoesNot(t *testing.T) {
 	env.AuditDurability(t, "instances", "inbox", "subscriptions")
 	ctx := testkit.Ctx(t)
 	const owner = "r/lane/1"
-	claimed, err := st.ClaimBatch(ctx, store.ClaimBatchRequest{Owner: owner, Timeout: time.Minute, InstanceIDs: ids, InboxIDs: []string{"pay-a", "pay-b"}})
+	claimed, err := st.ClaimBatch(ctx, store.ClaimBatchRequest{Timeout: time.Minute, Owners: owners(owner, ids), InstanceIDs: ids, InboxIDs: []string{"pay-a", "pay-b"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +196,7 @@ func TestAStepWhoseWritesFailLeavesTheBatchUncommittedAndEachCommitsOnItsOwn(t *
 	ctx := testkit.Ctx(t)
 	const owner = "r/lane/1"
 	inboxes := []string{"pay-a", "pay-b"}
-	claimed, err := st.ClaimBatch(ctx, store.ClaimBatchRequest{Owner: owner, Timeout: time.Minute, InstanceIDs: ids, InboxIDs: inboxes})
+	claimed, err := st.ClaimBatch(ctx, store.ClaimBatchRequest{Timeout: time.Minute, Owners: owners(owner, ids), InstanceIDs: ids, InboxIDs: inboxes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +243,7 @@ func TestABatchThatLostAClaimAndWhoseWritesFailLeavesOnlyTheFencedStepFenced(t *
 	ctx := testkit.Ctx(t)
 	const owner = "r/lane/1"
 	inboxes := []string{"pay-a", "pay-b", "pay-c"}
-	claimed, err := st.ClaimBatch(ctx, store.ClaimBatchRequest{Owner: owner, Timeout: time.Minute, InstanceIDs: ids, InboxIDs: inboxes})
+	claimed, err := st.ClaimBatch(ctx, store.ClaimBatchRequest{Timeout: time.Minute, Owners: owners(owner, ids), InstanceIDs: ids, InboxIDs: inboxes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,4 +273,13 @@ func TestABatchThatLostAClaimAndWhoseWritesFailLeavesOnlyTheFencedStepFenced(t *
 	if n := env.Int(t, "SELECT count(*) FROM instances WHERE version <> 1"); n != 0 {
 		t.Errorf("%d instances moved, want none", n)
 	}
+}
+
+// owners is owner once for each of ids (a batch claim of one lane).
+func owners(owner string, ids []string) []string {
+	out := make([]string, len(ids))
+	for i := range out {
+		out[i] = owner
+	}
+	return out
 }

@@ -2,7 +2,6 @@ package lanes
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -32,23 +31,38 @@ func (g *groupStore) Claim(_ context.Context, r store.ClaimRequest) (store.Insta
 }
 func (g *groupStore) Release(context.Context, string, string) error  { return nil }
 func (g *groupStore) CommitStep(context.Context, store.Commit) error { return nil }
-func (g *groupStore) ClaimBatch(context.Context, store.ClaimBatchRequest) ([]store.Claimed, error) {
-	return nil, errors.New("not used")
+
+// ClaimBatch claims every instance but "taken", recording each group as
+// id@owner.
+func (g *groupStore) ClaimBatch(_ context.Context, r store.ClaimBatchRequest) ([]store.Claimed, error) {
+	var ids []string
+	out := make([]store.Claimed, len(r.InstanceIDs))
+	for i, id := range r.InstanceIDs {
+		ids = append(ids, id+"@"+r.Owners[i])
+		out[i] = store.Claimed{Instance: store.Instance{ID: id, Version: 1}, OK: id != "taken"}
+	}
+	g.record(ids)
+	return out, nil
 }
 
-func (g *groupStore) CommitBatch(_ context.Context, cs []store.Commit) []error {
+// record adds a group; the first one blocks until hold is closed.
+func (g *groupStore) record(ids []string) {
 	g.mu.Lock()
 	first := len(g.groups) == 0
-	var ids []string
-	for _, c := range cs {
-		ids = append(ids, c.InstanceID)
-	}
 	g.groups = append(g.groups, ids)
 	g.mu.Unlock()
 	if first {
 		close(g.entered)
 		<-g.hold
 	}
+}
+
+func (g *groupStore) CommitBatch(_ context.Context, cs []store.Commit) []error {
+	var ids []string
+	for _, c := range cs {
+		ids = append(ids, c.InstanceID)
+	}
+	g.record(ids)
 	if g.panics {
 		panic("boom")
 	}
@@ -81,19 +95,19 @@ func steps(t *testing.T, g *groupStore, n int, ids ...string) []claims.Step {
 // outcomes.
 func TestBatchesOfSeveralLanesReadyTogetherCommitInOneTransaction(t *testing.T) {
 	g := &groupStore{hold: make(chan struct{}), entered: make(chan struct{}), fenced: "c-2"}
-	c := newCommitter(groupMax, time.Minute, 3)
+	c := newCommitGatherer(time.Minute, 3)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Go(func() { c.run(t.Context(), stop) })
+	wg.Go(func() { c.loop(t.Context(), stop) })
 	defer func() { close(stop); wg.Wait() }()
 
 	results := make([][]error, 3)
 	var lanes sync.WaitGroup
-	lanes.Go(func() { results[0] = c.commit(steps(t, g, 0, "a-1")) })
+	lanes.Go(func() { results[0] = c.do(steps(t, g, 0, "a-1")) })
 	<-g.entered // lane 0's batch is committing
 	b, cs := steps(t, g, 1, "b-1", "b-2"), steps(t, g, 2, "c-1", "c-2", "c-3")
-	lanes.Go(func() { results[1] = c.commit(b) })
-	lanes.Go(func() { results[2] = c.commit(cs) })
+	lanes.Go(func() { results[1] = c.do(b) })
+	lanes.Go(func() { results[2] = c.do(cs) })
 	for len(c.reqs) < 2 { // both queued behind the commit in flight
 		time.Sleep(time.Millisecond)
 	}
@@ -116,13 +130,13 @@ func TestBatchesOfSeveralLanesReadyTogetherCommitInOneTransaction(t *testing.T) 
 func TestAGroupCommitThatPanicsAnswersEveryLaneAndTheCommitterGoesOn(t *testing.T) {
 	g := &groupStore{hold: make(chan struct{}), entered: make(chan struct{}), panics: true}
 	close(g.hold)
-	c := newCommitter(groupMax, time.Minute, 1)
+	c := newCommitGatherer(time.Minute, 1)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Go(func() { c.run(t.Context(), stop) })
+	wg.Go(func() { c.loop(t.Context(), stop) })
 	defer func() { close(stop); wg.Wait() }()
 
-	for _, err := range c.commit(steps(t, g, 0, "a-1", "a-2")) {
+	for _, err := range c.do(steps(t, g, 0, "a-1", "a-2")) {
 		if err == nil {
 			t.Fatal("a step of a panicked group commit reported committed")
 		}
@@ -130,7 +144,62 @@ func TestAGroupCommitThatPanicsAnswersEveryLaneAndTheCommitterGoesOn(t *testing.
 	g.mu.Lock()
 	g.panics = false
 	g.mu.Unlock()
-	if errs := c.commit(steps(t, g, 0, "a-3")); errs[0] != nil {
+	if errs := c.do(steps(t, g, 0, "a-3")); errs[0] != nil {
 		t.Fatalf("the next commit: %v", errs[0])
+	}
+}
+
+// Batch claims that lanes hand in while a group claim runs go together in the
+// next statement, each instance for its own lane, and each lane gets back its
+// own claims.
+func TestBatchClaimsOfSeveralLanesReadyTogetherGoInOneStatement(t *testing.T) {
+	g := &groupStore{hold: make(chan struct{}), entered: make(chan struct{})}
+	c := newClaimGatherer(time.Minute, 3)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { c.loop(t.Context(), stop) })
+	defer func() { close(stop); wg.Wait() }()
+
+	lane := func(n int) *claims.Claimer { return claims.New(g, claims.LaneOwner("r", n), time.Minute, nil) }
+	batch := func(n int, ids ...string) claims.Batch {
+		b := claims.Batch{Claimer: lane(n)}
+		for _, id := range ids {
+			b.Requests = append(b.Requests, claims.BatchRequest{InstanceID: id, InboxID: "in-" + id})
+		}
+		return b
+	}
+	results := make([]claimed, 3)
+	var lanes sync.WaitGroup
+	lanes.Go(func() { results[0] = c.do(batch(0, "a-1")) })
+	<-g.entered
+	lanes.Go(func() { results[1] = c.do(batch(1, "b-1", "taken")) })
+	lanes.Go(func() { results[2] = c.do(batch(2, "c-1")) })
+	for len(c.reqs) < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	close(g.hold)
+	lanes.Wait()
+
+	if len(g.groups) != 2 || len(g.groups[1]) != 3 {
+		t.Fatalf("statements = %v, want [a-1] then lanes 1 and 2 together", g.groups)
+	}
+	second := slices.Clone(g.groups[1])
+	slices.Sort(second)
+	if want := []string{"b-1@r/lane/1", "c-1@r/lane/2", "taken@r/lane/1"}; !slices.Equal(second, want) {
+		t.Errorf("second statement claimed %v, want %v", second, want)
+	}
+	for n, want := range [][]string{{"a-1"}, {"b-1", ""}, {"c-1"}} {
+		r := results[n]
+		if r.err != nil || len(r.helds) != len(want) {
+			t.Fatalf("lane %d got %+v", n, r)
+		}
+		for i, id := range want {
+			switch h := r.helds[i]; {
+			case id == "" && h != nil:
+				t.Errorf("lane %d holds %s, want nothing for a row not taken", n, h.Instance.ID)
+			case id != "" && (h == nil || h.Instance.ID != id || h.Owner() != claims.LaneOwner("r", n)):
+				t.Errorf("lane %d got %+v for %s, want it held by its own owner", n, h, id)
+			}
+		}
 	}
 }

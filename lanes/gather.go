@@ -1,0 +1,156 @@
+package lanes
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sutra-run/worker/claims"
+)
+
+// groupMax bounds the steps of one group claim or commit (a single lane's
+// batch may pass it: SUTRA_BATCH_MAX allows up to 1024).
+const groupMax = 256
+
+// gatherer runs the batches of every lane of the pool in groups: a batch
+// handed to it joins whatever other lanes handed in meanwhile, and the group
+// goes to the database as one statement or transaction. It never waits to
+// fill a group; while it runs one group the next gathers behind it, which is
+// what makes the groups grow with the load. A pool has two, one that claims
+// (claims.ClaimBatch) and one that commits (claims.CommitBatch), each one
+// goroutine: with two or four committers the groups were smaller and the
+// 16-lane run slower (BENCHMARKS.md).
+type gatherer[T, R any] struct {
+	reqs    chan *gathered[T, R]
+	max     int           // steps in one group (it may pass it by one batch)
+	timeout time.Duration // bounds each group's statement or transaction
+	size    func(T) int
+	// run runs a group and answers each batch, aligned; failed answers a
+	// batch of a group whose run panicked.
+	run    func(ctx context.Context, group []T) []R
+	failed func(T, error) R
+}
+
+type gathered[T, R any] struct {
+	batch T
+	out   chan R
+}
+
+// do runs batch with whatever other lanes run at the same time and returns
+// its answer. It always returns: a gatherer runs until every lane has
+// stopped, and each lane has at most one batch in it at a time (reqs has
+// room for all), so a hand-in never waits.
+func (g *gatherer[T, R]) do(batch T) R {
+	r := &gathered[T, R]{batch: batch, out: make(chan R, 1)}
+	g.reqs <- r
+	return <-r.out
+}
+
+// loop runs groups until stop is closed; ctx bounds each one.
+func (g *gatherer[T, R]) loop(ctx context.Context, stop <-chan struct{}) {
+	for {
+		select {
+		case r := <-g.reqs:
+			g.runGroup(ctx, g.gather(r))
+		case <-stop:
+			return
+		}
+	}
+}
+
+// gather takes the batches already waiting behind first, up to max steps.
+func (g *gatherer[T, R]) gather(first *gathered[T, R]) []*gathered[T, R] {
+	group, n := []*gathered[T, R]{first}, g.size(first.batch)
+	for n < g.max {
+		select {
+		case r := <-g.reqs:
+			group, n = append(group, r), n+g.size(r.batch)
+		default:
+			return group
+		}
+	}
+	return group
+}
+
+// runGroup runs a group and answers each batch. A panic answers every batch
+// of the group as failed.
+func (g *gatherer[T, R]) runGroup(ctx context.Context, group []*gathered[T, R]) {
+	batches := make([]T, len(group))
+	for i, r := range group {
+		batches[i] = r.batch
+	}
+	outs := func() (outs []R) {
+		defer func() {
+			if v := recover(); v != nil {
+				err := fmt.Errorf("lanes: a group of %d batches panicked: %v", len(group), v)
+				outs = make([]R, len(group))
+				for i, r := range group {
+					outs[i] = g.failed(r.batch, err)
+				}
+			}
+		}()
+		gctx, cancel := context.WithTimeout(ctx, g.timeout)
+		defer cancel()
+		return g.run(gctx, batches)
+	}()
+	for i, r := range group {
+		r.out <- outs[i]
+	}
+}
+
+// The two gatherers of a pool.
+type (
+	claimGatherer  = gatherer[claims.Batch, claimed]
+	commitGatherer = gatherer[[]claims.Step, []error]
+)
+
+// claimed is a lane's part of a group claim (see claims.ClaimBatch).
+type claimed struct {
+	helds []*claims.Held
+	err   error
+}
+
+func newClaimGatherer(timeout time.Duration, lanes int) *claimGatherer {
+	return &claimGatherer{
+		reqs: make(chan *gathered[claims.Batch, claimed], lanes), max: groupMax, timeout: timeout,
+		size: func(b claims.Batch) int { return len(b.Requests) },
+		run: func(ctx context.Context, bs []claims.Batch) []claimed {
+			helds, errs := claims.ClaimBatch(ctx, bs)
+			out := make([]claimed, len(bs))
+			for i := range bs {
+				out[i] = claimed{helds: helds[i], err: errs[i]}
+			}
+			return out
+		},
+		// The claims a panicked group took are its lanes' own: each
+		// re-enters its claims when it claims alone.
+		failed: func(_ claims.Batch, err error) claimed { return claimed{err: err} },
+	}
+}
+
+func newCommitGatherer(timeout time.Duration, lanes int) *commitGatherer {
+	return &commitGatherer{
+		reqs: make(chan *gathered[[]claims.Step, []error], lanes), max: groupMax, timeout: timeout,
+		size: func(steps []claims.Step) int { return len(steps) },
+		run: func(ctx context.Context, batches [][]claims.Step) [][]error {
+			var all []claims.Step
+			for _, b := range batches {
+				all = append(all, b...)
+			}
+			errs := claims.CommitBatch(ctx, all)
+			out := make([][]error, len(batches))
+			for i, b := range batches {
+				out[i], errs = errs[:len(b):len(b)], errs[len(b):]
+			}
+			return out
+		},
+		// An unknown outcome, which the lane treats like a failed commit.
+		failed: func(steps []claims.Step, err error) []error {
+			errs := make([]error, len(steps))
+			for i := range errs {
+				errs[i] = err
+			}
+			return errs
+		},
+	}
+}
