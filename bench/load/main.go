@@ -97,7 +97,7 @@ func main() {
 	flag.BoolVar(&o.baseline, "baseline", true, "measure the baseline")
 	flag.IntVar(&o.baselineConns, "baseline-conns", 64, "database connections of the baseline's pool")
 	flag.BoolVar(&o.syncClaims, "sync-claims", true, "also measure the best worker, the baseline and the ceiling with synchronous claims")
-	flag.StringVar(&o.profileDir, "profile", "", "write a CPU profile of each worker and baseline run into this directory")
+	flag.StringVar(&o.profileDir, "profile", "", "write a CPU profile of each worker, baseline and task run into this directory")
 	flag.DurationVar(&o.quietWait, "quiet-wait", 5*time.Second, "how long each run waits for other programs to leave the CPU idle")
 	flag.IntVar(&o.repeat, "repeat", 1, "measure everything this many times and keep the fastest run of each")
 	flag.IntVar(&o.outboxLanes, "outbox-lanes", 16, "lanes of the outbox measurement: steps that each write an outbox message (0: skip it)")

@@ -104,6 +104,10 @@ func (b *bencher) taskRun(ctx context.Context, load, rate float64) (taskRun, err
 	}
 	defer pub.Close()
 	b.waitQuiet(ctx, "tasks")
+	stopProfile, err := b.profile(r.name())
+	if err != nil {
+		return r, err
+	}
 	cpu := startCPU(b.dbName)
 	began := time.Now()
 	rctx, cancel := context.WithCancel(ctx)
@@ -130,6 +134,7 @@ func (b *bencher) taskRun(ctx context.Context, load, rate float64) (taskRun, err
 	}
 	wg.Wait()
 	r.cpu = cpu.finish()
+	stopProfile()
 	select {
 	case err := <-errs:
 		return r, err
