@@ -248,8 +248,11 @@ func (r taskRun) name() string {
 
 func (r taskRun) row() string {
 	ms := func(d time.Duration) time.Duration { return d.Round(100 * time.Microsecond) }
-	return fmt.Sprintf("%-26s %6d tasks %8.0f tasks/s   complete → next lock p50 %-9v p99 %-9v (p99 of: outbox %v, lane wait %v, step %v, task wait %v)",
-		r.name(), r.tasks, r.tasksPerS, ms(r.p50), ms(r.p99), ms(r.outboxP99), ms(r.laneP99), ms(r.stepP99), ms(r.waitP99))
+	per := func(d time.Duration) int64 { return d.Microseconds() / int64(max(r.tasks, 1)) }
+	return fmt.Sprintf("%-26s %6d tasks %8.0f tasks/s   complete → next lock p50 %-9v p99 %-9v (p99 of: outbox %v, lane wait %v, step %v, task wait %v)"+
+		"   CPU µs/task: all %d, client %d, broker %d, postgres %d, foreign %d",
+		r.name(), r.tasks, r.tasksPerS, ms(r.p50), ms(r.p99), ms(r.outboxP99), ms(r.laneP99), ms(r.stepP99), ms(r.waitP99),
+		per(r.cpu.machine), per(r.cpu.client), per(r.cpu.broker), per(r.cpu.postgres), per(r.cpu.foreign))
 }
 
 // reportTasks prints the task runs (fastest full run of the rounds, each
