@@ -166,9 +166,10 @@ func (s *Server) Handler() http.Handler { return s.authenticate(s.mux) }
 // Addr is the bound listen address, once started.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
-// TasksCreated wakes the long polls waiting for these topics: a step of this
-// replica created tasks of them. It never blocks.
-func (s *Server) TasksCreated(topics []string) { s.waiters.notify(topics) }
+// TasksCreated wakes long polls for the tasks a step of this replica
+// created: topics holds the topic of each task, once per task. It never
+// blocks.
+func (s *Server) TasksCreated(topics []string) { s.waiters.wakeOne(topics) }
 
 // Start binds the listener (an address in use fails Start) and serves until
 // Stop. Stop ends waiting long polls with empty answers at once and lets
@@ -238,7 +239,7 @@ func (s *Server) pollOtherReplicas(ctx context.Context) {
 		}
 		return
 	}
-	s.waiters.notify(open)
+	s.waiters.wakeAll(open)
 }
 
 // authenticate refuses every call without the token when one is set:

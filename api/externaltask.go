@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -261,24 +260,27 @@ func (s *Server) fetch(r *http.Request, q lockQuery) ([]lockedTask, error) {
 		return []lockedTask{}, nil
 	}
 	var w *waiter
+	passOn := false // see waiters
 	if q.wait > 0 {
-		names := make([]string, len(q.topics))
+		names, filtered := make([]string, len(q.topics)), false
 		for i, t := range q.topics {
-			names[i] = t.Topic
+			names[i], filtered = t.Topic, filtered || len(t.DefinitionKeys) > 0
 		}
-		w = s.waiters.add(names)
-		defer s.waiters.remove(w)
+		w = s.waiters.add(names, filtered)
+		defer func() { s.waiters.remove(w, passOn) }()
 	}
 	deadline := time.NewTimer(q.wait)
 	defer deadline.Stop()
-	for {
+	for woken := false; ; {
 		tasks, err := s.lock(r.Context(), q)
 		if err != nil || len(tasks) > 0 || w == nil {
+			passOn = woken && (err != nil || (len(q.topics) > 1 && len(tasks) == q.max))
 			return tasks, err
 		}
-		s.TestSignals.Waiting.Signal(slices.Collect(maps.Keys(w.topics)))
+		s.TestSignals.Waiting.Signal(w.topics)
 		select {
 		case <-w.wake:
+			woken = true
 		case <-deadline.C:
 			return []lockedTask{}, nil
 		case <-s.waiters.closed:

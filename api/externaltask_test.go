@@ -380,6 +380,41 @@ func TestALongPollIsAnsweredByATaskCreatedOnThisReplica(t *testing.T) {
 	}
 }
 
+func TestEachTaskCreatedWakesOneLongPollAndReachesOneWithoutThePoll(t *testing.T) {
+	t.Parallel()
+	// Only the in-process wake-ups can answer: the poll never runs.
+	b := setup(t, func(c *app.Config) { c.TaskPollInterval = time.Hour })
+	b.w.API().TestSignals.Init()
+	const polls = 4
+	got := make(chan []locked, polls)
+	for i := range polls {
+		go func() { got <- b.fetch(t, fmt.Sprintf("w%d", i), "many", 1, time.Minute, 30*time.Second) }()
+	}
+	for range polls {
+		b.w.API().TestSignals.Waiting.WaitOrTimeout(t) // each found nothing and waits
+	}
+	seen := map[string]bool{}
+	for i := range polls {
+		id := fmt.Sprintf("i-%d", i)
+		b.start(t, id, "many", nil)
+		select {
+		case tasks := <-got:
+			if len(tasks) != 1 || seen[tasks[0].ProcessInstanceID] {
+				t.Fatalf("long poll answered %+v after the task of %s (answered before: %v)", tasks, id, seen)
+			}
+			seen[tasks[0].ProcessInstanceID] = true
+		case <-time.After(25 * time.Second):
+			t.Fatalf("no long poll was answered with the task of %s", id)
+		}
+	}
+	// A long poll woken for a task it did not get fetches again and waits
+	// again (signalling Waiting) before it can answer; all have answered, so
+	// every such fetch was signalled by now.
+	if again := b.w.API().TestSignals.Waiting.Drain(); len(again) != 0 {
+		t.Errorf("%d long polls were woken for a task another one took (a fetch statement each)", len(again))
+	}
+}
+
 func TestExtendLockKeepsTheTaskAndUnlockReleasesIt(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)

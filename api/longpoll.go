@@ -3,57 +3,120 @@ package api
 import "sync"
 
 // waiters are the long polls waiting for tasks, by topic. A waiting long
-// poll holds no claim and no database connection: it waits for a wake-up
-// (a task of one of its topics created on this replica, or found by the
-// poll for other replicas' tasks), then fetches again.
+// poll holds no claim and no database connection: it waits for a wake-up,
+// then fetches again.
+//
+// A task created on this replica wakes one waiting long poll of its topic
+// (wakeOne), not all of them: with many idle workers on a topic, waking every
+// one cost a fetch statement per worker for each task, all but one finding
+// nothing (about nine empty fetches a task with 16 workers at half load, in
+// make bench). A long poll that filters by definition may not take the task,
+// so it cannot stand for the others: those are all woken. A wake-up a long
+// poll does not use is passed on when it leaves (remove): it answered with
+// tasks it had already fetched, its wait ended, or its fetch failed; so is
+// one after a full fetch over several topics, which may have taken another
+// topic's task in place of the one it was woken for. The poll for other
+// replicas' tasks wakes every long poll of a topic that has tasks (wakeAll),
+// the net under all of this.
 type waiters struct {
-	mu     sync.Mutex
-	set    map[*waiter]struct{}
-	closed chan struct{}
+	mu      sync.Mutex
+	byTopic map[string]map[*waiter]struct{}
+	closed  chan struct{}
 }
 
 type waiter struct {
-	topics map[string]bool
-	wake   chan struct{} // one pending wake-up is enough
+	topics []string
+	// filtered: it asks for some definitions only, so it may not take a task
+	// of its topics.
+	filtered bool
+	wake     chan struct{} // one pending wake-up is enough
 }
 
 func newWaiters() *waiters {
-	return &waiters{set: map[*waiter]struct{}{}, closed: make(chan struct{})}
+	return &waiters{byTopic: map[string]map[*waiter]struct{}{}, closed: make(chan struct{})}
 }
 
-// add registers a long poll for topics. Register before the first fetch, so
-// that a task created between that fetch and the wait still wakes it.
-func (ws *waiters) add(topics []string) *waiter {
-	w := &waiter{topics: make(map[string]bool, len(topics)), wake: make(chan struct{}, 1)}
-	for _, t := range topics {
-		w.topics[t] = true
-	}
+// add registers a long poll for distinct topics. Register before the first
+// fetch, so that a task created between that fetch and the wait still wakes
+// it.
+func (ws *waiters) add(topics []string, filtered bool) *waiter {
+	w := &waiter{topics: topics, filtered: filtered, wake: make(chan struct{}, 1)}
 	ws.mu.Lock()
-	ws.set[w] = struct{}{}
-	ws.mu.Unlock()
+	defer ws.mu.Unlock()
+	for _, t := range topics {
+		set := ws.byTopic[t]
+		if set == nil {
+			set = map[*waiter]struct{}{}
+			ws.byTopic[t] = set
+		}
+		set[w] = struct{}{}
+	}
 	return w
 }
 
-func (ws *waiters) remove(w *waiter) {
-	ws.mu.Lock()
-	delete(ws.set, w)
-	ws.mu.Unlock()
-}
-
-// notify wakes every long poll that waits for one of topics.
-func (ws *waiters) notify(topics []string) {
+// remove unregisters w. A wake-up it has not used, or passOn (it used one
+// but may have left the task it was for), goes to another long poll of its
+// topics.
+func (ws *waiters) remove(w *waiter, passOn bool) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	for w := range ws.set {
-		for _, t := range topics {
-			if w.topics[t] {
-				select {
-				case w.wake <- struct{}{}:
-				default:
+	for _, t := range w.topics {
+		delete(ws.byTopic[t], w)
+		if len(ws.byTopic[t]) == 0 {
+			delete(ws.byTopic, t)
+		}
+	}
+	select {
+	case <-w.wake:
+		passOn = true
+	default:
+	}
+	if passOn {
+		ws.wakeOneLocked(w.topics)
+	}
+}
+
+// wakeOne wakes, for each entry of topics (a topic once per task created),
+// one long poll of that topic that has no wake-up pending, and every long
+// poll of it that filters.
+func (ws *waiters) wakeOne(topics []string) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	ws.wakeOneLocked(topics)
+}
+
+func (ws *waiters) wakeOneLocked(topics []string) {
+	for _, t := range topics {
+		woke := false
+		for w := range ws.byTopic[t] {
+			if w.filtered || !woke {
+				// Map order varies, so no long poll is always the one.
+				if wake(w) {
+					woke = woke || !w.filtered
 				}
-				break
 			}
 		}
+	}
+}
+
+// wakeAll wakes every long poll that waits for one of topics.
+func (ws *waiters) wakeAll(topics []string) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	for _, t := range topics {
+		for w := range ws.byTopic[t] {
+			wake(w)
+		}
+	}
+}
+
+// wake leaves a wake-up pending on w; false if one already was.
+func wake(w *waiter) bool {
+	select {
+	case w.wake <- struct{}{}:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -61,15 +124,9 @@ func (ws *waiters) notify(topics []string) {
 func (ws *waiters) topics() []string {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	seen := map[string]bool{}
-	var out []string
-	for w := range ws.set {
-		for t := range w.topics {
-			if !seen[t] {
-				seen[t] = true
-				out = append(out, t)
-			}
-		}
+	out := make([]string, 0, len(ws.byTopic))
+	for t := range ws.byTopic {
+		out = append(out, t)
 	}
 	return out
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -515,7 +514,8 @@ func (l *lane) armed(eff engine.Effects, consumed []store.Consumed) {
 	}
 }
 
-// tasksCreated tells the task API the topics of the tasks the commit created.
+// tasksCreated tells the task API the topic of each task the commit
+// created (a long poll is woken per task).
 func (l *lane) tasksCreated(eff engine.Effects, consumed []store.Consumed) {
 	notify := l.pool.deps.TasksCreated
 	if notify == nil {
@@ -524,7 +524,7 @@ func (l *lane) tasksCreated(eff engine.Effects, consumed []store.Consumed) {
 	var topics []string
 	add := func(ts []engine.Task) {
 		for _, t := range ts {
-			if t.Type != "" && !slices.Contains(topics, t.Type) {
+			if t.Type != "" {
 				topics = append(topics, t.Type)
 			}
 		}

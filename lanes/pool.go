@@ -89,9 +89,9 @@ type Deps struct {
 	// TimerArmed, when set, hears the earliest due time of the timers each
 	// committed step armed, so the timer poller wakes for it. It must not block.
 	TimerArmed func(due time.Time)
-	// TasksCreated, when set, hears the topics of the pull tasks each
-	// committed step created, so waiting long polls fetch them at once. It
-	// must not block.
+	// TasksCreated, when set, hears the topic of each pull task a committed
+	// step created (once per task), so waiting long polls fetch them at
+	// once. It must not block.
 	TasksCreated func(topics []string)
 	// OutboxWritten, when set, hears of every committed step that wrote
 	// outbox rows, so the outbox publisher wakes for them. It must not block.
