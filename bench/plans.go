@@ -27,7 +27,7 @@ type Statement struct {
 }
 
 // HotStatements are the statements a step, a relay, the timer poller, the
-// outbox publisher and the sweeper send: each must find its rows through an
+// outbox publisher, the sweeper and a task fetch send: each must find its rows through an
 // index whatever the tables hold. An entry without SQL is the store's own
 // statement of that name (store.HotStatements), so the plans are those of the
 // SQL the worker sends; the bodies of PL/pgSQL functions are written out, with
@@ -75,6 +75,8 @@ var HotStatements = fromStore([]Statement{
 	{Name: "outbox_trim", KnownEmpty: tiny},
 	{Name: "sweep_claims", KnownEmpty: tiny},
 	{Name: "inbox_trim", KnownEmpty: tiny},
+	{Name: "fetch_and_lock", Uses: "tasks_fetchable_oldest"},
+	{Name: "fetch_by_priority", Uses: "tasks_fetchable"},
 })
 
 // fromStore fills each statement that has no SQL with the store's statement

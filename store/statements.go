@@ -59,7 +59,7 @@ type HotStatement struct {
 }
 
 // HotStatements are the statements every step, relay, timer poll, outbox
-// lease and sweep sends, by name, exactly as the store sends them: the plan
+// lease, sweep and task fetch sends, by name, exactly as the store sends them: the plan
 // checks (bench.HotStatements, make bench-plans) explain these, not copies.
 func HotStatements() map[string]HotStatement {
 	return map[string]HotStatement{
@@ -83,5 +83,7 @@ func HotStatements() map[string]HotStatement {
 		"outbox_trim":         {SQL: trimOutboxSQL},
 		"sweep_claims":        {SQL: sweepClaimsSQL},
 		"inbox_trim":          {SQL: trimInboxSQL},
+		"fetch_and_lock":      {SQL: fetchOldestSQL, Setup: fetchSetupSQL},
+		"fetch_by_priority":   {SQL: fetchByPrioritySQL, Setup: fetchSetupSQL},
 	}
 }

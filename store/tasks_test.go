@@ -1,0 +1,68 @@
+package store_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sutra-run/worker/store"
+)
+
+func TestFetchAndLockTakesTasksAcrossTopicsInOrderAndOnlyOpenOnesOfTheAskedDefinitions(t *testing.T) {
+	env, ctx, st := open(t)
+	for _, sql := range []string{
+		`INSERT INTO definitions (key, version, checksum, xml) VALUES ('p', 1, 'x', ''), ('q', 1, 'x', '')`,
+		`INSERT INTO instances (id, definition_key, definition_version, status, version) VALUES
+			('a1', 'p', 1, 'active', 1), ('a2', 'p', 1, 'active', 1), ('a3', 'p', 1, 'active', 1),
+			('a4', 'p', 1, 'active', 1), ('a5', 'p', 1, 'active', 1), ('b1', 'q', 1, 'active', 1), ('b2', 'q', 1, 'active', 1)`,
+		// In id order: a1 ship, b1 bill (priority 5), a2 ship (priority 9),
+		// a3 bill, b2 ship, then a4's held by another worker and a5's kept
+		// back by a retry timeout.
+		`INSERT INTO tasks (instance_id, token_id, element_id, type, retries, priority) VALUES
+			('a1', 't', 'e', 'ship', 3, 0), ('b1', 't', 'e', 'bill', 3, 5), ('a2', 't', 'e', 'ship', 3, 9),
+			('a3', 't', 'e', 'bill', 3, 0), ('b2', 't', 'e', 'ship', 3, 0)`,
+		`INSERT INTO tasks (instance_id, token_id, element_id, type, retries, locked_by, lock_expires_at)
+			VALUES ('a4', 't', 'e', 'ship', 3, 'other', now() + interval '1 hour')`,
+		`INSERT INTO tasks (instance_id, token_id, element_id, type, retries, not_before)
+			VALUES ('a5', 't', 'e', 'ship', 3, now() + interval '1 hour')`,
+	} {
+		if _, err := env.DB.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	both := []store.TopicLock{{Topic: "ship", LockDuration: time.Minute}, {Topic: "bill", LockDuration: time.Minute}}
+	fetch := func(topics []store.TopicLock, max int, byPriority bool) []string {
+		t.Helper()
+		got, err := st.FetchAndLock(ctx, "w", topics, max, byPriority)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, task := range got {
+			ids = append(ids, task.InstanceID)
+		}
+		// Each fetch starts from nothing locked to w.
+		if _, err := env.DB.Exec(ctx, `UPDATE tasks SET locked_by = NULL, lock_expires_at = NULL WHERE locked_by = 'w'`); err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	for _, tt := range []struct {
+		name       string
+		topics     []store.TopicLock
+		max        int
+		byPriority bool
+		want       []string
+	}{
+		{"oldest first across topics", both, 3, false, []string{"a1", "b1", "a2"}},
+		{"highest priority first across topics", both, 2, true, []string{"a2", "b1"}},
+		{"then oldest", both, 4, true, []string{"a2", "b1", "a1", "a3"}},
+		{"every open task and no other", both, 10, false, []string{"a1", "b1", "a2", "a3", "b2"}},
+		{"of the asked definitions only", []store.TopicLock{{Topic: "ship", LockDuration: time.Minute, DefinitionKeys: []string{"q"}}}, 10, false, []string{"b2"}},
+		{"one topic", []store.TopicLock{{Topic: "bill", LockDuration: time.Minute}}, 10, true, []string{"b1", "a3"}},
+	} {
+		if got := fetch(tt.topics, tt.max, tt.byPriority); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: locked the tasks of %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
