@@ -245,10 +245,11 @@ func (s *Store) CommitBatch(ctx context.Context, cs []Commit) []error {
 }
 
 // queueBegin opens a batch commit's transaction: durable whatever the
-// session's setting, and on instances_pkey.
+// session's setting, on instances_pkey, and on generic plans (genericPlans).
 func queueBegin(b *pgx.Batch) {
 	b.Queue("BEGIN")
 	b.Queue("SELECT set_config('synchronous_commit', 'on', true)")
+	b.Queue(genericPlans)
 	b.Queue(byPrimaryKey)
 }
 

@@ -237,6 +237,7 @@ func (s *Store) CommitStep(ctx context.Context, c Commit) error {
 		vars = map[string]any{}
 	}
 	b := &pgx.Batch{}
+	b.Queue(genericPlans)
 	b.Queue("SELECT sutra_commit($1, $2, $3, $4, $5, $6)", c.InstanceID, c.Owner, c.Version, string(c.State.Status), vars, tokens)
 	if err := queueStepWrites(b, c); err != nil {
 		return err
