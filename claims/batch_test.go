@@ -44,7 +44,7 @@ func TestABatchClaimReleasesWhatItCannotStepAndCommitsWhatItHolds(t *testing.T) 
 		{Claimer: lane, Requests: []claims.BatchRequest{{InstanceID: "i-1", InboxID: "a"}, {InstanceID: "i-2", InboxID: "b"},
 			{InstanceID: "i-3", InboxID: "c"}, {InstanceID: "i-4", InboxID: "d"}}},
 		{Claimer: refused, Requests: []claims.BatchRequest{{InstanceID: "i-5", InboxID: "e"}}},
-		{Claimer: seventh, Requests: []claims.BatchRequest{{InstanceID: "i-6", InboxID: "f"}}},
+		{Claimer: seventh, Requests: []claims.BatchRequest{{InstanceID: "i-6", InboxID: "f"}, {InstanceID: "i-1", InboxID: "a"}}},
 	})
 	if errs[0] != nil || !errors.Is(errs[1], lapsed) || errs[2] != nil {
 		t.Fatalf("errs = %v, want only the refusing lane's guard error", errs)
@@ -53,8 +53,11 @@ func TestABatchClaimReleasesWhatItCannotStepAndCommitsWhatItHolds(t *testing.T) 
 	if helds[0] == nil || helds[1] != nil || helds[2] != nil || helds[3] == nil {
 		t.Fatalf("held = %v, want i-1 and i-4 only", helds)
 	}
-	if len(all[2]) != 1 || all[2][0] == nil || all[2][0].Owner() != seventh.Owner() {
+	if len(all[2]) != 2 || all[2][0] == nil || all[2][0].Owner() != seventh.Owner() {
 		t.Fatalf("lane 7 holds %v, want i-6 as its own", all[2])
+	}
+	if all[2][1] != nil {
+		t.Fatalf("lane 7 holds i-1 too, which lane 5 asked for first in the same statement")
 	}
 	owners := func(id string) string {
 		var o *string

@@ -205,7 +205,8 @@ type Batch struct {
 
 // ClaimBatch takes the claims of several distinct instances in one statement,
 // each for its Batch's Claimer (the lanes of one replica, over one store that
-// batches), and loads their rows. The result is aligned with bs, and each
+// batches), and loads their rows. An instance asked for twice (which lane
+// hashing rules out) is claimed for its first asker only. The result is aligned with bs, and each
 // Batch's Helds with its Requests: a nil Held was not claimed, and nothing
 // says why (held by another owner, missing, relay already applied, or a row
 // that cannot be decoded, whose claim is released here): claim it on its own
@@ -216,6 +217,7 @@ func ClaimBatch(ctx context.Context, bs []Batch) ([][]*Held, []error) {
 	helds, errs := make([][]*Held, len(bs)), make([]error, len(bs))
 	type row struct{ batch, req int }
 	var rows []row
+	asked := map[string]bool{}
 	var st Store
 	req := store.ClaimBatchRequest{}
 	for b, batch := range bs {
@@ -232,6 +234,10 @@ func ClaimBatch(ctx context.Context, bs []Batch) ([][]*Held, []error) {
 		}
 		helds[b] = make([]*Held, len(batch.Requests))
 		for r, q := range batch.Requests {
+			if asked[q.InstanceID] {
+				continue // its nil Held sends it to claim alone
+			}
+			asked[q.InstanceID] = true
 			rows = append(rows, row{b, r})
 			req.InstanceIDs, req.Owners, req.InboxIDs = append(req.InstanceIDs, q.InstanceID), append(req.Owners, c.owner), append(req.InboxIDs, q.InboxID)
 		}

@@ -54,7 +54,9 @@ const asyncCommit = "SELECT set_config('synchronous_commit', 'off', true)"
 // (its generic estimate for unnest($2) is ten rows), which cost more than
 // running it; every other statement of a commit already ran its generic plan
 // (pg_prepared_statements, counted in make bench).
-const genericPlans = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
+const genericPlans = "SELECT " + genericPlansSetting
+
+const genericPlansSetting = "set_config('plan_cache_mode', 'force_generic_plan', true)"
 
 // Open connects a pool to url.
 func Open(ctx context.Context, url string, opt Options) (*Store, error) {

@@ -91,7 +91,7 @@ RETURNING t.id, t.type, t.instance_id, t.token_id, t.element_id, cand.definition
 // choose, PostgreSQL planned each execution anew (the generic plan's estimate
 // for LIMIT $4 looks dear beside a custom plan's), and planning the statement
 // cost more than running it (0.5–1.9 ms against 0.2 ms).
-const fetchSetupSQL = "SELECT set_config('synchronous_commit', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true)"
+const fetchSetupSQL = asyncCommit + ", " + genericPlansSetting
 
 // The two fetchAndLock statements: oldest first, and highest priority first
 // (usePriority). Each walks an index in its order (migration 0012): t.type
