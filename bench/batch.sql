@@ -55,5 +55,20 @@ DELETE FROM tasks t USING unnest(:ids::text[], :versions::bigint[]) AS w(id, ver
 INSERT INTO subscriptions (instance_id, token_id, element_id, message_name, correlation_key)
 	SELECT w.id, 't' || (w.version + 1), 'Catch', 'ping', w.id FROM unnest(:ids::text[], :versions::bigint[]) AS w(id, version);
 INSERT INTO inbox (message_id, instance_id) SELECT * FROM unnest(:mids::text[], :ids::text[]);
-SELECT sutra_buffered_match(w.id, ARRAY['t' || (w.version + 1)], ARRAY['Catch']) FROM unnest(:ids::text[], :versions::bigint[]) AS w(id, version);
+-- The look for buffered messages (store.bufferedLocksSQL and bufferedLookSQL):
+-- the keys' locks, then, in a statement of its own, the look.
+SELECT pg_advisory_xact_lock(7401, k.h)
+  FROM (SELECT DISTINCT hashtext(s.message_name || chr(31) || s.correlation_key) AS h
+          FROM subscriptions s JOIN unnest(:ids::text[], :versions::bigint[]) AS w(id, version)
+            ON s.instance_id = w.id AND s.token_id = 't' || (w.version + 1) AND s.element_id = 'Catch'
+         ORDER BY 1 OFFSET 0) k;
+SELECT sutra_buffered_found(m.id, m.message_id, m.message_name, m.correlation_key, m.variables)
+  FROM (SELECT b.id, b.message_id, b.message_name, b.correlation_key, b.variables
+          FROM subscriptions s JOIN unnest(:ids::text[], :versions::bigint[]) AS w(id, version)
+                 ON s.instance_id = w.id AND s.token_id = 't' || (w.version + 1) AND s.element_id = 'Catch'
+          JOIN buffered_messages b
+                 ON b.message_name = s.message_name AND b.correlation_key = s.correlation_key
+                AND b.expires_at > now() AND b.start_definition IS NULL
+         WHERE NOT EXISTS (SELECT 1 FROM inbox WHERE message_id = b.message_id)
+         ORDER BY b.id LIMIT 1) m;
 \endpipeline

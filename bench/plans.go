@@ -52,19 +52,8 @@ var HotStatements = fromStore([]Statement{
 	{Name: "open_subscriptions"},
 	{Name: "arm_timers"},
 	{Name: "inbox_insert"},
-	// sutra_buffered_match's two statements (migration 0007).
-	{Name: "buffered_match_keys", SQL: `SELECT DISTINCT hashtext(s.message_name || chr(31) || s.correlation_key) AS h
-	  FROM subscriptions s JOIN unnest($2::text[], $3::text[]) AS w(tok, el)
-	    ON s.instance_id = $1 AND s.token_id = w.tok AND s.element_id = w.el
-	 ORDER BY 1`},
-	{Name: "buffered_match", SQL: `SELECT b.id, b.message_id, b.message_name, b.correlation_key, b.variables
-	  FROM subscriptions s JOIN unnest($2::text[], $3::text[]) AS w(tok, el)
-	         ON s.instance_id = $1 AND s.token_id = w.tok AND s.element_id = w.el
-	  JOIN buffered_messages b
-	         ON b.message_name = s.message_name AND b.correlation_key = s.correlation_key AND b.expires_at > now()
-	        AND b.start_definition IS NULL
-	 WHERE NOT EXISTS (SELECT 1 FROM inbox WHERE message_id = b.message_id)
-	 ORDER BY b.id LIMIT 1`},
+	{Name: "buffered_match_keys"},
+	{Name: "buffered_match"},
 	// sutra_resolve_or_buffer's look-up (migration 0002).
 	{Name: "resolve_subscription", SQL: `SELECT s.instance_id FROM subscriptions s
 	 WHERE s.message_name = $1 AND s.correlation_key = $2 ORDER BY s.created_at LIMIT 1`},

@@ -35,7 +35,40 @@ func (m *BufferedMatch) Error() string {
 	return fmt.Sprintf("buffered message %s (%q, key %q) matches a subscription the step opened", m.MessageID, m.Message, m.CorrelationKey)
 }
 
-// bufferedMatch decodes the match sutra_buffered_match raised.
+// The look for buffered messages that match the subscriptions a commit
+// opened: last in the commit's pipeline, so that it sees every subscription
+// the transaction left open (the tokens and elements of bufferedSubject,
+// joined with subscriptions: a consumed message's effects may have closed
+// one again). It pairs with the buffering side (sutra_resolve_or_buffer):
+// each takes the advisory lock of a (message, correlation key) before it
+// reads the other's table, so a relay buffered now and a subscription opened
+// now cannot miss each other. The look is a statement of its own so that its
+// snapshot, taken once the locks are held, sees a message buffered by a
+// transaction that committed while this one waited for its lock. A match
+// raises SU003 (sutra_buffered_found, migration 0013), which rolls the
+// commit back.
+const (
+	// The locks, in one order for every locker (no deadlock between two
+	// commits); the sorted subquery is scanned in its order.
+	bufferedLocksSQL = `SELECT pg_advisory_xact_lock(7401, k.h)
+  FROM (SELECT DISTINCT hashtext(s.message_name || chr(31) || s.correlation_key) AS h
+          FROM subscriptions s JOIN unnest($2::text[], $3::text[]) AS w(tok, el)
+            ON s.instance_id = $1 AND s.token_id = w.tok AND s.element_id = w.el
+         ORDER BY 1 OFFSET 0) k`
+	// The oldest match that no copy applied directly; the raise runs on it
+	// only (the LIMIT keeps the subquery from being flattened).
+	bufferedLookSQL = `SELECT sutra_buffered_found(m.id, m.message_id, m.message_name, m.correlation_key, m.variables)
+  FROM (SELECT b.id, b.message_id, b.message_name, b.correlation_key, b.variables
+          FROM subscriptions s JOIN unnest($2::text[], $3::text[]) AS w(tok, el)
+                 ON s.instance_id = $1 AND s.token_id = w.tok AND s.element_id = w.el
+          JOIN buffered_messages b
+                 ON b.message_name = s.message_name AND b.correlation_key = s.correlation_key
+                AND b.expires_at > now() AND b.start_definition IS NULL
+         WHERE NOT EXISTS (SELECT 1 FROM inbox WHERE message_id = b.message_id)
+         ORDER BY b.id LIMIT 1) m`
+)
+
+// bufferedMatch decodes the match the look raised.
 func bufferedMatch(err error) (*BufferedMatch, bool) {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != sqlstateBufferedMatch {

@@ -18,7 +18,7 @@ import (
 //
 //	SU001 (sutra_commit)            fault.StepFenced: the claim was swept or stolen
 //	SU002 (sutra_consume_timer)     fault.NotWaiting: the fire's timer row is gone
-//	SU003 (sutra_buffered_match)    *BufferedMatch: a buffered message matches an opened subscription
+//	SU003 (sutra_buffered_found)    *BufferedMatch: a buffered message matches an opened subscription
 //	SU004 (sutra_consume_buffered)  ErrBufferedGone
 //	SU005 (sutra_batch_fence)       a batch lost a claim: CommitBatch retries it the slow way (never returned)
 //	23505 on a known constraint     ErrDuplicate / ErrConflict where the caller expects it

@@ -279,7 +279,8 @@ func queueStepWrites(b *pgx.Batch, c Commit) error {
 	}
 	if toks, els := bufferedSubject(c); len(toks) > 0 && !c.SkipBufferCheck {
 		// Last, so it sees every subscription this transaction left open.
-		b.Queue("SELECT sutra_buffered_match($1, $2, $3)", c.InstanceID, toks, els)
+		b.Queue(bufferedLocksSQL, c.InstanceID, toks, els)
+		b.Queue(bufferedLookSQL, c.InstanceID, toks, els)
 	}
 	return nil
 }

@@ -76,6 +76,8 @@ func HotStatements() map[string]HotStatement {
 		"open_subscriptions":  {SQL: openSubscriptionsSQL},
 		"arm_timers":          {SQL: armTimersSQL},
 		"inbox_insert":        {SQL: inboxInsertSQL},
+		"buffered_match_keys": {SQL: bufferedLocksSQL},
+		"buffered_match":      {SQL: bufferedLookSQL},
 		"timers_take_due":     {SQL: takeDueSQL},
 		"timers_next_due":     {SQL: nextDueSQL},
 		"outbox_lease":        {SQL: leaseOutboxSQL, Setup: leaseOrderSQL},
