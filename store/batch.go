@@ -66,7 +66,9 @@ RETURNING i.id, i.definition_key, i.definition_version, i.status, i.variables, i
 // a parameter array with instances is planned once per connection (pgx
 // prepares it); planned while the table was small or never analyzed, it
 // would read the whole table on every batch ever after (bench/plans/new).
-const byPrimaryKey = "SELECT set_config('enable_seqscan', 'off', true)"
+const byPrimaryKey = "SELECT " + byKeySetting
+
+const byKeySetting = "set_config('enable_seqscan', 'off', true)"
 
 // ClaimBatch takes the claims of several instances with one conditional
 // statement (the conditions of Claim: free, stale or ours, relay not yet
@@ -187,10 +189,8 @@ func (s *Store) CommitBatch(ctx context.Context, cs []Commit) []error {
 	b := &pgx.Batch{}
 	queueBegin(b)
 	b.Queue(fenceBatchSQL, ids, owners, versions, statuses, vars, tokens)
-	for _, c := range cs {
-		if err := queueStepWrites(b, c); err != nil {
-			return fail(err)
-		}
+	if err := queueStepWrites(b, cs...); err != nil {
+		return fail(err)
 	}
 	b.Queue("COMMIT")
 	err = conn.SendBatch(ctx, b).Close()
@@ -224,16 +224,18 @@ func (s *Store) CommitBatch(ctx context.Context, cs []Commit) []error {
 	}
 
 	// Round trip 2: the writes of the steps that passed the fence, then COMMIT.
-	b = &pgx.Batch{}
+	var passed []Commit
 	for i, c := range cs {
 		if !matched[c.InstanceID] {
 			errs[i] = fault.New(fault.StepFenced, "instance %s is not claimed by %s at version %d", c.InstanceID, c.Owner, c.Version)
 			continue
 		}
-		if err := queueStepWrites(b, c); err != nil {
-			rollback(ctx, conn)
-			return fail(err)
-		}
+		passed = append(passed, c)
+	}
+	b = &pgx.Batch{}
+	if err := queueStepWrites(b, passed...); err != nil {
+		rollback(ctx, conn)
+		return fail(err)
 	}
 	b.Queue("COMMIT")
 	err = conn.SendBatch(ctx, b).Close()
@@ -245,12 +247,10 @@ func (s *Store) CommitBatch(ctx context.Context, cs []Commit) []error {
 }
 
 // queueBegin opens a batch commit's transaction: durable whatever the
-// session's setting, on instances_pkey, and on generic plans (genericPlans).
+// session's setting, and on the plans of every commit (commitPlans).
 func queueBegin(b *pgx.Batch) {
 	b.Queue("BEGIN")
-	b.Queue("SELECT set_config('synchronous_commit', 'on', true)")
-	b.Queue(genericPlans)
-	b.Queue(byPrimaryKey)
+	b.Queue(commitPlans + ", set_config('synchronous_commit', 'on', true)")
 }
 
 // stepsFailed sets the errors of a batch commit that failed after its fence,

@@ -283,3 +283,106 @@ func owners(owner string, ids []string) []string {
 	}
 	return out
 }
+
+// A batch commit writes the waits of all its steps in one statement per
+// table and kind, over arrays that name each row's instance: every step's
+// closes, renames and opens land on its own instance only, even where two
+// steps use the same token and element, and a buffered message that one
+// step's new subscription matches leaves the whole batch uncommitted.
+func TestABatchCommitWritesEachStepsWaitsToItsOwnInstanceOnly(t *testing.T) {
+	t.Parallel()
+	ids := []string{"o-a", "o-b", "o-c"}
+	env, st, _ := batchEnv(t, ids...)
+	ctx := testkit.Ctx(t)
+	const owner = "r/lane/1"
+	claimed, err := st.ClaimBatch(ctx, store.ClaimBatchRequest{Timeout: time.Minute, Owners: owners(owner, ids), InstanceIDs: ids,
+		InboxIDs: []string{"in-a", "in-b", "in-c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each order waits on one subscription; all three use the same token
+	// and element.
+	var tok, el string
+	if err := env.DB.QueryRow(ctx, "SELECT token_id, element_id FROM subscriptions WHERE instance_id = 'o-a'").Scan(&tok, &el); err != nil {
+		t.Fatal(err)
+	}
+	if n := env.Int(t, "SELECT count(*) FROM subscriptions WHERE token_id = $1 AND element_id = $2", tok, el); n != 3 {
+		t.Fatalf("%d orders wait on token %s at %s, want 3", n, tok, el)
+	}
+	due := time.Now().Add(time.Hour)
+	effects := map[string]engine.Effects{
+		// o-a closes its wait and opens a subscription and a timer.
+		"o-a": {CloseWaits: []engine.WaitRef{{TokenID: tok, Element: el}},
+			Subscriptions: []engine.Subscription{{TokenID: "tx", Element: "E1", Message: "m", CorrelationKey: "a"}},
+			Timers:        []engine.Timer{{TokenID: "tx", Element: "T1", DueAt: due}}},
+		// o-b keeps its wait and opens the same token and element as o-a.
+		"o-b": {Subscriptions: []engine.Subscription{{TokenID: "tx", Element: "E1", Message: "m", CorrelationKey: "b"}}},
+		// o-c moves its wait to another element.
+		"o-c": {RenameWaits: []engine.WaitRename{{TokenID: tok, From: el, To: "E9"}}},
+	}
+	var cs []store.Commit
+	for i, c := range claimed {
+		if !c.OK || c.Err != nil {
+			t.Fatalf("claimed[%d] = %+v", i, c)
+		}
+		cs = append(cs, store.Commit{InstanceID: ids[i], Owner: owner, Version: c.Instance.Version, State: c.Instance.State,
+			Effects: effects[ids[i]], InboxID: "in-" + ids[i][2:]})
+	}
+
+	// A message buffered for o-b's new subscription: the look finds it.
+	if _, err := env.DB.Exec(ctx, `INSERT INTO buffered_messages (message_id, message_name, correlation_key, expires_at)
+		VALUES ('m-b', 'm', 'b', now() + interval '1 hour')`); err != nil {
+		t.Fatal(err)
+	}
+	for i, err := range st.CommitBatch(ctx, cs) {
+		if !errors.Is(err, store.ErrNotCommitted) {
+			t.Fatalf("with a match buffered: errs[%d] = %v, want ErrNotCommitted", i, err)
+		}
+	}
+	var m *store.BufferedMatch
+	if err := st.CommitStep(ctx, cs[1]); !errors.As(err, &m) || m.MessageID != "m-b" {
+		t.Fatalf("o-b on its own = %v, want the match of m-b", err)
+	}
+	if _, err := env.DB.Exec(ctx, "DELETE FROM buffered_messages"); err != nil {
+		t.Fatal(err)
+	}
+
+	for i, err := range st.CommitBatch(ctx, cs) {
+		if err != nil {
+			t.Fatalf("errs[%d] = %v", i, err)
+		}
+	}
+	rows := func(sql string) []string {
+		t.Helper()
+		r, err := env.DB.Query(ctx, sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for r.Next() {
+			var s string
+			if err := r.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, s)
+		}
+		if err := r.Err(); err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(got)
+		return got
+	}
+	subs := rows("SELECT concat_ws('/', instance_id, token_id, element_id, message_name, correlation_key) FROM subscriptions")
+	want := []string{"o-a/tx/E1/m/a", "o-b/tx/E1/m/b", "o-b/" + tok + "/" + el + "/payment-received/o-b",
+		"o-c/" + tok + "/E9/payment-received/o-c"}
+	slices.Sort(want)
+	if !slices.Equal(subs, want) {
+		t.Errorf("subscriptions = %v, want %v", subs, want)
+	}
+	if timers := rows("SELECT concat_ws('/', instance_id, token_id, element_id) FROM timers"); !slices.Equal(timers, []string{"o-a/tx/T1"}) {
+		t.Errorf("timers = %v, want o-a's only", timers)
+	}
+	if inbox := rows("SELECT concat_ws('/', message_id, instance_id) FROM inbox"); !slices.Equal(inbox, []string{"in-a/o-a", "in-b/o-b", "in-c/o-c"}) {
+		t.Errorf("inbox = %v", inbox)
+	}
+}

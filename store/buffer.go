@@ -35,11 +35,11 @@ func (m *BufferedMatch) Error() string {
 	return fmt.Sprintf("buffered message %s (%q, key %q) matches a subscription the step opened", m.MessageID, m.Message, m.CorrelationKey)
 }
 
-// The look for buffered messages that match the subscriptions a commit
-// opened: last in the commit's pipeline, so that it sees every subscription
-// the transaction left open (the tokens and elements of bufferedSubject,
-// joined with subscriptions: a consumed message's effects may have closed
-// one again). It pairs with the buffering side (sutra_resolve_or_buffer):
+// The look for buffered messages that match the subscriptions the steps of a
+// commit opened: last in the commit's pipeline, so that it sees every
+// subscription the transaction left open ($1, $2 and $3 the instances, tokens
+// and elements of bufferedSubject, joined with subscriptions: a consumed
+// message's effects may have closed one again). It pairs with the buffering side (sutra_resolve_or_buffer):
 // each takes the advisory lock of a (message, correlation key) before it
 // reads the other's table, so a relay buffered now and a subscription opened
 // now cannot miss each other. The look is a statement of its own so that its
@@ -52,15 +52,15 @@ const (
 	// commits); the sorted subquery is scanned in its order.
 	bufferedLocksSQL = `SELECT pg_advisory_xact_lock(7401, k.h)
   FROM (SELECT DISTINCT hashtext(s.message_name || chr(31) || s.correlation_key) AS h
-          FROM subscriptions s JOIN unnest($2::text[], $3::text[]) AS w(tok, el)
-            ON s.instance_id = $1 AND s.token_id = w.tok AND s.element_id = w.el
+          FROM subscriptions s JOIN unnest($1::text[], $2::text[], $3::text[]) AS w(id, tok, el)
+            ON s.instance_id = w.id AND s.token_id = w.tok AND s.element_id = w.el
          ORDER BY 1 OFFSET 0) k`
 	// The oldest match that no copy applied directly; the raise runs on it
 	// only (the LIMIT keeps the subquery from being flattened).
 	bufferedLookSQL = `SELECT sutra_buffered_found(m.id, m.message_id, m.message_name, m.correlation_key, m.variables)
   FROM (SELECT b.id, b.message_id, b.message_name, b.correlation_key, b.variables
-          FROM subscriptions s JOIN unnest($2::text[], $3::text[]) AS w(tok, el)
-                 ON s.instance_id = $1 AND s.token_id = w.tok AND s.element_id = w.el
+          FROM subscriptions s JOIN unnest($1::text[], $2::text[], $3::text[]) AS w(id, tok, el)
+                 ON s.instance_id = w.id AND s.token_id = w.tok AND s.element_id = w.el
           JOIN buffered_messages b
                  ON b.message_name = s.message_name AND b.correlation_key = s.correlation_key
                 AND b.expires_at > now() AND b.start_definition IS NULL

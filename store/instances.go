@@ -237,7 +237,7 @@ func (s *Store) CommitStep(ctx context.Context, c Commit) error {
 		vars = map[string]any{}
 	}
 	b := &pgx.Batch{}
-	b.Queue(genericPlans)
+	b.Queue(commitPlans)
 	b.Queue("SELECT sutra_commit($1, $2, $3, $4, $5, $6)", c.InstanceID, c.Owner, c.Version, string(c.State.Status), vars, tokens)
 	if err := queueStepWrites(b, c); err != nil {
 		return err
@@ -249,38 +249,59 @@ func (s *Store) CommitStep(ctx context.Context, c Commit) error {
 	return translate(err, "committing step of "+c.InstanceID)
 }
 
-// queueStepWrites queues every write of a step's commit after its fence: the
-// one list of them, shared by CommitStep and CommitBatch.
-func queueStepWrites(b *pgx.Batch, c Commit) error {
-	switch {
-	case c.TimerID != 0 && !c.RearmAt.IsZero():
-		b.Queue("SELECT sutra_rearm_start_timer($1, $2, $3)", c.TimerID, c.InstanceID, c.RearmAt)
-	case c.TimerID != 0:
-		b.Queue("SELECT sutra_consume_timer($1, $2)", c.TimerID, c.InstanceID)
-	}
-	if c.DefinitionVersion > 0 {
-		b.Queue("UPDATE instances SET definition_version = $2 WHERE id = $1", c.InstanceID, c.DefinitionVersion)
-	}
-	if err := queueEffects(b, c.InstanceID, c.Effects, c.CloseTables); err != nil {
-		return err
-	}
-	if c.InboxID != "" {
-		b.Queue(inboxInsertSQL, c.InboxID, c.InstanceID)
-	}
-	for _, x := range c.Consumed {
-		b.Queue("SELECT sutra_consume_buffered($1, $2)", x.BufferedID, c.InstanceID)
-		if err := queueEffects(b, c.InstanceID, x.Effects, nil); err != nil {
-			return err
+// queueStepWrites queues every write of the steps of one commit after their
+// fence: the one list of them, shared by CommitStep (one step) and
+// CommitBatch. What most steps write (their closed, renamed and opened waits,
+// the inbox row, the look for buffered messages) goes as one statement for
+// all the steps, over arrays that name each row's instance; the rest goes per
+// step. Each step's writes keep their order: the fire's timer row before the
+// effects (which may close and re-open its wait), the effects in the order
+// queueEffects gives, the inbox row, the buffered messages applied, and the
+// look last, so that it sees every subscription the transaction left open.
+// The steps are of distinct instances, so the order between them is free.
+func queueStepWrites(b *pgx.Batch, cs ...Commit) error {
+	effects := make([]stepEffects, len(cs))
+	var inbox, inboxOf []string
+	for i, c := range cs {
+		switch {
+		case c.TimerID != 0 && !c.RearmAt.IsZero():
+			b.Queue("SELECT sutra_rearm_start_timer($1, $2, $3)", c.TimerID, c.InstanceID, c.RearmAt)
+		case c.TimerID != 0:
+			b.Queue("SELECT sutra_consume_timer($1, $2)", c.TimerID, c.InstanceID)
+		}
+		if c.DefinitionVersion > 0 {
+			b.Queue("UPDATE instances SET definition_version = $2 WHERE id = $1", c.InstanceID, c.DefinitionVersion)
+		}
+		effects[i] = stepEffects{id: c.InstanceID, Effects: c.Effects, closeTables: c.CloseTables}
+		if c.InboxID != "" {
+			inbox, inboxOf = append(inbox, c.InboxID), append(inboxOf, c.InstanceID)
 		}
 	}
-	if c.State.Status != engine.StatusActive {
-		// The instance ended: a message start waiting for its key may start now.
-		b.Queue("SELECT sutra_release_start_buffer($1)", c.InstanceID)
+	if err := queueEffects(b, effects...); err != nil {
+		return err
 	}
-	if toks, els := bufferedSubject(c); len(toks) > 0 && !c.SkipBufferCheck {
-		// Last, so it sees every subscription this transaction left open.
-		b.Queue(bufferedLocksSQL, c.InstanceID, toks, els)
-		b.Queue(bufferedLookSQL, c.InstanceID, toks, els)
+	if len(inbox) > 0 {
+		b.Queue(inboxInsertSQL, inbox, inboxOf)
+	}
+	var look waitRows
+	for _, c := range cs {
+		for _, x := range c.Consumed {
+			b.Queue("SELECT sutra_consume_buffered($1, $2)", x.BufferedID, c.InstanceID)
+			if err := queueEffects(b, stepEffects{id: c.InstanceID, Effects: x.Effects}); err != nil {
+				return err
+			}
+		}
+		if c.State.Status != engine.StatusActive {
+			// The instance ended: a message start waiting for its key may start now.
+			b.Queue("SELECT sutra_release_start_buffer($1)", c.InstanceID)
+		}
+		if !c.SkipBufferCheck {
+			look.addSubscriptions(c)
+		}
+	}
+	if len(look.ids) > 0 {
+		b.Queue(bufferedLocksSQL, look.ids, look.toks, look.els)
+		b.Queue(bufferedLookSQL, look.ids, look.toks, look.els)
 	}
 	return nil
 }
@@ -311,56 +332,106 @@ func (s *Store) Applied(ctx context.Context, inboxID string) (bool, error) {
 	return applied, translate(err, "reading inbox")
 }
 
-// queueEffects queues the writes of a step's effects in the order the engine
-// requires: closes before renames before opens (a token may re-open a wait it
-// closed), resolved incidents before new ones (a retried token may appear in
-// both), then the relays to children and parent. closeTables, when set,
-// says which tables each closed wait has rows in (see Commit.CloseTables).
-func queueEffects(b *pgx.Batch, id string, e engine.Effects, closeTables []engine.WaitTables) error {
-	if len(e.CloseWaits) > 0 {
-		for _, table := range []struct {
-			name string
-			bit  engine.WaitTables
-		}{{"subscriptions", engine.TableSubscriptions}, {"timers", engine.TableTimers}, {"tasks", engine.TableTasks}} {
-			var toks, els []string
-			for i, w := range e.CloseWaits {
-				if len(closeTables) == len(e.CloseWaits) && closeTables[i]&table.bit == 0 {
+// stepEffects are the effects of one step (or of a buffered message it
+// applied) on instance id; closeTables, when set, says which tables each
+// closed wait has rows in (see Commit.CloseTables).
+type stepEffects struct {
+	id string
+	engine.Effects
+	closeTables []engine.WaitTables
+}
+
+// waitRows are rows of wait tables named by instance, token and element,
+// column by column, for one statement over several steps.
+type waitRows struct{ ids, toks, els []string }
+
+func (w *waitRows) add(id, tok, el string) {
+	w.ids, w.toks, w.els = append(w.ids, id), append(w.toks, tok), append(w.els, el)
+}
+
+// addSubscriptions adds the subscriptions whose buffered messages commit c
+// must look for (bufferedSubject).
+func (w *waitRows) addSubscriptions(c Commit) {
+	toks, els := bufferedSubject(c)
+	for i := range toks {
+		w.add(c.InstanceID, toks[i], els[i])
+	}
+}
+
+// queueEffects queues the writes of the effects of several steps, each in the
+// order the engine requires: closes before renames before opens (a token may
+// re-open a wait it closed), resolved incidents before new ones (a retried
+// token may appear in both), then the relays to children and parent. Closes,
+// renames and opens go as one statement per table for all the steps; the
+// rest per step, after them.
+func queueEffects(b *pgx.Batch, steps ...stepEffects) error {
+	for _, table := range []struct {
+		name string
+		bit  engine.WaitTables
+	}{{"subscriptions", engine.TableSubscriptions}, {"timers", engine.TableTimers}, {"tasks", engine.TableTasks}} {
+		var closed waitRows
+		for _, s := range steps {
+			for i, w := range s.CloseWaits {
+				if len(s.closeTables) == len(s.CloseWaits) && s.closeTables[i]&table.bit == 0 {
 					continue // no row of this wait in this table
 				}
-				toks, els = append(toks, w.TokenID), append(els, w.Element)
+				closed.add(s.id, w.TokenID, w.Element)
 			}
-			if len(toks) == 0 {
-				continue
-			}
-			b.Queue(closeWaitsSQL(table.name), id, toks, els)
+		}
+		if len(closed.ids) > 0 {
+			b.Queue(closeWaitsSQL(table.name), closed.ids, closed.toks, closed.els)
 		}
 	}
-	if n := len(e.RenameWaits); n > 0 {
+	var renamed waitRows
+	var renamedTo []string
+	for _, s := range steps {
+		for _, w := range s.RenameWaits {
+			renamed.add(s.id, w.TokenID, w.From)
+			renamedTo = append(renamedTo, w.To)
+		}
+	}
+	if len(renamed.ids) > 0 {
 		// A migration keeps the wait's row: a timer its due time, a task its lock.
-		toks, from, to := make([]string, n), make([]string, n), make([]string, n)
-		for i, w := range e.RenameWaits {
-			toks[i], from[i], to[i] = w.TokenID, w.From, w.To
-		}
 		for _, table := range []string{"subscriptions", "timers", "tasks"} {
-			b.Queue(`UPDATE `+table+` t SET element_id = w.dst FROM unnest($2::text[], $3::text[], $4::text[]) AS w(tok, src, dst)
-				WHERE t.instance_id = $1 AND t.token_id = w.tok AND t.element_id = w.src`, id, toks, from, to)
+			b.Queue(`UPDATE `+table+` t SET element_id = w.dst
+				FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS w(id, tok, src, dst)
+				WHERE t.instance_id = w.id AND t.token_id = w.tok AND t.element_id = w.src`,
+				renamed.ids, renamed.toks, renamed.els, renamedTo)
 		}
 	}
-	if n := len(e.Subscriptions); n > 0 {
-		toks, els, names, keys := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		for i, s := range e.Subscriptions {
-			toks[i], els[i], names[i], keys[i] = s.TokenID, s.Element, s.Message, s.CorrelationKey
+	var opened waitRows
+	var names, keys []string
+	var armed waitRows
+	var due []time.Time
+	var repeat []int32
+	var intervals []string
+	for _, s := range steps {
+		for _, sub := range s.Subscriptions {
+			opened.add(s.id, sub.TokenID, sub.Element)
+			names, keys = append(names, sub.Message), append(keys, sub.CorrelationKey)
 		}
-		b.Queue(openSubscriptionsSQL, id, toks, els, names, keys)
-	}
-	if n := len(e.Timers); n > 0 {
-		toks, els, intervals := make([]string, n), make([]string, n), make([]string, n)
-		due, repeat := make([]time.Time, n), make([]int32, n)
-		for i, t := range e.Timers {
-			toks[i], els[i], due[i], repeat[i], intervals[i] = t.TokenID, t.Element, t.DueAt, int32(t.Repeat), t.Interval
+		for _, t := range s.Timers {
+			armed.add(s.id, t.TokenID, t.Element)
+			due, repeat, intervals = append(due, t.DueAt), append(repeat, int32(t.Repeat)), append(intervals, t.Interval)
 		}
-		b.Queue(armTimersSQL, id, toks, els, due, repeat, intervals)
 	}
+	if len(opened.ids) > 0 {
+		b.Queue(openSubscriptionsSQL, opened.ids, opened.toks, opened.els, names, keys)
+	}
+	if len(armed.ids) > 0 {
+		b.Queue(armTimersSQL, armed.ids, armed.toks, armed.els, due, repeat, intervals)
+	}
+	for _, s := range steps {
+		if err := queueStepEffects(b, s.id, s.Effects); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// queueStepEffects queues the writes of one step's effects that go per step,
+// after the waits of queueEffects.
+func queueStepEffects(b *pgx.Batch, id string, e engine.Effects) error {
 	for _, t := range e.Tasks {
 		vars := t.Variables
 		if vars == nil {

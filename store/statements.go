@@ -8,21 +8,23 @@ const appliedSQL = `SELECT EXISTS (SELECT 1 FROM inbox WHERE message_id = $1)`
 
 const releaseSQL = `UPDATE instances SET owner = NULL, claimed_at = NULL WHERE id = $1 AND owner = $2`
 
-const inboxInsertSQL = `INSERT INTO inbox (message_id, instance_id) VALUES ($1, $2)`
+// inboxInsertSQL records the relays the steps applied: $1 their message
+// ids, $2 their instances.
+const inboxInsertSQL = `INSERT INTO inbox (message_id, instance_id) SELECT * FROM unnest($1::text[], $2::text[])`
 
-// closeWaitsSQL deletes a step's closed waits from table (subscriptions,
-// timers or tasks): $1 the instance, $2 and $3 the tokens and elements (an
+// closeWaitsSQL deletes the steps' closed waits from table (subscriptions,
+// timers or tasks): $1, $2 and $3 the instances, tokens and elements (an
 // empty element closes every wait of the token).
 func closeWaitsSQL(table string) string {
-	return `DELETE FROM ` + table + ` t USING unnest($2::text[], $3::text[]) AS w(tok, el)
-	WHERE t.instance_id = $1 AND t.token_id = w.tok AND (w.el = '' OR t.element_id = w.el)`
+	return `DELETE FROM ` + table + ` t USING unnest($1::text[], $2::text[], $3::text[]) AS w(id, tok, el)
+	WHERE t.instance_id = w.id AND t.token_id = w.tok AND (w.el = '' OR t.element_id = w.el)`
 }
 
 const openSubscriptionsSQL = `INSERT INTO subscriptions (instance_id, token_id, element_id, message_name, correlation_key)
-	SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[])`
+	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])`
 
 const armTimersSQL = `INSERT INTO timers (instance_id, token_id, element_id, due_at, repeat, interval)
-	SELECT $1, * FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::int[], $6::text[])
+	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::int[], $6::text[])
 	ON CONFLICT (instance_id, token_id, element_id) DO UPDATE
 	   SET due_at = EXCLUDED.due_at, repeat = EXCLUDED.repeat, interval = EXCLUDED.interval,
 	       attempts = 0, locked_by = NULL, locked_until = NULL`
@@ -67,17 +69,17 @@ func HotStatements() map[string]HotStatement {
 		"claim_or_create":     {SQL: claimOrCreateSQL},
 		"inbox_applied":       {SQL: appliedSQL},
 		"claim_batch":         {SQL: claimBatchSQL, Setup: byPrimaryKey},
-		"commit_batch":        {SQL: fenceBatchSQL, Setup: byPrimaryKey},
-		"commit_batch_fenced": {SQL: commitBatchSQL, Setup: byPrimaryKey},
+		"commit_batch":        {SQL: fenceBatchSQL, Setup: commitPlans},
+		"commit_batch_fenced": {SQL: commitBatchSQL, Setup: commitPlans},
 		"release":             {SQL: releaseSQL},
-		"close_subscriptions": {SQL: closeWaitsSQL("subscriptions")},
-		"close_timers":        {SQL: closeWaitsSQL("timers")},
-		"close_tasks":         {SQL: closeWaitsSQL("tasks")},
-		"open_subscriptions":  {SQL: openSubscriptionsSQL},
-		"arm_timers":          {SQL: armTimersSQL},
-		"inbox_insert":        {SQL: inboxInsertSQL},
-		"buffered_match_keys": {SQL: bufferedLocksSQL},
-		"buffered_match":      {SQL: bufferedLookSQL},
+		"close_subscriptions": {SQL: closeWaitsSQL("subscriptions"), Setup: commitPlans},
+		"close_timers":        {SQL: closeWaitsSQL("timers"), Setup: commitPlans},
+		"close_tasks":         {SQL: closeWaitsSQL("tasks"), Setup: commitPlans},
+		"open_subscriptions":  {SQL: openSubscriptionsSQL, Setup: commitPlans},
+		"arm_timers":          {SQL: armTimersSQL, Setup: commitPlans},
+		"inbox_insert":        {SQL: inboxInsertSQL, Setup: commitPlans},
+		"buffered_match_keys": {SQL: bufferedLocksSQL, Setup: commitPlans},
+		"buffered_match":      {SQL: bufferedLookSQL, Setup: commitPlans},
 		"timers_take_due":     {SQL: takeDueSQL},
 		"timers_next_due":     {SQL: nextDueSQL},
 		"outbox_lease":        {SQL: leaseOutboxSQL, Setup: leaseOrderSQL},

@@ -48,13 +48,17 @@ type Options struct {
 // the worker acks or answers with success is durable by construction.
 const asyncCommit = "SELECT set_config('synchronous_commit', 'off', true)"
 
-// genericPlans makes a step's commit run the cached generic plan of each of
-// its statements, the plans bench/plans checks. Left to choose, PostgreSQL
-// planned the delete that closes a step's subscriptions anew on every step
-// (its generic estimate for unnest($2) is ten rows), which cost more than
-// running it; every other statement of a commit already ran its generic plan
-// (pg_prepared_statements, counted in make bench).
-const genericPlans = "SELECT " + genericPlansSetting
+// commitPlans are the planner settings of every commit, local to its
+// transaction. Generic plans: each statement runs the cached generic plan
+// bench/plans checks; left to choose, PostgreSQL planned the delete that
+// closes a step's subscriptions anew on every step (its generic estimate for
+// an unnest is ten rows), which cost more than running it, while every other
+// statement of a commit already ran its generic plan (pg_prepared_statements,
+// counted in make bench). By key: every statement of a commit reads its rows
+// by key, and the joins of its parameter arrays with the wait tables,
+// planned once per connection from that estimate while a table is small,
+// would read the table whole on every commit ever after (bench/plans/new).
+const commitPlans = "SELECT " + genericPlansSetting + ", " + byKeySetting
 
 const genericPlansSetting = "set_config('plan_cache_mode', 'force_generic_plan', true)"
 
