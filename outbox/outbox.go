@@ -63,7 +63,9 @@ type Config struct {
 	// BatchSize is how many rows one statement leases (default 256).
 	BatchSize int
 	// Batches is how many batches may be in flight at once under a backlog
-	// (default 4); without one, one at a time.
+	// (default 8: with 4 the publisher fell behind steps that each write a
+	// message at full load once steps got cheaper, BENCHMARKS.md); without
+	// one, one at a time.
 	Batches int
 	// Backoff is the first delay before a returned or nacked row is tried
 	// again; it doubles per attempt up to BackoffMax (defaults 1s, 1m).
@@ -81,7 +83,7 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.PollInterval, time.Second)
 	defaults.Set(&c.Lease, 30*time.Second)
 	defaults.Set(&c.BatchSize, 256)
-	defaults.Set(&c.Batches, 4)
+	defaults.Set(&c.Batches, 8)
 	defaults.Set(&c.Backoff, time.Second)
 	defaults.Set(&c.BackoffMax, time.Minute)
 }
