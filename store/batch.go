@@ -68,8 +68,6 @@ RETURNING i.id, i.definition_key, i.definition_version, i.status, i.variables, i
 // would read the whole table on every batch ever after (bench/plans/new).
 const byPrimaryKey = "SELECT " + byKeySetting
 
-const byKeySetting = "set_config('enable_seqscan', 'off', true)"
-
 // ClaimBatch takes the claims of several instances with one conditional
 // statement (the conditions of Claim: free, stale or ours, relay not yet
 // applied) and loads the rows claimed. The result is aligned with

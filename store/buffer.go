@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/sutra-run/worker/engine"
 )
 
 // ErrBuffered reports a relay kept in buffered_messages until a subscription
@@ -38,10 +36,10 @@ func (m *BufferedMatch) Error() string {
 // The look for buffered messages that match the subscriptions the steps of a
 // commit opened: last in the commit's pipeline, so that it sees every
 // subscription the transaction left open ($1, $2 and $3 the instances, tokens
-// and elements of bufferedSubject, joined with subscriptions: a consumed
-// message's effects may have closed one again). It pairs with the buffering side (sutra_resolve_or_buffer):
-// each takes the advisory lock of a (message, correlation key) before it
-// reads the other's table, so a relay buffered now and a subscription opened
+// and elements of waitRows.addLooked, joined with subscriptions: a consumed
+// message's effects may have closed one again). It pairs with the buffering
+// side (sutra_resolve_or_buffer): each takes the advisory lock of a
+// (message, correlation key) before it reads the other's table, so a relay buffered now and a subscription opened
 // now cannot miss each other. The look is a statement of its own so that its
 // snapshot, taken once the locks are held, sees a message buffered by a
 // transaction that committed while this one waited for its lock. A match
@@ -116,23 +114,6 @@ func (s *Store) ResolveOrBuffer(ctx context.Context, b Buffer) (string, error) {
 		return "", ErrBuffered
 	}
 	return *id, nil
-}
-
-// bufferedSubject says which opened subscriptions a commit must check against
-// the buffer: every subscription the step's effects open, whether or not a
-// later chained step closed it again (the check looks only at rows still open
-// in the transaction).
-func bufferedSubject(c Commit) (toks, els []string) {
-	add := func(subs []engine.Subscription) {
-		for _, s := range subs {
-			toks, els = append(toks, s.TokenID), append(els, s.Element)
-		}
-	}
-	add(c.Effects.Subscriptions)
-	for _, x := range c.Consumed {
-		add(x.Effects.Subscriptions)
-	}
-	return toks, els
 }
 
 // translateBuffer maps the buffering SQLSTATEs of a commit; ok false leaves

@@ -296,7 +296,7 @@ func queueStepWrites(b *pgx.Batch, cs ...Commit) error {
 			b.Queue("SELECT sutra_release_start_buffer($1)", c.InstanceID)
 		}
 		if !c.SkipBufferCheck {
-			look.addSubscriptions(c)
+			look.addLooked(c)
 		}
 	}
 	if len(look.ids) > 0 {
@@ -349,12 +349,19 @@ func (w *waitRows) add(id, tok, el string) {
 	w.ids, w.toks, w.els = append(w.ids, id), append(w.toks, tok), append(w.els, el)
 }
 
-// addSubscriptions adds the subscriptions whose buffered messages commit c
-// must look for (bufferedSubject).
-func (w *waitRows) addSubscriptions(c Commit) {
-	toks, els := bufferedSubject(c)
-	for i := range toks {
-		w.add(c.InstanceID, toks[i], els[i])
+// addLooked adds the subscriptions whose buffered messages commit c must
+// look for: every subscription its step and the messages it applied open,
+// whether or not a later one closed it again (the look joins the rows still
+// open in the transaction).
+func (w *waitRows) addLooked(c Commit) {
+	add := func(subs []engine.Subscription) {
+		for _, s := range subs {
+			w.add(c.InstanceID, s.TokenID, s.Element)
+		}
+	}
+	add(c.Effects.Subscriptions)
+	for _, x := range c.Consumed {
+		add(x.Effects.Subscriptions)
 	}
 }
 

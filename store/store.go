@@ -60,7 +60,10 @@ const asyncCommit = "SELECT set_config('synchronous_commit', 'off', true)"
 // would read the table whole on every commit ever after (bench/plans/new).
 const commitPlans = "SELECT " + genericPlansSetting + ", " + byKeySetting
 
-const genericPlansSetting = "set_config('plan_cache_mode', 'force_generic_plan', true)"
+const (
+	genericPlansSetting = "set_config('plan_cache_mode', 'force_generic_plan', true)"
+	byKeySetting        = "set_config('enable_seqscan', 'off', true)"
+)
 
 // Open connects a pool to url.
 func Open(ctx context.Context, url string, opt Options) (*Store, error) {
