@@ -181,6 +181,8 @@ type Sweeper struct {
 	state      state
 	leaseUntil time.Time
 	lastSweep  time.Time
+	// topics are those the census reports in sutra_tasks_open (run goroutine).
+	topics map[string]bool
 }
 
 // New builds a sweeper.
@@ -284,9 +286,19 @@ func (s *Sweeper) census(ctx context.Context) {
 		m.OutboxBacklog.Set(float64(c.OutboxBacklog))
 		m.ClaimOldestAge.Set(c.OldestClaim.Seconds())
 		m.IncidentsOpen.Set(float64(c.IncidentsOpen))
-		m.TasksOpen.Reset() // a topic with no task left disappears
+		// A topic with no task left disappears. Set first, then delete what is
+		// gone: a reset before setting would show a scrape no series at all.
 		for topic, n := range c.TasksOpen {
 			m.TasksOpen.WithLabelValues(topic).Set(float64(n))
+		}
+		for topic := range s.topics {
+			if _, ok := c.TasksOpen[topic]; !ok {
+				m.TasksOpen.DeleteLabelValues(topic)
+			}
+		}
+		s.topics = make(map[string]bool, len(c.TasksOpen))
+		for topic := range c.TasksOpen {
+			s.topics[topic] = true
 		}
 	}
 	if n, err := s.deps.Broker.QueueDepth(s.cfg.DeadQueue); err == nil {
@@ -304,6 +316,7 @@ func (s *Sweeper) clearCensus() {
 	m.IncidentsOpen.Set(0)
 	m.DeadLetterMessages.Set(0)
 	m.TasksOpen.Reset()
+	s.topics = nil
 }
 
 // sweepClaims clears every claim older than the claim timeout and logs each,

@@ -3,6 +3,7 @@ package sweeper_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -30,6 +31,8 @@ type fakeStore struct {
 	expired  []store.BufferedMessage
 	deleted  []int64
 	released bool
+	// tasksOpen, when set, is the census's count of open tasks by topic.
+	tasksOpen map[string]int64
 }
 
 func (f *fakeStore) AcquireLease(context.Context, string, string, time.Duration) (bool, error) {
@@ -70,7 +73,18 @@ func (f *fakeStore) DeleteBuffered(_ context.Context, ids []int64) error {
 }
 func (f *fakeStore) TrimOutbox(context.Context, time.Duration, int) (int64, error) { return 0, nil }
 func (f *fakeStore) Census(context.Context) (store.Census, error) {
-	return store.Census{OutboxBacklog: 7, OldestClaim: 3 * time.Second, IncidentsOpen: 2, TasksOpen: map[string]int64{"ship": 4}}, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	open := f.tasksOpen
+	if open == nil {
+		open = map[string]int64{"ship": 4}
+	}
+	return store.Census{OutboxBacklog: 7, OldestClaim: 3 * time.Second, IncidentsOpen: 2, TasksOpen: maps.Clone(open)}, nil
+}
+func (f *fakeStore) setTasksOpen(open map[string]int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tasksOpen = open
 }
 func (f *fakeStore) sweepCount() int {
 	f.mu.Lock()
@@ -232,6 +246,46 @@ func TestOnlyTheLeaseHolderReportsTheCensus(t *testing.T) {
 	close(series)
 	if n := len(series); n != 0 {
 		t.Errorf("%d sutra_tasks_open series after the lease was given up, want none", n)
+	}
+}
+
+// A topic whose last task ended leaves sutra_tasks_open at the next census,
+// and the topics still open keep their series with the new counts.
+func TestATopicLeavesTheOpenTasksGaugeWhenItsLastTaskEnds(t *testing.T) {
+	t.Parallel()
+	st := &fakeStore{lease: func() (bool, error) { return true, nil }, tasksOpen: map[string]int64{"ship": 4, "bill": 1}}
+	m := metrics.New(prometheus.NewRegistry())
+	s := sweeper.New(sweeper.Deps{Store: st, Broker: &deadLetters{}, Metrics: m, Logger: testkit.Logger(t)},
+		sweeper.Config{Replica: "r", Interval: 10 * time.Millisecond, LeaseTTL: 300 * time.Millisecond})
+	s.TestSignals.Init()
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(context.Background()) //nolint:errcheck // the test is over
+	series := func() map[string]float64 {
+		ch := make(chan prometheus.Metric, 8)
+		m.TasksOpen.Collect(ch)
+		close(ch)
+		got := map[string]float64{}
+		for metric := range ch {
+			var d dto.Metric
+			if err := metric.Write(&d); err != nil {
+				t.Fatal(err)
+			}
+			got[d.GetLabel()[0].GetValue()] = d.GetGauge().GetValue()
+		}
+		return got
+	}
+	s.TestSignals.Swept.WaitOrTimeout(t)
+	s.TestSignals.Swept.WaitOrTimeout(t) // a whole census has run
+	if got := series(); !maps.Equal(got, map[string]float64{"ship": 4, "bill": 1}) {
+		t.Fatalf("sutra_tasks_open = %v, want ship = 4 and bill = 1", got)
+	}
+	st.setTasksOpen(map[string]int64{"ship": 2})
+	s.TestSignals.Swept.WaitOrTimeout(t)
+	s.TestSignals.Swept.WaitOrTimeout(t)
+	if got := series(); !maps.Equal(got, map[string]float64{"ship": 2}) {
+		t.Errorf("sutra_tasks_open = %v, want only ship = 2 once bill has no task left", got)
 	}
 }
 
