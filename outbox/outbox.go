@@ -16,7 +16,12 @@
 // polling every PollInterval. Under a backlog a publisher runs a few batches
 // at once, each leased by its own statement, so that the broker's confirm
 // latency does not bound its rate; the lease keeps them apart as it keeps
-// replicas apart.
+// replicas apart. A batch may lease an instance's rows behind rows an
+// earlier batch of the same publisher holds (store.OutboxRow.Behind): it
+// publishes them only once that batch's rows of the instance were
+// confirmed, and hands them back if they were not (a gate per instance and
+// batch, chained in lease order). Without that, a backlog of few instances
+// with many rows each would let one batch at a time take them.
 package outbox
 
 import (
@@ -115,12 +120,16 @@ type TestSignals struct {
 	// Settled carries every settlement written (rows published, deferred,
 	// handed back).
 	Settled testsignal.Signal[store.OutboxSettlement]
+	// Waiting carries, each time a batch has nothing to send but rows behind
+	// an earlier batch's, how many instances it waits for.
+	Waiting testsignal.Signal[int]
 }
 
 // Init switches every signal on.
 func (s *TestSignals) Init() {
 	s.Leased.Init()
 	s.Settled.Init()
+	s.Waiting.Init()
 }
 
 // Publisher publishes outbox rows. Start it once; Stop it once or more.
@@ -133,12 +142,38 @@ type Publisher struct {
 	// wake is signalled by Wake, more by a loop whose batch came back full;
 	// one pending signal is enough.
 	wake, more chan struct{}
+
+	// leasing serializes the leases, so that gates are chained in the order
+	// the rows were leased; gates holds, per instance, the gate of the last
+	// batch in flight that leased rows of it.
+	leasing sync.Mutex
+	gates   map[string]*gate
+}
+
+// gate says whether one batch's rows of one instance were all confirmed:
+// the instance's rows leased after them wait for it.
+type gate struct {
+	done chan struct{}
+	ok   bool // set before done closes
+}
+
+func newGate() *gate { return &gate{done: make(chan struct{})} }
+
+// resolve records the outcome once; later calls do nothing.
+func (g *gate) resolve(ok bool) {
+	select {
+	case <-g.done:
+	default:
+		g.ok = ok
+		close(g.done)
+	}
 }
 
 // New builds a publisher.
 func New(deps Deps, cfg Config) *Publisher {
 	cfg.setDefaults()
-	return &Publisher{cfg: cfg, deps: deps, wake: make(chan struct{}, 1), more: make(chan struct{}, 1)}
+	return &Publisher{cfg: cfg, deps: deps, wake: make(chan struct{}, 1), more: make(chan struct{}, 1),
+		gates: map[string]*gate{}}
 }
 
 // Wake tells the publisher that a commit wrote rows. It never blocks.
@@ -162,8 +197,8 @@ func (p *Publisher) run(soft, hard context.Context) {
 }
 
 // loop leases, publishes and settles one batch at a time. The first loop
-// wakes on Wake and polls; the others wake only when a batch came back full
-// (a backlog). So under a light load one batch at a time gathers every row
+// wakes on Wake and polls; the others wake only when a lease came back full
+// (a backlog), to lease beside it while it publishes. So under a light load one batch at a time gathers every row
 // committed while the one before it was published, and under a backlog
 // several are in flight.
 func (p *Publisher) loop(soft, hard context.Context, wake <-chan struct{}, polls bool) {
@@ -199,7 +234,6 @@ func (p *Publisher) loop(soft, hard context.Context, wake <-chan struct{}, polls
 			continue
 		case full:
 			outages = 0
-			notify(p.more) // a backlog: another loop helps
 			continue
 		}
 		outages = 0
@@ -233,9 +267,10 @@ func (p *Publisher) batch(hard context.Context) (full, outage bool) {
 	// Not cancelled by the soft stop: a lease cut short might hold rows
 	// nobody publishes until it lapses.
 	lctx, cancel := context.WithTimeout(hard, p.cfg.Lease/3)
-	rows, err := p.deps.Store.LeaseOutbox(lctx, p.cfg.Replica, p.cfg.BatchSize, p.cfg.Lease)
+	queues, rows, err := p.lease(lctx)
 	cancel()
-	p.TestSignals.Leased.Signal(len(rows))
+	defer p.unchain(queues)
+	p.TestSignals.Leased.Signal(rows)
 	if err != nil {
 		// Rows the statement may have leased lapse with their lease.
 		if hard.Err() == nil {
@@ -243,14 +278,17 @@ func (p *Publisher) batch(hard context.Context) (full, outage bool) {
 		}
 		return false, true
 	}
-	if len(rows) == 0 {
+	if rows == 0 {
 		return false, false
+	}
+	if rows == p.cfg.BatchSize {
+		notify(p.more) // a backlog: another loop leases beside this batch
 	}
 	// Publish only while the lease surely holds: past it another replica may
 	// publish the same rows.
 	ctx, cancel := context.WithDeadline(hard, leasedAt.Add(p.cfg.Lease*2/3))
 	defer cancel()
-	settle, outage := p.publish(ctx, leasedAt, rows)
+	settle, outage := p.publish(ctx, leasedAt, queues)
 	// A final write: it runs even at the hard stop, to hand the rest back.
 	wctx, wcancel := startstop.FinalContext(hard)
 	defer wcancel()
@@ -261,57 +299,142 @@ func (p *Publisher) batch(hard context.Context) (full, outage bool) {
 		return false, true
 	}
 	p.TestSignals.Settled.Signal(settle)
-	return len(rows) == p.cfg.BatchSize, outage
+	return rows == p.cfg.BatchSize, outage
 }
 
-// publish publishes rows (in seq order) in waves and says what became of
-// each: wave k holds the k-th row of every instance whose earlier rows were
-// all confirmed.
-func (p *Publisher) publish(ctx context.Context, leasedAt time.Time, rows []store.OutboxRow) (settle store.OutboxSettlement, outage bool) {
-	m, log := p.deps.Metrics, p.deps.Logger
-	var queues [][]store.OutboxRow
-	index := map[string]int{}
+// queue is one instance's rows of a batch, in seq order: they go after
+// after (nil: nothing of this publisher before them), and gate tells later
+// batches what became of them.
+type queue struct {
+	instance string
+	rows     []store.OutboxRow
+	after    *gate
+	gate     *gate
+}
+
+// lease leases a batch and chains it behind the batches in flight: its rows
+// of every instance wait for the last gate of that instance, and its own
+// gates become the last.
+func (p *Publisher) lease(ctx context.Context) (queues []*queue, n int, err error) {
+	p.leasing.Lock()
+	defer p.leasing.Unlock()
+	rows, err := p.deps.Store.LeaseOutbox(ctx, p.cfg.Replica, p.cfg.BatchSize, p.cfg.Lease)
+	index := map[string]*queue{}
 	for _, r := range rows {
-		i, ok := index[r.InstanceID]
-		if !ok {
-			i = len(queues)
-			index[r.InstanceID] = i
-			queues = append(queues, nil)
+		q := index[r.InstanceID]
+		if q == nil {
+			q = &queue{instance: r.InstanceID, gate: newGate()}
+			if r.Behind {
+				q.after = p.gates[r.InstanceID]
+				if q.after == nil {
+					// Behind rows this publisher no longer tracks (a batch
+					// whose settlement failed, or a previous process of
+					// this replica): they wait in the table until those
+					// are published or lapse.
+					q.after = failed
+				}
+			}
+			p.gates[r.InstanceID] = q.gate
+			index[r.InstanceID] = q
+			queues = append(queues, q)
 		}
-		queues[i] = append(queues[i], r)
+		q.rows = append(q.rows, r)
 	}
-	release := func(q []store.OutboxRow) {
-		for _, r := range q {
+	return queues, len(rows), err
+}
+
+// failed is a gate resolved not ok.
+var failed = func() *gate { g := newGate(); g.resolve(false); return g }()
+
+// unchain resolves the batch's gates (those not resolved yet did not get all
+// their rows confirmed) and forgets the ones still last: a batch leased
+// later finds its rows' predecessors settled, or, if the settlement failed,
+// finds no gate and hands its rows back.
+func (p *Publisher) unchain(queues []*queue) {
+	p.leasing.Lock()
+	defer p.leasing.Unlock()
+	for _, q := range queues {
+		q.gate.resolve(false)
+		if p.gates[q.instance] == q.gate {
+			delete(p.gates, q.instance)
+		}
+	}
+}
+
+// publish publishes the queues' rows in waves and says what became of each:
+// wave k holds the next row of every instance whose earlier rows were all
+// confirmed, those of earlier batches included. A queue whose earlier batch
+// did not get its rows confirmed is handed back, its rows unsent.
+func (p *Publisher) publish(ctx context.Context, leasedAt time.Time, queues []*queue) (settle store.OutboxSettlement, outage bool) {
+	m, log := p.deps.Metrics, p.deps.Logger
+	release := func(q *queue, rows []store.OutboxRow) {
+		for _, r := range rows {
 			settle.Released = append(settle.Released, r.ID)
 		}
+		q.gate.resolve(false)
 	}
 	for len(queues) > 0 {
-		if outage {
-			release(queues[0])
-			queues = queues[1:]
+		var wave, waiting []*queue
+		for _, q := range queues {
+			switch {
+			case outage:
+				release(q, q.rows)
+			case q.after == nil:
+				wave = append(wave, q)
+			default:
+				select {
+				case <-q.after.done:
+					if !q.after.ok {
+						release(q, q.rows)
+						continue
+					}
+					q.after = nil
+					wave = append(wave, q)
+				default:
+					waiting = append(waiting, q)
+				}
+			}
+		}
+		if len(wave) == 0 {
+			if len(waiting) == 0 {
+				break
+			}
+			// Every queue waits for an earlier batch: wait for one of them.
+			p.TestSignals.Waiting.Signal(len(waiting))
+			select {
+			case <-waiting[0].after.done:
+			case <-ctx.Done():
+				for _, q := range waiting {
+					release(q, q.rows)
+				}
+				waiting = nil
+			}
+			queues = waiting
 			continue
 		}
-		msgs := make([]broker.Message, len(queues))
-		for i, q := range queues {
-			msgs[i] = p.message(q[0])
+		msgs := make([]broker.Message, len(wave))
+		for i, q := range wave {
+			msgs[i] = p.message(q.rows[0])
 		}
 		errs := p.deps.Broker.Publish(ctx, msgs)
 		confirmed := time.Now()
-		next := queues[:0]
-		for i, q := range queues {
-			r, err := q[0], errs[i]
+		queues = waiting
+		for i, q := range wave {
+			r, err := q.rows[0], errs[i]
 			switch {
 			case err == nil:
 				settle.Published = append(settle.Published, r.ID)
 				m.OutboxPublished.Inc()
 				m.OutboxLag.Observe((r.Age + confirmed.Sub(leasedAt)).Seconds())
-				if len(q) > 1 {
-					next = append(next, q[1:])
+				if q.rows = q.rows[1:]; len(q.rows) > 0 {
+					queues = append(queues, q)
+				} else {
+					q.gate.resolve(true)
 				}
 			case fault.Code(err) == fault.Unavailable:
 				m.OutboxPublishErrors.WithLabelValues(metrics.PublishUnavailable).Inc()
 				outage = true
-				release(q)
+				release(q, q.rows)
 			default:
 				reason := metrics.PublishNacked
 				if errors.Is(err, broker.ErrReturned) {
@@ -320,13 +443,12 @@ func (p *Publisher) publish(ctx context.Context, leasedAt time.Time, rows []stor
 				m.OutboxPublishErrors.WithLabelValues(reason).Inc()
 				delay := backoff.Delay(p.cfg.Backoff, p.cfg.BackoffMax, r.Attempts+1)
 				settle.Deferred = append(settle.Deferred, store.OutboxDeferral{ID: r.ID, Delay: delay})
-				release(q[1:]) // they wait behind r
+				release(q, q.rows[1:]) // they wait behind r
 				log.Warn("outbox message not accepted by the broker; retried later", "instance_id", r.InstanceID,
 					"message_id", r.ID, "exchange", msgs[i].Exchange, "routing_key", msgs[i].RoutingKey,
 					"reason", reason, "attempts", r.Attempts+1, "backoff", delay, "err", err)
 			}
 		}
-		queues = next
 	}
 	if outage && ctx.Err() == nil {
 		log.Warn("broker unavailable while publishing outbox rows; handed back", "released", len(settle.Released))

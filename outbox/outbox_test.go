@@ -627,3 +627,86 @@ func TestABacklogIsPublishedByBatchesInFlightAtOnce(t *testing.T) {
 	b.down.waitFor(ids)
 	b.waitPublished(t)
 }
+
+// chained starts a publisher whose second batch leases row 2 of instance x
+// behind row 1, which its first batch holds: the first batch's publish
+// waits until the second batch waits for it. Row i is published with
+// routing key keys[i-1].
+func (b *bench) chained(t *testing.T, cfg outbox.Config, keys ...string) (*replica, []string) {
+	t.Helper()
+	var ids []string
+	for i, k := range keys {
+		ids = append(ids, b.commit(t, "x", i+1, 1, func(int) string { return k })...)
+	}
+	var r *replica
+	ready := make(chan struct{})
+	cfg.BatchSize, cfg.Batches = 1, 2 // the first batch comes back full: the second loop leases
+	r = b.publisher(t, "r1", testkit.AMQPURL(), cfg, func(o *broker.Owner) outbox.Broker {
+		return &injector{Owner: o, before: func(_ context.Context, n int) {
+			if n != 1 {
+				return
+			}
+			<-ready
+			if _, ok := r.pub.TestSignals.Waiting.Wait(10 * time.Second); !ok {
+				t.Errorf("no batch waited for the first batch's %s", ids[0])
+			}
+		}}
+	})
+	close(ready)
+	return r, ids
+}
+
+func TestABatchLeasedBehindAnotherBatchOfItsPublisherSendsTheInstancesRowsOnlyAfterTheEarlierWereConfirmed(t *testing.T) {
+	t.Parallel()
+	b := newBench(t)
+	_, ids := b.chained(t, outbox.Config{}, "m.x", "m.x")
+	b.down.waitFor(ids)
+	b.waitPublished(t)
+	assertCommitOrder(t, b.down.barrier(), b.commitOrder(t))
+}
+
+func TestRowsLeasedBehindARowTheBrokerReturnedAreHandedBackUnsent(t *testing.T) {
+	t.Parallel()
+	b := newBench(t, "ok.#") // nothing is bound for "held.#" yet
+	r, ids := b.chained(t, outbox.Config{Backoff: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond}, "held.x", "ok.x")
+	for n, handedBack := 0, false; !handedBack; n++ {
+		if n == 50 {
+			t.Fatalf("%s never handed back in %d settlements", ids[1], n)
+		}
+		s := r.pub.TestSignals.Settled.WaitOrTimeout(t)
+		if slices.Contains(s.Published, ids[1]) {
+			t.Fatalf("%s published while %s was returned", ids[1], ids[0])
+		}
+		handedBack = slices.Contains(s.Released, ids[1])
+	}
+	b.down.bind(b.env.Config.OutboxExchange, "held.#")
+	b.down.waitFor(ids)
+	b.waitPublished(t)
+	assertCommitOrder(t, b.down.barrier(), b.commitOrder(t))
+}
+
+func TestARestartedReplicaSendsNothingBehindRowsItsPreviousProcessStillHolds(t *testing.T) {
+	t.Parallel()
+	b := newBench(t)
+	ids := b.commit(t, "x", 1, 1, func(int) string { return "m.x" })
+	// The previous process of replica r1 leased x's first row and died.
+	if rows, err := b.st.LeaseOutbox(testkit.Ctx(t), "r1", 1, 2*time.Second); err != nil || len(rows) != 1 {
+		t.Fatalf("leased %v, %v", rows, err)
+	}
+	ids = append(ids, b.commit(t, "x", 2, 1, func(int) string { return "m.x" })...)
+	r := b.publisher(t, "r1", testkit.AMQPURL(), outbox.Config{}, nil)
+	for handedBack, published := false, false; !published; {
+		s := r.pub.TestSignals.Settled.WaitOrTimeout(t)
+		if slices.Contains(s.Published, ids[1]) && !slices.Contains(s.Published, ids[0]) && !handedBack {
+			t.Fatalf("%s published while the previous process held %s", ids[1], ids[0])
+		}
+		handedBack = handedBack || slices.Contains(s.Released, ids[1])
+		published = slices.Contains(s.Published, ids[0])
+		if published && !handedBack {
+			t.Fatalf("%s was never leased behind %s: the test did not chain", ids[1], ids[0])
+		}
+	}
+	b.down.waitFor(ids)
+	b.waitPublished(t)
+	assertCommitOrder(t, b.down.barrier(), b.commitOrder(t))
+}

@@ -37,19 +37,26 @@ type OutboxRow struct {
 	// Age is how long ago the row was written, by the database's clock, when
 	// it was leased.
 	Age time.Duration
+	// Behind: an earlier row of the instance is held by an earlier lease of
+	// the same owner, to be published first.
+	Behind bool
 }
 
 // leaseOutboxSQL leases up to $2 unpublished rows to $1 for $3, in commit
 // order (seq), never a row of an instance with an earlier unpublished row
-// that this statement does not lease too, so that one instance's messages
-// are first published in commit order whoever publishes them:
+// that neither this statement nor an earlier lease of $1 holds, so that one
+// instance's messages are first published in commit order whoever publishes
+// them:
 //
 //   - a candidate is free (never leased, or its lease or backoff is over)
-//     and no earlier row of its instance is leased or backing off now
-//     (which also keeps such rows from crowding the batch out);
+//     and no earlier row of its instance is leased by another owner or
+//     backing off now (which also keeps such rows from crowding the batch
+//     out);
 //   - SKIP LOCKED keeps two publishers' statements apart, so a candidate
 //     may lose an earlier row of its instance to a concurrent statement: it
-//     is then dropped (the second NOT EXISTS).
+//     is then dropped (the second NOT EXISTS);
+//   - a row behind rows $1 still holds is returned with behind set: $1 must
+//     publish it only after those (the publisher chains its batches).
 //
 // Deferred rows (a failed publish) have no holder and locked_until in the
 // future: their backoff. OFFSET 0 keeps each NOT EXISTS a probe per row on
@@ -62,7 +69,7 @@ WITH cand AS (
 	   AND (o.locked_until IS NULL OR o.locked_until < now())
 	   AND NOT EXISTS (SELECT 1 FROM outbox e
 	                    WHERE e.instance_id = o.instance_id AND e.seq < o.seq AND e.published_at IS NULL
-	                      AND e.locked_until >= now() OFFSET 0)
+	                      AND e.locked_until >= now() AND e.locked_by IS DISTINCT FROM $1 OFFSET 0)
 	 ORDER BY o.seq LIMIT $2
 	 FOR UPDATE SKIP LOCKED
 )
@@ -71,9 +78,13 @@ UPDATE outbox o SET locked_by = $1, locked_until = now() + $3::interval
  WHERE o.id = c.id
    AND NOT EXISTS (SELECT 1 FROM outbox e
                     WHERE e.instance_id = c.instance_id AND e.seq < c.seq AND e.published_at IS NULL
-                      AND e.id NOT IN (SELECT id FROM cand) OFFSET 0)
+                      AND e.id NOT IN (SELECT id FROM cand)
+                      AND (e.locked_by IS DISTINCT FROM $1 OR e.locked_until < now()) OFFSET 0)
 RETURNING o.id, o.seq, o.instance_id, o.element_id, o.target, o.message_name, o.correlation_key,
-          o.variables, o.routing_key, o.body, o.attempts, EXTRACT(EPOCH FROM now() - o.created_at)::float8`
+          o.variables, o.routing_key, o.body, o.attempts, EXTRACT(EPOCH FROM now() - o.created_at)::float8,
+          EXISTS (SELECT 1 FROM outbox e
+                   WHERE e.instance_id = c.instance_id AND e.seq < c.seq AND e.published_at IS NULL
+                     AND e.locked_by = $1 AND e.locked_until >= now() OFFSET 0)`
 
 // leaseOrderSQL makes the lease walk outbox_unpublished in seq order and stop
 // at its limit, whatever the table's statistics say: a table that grew
@@ -104,7 +115,7 @@ func (s *Store) LeaseOutbox(ctx context.Context, owner string, limit int, lease 
 		var o OutboxRow
 		var age float64
 		err := r.Scan(&o.ID, &o.Seq, &o.InstanceID, &o.ElementID, &o.Target, &o.Message, &o.CorrelationKey,
-			&o.Variables, &o.RoutingKey, &o.Body, &o.Attempts, &age)
+			&o.Variables, &o.RoutingKey, &o.Body, &o.Attempts, &age, &o.Behind)
 		o.Age = time.Duration(age * float64(time.Second))
 		return o, err
 	})

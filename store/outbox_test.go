@@ -116,3 +116,49 @@ func TestOutboxRowsOfADeadPublisherAreTakenWhenItsLeaseLapses(t *testing.T) {
 		return len(rows) == 1
 	})
 }
+
+// One owner may lease an instance's rows behind rows it holds already (its
+// batches in flight chain them), flagged Behind; other owners still may not.
+func TestOutboxLeasesOfOneOwnerTakeRowsBehindItsOwnAndFlagThem(t *testing.T) {
+	t.Parallel()
+	env, ctx, st := open(t)
+	// Commit order: a1 a2 b1 a3.
+	for _, r := range [][2]string{{"a", "a1"}, {"a", "a2"}, {"b", "b1"}, {"a", "a3"}} {
+		if _, err := env.DB.Exec(ctx, "INSERT INTO outbox (id, instance_id, message_name) VALUES ($2, $1, 'm')", r[0], r[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lease := func(owner string, limit int, lease time.Duration) map[string]bool {
+		t.Helper()
+		rows, err := st.LeaseOutbox(ctx, owner, limit, lease)
+		if err != nil {
+			t.Fatal(err)
+		}
+		behind := map[string]bool{}
+		for _, r := range rows {
+			behind[r.ID] = r.Behind
+		}
+		return behind
+	}
+	if got := lease("r1", 1, time.Minute); len(got) != 1 || got["a1"] {
+		t.Fatalf("first lease: %v, want a1 not behind", got)
+	}
+	if got := lease("r2", 10, time.Minute); len(got) != 1 || got["b1"] {
+		t.Fatalf("another owner leased %v, want only b1: a2 and a3 wait behind r1's a1", got)
+	}
+	if got := lease("r1", 10, 100*time.Millisecond); len(got) != 2 || !got["a2"] || !got["a3"] {
+		t.Fatalf("r1 leased %v, want a2 and a3 behind its a1", got)
+	}
+	// Once r1's leases of a2 and a3 lapse, r1 takes them again, now behind
+	// nothing of its own but a1; after a1 is published, behind nothing.
+	if err := st.SettleOutbox(ctx, "r1", store.OutboxSettlement{Published: []string{"a1"}}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, "r1's short leases lapse", func() bool {
+		got := lease("r1", 10, time.Minute)
+		if len(got) > 0 && (len(got) != 2 || got["a2"] || got["a3"]) {
+			t.Fatalf("r1 leased %v again, want a2 and a3 behind nothing", got)
+		}
+		return len(got) == 2
+	})
+}
