@@ -139,7 +139,7 @@ type Publisher struct {
 
 	cfg  Config
 	deps Deps
-	// wake is signalled by Wake, more by a loop whose batch came back full;
+	// wake is signalled by Wake, more by a loop whose lease came back full;
 	// one pending signal is enough.
 	wake, more chan struct{}
 
@@ -198,9 +198,9 @@ func (p *Publisher) run(soft, hard context.Context) {
 
 // loop leases, publishes and settles one batch at a time. The first loop
 // wakes on Wake and polls; the others wake only when a lease came back full
-// (a backlog), to lease beside it while it publishes. So under a light load one batch at a time gathers every row
-// committed while the one before it was published, and under a backlog
-// several are in flight.
+// (a backlog), to lease beside it while it publishes. So under a light load
+// one batch at a time gathers every row committed while the one before it
+// was published, and under a backlog several are in flight.
 func (p *Publisher) loop(soft, hard context.Context, wake <-chan struct{}, polls bool) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -281,7 +281,7 @@ func (p *Publisher) batch(hard context.Context) (full, outage bool) {
 	if rows == 0 {
 		return false, false
 	}
-	if rows == p.cfg.BatchSize {
+	if full = rows == p.cfg.BatchSize; full {
 		notify(p.more) // a backlog: another loop leases beside this batch
 	}
 	// Publish only while the lease surely holds: past it another replica may
@@ -299,7 +299,7 @@ func (p *Publisher) batch(hard context.Context) (full, outage bool) {
 		return false, true
 	}
 	p.TestSignals.Settled.Signal(settle)
-	return rows == p.cfg.BatchSize, outage
+	return full, outage
 }
 
 // queue is one instance's rows of a batch, in seq order: they go after

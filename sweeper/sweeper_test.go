@@ -113,22 +113,25 @@ func (d *deadLetters) Publish(_ context.Context, msgs []broker.Message) []error 
 	return errs
 }
 
-func start(t *testing.T, st *fakeStore, dl *deadLetters) *sweeper.Sweeper {
+// start starts a sweeper on st and dl with metrics of its own, stopped at the
+// test's end (Stop may be called more than once).
+func start(t *testing.T, st *fakeStore, dl *deadLetters) (*sweeper.Sweeper, *metrics.Metrics) {
 	t.Helper()
-	s := sweeper.New(sweeper.Deps{Store: st, Broker: dl, Metrics: metrics.New(prometheus.NewRegistry()), Logger: testkit.Logger(t)},
+	m := metrics.New(prometheus.NewRegistry())
+	s := sweeper.New(sweeper.Deps{Store: st, Broker: dl, Metrics: m, Logger: testkit.Logger(t)},
 		sweeper.Config{Replica: "r", Interval: 10 * time.Millisecond, LeaseTTL: 300 * time.Millisecond})
 	s.TestSignals.Init()
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Stop(context.Background()) })
-	return s
+	return s, m
 }
 
 func TestOnlyTheLeaseHolderSweepsAndItGivesTheLeaseUpWhenItStops(t *testing.T) {
 	t.Parallel()
 	st := &fakeStore{lease: func() (bool, error) { return false, nil }}
-	s := start(t, st, &deadLetters{})
+	s, _ := start(t, st, &deadLetters{})
 	for range 3 {
 		if s.TestSignals.Lease.WaitOrTimeout(t) {
 			t.Fatal("took a lease the store refused")
@@ -155,7 +158,7 @@ func TestOnlyTheLeaseHolderSweepsAndItGivesTheLeaseUpWhenItStops(t *testing.T) {
 func TestAHolderThatCannotRenewStopsSweepingOnceItsLeaseRunsOut(t *testing.T) {
 	t.Parallel()
 	st := &fakeStore{lease: func() (bool, error) { return true, nil }}
-	s := start(t, st, &deadLetters{})
+	s, _ := start(t, st, &deadLetters{})
 	if got := s.TestSignals.State.WaitOrTimeout(t); got != "leader" {
 		t.Fatalf("state = %s, want leader", got)
 	}
@@ -184,7 +187,7 @@ func TestAnExpiredBufferedMessageIsDeletedOnlyOnceItsDeadLetterIsConfirmed(t *te
 	st := &fakeStore{lease: func() (bool, error) { return true, nil },
 		expired: []store.BufferedMessage{{ID: 7, MessageID: "m-7"}, {ID: 8, MessageID: "m-8", Applied: true}}}
 	dl := &deadLetters{err: errors.New("broker down")}
-	s := start(t, st, dl)
+	s, _ := start(t, st, dl)
 	for range 3 {
 		s.TestSignals.Swept.WaitOrTimeout(t) // three sweeps with the broker down
 	}
@@ -215,13 +218,7 @@ func TestAnExpiredBufferedMessageIsDeletedOnlyOnceItsDeadLetterIsConfirmed(t *te
 func TestOnlyTheLeaseHolderReportsTheCensus(t *testing.T) {
 	t.Parallel()
 	st := &fakeStore{lease: func() (bool, error) { return true, nil }}
-	m := metrics.New(prometheus.NewRegistry())
-	s := sweeper.New(sweeper.Deps{Store: st, Broker: &deadLetters{}, Metrics: m, Logger: testkit.Logger(t)},
-		sweeper.Config{Replica: "r", Interval: 10 * time.Millisecond, LeaseTTL: 300 * time.Millisecond})
-	s.TestSignals.Init()
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s, m := start(t, st, &deadLetters{})
 	s.TestSignals.Swept.WaitOrTimeout(t)
 	s.TestSignals.Swept.WaitOrTimeout(t) // the first sweep has counted
 	held := map[string]prometheus.Gauge{"outbox backlog": m.OutboxBacklog, "oldest claim age": m.ClaimOldestAge,
@@ -254,14 +251,7 @@ func TestOnlyTheLeaseHolderReportsTheCensus(t *testing.T) {
 func TestATopicLeavesTheOpenTasksGaugeWhenItsLastTaskEnds(t *testing.T) {
 	t.Parallel()
 	st := &fakeStore{lease: func() (bool, error) { return true, nil }, tasksOpen: map[string]int64{"ship": 4, "bill": 1}}
-	m := metrics.New(prometheus.NewRegistry())
-	s := sweeper.New(sweeper.Deps{Store: st, Broker: &deadLetters{}, Metrics: m, Logger: testkit.Logger(t)},
-		sweeper.Config{Replica: "r", Interval: 10 * time.Millisecond, LeaseTTL: 300 * time.Millisecond})
-	s.TestSignals.Init()
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop(context.Background()) //nolint:errcheck // the test is over
+	s, m := start(t, st, &deadLetters{})
 	series := func() map[string]float64 {
 		ch := make(chan prometheus.Metric, 8)
 		m.TasksOpen.Collect(ch)
