@@ -568,8 +568,5 @@ func (s *Server) completeUserTask(c *adminCall) (answer, error) {
 		return answer{}, err
 	}
 	s.deps.Metrics.TasksCompleted.WithLabelValues(topic, store.TaskCompleted).Inc()
-	if s.deps.OutcomeRecorded != nil {
-		s.deps.OutcomeRecorded()
-	}
 	return answer{status: http.StatusNoContent}, nil
 }

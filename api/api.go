@@ -105,9 +105,6 @@ type Deps struct {
 	Store   Store
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
-	// OutcomeRecorded, when set, hears that an outcome's relay is in the
-	// outbox (to wake this replica's outbox publisher). It must not block.
-	OutcomeRecorded func()
 	// Lanes run the admin calls' steps.
 	Lanes Dispatcher
 	// MigrationCreated, when set, wakes the bulk migration runner.

@@ -453,9 +453,6 @@ func (s *Server) record(w http.ResponseWriter, r *http.Request, o store.Outcome)
 		return
 	}
 	s.deps.Metrics.TasksCompleted.WithLabelValues(topic, o.Kind).Inc()
-	if s.deps.OutcomeRecorded != nil {
-		s.deps.OutcomeRecorded()
-	}
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -120,15 +120,13 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		inflight = timers.DefaultMaxInFlight
 	}
 	armed := func(due time.Time) { w.timers.Armed(due) }
-	written := func() { w.outbox.Wake() }
 	w.api = api.New(api.Deps{Store: st, Metrics: w.metrics, Logger: log, Lanes: lanesDispatcher{w},
-		OutcomeRecorded: written, PublishRelay: w.publishRelay,
-		MigrationCreated: func() { w.migrations.Wake() }}, api.Config{
+		PublishRelay: w.publishRelay, MigrationCreated: func() { w.migrations.Wake() }}, api.Config{
 		Addr: cfg.APIAddr, Token: cfg.APIToken, MaxTasks: cfg.APIMaxTasks, MaxLockDuration: cfg.APIMaxLockDuration,
 		PollInterval: cfg.TaskPollInterval, Replica: cfg.ReplicaID, AdminInsecure: cfg.AdminInsecure, OpenAPI: docs.OpenAPI,
 	})
 	w.lanes = lanes.New(lanes.Deps{Store: st, Metrics: w.metrics, Logger: log, Hooks: opt.Hooks, TimerArmed: armed,
-		TasksCreated: w.api.TasksCreated, OutboxWritten: written, ClaimGuard: w.replica.Valid}, lanes.Config{
+		TasksCreated: w.api.TasksCreated, ClaimGuard: w.replica.Valid}, lanes.Config{
 		// Room for every resume that can be in flight: relays and timer fires.
 		Replica: cfg.ReplicaID, Lanes: cfg.Lanes, InboxSize: cfg.Prefetch + inflight + 1,
 		ClaimTimeout: cfg.ClaimTimeout, BatchMax: cfg.BatchMax,
@@ -160,6 +158,9 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		Replica: cfg.ReplicaID, Exchange: cfg.OutboxExchange, RelayExchange: cfg.RelayExchange,
 		PollInterval: cfg.OutboxPollInterval, Lease: cfg.OutboxLease, BatchSize: cfg.OutboxBatch,
 	})
+	// Commits lease the rows they write to this replica's publisher and hand
+	// them over: no lease statement, no wait for a poll.
+	st.HandOutboxTo(w.outbox)
 	if err := w.serveHTTP(); err != nil {
 		w.abort()
 		return nil, err

@@ -396,15 +396,11 @@ func (l *lane) childFailed(ctx context.Context, r *Resume, cause error) Outcome 
 }
 
 // forward records relay inboxID as applied without a step and writes relays
-// to the outbox (store.Forward), then wakes the outbox publisher for them.
+// to the outbox (store.Forward, which hands them to the outbox publisher).
 func (l *lane) forward(ctx context.Context, inboxID, instanceID string, relays []store.RelayOut) error {
 	cctx, cancel := l.call(ctx)
-	err := l.pool.deps.Store.Forward(cctx, inboxID, instanceID, relays)
-	cancel()
-	if err == nil && len(relays) > 0 && l.pool.deps.OutboxWritten != nil {
-		l.pool.deps.OutboxWritten()
-	}
-	return err
+	defer cancel()
+	return l.pool.deps.Store.Forward(cctx, inboxID, instanceID, relays)
 }
 
 // applied reports whether a relay message id was applied (bounded call).
@@ -490,13 +486,12 @@ func (l *lane) commit(ctx context.Context, held *claims.Held, proc *bpmn.Process
 	}
 }
 
-// committed tells the timer poller, the task API and the outbox publisher
-// what a committed step wrote for them.
+// committed tells the timer poller and the task API what a committed step
+// wrote for them (the store hands its outbox rows to the outbox publisher).
 func (l *lane) committed(eff engine.Effects, consumed []store.Consumed) {
 	l.pool.deps.Metrics.BufferedConsumed.Add(float64(len(consumed)))
 	l.armed(eff, consumed)
 	l.tasksCreated(eff, consumed)
-	l.published(eff, consumed)
 }
 
 // armed tells the timer poller the earliest timer the commit armed.
@@ -535,25 +530,6 @@ func (l *lane) tasksCreated(eff engine.Effects, consumed []store.Consumed) {
 	}
 	if len(topics) > 0 {
 		notify(topics)
-	}
-}
-
-// published wakes the outbox publisher when the commit wrote outbox rows:
-// messages, and the relays to children and parent.
-func (l *lane) published(eff engine.Effects, consumed []store.Consumed) {
-	notify := l.pool.deps.OutboxWritten
-	if notify == nil {
-		return
-	}
-	writes := func(e engine.Effects) bool {
-		return len(e.Publish) > 0 || len(e.StartChildren) > 0 || len(e.CancelChildren) > 0 || e.NotifyParent != nil
-	}
-	wrote := writes(eff)
-	for _, c := range consumed {
-		wrote = wrote || writes(c.Effects)
-	}
-	if wrote {
-		notify()
 	}
 }
 

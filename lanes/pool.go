@@ -93,9 +93,6 @@ type Deps struct {
 	// step created (once per task), so waiting long polls fetch them at
 	// once. It must not block.
 	TasksCreated func(topics []string)
-	// OutboxWritten, when set, hears of every committed step that wrote
-	// outbox rows, so the outbox publisher wakes for them. It must not block.
-	OutboxWritten func()
 	// ClaimGuard, when set, runs before every claim and refuses it with its
 	// error (the replica's registration lapsed).
 	ClaimGuard func() error

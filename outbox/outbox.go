@@ -11,25 +11,32 @@
 // before the one committed before it was confirmed. A returned or nacked row
 // backs off, and the instance's later rows wait behind it.
 //
-// A commit of this replica that wrote rows wakes the publisher (Wake); rows
-// of other replicas, of dead ones, and rows whose backoff ended are found by
-// polling every PollInterval. Under a backlog a publisher runs a few batches
-// at once, each leased by its own statement, so that the broker's confirm
-// latency does not bound its rate; the lease keeps them apart as it keeps
-// replicas apart. A batch may lease an instance's rows behind rows an
-// earlier batch of the same publisher holds (store.OutboxRow.Behind): it
-// publishes them only once that batch's rows of the instance were
-// confirmed, and hands them back if they were not (a gate per instance and
-// batch, chained in lease order). Without that, a backlog of few instances
-// with many rows each would let one batch at a time take them.
+// A commit of this replica leases the rows it writes to the publisher as it
+// writes them, unless a row of another publisher is before them, and hands
+// them over (Written, through store.OutboxHandoff): any idle loop publishes
+// them without a lease statement. Rows it could not lease wake the lease
+// (Wake); rows of other replicas, of dead ones, and rows whose backoff ended
+// are found by polling every PollInterval. Under a backlog a publisher runs
+// a few batches at once, each leased by its own statement, so that the
+// broker's confirm latency does not bound its rate; the lease keeps them
+// apart as it keeps replicas apart. A batch may hold an instance's rows
+// behind rows an earlier batch of the same publisher holds
+// (store.OutboxRow.After): it publishes them only once that batch's rows of
+// the instance were confirmed, and hands them back if they were not (a gate
+// per instance and batch, chained in the order the rows were leased).
+// Without that, a backlog of few instances with many rows each would let
+// one batch at a time take them.
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -115,7 +122,7 @@ type Deps struct {
 
 // TestSignals tell tests what the publisher did; inert unless Init'ed.
 type TestSignals struct {
-	// Leased carries the number of rows each look leased.
+	// Leased carries the number of rows each lease statement leased.
 	Leased testsignal.Signal[int]
 	// Settled carries every settlement written (rows published, deferred,
 	// handed back).
@@ -143,18 +150,35 @@ type Publisher struct {
 	// one pending signal is enough.
 	wake, more chan struct{}
 
-	// leasing serializes the leases, so that gates are chained in the order
-	// the rows were leased; gates holds, per instance, the gate of the last
-	// batch in flight that leased rows of it.
+	// leasing serializes the leases and the takes of handed rows, so that
+	// gates are chained in the order the rows were leased; gates holds, per
+	// instance, the gate of the last batch in flight that holds rows of it.
 	leasing sync.Mutex
 	gates   map[string]*gate
+	// confirmed are the gates whose rows were all confirmed that gates
+	// still holds, oldest first (unchain).
+	confirmed []kept
+
+	// accepting: the loops run, so commits lease their rows to this
+	// publisher (Lessee).
+	accepting atomic.Bool
+	// handMu guards the rows commits leased to this publisher that no loop
+	// took yet (handed, signalled on handedCh), the earliest time one of
+	// their commits was sent (handedSince), and closed: the loops ended, so
+	// rows handed now are handed back at once.
+	handMu      sync.Mutex
+	handed      []store.OutboxRow
+	handedSince time.Time
+	handedCh    chan struct{}
+	closed      bool
 }
 
 // gate says whether one batch's rows of one instance were all confirmed:
 // the instance's rows leased after them wait for it.
 type gate struct {
 	done chan struct{}
-	ok   bool // set before done closes
+	ok   bool  // set before done closes
+	last int64 // the seq of the batch's last row of the instance
 }
 
 func newGate() *gate { return &gate{done: make(chan struct{})} }
@@ -173,18 +197,80 @@ func (g *gate) resolve(ok bool) {
 func New(deps Deps, cfg Config) *Publisher {
 	cfg.setDefaults()
 	return &Publisher{cfg: cfg, deps: deps, wake: make(chan struct{}, 1), more: make(chan struct{}, 1),
-		gates: map[string]*gate{}}
+		handedCh: make(chan struct{}, 1), gates: map[string]*gate{}}
 }
 
-// Wake tells the publisher that a commit wrote rows. It never blocks.
+// Wake tells the publisher that rows were written that it may lease. It
+// never blocks.
 func (p *Publisher) Wake() { notify(p.wake) }
+
+// Lessee is store.OutboxHandoff's: while the publisher runs, commits lease
+// the rows they write to its replica for its lease.
+func (p *Publisher) Lessee() (owner string, lease time.Duration) {
+	if !p.accepting.Load() {
+		return "", 0
+	}
+	return p.cfg.Replica, p.cfg.Lease
+}
+
+// Written is store.OutboxHandoff's: a loop publishes the rows a commit
+// leased to this publisher without leasing them, and leases the others.
+// It does not block, but once the publisher stopped it hands the rows back
+// (a database round trip), so that another replica publishes them now.
+func (p *Publisher) Written(w store.OutboxWritten) {
+	if w.Unleased > 0 {
+		notify(p.wake)
+	}
+	if len(w.Leased) == 0 {
+		return
+	}
+	p.handMu.Lock()
+	if p.closed {
+		p.handMu.Unlock()
+		ctx, cancel := startstop.FinalContext(context.Background())
+		defer cancel()
+		p.handBack(ctx, w.Leased)
+		return
+	}
+	if len(p.handed) == 0 || w.At.Before(p.handedSince) {
+		p.handedSince = w.At
+	}
+	p.handed = append(p.handed, w.Leased...)
+	p.handMu.Unlock()
+	notify(p.handedCh)
+}
+
+// handBack releases rows leased to this publisher that it will not publish.
+func (p *Publisher) handBack(ctx context.Context, rows []store.OutboxRow) {
+	if len(rows) == 0 {
+		return
+	}
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	if err := p.deps.Store.SettleOutbox(ctx, p.cfg.Replica, store.OutboxSettlement{Released: ids}); err != nil {
+		// They are published after their lease.
+		p.deps.Logger.Warn("handing back outbox rows", "rows", len(ids), "code", fault.Code(err), "err", err)
+	}
+}
 
 // Start publishes until Stop. While the broker is unreachable rows wait in
 // the table. Stop (startstop.Base) stops leasing at once and lets the batch
 // in hand finish until its deadline; then what it did not publish is handed
 // back so that another replica publishes it now.
 func (p *Publisher) Start(ctx context.Context) error {
-	return p.Run(ctx, "outbox", p.run)
+	if err := p.Run(ctx, "outbox", p.run); err != nil {
+		return err
+	}
+	// Commits lease their rows to it from now on (Lessee): run takes them,
+	// and hands back what it did not take when it stops.
+	p.handMu.Lock()
+	defer p.handMu.Unlock()
+	if !p.closed {
+		p.accepting.Store(true)
+	}
+	return nil
 }
 
 func (p *Publisher) run(soft, hard context.Context) {
@@ -193,36 +279,58 @@ func (p *Publisher) run(soft, hard context.Context) {
 	for range p.cfg.Batches - 1 {
 		wg.Go(func() { p.loop(soft, hard, p.more, false) })
 	}
+	<-soft.Done()
+	p.accepting.Store(false)
 	wg.Wait()
+	p.handMu.Lock()
+	p.closed = true
+	p.accepting.Store(false)
+	rows := p.handed
+	p.handed = nil
+	p.handMu.Unlock()
+	ctx, cancel := startstop.FinalContext(hard)
+	defer cancel()
+	p.handBack(ctx, rows)
 }
 
-// loop leases, publishes and settles one batch at a time. The first loop
-// wakes on Wake and polls; the others wake only when a lease came back full
-// (a backlog), to lease beside it while it publishes. So under a light load
-// one batch at a time gathers every row committed while the one before it
-// was published, and under a backlog several are in flight.
+// loop publishes and settles one batch at a time: the rows commits handed
+// over, or rows it leases. The first loop leases on Wake and polls; the
+// others lease only when a lease came back full (a backlog), to lease
+// beside it while it publishes. Every loop takes handed rows. So under a
+// light load one batch at a time gathers every row committed while the one
+// before it was published, and under a backlog several are in flight.
 func (p *Publisher) loop(soft, hard context.Context, wake <-chan struct{}, polls bool) {
-	timer := time.NewTimer(0)
+	timer := time.NewTimer(0) // the first loop leases at once
+	if !polls {
+		timer.Stop()
+	}
 	defer timer.Stop()
 	outages := 0 // batches in a row cut short by an outage
-	// The first loop looks at once; the others wait to be needed.
-	for ready := polls; ; {
-		if !ready {
-			select {
-			case <-soft.Done():
+	for {
+		leases := true
+		select {
+		case <-soft.Done():
+			return
+		case <-wake:
+		case <-timer.C:
+		case <-p.handedCh:
+			leases = false
+		}
+		for {
+			if p.deps.Broker.WaitConnected(soft) != nil {
 				return
-			case <-wake:
 			}
-		}
-		ready = true
-		if p.deps.Broker.WaitConnected(soft) != nil {
-			return
-		}
-		full, outage := p.batch(hard)
-		switch {
-		case soft.Err() != nil:
-			return
-		case outage:
+			full, outage := p.batch(hard, leases)
+			if soft.Err() != nil {
+				return
+			}
+			if !outage {
+				outages = 0
+				if full {
+					continue // a backlog: lease again at once
+				}
+				break
+			}
 			// The broker or the database failed: back off, whatever wakes us.
 			outages++
 			timer.Reset(backoff.Delay(p.cfg.PollInterval/10, p.cfg.PollInterval, outages))
@@ -231,22 +339,9 @@ func (p *Publisher) loop(soft, hard context.Context, wake <-chan struct{}, polls
 				return
 			case <-timer.C:
 			}
-			continue
-		case full:
-			outages = 0
-			continue
 		}
-		outages = 0
-		if !polls {
-			ready = false
-			continue
-		}
-		timer.Reset(p.cfg.PollInterval)
-		select {
-		case <-soft.Done():
-			return
-		case <-wake:
-		case <-timer.C:
+		if polls {
+			timer.Reset(p.cfg.PollInterval)
 		}
 	}
 }
@@ -259,18 +354,29 @@ func notify(ch chan struct{}) {
 	}
 }
 
-// batch leases rows, publishes them and settles them. full: the lease came
-// back full; outage: the database or the broker failed.
-func (p *Publisher) batch(hard context.Context) (full, outage bool) {
+// batch leases rows (leases) or takes the rows commits handed over,
+// publishes them and settles them. full: the lease came back full; outage:
+// the database or the broker failed.
+func (p *Publisher) batch(hard context.Context, leases bool) (full, outage bool) {
 	log := p.deps.Logger
-	leasedAt := time.Now()
-	// Not cancelled by the soft stop: a lease cut short might hold rows
-	// nobody publishes until it lapses.
-	lctx, cancel := context.WithTimeout(hard, p.cfg.Lease/3)
-	queues, rows, err := p.lease(lctx)
-	cancel()
+	var queues []*queue
+	var rows int
+	var leasedAt time.Time // the leases last at least until a Lease after it
+	var err error
+	if leases {
+		leasedAt = time.Now()
+		// Not cancelled by the soft stop: a lease cut short might hold rows
+		// nobody publishes until it lapses.
+		lctx, cancel := context.WithTimeout(hard, p.cfg.Lease/3)
+		queues, rows, err = p.lease(lctx)
+		cancel()
+	} else {
+		queues, rows, leasedAt = p.take()
+	}
 	defer p.unchain(queues)
-	p.TestSignals.Leased.Signal(rows)
+	if leases {
+		p.TestSignals.Leased.Signal(rows)
+	}
 	if err != nil {
 		// Rows the statement may have leased lapse with their lease.
 		if hard.Err() == nil {
@@ -281,14 +387,14 @@ func (p *Publisher) batch(hard context.Context) (full, outage bool) {
 	if rows == 0 {
 		return false, false
 	}
-	if full = rows == p.cfg.BatchSize; full {
+	if full = leases && rows == p.cfg.BatchSize; full {
 		notify(p.more) // a backlog: another loop leases beside this batch
 	}
 	// Publish only while the lease surely holds: past it another replica may
 	// publish the same rows.
 	ctx, cancel := context.WithDeadline(hard, leasedAt.Add(p.cfg.Lease*2/3))
 	defer cancel()
-	settle, outage := p.publish(ctx, leasedAt, queues)
+	settle, outage := p.publish(ctx, queues)
 	// A final write: it runs even at the hard stop, to hand the rest back.
 	wctx, wcancel := startstop.FinalContext(hard)
 	defer wcancel()
@@ -299,6 +405,11 @@ func (p *Publisher) batch(hard context.Context) (full, outage bool) {
 		return false, true
 	}
 	p.TestSignals.Settled.Signal(settle)
+	if !leases && !outage && len(settle.Released) > 0 {
+		// Handed rows behind a row no batch in flight holds: the lease
+		// takes them once that row is published.
+		notify(p.wake)
+	}
 	return full, outage
 }
 
@@ -312,25 +423,45 @@ type queue struct {
 	gate     *gate
 }
 
-// lease leases a batch and chains it behind the batches in flight: its rows
-// of every instance wait for the last gate of that instance, and its own
-// gates become the last.
+// lease leases a batch and chains it behind the batches in flight.
 func (p *Publisher) lease(ctx context.Context) (queues []*queue, n int, err error) {
 	p.leasing.Lock()
 	defer p.leasing.Unlock()
 	rows, err := p.deps.Store.LeaseOutbox(ctx, p.cfg.Replica, p.cfg.BatchSize, p.cfg.Lease)
+	return p.chain(rows), len(rows), err
+}
+
+// take takes every row commits handed over as a batch, chained behind the
+// batches in flight; since is the earliest time one of their commits was
+// sent.
+func (p *Publisher) take() (queues []*queue, n int, since time.Time) {
+	p.leasing.Lock()
+	defer p.leasing.Unlock()
+	p.handMu.Lock()
+	rows, since := p.handed, p.handedSince
+	p.handed = nil
+	p.handMu.Unlock()
+	// Commits of one instance may hand their rows over out of order.
+	slices.SortFunc(rows, func(a, b store.OutboxRow) int { return cmp.Compare(a.Seq, b.Seq) })
+	return p.chain(rows), len(rows), since
+}
+
+// chain groups rows (in seq order) by instance, each instance's behind the
+// gate of the batch in flight that holds the row they come after (After),
+// and makes their gates the last. A queue whose row comes after one that
+// no batch in flight holds as its last (a batch whose settlement failed, a
+// previous process of this replica, a commit handed over after a later
+// one) waits for a gate that failed: it is handed back, and waits in the
+// table until that row is published or its lease lapses. p.leasing is held.
+func (p *Publisher) chain(rows []store.OutboxRow) []*queue {
+	var queues []*queue
 	index := map[string]*queue{}
 	for _, r := range rows {
 		q := index[r.InstanceID]
 		if q == nil {
 			q = &queue{instance: r.InstanceID, gate: newGate()}
-			if r.Behind {
-				q.after = p.gates[r.InstanceID]
-				if q.after == nil {
-					// Behind rows this publisher no longer tracks (a batch
-					// whose settlement failed, or a previous process of
-					// this replica): they wait in the table until those
-					// are published or lapse.
+			if r.After != 0 {
+				if q.after = p.gates[r.InstanceID]; q.after == nil || q.after.last != r.After {
 					q.after = failed
 				}
 			}
@@ -339,33 +470,55 @@ func (p *Publisher) lease(ctx context.Context) (queues []*queue, n int, err erro
 			queues = append(queues, q)
 		}
 		q.rows = append(q.rows, r)
+		q.gate.last = r.Seq
 	}
-	return queues, len(rows), err
+	return queues
 }
 
 // failed is a gate resolved not ok.
 var failed = func() *gate { g := newGate(); g.resolve(false); return g }()
 
 // unchain resolves the batch's gates (those not resolved yet did not get all
-// their rows confirmed) and forgets the ones still last: a batch leased
-// later finds its rows' predecessors settled, or, if the settlement failed,
-// finds no gate and hands its rows back.
+// their rows confirmed) and forgets the failed ones still last, so that rows
+// leased behind them later are handed back. A gate whose rows were all
+// confirmed is kept while a batch may publish (two thirds of the lease): a
+// commit that wrote a row behind them before they were marked published
+// may hand it over after, and it goes at once.
 func (p *Publisher) unchain(queues []*queue) {
 	p.leasing.Lock()
 	defer p.leasing.Unlock()
+	now := time.Now()
 	for _, q := range queues {
 		q.gate.resolve(false)
-		if p.gates[q.instance] == q.gate {
+		switch {
+		case p.gates[q.instance] != q.gate:
+		case q.gate.ok:
+			p.confirmed = append(p.confirmed, kept{q.instance, q.gate, now})
+		default:
 			delete(p.gates, q.instance)
 		}
 	}
+	old := 0
+	for ; old < len(p.confirmed) && now.Sub(p.confirmed[old].at) > p.cfg.Lease*2/3; old++ {
+		if k := p.confirmed[old]; p.gates[k.instance] == k.gate {
+			delete(p.gates, k.instance)
+		}
+	}
+	p.confirmed = p.confirmed[old:]
+}
+
+// kept is a gate whose rows were all confirmed, kept since at.
+type kept struct {
+	instance string
+	gate     *gate
+	at       time.Time
 }
 
 // publish publishes the queues' rows in waves and says what became of each:
 // wave k holds the next row of every instance whose earlier rows were all
 // confirmed, those of earlier batches included. A queue whose earlier batch
 // did not get its rows confirmed is handed back, its rows unsent.
-func (p *Publisher) publish(ctx context.Context, leasedAt time.Time, queues []*queue) (settle store.OutboxSettlement, outage bool) {
+func (p *Publisher) publish(ctx context.Context, queues []*queue) (settle store.OutboxSettlement, outage bool) {
 	m, log := p.deps.Metrics, p.deps.Logger
 	release := func(q *queue, rows []store.OutboxRow) {
 		for _, r := range rows {
@@ -425,7 +578,7 @@ func (p *Publisher) publish(ctx context.Context, leasedAt time.Time, queues []*q
 			case err == nil:
 				settle.Published = append(settle.Published, r.ID)
 				m.OutboxPublished.Inc()
-				m.OutboxLag.Observe((r.Age + confirmed.Sub(leasedAt)).Seconds())
+				m.OutboxLag.Observe(confirmed.Sub(r.Written).Seconds())
 				if q.rows = q.rows[1:]; len(q.rows) > 0 {
 					queues = append(queues, q)
 				} else {

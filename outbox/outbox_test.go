@@ -709,3 +709,148 @@ func TestARestartedReplicaSendsNothingBehindRowsItsPreviousProcessStillHolds(t *
 	}
 	b.allPublishedInCommitOrder(t, ids)
 }
+
+// handing starts publisher r1 and makes the commits of b.st (forward) lease
+// their rows to it. Relay rows go to the outbox exchange, which the
+// downstream consumer reads.
+func (b *bench) handing(t *testing.T, cfg outbox.Config) *replica {
+	t.Helper()
+	cfg.RelayExchange = b.env.Config.OutboxExchange
+	r := b.publisher(t, "r1", testkit.AMQPURL(), cfg, nil)
+	b.st.HandOutboxTo(r.pub)
+	return r
+}
+
+// forward commits one row of instance inst through the store, which leases
+// it to its handoff's publisher as a step's commit does, and returns its id.
+func (b *bench) forward(t *testing.T, inst string, step int) string {
+	t.Helper()
+	id := fmt.Sprintf("%s/%d", inst, step)
+	if err := b.st.Forward(testkit.Ctx(t), "in/"+id, inst,
+		[]store.RelayOut{{ID: id, InstanceID: inst, RoutingKey: "m." + inst, Body: []byte("{}")}}); err != nil {
+		t.Error(err)
+	}
+	return id
+}
+
+// leasedRows sums the rows every lease statement so far leased.
+func leasedRows(r *replica) int {
+	n := 0
+	for {
+		v, ok := r.pub.TestSignals.Leased.Wait(0)
+		if !ok {
+			return n
+		}
+		n += v
+	}
+}
+
+func TestRowsACommitLeasedToItsPublisherArePublishedWithoutALeaseStatementInCommitOrder(t *testing.T) {
+	t.Parallel()
+	b := newBench(t)
+	r := b.handing(t, outbox.Config{})
+	var mu sync.Mutex
+	var ids []string
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() {
+			for step := range 5 {
+				id := b.forward(t, fmt.Sprintf("i-%d", i), step)
+				mu.Lock()
+				ids = append(ids, id)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	b.allPublishedInCommitOrder(t, ids)
+	if n := leasedRows(r); n != 0 {
+		t.Errorf("lease statements leased %d rows; every row was the commit's to hand over", n)
+	}
+	if n := b.env.Int(t, "SELECT count(*) FROM outbox WHERE locked_by IS NOT NULL"); n != 0 {
+		t.Errorf("%d rows still leased after they were published", n)
+	}
+}
+
+func TestARowHandedOverBehindARowItsPreviousProcessHeldIsSentOnlyAfterIt(t *testing.T) {
+	t.Parallel()
+	b := newBench(t)
+	ids := b.commit(t, "x", 1, 1, func(int) string { return "m.x" })
+	// The previous process of replica r1 leased x's first row and died.
+	if rows, err := b.st.LeaseOutbox(testkit.Ctx(t), "r1", 1, 2*time.Second); err != nil || len(rows) != 1 {
+		t.Fatalf("leased %v, %v", rows, err)
+	}
+	r := b.handing(t, outbox.Config{})
+	ids = append(ids, b.forward(t, "x", 2))
+	for handedBack, sent := false, false; !sent; {
+		s := r.pub.TestSignals.Settled.WaitOrTimeout(t)
+		sent = slices.Contains(s.Published, ids[0])
+		if slices.Contains(s.Published, ids[1]) && !sent {
+			t.Fatalf("%s published while the previous process held %s", ids[1], ids[0])
+		}
+		handedBack = handedBack || slices.Contains(s.Released, ids[1])
+		if sent && !handedBack {
+			t.Fatalf("%s was never handed back: the commit did not lease it behind %s", ids[1], ids[0])
+		}
+	}
+	b.allPublishedInCommitOrder(t, ids)
+}
+
+func TestAStoppedPublisherLeasesNothingAtCommitAndHandsBackRowsHandedToItLate(t *testing.T) {
+	t.Parallel()
+	b := newBench(t)
+	ctx, cancel := context.WithTimeout(testkit.Ctx(t), 5*time.Second)
+	defer cancel()
+	// A commit that asked before the stop who leases its rows.
+	late := b.commit(t, "x", 1, 1, func(int) string { return "m.x" })
+	rows, err := b.st.LeaseOutbox(ctx, "r1", 1, time.Minute)
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("leased %v, %v", rows, err)
+	}
+	r := b.handing(t, outbox.Config{})
+	if err := r.stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if owner, _ := r.pub.Lessee(); owner != "" {
+		t.Fatalf("a stopped publisher is lessee %q", owner)
+	}
+	r.pub.Written(store.OutboxWritten{At: time.Now(), Leased: rows})
+	if n := b.env.Int(t, "SELECT count(*) FROM outbox WHERE locked_by IS NOT NULL OR locked_until IS NOT NULL"); n != 0 {
+		t.Fatalf("%d rows still leased to the stopped publisher", n)
+	}
+	// Commits now leave their rows to another replica.
+	ids := append(late, b.forward(t, "y", 1))
+	b.publisher(t, "r2", testkit.AMQPURL(), outbox.Config{RelayExchange: b.env.Config.OutboxExchange}, nil)
+	b.allPublishedInCommitOrder(t, ids)
+}
+
+func TestARowHandedOverAfterTheRowBeforeItWasMarkedPublishedGoesAtOnce(t *testing.T) {
+	t.Parallel()
+	b := newBench(t)
+	r := b.handing(t, outbox.Config{})
+	ids := []string{b.forward(t, "x", 1)}
+	b.down.waitFor(ids)
+	b.waitPublished(t)
+	// A commit leased x's next row while the first was still unpublished
+	// and hands it over only now.
+	ctx := testkit.Ctx(t)
+	var seq1 int64
+	if err := b.env.DB.QueryRow(ctx, "SELECT seq FROM outbox WHERE id = $1", ids[0]).Scan(&seq1); err != nil {
+		t.Fatal(err)
+	}
+	ids = append(ids, "x/2")
+	next := store.OutboxRow{ID: ids[1], InstanceID: "x", Target: store.TargetRelay, RoutingKey: "m.x", Body: []byte("{}"), After: seq1}
+	if err := b.env.DB.QueryRow(ctx, `INSERT INTO outbox (id, instance_id, message_name, target, routing_key, body, locked_by, locked_until)
+		VALUES ($1, 'x', 'relay', 'relay', 'm.x', '{}', 'r1', now() + interval '1 minute') RETURNING seq`, ids[1]).Scan(&next.Seq); err != nil {
+		t.Fatal(err)
+	}
+	r.pub.Written(store.OutboxWritten{At: time.Now(), Leased: []store.OutboxRow{next}})
+	for sent := false; !sent; {
+		s := r.pub.TestSignals.Settled.WaitOrTimeout(t)
+		if slices.Contains(s.Released, ids[1]) {
+			t.Fatalf("%s handed back: its publisher forgot that %s was confirmed", ids[1], ids[0])
+		}
+		sent = slices.Contains(s.Published, ids[1])
+	}
+	b.allPublishedInCommitOrder(t, ids)
+}

@@ -187,12 +187,14 @@ func (s *Store) CommitBatch(ctx context.Context, cs []Commit) []error {
 	b := &pgx.Batch{}
 	queueBegin(b)
 	b.Queue(fenceBatchSQL, ids, owners, versions, statuses, vars, tokens)
-	if err := queueStepWrites(b, cs...); err != nil {
+	w := s.outboxWrites()
+	if err := queueStepWrites(b, w, cs...); err != nil {
 		return fail(err)
 	}
 	b.Queue("COMMIT")
 	err = conn.SendBatch(ctx, b).Close()
 	if err == nil {
+		s.handOutbox(w)
 		return errs
 	}
 	rollback(ctx, conn)
@@ -231,13 +233,15 @@ func (s *Store) CommitBatch(ctx context.Context, cs []Commit) []error {
 		passed = append(passed, c)
 	}
 	b = &pgx.Batch{}
-	if err := queueStepWrites(b, passed...); err != nil {
+	w = s.outboxWrites()
+	if err := queueStepWrites(b, w, passed...); err != nil {
 		rollback(ctx, conn)
 		return fail(err)
 	}
 	b.Queue("COMMIT")
 	err = conn.SendBatch(ctx, b).Close()
 	if err == nil {
+		s.handOutbox(w)
 		return errs
 	}
 	rollback(ctx, conn)

@@ -239,10 +239,14 @@ func (s *Store) CommitStep(ctx context.Context, c Commit) error {
 	b := &pgx.Batch{}
 	b.Queue(commitPlans)
 	b.Queue("SELECT sutra_commit($1, $2, $3, $4, $5, $6)", c.InstanceID, c.Owner, c.Version, string(c.State.Status), vars, tokens)
-	if err := queueStepWrites(b, c); err != nil {
+	w := s.outboxWrites()
+	if err := queueStepWrites(b, w, c); err != nil {
 		return err
 	}
 	err = s.pool.SendBatch(ctx, b).Close()
+	if err == nil {
+		s.handOutbox(w)
+	}
 	if serr, ok := stepError(err, c); ok {
 		return serr
 	}
@@ -259,7 +263,7 @@ func (s *Store) CommitStep(ctx context.Context, c Commit) error {
 // queueEffects gives, the inbox row, the buffered messages applied, and the
 // look last, so that it sees every subscription the transaction left open.
 // The steps are of distinct instances, so the order between them is free.
-func queueStepWrites(b *pgx.Batch, cs ...Commit) error {
+func queueStepWrites(b *pgx.Batch, w *outboxWrites, cs ...Commit) error {
 	effects := make([]stepEffects, len(cs))
 	var inbox, inboxOf []string
 	for i, c := range cs {
@@ -277,7 +281,7 @@ func queueStepWrites(b *pgx.Batch, cs ...Commit) error {
 			inbox, inboxOf = append(inbox, c.InboxID), append(inboxOf, c.InstanceID)
 		}
 	}
-	if err := queueEffects(b, effects...); err != nil {
+	if err := queueEffects(b, w, effects...); err != nil {
 		return err
 	}
 	if len(inbox) > 0 {
@@ -287,7 +291,7 @@ func queueStepWrites(b *pgx.Batch, cs ...Commit) error {
 	for _, c := range cs {
 		for _, x := range c.Consumed {
 			b.Queue("SELECT sutra_consume_buffered($1, $2)", x.BufferedID, c.InstanceID)
-			if err := queueEffects(b, stepEffects{id: c.InstanceID, Effects: x.Effects}); err != nil {
+			if err := queueEffects(b, w, stepEffects{id: c.InstanceID, Effects: x.Effects}); err != nil {
 				return err
 			}
 		}
@@ -371,7 +375,7 @@ func (w *waitRows) addLooked(c Commit) {
 // token may appear in both), then the relays to children and parent. Closes,
 // renames and opens go as one statement per table for all the steps; the
 // rest per step, after them.
-func queueEffects(b *pgx.Batch, steps ...stepEffects) error {
+func queueEffects(b *pgx.Batch, w *outboxWrites, steps ...stepEffects) error {
 	for _, table := range []struct {
 		name string
 		bit  engine.WaitTables
@@ -429,7 +433,7 @@ func queueEffects(b *pgx.Batch, steps ...stepEffects) error {
 		b.Queue(armTimersSQL, armed.ids, armed.toks, armed.els, due, repeat, intervals)
 	}
 	for _, s := range steps {
-		if err := queueStepEffects(b, s.id, s.Effects); err != nil {
+		if err := queueStepEffects(b, w, s.id, s.Effects); err != nil {
 			return err
 		}
 	}
@@ -438,7 +442,7 @@ func queueEffects(b *pgx.Batch, steps ...stepEffects) error {
 
 // queueStepEffects queues the writes of one step's effects that go per step,
 // after the waits of queueEffects.
-func queueStepEffects(b *pgx.Batch, id string, e engine.Effects) error {
+func queueStepEffects(b *pgx.Batch, w *outboxWrites, id string, e engine.Effects) error {
 	for _, t := range e.Tasks {
 		vars := t.Variables
 		if vars == nil {
@@ -483,8 +487,7 @@ func queueStepEffects(b *pgx.Batch, id string, e engine.Effects) error {
 			vars = map[string]any{}
 		}
 		// A re-run of the same step derives the same id: publish once.
-		b.Queue(`INSERT INTO outbox (id, instance_id, element_id, message_name, correlation_key, variables)
-			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING`, m.ID, id, m.Element, m.Message, m.CorrelationKey, vars)
+		w.queue(b, insertMessageSQL, m.ID, id, m.Element, m.Message, m.CorrelationKey, vars)
 	}
 	if len(e.ResolvedIncidents) > 0 {
 		b.Queue(`UPDATE incidents SET resolved_at = now() WHERE instance_id = $1 AND token_id = ANY ($2) AND resolved_at IS NULL`,
@@ -498,9 +501,13 @@ func queueStepEffects(b *pgx.Batch, id string, e engine.Effects) error {
 	if err != nil {
 		return err
 	}
-	queueRelays(b, relays)
+	queueRelays(b, w, relays)
 	return nil
 }
+
+// insertMessageSQL writes a BPMN message to the outbox (leasedInsert).
+var insertMessageSQL = leasedInsert("", "id, instance_id, element_id, message_name, correlation_key, variables",
+	"VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::jsonb)", true, 7)
 
 // ResolveSubscription returns the instance whose oldest open subscription
 // waits for message name with key. A relay already applied (inboxID) is

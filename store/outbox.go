@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
@@ -34,12 +35,31 @@ type OutboxRow struct {
 	RoutingKey string
 	Body       []byte
 	Attempts   int
-	// Age is how long ago the row was written, by the database's clock, when
-	// it was leased.
-	Age time.Duration
-	// Behind: an earlier row of the instance is held by an earlier lease of
-	// the same owner, to be published first.
-	Behind bool
+	// Written is when the row was written, by this process's clock (the
+	// lease reads its age by the database's).
+	Written time.Time
+	// After is the seq of the instance's latest earlier row that the same
+	// owner holds, to be published first (0: none).
+	After int64
+}
+
+// outboxColumns are the columns of a leased row (scanOutboxRow), from outbox o.
+const outboxColumns = `o.id, o.seq, o.instance_id, o.element_id, o.target, o.message_name, o.correlation_key,
+	o.variables, o.routing_key, o.body, o.attempts`
+
+// outboxAfter is OutboxRow.After of row o for the owner in parameter $n.
+func outboxAfter(n int) string {
+	return fmt.Sprintf(`COALESCE((SELECT max(e.seq) FROM outbox e
+	          WHERE e.instance_id = o.instance_id AND e.seq < o.seq AND e.published_at IS NULL
+	            AND e.locked_by = $%d AND e.locked_until >= now()), 0)`, n)
+}
+
+// scanOutboxRow scans outboxColumns and then the columns more points to.
+func scanOutboxRow(r pgx.Row, more func(*OutboxRow) []any) (OutboxRow, error) {
+	var o OutboxRow
+	err := r.Scan(append([]any{&o.ID, &o.Seq, &o.InstanceID, &o.ElementID, &o.Target, &o.Message, &o.CorrelationKey,
+		&o.Variables, &o.RoutingKey, &o.Body, &o.Attempts}, more(&o)...)...)
+	return o, err
 }
 
 // leaseOutboxSQL leases up to $2 unpublished rows to $1 for $3, in commit
@@ -55,14 +75,15 @@ type OutboxRow struct {
 //   - SKIP LOCKED keeps two publishers' statements apart, so a candidate
 //     may lose an earlier row of its instance to a concurrent statement: it
 //     is then dropped (the second NOT EXISTS);
-//   - a row behind rows $1 still holds is returned with behind set: $1 must
-//     publish it only after those (the publisher chains its batches).
+//   - a row behind rows $1 still holds is returned with the seq of the
+//     latest of them: $1 must publish it only after those (the publisher
+//     chains its batches).
 //
 // Deferred rows (a failed publish) have no holder and locked_until in the
 // future: their backoff. OFFSET 0 keeps each NOT EXISTS a probe per row on
 // outbox_instance_unpublished: as an anti-join the planner may read every
 // unpublished row, or every candidate's earlier rows, on each lease.
-const leaseOutboxSQL = `
+var leaseOutboxSQL = `
 WITH cand AS (
 	SELECT o.id, o.instance_id, o.seq FROM outbox o
 	 WHERE o.published_at IS NULL
@@ -80,11 +101,7 @@ UPDATE outbox o SET locked_by = $1, locked_until = now() + $3::interval
                     WHERE e.instance_id = c.instance_id AND e.seq < c.seq AND e.published_at IS NULL
                       AND e.id NOT IN (SELECT id FROM cand)
                       AND (e.locked_by IS DISTINCT FROM $1 OR e.locked_until < now()) OFFSET 0)
-RETURNING o.id, o.seq, o.instance_id, o.element_id, o.target, o.message_name, o.correlation_key,
-          o.variables, o.routing_key, o.body, o.attempts, EXTRACT(EPOCH FROM now() - o.created_at)::float8,
-          EXISTS (SELECT 1 FROM outbox e
-                   WHERE e.instance_id = c.instance_id AND e.seq < c.seq AND e.published_at IS NULL
-                     AND e.locked_by = $1 AND e.locked_until >= now() OFFSET 0)`
+RETURNING ` + outboxColumns + `, EXTRACT(EPOCH FROM now() - o.created_at)::float8, ` + outboxAfter(1)
 
 // leaseOrderSQL makes the lease walk outbox_unpublished in seq order and stop
 // at its limit, whatever the table's statistics say: a table that grew
@@ -96,6 +113,7 @@ const leaseOrderSQL = "SELECT set_config('enable_sort', 'off', true), set_config
 // (see leaseOutboxSQL), in seq order. Leases are soft state (a lost one
 // costs at most a second publish), so they skip the WAL flush.
 func (s *Store) LeaseOutbox(ctx context.Context, owner string, limit int, lease time.Duration) ([]OutboxRow, error) {
+	sent := time.Now()
 	b := &pgx.Batch{}
 	b.Queue(asyncCommit)
 	b.Queue(leaseOrderSQL)
@@ -112,11 +130,9 @@ func (s *Store) LeaseOutbox(ctx context.Context, owner string, limit int, lease 
 		return nil, translate(err, "leasing outbox rows")
 	}
 	leased, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (OutboxRow, error) {
-		var o OutboxRow
 		var age float64
-		err := r.Scan(&o.ID, &o.Seq, &o.InstanceID, &o.ElementID, &o.Target, &o.Message, &o.CorrelationKey,
-			&o.Variables, &o.RoutingKey, &o.Body, &o.Attempts, &age, &o.Behind)
-		o.Age = time.Duration(age * float64(time.Second))
+		o, err := scanOutboxRow(r, func(o *OutboxRow) []any { return []any{&age, &o.After} })
+		o.Written = sent.Add(-time.Duration(age * float64(time.Second)))
 		return o, err
 	})
 	if err != nil {
@@ -175,4 +191,113 @@ func (s *Store) SettleOutbox(ctx context.Context, owner string, st OutboxSettlem
 func (s *Store) TrimOutbox(ctx context.Context, retention time.Duration, limit int) (int64, error) {
 	tag, err := s.pool.Exec(ctx, trimOutboxSQL, retention, limit)
 	return tag.RowsAffected(), translate(err, "trimming outbox")
+}
+
+// OutboxHandoff is the publisher of this process, to which commits lease the
+// outbox rows they write, so that it publishes them without leasing them
+// first (Store.HandOutboxTo).
+type OutboxHandoff interface {
+	// Lessee is who leases the rows a transaction writes, and for how long;
+	// "" leaves them to any publisher's lease (a publisher that stops).
+	Lessee() (owner string, lease time.Duration)
+	// Written hears, once the transaction committed, what it wrote to the
+	// outbox. It must not block.
+	Written(OutboxWritten)
+}
+
+// OutboxWritten is what one committed transaction wrote to the outbox.
+type OutboxWritten struct {
+	// At is when the transaction was sent: the leases of Leased last at
+	// least until At plus the lessee's lease.
+	At time.Time
+	// Leased are the rows leased to the lessee as they were written, in seq
+	// order. A row is leased so only when every earlier unpublished row of
+	// its instance is held by the lessee too (After names the latest).
+	Leased []OutboxRow
+	// Unleased counts the rows left to any publisher's lease: behind a row
+	// another publisher holds or that backs off, or written with no lessee.
+	Unleased int
+}
+
+// HandOutboxTo makes every commit lease the outbox rows it writes to h's
+// lessee and hand them to h. Call it before the store is used.
+func (s *Store) HandOutboxTo(h OutboxHandoff) { s.handoff = h }
+
+// outboxWrites collects the outbox rows one transaction writes.
+type outboxWrites struct {
+	at    time.Time
+	owner *string // nil: written unleased
+	lease time.Duration
+	OutboxWritten
+	// rows counts the rows written, last is the latest.
+	rows int
+	last OutboxRow
+}
+
+// outboxWrites starts the collection of a transaction about to be sent.
+func (s *Store) outboxWrites() *outboxWrites {
+	w := &outboxWrites{at: time.Now()}
+	if s.handoff != nil {
+		if owner, lease := s.handoff.Lessee(); owner != "" {
+			w.owner, w.lease = &owner, lease
+		}
+	}
+	return w
+}
+
+// queue queues an outbox insert made with leasedInsert, whose last two
+// parameters it adds, and collects the rows it returns.
+func (w *outboxWrites) queue(b *pgx.Batch, sql string, args ...any) {
+	b.Queue(sql, append(args, w.owner, w.lease)...).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var leased bool
+			o, err := scanOutboxRow(rows, func(o *OutboxRow) []any { return []any{&leased, &o.After} })
+			if err != nil {
+				return err
+			}
+			w.rows, w.last = w.rows+1, o
+			if !leased {
+				w.Unleased++
+				continue
+			}
+			o.Written = w.at
+			w.Leased = append(w.Leased, o)
+		}
+		return rows.Err()
+	})
+}
+
+// handOutbox tells the handoff what a committed transaction wrote.
+func (s *Store) handOutbox(w *outboxWrites) {
+	if s.handoff == nil || len(w.Leased) == 0 && w.Unleased == 0 {
+		return
+	}
+	w.OutboxWritten.At = w.at
+	slices.SortFunc(w.Leased, func(a, b OutboxRow) int { return cmp.Compare(a.Seq, b.Seq) })
+	s.handoff.Written(w.OutboxWritten)
+}
+
+// leasedInsert makes an INSERT INTO outbox of the rows of sel (whose columns
+// are cols, instance_id among them, typed by casts; with, if set, are more
+// WITH queries, each ending in a comma; dedupe: a row whose id exists is
+// not written) that leases each row to the owner in
+// parameter $n for the interval in $n+1 when every earlier unpublished row
+// of its instance is held by that owner, unexpired (an owner of NULL leases
+// nothing), and returns outboxColumns, whether it leased the row, and After.
+// Rows written in one transaction see the ones before them, so a step's
+// second message is leased behind its first.
+func leasedInsert(with, cols, sel string, dedupe bool, n int) string {
+	conflict := ""
+	if dedupe {
+		conflict = "ON CONFLICT (id) DO NOTHING"
+	}
+	return fmt.Sprintf(`WITH %[7]s v (%[1]s) AS (%[2]s)
+INSERT INTO outbox AS o (%[1]s, locked_by, locked_until)
+SELECT v.*, l.owner, CASE WHEN l.owner IS NOT NULL THEN now() + $%[4]d::interval END
+  FROM v CROSS JOIN LATERAL (
+	SELECT CASE WHEN $%[3]d::text IS NOT NULL AND NOT EXISTS (SELECT 1 FROM outbox e
+	        WHERE e.instance_id = v.instance_id AND e.published_at IS NULL
+	          AND (e.locked_by IS DISTINCT FROM $%[3]d OR e.locked_until < now())) THEN $%[3]d::text END) l (owner)
+%[8]s
+RETURNING %[5]s, o.locked_by IS NOT NULL, %[6]s`, cols, sel, n, n+1, outboxColumns, outboxAfter(n), with, conflict)
 }

@@ -41,7 +41,7 @@ func TestOutboxLeasesKeepEachInstancesCommitOrderAcrossPublishers(t *testing.T) 
 	}
 	// The limit cuts instance a after a2; b1 comes with it.
 	rows := lease("r1", 3, "a1", "b1", "a2")
-	if r := rows[0]; r.InstanceID != "a" || r.Message != "m" || r.Target != store.TargetOutbox || string(r.Variables) != "{}" || r.Age < 0 || r.Age > time.Minute {
+	if r := rows[0]; r.InstanceID != "a" || r.Message != "m" || r.Target != store.TargetOutbox || string(r.Variables) != "{}" || time.Since(r.Written) < 0 || time.Since(r.Written) > time.Minute {
 		t.Fatalf("row %+v", r)
 	}
 	// a3 waits behind a2, which r1 holds; b2 comes after b1, which r1 holds.
@@ -118,36 +118,41 @@ func TestOutboxRowsOfADeadPublisherAreTakenWhenItsLeaseLapses(t *testing.T) {
 }
 
 // One owner may lease an instance's rows behind rows it holds already (its
-// batches in flight chain them), flagged Behind; other owners still may not.
-func TestOutboxLeasesOfOneOwnerTakeRowsBehindItsOwnAndFlagThem(t *testing.T) {
+// batches in flight chain them), each naming the latest of those (After);
+// other owners still may not.
+func TestOutboxLeasesOfOneOwnerTakeRowsBehindItsOwnAndNameTheRowTheyFollow(t *testing.T) {
 	t.Parallel()
 	env, ctx, st := open(t)
 	// Commit order: a1 a2 b1 a3.
+	seq := map[string]int64{}
 	for _, r := range [][2]string{{"a", "a1"}, {"a", "a2"}, {"b", "b1"}, {"a", "a3"}} {
-		if _, err := env.DB.Exec(ctx, "INSERT INTO outbox (id, instance_id, message_name) VALUES ($2, $1, 'm')", r[0], r[1]); err != nil {
+		var n int64
+		if err := env.DB.QueryRow(ctx, "INSERT INTO outbox (id, instance_id, message_name) VALUES ($2, $1, 'm') RETURNING seq",
+			r[0], r[1]).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
+		seq[r[1]] = n
 	}
-	lease := func(owner string, limit int, lease time.Duration) map[string]bool {
+	lease := func(owner string, limit int, lease time.Duration) map[string]int64 {
 		t.Helper()
 		rows, err := st.LeaseOutbox(ctx, owner, limit, lease)
 		if err != nil {
 			t.Fatal(err)
 		}
-		behind := map[string]bool{}
+		after := map[string]int64{}
 		for _, r := range rows {
-			behind[r.ID] = r.Behind
+			after[r.ID] = r.After
 		}
-		return behind
+		return after
 	}
-	if got := lease("r1", 1, time.Minute); len(got) != 1 || got["a1"] {
-		t.Fatalf("first lease: %v, want a1 not behind", got)
+	if got := lease("r1", 1, time.Minute); len(got) != 1 || got["a1"] != 0 {
+		t.Fatalf("first lease: %v, want a1 after nothing", got)
 	}
-	if got := lease("r2", 10, time.Minute); len(got) != 1 || got["b1"] {
+	if got := lease("r2", 10, time.Minute); len(got) != 1 || got["b1"] != 0 {
 		t.Fatalf("another owner leased %v, want only b1: a2 and a3 wait behind r1's a1", got)
 	}
-	if got := lease("r1", 10, 100*time.Millisecond); len(got) != 2 || !got["a2"] || !got["a3"] {
-		t.Fatalf("r1 leased %v, want a2 and a3 behind its a1", got)
+	if got := lease("r1", 10, 100*time.Millisecond); len(got) != 2 || got["a2"] != seq["a1"] || got["a3"] != seq["a1"] {
+		t.Fatalf("r1 leased %v, want a2 and a3 after its a1 (seq %d)", got, seq["a1"])
 	}
 	// Once r1's leases of a2 and a3 lapse, r1 takes them again, now behind
 	// nothing of its own but a1; after a1 is published, behind nothing.
@@ -156,9 +161,96 @@ func TestOutboxLeasesOfOneOwnerTakeRowsBehindItsOwnAndFlagThem(t *testing.T) {
 	}
 	testkit.Eventually(t, 10*time.Second, "r1's short leases lapse", func() bool {
 		got := lease("r1", 10, time.Minute)
-		if len(got) > 0 && (len(got) != 2 || got["a2"] || got["a3"]) {
-			t.Fatalf("r1 leased %v again, want a2 and a3 behind nothing", got)
+		if len(got) > 0 && (len(got) != 2 || got["a2"] != 0 || got["a3"] != 0) {
+			t.Fatalf("r1 leased %v again, want a2 and a3 after nothing", got)
 		}
 		return len(got) == 2
 	})
+}
+
+// handoff is an OutboxHandoff that records what commits wrote.
+type handoff struct {
+	owner   string
+	written []store.OutboxWritten
+}
+
+func (h *handoff) Lessee() (string, time.Duration) { return h.owner, time.Minute }
+func (h *handoff) Written(w store.OutboxWritten)   { h.written = append(h.written, w) }
+func (h *handoff) last(t *testing.T) store.OutboxWritten {
+	t.Helper()
+	if len(h.written) == 0 {
+		t.Fatal("nothing handed over")
+	}
+	return h.written[len(h.written)-1]
+}
+
+// A commit leases the rows it writes to the lessee when every earlier
+// unpublished row of their instance is the lessee's, naming the latest of
+// those, and hands them over; rows behind another publisher's are left to
+// the lease, and so are rows written with no lessee.
+func TestCommitsLeaseTheirOutboxRowsToTheLesseeOnlyWhereNothingOfAnotherIsBefore(t *testing.T) {
+	t.Parallel()
+	env, ctx, st := open(t)
+	h := &handoff{owner: "r1"}
+	st.HandOutboxTo(h)
+	forward := func(inbox string, rs ...string) store.OutboxWritten {
+		t.Helper()
+		var out []store.RelayOut
+		for _, r := range rs {
+			out = append(out, store.RelayOut{ID: r, InstanceID: r[:1], RoutingKey: "k", Body: []byte("{}")})
+		}
+		n := len(h.written)
+		if err := st.Forward(ctx, inbox, "src", out); err != nil {
+			t.Fatal(err)
+		}
+		if len(h.written) != n+1 {
+			t.Fatalf("%d handoffs for one commit", len(h.written)-n)
+		}
+		return h.last(t)
+	}
+	seq := func(id string) int64 { return int64(env.Int(t, "SELECT seq FROM outbox WHERE id = '"+id+"'")) }
+	holder := func(id string) string {
+		var by *string
+		if err := env.DB.QueryRow(ctx, "SELECT locked_by FROM outbox WHERE id = $1", id).Scan(&by); err != nil {
+			t.Fatal(err)
+		}
+		if by == nil {
+			return ""
+		}
+		return *by
+	}
+
+	// a1 and a2 in one commit: both leased, a2 after a1; b1 after nothing.
+	start := time.Now()
+	w := forward("in-1", "a1", "a2", "b1")
+	if got := ids(w.Leased); !slices.Equal(got, []string{"a1", "a2", "b1"}) || w.Unleased != 0 {
+		t.Fatalf("leased %v, %d unleased; want a1 a2 b1, none", got, w.Unleased)
+	}
+	if l := w.Leased; l[0].After != 0 || l[1].After != seq("a1") || l[2].After != 0 || w.At.Before(start) || l[0].Written != w.At {
+		t.Fatalf("handed %+v", w)
+	}
+	// a3 after the lessee's a2, in a later commit.
+	if w := forward("in-2", "a3"); len(w.Leased) != 1 || w.Leased[0].After != seq("a2") {
+		t.Fatalf("a3 handed %+v, want leased after a2", w)
+	}
+	// Another publisher holds c1: c2 waits for the lease.
+	if _, err := env.DB.Exec(ctx, "INSERT INTO outbox (id, instance_id, message_name) VALUES ('c1', 'c', 'm')"); err != nil {
+		t.Fatal(err)
+	}
+	if rows, err := st.LeaseOutbox(ctx, "r2", 10, time.Minute); err != nil || !slices.Contains(ids(rows), "c1") {
+		t.Fatalf("r2 leased %v, %v", ids(rows), err)
+	}
+	if w := forward("in-3", "c2"); len(w.Leased) != 0 || w.Unleased != 1 || holder("c2") != "" {
+		t.Fatalf("c2 handed %+v, held by %q; want left to the lease", w, holder("c2"))
+	}
+	// No lessee (a publisher that stopped): left to the lease.
+	h.owner = ""
+	if w := forward("in-4", "d1"); len(w.Leased) != 0 || w.Unleased != 1 || holder("d1") != "" {
+		t.Fatalf("d1 handed %+v, held by %q; want left to the lease", w, holder("d1"))
+	}
+	for _, id := range []string{"a1", "a2", "a3", "b1"} {
+		if holder(id) != "r1" {
+			t.Fatalf("%s held by %q, want r1", id, holder(id))
+		}
+	}
 }

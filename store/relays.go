@@ -112,12 +112,15 @@ func ChildFailedRelay(child string, parent ParentRef, why string) (RelayOut, err
 	return RelayOut{ID: "end:" + child, InstanceID: parent.InstanceID, RoutingKey: "child", Body: body}, err
 }
 
-func queueRelays(b *pgx.Batch, rs []RelayOut) {
+func queueRelays(b *pgx.Batch, w *outboxWrites, rs []RelayOut) {
 	for _, r := range rs {
-		b.Queue(`INSERT INTO outbox (id, instance_id, message_name, target, routing_key, body)
-			VALUES ($1, $2, 'relay', 'relay', $3, $4) ON CONFLICT (id) DO NOTHING`, r.ID, r.InstanceID, r.RoutingKey, r.Body)
+		w.queue(b, insertRelaySQL, r.ID, r.InstanceID, r.RoutingKey, r.Body)
 	}
 }
+
+// insertRelaySQL writes a relay to the outbox (leasedInsert).
+var insertRelaySQL = leasedInsert("", "id, instance_id, message_name, target, routing_key, body",
+	"VALUES ($1::text, $2::text, 'relay', 'relay', $3::text, $4::bytea)", true, 5)
 
 // Forward answers a relay that no step applies by sending relays in its
 // place: it records inboxID as applied and queues rs in the outbox, in one
@@ -126,8 +129,12 @@ func queueRelays(b *pgx.Batch, rs []RelayOut) {
 func (s *Store) Forward(ctx context.Context, inboxID, instanceID string, rs []RelayOut) error {
 	b := &pgx.Batch{}
 	b.Queue("INSERT INTO inbox (message_id, instance_id) VALUES ($1, $2)", inboxID, instanceID)
-	queueRelays(b, rs)
+	w := s.outboxWrites()
+	queueRelays(b, w, rs)
 	err := s.pool.SendBatch(ctx, b).Close()
+	if err == nil {
+		s.handOutbox(w)
+	}
 	if isUniqueViolation(err, "inbox_pkey") {
 		return ErrDuplicate
 	}

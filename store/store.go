@@ -29,6 +29,8 @@ var migrations embed.FS
 type Store struct {
 	pool       *pgxpool.Pool
 	syncClaims bool
+	// handoff, when set, leases the outbox rows commits write (HandOutboxTo).
+	handoff OutboxHandoff
 	// processes caches parsed definitions by key+version; they are immutable.
 	processes sync.Map // defKey → *bpmn.Process
 }

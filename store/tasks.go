@@ -190,17 +190,15 @@ const taskRelayRoutingKey = "task"
 
 // recordOutcomeSQL records an outcome on the task, fenced on its lock holder,
 // and writes, in the same statement (one transaction, durable at commit), the
-// outbox row that carries it to the step pipeline as a relay. The relay's
+// outbox row that carries it to the step pipeline as a relay (leasedInsert). The relay's
 // message id is unique per outcome of the row, so its inbox row dedupes a
 // redelivered copy.
-const recordOutcomeSQL = `
-WITH done AS (
+var recordOutcomeSQL = leasedInsert(`done AS (
 	UPDATE tasks SET outcome = $3::text, outcomes = outcomes + 1,
 	       error_message = COALESCE($6::text, error_message), error_details = COALESCE($7::text, error_details)
 	 WHERE id = $1 AND outcome IS NULL AND (locked_by = $2 OR ($11 AND user_task))
 	RETURNING id, instance_id, token_id, element_id, outcomes, type
-)
-INSERT INTO outbox (id, instance_id, element_id, message_name, target, routing_key, body)
+),`, "id, instance_id, element_id, message_name, target, routing_key, body", `
 SELECT 'task:' || id || ':' || outcomes, instance_id, element_id, type, 'relay', $10::text,
        convert_to(json_build_object(
            'instance_id', instance_id,
@@ -208,8 +206,7 @@ SELECT 'task:' || id || ':' || outcomes, instance_id, element_id, type, 'relay',
                                      'error_code', $5::text, 'error_message', $6::text, 'error_details', $7::text, 'retries', $8::int,
                                      'retry_timeout_ms', $9::bigint),
            'variables', $4::jsonb)::text, 'UTF8')
-  FROM done
-RETURNING message_name`
+  FROM done`, false, 12)
 
 // RecordOutcome records a worker's outcome of a task it holds and queues
 // the relay that applies it, durably, in one statement, and returns the
@@ -228,15 +225,22 @@ func (s *Store) RecordOutcome(ctx context.Context, o Outcome) (topic string, err
 	if o.ErrorDetails != "" {
 		details = &o.ErrorDetails
 	}
-	err = s.pool.QueryRow(ctx, recordOutcomeSQL, o.TaskID, o.Worker, o.Kind, vars, o.ErrorCode, msg, details,
-		o.Retries, o.RetryTimeout.Milliseconds(), taskRelayRoutingKey, o.Human).Scan(&topic)
-	if errors.Is(err, pgx.ErrNoRows) {
+	w := s.outboxWrites()
+	b := &pgx.Batch{}
+	w.queue(b, recordOutcomeSQL, o.TaskID, o.Worker, o.Kind, vars, o.ErrorCode, msg, details,
+		o.Retries, o.RetryTimeout.Milliseconds(), taskRelayRoutingKey, o.Human)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return "", translate(err, fmt.Sprintf("recording the outcome of task %d", o.TaskID))
+	}
+	if w.rows == 0 {
 		if o.Human {
 			return "", fmt.Errorf("user task %d: %w", o.TaskID, ErrNotFound)
 		}
 		return "", s.whyNotHeld(ctx, o.TaskID, o.Worker)
 	}
-	return topic, translate(err, fmt.Sprintf("recording the outcome of task %d", o.TaskID))
+	s.handOutbox(w)
+	// The relay's message name is the task's topic.
+	return w.last.Message, nil
 }
 
 // ExtendLock sets the lock of a task worker holds to expire d from now. A
