@@ -59,6 +59,8 @@ var HotStatements = fromStore([]Statement{
 	 WHERE s.message_name = $1 AND s.correlation_key = $2 ORDER BY s.created_at LIMIT 1`},
 	{Name: "timers_take_due"},
 	{Name: "timers_next_due"},
+	{Name: "outbox_insert"},
+	{Name: "outbox_insert_relay"},
 	{Name: "outbox_lease"},
 	{Name: "outbox_published", KnownEmpty: "id = ANY ($2) on a table of a few pages is a sequential scan"},
 	{Name: "outbox_trim", KnownEmpty: tiny},

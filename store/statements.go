@@ -82,6 +82,8 @@ func HotStatements() map[string]HotStatement {
 		"buffered_match":      {SQL: bufferedLookSQL, Setup: commitPlans},
 		"timers_take_due":     {SQL: takeDueSQL},
 		"timers_next_due":     {SQL: nextDueSQL},
+		"outbox_insert":       {SQL: insertMessageSQL, Setup: commitPlans},
+		"outbox_insert_relay": {SQL: insertRelaySQL, Setup: commitPlans},
 		"outbox_lease":        {SQL: leaseOutboxSQL, Setup: leaseOrderSQL},
 		"outbox_published":    {SQL: outboxPublishedSQL},
 		"outbox_trim":         {SQL: trimOutboxSQL},
