@@ -39,7 +39,9 @@ type OutboxRow struct {
 	// lease reads its age by the database's).
 	Written time.Time
 	// After is the seq of the instance's latest earlier row that the same
-	// owner holds, to be published first (0: none).
+	// owner holds, to be published first (0: none). Of an instance's rows
+	// leased or written together only the first one's After counts: the
+	// others follow it.
 	After int64
 }
 
