@@ -689,13 +689,27 @@ func TestRowsLeasedBehindARowTheBrokerReturnedAreHandedBackUnsent(t *testing.T) 
 func TestARestartedReplicaSendsNothingBehindRowsItsPreviousProcessStillHolds(t *testing.T) {
 	t.Parallel()
 	b := newBench(t)
+	ids := b.heldByAPreviousProcess(t)
+	ids = append(ids, b.commit(t, "x", 2, 1, func(int) string { return "m.x" })...)
+	b.sentOnlyAfterThePreviousProcess(t, b.publisher(t, "r1", testkit.AMQPURL(), outbox.Config{}, nil), ids)
+}
+
+// heldByAPreviousProcess commits x's first row and leases it to r1 for 2s:
+// the previous process of replica r1, which died. It returns the row's id.
+func (b *bench) heldByAPreviousProcess(t *testing.T) []string {
+	t.Helper()
 	ids := b.commit(t, "x", 1, 1, func(int) string { return "m.x" })
-	// The previous process of replica r1 leased x's first row and died.
 	if rows, err := b.st.LeaseOutbox(testkit.Ctx(t), "r1", 1, 2*time.Second); err != nil || len(rows) != 1 {
 		t.Fatalf("leased %v, %v", rows, err)
 	}
-	ids = append(ids, b.commit(t, "x", 2, 1, func(int) string { return "m.x" })...)
-	r := b.publisher(t, "r1", testkit.AMQPURL(), outbox.Config{}, nil)
+	return ids
+}
+
+// sentOnlyAfterThePreviousProcess checks that r, the new process of r1,
+// hands x's second row back until it published the first (once the previous
+// process's lease lapsed), and then publishes both in commit order.
+func (b *bench) sentOnlyAfterThePreviousProcess(t *testing.T, r *replica, ids []string) {
+	t.Helper()
 	for handedBack, sent := false, false; !sent; {
 		s := r.pub.TestSignals.Settled.WaitOrTimeout(t)
 		sent = slices.Contains(s.Published, ids[0])
@@ -704,7 +718,7 @@ func TestARestartedReplicaSendsNothingBehindRowsItsPreviousProcessStillHolds(t *
 		}
 		handedBack = handedBack || slices.Contains(s.Released, ids[1])
 		if sent && !handedBack {
-			t.Fatalf("%s was never leased behind %s: the test did not chain", ids[1], ids[0])
+			t.Fatalf("%s was never handed back: it was not taken behind %s", ids[1], ids[0])
 		}
 	}
 	b.allPublishedInCommitOrder(t, ids)
@@ -775,25 +789,9 @@ func TestRowsACommitLeasedToItsPublisherArePublishedWithoutALeaseStatementInComm
 func TestARowHandedOverBehindARowItsPreviousProcessHeldIsSentOnlyAfterIt(t *testing.T) {
 	t.Parallel()
 	b := newBench(t)
-	ids := b.commit(t, "x", 1, 1, func(int) string { return "m.x" })
-	// The previous process of replica r1 leased x's first row and died.
-	if rows, err := b.st.LeaseOutbox(testkit.Ctx(t), "r1", 1, 2*time.Second); err != nil || len(rows) != 1 {
-		t.Fatalf("leased %v, %v", rows, err)
-	}
+	ids := b.heldByAPreviousProcess(t)
 	r := b.handing(t, outbox.Config{})
-	ids = append(ids, b.forward(t, "x", 2))
-	for handedBack, sent := false, false; !sent; {
-		s := r.pub.TestSignals.Settled.WaitOrTimeout(t)
-		sent = slices.Contains(s.Published, ids[0])
-		if slices.Contains(s.Published, ids[1]) && !sent {
-			t.Fatalf("%s published while the previous process held %s", ids[1], ids[0])
-		}
-		handedBack = handedBack || slices.Contains(s.Released, ids[1])
-		if sent && !handedBack {
-			t.Fatalf("%s was never handed back: the commit did not lease it behind %s", ids[1], ids[0])
-		}
-	}
-	b.allPublishedInCommitOrder(t, ids)
+	b.sentOnlyAfterThePreviousProcess(t, r, append(ids, b.forward(t, "x", 2)))
 }
 
 func TestAStoppedPublisherLeasesNothingAtCommitAndHandsBackRowsHandedToItLate(t *testing.T) {
