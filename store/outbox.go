@@ -49,11 +49,20 @@ type OutboxRow struct {
 const outboxColumns = `o.id, o.seq, o.instance_id, o.element_id, o.target, o.message_name, o.correlation_key,
 	o.variables, o.routing_key, o.body, o.attempts`
 
-// outboxAfter is OutboxRow.After of row o for the owner in parameter $n.
+// outboxAfter is OutboxRow.After of row o for the owner in parameter $n: the
+// seq of the instance's latest earlier unpublished row, if that owner holds
+// it (where it matters, the first row of an instance in a lease or a
+// commit, every earlier unpublished row is the owner's).
+//
+// The probes of an instance's unpublished rows (here and in leasedInsert)
+// read outbox_instance_unpublished (migration 0014 keeps them off
+// outbox_unpublished); they name the instance as a range and order by
+// (instance_id, seq), so that no other index gives their order either (with
+// instance_id = x it would be seq alone, which outbox_seq gives).
 func outboxAfter(n int) string {
-	return fmt.Sprintf(`COALESCE((SELECT max(e.seq) FROM outbox e
-	          WHERE e.instance_id = o.instance_id AND e.seq < o.seq AND e.published_at IS NULL
-	            AND e.locked_by = $%d AND e.locked_until >= now()), 0)`, n)
+	return fmt.Sprintf(`COALESCE((SELECT CASE WHEN e.locked_by = $%d AND e.locked_until >= now() THEN e.seq END FROM outbox e
+	          WHERE e.instance_id BETWEEN o.instance_id AND o.instance_id AND e.seq < o.seq AND e.published_at IS NULL
+	          ORDER BY e.instance_id DESC, e.seq DESC LIMIT 1), 0)`, n)
 }
 
 // scanOutboxRow scans outboxColumns and then the columns more points to.
@@ -84,11 +93,13 @@ func scanOutboxRow(r pgx.Row, more func(*OutboxRow) []any) (OutboxRow, error) {
 // Deferred rows (a failed publish) have no holder and locked_until in the
 // future: their backoff. OFFSET 0 keeps each NOT EXISTS a probe per row on
 // outbox_instance_unpublished: as an anti-join the planner may read every
-// unpublished row, or every candidate's earlier rows, on each lease.
+// unpublished row, or every candidate's earlier rows, on each lease. The
+// walk says seq > 0 to use outbox_unpublished, which the probes cannot
+// (migration 0014).
 var leaseOutboxSQL = `
 WITH cand AS (
 	SELECT o.id, o.instance_id, o.seq FROM outbox o
-	 WHERE o.published_at IS NULL
+	 WHERE o.published_at IS NULL AND o.seq > 0
 	   AND (o.locked_until IS NULL OR o.locked_until < now())
 	   AND NOT EXISTS (SELECT 1 FROM outbox e
 	                    WHERE e.instance_id = o.instance_id AND e.seq < o.seq AND e.published_at IS NULL
@@ -296,10 +307,12 @@ func leasedInsert(with, cols, sel string, dedupe bool, n int) string {
 	return fmt.Sprintf(`WITH %[7]s v (%[1]s) AS (%[2]s)
 INSERT INTO outbox AS o (%[1]s, locked_by, locked_until)
 SELECT v.*, l.owner, CASE WHEN l.owner IS NOT NULL THEN now() + $%[4]d::interval END
-  FROM v CROSS JOIN LATERAL (
-	SELECT CASE WHEN $%[3]d::text IS NOT NULL AND NOT EXISTS (SELECT 1 FROM outbox e
-	        WHERE e.instance_id = v.instance_id AND e.published_at IS NULL
-	          AND (e.locked_by IS DISTINCT FROM $%[3]d OR e.locked_until < now())) THEN $%[3]d::text END) l (owner)
+  FROM v LEFT JOIN LATERAL (
+	SELECT true FROM outbox e
+	 WHERE e.instance_id BETWEEN v.instance_id AND v.instance_id AND e.published_at IS NULL
+	   AND (e.locked_by IS DISTINCT FROM $%[3]d OR e.locked_until < now())
+	 ORDER BY e.instance_id, e.seq LIMIT 1) b (blocked) ON true
+  CROSS JOIN LATERAL (SELECT CASE WHEN b.blocked IS NULL THEN $%[3]d::text END) l (owner)
 %[8]s
 RETURNING %[5]s, o.locked_by IS NOT NULL, %[6]s`, cols, sel, n, n+1, outboxColumns, outboxAfter(n), with, conflict)
 }
