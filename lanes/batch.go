@@ -19,7 +19,11 @@ import (
 // commits them, then answers each with the outcome the single path would
 // give it. The claim and the commit go through the pool's two gatherers
 // (gather.go): a batch joins whatever other lanes handed in meanwhile, so one
-// statement claims and one transaction commits the batches of several lanes. Only
+// statement claims and one transaction commits the batches of several lanes.
+// A lone plain relay goes this way too while another lane's batch is in a
+// gatherer, to join its group (with many lanes under a moderate load most
+// lanes hold one relay at a time); on an idle pool it runs on its own, which
+// costs less. Only
 // the common case goes this way: a relay to a known instance, with nothing
 // to resolve, start, consume or administer. Everything else, and every step
 // of a batch that leaves the happy path, runs through step unchanged.
@@ -74,11 +78,7 @@ take:
 			admitted = append(admitted, r)
 		}
 	}
-	switch len(admitted) {
-	case 0:
-	case 1:
-		l.runOne(ctx, admitted[0])
-	default:
+	if len(admitted) > 0 {
 		l.stepBatch(ctx, admitted)
 	}
 	for _, r := range rest {

@@ -3,6 +3,7 @@ package lanes
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/sutra-run/worker/claims"
@@ -29,6 +30,8 @@ type gatherer[T, R any] struct {
 	// batch of a group whose run panicked.
 	run    func(ctx context.Context, group []T) []R
 	failed func(T, error) R
+	// pending counts the batches handed in and not answered yet.
+	pending atomic.Int32
 }
 
 type gathered[T, R any] struct {
@@ -41,10 +44,16 @@ type gathered[T, R any] struct {
 // stopped, and each lane has at most one batch in it at a time (reqs has
 // room for all), so a hand-in never waits.
 func (g *gatherer[T, R]) do(batch T) R {
+	g.pending.Add(1)
+	defer g.pending.Add(-1)
 	r := &gathered[T, R]{batch: batch, out: make(chan R, 1)}
 	g.reqs <- r
 	return <-r.out
 }
+
+// busy says whether another lane's batch is in the gatherer: one handed in
+// now joins a group with it.
+func (g *gatherer[T, R]) busy() bool { return g.pending.Load() > 0 }
 
 // loop runs groups until stop is closed; ctx bounds each one.
 func (g *gatherer[T, R]) loop(ctx context.Context, stop <-chan struct{}) {

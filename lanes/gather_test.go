@@ -2,14 +2,20 @@ package lanes
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sutra-run/worker/bpmn"
 	"github.com/sutra-run/worker/claims"
 	"github.com/sutra-run/worker/engine"
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/store"
 )
 
@@ -201,5 +207,64 @@ func TestBatchClaimsOfSeveralLanesReadyTogetherGoInOneStatement(t *testing.T) {
 				t.Errorf("lane %d got %+v for %s, want it held by its own owner", n, h, id)
 			}
 		}
+	}
+}
+
+// poolStore is a groupStore that a pool can run on: it has no definitions,
+// so every step it claims fails in the engine and runs on its own after.
+type poolStore struct{ *groupStore }
+
+func (poolStore) Process(context.Context, string, int) (*bpmn.Process, error) {
+	return nil, errors.New("no definitions here")
+}
+func (poolStore) ResolveSubscription(context.Context, string, string, string) (string, error) {
+	return "", nil
+}
+func (poolStore) ResolveOrBuffer(context.Context, store.Buffer) (string, error) { return "", nil }
+func (poolStore) Applied(context.Context, string) (bool, error)                 { return false, nil }
+func (poolStore) MessageStarts(context.Context, string) ([]store.StartTarget, error) {
+	return nil, nil
+}
+func (poolStore) BufferStart(context.Context, string, store.Buffer) error { return nil }
+func (poolStore) Forward(context.Context, string, string, []store.RelayOut) error {
+	return nil
+}
+
+// A relay that finds its lane's queue empty while another lane's batch is
+// in the claimer joins the group behind it, instead of claiming and
+// committing on its own: at 16 lanes under a moderate load most lanes hold
+// one relay at a time, and each paid its own statement and WAL flush.
+func TestALoneRelayJoinsTheGroupOfAnotherLanesBatchInFlight(t *testing.T) {
+	g := &groupStore{hold: make(chan struct{}), entered: make(chan struct{})}
+	st := poolStore{g}
+	p := New(Deps{Store: st, Metrics: metrics.New(prometheus.NewRegistry()), Logger: slog.New(slog.DiscardHandler)},
+		Config{Replica: "r", Lanes: 4, ClaimTimeout: time.Minute})
+	if err := p.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.Stop(context.Background()) }()
+
+	var other sync.WaitGroup
+	other.Go(func() {
+		p.claimer.do(claims.Batch{Claimer: claims.New(st, claims.LaneOwner("r", 9), time.Minute, nil),
+			Requests: []claims.BatchRequest{{InstanceID: "x", InboxID: "m-x"}}})
+	})
+	<-g.entered // another lane's batch is being claimed
+	done := make(chan Outcome, 1)
+	p.Dispatch(Resume{Path: metrics.PathRelay, InstanceID: "y", InboxID: "m-y",
+		Trigger: engine.Trigger{Kind: engine.TriggerMessage, Message: "m"}, Done: func(o Outcome) { done <- o }})
+	for deadline := time.Now().Add(10 * time.Second); len(p.claimer.reqs) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			close(g.hold)
+			t.Fatal("the lone relay never joined the claimer's next group")
+		}
+	}
+	close(g.hold)
+	<-done
+	other.Wait()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.groups) != 2 || len(g.groups[1]) != 1 || g.groups[1][0][:2] != "y@" {
+		t.Fatalf("claim groups = %v, want [x@…] then [y@…]", g.groups)
 	}
 }

@@ -36,7 +36,7 @@ func (l *lane) run(ctx context.Context, quit <-chan struct{}) {
 	for {
 		select {
 		case r := <-l.inbox:
-			if l.batches && batchable(r) && len(l.inbox) > 0 {
+			if l.batches && batchable(r) && (len(l.inbox) > 0 || l.pool.claimer.busy() || l.pool.committer.busy()) {
 				l.handleBatch(ctx, r)
 			} else {
 				l.handle(ctx, r)
