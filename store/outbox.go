@@ -214,7 +214,8 @@ type OutboxHandoff interface {
 	// "" leaves them to any publisher's lease (a publisher that stops).
 	Lessee() (owner string, lease time.Duration)
 	// Written hears, once the transaction committed, what it wrote to the
-	// outbox. It must not block.
+	// outbox. It runs on the committing goroutine: it must not wait for
+	// anything but a bounded final write.
 	Written(OutboxWritten)
 }
 
@@ -238,18 +239,15 @@ func (s *Store) HandOutboxTo(h OutboxHandoff) { s.handoff = h }
 
 // outboxWrites collects the outbox rows one transaction writes.
 type outboxWrites struct {
-	at    time.Time
 	owner *string // nil: written unleased
 	lease time.Duration
 	OutboxWritten
-	// rows counts the rows written, last is the latest.
-	rows int
-	last OutboxRow
+	last OutboxRow // the latest row written
 }
 
 // outboxWrites starts the collection of a transaction about to be sent.
 func (s *Store) outboxWrites() *outboxWrites {
-	w := &outboxWrites{at: time.Now()}
+	w := &outboxWrites{OutboxWritten: OutboxWritten{At: time.Now()}}
 	if s.handoff != nil {
 		if owner, lease := s.handoff.Lessee(); owner != "" {
 			w.owner, w.lease = &owner, lease
@@ -268,12 +266,12 @@ func (w *outboxWrites) queue(b *pgx.Batch, sql string, args ...any) {
 			if err != nil {
 				return err
 			}
-			w.rows, w.last = w.rows+1, o
+			w.last = o
 			if !leased {
 				w.Unleased++
 				continue
 			}
-			o.Written = w.at
+			o.Written = w.At
 			w.Leased = append(w.Leased, o)
 		}
 		return rows.Err()
@@ -285,7 +283,6 @@ func (s *Store) handOutbox(w *outboxWrites) {
 	if s.handoff == nil || len(w.Leased) == 0 && w.Unleased == 0 {
 		return
 	}
-	w.OutboxWritten.At = w.at
 	slices.SortFunc(w.Leased, func(a, b OutboxRow) int { return cmp.Compare(a.Seq, b.Seq) })
 	s.handoff.Written(w.OutboxWritten)
 }

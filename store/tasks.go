@@ -232,7 +232,7 @@ func (s *Store) RecordOutcome(ctx context.Context, o Outcome) (topic string, err
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return "", translate(err, fmt.Sprintf("recording the outcome of task %d", o.TaskID))
 	}
-	if w.rows == 0 {
+	if len(w.Leased)+w.Unleased == 0 {
 		if o.Human {
 			return "", fmt.Errorf("user task %d: %w", o.TaskID, ErrNotFound)
 		}
