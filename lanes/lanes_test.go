@@ -118,7 +118,6 @@ func newPool(t *testing.T, st lanes.Store, hooks *lanes.Hooks) *lanes.Pool {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Stop(context.Background()) })
-	testkit.Eventually(t, 5*time.Second, "lanes running", p.Running)
 	return p
 }
 
@@ -171,6 +170,31 @@ func TestStepErrorsAreClassifiedByWhetherARetryCanCureThem(t *testing.T) {
 				t.Errorf("releases = %v: a failed commit must release the claim", st.releases())
 			}
 		})
+	}
+}
+
+// Start accepts before it returns: a relay dispatched at once is stepped,
+// not answered Retry as though the pool were stopping (the pool used to
+// accept only once its goroutine ran, and a consumer that attached first
+// requeued what it handed in meanwhile).
+func TestAResumeDispatchedRightAfterStartIsStepped(t *testing.T) {
+	t.Parallel()
+	for range 20 {
+		st := newFakeStore(t)
+		p := lanes.New(lanes.Deps{Store: st, Metrics: metrics.New(prometheus.NewRegistry()), Logger: testkit.Logger(t)},
+			lanes.Config{Replica: "r", Lanes: 4, ClaimTimeout: time.Minute})
+		if err := p.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		r, out := resume("i")
+		p.Dispatch(r)
+		o := <-out
+		if err := p.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if o.Kind != lanes.Committed {
+			t.Fatalf("outcome = %v/%q (%v), want committed", o.Kind, o.Reason, o.Err)
+		}
 	}
 }
 

@@ -171,8 +171,20 @@ func (p *Pool) Running() bool {
 // accepting resumes (they are answered Retry at once) and lets the accepted
 // ones finish; at its deadline it cancels the steps in flight, which release
 // their claims, and answers what is still queued with Retry.
+//
+// A resume dispatched once Start has returned is taken: the pool accepts
+// before Start returns, not when its goroutine gets to run (a relay handed
+// in at once was answered Retry as if the pool were stopping).
 func (p *Pool) Start(ctx context.Context) error {
-	return p.Run(ctx, "lanes", p.run)
+	// Held across Run so that the loop's stop, which takes mu to stop
+	// accepting, cannot come before this.
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.Run(ctx, "lanes", p.run); err != nil {
+		return err
+	}
+	p.accepting = true
+	return nil
 }
 
 func (p *Pool) run(soft, hard context.Context) {
@@ -183,9 +195,6 @@ func (p *Pool) run(soft, hard context.Context) {
 	for _, l := range append(p.lanes, p.adminLane) {
 		wg.Go(func() { l.run(hard, quit) })
 	}
-	p.mu.Lock()
-	p.accepting = true
-	p.mu.Unlock()
 	<-soft.Done()
 	p.mu.Lock()
 	p.accepting = false
