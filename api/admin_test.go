@@ -222,7 +222,7 @@ func TestAMigrationWhoseTokensCannotLandIs422AndWritesNothing(t *testing.T) {
 func TestCancelClosesEveryWait(t *testing.T) {
 	t.Parallel()
 	b := setupAdmin(t, nil, nil)
-	b.start(t, "c-1", "cancel-me", map[string]any{"timeout": "PT2S"})
+	b.start(t, "c-1", "cancel-me", map[string]any{"timeout": "PT1M"}) // a timer that cannot fire before the cancel
 	status, p := b.do(t, "POST", "/instances/c-1/cancel", nil)
 	if status != http.StatusOK || p["status"] != "cancelled" {
 		t.Fatalf("cancel: %d %v", status, p)

@@ -91,7 +91,10 @@ func TestInboxIsTrimmedPastItsRetention(t *testing.T) {
 
 func TestSweeperLeaseHasOneHolderAndPassesOnWhenItStops(t *testing.T) {
 	t.Parallel()
-	a := setup(t, nil, fastSweep)
+	// A TTL of 3 s, not fastSweep's 1 s: the holder renews every second, and
+	// a stall of two thirds of a TTL (a busy 2-core machine, -race) would let
+	// the other take the lease and fail a test of the holder keeping it.
+	a := setup(t, nil, func(c *app.Config) { fastSweep(c); c.LeaseTTL = 3 * time.Second })
 	a.w.Sweeper().TestSignals.Init()
 	second := &bundle{env: a.env, pub: a.pub}
 	cfg := a.env.Config

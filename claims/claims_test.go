@@ -182,12 +182,13 @@ func TestAClaimWhoseConnectionIsKilledAfterTheStatementWasSentIsReleased(t *test
 	env, _ := setup(t)
 	ctx := testkit.Ctx(t)
 	const owner = "r1/lane/5"
-	// The claim statement runs for a while on the server; meanwhile its
+	// The claim statement runs for 2 s on the server (room for the poll below
+	// to see it on a busy machine); meanwhile its
 	// connection is killed and the client's cancel request is lost, so the
 	// claim commits while the client has already failed.
 	if _, err := env.DB.Exec(ctx, `
 		CREATE FUNCTION slow_claim() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN IF NEW.owner = '`+owner+`' AND OLD.owner IS NULL THEN PERFORM pg_sleep(0.5); END IF; RETURN NEW; END $$;
+		BEGIN IF NEW.owner = '`+owner+`' AND OLD.owner IS NULL THEN PERFORM pg_sleep(2); END IF; RETURN NEW; END $$;
 		CREATE TRIGGER slow_claim BEFORE UPDATE ON instances FOR EACH ROW EXECUTE FUNCTION slow_claim()`); err != nil {
 		t.Fatal(err)
 	}

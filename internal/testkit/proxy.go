@@ -21,8 +21,11 @@ type Proxy struct {
 	target      string
 	mu          sync.Mutex
 	down        bool
-	conns       map[net.Conn]struct{}
-	wg          sync.WaitGroup
+	// drops counts Cut and Reset calls: a connection being set up while one
+	// ran is dropped too, not carried past the partition.
+	drops int
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
 }
 
 // NewProxy listens on a free local port and forwards to target (host:port)
@@ -72,7 +75,7 @@ func (p *Proxy) accept() {
 			return
 		}
 		p.mu.Lock()
-		down := p.down
+		down, drops := p.down, p.drops
 		p.mu.Unlock()
 		if down {
 			c.Close()
@@ -99,6 +102,12 @@ func (p *Proxy) accept() {
 			}
 		}
 		p.mu.Lock()
+		if p.down || p.drops != drops {
+			p.mu.Unlock()
+			c.Close()
+			s.Close()
+			continue
+		}
 		p.conns[c], p.conns[s] = struct{}{}, struct{}{}
 		p.mu.Unlock()
 		pipe := func(dst, src net.Conn) {
@@ -127,6 +136,7 @@ func (p *Proxy) Reset() {
 }
 
 func (p *Proxy) closeAll() {
+	p.drops++
 	for c := range p.conns {
 		c.Close()
 	}
