@@ -59,7 +59,9 @@ func (b *Base) init() {
 	}
 }
 
-// Started is closed once the loop runs.
+// Started is closed once Start has handed the loop to its goroutine (not
+// once the loop has begun: a component that must accept work when Start
+// returns sets that up in Start itself, as lanes.Pool does).
 func (b *Base) Started() <-chan struct{} {
 	b.mu.Lock()
 	defer b.mu.Unlock()
