@@ -448,20 +448,27 @@ func (p *Publisher) take() (queues []*queue, n int, since time.Time) {
 
 // chain groups rows (in seq order) by instance, each instance's behind the
 // gate of the batch in flight that holds the row they come after (After),
-// and makes their gates the last. A queue whose row comes after one that
-// no batch in flight holds as its last (a batch whose settlement failed, a
-// previous process of this replica, a commit handed over after a later
-// one) waits for a gate that failed: it is handed back, and waits in the
-// table until that row is published or its lease lapses. p.leasing is held.
+// and makes their gates the last. That gate may hold a later row than After
+// and still serve: an instance's gates chain, so its rows were sent only
+// after After's was confirmed (After is the latest unpublished row when the
+// row was written, and two batches' marks may commit in either order, the
+// later row's first). A queue whose row comes after one that no batch in
+// flight holds as its last or behind it, or whose instance's last gate
+// holds a row after it (a batch whose settlement failed, a previous process
+// of this replica, a commit handed over after a later one) waits for a gate
+// that failed: it is handed back, and waits in the table until that row is
+// published or its lease lapses. p.leasing is held.
 func (p *Publisher) chain(rows []store.OutboxRow) []*queue {
 	var queues []*queue
 	index := map[string]*queue{}
 	for _, r := range rows {
+		// A row that comes after one the instance's queue lacks (handed
+		// over later, out of order) starts a queue of its own, behind it.
 		q := index[r.InstanceID]
-		if q == nil {
+		if q == nil || r.After > q.gate.last {
 			q = &queue{instance: r.InstanceID, gate: newGate()}
 			if r.After != 0 {
-				if q.after = p.gates[r.InstanceID]; q.after == nil || q.after.last != r.After {
+				if q.after = p.gates[r.InstanceID]; q.after == nil || q.after.last < r.After || q.after.last >= r.Seq {
 					q.after = failed
 				}
 			}

@@ -1,0 +1,65 @@
+package outbox
+
+import (
+	"testing"
+
+	"github.com/sutra-run/worker/store"
+)
+
+// row is an outbox row of instance x with its seq and After.
+func row(seq, after int64) store.OutboxRow {
+	return store.OutboxRow{ID: "x", InstanceID: "x", Seq: seq, After: after}
+}
+
+// afterOf says what each queue of a chain waits for: "" nothing, "failed",
+// or "gate" (the gate of an earlier batch).
+func afterOf(qs []*queue) []string {
+	out := make([]string, len(qs))
+	for i, q := range qs {
+		switch {
+		case q.after == nil:
+		case q.after == failed:
+			out[i] = "failed"
+		default:
+			out[i] = "gate"
+		}
+	}
+	return out
+}
+
+// Two batches' marks may commit in either order: a row written after the
+// later batch's mark and before the earlier one's names the earlier row
+// (the latest unpublished) as After, while the instance's last gate holds
+// the later one. It goes behind that gate, not back to the table (it was
+// handed back, and the test of handed rows saw a lease statement take it).
+func TestARowWhoseAfterIsBehindTheInstancesLastGateGoesBehindThatGate(t *testing.T) {
+	p := New(Deps{}, Config{})
+	first := p.chain([]store.OutboxRow{row(58, 0)})
+	second := p.chain([]store.OutboxRow{row(81, 58)})
+	if got := afterOf(second); got[0] != "gate" || second[0].after != first[0].gate {
+		t.Fatalf("81 after 58: %v, want behind 58's gate", got)
+	}
+	third := p.chain([]store.OutboxRow{row(100, 58)})
+	if len(third) != 1 || third[0].after != second[0].gate {
+		t.Fatalf("100 after 58 with 81's gate last: %v, want behind 81's gate", afterOf(third))
+	}
+}
+
+// A row handed over late, after a later row of its instance, is never sent
+// behind that later row's gate; and a later row in the same hand-over as
+// an earlier one does not ride in its queue past a row the queue lacks.
+func TestARowHandedOverOutOfOrderIsHandedBack(t *testing.T) {
+	p := New(Deps{}, Config{})
+	p.chain([]store.OutboxRow{row(10, 0)})
+	p.chain([]store.OutboxRow{row(12, 11)}) // 11's commit has not handed it over yet
+	if late := p.chain([]store.OutboxRow{row(11, 10)}); afterOf(late)[0] != "failed" {
+		t.Fatalf("11 handed over after 12: %v, want handed back", afterOf(late))
+	}
+
+	p = New(Deps{}, Config{})
+	p.chain([]store.OutboxRow{row(20, 0)})
+	qs := p.chain([]store.OutboxRow{row(21, 20), row(23, 22)}) // 22 comes later
+	if len(qs) != 2 || len(qs[0].rows) != 1 || afterOf(qs)[0] != "gate" || afterOf(qs)[1] != "failed" {
+		t.Fatalf("21 and 23 without 22: %d queues %v, want 21 behind 20 and 23 handed back", len(qs), afterOf(qs))
+	}
+}
