@@ -480,7 +480,9 @@ func TestAPublisherThatDiesMidBatchLeavesItsRowsToAnotherOnlyOnceItsLeaseLapses(
 	t.Parallel()
 	b := newBench(t)
 	ids := b.workload(t, 4, 1, 3, 1, noWake)
-	const lease = 2 * time.Second
+	// 4 s: the dead replica's first wave must be confirmed within two
+	// thirds of it (its publish deadline) for it to freeze at the second.
+	const lease = 4 * time.Second
 	frozen, thaw := make(chan struct{}), make(chan struct{})
 	began := time.Now() // the dead replica's leases end after began+lease
 	b.publisher(t, "dead", testkit.AMQPURL(), outbox.Config{Lease: lease, PollInterval: time.Hour, Batches: 1},
