@@ -45,6 +45,26 @@ func TestARowWhoseAfterIsBehindTheInstancesLastGateGoesBehindThatGate(t *testing
 	}
 }
 
+// A row written beside a step's commit by a transaction that could not see
+// the step's row (a task outcome's relay, with no After) waits for the
+// instance's batch in flight all the same; so does the next step's row,
+// written behind it: no later row of the instance overtakes the step's.
+func TestARowWithoutAfterWaitsForItsInstancesBatchInFlight(t *testing.T) {
+	p := New(Deps{}, Config{})
+	step := p.chain([]store.OutboxRow{row(10, 0)})
+	outcome := p.chain([]store.OutboxRow{row(11, 0)})
+	if outcome[0].after != step[0].gate {
+		t.Fatalf("11 with no After: %v, want behind 10's gate", afterOf(outcome))
+	}
+	next := p.chain([]store.OutboxRow{row(12, 10)}) // 11's mark committed first
+	if next[0].after != outcome[0].gate {
+		t.Fatalf("12 after 10: %v, want behind 11's gate (itself behind 10's)", afterOf(next))
+	}
+	if fresh := New(Deps{}, Config{}).chain([]store.OutboxRow{row(5, 0)}); fresh[0].after != nil {
+		t.Fatalf("a first row: %v, want nothing to wait for", afterOf(fresh))
+	}
+}
+
 // A row handed over late, after a later row of its instance, is never sent
 // behind that later row's gate; and a later row in the same hand-over as
 // an earlier one does not ride in its queue past a row the queue lacks.
@@ -61,5 +81,25 @@ func TestARowHandedOverOutOfOrderIsHandedBack(t *testing.T) {
 	qs := p.chain([]store.OutboxRow{row(21, 20), row(23, 22)}) // 22 comes later
 	if len(qs) != 2 || len(qs[0].rows) != 1 || afterOf(qs)[0] != "gate" || afterOf(qs)[1] != "failed" {
 		t.Fatalf("21 and 23 without 22: %d queues %v, want 21 behind 20 and 23 handed back", len(qs), afterOf(qs))
+	}
+}
+
+// connection is a Broker that is connected or not.
+type connection struct {
+	Broker
+	up bool
+}
+
+func (c connection) Connected() bool { return c.up }
+
+// Commits lease their rows to a running publisher only while its broker is
+// connected: during an outage they wait in the table, not in its memory.
+func TestCommitsLeaseTheirRowsToThePublisherOnlyWhileItsBrokerIsConnected(t *testing.T) {
+	for _, up := range []bool{true, false} {
+		p := New(Deps{Broker: connection{up: up}}, Config{Replica: "r1"})
+		p.accepting.Store(true)
+		if owner, _ := p.Lessee(); (owner == "r1") != up {
+			t.Errorf("broker connected %v: lessee %q", up, owner)
+		}
 	}
 }

@@ -108,6 +108,7 @@ type Store interface {
 
 // Broker is what the publisher needs from the connection owner (*broker.Owner).
 type Broker interface {
+	Connected() bool
 	WaitConnected(ctx context.Context) error
 	Publish(ctx context.Context, msgs []broker.Message) []error
 }
@@ -204,10 +205,13 @@ func New(deps Deps, cfg Config) *Publisher {
 // never blocks.
 func (p *Publisher) Wake() { notify(p.wake) }
 
-// Lessee is store.OutboxHandoff's: while the publisher runs, commits lease
-// the rows they write to its replica for its lease.
+// Lessee is store.OutboxHandoff's: while the publisher runs and its broker
+// is connected, commits lease the rows they write to its replica for its
+// lease. Without a connection they write them unleased: they wait in the
+// table, where any replica's lease finds them, not in this one's memory
+// (an outage of an hour would have kept every row written in it there).
 func (p *Publisher) Lessee() (owner string, lease time.Duration) {
-	if !p.accepting.Load() {
+	if !p.accepting.Load() || !p.deps.Broker.Connected() {
 		return "", 0
 	}
 	return p.cfg.Replica, p.cfg.Lease
@@ -447,17 +451,21 @@ func (p *Publisher) take() (queues []*queue, n int, since time.Time) {
 }
 
 // chain groups rows (in seq order) by instance, each instance's behind the
-// gate of the batch in flight that holds the row they come after (After),
-// and makes their gates the last. That gate may hold a later row than After
-// and still serve: an instance's gates chain, so its rows were sent only
-// after After's was confirmed (After is the latest unpublished row when the
-// row was written, and two batches' marks may commit in either order, the
-// later row's first). A queue whose row comes after one that no batch in
-// flight holds as its last or behind it, or whose instance's last gate
-// holds a row after it (a batch whose settlement failed, a previous process
-// of this replica, a commit handed over after a later one) waits for a gate
-// that failed: it is handed back, and waits in the table until that row is
-// published or its lease lapses. p.leasing is held.
+// instance's last gate (the batch that took its latest earlier row), and
+// makes their gates the last, so that an instance's gates form one chain.
+// The last gate serves a row whose After (its latest earlier unpublished
+// row when it was written) it holds or passed: its rows were sent only
+// after After's was confirmed (two batches' marks may commit in either
+// order, the later row's first). It also serves a row with no After: that
+// row was written by a transaction that could not see the earlier rows
+// still in flight (a task outcome, a child's end, a forward, beside a
+// step's commit), and waits for them all the same. A queue whose row comes
+// after one that no batch holds as its last or behind it, or whose
+// instance's last gate holds a row after it (a batch whose settlement
+// failed, a previous process of this replica, a commit handed over after a
+// later one) waits for a gate that failed: it is handed back, and waits in
+// the table until that row is published or its lease lapses. p.leasing is
+// held.
 func (p *Publisher) chain(rows []store.OutboxRow) []*queue {
 	var queues []*queue
 	index := map[string]*queue{}
@@ -467,10 +475,12 @@ func (p *Publisher) chain(rows []store.OutboxRow) []*queue {
 		q := index[r.InstanceID]
 		if q == nil || r.After > q.gate.last {
 			q = &queue{instance: r.InstanceID, gate: newGate()}
-			if r.After != 0 {
-				if q.after = p.gates[r.InstanceID]; q.after == nil || q.after.last < r.After || q.after.last >= r.Seq {
-					q.after = failed
-				}
+			switch last := p.gates[r.InstanceID]; {
+			case last == nil && r.After == 0:
+			case last == nil, last.last < r.After, last.last >= r.Seq:
+				q.after = failed
+			default:
+				q.after = last
 			}
 			p.gates[r.InstanceID] = q.gate
 			index[r.InstanceID] = q

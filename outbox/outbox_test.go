@@ -733,6 +733,10 @@ func (b *bench) handing(t *testing.T, cfg outbox.Config) *replica {
 	t.Helper()
 	cfg.RelayExchange = b.env.Config.OutboxExchange
 	r := b.publisher(t, "r1", testkit.AMQPURL(), cfg, nil)
+	// Commits lease to it only once its broker is connected.
+	if err := r.owner.WaitConnected(testkit.Ctx(t)); err != nil {
+		t.Fatal(err)
+	}
 	b.st.HandOutboxTo(r.pub)
 	return r
 }
