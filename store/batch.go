@@ -206,6 +206,7 @@ func (s *Store) CommitBatch(ctx context.Context, cs []Commit) []error {
 
 	// A claim was lost. Round trip 1: fence again, learning which passed.
 	matched := make(map[string]bool, n)
+	began := time.Now() // before the transaction's now(), which its leases count from
 	b = &pgx.Batch{}
 	queueBegin(b)
 	b.Queue(commitBatchSQL, ids, owners, versions, statuses, vars, tokens).Query(func(rows pgx.Rows) error {
@@ -234,6 +235,7 @@ func (s *Store) CommitBatch(ctx context.Context, cs []Commit) []error {
 	}
 	b = &pgx.Batch{}
 	w = s.outboxWrites()
+	w.At = began // the publisher's deadline counts from it
 	if err := queueStepWrites(b, w, passed...); err != nil {
 		rollback(ctx, conn)
 		return fail(err)

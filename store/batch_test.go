@@ -386,3 +386,51 @@ func TestABatchCommitWritesEachStepsWaitsToItsOwnInstanceOnly(t *testing.T) {
 		t.Errorf("inbox = %v", inbox)
 	}
 }
+
+// When a batch commit meets a lost claim it commits the others in a second
+// transaction, which began in the round trip that fenced them again: the
+// rows it hands over say they were written no later than that transaction's
+// start, which their leases count from (the publisher publishes for two
+// thirds of a lease past it).
+func TestAFencedBatchHandsItsOutboxRowsOverWithTheStartOfTheTransactionThatWroteThem(t *testing.T) {
+	t.Parallel()
+	ids := []string{"o-a", "o-b"}
+	env, st, proc := batchEnv(t, ids...)
+	h := &handoff{owner: "r1"}
+	st.HandOutboxTo(h)
+	ctx := testkit.Ctx(t)
+	const owner = "r/lane/1"
+	claimed, err := st.ClaimBatch(ctx, store.ClaimBatchRequest{Timeout: time.Minute, Owners: owners(owner, ids), InstanceIDs: ids, InboxIDs: []string{"pay-a", "pay-b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cs []store.Commit
+	for i, c := range claimed {
+		state, eff, err := engine.Step(proc, engine.Instance{ID: ids[i], Version: c.Instance.Version, State: c.Instance.State},
+			engine.Trigger{Kind: engine.TriggerMessage, Message: "payment-received", CorrelationKey: ids[i]}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		eff.Publish = append(eff.Publish, engine.OutboxMessage{ID: "msg-" + ids[i], Element: "e", Message: "m", Variables: map[string]any{}})
+		cs = append(cs, store.Commit{InstanceID: ids[i], Owner: owner, Version: c.Instance.Version, State: state, Effects: eff, InboxID: "pay-" + ids[i]})
+	}
+	// o-b's claim is taken over: the batch commits o-a alone, after a
+	// round trip that fences the steps again.
+	if _, err := env.DB.Exec(ctx, "UPDATE instances SET owner = 'r/lane/9' WHERE id = 'o-b'"); err != nil {
+		t.Fatal(err)
+	}
+	if errs := st.CommitBatch(ctx, cs); errs[0] != nil || fault.Code(errs[1]) != fault.StepFenced {
+		t.Fatalf("errs = %v, want [nil fenced]", errs)
+	}
+	w := h.last(t)
+	if len(w.Leased) != 1 || w.Leased[0].ID != "msg-o-a" {
+		t.Fatalf("handed over %+v, want o-a's message", w.Leased)
+	}
+	var began time.Time
+	if err := env.DB.QueryRow(ctx, "SELECT locked_until - interval '1 minute' FROM outbox WHERE id = 'msg-o-a'").Scan(&began); err != nil {
+		t.Fatal(err)
+	}
+	if w.At.After(began) {
+		t.Errorf("handed over as written at %s, after its transaction began at %s (its lease counts from then)", w.At.Format(time.StampMicro), began.Format(time.StampMicro))
+	}
+}
