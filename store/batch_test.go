@@ -47,6 +47,30 @@ func batchEnv(t *testing.T, ids ...string) (*testkit.Env, *store.Store, *bpmn.Pr
 	return env, st, proc
 }
 
+// claimPaid claims the orders ids for owner in one batch claim and computes
+// each one's payment step, for the relay pay-<id without "o-">.
+func claimPaid(t *testing.T, st *store.Store, proc *bpmn.Process, owner string, ids []string) []store.Commit {
+	t.Helper()
+	inboxes := make([]string, len(ids))
+	for i, id := range ids {
+		inboxes[i] = "pay-" + id[2:]
+	}
+	claimed, err := st.ClaimBatch(testkit.Ctx(t), store.ClaimBatchRequest{Timeout: time.Minute, Owners: owners(owner, ids), InstanceIDs: ids, InboxIDs: inboxes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cs []store.Commit
+	for i, c := range claimed {
+		state, eff, err := engine.Step(proc, engine.Instance{ID: ids[i], Version: c.Instance.Version, State: c.Instance.State},
+			engine.Trigger{Kind: engine.TriggerMessage, Message: "payment-received"}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, store.Commit{InstanceID: ids[i], Owner: owner, Version: c.Instance.Version, State: state, Effects: eff, InboxID: inboxes[i]})
+	}
+	return cs
+}
+
 // A batch commit whose fence fails for one instance (its claim was stolen)
 // commits the other steps and leaves that one out entirely: its state,
 // version and inbox row are untouched, and its error says StepFenced.
@@ -154,20 +178,7 @@ func TestABatchCommitWaitsForTheWALFlushAndItsBatchClaimDoesNot(t *testing.T) {
 	env, st, proc := batchEnv(t, ids...)
 	env.AuditDurability(t, "instances", "inbox", "subscriptions")
 	ctx := testkit.Ctx(t)
-	const owner = "r/lane/1"
-	claimed, err := st.ClaimBatch(ctx, store.ClaimBatchRequest{Timeout: time.Minute, Owners: owners(owner, ids), InstanceIDs: ids, InboxIDs: []string{"pay-a", "pay-b"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cs []store.Commit
-	for i, c := range claimed {
-		state, eff, err := engine.Step(proc, engine.Instance{ID: ids[i], Version: c.Instance.Version, State: c.Instance.State},
-			engine.Trigger{Kind: engine.TriggerMessage, Message: "payment-received"}, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		cs = append(cs, store.Commit{InstanceID: ids[i], Owner: owner, Version: c.Instance.Version, State: state, Effects: eff, InboxID: "pay-" + ids[i][2:]})
-	}
+	cs := claimPaid(t, st, proc, "r/lane/1", ids)
 	for i, err := range st.CommitBatch(ctx, cs) {
 		if err != nil {
 			t.Fatalf("commit of %s: %v", ids[i], err)
@@ -399,20 +410,9 @@ func TestAFencedBatchHandsItsOutboxRowsOverWithTheStartOfTheTransactionThatWrote
 	h := &handoff{owner: "r1"}
 	st.HandOutboxTo(h)
 	ctx := testkit.Ctx(t)
-	const owner = "r/lane/1"
-	claimed, err := st.ClaimBatch(ctx, store.ClaimBatchRequest{Timeout: time.Minute, Owners: owners(owner, ids), InstanceIDs: ids, InboxIDs: []string{"pay-a", "pay-b"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cs []store.Commit
-	for i, c := range claimed {
-		state, eff, err := engine.Step(proc, engine.Instance{ID: ids[i], Version: c.Instance.Version, State: c.Instance.State},
-			engine.Trigger{Kind: engine.TriggerMessage, Message: "payment-received", CorrelationKey: ids[i]}, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		eff.Publish = append(eff.Publish, engine.OutboxMessage{ID: "msg-" + ids[i], Element: "e", Message: "m", Variables: map[string]any{}})
-		cs = append(cs, store.Commit{InstanceID: ids[i], Owner: owner, Version: c.Instance.Version, State: state, Effects: eff, InboxID: "pay-" + ids[i]})
+	cs := claimPaid(t, st, proc, "r/lane/1", ids)
+	for i := range cs {
+		cs[i].Effects.Publish = append(cs[i].Effects.Publish, engine.OutboxMessage{ID: "msg-" + ids[i], Element: "e", Message: "m", Variables: map[string]any{}})
 	}
 	// o-b's claim is taken over: the batch commits o-a alone, after a
 	// round trip that fences the steps again.
