@@ -206,20 +206,7 @@ func TestAStepWhoseWritesFailLeavesTheBatchUncommittedAndEachCommitsOnItsOwn(t *
 	env, st, proc := batchEnv(t, ids...)
 	ctx := testkit.Ctx(t)
 	const owner = "r/lane/1"
-	inboxes := []string{"pay-a", "pay-b"}
-	claimed, err := st.ClaimBatch(ctx, store.ClaimBatchRequest{Timeout: time.Minute, Owners: owners(owner, ids), InstanceIDs: ids, InboxIDs: inboxes})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cs []store.Commit
-	for i, c := range claimed {
-		state, eff, err := engine.Step(proc, engine.Instance{ID: ids[i], Version: c.Instance.Version, State: c.Instance.State},
-			engine.Trigger{Kind: engine.TriggerMessage, Message: "payment-received"}, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		cs = append(cs, store.Commit{InstanceID: ids[i], Owner: owner, Version: c.Instance.Version, State: state, Effects: eff, InboxID: inboxes[i]})
-	}
+	cs := claimPaid(t, st, proc, owner, ids)
 	if _, err := env.DB.Exec(ctx, "INSERT INTO inbox (message_id, instance_id) VALUES ('pay-b', 'o-b')"); err != nil {
 		t.Fatal(err)
 	}
@@ -253,20 +240,7 @@ func TestABatchThatLostAClaimAndWhoseWritesFailLeavesOnlyTheFencedStepFenced(t *
 	env, st, proc := batchEnv(t, ids...)
 	ctx := testkit.Ctx(t)
 	const owner = "r/lane/1"
-	inboxes := []string{"pay-a", "pay-b", "pay-c"}
-	claimed, err := st.ClaimBatch(ctx, store.ClaimBatchRequest{Timeout: time.Minute, Owners: owners(owner, ids), InstanceIDs: ids, InboxIDs: inboxes})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cs []store.Commit
-	for i, c := range claimed {
-		state, eff, err := engine.Step(proc, engine.Instance{ID: ids[i], Version: c.Instance.Version, State: c.Instance.State},
-			engine.Trigger{Kind: engine.TriggerMessage, Message: "payment-received"}, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		cs = append(cs, store.Commit{InstanceID: ids[i], Owner: owner, Version: c.Instance.Version, State: state, Effects: eff, InboxID: inboxes[i]})
-	}
+	cs := claimPaid(t, st, proc, owner, ids)
 	// o-a's claim is taken over; a copy of o-c's relay commits meanwhile.
 	if _, err := env.DB.Exec(ctx, "UPDATE instances SET owner = 'r/lane/9' WHERE id = 'o-a'"); err != nil {
 		t.Fatal(err)
