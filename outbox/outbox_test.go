@@ -790,7 +790,7 @@ func TestRowsACommitLeasedToItsPublisherArePublishedWithoutALeaseStatementInComm
 			deferred, released = deferred+len(s.Deferred), released+len(s.Released)
 		}
 		t.Errorf("lease statements leased %d rows; every row was the commit's to hand over (settlements deferred %d rows and handed back %d; publish errors: %v)",
-			n, deferred, released, publishErrors(r))
+			n, deferred, released, publishErrors(t, r))
 	}
 	if n := b.env.Int(t, "SELECT count(*) FROM outbox WHERE locked_by IS NOT NULL"); n != 0 {
 		t.Errorf("%d rows still leased after they were published", n)
@@ -798,12 +798,11 @@ func TestRowsACommitLeasedToItsPublisherArePublishedWithoutALeaseStatementInComm
 }
 
 // publishErrors is r's sutra_outbox_publish_errors_total by reason.
-func publishErrors(r *replica) map[string]float64 {
+func publishErrors(t *testing.T, r *replica) map[string]float64 {
 	out := map[string]float64{}
 	for _, reason := range []string{metrics.PublishUnavailable, metrics.PublishNacked, metrics.PublishReturned} {
-		var m dto.Metric
-		if err := r.m.OutboxPublishErrors.WithLabelValues(reason).Write(&m); err == nil && m.GetCounter().GetValue() > 0 {
-			out[reason] = m.GetCounter().GetValue()
+		if n := counter(t, r.m.OutboxPublishErrors.WithLabelValues(reason)); n > 0 {
+			out[reason] = n
 		}
 	}
 	return out
