@@ -22,14 +22,19 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // start runs an owner with the test's topology, named connName on the broker.
 func start(t *testing.T, env *testkit.Env, amqpURL, connName string) *broker.Owner {
 	t.Helper()
+	return startWith(t, env, broker.Config{URL: amqpURL, ConnectionName: connName})
+}
+
+// startWith is start with cfg's URL, name and channels.
+func startWith(t *testing.T, env *testkit.Env, cfg broker.Config) *broker.Owner {
+	t.Helper()
 	c := env.Config
-	o := broker.New(testkit.Logger(t), broker.Config{
-		URL: amqpURL, ConnectionName: connName, ReconnectMin: 10 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
-		Topology: broker.Topology{
-			RelayExchange: c.RelayExchange, RelayQueue: c.RelayQueue, DeadExchange: c.DeadExchange, DeadQueue: c.DeadQueue,
-			OutboxExchange: c.OutboxExchange,
-		},
-	})
+	cfg.ReconnectMin, cfg.ReconnectMax = 10*time.Millisecond, 200*time.Millisecond
+	cfg.Topology = broker.Topology{
+		RelayExchange: c.RelayExchange, RelayQueue: c.RelayQueue, DeadExchange: c.DeadExchange, DeadQueue: c.DeadQueue,
+		OutboxExchange: c.OutboxExchange,
+	}
+	o := broker.New(testkit.Logger(t), cfg)
 	o.TestSignals.Init()
 	if err := o.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -127,6 +132,37 @@ func TestRidesOutANetworkOutageAndFailsFastMeanwhile(t *testing.T) {
 	}
 	if errs := o.Publish(testkit.Ctx(t), []broker.Message{deadLetter(env, "m-3")}); errs[0] != nil {
 		t.Fatalf("publishing after the outage: %v", errs[0])
+	}
+}
+
+func TestAMessageSentButNotConfirmedBeforeTheDeadlineIsToldApartFromOneNeverSent(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	u, _ := url.Parse(testkit.AMQPURL())
+	proxy := testkit.NewProxy(t, u.Host)
+	// One confirming channel, opened by the first publish: the next is
+	// sent at once.
+	o := startWith(t, env, broker.Config{URL: proxy.Through(t, testkit.AMQPURL()),
+		ConnectionName: "sutra-test-broker/" + env.Schema, PublishChannels: 1})
+	o.TestSignals.Connected.WaitOrTimeout(t)
+	if errs := o.Publish(testkit.Ctx(t), []broker.Message{deadLetter(env, "m-1")}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	proxy.HoldReplies() // the broker gets the message; its confirm does not come back
+	ctx, cancel := context.WithTimeout(testkit.Ctx(t), 300*time.Millisecond)
+	defer cancel()
+	errs := o.Publish(ctx, []broker.Message{deadLetter(env, "m-2")})
+	if !errors.Is(errs[0], broker.ErrUnconfirmed) || fault.Code(errs[0]) != fault.Unavailable {
+		t.Fatalf("a publish whose confirm is held past its deadline = %v, want %v with %s", errs[0], broker.ErrUnconfirmed, fault.Unavailable)
+	}
+	proxy.ReleaseReplies()
+	// After the deadline nothing is sent: the error says so.
+	errs = o.Publish(ctx, []broker.Message{deadLetter(env, "m-3")})
+	if fault.Code(errs[0]) != fault.Unavailable || errors.Is(errs[0], broker.ErrUnconfirmed) {
+		t.Fatalf("a publish after its deadline = %v, want %s, not %v", errs[0], fault.Unavailable, broker.ErrUnconfirmed)
+	}
+	if errs := o.Publish(testkit.Ctx(t), []broker.Message{deadLetter(env, "m-4")}); errs[0] != nil {
+		t.Fatalf("publishing once the replies flow again: %v", errs[0])
 	}
 }
 

@@ -26,6 +26,11 @@ var (
 	// ErrNacked: the broker refused the message (e.g. a full queue with
 	// x-overflow reject-publish, or an internal error).
 	ErrNacked = errors.New("nacked by the broker")
+	// ErrUnconfirmed: the message was sent, and ctx ended before its
+	// confirm came. The broker may have it and deliver it still, so it is
+	// not "not sent": a caller that publishes it again now races that copy.
+	// Such an error carries fault.Unavailable too.
+	ErrUnconfirmed = errors.New("sent, but not confirmed in time")
 )
 
 // maxInFlight bounds the publishes awaiting confirms at once; it is also the
@@ -47,7 +52,8 @@ type confirming struct {
 // Publish publishes msgs mandatory, waits for every confirm, and reports per
 // message nil (confirmed: acked and not returned), an error wrapping
 // ErrReturned or ErrNacked, or a fault.Unavailable error (no connection, the
-// channel or connection closed before the confirm, or ctx ended first).
+// channel or connection closed before the confirm, or ctx ended first: a
+// message sent by then also wraps ErrUnconfirmed).
 // Message ids within one call must be unique: a return names its message
 // by id.
 //
@@ -134,7 +140,7 @@ wait:
 		}
 	}
 	if waited < len(dcs) {
-		fill(errs[waited:len(dcs)], fault.Wrap(fault.Unavailable, ctx.Err(), "waiting for the broker's confirms"))
+		fill(errs[waited:len(dcs)], fault.Wrap(fault.Unavailable, fmt.Errorf("%w: %w", ErrUnconfirmed, ctx.Err()), "waiting for the broker's confirms"))
 		// Confirms and returns of this batch may still come: they must not
 		// be taken for the next batch's.
 		s.pc = nil

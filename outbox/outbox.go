@@ -261,8 +261,9 @@ func (p *Publisher) handBack(ctx context.Context, rows []store.OutboxRow) {
 
 // Start publishes until Stop. While the broker is unreachable rows wait in
 // the table. Stop (startstop.Base) stops leasing at once and lets the batch
-// in hand finish until its deadline; then what it did not publish is handed
-// back so that another replica publishes it now.
+// in hand finish until its deadline; then what it did not send is handed
+// back so that another replica publishes it now (what it sent and the broker
+// did not confirm yet stays leased: the broker may deliver it still).
 func (p *Publisher) Start(ctx context.Context) error {
 	if err := p.Run(ctx, "outbox", p.run); err != nil {
 		return err
@@ -534,9 +535,11 @@ type kept struct {
 // publish publishes the queues' rows in waves and says what became of each:
 // wave k holds the next row of every instance whose earlier rows were all
 // confirmed, those of earlier batches included. A queue whose earlier batch
-// did not get its rows confirmed is handed back, its rows unsent.
+// did not get its rows confirmed is handed back, its rows unsent. A row sent
+// and not confirmed by ctx's end stays leased (see broker.ErrUnconfirmed).
 func (p *Publisher) publish(ctx context.Context, queues []*queue) (settle store.OutboxSettlement, outage bool) {
 	m, log := p.deps.Metrics, p.deps.Logger
+	held := 0 // rows sent but not confirmed by the deadline
 	release := func(q *queue, rows []store.OutboxRow) {
 		for _, r := range rows {
 			settle.Released = append(settle.Released, r.ID)
@@ -604,7 +607,16 @@ func (p *Publisher) publish(ctx context.Context, queues []*queue) (settle store.
 			case fault.Code(err) == fault.Unavailable:
 				m.OutboxPublishErrors.WithLabelValues(metrics.PublishUnavailable).Inc()
 				outage = true
-				release(q, q.rows)
+				if !errors.Is(err, broker.ErrUnconfirmed) {
+					release(q, q.rows)
+					break
+				}
+				// Sent, and the broker may deliver it still: handed back,
+				// another publisher would send it beside that copy. It
+				// stays leased until its lease lapses; the rows behind it
+				// go back (nobody else leases them before it).
+				held++
+				release(q, q.rows[1:])
 			default:
 				reason := metrics.PublishNacked
 				if errors.Is(err, broker.ErrReturned) {
@@ -622,6 +634,10 @@ func (p *Publisher) publish(ctx context.Context, queues []*queue) (settle store.
 	}
 	if outage && ctx.Err() == nil {
 		log.Warn("broker unavailable while publishing outbox rows; handed back", "released", len(settle.Released))
+	}
+	if held > 0 {
+		log.Warn("outbox rows sent but not confirmed by the batch's deadline; kept leased, published again once their lease lapses",
+			"rows", held, "released", len(settle.Released))
 	}
 	return settle, outage
 }

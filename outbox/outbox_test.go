@@ -67,9 +67,16 @@ func (r *replica) stop(ctx context.Context) error {
 // wrap, when set, puts a fault injector between the two.
 func (b *bench) publisher(t *testing.T, name, amqpURL string, cfg outbox.Config, wrap func(*broker.Owner) outbox.Broker) *replica {
 	t.Helper()
-	owner := broker.New(testkit.Logger(t), broker.Config{URL: amqpURL, ConnectionName: "sutra-test-outbox/" + name,
-		ReconnectMin: 10 * time.Millisecond, ReconnectMax: 100 * time.Millisecond,
-		Topology: broker.Topology{OutboxExchange: b.env.Config.OutboxExchange}})
+	return b.publisherOn(t, name, broker.Config{URL: amqpURL}, cfg, wrap)
+}
+
+// publisherOn is publisher on a broker connection of bcfg (its URL and
+// channels; the test sets the rest).
+func (b *bench) publisherOn(t *testing.T, name string, bcfg broker.Config, cfg outbox.Config, wrap func(*broker.Owner) outbox.Broker) *replica {
+	t.Helper()
+	bcfg.ConnectionName, bcfg.ReconnectMin, bcfg.ReconnectMax = "sutra-test-outbox/"+name, 10*time.Millisecond, 100*time.Millisecond
+	bcfg.Topology = broker.Topology{OutboxExchange: b.env.Config.OutboxExchange}
+	owner := broker.New(testkit.Logger(t), bcfg)
 	owner.TestSignals.Init()
 	if err := owner.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -474,6 +481,55 @@ func TestABrokerOutageMidBatchLosesNothingAndRowsWaitMeanwhile(t *testing.T) {
 	}
 	proxy.Restore()
 	b.allPublishedInCommitOrder(t, ids)
+}
+
+func TestARowSentButNotConfirmedByTheBatchDeadlineStaysLeasedSoNoOtherPublisherSendsItMeanwhile(t *testing.T) {
+	t.Parallel()
+	b := newBench(t)
+	u, _ := url.Parse(testkit.AMQPURL())
+	proxy := testkit.NewProxy(t, u.Host)
+	warm := b.commit(t, "w", 1, 1, func(int) string { return "m.w" })
+	// 6 s: the confirm is held past the batch's deadline (two thirds of
+	// it), and the row's holder is read before the lease lapses.
+	const lease = 6 * time.Second
+	// One confirming channel, opened by the first publish: the second
+	// reaches the broker, and its confirm does not come back.
+	r := b.publisherOn(t, "r1", broker.Config{URL: proxy.Through(t, testkit.AMQPURL()), PublishChannels: 1},
+		outbox.Config{Lease: lease, Batches: 1, PollInterval: time.Hour},
+		func(o *broker.Owner) outbox.Broker {
+			return &injector{Owner: o, before: func(_ context.Context, n int) {
+				if n == 2 {
+					proxy.HoldReplies()
+				}
+			}}
+		})
+	if s := r.pub.TestSignals.Settled.WaitOrTimeout(t); !slices.Equal(s.Published, warm) {
+		t.Fatalf("first batch settled %+v, want %v published", s, warm)
+	}
+	ids := b.commit(t, "x", 1, 2, func(int) string { return "m.x" })
+	r.pub.Wake()
+	s := r.pub.TestSignals.Settled.WaitOrTimeout(t)
+	if len(s.Published) != 0 || !slices.Equal(s.Released, ids[1:]) {
+		t.Fatalf("settlement at the deadline: %+v; want only %s, never sent, handed back", s, ids[1])
+	}
+	var holder *string
+	var until time.Time
+	if err := b.env.DB.QueryRow(testkit.Ctx(t), "SELECT locked_by, locked_until FROM outbox WHERE id = $1", ids[0]).Scan(&holder, &until); err != nil {
+		t.Fatal(err)
+	}
+	if holder == nil || *holder != "r1" {
+		t.Fatalf("row %s, sent and unconfirmed, is held by %v after the deadline, want still by r1 (handed back, another publisher sends a second copy beside the first)", ids[0], holder)
+	}
+	proxy.ReleaseReplies()
+	// Another replica finds both rows by polling, and sends them only once
+	// the lease lapsed.
+	b.publisher(t, "r2", testkit.AMQPURL(), outbox.Config{Lease: lease, PollInterval: 50 * time.Millisecond}, nil)
+	b.down.waitFor(append(warm, ids...))
+	b.waitPublished(t)
+	if early := b.env.Int(t, "SELECT count(*) FROM outbox WHERE id = $1 AND published_at < $2", ids[0], until); early != 0 {
+		t.Errorf("row %s published again before the lease of its unconfirmed copy lapsed (%s)", ids[0], until)
+	}
+	assertCommitOrder(t, b.down.barrier(), b.commitOrder(t))
 }
 
 func TestAPublisherThatDiesMidBatchLeavesItsRowsToAnotherOnlyOnceItsLeaseLapses(t *testing.T) {

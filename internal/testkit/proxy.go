@@ -15,12 +15,17 @@ import (
 // drops the connections it carries but keeps accepting (a connection killed
 // by a middlebox). DropCancelRequests swallows PostgreSQL cancel requests, so
 // a statement whose client vanished runs to its end on the server.
+// HoldReplies keeps what servers send from their clients (a publisher's
+// confirms that never come) until ReleaseReplies.
 type Proxy struct {
 	dropCancels atomic.Bool
-	ln          net.Listener
-	target      string
-	mu          sync.Mutex
-	down        bool
+	// replies is closed while replies flow; HoldReplies replaces it with an
+	// open channel, which ReleaseReplies closes.
+	replies atomic.Pointer[chan struct{}]
+	ln      net.Listener
+	target  string
+	mu      sync.Mutex
+	down    bool
 	// drops counts Cut and Reset calls: a connection being set up while one
 	// ran is dropped too, not carried past the partition.
 	drops int
@@ -37,10 +42,12 @@ func NewProxy(t testing.TB, target string) *Proxy {
 		t.Fatal(err)
 	}
 	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.ReleaseReplies()
 	p.wg.Go(p.accept)
 	t.Cleanup(func() {
 		ln.Close()
 		p.Cut()
+		p.ReleaseReplies() // a held read returns its closed connection's error
 		p.wg.Wait()
 	})
 	return p
@@ -116,7 +123,40 @@ func (p *Proxy) accept() {
 			src.Close()
 		}
 		p.wg.Go(func() { pipe(s, c) })
-		p.wg.Go(func() { pipe(c, s) })
+		p.wg.Go(func() { pipe(c, heldReader{s, &p.replies}) })
+	}
+}
+
+// heldReader reads a server's replies, holding each read while the proxy
+// holds replies.
+type heldReader struct {
+	net.Conn
+	replies *atomic.Pointer[chan struct{}]
+}
+
+func (r heldReader) Read(b []byte) (int, error) {
+	n, err := r.Conn.Read(b)
+	<-*r.replies.Load()
+	return n, err
+}
+
+// HoldReplies keeps every byte servers send from its client until
+// ReleaseReplies; what clients send still reaches the servers.
+func (p *Proxy) HoldReplies() {
+	held := make(chan struct{})
+	p.replies.Store(&held)
+}
+
+// ReleaseReplies forwards the replies held and those that follow.
+func (p *Proxy) ReleaseReplies() {
+	flowing := make(chan struct{})
+	close(flowing)
+	if old := p.replies.Swap(&flowing); old != nil {
+		select {
+		case <-*old:
+		default:
+			close(*old)
+		}
 	}
 }
 
