@@ -194,6 +194,10 @@ func (s *Store) CommitBatch(ctx context.Context, cs []Commit) []error {
 	b.Queue("COMMIT")
 	err = conn.SendBatch(ctx, b).Close()
 	if err == nil {
+		// The hand-over may take a connection of its own (a stopped
+		// publisher hands the rows back at once): with this one held, commits
+		// doing so could take the whole pool and wait for each other.
+		conn.Release()
 		s.handOutbox(w)
 		return errs
 	}
@@ -243,6 +247,7 @@ func (s *Store) CommitBatch(ctx context.Context, cs []Commit) []error {
 	b.Queue("COMMIT")
 	err = conn.SendBatch(ctx, b).Close()
 	if err == nil {
+		conn.Release() // see below
 		s.handOutbox(w)
 		return errs
 	}

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"slices"
@@ -406,5 +407,51 @@ func TestAFencedBatchHandsItsOutboxRowsOverWithTheStartOfTheTransactionThatWrote
 	}
 	if w.At.After(began) {
 		t.Errorf("handed over as written at %s, after its transaction began at %s (its lease counts from then)", w.At.Format(time.StampMicro), began.Format(time.StampMicro))
+	}
+}
+
+// handingBack is the handoff of a publisher that stopped: it hands the rows
+// a commit leased to it back at once, with a statement of its own.
+type handingBack struct {
+	st  *store.Store
+	err error
+}
+
+func (h *handingBack) Lessee() (string, time.Duration) { return "r1", time.Minute }
+func (h *handingBack) Written(w store.OutboxWritten) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	var ids []string
+	for _, r := range w.Leased {
+		ids = append(ids, r.ID)
+	}
+	h.err = h.st.SettleOutbox(ctx, "r1", store.OutboxSettlement{Released: ids})
+}
+
+// A batch commit hands its outbox rows over once it gave its connection
+// back: holding it, a commit whose rows are handed back at once waited for a
+// connection of a pool that commits doing the same had taken whole.
+func TestABatchCommitHandsItsOutboxRowsOverHoldingNoConnection(t *testing.T) {
+	t.Parallel()
+	ids := []string{"o-a"}
+	env, _, proc := batchEnv(t, ids...)
+	ctx := testkit.Ctx(t)
+	st, err := store.Open(ctx, env.Config.DatabaseURL, store.Options{MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	h := &handingBack{st: st}
+	st.HandOutboxTo(h)
+	cs := claimPaid(t, st, proc, "r/lane/1", ids)
+	cs[0].Effects.Publish = append(cs[0].Effects.Publish, engine.OutboxMessage{ID: "msg-o-a", Element: "e", Message: "m", Variables: map[string]any{}})
+	if errs := st.CommitBatch(ctx, cs); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if h.err != nil {
+		t.Fatalf("handing the rows back from the hand-over: %v (the commit still held the pool's one connection)", h.err)
+	}
+	if n := env.Int(t, "SELECT count(*) FROM outbox WHERE id = 'msg-o-a' AND locked_by IS NULL"); n != 1 {
+		t.Error("the row is still leased: it was not handed back")
 	}
 }
