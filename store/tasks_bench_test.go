@@ -1,8 +1,11 @@
 package store_test
 
 import (
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/sutra-run/worker/store"
 )
@@ -51,4 +54,39 @@ func BenchmarkFetchAndLock(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkRecordOutcome measures one complete of a locked task (the
+// outcome and its relay's outbox row, one durable transaction), with b.N
+// tasks locked beforehand.
+//
+//	go test -run '^$' -bench RecordOutcome -benchtime 3000x ./store
+func BenchmarkRecordOutcome(b *testing.B) {
+	env, ctx, st := open(b)
+	for _, sql := range []string{
+		`INSERT INTO definitions (key, version, checksum, xml) VALUES ('p', 1, 'x', '')`,
+		`INSERT INTO instances (id, definition_key, definition_version, status, version)
+			SELECT 'i-' || g, 'p', 1, 'active', 1 FROM generate_series(1, 256) g`,
+		`INSERT INTO tasks (instance_id, token_id, element_id, type, retries, locked_by, lock_expires_at)
+			SELECT 'i-' || (g % 256), 't-' || g, 'work', 'work', 3, 'w', now() + interval '1 hour' FROM generate_series(1, ` + strconv.Itoa(b.N) + `) g`,
+		`ANALYZE tasks, instances`,
+	} {
+		if _, err := env.DB.Exec(ctx, sql); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rows, _ := env.DB.Query(ctx, `SELECT id FROM tasks ORDER BY id`)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		b.Fatal(err)
+	}
+	pg := postgresCPU(b)
+	b.ResetTimer()
+	for i, id := range ids {
+		if _, err := st.RecordOutcome(ctx, store.Outcome{TaskID: id, Worker: "w", Kind: store.TaskCompleted,
+			Variables: map[string]any{"n": i}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportPostgresCPU(b, pg)
 }
