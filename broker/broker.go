@@ -121,7 +121,8 @@ type Owner struct {
 	// slots hold the confirming channels, one per Publish in flight:
 	// returns are matched to the batch in flight on their channel.
 	slots chan *slot
-	// closing waits for channels closed in the background (see discard).
+	// closing waits for what the owner runs in the background: channels
+	// being opened or closed (see background).
 	closing sync.WaitGroup
 }
 
@@ -192,8 +193,10 @@ func (o *Owner) WaitConnected(ctx context.Context) error {
 }
 
 // Channel opens a channel on the current connection; the caller closes it.
-// It never waits: without a connection it fails with fault.Unavailable
-// (wait on Changed and ask again). The channel closes with the connection.
+// It never waits for a connection: without one it fails with
+// fault.Unavailable (wait on Changed and ask again). It does wait for the
+// broker's answer to the open (until the connection closes, on a broker that
+// does not answer). The channel closes with the connection.
 func (o *Owner) Channel() (*amqp.Channel, error) {
 	o.mu.Lock()
 	conn := o.conn

@@ -80,7 +80,7 @@ func (o *Owner) Publish(ctx context.Context, msgs []Message) []error {
 // publish publishes at most maxInFlight messages on s's channel and fills
 // errs.
 func (o *Owner) publish(ctx context.Context, s *slot, msgs []Message, errs []error) {
-	pc, err := o.confirming(s)
+	pc, err := o.confirming(ctx, s)
 	if err != nil {
 		fill(errs, err)
 		return
@@ -155,12 +155,41 @@ func fill(errs []error, err error) {
 }
 
 // confirming returns s's confirming channel, opening one on the current
-// connection when there is none or it closed.
-func (o *Owner) confirming(s *slot) (*confirming, error) {
+// connection when there is none or it closed. Opening waits for the
+// broker's answers, which a sick connection may not give: it gives up when
+// ctx ends, and a channel that opens after that is closed unused.
+func (o *Owner) confirming(ctx context.Context, s *slot) (*confirming, error) {
 	if s.pc != nil && !s.pc.ch.IsClosed() {
 		return s.pc, nil
 	}
 	s.pc = nil
+	type result struct {
+		pc  *confirming
+		err error
+	}
+	opened := make(chan result, 1)
+	if !o.background(func() {
+		pc, err := o.openConfirming()
+		opened <- result{pc, err}
+	}) {
+		return nil, fault.New(fault.Unavailable, "broker not connected: the owner stopped")
+	}
+	select {
+	case r := <-opened:
+		s.pc = r.pc
+		return r.pc, r.err
+	case <-ctx.Done():
+		o.background(func() {
+			if r := <-opened; r.pc != nil {
+				_ = r.pc.ch.Close()
+			}
+		})
+		return nil, fault.Wrap(fault.Unavailable, ctx.Err(), "opening a confirming channel")
+	}
+}
+
+// openConfirming opens a channel in confirm mode.
+func (o *Owner) openConfirming() (*confirming, error) {
 	ch, err := o.Channel()
 	if err != nil {
 		return nil, err
@@ -169,19 +198,26 @@ func (o *Owner) confirming(s *slot) (*confirming, error) {
 		ch.Close()
 		return nil, fault.Wrap(fault.Unavailable, err, "enabling publisher confirms")
 	}
-	s.pc = &confirming{ch: ch, returns: ch.NotifyReturn(make(chan amqp.Return, maxInFlight))}
-	return s.pc, nil
+	return &confirming{ch: ch, returns: ch.NotifyReturn(make(chan amqp.Return, maxInFlight))}, nil
 }
 
 // discard closes a confirming channel in the background (a close waits for
 // the broker's answer, which may take a while on a sick connection).
 func (o *Owner) discard(pc *confirming) {
+	if !o.background(func() { _ = pc.ch.Close() }) {
+		// The connection is closed: so is the channel, at once.
+		_ = pc.ch.Close()
+	}
+}
+
+// background runs f on a goroutine that the owner's stop waits for, unless
+// the owner stopped (false). f must end once the connection closes.
+func (o *Owner) background(f func()) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.state == stopped {
-		// The connection is closed: so is the channel, at once.
-		_ = pc.ch.Close()
-		return
+		return false
 	}
-	o.closing.Go(func() { _ = pc.ch.Close() })
+	o.closing.Go(f)
+	return true
 }
