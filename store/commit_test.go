@@ -19,12 +19,13 @@ import (
 // write that precedes an ack or a success answer must be durable when it
 // returns: a deploy ("deployed"), a buffered relay (acked once buffered), a
 // step commit with its inbox and outbox rows (acked once committed), the
-// consumption of a timer fire and of a buffered message. The audit reads
+// consumption of a timer fire and of a buffered message, a forward, an admin
+// write. The audit reads
 // synchronous_commit at each transaction's commit.
 func TestEveryWriteBeforeAnAckOrASuccessAnswerWaitsForTheWALFlush(t *testing.T) {
 	t.Parallel()
 	env, ctx, st := open(t)
-	env.AuditDurability(t, "definitions", "instances", "inbox", "buffered_messages", "subscriptions", "timers", "tasks", "outbox", "incidents")
+	env.AuditDurability(t, "definitions", "instances", "inbox", "buffered_messages", "subscriptions", "timers", "tasks", "outbox", "incidents", "migrations")
 	deploy := func(path string) *bpmn.Process {
 		xml, err := os.ReadFile(path)
 		if err != nil {
@@ -40,7 +41,7 @@ func TestEveryWriteBeforeAnAckOrASuccessAnswerWaitsForTheWALFlush(t *testing.T) 
 		return p
 	}
 	order, timer, quote := deploy("../examples/order.bpmn"), deploy("../app/testdata/timer.bpmn"), deploy("../examples/quote-request.bpmn")
-	tasks := deploy("../api/testdata/tasks.bpmn")
+	tasks, review := deploy("../api/testdata/tasks.bpmn"), deploy("../api/testdata/review.bpmn")
 	const owner = "r/lane/0"
 	claim := func(id, startKey string) store.Instance {
 		inst, err := st.Claim(ctx, store.ClaimRequest{InstanceID: id, Owner: owner, Timeout: time.Minute, StartKey: startKey})
@@ -129,12 +130,33 @@ func TestEveryWriteBeforeAnAckOrASuccessAnswerWaitsForTheWALFlush(t *testing.T) 
 		t.Fatal(err)
 	}
 
+	// A relay no step applies, forwarded as relays in its place (then
+	// acked).
+	if err := st.Forward(ctx, "fan-1", "o-1", []store.RelayOut{{ID: "fan-1/a", InstanceID: "a-1", RoutingKey: "k", Body: []byte(`{}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	// Admin writes answered with success: a user task's assignment, a bulk
+	// migration's creation (answered 202).
+	inst = claim("r-1", "review")
+	state, eff = step(review, inst, engine.Trigger{Kind: engine.TriggerStart, Variables: map[string]any{"reviewer": "ann"}})
+	if err := st.CommitStep(ctx, store.Commit{InstanceID: "r-1", Owner: owner, Version: inst.Version, State: state, Effects: eff}); err != nil {
+		t.Fatal(err)
+	}
+	bob := "bob"
+	if err := st.AssignUserTask(ctx, env.Int(t, "SELECT id FROM tasks WHERE instance_id = 'r-1'"), &bob); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateMigration(ctx, "mig-1", "review", 1, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+
 	got := env.Durability(t)
 	for _, must := range []string{
 		"definitions INSERT INSERT", "buffered_messages INSERT INSERT", "buffered_messages DELETE DELETE",
 		"inbox INSERT INSERT", "instances UPDATE commit", "subscriptions INSERT INSERT", "timers INSERT INSERT",
 		"timers DELETE DELETE", "instances INSERT claim", "instances UPDATE claim", "instances UPDATE release",
 		"outbox INSERT INSERT", "outbox UPDATE UPDATE", "tasks INSERT INSERT", "tasks UPDATE lock", "tasks UPDATE outcome",
+		"tasks UPDATE UPDATE", "migrations INSERT INSERT",
 	} {
 		if _, ok := got[must]; !ok {
 			t.Errorf("no %q write was audited: the test does not cover it", must)
