@@ -247,7 +247,7 @@ func (s *Store) CommitBatch(ctx context.Context, cs []Commit) []error {
 	b.Queue("COMMIT")
 	err = conn.SendBatch(ctx, b).Close()
 	if err == nil {
-		conn.Release() // see below
+		conn.Release() // see above
 		s.handOutbox(w)
 		return errs
 	}
