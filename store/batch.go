@@ -181,25 +181,29 @@ func (s *Store) CommitBatch(ctx context.Context, cs []Commit) []error {
 	// A connection left inside the transaction (a failed ROLLBACK) is
 	// destroyed by the pool on release, never reused.
 	defer conn.Release()
+	// committed hands w over once the transaction committed. The hand-over
+	// may take a connection of its own (a stopped publisher hands the rows
+	// back at once): with this one held, commits doing so could take the
+	// whole pool and wait for each other.
+	var w *outboxWrites
+	committed := func() []error {
+		conn.Release()
+		s.handOutbox(w)
+		return errs
+	}
 
 	// One round trip: open the transaction (durable: it waits for the WAL
 	// flush, like CommitStep), fence every step, write them all, commit.
 	b := &pgx.Batch{}
 	queueBegin(b)
 	b.Queue(fenceBatchSQL, ids, owners, versions, statuses, vars, tokens)
-	w := s.outboxWrites()
+	w = s.outboxWrites()
 	if err := queueStepWrites(b, w, cs...); err != nil {
 		return fail(err)
 	}
 	b.Queue("COMMIT")
-	err = conn.SendBatch(ctx, b).Close()
-	if err == nil {
-		// The hand-over may take a connection of its own (a stopped
-		// publisher hands the rows back at once): with this one held, commits
-		// doing so could take the whole pool and wait for each other.
-		conn.Release()
-		s.handOutbox(w)
-		return errs
+	if err = conn.SendBatch(ctx, b).Close(); err == nil {
+		return committed()
 	}
 	rollback(ctx, conn)
 	if !isSQLState(err, sqlstateBatchFenced) {
@@ -245,11 +249,8 @@ func (s *Store) CommitBatch(ctx context.Context, cs []Commit) []error {
 		return fail(err)
 	}
 	b.Queue("COMMIT")
-	err = conn.SendBatch(ctx, b).Close()
-	if err == nil {
-		conn.Release() // see above
-		s.handOutbox(w)
-		return errs
+	if err = conn.SendBatch(ctx, b).Close(); err == nil {
+		return committed()
 	}
 	rollback(ctx, conn)
 	return stepsFailed(errs, cs, matched, err, what)
