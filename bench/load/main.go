@@ -340,6 +340,11 @@ func (b *bencher) measureSteps(ctx context.Context) error {
 			return fmt.Errorf("batch pgbench with %d clients: %w", c, err)
 		}
 	}
+	if o.batchSize > 0 && len(o.lanes) > 0 {
+		if err := b.measure(b.brokerFloor(ctx)); err != nil {
+			return fmt.Errorf("broker floor: %w", err)
+		}
+	}
 	if !o.syncClaims {
 		return nil
 	}

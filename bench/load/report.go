@@ -21,6 +21,8 @@ func (r result) name() string {
 		s = fmt.Sprintf("worker, %d lane%s, %s data", r.conc, plural(r.conc), r.data)
 	case "batch":
 		s = fmt.Sprintf("batch pgbench (N = %d), %d client%s", r.batch, r.conc, plural(r.conc))
+	case "floor":
+		s = fmt.Sprintf("broker floor: ack only, prefetch %d", r.conc)
 	default:
 		s = fmt.Sprintf("pgbench, %d client%s", r.conc, plural(r.conc))
 	}
@@ -42,7 +44,7 @@ const header = `| run | steps | steps/s | p50 | p99 | requeued | CPU µs/step: a
 
 func (r result) row() string {
 	p50, p99 := "—", "—"
-	if r.kind != "pgbench" && r.kind != "batch" {
+	if r.kind == "worker" || r.kind == "baseline" || r.kind == "fixed" || r.kind == "data" {
 		p50, p99 = latency(r.p50), latency(r.p99)
 	}
 	per := func(d time.Duration) string {
@@ -129,6 +131,7 @@ func report(w io.Writer, all []result, rounds int) {
 				metIn(met, rounds, t.ratio >= t.want))
 		}
 	}
+	reportFloor(w, rs)
 	var pairs [][2]result
 	for _, r := range rs {
 		if async, ok := find(rs, r.kind, r.conc, false); ok && r.syncClaims {
@@ -221,4 +224,20 @@ func metIn(rounds, of int, table bool) string {
 		s += fmt.Sprintf(" (%d of %d rounds)", rounds, of)
 	}
 	return s
+}
+
+// reportFloor prints how the fastest lane count's step spent its CPU
+// against what 70% of the batch ceiling allows (stepBudget).
+func reportFloor(w io.Writer, rs []result) {
+	floor, best, batch := bestOf(rs, "floor"), bestOf(rs, "worker"), bestOf(rs, "batch")
+	b, ok := stepBudget(floor, best, batch)
+	if !ok {
+		return
+	}
+	fmt.Fprintf(w, "\nA step's CPU against 70%% of the batch ceiling: it may cost %.0f µs; the fastest lane count's cost %.0f: "+
+		"broker %.0f, load generator %.0f (the broker floor's client), PostgreSQL %.0f, the worker's process %.0f, kernel and others %.0f. "+
+		"With the broker, the load generator and PostgreSQL as they were, the worker's process may cost %.0f µs a step. "+
+		"(The worker kept %.2f cores busy, the batch ceiling %.2f.)\n",
+		b.allowed, b.broker+b.load+b.postgres+b.own+b.kernel, b.broker, b.load, b.postgres, b.own, b.kernel,
+		b.allowed-b.broker-b.load-b.postgres-b.kernel, b.cores, b.batchCores)
 }
