@@ -106,7 +106,7 @@ func ackAll(ctx context.Context, deliveries <-chan amqp.Delivery, n int) (time.T
 }
 
 // budget splits a worker step's CPU against what target 10-2 allows on
-// this machine: 70% of the batch ceiling's rate, on cores kept as busy as
+// this machine: batchCeilingShare (70%) of the batch ceiling's rate, on cores kept as busy as
 // the batch ceiling keeps them, leaves allowed µs of CPU a step. The worker's
 // run spent broker on RabbitMQ (its backlog included), load on the load
 // generator (the floor's client: publishing, and a trivial ack), postgres on
@@ -129,7 +129,7 @@ func stepBudget(floor, worker, batch result) (budget, bool) {
 	per := func(r result, d time.Duration) float64 { return float64(d.Microseconds()) / float64(r.steps) }
 	load := per(floor, floor.cpu.client)
 	return budget{
-		allowed: per(batch, batch.cpu.machine) / 0.7,
+		allowed: per(batch, batch.cpu.machine) / batchCeilingShare,
 		broker:  per(worker, worker.cpu.broker), load: load, postgres: per(worker, worker.cpu.postgres),
 		own: per(worker, worker.cpu.client) - load, kernel: per(worker, worker.cpu.kernel()+worker.cpu.foreign),
 		cores: cores(worker), batchCores: cores(batch),
