@@ -3,6 +3,7 @@ package bpmn
 import (
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 )
@@ -42,11 +43,26 @@ func (n *node) is(space, local string) bool {
 	return n.name.Space == space && n.name.Local == local
 }
 
-// readTree reads the whole document into a tree.
+// The caps of a document, fixed rather than configured: a definition read
+// again from the store must parse as it did at deploy. Modeler files stay far
+// under both (nested subprocesses rarely pass depth 20; a file of 300
+// processes with their diagrams holds some 10,000 elements), while the tree
+// of a file past them costs memory out of proportion to its bytes (a 3.5 MB
+// file nested 500,000 deep held 256 MB).
+const (
+	// MaxDepth caps how deeply a document's elements nest.
+	MaxDepth = 100
+	// MaxElements caps how many elements a document holds.
+	MaxElements = 100_000
+)
+
+// readTree reads the whole document into a tree, refusing one past MaxDepth
+// or MaxElements as soon as it gets there.
 func readTree(r io.Reader) (*node, error) {
 	d := xml.NewDecoder(r)
 	var root *node
 	var stack []*node
+	elements := 0
 	for {
 		tok, err := d.Token()
 		if errors.Is(err, io.EOF) {
@@ -57,6 +73,12 @@ func readTree(r io.Reader) (*node, error) {
 		}
 		switch t := tok.(type) {
 		case xml.StartElement:
+			if elements++; elements > MaxElements {
+				return nil, fmt.Errorf("the document holds more than %d elements (the parser's cap, bpmn.MaxElements)", MaxElements)
+			}
+			if len(stack) >= MaxDepth {
+				return nil, fmt.Errorf("<%s> nests deeper than %d elements (the parser's cap, bpmn.MaxDepth)", t.Name.Local, MaxDepth)
+			}
 			n := &node{name: t.Name, attrs: t.Attr}
 			if len(stack) == 0 {
 				if root != nil {
