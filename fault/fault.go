@@ -61,11 +61,17 @@ const (
 	BPMNInvalid     = "SUTRA.BPMN.INVALID"
 	BPMNUnsupported = "SUTRA.BPMN.UNSUPPORTED"
 	BPMNExpression  = "SUTRA.BPMN.EXPRESSION"
+	// A constant expression over an evaluation limit (the message names the
+	// limit, the element and the expression).
+	BPMNExpressionLimit = "SUTRA.BPMN.EXPRESSION_LIMIT"
 	// Admin operations.
 	MigrateUnreachable = "SUTRA.ADMIN.MIGRATE.UNREACHABLE"
 	// Run-time incidents.
 	IncidentExpression = "SUTRA.INCIDENT.EXPRESSION"
-	IncidentNoFlow     = "SUTRA.INCIDENT.NO_MATCHING_FLOW"
+	// An evaluation cut off by a limit: SUTRA_FEEL_MAX_STEPS,
+	// SUTRA_FEEL_MAX_BYTES or the step's deadline, SUTRA_STEP_TIMEOUT.
+	IncidentExpressionLimit = "SUTRA.INCIDENT.EXPRESSION_LIMIT"
+	IncidentNoFlow          = "SUTRA.INCIDENT.NO_MATCHING_FLOW"
 	// A pull task's worker reported a failure with no retries left.
 	IncidentTaskFailed = "SUTRA.INCIDENT.TASK_FAILED"
 	IncidentError      = "SUTRA.INCIDENT.UNHANDLED_ERROR"

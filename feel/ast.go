@@ -465,7 +465,13 @@ func (n name) eval(c *evalCtx, s *scope) (any, error) {
 	return v, nil
 }
 
+// Every node but a literal or a name charges a step when evaluated, so a
+// loop's body costs what it evaluates (limits.go).
+
 func (n path) eval(c *evalCtx, s *scope) (any, error) {
+	if err := c.spend(1); err != nil {
+		return nil, err
+	}
 	v, err := n.base.eval(c, s)
 	if err != nil {
 		return nil, err
@@ -474,6 +480,9 @@ func (n path) eval(c *evalCtx, s *scope) (any, error) {
 }
 
 func (n neg) eval(c *evalCtx, s *scope) (any, error) {
+	if err := c.spend(1); err != nil {
+		return nil, err
+	}
 	v, err := n.x.eval(c, s)
 	if err != nil {
 		return nil, err
@@ -489,6 +498,9 @@ func (n neg) eval(c *evalCtx, s *scope) (any, error) {
 }
 
 func (n not) eval(c *evalCtx, s *scope) (any, error) {
+	if err := c.spend(1); err != nil {
+		return nil, err
+	}
 	v, err := n.x.eval(c, s)
 	if err != nil {
 		return nil, err
@@ -498,6 +510,9 @@ func (n not) eval(c *evalCtx, s *scope) (any, error) {
 }
 
 func (n binary) eval(c *evalCtx, s *scope) (any, error) {
+	if err := c.spend(1); err != nil {
+		return nil, err
+	}
 	l, err := n.l.eval(c, s)
 	if err != nil {
 		return nil, err
@@ -525,16 +540,16 @@ func (n binary) eval(c *evalCtx, s *scope) (any, error) {
 		eq, err := equal(c, l, r)
 		return !eq, err
 	case "<":
-		cmp, err := compare(l, r, op)
+		cmp, err := compare(c, l, r, op)
 		return cmp < 0, err
 	case "<=":
-		cmp, err := compare(l, r, op)
+		cmp, err := compare(c, l, r, op)
 		return cmp <= 0, err
 	case ">":
-		cmp, err := compare(l, r, op)
+		cmp, err := compare(c, l, r, op)
 		return cmp > 0, err
 	case ">=":
-		cmp, err := compare(l, r, op)
+		cmp, err := compare(c, l, r, op)
 		return cmp >= 0, err
 	default:
 		return arithmetic(c, l, r, op)
@@ -544,6 +559,9 @@ func (n binary) eval(c *evalCtx, s *scope) (any, error) {
 // eval takes the else branch unless the condition is true: feel-scala's
 // rule, under which a null or non-boolean condition is not an error.
 func (n ifElse) eval(c *evalCtx, s *scope) (any, error) {
+	if err := c.spend(1); err != nil {
+		return nil, err
+	}
 	v, err := n.cond.eval(c, s)
 	if err != nil {
 		return nil, err
@@ -587,7 +605,7 @@ func (it iterator) domain(c *evalCtx, s *scope) ([]any, error) {
 		return nil, fmt.Errorf("a range needs whole numbers of at most %d in magnitude, got %s..%s", int64(maxExact),
 			strconv.FormatFloat(a, 'f', -1, 64), strconv.FormatFloat(z, 'f', -1, 64))
 	}
-	if err := c.spend(int(math.Min(math.Abs(z-a)+1, maxSteps+1))); err != nil {
+	if err := c.items(int(math.Min(math.Abs(z-a)+1, float64(c.lim.MaxSteps+1)))); err != nil {
 		return nil, err
 	}
 	step := 1.0
@@ -627,13 +645,19 @@ func each(c *evalCtx, s *scope, iters []iterator, f func(*scope) (bool, error)) 
 }
 
 func (n forLoop) eval(c *evalCtx, s *scope) (any, error) {
+	if err := c.spend(1); err != nil {
+		return nil, err
+	}
 	r := []any{}
 	_, err := each(c, s, n.iters, func(s *scope) (bool, error) {
 		// partial is the results so far (feel-scala); the slice is never
 		// written below len(r), so handing it out is safe.
 		v, err := n.body.eval(c, &scope{up: s, name: "partial", val: r[:len(r):len(r)]})
+		if err != nil {
+			return false, err
+		}
 		r = append(r, v)
-		return true, err
+		return true, c.alloc(itemBytes)
 	})
 	if err != nil {
 		return nil, err
@@ -644,6 +668,9 @@ func (n forLoop) eval(c *evalCtx, s *scope) (any, error) {
 // eval is strict like and/or: the condition must be boolean for every item
 // visited; some stops at the first true, every at the first false.
 func (n quantified) eval(c *evalCtx, s *scope) (any, error) {
+	if err := c.spend(1); err != nil {
+		return nil, err
+	}
 	word := "some"
 	if n.every {
 		word = "every"
@@ -668,6 +695,9 @@ func (n quantified) eval(c *evalCtx, s *scope) (any, error) {
 }
 
 func (n listLit) eval(c *evalCtx, s *scope) (any, error) {
+	if err := c.items(1 + len(n.items)); err != nil {
+		return nil, err
+	}
 	r := make([]any, len(n.items))
 	for i, item := range n.items {
 		var err error
@@ -684,6 +714,9 @@ func (n ctxLit) eval(c *evalCtx, s *scope) (any, error) {
 	m := make(map[string]any, len(n.keys))
 	inner := &scope{up: s, entries: m}
 	for i, k := range n.keys {
+		if err := c.entry(k); err != nil {
+			return nil, err
+		}
 		v, err := n.vals[i].eval(c, inner)
 		if err != nil {
 			return nil, err
@@ -698,6 +731,9 @@ func (n ctxLit) eval(c *evalCtx, s *scope) (any, error) {
 // entries as names), and if it gives a number for the first item, that
 // number is the index. Items whose condition is not true are left out.
 func (n filter) eval(c *evalCtx, s *scope) (any, error) {
+	if err := c.spend(1); err != nil {
+		return nil, err
+	}
 	v, err := n.base.eval(c, s)
 	if err != nil || v == nil {
 		return nil, err
@@ -716,7 +752,7 @@ func (n filter) eval(c *evalCtx, s *scope) (any, error) {
 	if len(items) == 0 {
 		return []any{}, nil
 	}
-	if err := c.spend(len(items)); err != nil {
+	if err := c.items(len(items)); err != nil {
 		return nil, err
 	}
 	r := []any{}
@@ -764,6 +800,9 @@ func index(items []any, i any) (any, error) {
 }
 
 func (n betweenTest) eval(c *evalCtx, s *scope) (any, error) {
+	if err := c.spend(1); err != nil {
+		return nil, err
+	}
 	x, err := n.x.eval(c, s)
 	if err != nil {
 		return nil, err
@@ -776,16 +815,19 @@ func (n betweenTest) eval(c *evalCtx, s *scope) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, err := compare(x, lo, "between")
+	a, err := compare(c, x, lo, "between")
 	if err != nil {
 		return nil, err
 	}
-	z, err := compare(x, hi, "between")
+	z, err := compare(c, x, hi, "between")
 	return a >= 0 && z <= 0, err
 }
 
 // eval is true when any test is; tests are tried left to right.
 func (n inTest) eval(c *evalCtx, s *scope) (any, error) {
+	if err := c.spend(1); err != nil {
+		return nil, err
+	}
 	x, err := n.x.eval(c, s)
 	if err != nil {
 		return nil, err
@@ -811,7 +853,7 @@ func (t unaryTest) test(c *evalCtx, s *scope, x any) (bool, error) {
 		}
 		return equal(c, x, a)
 	case testCompare:
-		cmp, err := compare(x, a, t.op.feel)
+		cmp, err := compare(c, x, a, t.op.feel)
 		switch t.op.feel {
 		case "<":
 			return cmp < 0, err
@@ -826,11 +868,11 @@ func (t unaryTest) test(c *evalCtx, s *scope, x any) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	lo, err := compare(x, a, "in")
+	lo, err := compare(c, x, a, "in")
 	if err != nil {
 		return false, err
 	}
-	hi, err := compare(x, z, "in")
+	hi, err := compare(c, x, z, "in")
 	if err != nil {
 		return false, err
 	}
@@ -857,6 +899,9 @@ var typeNames = map[string]kind{
 }
 
 func (n instanceOf) eval(c *evalCtx, s *scope) (any, error) {
+	if err := c.spend(1); err != nil {
+		return nil, err
+	}
 	v, err := n.x.eval(c, s)
 	if err != nil {
 		return nil, err
@@ -872,6 +917,9 @@ func (n instanceOf) eval(c *evalCtx, s *scope) (any, error) {
 }
 
 func (n call) eval(c *evalCtx, s *scope) (any, error) {
+	if err := c.items(1 + len(n.args)); err != nil {
+		return nil, err
+	}
 	a := args{f: n.fn, re: n.re, v: make([]any, len(n.args))}
 	for i, arg := range n.args {
 		var err error
@@ -900,6 +948,9 @@ func (n call) eval(c *evalCtx, s *scope) (any, error) {
 // eval is true when the name, or every step of the path, exists: a variable
 // or context entry holding null is defined, a missing one is not.
 func (n isDefined) eval(c *evalCtx, s *scope) (any, error) {
+	if err := c.spend(1); err != nil {
+		return nil, err
+	}
 	_, ok, err := defined(c, s, n.x)
 	return ok, err
 }
@@ -930,6 +981,9 @@ func defined(c *evalCtx, s *scope, x node) (any, bool, error) {
 }
 
 func (n sortBy) eval(c *evalCtx, s *scope) (any, error) {
+	if err := c.spend(1); err != nil {
+		return nil, err
+	}
 	v, err := n.list.eval(c, s)
 	if err != nil {
 		return nil, err
@@ -937,6 +991,9 @@ func (n sortBy) eval(c *evalCtx, s *scope) (any, error) {
 	l, ok := v.([]any)
 	if !ok {
 		return nil, fmt.Errorf("sort: argument \"list\" must be a list, got %s", describe(v))
+	}
+	if err := c.items(len(l)); err != nil {
+		return nil, err
 	}
 	r := make([]any, len(l))
 	copy(r, l)

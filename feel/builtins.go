@@ -176,6 +176,9 @@ func stringFn(name string, f func(string) any) {
 		if err != nil {
 			return nil, err
 		}
+		if err := c.scan(len(s)); err != nil {
+			return nil, err
+		}
 		r := f(s)
 		if rs, ok := r.(string); ok {
 			return rs, c.spendString(len(rs))
@@ -194,7 +197,7 @@ func matchFn(name string, f func(s, m string) any) {
 		if err != nil {
 			return nil, err
 		}
-		return f(s, m), nil
+		return f(s, m), c.scan(len(s) + len(m))
 	})
 }
 
@@ -243,13 +246,13 @@ func defineStrings() {
 		if err != nil {
 			return nil, err
 		}
-		found := re.FindAllString(s, -1)
-		if err := c.spend(len(found)); err != nil {
+		found, err := c.matches(re, s)
+		if err != nil {
 			return nil, err
 		}
 		r := make([]any, len(found))
 		for i, m := range found {
-			r[i] = m
+			r[i] = s[m[0]:m[1]]
 		}
 		return r, nil
 	})
@@ -267,15 +270,18 @@ func substring(c *evalCtx, a args) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := []rune(s)
+	if err := c.scan(len(s)); err != nil {
+		return nil, err
+	}
+	chars := utf8.RuneCountInString(s)
 	i := start - 1
 	if start <= 0 {
-		i = len(r) + start
+		i = chars + start
 	}
-	if i < 0 || i > len(r) {
-		return nil, fmt.Errorf("start position %d is outside a string of %d characters", start, len(r))
+	if i < 0 || i > chars {
+		return nil, fmt.Errorf("start position %d is outside a string of %d characters", start, chars)
 	}
-	end := len(r)
+	end := chars
 	if a.has(2) {
 		n, err := a.whole(2)
 		if err != nil {
@@ -284,9 +290,26 @@ func substring(c *evalCtx, a args) (any, error) {
 		if n < 0 {
 			return nil, fmt.Errorf("length %d is negative", n)
 		}
-		end = min(i+n, len(r))
+		end = min(i+n, chars)
 	}
-	return string(r[i:end]), c.spendString(end - i)
+	// From characters to byte offsets; invalid UTF-8 counts as one
+	// character per byte, as []rune would have it (U+FFFD each).
+	if !utf8.ValidString(s) {
+		return string([]rune(s)[i:end]), c.spendString(3 * (end - i))
+	}
+	from, to := len(s), len(s)
+	for n, off := 0, 0; off < len(s); n++ {
+		if n == i {
+			from = off
+		}
+		if n == end {
+			to = off
+			break
+		}
+		_, size := utf8.DecodeRuneInString(s[off:])
+		off += size
+	}
+	return s[from:to], nil
 }
 
 // regexFlags are the XPath flags Go's RE2 has: s, m and i. x (free spacing)
@@ -308,6 +331,10 @@ func regexFlags(flags string) (string, error) {
 	}
 	return "(?" + b.String() + ")", nil
 }
+
+// regexBytes is about what compiling a regular expression allocates per
+// byte of its pattern.
+const regexBytes = 64
 
 // compileRegex compiles pattern with flags, as Go regular expressions (RE2):
 // no backreferences or lookaround.
@@ -331,7 +358,7 @@ func regexArgs(c *evalCtx, a args, flagsAt int) (string, *regexp.Regexp, error) 
 	if err != nil {
 		return "", nil, err
 	}
-	if err := c.spendString(len(s)); err != nil {
+	if err := c.scan(len(s)); err != nil {
 		return "", nil, err
 	}
 	if a.re != nil {
@@ -347,6 +374,11 @@ func regexArgs(c *evalCtx, a args, flagsAt int) (string, *regexp.Regexp, error) 
 			return "", nil, err
 		}
 	}
+	// A computed pattern is compiled at each evaluation, into a program
+	// several times its length.
+	if err := c.spendString(regexBytes * len(pattern)); err != nil {
+		return "", nil, err
+	}
 	re, err := compileRegex(pattern, flags)
 	return s, re, err
 }
@@ -360,9 +392,16 @@ func replace(c *evalCtx, a args) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	found, err := c.matches(re, s)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.alloc(len(s)); err != nil {
+		return nil, err
+	}
 	var b strings.Builder
 	last := 0
-	for _, m := range re.FindAllStringSubmatchIndex(s, -1) {
+	for _, m := range found {
 		b.WriteString(s[last:m[0]])
 		before := b.Len()
 		if err := expand(&b, repl, s, m, re.NumSubexp()); err != nil {
@@ -417,9 +456,13 @@ func expand(b *strings.Builder, repl, s string, m []int, groups int) error {
 // empty strings are kept, and an empty match at the start makes no leading
 // empty string.
 func split(c *evalCtx, s string, re *regexp.Regexp) (any, error) {
+	found, err := c.matches(re, s)
+	if err != nil {
+		return nil, err
+	}
 	r := []any{}
 	last := 0
-	for _, m := range re.FindAllStringIndex(s, -1) {
+	for _, m := range found {
 		if m[1] == 0 {
 			continue
 		}
@@ -427,7 +470,7 @@ func split(c *evalCtx, s string, re *regexp.Regexp) (any, error) {
 		last = m[1]
 	}
 	r = append(r, s[last:])
-	return r, c.spend(len(r))
+	return r, c.items(len(r))
 }
 
 func stringJoin(c *evalCtx, a args) (any, error) {
@@ -442,6 +485,12 @@ func stringJoin(c *evalCtx, a args) (any, error) {
 				return nil, err
 			}
 		}
+	}
+	if err := c.spend(len(l)); err != nil {
+		return nil, err
+	}
+	if err := c.spendString(len(opt[1]) + len(opt[2])); err != nil {
+		return nil, err
 	}
 	var b strings.Builder
 	b.WriteString(opt[1])
@@ -532,20 +581,26 @@ func sum(ns []float64) float64 {
 }
 
 func extreme(name string, want int) {
-	variadic(name, []string{"list"}, func(_ *evalCtx, l []any, _ args) (any, error) {
+	variadic(name, []string{"list"}, func(c *evalCtx, l []any, _ args) (any, error) {
 		if len(l) == 0 {
 			return nil, nil
 		}
+		incomparable := func(err error) error {
+			if IsLimit(err) {
+				return err
+			}
+			return fmt.Errorf("the items must be comparable: %w", err)
+		}
 		best := l[0]
-		if _, err := compare(best, best, name); err != nil {
-			return nil, fmt.Errorf("the items must be comparable: %w", err)
+		if _, err := compare(c, best, best, name); err != nil {
+			return nil, incomparable(err)
 		}
 		for _, item := range l[1:] {
-			c, err := compare(item, best, name)
+			cmp, err := compare(c, item, best, name)
 			if err != nil {
-				return nil, fmt.Errorf("the items must be comparable: %w", err)
+				return nil, incomparable(err)
 			}
-			if c == want {
+			if cmp == want {
 				best = item
 			}
 		}
@@ -598,6 +653,9 @@ func key(c *evalCtx, b *strings.Builder, v any) error {
 	b.WriteByte(byte('a' + k))
 	switch x := v.(type) {
 	case string:
+		if err := c.spendString(len(x)); err != nil {
+			return err
+		}
 		b.WriteString(strconv.Quote(x))
 	case bool:
 		b.WriteString(strconv.FormatBool(x))
@@ -611,6 +669,9 @@ func key(c *evalCtx, b *strings.Builder, v any) error {
 	case map[string]any:
 		b.WriteString(strconv.Itoa(len(x)) + "{")
 		for _, k := range slices.Sorted(maps.Keys(x)) {
+			if err := c.spendString(len(k)); err != nil {
+				return err
+			}
 			b.WriteString(strconv.Quote(k))
 			if err := key(c, b, x[k]); err != nil {
 				return err
@@ -652,6 +713,9 @@ func distinct(c *evalCtx, l []any) ([]any, error) {
 		if !seen[b.String()] {
 			seen[b.String()] = true
 			r = append(r, item)
+			if err := c.alloc(itemBytes); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return r, nil
@@ -670,6 +734,9 @@ func flatten(c *evalCtx, l []any, into []any) ([]any, error) {
 			continue
 		}
 		into = append(into, item)
+		if err := c.alloc(itemBytes); err != nil {
+			return nil, err
+		}
 	}
 	return into, nil
 }
@@ -679,10 +746,15 @@ func flatten(c *evalCtx, l []any, into []any) ([]any, error) {
 func spread(c *evalCtx, lists []any) ([]any, error) {
 	r := []any{}
 	for _, l := range lists {
-		if inner, ok := l.([]any); ok {
-			if err := c.spend(len(inner)); err != nil {
-				return nil, err
-			}
+		n := 1
+		inner, ok := l.([]any)
+		if ok {
+			n = len(inner)
+		}
+		if err := c.items(n); err != nil {
+			return nil, err
+		}
+		if ok {
 			r = append(r, inner...)
 		} else {
 			r = append(r, l)
@@ -724,7 +796,10 @@ func defineLists() {
 		}
 		return finite(math.Sqrt(d / float64(len(ns)-1)))
 	})
-	variadic("mode", []string{"list"}, func(_ *evalCtx, l []any, _ args) (any, error) {
+	variadic("mode", []string{"list"}, func(c *evalCtx, l []any, _ args) (any, error) {
+		if err := c.alloc(len(l) * 3 * itemBytes); err != nil {
+			return nil, err
+		}
 		ns, err := numbers(l)
 		if err != nil {
 			return nil, err
@@ -777,11 +852,17 @@ func defineLists() {
 		if hi < lo {
 			return []any{}, nil
 		}
-		return append([]any{}, l[lo:hi]...), c.spend(hi - lo)
+		if err := c.items(hi - lo); err != nil {
+			return nil, err
+		}
+		return append([]any{}, l[lo:hi]...), nil
 	})
 	variadic("append", []string{"list", "items"}, func(c *evalCtx, l []any, a args) (any, error) {
 		items := a.v[1].([]any)
-		return append(append(make([]any, 0, len(l)+len(items)), l...), items...), c.spend(len(items))
+		if err := c.items(len(l) + len(items)); err != nil {
+			return nil, err
+		}
+		return append(append(make([]any, 0, len(l)+len(items)), l...), items...), nil
 	})
 	variadic("concatenate", []string{"lists"}, func(c *evalCtx, l []any, _ args) (any, error) {
 		return spread(c, l)
@@ -806,9 +887,11 @@ func defineLists() {
 			return nil, errors.New("position must not be 0 (positions count from 1)")
 		}
 		i := clamp(listIndex(l, pos), len(l))
+		if err := c.items(len(l) + 1); err != nil {
+			return nil, err
+		}
 		r := make([]any, 0, len(l)+1)
-		r = append(append(append(r, l[:i]...), a.v[2]), l[i:]...)
-		return r, c.spend(len(r))
+		return append(append(append(r, l[:i]...), a.v[2]), l[i:]...), nil
 	})
 	def("remove", sig("list", "position"), func(c *evalCtx, a args) (any, error) {
 		l, err := a.list(0)
@@ -822,11 +905,16 @@ func defineLists() {
 		if pos == 0 {
 			return nil, errors.New("position must not be 0 (positions count from 1)")
 		}
+		if err := c.items(len(l)); err != nil {
+			return nil, err
+		}
 		r := append([]any{}, l[:clamp(listIndex(l, pos), len(l))]...)
-		r = append(r, l[clamp(listIndex(l, pos+1), len(l)):]...)
-		return r, c.spend(len(l))
+		return append(r, l[clamp(listIndex(l, pos+1), len(l)):]...), nil
 	})
-	listFn("reverse", []string{"list"}, func(_ *evalCtx, l []any, _ args) (any, error) {
+	listFn("reverse", []string{"list"}, func(c *evalCtx, l []any, _ args) (any, error) {
+		if err := c.alloc(len(l) * itemBytes); err != nil {
+			return nil, err
+		}
 		r := append([]any{}, l...)
 		slices.Reverse(r)
 		return r, nil
@@ -840,6 +928,9 @@ func defineLists() {
 			}
 			if eq {
 				r = append(r, float64(i+1))
+				if err := c.alloc(itemBytes); err != nil {
+					return nil, err
+				}
 			}
 		}
 		return r, nil
@@ -867,13 +958,16 @@ func defineLists() {
 		return r, nil
 	})
 	listFn("flatten", []string{"list"}, func(c *evalCtx, l []any, _ args) (any, error) { return flatten(c, l, []any{}) })
-	listFn("partition", []string{"list", "size"}, func(_ *evalCtx, l []any, a args) (any, error) {
+	listFn("partition", []string{"list", "size"}, func(c *evalCtx, l []any, a args) (any, error) {
 		n, err := a.whole(1)
 		if err != nil {
 			return nil, err
 		}
 		if n <= 0 {
 			return nil, fmt.Errorf("size must be greater than 0, got %d", n)
+		}
+		if err := c.items(len(l) + len(l)/n + 1); err != nil {
+			return nil, err
 		}
 		r := []any{}
 		for i := 0; i < len(l); i += n {
@@ -1060,57 +1154,78 @@ func formatNumber(v any) (string, bool, error) {
 
 // toString is FEEL's string(): strings inside lists and contexts are
 // quoted, context entries are in key order.
+// Every write is charged before it is made: the value may be built from
+// shared parts, far larger written out than it is in memory.
 func toString(c *evalCtx, b *strings.Builder, v any, nested bool) error {
-	if err := c.spend(1); err != nil {
-		return err
+	write := func(s ...string) error {
+		n := 0
+		for _, p := range s {
+			n += len(p)
+		}
+		if err := c.spendString(n); err != nil {
+			return err
+		}
+		for _, p := range s {
+			b.WriteString(p)
+		}
+		return nil
 	}
 	switch x := v.(type) {
 	case nil:
-		b.WriteString("null")
+		return write("null")
 	case string:
 		if nested {
-			b.WriteString(`"` + x + `"`)
-		} else {
-			b.WriteString(x)
+			return write(`"`, x, `"`)
 		}
+		return write(x)
 	case bool:
-		b.WriteString(strconv.FormatBool(x))
+		return write(strconv.FormatBool(x))
 	case []any:
-		b.WriteString("[")
+		if err := write("["); err != nil {
+			return err
+		}
 		for i, item := range x {
 			if i > 0 {
-				b.WriteString(", ")
+				if err := write(", "); err != nil {
+					return err
+				}
 			}
 			if err := toString(c, b, item, true); err != nil {
 				return err
 			}
 		}
-		b.WriteString("]")
+		return write("]")
 	case map[string]any:
-		b.WriteString("{")
+		if err := write("{"); err != nil {
+			return err
+		}
+		if err := c.items(len(x)); err != nil { // the sorted keys
+			return err
+		}
 		for i, k := range slices.Sorted(maps.Keys(x)) {
+			sep := ""
 			if i > 0 {
-				b.WriteString(", ")
+				sep = ", "
 			}
-			b.WriteString(k + ":")
+			if err := write(sep, k, ":"); err != nil {
+				return err
+			}
 			if err := toString(c, b, x[k], true); err != nil {
 				return err
 			}
 		}
-		b.WriteString("}")
+		return write("}")
 	case date, timeOfDay, dateTime, ymDuration, dtDuration:
-		b.WriteString(x.(fmt.Stringer).String())
-	default:
-		s, ok, err := formatNumber(v)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return fmt.Errorf("unsupported value of Go type %T", v)
-		}
-		b.WriteString(s)
+		return write(x.(fmt.Stringer).String())
 	}
-	return nil
+	s, ok, err := formatNumber(v)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("unsupported value of Go type %T", v)
+	}
+	return write(s)
 }
 
 // parseNumber reads a decimal number as Java's BigDecimal does: an optional
@@ -1167,11 +1282,14 @@ func defineConversions() {
 		if err := toString(c, &b, a.v[0], false); err != nil {
 			return nil, err
 		}
-		return b.String(), c.spendString(b.Len())
+		return b.String(), nil
 	})
-	def("number", [][]string{{"from"}, {"from", "grouping separator"}, {"from", "grouping separator", "decimal separator"}}, func(_ *evalCtx, a args) (any, error) {
+	def("number", [][]string{{"from"}, {"from", "grouping separator"}, {"from", "grouping separator", "decimal separator"}}, func(c *evalCtx, a args) (any, error) {
 		s, err := a.str(0)
 		if err != nil {
+			return nil, err
+		}
+		if err := c.spendString(2 * len(s)); err != nil { // read, and copied by each separator replaced
 			return nil, err
 		}
 		var group, dec string
@@ -1336,7 +1454,7 @@ func timeFn(_ *evalCtx, a args) (any, error) {
 // ---- contexts ----
 
 func defineContexts() {
-	def("get value", sig("context", "key"), func(_ *evalCtx, a args) (any, error) {
+	def("get value", sig("context", "key"), func(c *evalCtx, a args) (any, error) {
 		m, err := a.context(0)
 		if err != nil {
 			return nil, err
@@ -1351,6 +1469,9 @@ func defineContexts() {
 		// A path of keys; one that leads nowhere is null, as in feel-scala.
 		if len(keys) == 0 {
 			return nil, nil
+		}
+		if err := c.spend(len(keys)); err != nil {
+			return nil, err
 		}
 		var v any = m
 		for _, k := range keys {
@@ -1368,11 +1489,14 @@ func defineContexts() {
 		if err != nil {
 			return nil, err
 		}
+		if err := c.items(len(m) * 4); err != nil { // an item and a context of two entries each
+			return nil, err
+		}
 		r := []any{}
 		for _, k := range slices.Sorted(maps.Keys(m)) {
 			r = append(r, map[string]any{"key": k, "value": m[k]})
 		}
-		return r, c.spend(len(r))
+		return r, nil
 	})
 	def("context put", sig("context", "key", "value"), func(c *evalCtx, a args) (any, error) {
 		m, err := a.context(0)
@@ -1397,16 +1521,16 @@ func defineContexts() {
 			if !ok {
 				return nil, fmt.Errorf("expected a list of contexts, but it holds %s", describe(item))
 			}
-			if err := c.spend(len(m)); err != nil {
-				return nil, err
-			}
 			for k, v := range m {
+				if err := c.entry(k); err != nil {
+					return nil, err
+				}
 				r[k] = v
 			}
 		}
 		return r, nil
 	})
-	listFn("context", []string{"entries"}, func(_ *evalCtx, l []any, _ args) (any, error) {
+	listFn("context", []string{"entries"}, func(c *evalCtx, l []any, _ args) (any, error) {
 		r := map[string]any{}
 		for _, item := range l {
 			m, ok := item.(map[string]any)
@@ -1414,6 +1538,9 @@ func defineContexts() {
 			_, hasValue := m["value"]
 			if !ok || !isStr || !hasValue {
 				return nil, errors.New(`expected a list of contexts with a string "key" and a "value"`)
+			}
+			if err := c.entry(k); err != nil {
+				return nil, err
 			}
 			r[k] = m["value"]
 		}
@@ -1428,6 +1555,9 @@ func put(c *evalCtx, m map[string]any, keys []any, v any) (any, error) {
 		return nil, fmt.Errorf("argument \"key\" must be a string or a list of strings, but it holds %s", describe(keys[0]))
 	}
 	if err := c.spend(len(m)); err != nil {
+		return nil, err
+	}
+	if err := c.alloc((len(m) + 1) * entryBytes); err != nil {
 		return nil, err
 	}
 	r := make(map[string]any, len(m)+1)

@@ -7,7 +7,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // The value model. Variables are JSON-shaped: nil, bool, string, numbers,
@@ -35,11 +34,6 @@ const (
 
 // maxExact is 2^53: every integer of smaller magnitude is exact in float64.
 const maxExact = 1 << 53
-
-// maxSteps bounds the work of one evaluation (loop iterations, list items
-// built or scanned, string bytes built / 16), so that an expression over
-// large or hostile input fails instead of exhausting the worker.
-const maxSteps = 1 << 20
 
 func kindOf(v any) (kind, error) {
 	switch v.(type) {
@@ -151,26 +145,6 @@ func exactUint(u uint64) (float64, bool, error) {
 	return float64(u), true, nil
 }
 
-// evalCtx is the state of one evaluation.
-type evalCtx struct {
-	vars  map[string]any
-	now   time.Time // zero when the caller supplied no clock
-	ids   *idSource // set when the expression calls uuid()
-	steps int
-}
-
-// spend charges n units of work against maxSteps.
-func (c *evalCtx) spend(n int) error {
-	c.steps += n
-	if c.steps > maxSteps || n < 0 {
-		return fmt.Errorf("the evaluation is too large (more than %d steps); reduce the data it iterates over", maxSteps)
-	}
-	return nil
-}
-
-// spendString charges for building a string of n bytes.
-func (c *evalCtx) spendString(n int) error { return c.spend(1 + n/16) }
-
 var errNoClock = errors.New("the current time is not available here")
 
 // scope is one level of names bound inside an expression: an iteration
@@ -218,7 +192,13 @@ func equal(c *evalCtx, a, b any) (bool, error) {
 	case kBool:
 		return a.(bool) == b.(bool), nil
 	case kString:
-		return a.(string) == b.(string), nil
+		x, y := a.(string), b.(string)
+		if len(x) == len(y) {
+			if err := c.scan(len(x)); err != nil {
+				return false, err
+			}
+		}
+		return x == y, nil
 	case kNumber:
 		x, _, err := number(a)
 		if err != nil {
@@ -267,10 +247,10 @@ func equal(c *evalCtx, a, b any) (bool, error) {
 // same kind. Anything else, null included, is an error: "null < 5" has no
 // true answer, and reporting false would take a gateway branch on a missing
 // variable.
-func compare(a, b any, op string) (int, error) {
+func compare(c *evalCtx, a, b any, op string) (int, error) {
 	if x, ok := a.(string); ok {
 		if y, ok := b.(string); ok {
-			return strings.Compare(x, y), nil
+			return strings.Compare(x, y), c.scan(min(len(x), len(y)))
 		}
 	}
 	if c, ok := compareTemporal(a, b); ok {
@@ -410,7 +390,7 @@ func get(c *evalCtx, v any, field string) (any, error) {
 	case map[string]any:
 		return m[field], nil
 	case []any:
-		if err := c.spend(len(m)); err != nil {
+		if err := c.items(len(m)); err != nil {
 			return nil, err
 		}
 		r := make([]any, len(m))
@@ -429,23 +409,33 @@ func get(c *evalCtx, v any, field string) (any, error) {
 }
 
 // jsonShape turns a result into JSON values: temporal values become their
-// ISO 8601 strings.
-func jsonShape(v any) any {
-	s, _ := shape(v)
-	return s
+// ISO 8601 strings. It charges the result's size as JSON would write it
+// (each list item, context entry and string where it appears), so that a
+// result built from shared parts cannot leave larger than the limits.
+func jsonShape(c *evalCtx, v any) (any, error) {
+	s, _, err := shape(c, v)
+	return s, err
 }
 
 // shape is jsonShape reporting whether it replaced anything; it copies only
 // the lists and contexts that hold a temporal value, so a list from the
 // variables comes back as it was.
-func shape(v any) (any, bool) {
+func shape(c *evalCtx, v any) (any, bool, error) {
 	switch x := v.(type) {
+	case string:
+		return v, false, c.alloc(len(x))
 	case date, timeOfDay, dateTime, ymDuration, dtDuration:
-		return x.(fmt.Stringer).String(), true
+		return x.(fmt.Stringer).String(), true, nil
 	case []any:
+		if err := c.items(len(x)); err != nil {
+			return nil, false, err
+		}
 		var r []any
 		for i, item := range x {
-			s, changed := shape(item)
+			s, changed, err := shape(c, item)
+			if err != nil {
+				return nil, false, err
+			}
 			if changed && r == nil {
 				r = make([]any, len(x))
 				copy(r, x)
@@ -455,12 +445,19 @@ func shape(v any) (any, bool) {
 			}
 		}
 		if r != nil {
-			return r, true
+			return r, true, nil
 		}
 	case map[string]any:
 		var r map[string]any
 		for k, item := range x {
-			if s, changed := shape(item); changed {
+			if err := c.entry(k); err != nil {
+				return nil, false, err
+			}
+			s, changed, err := shape(c, item)
+			if err != nil {
+				return nil, false, err
+			}
+			if changed {
 				if r == nil {
 					r = make(map[string]any, len(x))
 					for k, item := range x {
@@ -471,8 +468,8 @@ func shape(v any) (any, bool) {
 			}
 		}
 		if r != nil {
-			return r, true
+			return r, true, nil
 		}
 	}
-	return v, false
+	return v, false, nil
 }

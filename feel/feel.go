@@ -26,6 +26,7 @@
 package feel
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"strings"
@@ -56,6 +57,12 @@ type Env struct {
 	// occasion (the engine: per step, element and token) and the same when
 	// that occasion is evaluated again; "" makes uuid() an evaluation error.
 	Seed string
+	// Limits bound the evaluation's work and memory (zero: the defaults).
+	Limits Limits
+	// Ctx, when set, cuts the evaluation off: past its deadline with a
+	// *LimitError (LimitDeadline), cancelled with an error wrapping its
+	// cause. It is looked at every so many steps (limits.go).
+	Ctx context.Context
 }
 
 // Compile compiles src. src starting with "=" is an expression; otherwise it
@@ -75,8 +82,12 @@ func Compile(src string) (*Expr, error) {
 	if p.free == 0 && !p.clock && !p.seed {
 		// Without variables, the clock or a seed the result can never
 		// change, so an error now (1 / 0, "a" < 1) is an error at every
-		// evaluation: refuse at deploy.
+		// evaluation: refuse at deploy. So is a constant over the default
+		// limits, which would otherwise be built at each evaluation.
 		if _, err := e.run(nil, Env{}); err != nil {
+			if IsLimit(err) {
+				return nil, fault.Wrap(fault.BPMNExpressionLimit, err, "expression %q", src)
+			}
 			return nil, fault.New(fault.BPMNExpression, "expression %q always fails: %v", src, err)
 		}
 	}
@@ -138,7 +149,7 @@ func (e *Expr) EvalIn(vars map[string]any, env Env) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("feel: evaluating %q: %w", e.src, err)
 	}
-	return jsonShape(v), nil
+	return v, nil
 }
 
 // Eval is EvalIn with an empty Env: now(), today() and uuid() are
@@ -150,8 +161,9 @@ func (e *Expr) EvalAt(vars map[string]any, now time.Time) (any, error) {
 	return e.EvalIn(vars, Env{Now: now})
 }
 
-// run evaluates the tree. A panic would be a bug here; it becomes an error
-// (wrapping a runtime.Error when it is one) rather than crashing the step.
+// run evaluates the tree and shapes its result as JSON. A panic would be a
+// bug here; it becomes an error (wrapping a runtime.Error when it is one)
+// rather than crashing the step.
 func (e *Expr) run(vars map[string]any, env Env) (v any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -162,12 +174,15 @@ func (e *Expr) run(vars map[string]any, env Env) (v any, err error) {
 			}
 		}
 	}()
-	c := &evalCtx{vars: vars, now: env.Now}
+	c := newEvalCtx(vars, env)
 	if e.key != "" {
 		// Only then: every evaluation pays for a larger context otherwise.
 		c.ids = &idSource{seed: env.Seed, key: e.key}
 	}
-	return e.root.eval(c, nil)
+	if v, err = e.root.eval(c, nil); err != nil {
+		return nil, err
+	}
+	return jsonShape(c, v)
 }
 
 // EvalBoolIn evaluates a condition in env; a result other than true or

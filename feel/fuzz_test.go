@@ -12,9 +12,15 @@ import (
 	"github.com/sutra-run/worker/fault"
 )
 
+// fuzzLimits are small, so that the fuzzer reaches them often.
+var fuzzLimits = Limits{MaxSteps: 1 << 14, MaxBytes: 1 << 20}
+
 // FuzzFEEL checks that Compile never panics and refuses only with
-// fault.BPMNExpression; that a compiled expression evaluates without a
-// panic, deterministically (uuid() included), to a JSON value; and that its
+// fault.BPMNExpression or, for a constant over the limits,
+// fault.BPMNExpressionLimit; that a compiled expression evaluates without a
+// panic, deterministically (uuid() included), to a JSON value, allocating
+// and taking no more than its limits allow (it hunts blowups: work or
+// memory an evaluation does without being charged for it); and that its
 // canonical String compiles to an expression that prints the same and
 // evaluates the same.
 func FuzzFEEL(f *testing.F) {
@@ -90,23 +96,41 @@ func FuzzFEEL(f *testing.F) {
 		`=x == 1`, `=f(x)`, `=foo bar(x)`, `=not a = b`, `=1 < 2 < 3`, `=uuid()`,
 		`="unterminated`, `=1/0`, `=a.`, `PT15M`, `=`, "=\xff", `=@"2024-13-01"`,
 		`=[1..5]`, `={a: 1, a: 2}`, `=sort(list, list)`,
+		// Blowups: shared parts written out, walked or compared; work per
+		// iteration; matches everywhere.
+		`=string({a: [s, s], b: [a, a], c: [b, b], d: [c, c]})`,
+		`={a: [xs, xs], b: [a, a], c: [b, b], d: [c, c]}.d`,
+		`=for i in 1..n return string length(s)`,
+		`=count(distinct values(for i in 1..n return string(order)))`,
+		`=split(s + s + s, "")`, `=replace(s, "", "$0")`, `=extract(s, "a*")`,
 	} {
 		f.Add(src)
 	}
 	env := vars()
-	in := Env{Now: time.Date(2024, 1, 31, 10, 0, 0, 0, time.UTC), Seed: "instance/7/Task_1/t3"}
+	in := Env{Now: time.Date(2024, 1, 31, 10, 0, 0, 0, time.UTC), Seed: "instance/7/Task_1/t3", Limits: fuzzLimits}
 	f.Fuzz(func(t *testing.T, src string) {
 		e, err := Compile(src)
 		if err != nil {
-			if !fault.HasCode(err, fault.BPMNExpression) {
-				t.Fatalf("Compile(%q) error %v has code %q", src, err, fault.Code(err))
+			code := fault.Code(err)
+			if code != fault.BPMNExpression && code != fault.BPMNExpressionLimit {
+				t.Fatalf("Compile(%q) error %v has code %q", src, err, code)
 			}
-			if n := strings.Count(err.Error(), fault.BPMNExpression); n != 1 {
-				t.Fatalf("Compile(%q) error %q names the code %d times", src, err, n)
+			if n := strings.Count(err.Error(), "SUTRA."); n != 1 {
+				t.Fatalf("Compile(%q) error %q names a code %d times", src, err, n)
 			}
 			return
 		}
-		v1, err1 := e.EvalIn(env, in)
+		var v1 any
+		var err1 error
+		allocated, took := measure(func() { v1, err1 = e.EvalIn(env, in) })
+		// The budget, plus what the few uncharged allocations of each charge
+		// (boxed numbers, slice growth) may add, plus the error's text.
+		if limit := uint64(8*fuzzLimits.MaxBytes + 4*len(src) + 1<<20); allocated > limit {
+			t.Fatalf("EvalIn(%q) allocated %d bytes, more than %d under its limits (%v)", src, allocated, limit, err1)
+		}
+		if took > time.Second {
+			t.Fatalf("EvalIn(%q) took %v under its limits (%v)", src, took, err1)
+		}
 		// run turns a panic into an error; it must never happen.
 		if re := runtime.Error(nil); errors.As(err1, &re) || err1 != nil && strings.Contains(err1.Error(), "internal error") {
 			t.Fatalf("EvalIn(%q) panicked: %v", src, err1)
@@ -122,12 +146,12 @@ func FuzzFEEL(f *testing.F) {
 		if again, errAgain := e.EvalIn(env, in); (err1 == nil) != (errAgain == nil) || !reflect.DeepEqual(v1, again) {
 			t.Fatalf("EvalIn(%q) is not deterministic: %#v, %v then %#v, %v", src, v1, err1, again, errAgain)
 		}
-		if _, err := e.Eval(env); !e.UsesClock() && !e.UsesSeed() && (err == nil) != (err1 == nil) {
+		if _, err := e.EvalIn(env, Env{Limits: fuzzLimits}); !e.UsesClock() && !e.UsesSeed() && (err == nil) != (err1 == nil) {
 			t.Fatalf("Eval(%q) without a clock or seed: %v; with them: %v, but the expression uses neither", src, err, err1)
 		}
 		if !e.UsesVariables() && !e.UsesClock() && !e.UsesSeed() {
 			// A constant evaluates alike without the variables.
-			if v, err := e.Eval(nil); (err == nil) != (err1 == nil) || !reflect.DeepEqual(v, v1) {
+			if v, err := e.EvalIn(nil, Env{Limits: fuzzLimits}); (err == nil) != (err1 == nil) || !reflect.DeepEqual(v, v1) {
 				t.Fatalf("%q reads no variables, but gives %#v, %v without them and %#v, %v with them", src, v, err, v1, err1)
 			}
 		}
