@@ -436,11 +436,12 @@ func (p *parser) claimID(id string) error {
 }
 
 // compile compiles an expression of element id. The compiler's message
-// already quotes the expression, so it is not repeated.
+// already quotes the expression, so it is not repeated; its code is kept
+// (a constant over the evaluation limits is SUTRA.BPMN.EXPRESSION_LIMIT).
 func compile(id, what, src string) (*feel.Expr, error) {
 	e, err := feel.Compile(src)
 	if err != nil {
-		return nil, fault.Wrap(fault.BPMNExpression, bare{err}, "%s of %q", what, id)
+		return nil, fault.Wrap(fault.Code(err), bare{err}, "%s of %q", what, id)
 	}
 	return e, nil
 }
