@@ -3,6 +3,8 @@
 package metrics
 
 import (
+	"fmt"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sutra-run/worker/fault"
@@ -48,8 +50,8 @@ type Metrics struct {
 	TimersStale    prometheus.Counter
 	TimerFireLag   prometheus.Histogram
 
-	TasksLocked      *prometheus.CounterVec
-	TasksCompleted   *prometheus.CounterVec
+	TasksLocked      *TopicCounter
+	TasksCompleted   *TopicCounter
 	TasksLockExpired prometheus.Counter
 	TaskWait         prometheus.Histogram
 
@@ -141,14 +143,16 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help:    "Time from a timer's due time to the commit of its fire.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
 	})
-	m.TasksLocked = prometheus.NewCounterVec(prometheus.CounterOpts{
+	topics := &topicLabels{seen: map[string]struct{}{}}
+	topicsHelp := fmt.Sprintf("the first %d topics seen; later ones under %q", MaxTopicLabels, OtherTopic)
+	m.TasksLocked = &TopicCounter{topics: topics, CounterVec: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sutra_tasks_locked_total",
-		Help: "Pull tasks locked to a worker by fetchAndLock, by topic.",
-	}, []string{"topic"})
-	m.TasksCompleted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Help: "Pull tasks locked to a worker by fetchAndLock, by topic (" + topicsHelp + ").",
+	}, []string{"topic"})}
+	m.TasksCompleted = &TopicCounter{topics: topics, CounterVec: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sutra_tasks_completed_total",
-		Help: "Outcomes of pull tasks reported by their workers and recorded, by topic and outcome (completed, failed, bpmn_error).",
-	}, []string{"topic", "outcome"})
+		Help: "Outcomes of pull tasks reported by their workers and recorded, by topic (" + topicsHelp + ") and outcome (completed, failed, bpmn_error).",
+	}, []string{"topic", "outcome"})}
 	m.TasksLockExpired = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sutra_tasks_lock_expired_total",
 		Help: "Pull tasks locked again after the lock of their previous worker expired.",
