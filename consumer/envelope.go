@@ -99,6 +99,12 @@ func decode(d *amqp.Delivery, now time.Time) (lanes.Resume, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return lanes.Resume{}, fault.New(fault.RelayInvalid, "the body has data after its JSON object")
 	}
+	for name, id := range map[string]string{"instance_id": env.InstanceID, "correlation_key": env.CorrelationKey} {
+		if len(id) > lanes.MaxIDBytes {
+			// Named by its length only: the id is neither stored nor logged.
+			return lanes.Resume{}, fault.New(fault.RelayInvalid, "%s is %d bytes long; ids are at most %d", name, len(id), lanes.MaxIDBytes)
+		}
+	}
 	r := lanes.Resume{
 		Path:       metrics.PathRelay,
 		InstanceID: env.InstanceID,

@@ -93,6 +93,11 @@ type Definitions interface {
 	Process(ctx context.Context, key string, version int) (*bpmn.Process, error)
 }
 
+// MaxIDBytes caps an instance or message id that a relay or an API call
+// names: longer ones are refused, never stored or logged whole. 255 is the
+// most an AMQP message_id (a short string) can carry.
+const MaxIDBytes = 255
+
 // InstanceIDFor derives a UUID-shaped instance id from a relay message id,
 // so that a redelivered start finds the instance it started.
 func InstanceIDFor(messageID string) string {
