@@ -423,10 +423,28 @@ func (s *Server) retryIncident(c *adminCall) (answer, error) {
 	if inc.ResolvedAt != nil {
 		return answer{}, refuse(http.StatusConflict, fault.NotWaiting, fmt.Sprintf("incident %d is resolved", id))
 	}
-	if err := s.step(c, admin.OpRetry, admin.Retry(inc.InstanceID, inc.Token, req.Variables, req.Retries)); err != nil {
+	if inc.Code == fault.IncidentTimerFailed {
+		if err := s.retryTimer(c, inc, req); err != nil {
+			return answer{}, err
+		}
+	} else if err := s.step(c, admin.OpRetry, admin.Retry(inc.InstanceID, inc.Token, req.Variables, req.Retries)); err != nil {
 		return answer{}, err
 	}
 	return answer{status: http.StatusOK, body: map[string]any{"incident_id": id, "instance_id": inc.InstanceID, "resolved": true}}, nil
+}
+
+// retryTimer arms the timer parked in incident inc to fire now: the fire
+// then runs as any timer's does, through the claim. Nothing of the instance
+// is read or written here, so no claim is taken.
+func (s *Server) retryTimer(c *adminCall, inc store.Incident, req retryRequest) error {
+	if len(req.Variables) > 0 || req.Retries > 0 {
+		return invalidf("a timer incident's retry arms the timer again and takes no variables or retries: set variables with PATCH /v1/instances/{id}/variables first")
+	}
+	err := s.deps.Store.RetryTimer(c.r.Context(), inc.ID)
+	if isNotFound(err) {
+		return refuse(http.StatusConflict, fault.NotWaiting, fmt.Sprintf("incident %d is resolved", inc.ID))
+	}
+	return err
 }
 
 type messageRequest struct {

@@ -48,6 +48,7 @@ type Store interface {
 	ListInstances(ctx context.Context, f store.InstanceFilter) ([]store.InstanceSummary, error)
 	ListIncidents(ctx context.Context, f store.IncidentFilter) ([]store.Incident, error)
 	IncidentByID(ctx context.Context, id int64) (store.Incident, error)
+	RetryTimer(ctx context.Context, incidentID int64) error
 	CreateMigration(ctx context.Context, id, definition string, from, to int, mapping map[string]string) error
 	MigrationStatus(ctx context.Context, id string) (store.Migration, error)
 	ListUserTasks(ctx context.Context, f store.UserTaskFilter) ([]store.UserTask, error)

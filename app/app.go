@@ -135,7 +135,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		admin.RunnerConfig{Replica: cfg.ReplicaID})
 	w.timers = timers.New(timers.Deps{Store: st, Lanes: w.lanes, Metrics: w.metrics, Logger: log}, timers.Config{
 		Replica: cfg.ReplicaID, PollInterval: cfg.TimerPollInterval, BatchSize: cfg.TimerBatch, MaxInFlight: inflight,
-		Lease: cfg.TimerLease, Backoff: cfg.TimerBackoff, BackoffMax: cfg.TimerBackoffMax,
+		Lease: cfg.TimerLease, Backoff: cfg.TimerBackoff, BackoffMax: cfg.TimerBackoffMax, MaxAttempts: cfg.TimerMaxAttempts,
 	})
 	w.broker = broker.New(log, broker.Config{
 		URL: cfg.AMQPURL, ConnectionName: "sutra-worker/" + cfg.ReplicaID,

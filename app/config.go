@@ -46,6 +46,7 @@ type Config struct {
 	TimerLease        time.Duration `envconfig:"TIMER_LEASE" default:"10s" desc:"how long a leased timer is kept from other replicas' pollers"`
 	TimerBackoff      time.Duration `envconfig:"TIMER_BACKOFF" default:"100ms" desc:"first deferral of a refused timer fire; doubles per attempt"`
 	TimerBackoffMax   time.Duration `envconfig:"TIMER_BACKOFF_MAX" default:"30s" desc:"cap of the timer deferral"`
+	TimerMaxAttempts  int           `envconfig:"TIMER_MAX_ATTEMPTS" default:"10" desc:"failed fires of one timer before it stops in an incident (SUTRA.INCIDENT.TIMER_FAILED, retried by the admin API); held claims and outages do not count"`
 
 	SweepInterval  time.Duration `envconfig:"SWEEP_INTERVAL" default:"5s" desc:"time between sweeps of stale claims on the lease holder"`
 	LeaseTTL       time.Duration `envconfig:"LEASE_TTL" default:"15s" desc:"how long the sweeper lease and the replica id registration last unrenewed; a replica restarted after a crash waits up to this long for its id"`

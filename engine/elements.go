@@ -23,7 +23,7 @@ func (s *stepper) park(i int, el *bpmn.Element, kind WaitKind) bool {
 	armed, err := s.openWaits(i, el, kind)
 	if err != nil {
 		s.rollback(mark)
-		s.incident(i, fault.IncidentExpression, err.Error(), StageActivate)
+		s.exprIncident(i, err, err.Error(), StageActivate)
 		return false
 	}
 	s.tokens[i].Wait, s.tokens[i].Armed = kind, armed
@@ -296,7 +296,7 @@ func (s *stepper) script(i int, el *bpmn.Element) {
 	e := el.Script.Expression
 	v, err := e.EvalIn(s.view(i), s.env(e, el, s.tokens[i].ID))
 	if err != nil {
-		s.incident(i, fault.IncidentExpression, fmt.Sprintf("script of %s: %v", el.ID, err), StageActivate)
+		s.exprIncident(i, err, fmt.Sprintf("script of %s: %v", el.ID, err), StageActivate)
 		return
 	}
 	s.complete(i, el, map[string]any{el.Script.ResultVariable: v})
@@ -311,19 +311,19 @@ func (s *stepper) publish(i int, el *bpmn.Element) bool {
 	ctx, tok := s.view(i), s.tokens[i].ID
 	name, err := s.messageName(el, tok, ctx)
 	if err != nil {
-		s.incident(i, fault.IncidentExpression, fmt.Sprintf("message name of %s: %v", el.ID, err), StageActivate)
+		s.exprIncident(i, err, fmt.Sprintf("message name of %s: %v", el.ID, err), StageActivate)
 		return false
 	}
 	key, err := s.correlationKey(el, tok, ctx)
 	if err != nil {
-		s.incident(i, fault.IncidentExpression, fmt.Sprintf("correlation key of %s: %v", el.ID, err), StageActivate)
+		s.exprIncident(i, err, fmt.Sprintf("correlation key of %s: %v", el.ID, err), StageActivate)
 		return false
 	}
 	var payload map[string]any
 	if len(el.Inputs) > 0 {
 		payload = make(map[string]any, len(el.Inputs))
 		if err := s.mapInto(el, tok, el.Inputs, ctx, payload); err != nil {
-			s.incident(i, fault.IncidentExpression, err.Error(), StageActivate)
+			s.exprIncident(i, err, err.Error(), StageActivate)
 			return false
 		}
 	} else {
@@ -369,11 +369,12 @@ func (s *stepper) outboxID(i int, el *bpmn.Element) string {
 // that passes the element twice in one step); a re-run of the step numbers
 // them alike, so uuid() gives the same ids again.
 func (s *stepper) env(e *feel.Expr, el *bpmn.Element, token string) feel.Env {
-	if !e.UsesSeed() {
-		return feel.Env{Now: s.now}
+	env := feel.Env{Now: s.now, Limits: s.limits, Ctx: s.ctx}
+	if e.UsesSeed() {
+		s.seeds++
+		env.Seed = s.in.ID + "/" + strconv.FormatInt(s.in.Version+1, 10) + "/" + el.ID + "/" + token + "/" + strconv.Itoa(s.seeds)
 	}
-	s.seeds++
-	return feel.Env{Now: s.now, Seed: s.in.ID + "/" + strconv.FormatInt(s.in.Version+1, 10) + "/" + el.ID + "/" + token + "/" + strconv.Itoa(s.seeds)}
+	return env
 }
 
 // errorVariables evaluates an error end event's output mappings: the
@@ -387,7 +388,7 @@ func (s *stepper) errorVariables(i int, el *bpmn.Element) (map[string]any, bool)
 	for _, m := range el.Outputs {
 		v, err := m.Source.EvalIn(ctx, s.env(m.Source, el, s.tokens[i].ID))
 		if err != nil {
-			s.incident(i, fault.IncidentExpression, fmt.Sprintf("output mapping %s of %s: %v", m.Target, el.ID, err), StageActivate)
+			s.exprIncident(i, err, fmt.Sprintf("output mapping %s of %s: %v", m.Target, el.ID, err), StageActivate)
 			return nil, false
 		}
 		setPath(vars, m.Path, v)
@@ -415,7 +416,7 @@ func (s *stepper) outputs(i int, el *bpmn.Element, result map[string]any) bool {
 		v, err := m.Source.EvalIn(ctx, s.env(m.Source, el, s.tokens[i].ID))
 		if err != nil {
 			s.mergeFrom(i, result)
-			s.incident(i, fault.IncidentExpression, fmt.Sprintf("output mapping %s of %s: %v", m.Target, el.ID, err), StageComplete)
+			s.exprIncident(i, err, fmt.Sprintf("output mapping %s of %s: %v", m.Target, el.ID, err), StageComplete)
 			return false
 		}
 		values[k] = v
@@ -500,7 +501,7 @@ func (s *stepper) exclusive(i int, el *bpmn.Element) {
 		if !ok {
 			var err error
 			if ok, err = f.Condition.EvalBoolIn(ctx, s.env(f.Condition, el, s.tokens[i].ID)); err != nil {
-				s.incident(i, fault.IncidentExpression, fmt.Sprintf("condition of flow %s: %v", f.ID, err), StageActivate)
+				s.exprIncident(i, err, fmt.Sprintf("condition of flow %s: %v", f.ID, err), StageActivate)
 				return
 			}
 		}
@@ -533,7 +534,7 @@ func (s *stepper) inclusive(i int, el *bpmn.Element) {
 		if !ok {
 			var err error
 			if ok, err = f.Condition.EvalBoolIn(ctx, s.env(f.Condition, el, s.tokens[i].ID)); err != nil {
-				s.incident(i, fault.IncidentExpression, fmt.Sprintf("condition of flow %s: %v", f.ID, err), StageActivate)
+				s.exprIncident(i, err, fmt.Sprintf("condition of flow %s: %v", f.ID, err), StageActivate)
 				return
 			}
 		}

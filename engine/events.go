@@ -34,7 +34,7 @@ func (s *stepper) armProcess(i int) bool {
 		if start := esp.SubStart; start.Message != nil || start.Timer != nil {
 			if armed, err = s.openEvent("", start, s.vars, armed); err != nil {
 				s.rollback(mark)
-				s.incident(i, fault.IncidentExpression, err.Error(), StageLeave)
+				s.exprIncident(i, err, err.Error(), StageLeave)
 				return false
 			}
 		}
@@ -104,7 +104,7 @@ func (s *stepper) thrownCode(i int, el *bpmn.Element, c *bpmn.EventCode, what st
 		err = fmt.Errorf("%q evaluated to %s, not a non-empty string", c.Expression.Source(), valueName(v))
 	}
 	if err != nil {
-		s.incident(i, fault.IncidentExpression, fmt.Sprintf("%s of %s: %v", what, el.ID, err), StageActivate)
+		s.exprIncident(i, err, fmt.Sprintf("%s of %s: %v", what, el.ID, err), StageActivate)
 		return "", false
 	}
 	return code, true

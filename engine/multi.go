@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/sutra-run/worker/bpmn"
-	"github.com/sutra-run/worker/fault"
 )
 
 // Multi-instance activities, as Zeebe runs them. The token that reaches the
@@ -20,7 +19,7 @@ import (
 func (s *stepper) multi(i int, el *bpmn.Element) {
 	items, err := s.collection(i, el)
 	if err != nil {
-		s.incident(i, fault.IncidentExpression, err.Error(), StageActivate)
+		s.exprIncident(i, err, err.Error(), StageActivate)
 		return
 	}
 	if !s.park(i, el, WaitMulti) {
@@ -79,7 +78,7 @@ func (s *stepper) inner(b int, el *bpmn.Element, loop int, item any) {
 func (s *stepper) innerDone(i int, el *bpmn.Element) {
 	b, l := s.parentOf(i), el.Loop
 	loop, ctx := s.tokens[i].Loop, s.view(i)
-	fail := func(err error) { s.incident(i, fault.IncidentExpression, err.Error(), StageLeave) }
+	fail := func(err error) { s.exprIncident(i, err, err.Error(), StageLeave) }
 
 	var collected []any
 	if l.OutputCollection != "" {

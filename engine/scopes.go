@@ -4,7 +4,6 @@ import (
 	"slices"
 
 	"github.com/sutra-run/worker/bpmn"
-	"github.com/sutra-run/worker/fault"
 )
 
 // Variable scopes. Every token may hold local variables (Token.Vars): the
@@ -139,7 +138,7 @@ func (s *stepper) localInputs(i int, el *bpmn.Element) bool {
 		locals[k] = v
 	}
 	if err := s.mapInto(el, s.tokens[i].ID, el.Inputs, s.view(i), locals); err != nil {
-		s.incident(i, fault.IncidentExpression, err.Error(), StageActivate)
+		s.exprIncident(i, err, err.Error(), StageActivate)
 		return false
 	}
 	s.setLocals(i, locals)

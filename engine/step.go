@@ -1,12 +1,16 @@
 package engine
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"time"
 
 	"github.com/sutra-run/worker/bpmn"
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/feel"
 )
 
 // maxExecutions bounds the elements one step may execute. Only a loop of
@@ -23,13 +27,39 @@ const maxExecutions = 10000
 // first (a token that leaves a wait and opens a new one for the same
 // element, as a retried task or a re-armed cycle timer does, appears in
 // both), ResolvedIncidents before Incidents.
+//
+// Step evaluates expressions under the default limits and no deadline;
+// StepContext sets both.
 func Step(def *bpmn.Process, in Instance, tr Trigger, now time.Time) (State, Effects, error) {
-	s := newStepper(def, &in, now)
+	return StepContext(context.Background(), def, in, tr, Options{Now: now})
+}
+
+// Options are what a step reads besides its definition, instance and
+// trigger.
+type Options struct {
+	// Now is the step's time.
+	Now time.Time
+	// Limits bound each evaluation of an expression (zero: feel's defaults).
+	Limits feel.Limits
+}
+
+// StepContext is Step under ctx. Once ctx's deadline passes, the
+// evaluation under way and every token not yet run stop in an incident
+// (fault.IncidentExpressionLimit, naming the step's deadline), so the step
+// still ends, quickly, in a state to commit: a relay redelivered after it
+// finds the incident, not the work that ran out of time. A cancelled ctx
+// abandons the step with an error.
+func StepContext(ctx context.Context, def *bpmn.Process, in Instance, tr Trigger, opt Options) (State, Effects, error) {
+	s := newStepper(def, &in, opt.Now)
+	s.ctx, s.limits = ctx, opt.Limits
 	if err := s.apply(tr); err != nil {
 		return State{}, Effects{}, err
 	}
 	if err := s.run(); err != nil {
 		return State{}, Effects{}, err
+	}
+	if err := ctx.Err(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return State{}, Effects{}, fmt.Errorf("step of %s abandoned: %w", in.ID, context.Cause(ctx))
 	}
 	return s.result(), s.eff, nil
 }
@@ -40,6 +70,9 @@ type stepper struct {
 	def *bpmn.Process
 	in  *Instance
 	now time.Time
+	// ctx bounds the step (StepContext); limits bound each evaluation.
+	ctx    context.Context
+	limits feel.Limits
 
 	tokens []Token
 	queue  []int
@@ -300,7 +333,7 @@ func (s *stepper) waiting(id, element string, kind WaitKind) int {
 func (s *stepper) recreateTask(i int, el *bpmn.Element, tr Trigger) {
 	task, err := s.newTask(i, el, s.view(i))
 	if err != nil {
-		s.incident(i, fault.IncidentExpression, err.Error(), StageActivate)
+		s.exprIncident(i, err, err.Error(), StageActivate)
 		return
 	}
 	if tr.Retries > 0 {
@@ -327,6 +360,14 @@ func (s *stepper) run() error {
 		if s.runs > maxExecutions {
 			return fault.New(fault.StepFailed,
 				"instance %s executed more than %d elements in one step: a loop without a wait state", s.in.ID, maxExecutions)
+		}
+		if s.ctx.Err() != nil {
+			// Past the deadline (or cancelled, which StepContext then
+			// abandons): the token stops before its element, which a retry
+			// runs.
+			s.incident(i, fault.IncidentExpressionLimit, fmt.Sprintf("%s: the step's deadline (%s) passed before it ran",
+				s.tokens[i].Element, feel.LimitDeadline), StageActivate)
+			continue
 		}
 		s.execute(i)
 	}
@@ -656,6 +697,17 @@ func (s *stepper) incident(i int, code, msg string, stage Stage) {
 	inc := Incident{TokenID: t.ID, Element: t.Element, Code: code, Message: msg, Stage: stage}
 	t.Wait, t.Incident = WaitIncident, &inc
 	s.eff.Incidents = append(s.eff.Incidents, inc)
+}
+
+// exprIncident stops token i in an incident for the evaluation that failed
+// with err: fault.IncidentExpressionLimit when a limit cut it off,
+// fault.IncidentExpression otherwise.
+func (s *stepper) exprIncident(i int, err error, msg string, stage Stage) {
+	code := fault.IncidentExpression
+	if feel.IsLimit(err) {
+		code = fault.IncidentExpressionLimit
+	}
+	s.incident(i, code, msg, stage)
 }
 
 // result assembles the state after the step.

@@ -77,6 +77,9 @@ const (
 	IncidentError      = "SUTRA.INCIDENT.UNHANDLED_ERROR"
 	// A call activity's child instance could not be started.
 	IncidentCalledElement = "SUTRA.INCIDENT.CALLED_ELEMENT"
+	// A timer whose fire failed SUTRA_TIMER_MAX_ATTEMPTS times: parked until
+	// an admin retry arms it again.
+	IncidentTimerFailed = "SUTRA.INCIDENT.TIMER_FAILED"
 )
 
 // Error is an error with a stable code.

@@ -27,7 +27,7 @@ const armTimersSQL = `INSERT INTO timers (instance_id, token_id, element_id, due
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::int[], $6::text[])
 	ON CONFLICT (instance_id, token_id, element_id) DO UPDATE
 	   SET due_at = EXCLUDED.due_at, repeat = EXCLUDED.repeat, interval = EXCLUDED.interval,
-	       attempts = 0, locked_by = NULL, locked_until = NULL`
+	       attempts = 0, failures = 0, incident_id = NULL, locked_by = NULL, locked_until = NULL`
 
 const outboxPublishedSQL = `UPDATE outbox SET published_at = now(), locked_by = NULL, locked_until = NULL
 	WHERE id = ANY($2) AND locked_by = $1`

@@ -3,9 +3,12 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sutra-run/worker/fault"
 )
 
 // DueTimer is a timer row leased to one poller for one fire.
@@ -16,6 +19,9 @@ type DueTimer struct {
 	Element    string
 	DueAt      time.Time
 	Attempts   int
+	// Failures counts the fires that failed (never a refusal); at the
+	// poller's cap the timer stops in an incident (ParkTimers).
+	Failures int
 	// LockedUntil is the poller lease taken with the row; with the poller's id
 	// it fences the poller's later writes to the row (defer, drop).
 	LockedUntil time.Time
@@ -38,20 +44,20 @@ type TimerStart struct {
 const takeDueSQL = `
 WITH due AS (
 	SELECT id FROM timers
-	 WHERE due_at <= now() AND (locked_until IS NULL OR locked_until < now())
+	 WHERE due_at <= now() AND incident_id IS NULL AND (locked_until IS NULL OR locked_until < now())
 	 ORDER BY due_at LIMIT $2
 	 FOR UPDATE SKIP LOCKED
 )
 UPDATE timers t SET locked_by = $1, locked_until = now() + $3::interval
  WHERE t.id = ANY (ARRAY(SELECT id FROM due))
-RETURNING t.id, t.instance_id, t.token_id, t.element_id, t.due_at, t.attempts, t.locked_until,
+RETURNING t.id, t.instance_id, t.token_id, t.element_id, t.due_at, t.attempts, t.failures, t.locked_until,
           t.definition_key, t.definition_version, t.fired`
 
 // nextDueSQL is how long until the earliest timer that nobody leases is due
-// (negative: already due; NULL: none).
+// (negative: already due; NULL: none). A timer parked in its incident is never due.
 const nextDueSQL = `
 SELECT EXTRACT(EPOCH FROM due_at - now())::float8 FROM timers
- WHERE locked_until IS NULL OR locked_until < now()
+ WHERE incident_id IS NULL AND (locked_until IS NULL OR locked_until < now())
  ORDER BY due_at LIMIT 1`
 
 // TakeDueTimers leases up to limit due timers to owner for lease, and says
@@ -72,7 +78,7 @@ func (s *Store) TakeDueTimers(ctx context.Context, owner string, limit int, leas
 		var key *string
 		var version *int
 		var fired int
-		err := r.Scan(&t.ID, &t.InstanceID, &t.TokenID, &t.Element, &t.DueAt, &t.Attempts, &t.LockedUntil, &key, &version, &fired)
+		err := r.Scan(&t.ID, &t.InstanceID, &t.TokenID, &t.Element, &t.DueAt, &t.Attempts, &t.Failures, &t.LockedUntil, &key, &version, &fired)
 		if key != nil && version != nil {
 			t.Start = &TimerStart{DefinitionKey: *key, DefinitionVersion: *version, Fired: fired}
 		}
@@ -95,26 +101,98 @@ func (s *Store) TakeDueTimers(ctx context.Context, owner string, limit int, leas
 type Deferral struct {
 	Timer DueTimer
 	Delay time.Duration
+	// Failed: the fire failed (not a refusal, an outage or a stop), which
+	// counts towards the timer's failures.
+	Failed bool
 }
 
 // DeferTimers moves leased timers later (due_at = now + delay), counts the
-// attempt and ends the lease, so that a refused fire keeps its row. A row
-// whose lease is no longer owner's (it lapsed and another poller took it, or
-// a step re-armed it) is left alone.
+// attempt (and the failure) and ends the lease, so that a refused fire keeps
+// its row. A row whose lease is no longer owner's (it lapsed and another
+// poller took it, or a step re-armed it) is left alone.
 func (s *Store) DeferTimers(ctx context.Context, owner string, ds []Deferral) error {
 	if len(ds) == 0 {
 		return nil
 	}
-	ids, until, secs := make([]int64, len(ds)), make([]time.Time, len(ds)), make([]float64, len(ds))
+	ids, until, secs, failed := make([]int64, len(ds)), make([]time.Time, len(ds)), make([]float64, len(ds)), make([]bool, len(ds))
 	for i, d := range ds {
-		ids[i], until[i], secs[i] = d.Timer.ID, d.Timer.LockedUntil, d.Delay.Seconds()
+		ids[i], until[i], secs[i], failed[i] = d.Timer.ID, d.Timer.LockedUntil, d.Delay.Seconds(), d.Failed
 	}
 	_, err := s.pool.Exec(ctx, `
 		UPDATE timers t SET due_at = now() + make_interval(secs => d.secs), attempts = t.attempts + 1,
-		       locked_by = NULL, locked_until = NULL
-		  FROM unnest($2::bigint[], $3::timestamptz[], $4::float8[]) AS d(id, until, secs)
-		 WHERE t.id = d.id AND t.locked_by = $1 AND t.locked_until = d.until`, owner, ids, until, secs)
+		       failures = t.failures + d.failed::int, locked_by = NULL, locked_until = NULL
+		  FROM unnest($2::bigint[], $3::timestamptz[], $4::float8[], $5::boolean[]) AS d(id, until, secs, failed)
+		 WHERE t.id = d.id AND t.locked_by = $1 AND t.locked_until = d.until`, owner, ids, until, secs, failed)
 	return translate(err, "deferring timers")
+}
+
+// Parking is one leased timer whose last fire failed for good: Reason is
+// that failure, for the incident's message.
+type Parking struct {
+	Timer  DueTimer
+	Reason string
+}
+
+// parkTimersSQL opens an incident on each timer's element and parks the row
+// in it (incident_id set, lease ended) in one statement, fenced on the lease
+// like a deferral. The timer is unique per (instance, token, element), which
+// joins each incident back to its row.
+const parkTimersSQL = `
+WITH t AS (
+	SELECT t.instance_id, t.token_id, t.element_id, d.reason
+	  FROM timers t JOIN unnest($2::bigint[], $3::timestamptz[], $4::text[]) AS d(id, until, reason) ON t.id = d.id
+	 WHERE t.locked_by = $1 AND t.locked_until = d.until
+	   FOR UPDATE OF t
+), inc AS (
+	INSERT INTO incidents (instance_id, token_id, element_id, code, message)
+	SELECT instance_id, token_id, element_id, $5, reason FROM t
+	RETURNING id, instance_id, token_id, element_id
+)
+UPDATE timers x SET incident_id = inc.id, failures = x.failures + 1, attempts = x.attempts + 1,
+       locked_by = NULL, locked_until = NULL
+  FROM inc WHERE x.instance_id = inc.instance_id AND x.token_id = inc.token_id AND x.element_id = inc.element_id
+RETURNING x.id, inc.id`
+
+// ParkedTimer is a timer parked in its incident.
+type ParkedTimer struct {
+	TimerID, IncidentID int64
+}
+
+// ParkTimers stops leased timers whose fires failed for good in an incident
+// each (fault.IncidentTimerFailed): the pollers skip them until RetryTimer.
+// It returns what it parked; a row whose lease is no longer owner's is left
+// alone.
+func (s *Store) ParkTimers(ctx context.Context, owner string, ps []Parking) ([]ParkedTimer, error) {
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	ids, until, reasons := make([]int64, len(ps)), make([]time.Time, len(ps)), make([]string, len(ps))
+	for i, p := range ps {
+		ids[i], until[i], reasons[i] = p.Timer.ID, p.Timer.LockedUntil, p.Reason
+	}
+	rows, err := s.pool.Query(ctx, parkTimersSQL, owner, ids, until, reasons, fault.IncidentTimerFailed)
+	if err != nil {
+		return nil, translate(err, "parking failed timers")
+	}
+	parked, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ParkedTimer])
+	return parked, translate(err, "parking failed timers")
+}
+
+// RetryTimer resolves a timer's incident (fault.IncidentTimerFailed) and arms
+// its timer to fire now, its failures forgotten, in one statement (the
+// resolution is the trigger sutra_resolve_timer_incident's). ErrNotFound when
+// the incident is not open or no timer is parked in it (its wait was closed,
+// which resolved it).
+func (s *Store) RetryTimer(ctx context.Context, incidentID int64) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE timers SET incident_id = NULL, failures = 0, attempts = 0, due_at = now()
+		WHERE incident_id = $1`, incidentID)
+	if err != nil {
+		return translate(err, fmt.Sprintf("retrying the timer of incident %d", incidentID))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("no timer is parked in incident %d: %w", incidentID, ErrNotFound)
+	}
+	return nil
 }
 
 // DropTimers deletes leased timer rows whose fire the engine found stale,

@@ -3,7 +3,9 @@
 // step pipeline as relays), and answers each outcome. A refused or failed
 // fire is deferred with backoff and keeps its row; a stale fire (its wait
 // was closed) does nothing; a fire is done only when its step committed,
-// and that commit deleted the row.
+// and that commit deleted the row. A timer whose fire failed MaxAttempts
+// times (refusals, outages and stops are not failures) stops in an incident
+// on its element, its row kept but skipped, until an admin retry.
 //
 // The poller sleeps until the earliest due time it knows of. It learns of
 // earlier ones from this replica's commits (Armed) at once and from other
@@ -14,6 +16,7 @@ package timers
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math"
 	"sync/atomic"
@@ -59,6 +62,9 @@ type Config struct {
 	// up to BackoffMax, with ±20% jitter (defaults 100ms, 30s).
 	Backoff    time.Duration
 	BackoffMax time.Duration
+	// MaxAttempts is how many failed fires of one timer park it in an
+	// incident (default 10).
+	MaxAttempts int
 }
 
 func (c *Config) setDefaults() {
@@ -68,6 +74,7 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.BackoffMax, 30*time.Second)
 	defaults.Set(&c.BatchSize, 128)
 	defaults.Set(&c.MaxInFlight, DefaultMaxInFlight)
+	defaults.Set(&c.MaxAttempts, 10)
 	c.BatchSize = min(c.BatchSize, c.MaxInFlight)
 }
 
@@ -75,6 +82,7 @@ func (c *Config) setDefaults() {
 type Store interface {
 	TakeDueTimers(ctx context.Context, owner string, limit int, lease time.Duration) (due []store.DueTimer, next time.Duration, ok bool, err error)
 	DeferTimers(ctx context.Context, owner string, ds []store.Deferral) error
+	ParkTimers(ctx context.Context, owner string, ps []store.Parking) ([]store.ParkedTimer, error)
 	DropTimers(ctx context.Context, owner string, ts []store.DueTimer) ([]int64, error)
 	ReleaseTimerLeases(ctx context.Context, owner string) error
 }
@@ -93,12 +101,15 @@ type TestSignals struct {
 	Took testsignal.Signal[int]
 	// Deferred carries each deferral written, with its delay.
 	Deferred testsignal.Signal[store.Deferral]
+	// Parked carries each timer parked in its incident.
+	Parked testsignal.Signal[store.ParkedTimer]
 }
 
 // Init switches every signal on.
 func (s *TestSignals) Init() {
 	s.Took.Init()
 	s.Deferred.Init()
+	s.Parked.Init()
 }
 
 // Poller fires due timers. Start it once; Stop it once or more.
@@ -226,13 +237,22 @@ func (p *Poller) dispatch(t store.DueTimer) {
 // many outcomes it took.
 func (p *Poller) answer(ctx context.Context, first answered) int {
 	var deferrals []store.Deferral
+	var parkings []store.Parking
 	var stale []store.DueTimer
 	n := 0
 	for a, more := first, true; more; {
 		n++
+		delay := backoff.Delay(p.cfg.Backoff, p.cfg.BackoffMax, a.t.Attempts+1)
 		switch p.classify(a) {
 		case deferIt:
-			deferrals = append(deferrals, store.Deferral{Timer: a.t, Delay: backoff.Delay(p.cfg.Backoff, p.cfg.BackoffMax, a.t.Attempts+1)})
+			deferrals = append(deferrals, store.Deferral{Timer: a.t, Delay: delay})
+		case failIt:
+			if a.t.Failures+1 < p.cfg.MaxAttempts {
+				deferrals = append(deferrals, store.Deferral{Timer: a.t, Delay: delay, Failed: true})
+				break
+			}
+			parkings = append(parkings, store.Parking{Timer: a.t, Reason: fmt.Sprintf(
+				"the timer's fire failed %d times (SUTRA_TIMER_MAX_ATTEMPTS); the last failure: %s", a.t.Failures+1, a.out.Err)})
 		case dropIt:
 			stale = append(stale, a.t)
 		}
@@ -256,6 +276,16 @@ func (p *Poller) answer(ctx context.Context, first answered) int {
 	if len(deferrals) > 0 {
 		// Deferred rows are due again soon; the next look must not sleep past them.
 		p.wakeBy(time.Now().Add(p.cfg.Backoff))
+	}
+	parked, err := p.deps.Store.ParkTimers(wctx, p.cfg.Replica, parkings)
+	if err != nil {
+		// The leases lapse and the timers fire again; the next failure parks them.
+		p.deps.Logger.Warn("parking failed timers", "count", len(parkings), "code", fault.Code(err), "err", err)
+	}
+	for _, pt := range parked {
+		p.deps.Logger.Error("timer stopped in an incident after failing repeatedly; retry it with POST /v1/incidents/{id}/retry",
+			"timer_id", pt.TimerID, "incident_id", pt.IncidentID, "code", fault.IncidentTimerFailed, "max_attempts", p.cfg.MaxAttempts)
+		p.TestSignals.Parked.Signal(pt)
 	}
 	dropped, err := p.deps.Store.DropTimers(wctx, p.cfg.Replica, stale)
 	if err != nil {
@@ -282,6 +312,7 @@ type action int
 const (
 	doneIt  action = iota // committed: the commit deleted the row
 	deferIt               // try again later; the row stays
+	failIt                // failed: try again later, or park it at the cap
 	dropIt                // stale: the wait is gone
 )
 
@@ -309,13 +340,17 @@ func (p *Poller) classify(a answered) action {
 			return dropIt
 		}
 		// A step that panics or fails on this fire is a bug: keep the row and
-		// retry at the capped backoff rather than lose the fire.
+		// retry with backoff rather than lose the fire, up to the cap.
 		log.Error("timer fire failed; deferred", "instance_id", a.t.InstanceID, "timer_id", a.t.ID,
-			"code", a.out.Code, "attempts", a.t.Attempts+1, "err", a.out.Err)
+			"code", a.out.Code, "failures", a.t.Failures+1, "max_attempts", p.cfg.MaxAttempts, "err", a.out.Err)
 		m.TimerDeferrals.WithLabelValues("error").Inc()
-		return deferIt
+		return failIt
 	default: // Refused, Retry: the lane already logged and counted the bounce
 		reason := a.out.Reason
+		if a.out.CountsAsFailure() {
+			m.TimerDeferrals.WithLabelValues(reason).Inc()
+			return failIt
+		}
 		if reason == "" {
 			reason = "error"
 		}

@@ -41,6 +41,9 @@ func (f *fakeStore) TakeDueTimers(ctx context.Context, _ string, _ int, _ time.D
 	}
 }
 func (f *fakeStore) DeferTimers(context.Context, string, []store.Deferral) error { return nil }
+func (f *fakeStore) ParkTimers(context.Context, string, []store.Parking) ([]store.ParkedTimer, error) {
+	return nil, nil
+}
 func (f *fakeStore) DropTimers(context.Context, string, []store.DueTimer) ([]int64, error) {
 	return nil, nil
 }
