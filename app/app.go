@@ -139,6 +139,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	})
 	w.broker = broker.New(log, broker.Config{
 		URL: cfg.AMQPURL, ConnectionName: "sutra-worker/" + cfg.ReplicaID,
+		WriteTimeout: cfg.AMQPWriteTimeout, ChannelTimeout: cfg.AMQPChannelTimeout, Metrics: w.metrics,
 		Topology: broker.Topology{
 			RelayExchange: cfg.RelayExchange, RelayQueue: cfg.RelayQueue, RelayBindingKey: cfg.RelayBindingKey,
 			DeadExchange: cfg.DeadExchange, DeadQueue: cfg.DeadQueue, QueueType: cfg.QueueType,
@@ -279,18 +280,20 @@ func (w *Worker) Sweeper() *sweeper.Sweeper { return w.sweeper }
 // Outbox is the worker's outbox publisher (for tests: its TestSignals).
 func (w *Worker) Outbox() *outbox.Publisher { return w.outbox }
 
-// Ready reports whether the database answers, the broker is connected and
-// relays consumed, the lanes run and the replica registration is valid. The
+// Ready reports whether the database answers, both broker connections are
+// open and not blocked by the broker, relays are consumed, the lanes run and
+// the replica registration is valid. The
 // outbox publisher does not count: rows wait while it cannot publish, and
 // relays may still be applied meanwhile.
 func (w *Worker) Ready(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
+	if err := w.broker.Ready(); err != nil { // not connected, or blocked by the broker
+		return err
+	}
 	switch {
 	case !w.lanes.Running():
 		return errors.New("lanes not running")
-	case !w.broker.Connected():
-		return errors.New("broker not connected")
 	case !w.consumer.Connected():
 		return errors.New("not consuming relays")
 	}

@@ -36,6 +36,9 @@ type Config struct {
 	DeadQueue       string `envconfig:"DEAD_QUEUE" default:"sutra.relays.dead" desc:"queue bound to the dead-letter exchange"`
 	QueueType       string `envconfig:"QUEUE_TYPE" desc:"x-queue-type of the declared queues (classic, quorum); empty: the broker's default"`
 
+	AMQPWriteTimeout   time.Duration `envconfig:"AMQP_WRITE_TIMEOUT" default:"10s" desc:"longest one write to the broker may take (a publish, an ack, a heartbeat); past it the connection is closed and redialled: a broker that stopped reading from it (a stalled peer, a memory or disk alarm) holds nothing longer"`
+	AMQPChannelTimeout time.Duration `envconfig:"AMQP_CHANNEL_TIMEOUT" default:"10s" desc:"longest the opening of a channel (the consumer's, with its QoS and consume; the dead-letter count's) waits for the broker's answers; then it is tried again"`
+
 	RequeueBackoff    time.Duration `envconfig:"REQUEUE_BACKOFF" default:"50ms" desc:"first delay before a refused relay is requeued; doubles per bounce"`
 	RequeueBackoffMax time.Duration `envconfig:"REQUEUE_BACKOFF_MAX" default:"2s" desc:"cap of the requeue delay"`
 	RelayMaxRetries   int           `envconfig:"RELAY_MAX_RETRIES" default:"50" desc:"transient failures of one relay before it is dead-lettered (RETRIES_EXHAUSTED); held claims and outages do not count"`

@@ -48,6 +48,7 @@ func (c Config) Validate() error {
 		"TIMER_BACKOFF": c.TimerBackoff, "TIMER_BACKOFF_MAX": c.TimerBackoffMax,
 		"SWEEP_INTERVAL": c.SweepInterval, "LEASE_TTL": c.LeaseTTL, "INBOX_RETENTION": c.InboxRetention,
 		"API_MAX_LOCK_DURATION": c.APIMaxLockDuration, "TASK_POLL_INTERVAL": c.TaskPollInterval,
+		"AMQP_WRITE_TIMEOUT": c.AMQPWriteTimeout, "AMQP_CHANNEL_TIMEOUT": c.AMQPChannelTimeout,
 	} {
 		positive(name, d)
 	}

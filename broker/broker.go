@@ -1,15 +1,24 @@
-// Package broker is the one owner of the worker's AMQP connection. It dials
-// with backoff, re-declares the topology on every (re)connection, hands the
-// consumer a channel on the current connection, and publishes with publisher
-// confirms for every role that publishes (dead letters, the outbox) through
-// one helper, Publish, on a few confirming channels.
+// Package broker is the one owner of the worker's AMQP connections. It keeps
+// two open, each dialled with backoff and its topology re-declared on every
+// (re)connection: one consumes, hands the consumer its channels and carries
+// its acks; the other publishes, with publisher confirms, for every role
+// that publishes (dead letters, the outbox, relays sent through the API)
+// through one helper, Publish, on a few confirming channels. A broker short
+// of memory or disk blocks the connections that publish (connection.blocked)
+// and stops reading from them: publishing on a connection of its own, as
+// RabbitMQ advises, keeps the acks flowing meanwhile.
 //
-// Errors are classified here: a lost connection or channel is
-// fault.Unavailable; a refusal no reconnect can cure (credentials, a missing
-// virtual host, missing permissions, an exchange or queue declared with other
-// arguments, a malformed URL) is fault.Misconfigured, with what to change; a
-// message the broker returned (mandatory, unroutable) or nacked is a failure
-// of that message only (ErrReturned, ErrNacked).
+// Nothing waits on the broker without a bound: every write has a deadline
+// (Config.WriteTimeout; a write that misses it closes its connection, which
+// is redialled), opening a channel has one (Config.ChannelTimeout, or the
+// caller's context), and so does every confirm (the caller's context).
+//
+// Errors are classified here: a lost connection or channel, and a blocked
+// one, is fault.Unavailable; a refusal no reconnect can cure (credentials, a
+// missing virtual host, missing permissions, an exchange or queue declared
+// with other arguments, a malformed URL) is fault.Misconfigured, with what
+// to change; a message the broker returned (mandatory, unroutable) or nacked
+// is a failure of that message only (ErrReturned, ErrNacked).
 package broker
 
 import (
@@ -28,12 +37,14 @@ import (
 	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/internal/testsignal"
+	"github.com/sutra-run/worker/metrics"
 )
 
 // Config configures the owner.
 type Config struct {
 	URL string
-	// ConnectionName is shown by the broker (default sutra-worker).
+	// ConnectionName is shown by the broker for the consuming connection
+	// (default sutra-worker); the publishing one adds "/publish".
 	ConnectionName string
 	// Topology is declared on every (re)connection, before anyone uses it.
 	Topology Topology
@@ -44,6 +55,18 @@ type Config struct {
 	// PublishChannels is how many Publish calls may await confirms at once,
 	// each on its own confirming channel (default 8).
 	PublishChannels int
+	// WriteTimeout bounds every write to the broker, on either connection
+	// (default 10s). amqp091 looks at a call's context only before its
+	// write, and a broker that stops reading (a resource alarm, a stalled
+	// peer) would hold the write, and every publish, ack and heartbeat
+	// queued behind the connection's write lock, for good. A write that
+	// misses it fails, and its connection is closed and redialled.
+	WriteTimeout time.Duration
+	// ChannelTimeout bounds how long Channel waits for the broker's answers
+	// to a channel's opening and its set-up (default 10s).
+	ChannelTimeout time.Duration
+	// Metrics, when set, shows which connections the broker blocks.
+	Metrics *metrics.Metrics
 }
 
 func (c *Config) setDefaults() {
@@ -56,6 +79,8 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.ReconnectMin, 100*time.Millisecond)
 	defaults.Set(&c.ReconnectMax, 5*time.Second)
 	defaults.Set(&c.PublishChannels, 8)
+	defaults.Set(&c.WriteTimeout, 10*time.Second)
+	defaults.Set(&c.ChannelTimeout, 10*time.Second)
 }
 
 // heartbeat detects a dead peer on an idle connection.
@@ -64,22 +89,44 @@ const heartbeat = 10 * time.Second
 // handshakeTimeout bounds the TCP connect and the AMQP handshake of one dial.
 const handshakeTimeout = 30 * time.Second
 
+// The owner's connections, as the logs and sutra_broker_blocked name them.
+const (
+	Consuming  = metrics.BrokerConsuming
+	Publishing = metrics.BrokerPublishing
+)
+
 // TestSignals tell tests what the owner did; inert unless Init'ed.
 type TestSignals struct {
-	// Connected carries the number of each connection opened (1, 2, …) once
-	// its topology is declared.
-	Connected testsignal.Signal[int]
-	// Disconnected carries why each connection ended or failed to open.
-	Disconnected testsignal.Signal[error]
+	// Connected carries the number of each consuming connection opened
+	// (1, 2, …) once its topology is declared; PublishConnected the same
+	// of the publishing connection.
+	Connected        testsignal.Signal[int]
+	PublishConnected testsignal.Signal[int]
+	// Disconnected carries why each consuming connection ended or failed
+	// to open; PublishDisconnected the same of the publishing connection.
+	Disconnected        testsignal.Signal[error]
+	PublishDisconnected testsignal.Signal[error]
+	// Blocked carries every connection.blocked and connection.unblocked.
+	Blocked testsignal.Signal[Blocking]
 }
 
 // Init switches every signal on.
 func (s *TestSignals) Init() {
 	s.Connected.Init()
+	s.PublishConnected.Init()
 	s.Disconnected.Init()
+	s.PublishDisconnected.Init()
+	s.Blocked.Init()
 }
 
-// state is the connection's state.
+// Blocking is the broker's flow control of one connection.
+type Blocking struct {
+	Connection string // Consuming or Publishing
+	Active     bool
+	Reason     string // the broker's, e.g. "low on memory"
+}
+
+// state is a connection's state.
 type state int
 
 const (
@@ -95,7 +142,25 @@ func (s state) String() string {
 	return [...]string{"connecting", "connected", "stopped"}[s]
 }
 
-// Owner owns the AMQP connection. Start it once; Stop it once or more,
+// link is one of the owner's two connections. The fields after
+// isConnected are guarded by the owner's mu.
+type link struct {
+	role         string // Consuming or Publishing
+	name         string // shown by the broker
+	connected    *testsignal.Signal[int]
+	disconnected *testsignal.Signal[error]
+	// isConnected mirrors state == connected for lock-free readers.
+	isConnected atomic.Bool
+
+	state  state
+	conn   *amqp.Connection
+	opened int
+	// blocked is set while the broker blocks the connection, for reason.
+	blocked bool
+	reason  string
+}
+
+// Owner owns the AMQP connections. Start it once; Stop it once or more,
 // after every component that uses it has stopped.
 type Owner struct {
 	startstop.Base
@@ -104,19 +169,21 @@ type Owner struct {
 	cfg Config
 	log *slog.Logger
 
-	// mu guards the state, the connection and changed.
-	mu    sync.Mutex
-	state state
-	conn  *amqp.Connection
-	// changed is closed at the next transition, then replaced.
+	consuming, publishing *link
+
+	// mu guards the links' states, connections and flow control, changed,
+	// stopped and the first attempts.
+	mu sync.Mutex
+	// changed is closed at the next transition of either link, then replaced.
 	changed chan struct{}
-	// isConnected mirrors state == connected for lock-free readers.
-	isConnected atomic.Bool
-	opened      int
-	// first is closed when the first connection attempt ended; firstErr is
-	// its refusal, if it was one (set before first closes).
-	first    chan struct{}
-	firstErr error
+	// stopped is set once both links stopped: nothing starts in the
+	// background any more.
+	stopped bool
+	// first is closed when both links' first connection attempts ended;
+	// firstErr is a refusal among them, if any (set before first closes).
+	first        chan struct{}
+	firstPending int
+	firstErr     error
 
 	// slots hold the confirming channels, one per Publish in flight:
 	// returns are matched to the batch in flight on their channel.
@@ -129,59 +196,114 @@ type Owner struct {
 // New builds an owner.
 func New(logger *slog.Logger, cfg Config) *Owner {
 	cfg.setDefaults()
-	o := &Owner{cfg: cfg, log: logger, changed: make(chan struct{}), slots: make(chan *slot, cfg.PublishChannels), first: make(chan struct{})}
+	o := &Owner{cfg: cfg, log: logger, changed: make(chan struct{}), slots: make(chan *slot, cfg.PublishChannels),
+		first: make(chan struct{}), firstPending: 2}
+	o.consuming = &link{role: Consuming, name: cfg.ConnectionName,
+		connected: &o.TestSignals.Connected, disconnected: &o.TestSignals.Disconnected}
+	o.publishing = &link{role: Publishing, name: cfg.ConnectionName + "/publish",
+		connected: &o.TestSignals.PublishConnected, disconnected: &o.TestSignals.PublishDisconnected}
 	for range cfg.PublishChannels {
 		o.slots <- &slot{}
 	}
 	return o
 }
 
-// transition documents what may follow what:
+func (o *Owner) links() [2]*link { return [2]*link{o.consuming, o.publishing} }
+
+// transition documents what may follow what, for each link:
 //
 //	connecting → connected   dialled, and the topology declared
-//	connected  → connecting  the connection closed (broker, network)
+//	connected  → connecting  the connection closed (broker, network, a missed write deadline)
 //	any        → stopped     Stop
 //
-// Every transition wakes whoever waits on Changed.
-func (o *Owner) transition(to state, conn *amqp.Connection) {
+// A connection's flow control ends with it. Every transition wakes
+// whoever waits on Changed.
+func (o *Owner) transition(l *link, to state, conn *amqp.Connection) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	from := o.state
+	from := l.state
 	if from == stopped || from == to {
-		panic("broker: transition " + from.String() + " → " + to.String())
+		panic("broker: " + l.role + " connection: transition " + from.String() + " → " + to.String())
 	}
-	o.state, o.conn = to, conn
-	o.isConnected.Store(to == connected)
+	l.state, l.conn = to, conn
+	l.isConnected.Store(to == connected)
+	if l.blocked {
+		l.blocked, l.reason = false, ""
+		o.gauge(l, 0)
+	}
 	close(o.changed)
 	o.changed = make(chan struct{})
 	if to == connected {
-		o.opened++
-		o.TestSignals.Connected.Signal(o.opened)
+		l.opened++
+		l.connected.Signal(l.opened)
 	}
 }
 
-// Connected reports whether a connection is open and its topology declared
-// (for readiness).
-func (o *Owner) Connected() bool { return o.isConnected.Load() }
+// flowControl records the broker's connection.blocked or
+// connection.unblocked of l's connection.
+func (o *Owner) flowControl(l *link, b amqp.Blocking) {
+	o.mu.Lock()
+	l.blocked, l.reason = b.Active, b.Reason
+	o.mu.Unlock()
+	if b.Active {
+		o.gauge(l, 1)
+		o.log.Warn("the broker blocks a connection: not ready until it unblocks it", "connection", l.role,
+			"reason", b.Reason, "code", fault.Unavailable)
+	} else {
+		o.gauge(l, 0)
+		o.log.Info("the broker unblocked a connection", "connection", l.role)
+	}
+	o.TestSignals.Blocked.Signal(Blocking{Connection: l.role, Active: b.Active, Reason: b.Reason})
+}
 
-// Changed is closed at the next connect, disconnect or stop. Take it before
-// looking at the connection, so that no change is missed in between.
+func (o *Owner) gauge(l *link, v float64) {
+	if o.cfg.Metrics != nil {
+		o.cfg.Metrics.BrokerBlocked.WithLabelValues(l.role).Set(v)
+	}
+}
+
+// Connected reports whether both connections are open and their topology
+// declared.
+func (o *Owner) Connected() bool {
+	return o.consuming.isConnected.Load() && o.publishing.isConnected.Load()
+}
+
+// Ready is nil when both connections are open, their topology declared, and
+// the broker blocks neither; otherwise it says which is not, in a few words
+// (for /readyz).
+func (o *Owner) Ready() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, l := range o.links() {
+		switch {
+		case l.state != connected:
+			return fmt.Errorf("broker not connected (%s connection)", l.role)
+		case l.blocked:
+			return fmt.Errorf("broker blocks the %s connection (%s)", l.role, l.reason)
+		}
+	}
+	return nil
+}
+
+// Changed is closed at the next connect, disconnect or stop of either
+// connection. Take it before looking at a connection, so that no change is
+// missed in between.
 func (o *Owner) Changed() <-chan struct{} {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.changed
 }
 
-// WaitConnected returns once connected, or ctx's error.
+// WaitConnected returns once both connections are connected, or ctx's error.
 func (o *Owner) WaitConnected(ctx context.Context) error {
 	for {
 		o.mu.Lock()
-		st, changed := o.state, o.changed
+		c, p, changed := o.consuming.state, o.publishing.state, o.changed
 		o.mu.Unlock()
-		switch st {
-		case connected:
+		switch {
+		case c == connected && p == connected:
 			return nil
-		case stopped:
+		case c == stopped || p == stopped:
 			return fault.New(fault.Unavailable, "broker connection stopped")
 		}
 		select {
@@ -192,14 +314,24 @@ func (o *Owner) WaitConnected(ctx context.Context) error {
 	}
 }
 
-// Channel opens a channel on the current connection; the caller closes it.
-// It never waits for a connection: without one it fails with
-// fault.Unavailable (wait on Changed and ask again). It does wait for the
-// broker's answer to the open (until the connection closes, on a broker that
-// does not answer). The channel closes with the connection.
-func (o *Owner) Channel() (*amqp.Channel, error) {
+// Channel opens a channel on the consuming connection and runs setup on it
+// (when not nil: QoS, a consume, a declare); the caller closes the channel,
+// which closes with the connection too. It never waits for a connection:
+// without one it fails with fault.Unavailable (wait on Changed and ask
+// again). It waits for the broker's answers until ctx ends or
+// Config.ChannelTimeout passes, then fails with fault.Unavailable; a channel
+// that opens later is closed unused.
+func (o *Owner) Channel(ctx context.Context, setup func(*amqp.Channel) error) (*amqp.Channel, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.cfg.ChannelTimeout)
+	defer cancel()
+	return within(o, ctx, "opening a channel", func() (*amqp.Channel, error) { return o.open(o.consuming, setup) },
+		func(ch *amqp.Channel) { _ = ch.Close() })
+}
+
+// open opens a channel on l's connection and runs setup on it.
+func (o *Owner) open(l *link, setup func(*amqp.Channel) error) (*amqp.Channel, error) {
 	o.mu.Lock()
-	conn := o.conn
+	conn := l.conn
 	o.mu.Unlock()
 	if conn == nil {
 		return nil, fault.New(fault.Unavailable, "broker not connected")
@@ -208,33 +340,75 @@ func (o *Owner) Channel() (*amqp.Channel, error) {
 	if err != nil {
 		return nil, fault.Wrap(fault.Unavailable, err, "opening channel")
 	}
+	if setup != nil {
+		if err := setup(ch); err != nil {
+			_ = ch.Close()
+			return nil, err
+		}
+	}
 	return ch, nil
 }
 
+// within runs f on a goroutine the owner's stop waits for and returns what
+// f returns, or gives up when ctx ends first: then what f returns later is
+// handed to undo. f waits for the broker's answers, which a sick connection
+// may not give; it must end once the connection closes.
+func within[T any](o *Owner, ctx context.Context, what string, f func() (T, error), undo func(T)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	var zero T
+	done := make(chan result, 1)
+	if !o.background(func() {
+		v, err := f()
+		done <- result{v, err}
+	}) {
+		return zero, fault.New(fault.Unavailable, "broker not connected: the owner stopped")
+	}
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		o.background(func() {
+			if r := <-done; r.err == nil {
+				undo(r.v)
+			}
+		})
+		return zero, fault.Wrap(fault.Unavailable, ctx.Err(), "%s", what)
+	}
+}
+
 // QueueDepth is the number of messages ready in queue name (a passive
-// declare: it creates nothing).
+// declare: it creates nothing), within Config.ChannelTimeout.
 func (o *Owner) QueueDepth(name string) (int, error) {
-	ch, err := o.Channel()
+	// Read only once Channel returned it (set on another goroutine).
+	var depth int
+	ch, err := o.Channel(context.Background(), func(ch *amqp.Channel) error {
+		q, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)
+		if err != nil {
+			return fault.Wrap(fault.Unavailable, err, "inspecting queue %s", name)
+		}
+		depth = q.Messages
+		return nil
+	})
 	if err != nil {
 		return 0, err
 	}
-	defer ch.Close()
-	q, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)
-	if err != nil {
-		return 0, fault.Wrap(fault.Unavailable, err, "inspecting queue %s", name)
-	}
-	return q.Messages, nil
+	o.closeChannel(ch)
+	return depth, nil
 }
 
-// Start connects in the background and keeps a connection open until Stop,
-// reconnecting with backoff whenever it closes. Stop closes the connection
-// (and every channel on it) at once: stop the components that use it first.
+// Start connects in the background and keeps both connections open until
+// Stop, reconnecting each with backoff whenever it closes. Stop closes the
+// connections (and every channel on them) at once: stop the components that
+// use them first.
 func (o *Owner) Start(ctx context.Context) error {
 	return o.Run(ctx, "broker", o.run)
 }
 
-// FirstRefusal waits for the first connection attempt (or ctx) and returns
-// its error when the broker refused the worker in a way no reconnect can
+// FirstRefusal waits for the first connection attempts (or ctx) and returns
+// an error when the broker refused the worker in a way no reconnect can
 // cure (fault.Misconfigured), nil otherwise: a start can then fail with what
 // to change instead of retrying for ever. An unreachable broker is not a
 // refusal: the owner keeps dialing.
@@ -248,51 +422,90 @@ func (o *Owner) FirstRefusal(ctx context.Context) error {
 }
 
 func (o *Owner) run(soft, _ context.Context) {
+	var links sync.WaitGroup
+	for _, l := range o.links() {
+		links.Go(func() { o.keep(soft, l) })
+	}
+	links.Wait()
+	o.mu.Lock()
+	o.stopped = true
+	o.mu.Unlock()
+	o.closing.Wait()
+}
+
+// keep keeps l's connection open until the stop.
+func (o *Owner) keep(soft context.Context, l *link) {
 	delay := o.cfg.ReconnectMin
 	for attempt := 0; ; attempt++ {
-		conn, err := o.connect(soft)
+		conn, err := o.connect(soft, l)
 		if hint, refused := refusal(err); refused {
 			err = fault.Wrap(fault.Misconfigured, err, "%s", hint)
 		}
 		if attempt == 0 {
-			if fault.Code(err) == fault.Misconfigured {
-				o.firstErr = err
-			}
-			close(o.first)
+			o.attempted(err)
 		}
 		if err == nil {
 			delay = o.cfg.ReconnectMin
-			closed := conn.NotifyClose(make(chan *amqp.Error, 1))
-			o.transition(connected, conn)
-			select {
-			case <-soft.Done():
-				o.stop(conn)
+			if err = o.serve(soft, l, conn); err == nil {
+				o.stop(l, conn)
 				return
-			case e := <-closed:
-				err = errors.New("connection closed")
-				if e != nil {
-					err = e
-				}
-				o.transition(connecting, nil)
 			}
 		}
 		if soft.Err() != nil {
-			o.stop(nil)
+			o.stop(l, nil)
 			return
 		}
-		o.TestSignals.Disconnected.Signal(err)
+		l.disconnected.Signal(err)
 		if fault.Code(err) == fault.Misconfigured {
-			o.log.Error("the broker refuses the worker; retrying in case it is fixed", "code", fault.Misconfigured, "err", err, "backoff", delay.String())
+			o.log.Error("the broker refuses the worker; retrying in case it is fixed", "connection", l.role, "code", fault.Misconfigured, "err", err, "backoff", delay.String())
 		} else {
-			o.log.Warn("broker connection lost; reconnecting", "code", fault.Unavailable, "err", err, "backoff", delay.String())
+			o.log.Warn("broker connection lost; reconnecting", "connection", l.role, "code", fault.Unavailable, "err", err, "backoff", delay.String())
 		}
 		select {
 		case <-soft.Done():
-			o.stop(nil)
+			o.stop(l, nil)
 			return
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, o.cfg.ReconnectMax)
+	}
+}
+
+// attempted records the end of a link's first connection attempt.
+func (o *Owner) attempted(err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if fault.Code(err) == fault.Misconfigured && o.firstErr == nil {
+		o.firstErr = err
+	}
+	if o.firstPending--; o.firstPending == 0 {
+		close(o.first)
+	}
+}
+
+// serve holds l's new connection conn until it closes (why) or the owner
+// stops (nil), and follows the broker's flow control of it meanwhile.
+func (o *Owner) serve(soft context.Context, l *link, conn *amqp.Connection) error {
+	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
+	blocked := conn.NotifyBlocked(make(chan amqp.Blocking, 1))
+	o.transition(l, connected, conn)
+	for {
+		select {
+		case <-soft.Done():
+			return nil
+		case b, ok := <-blocked:
+			if ok {
+				o.flowControl(l, b)
+			} else {
+				blocked = nil // the connection is closing: closed tells why
+			}
+		case e := <-closed:
+			o.transition(l, connecting, nil)
+			if e == nil {
+				return errors.New("connection closed")
+			}
+			return e
+		}
 	}
 }
 
@@ -327,15 +540,16 @@ type uriError struct{ err error }
 func (e uriError) Error() string { return e.err.Error() }
 func (e uriError) Unwrap() error { return e.err }
 
-// connect dials and declares the topology. A stop interrupts the dial.
-func (o *Owner) connect(ctx context.Context) (*amqp.Connection, error) {
+// connect dials l's connection and declares the topology on it. A stop
+// interrupts the dial.
+func (o *Owner) connect(ctx context.Context, l *link) (*amqp.Connection, error) {
 	if _, err := amqp.ParseURI(o.cfg.URL); err != nil {
 		return nil, uriError{err}
 	}
 	var interrupt func() bool
 	conn, err := amqp.DialConfig(o.cfg.URL, amqp.Config{
 		Heartbeat:  heartbeat,
-		Properties: amqp.Table{"connection_name": o.cfg.ConnectionName},
+		Properties: amqp.Table{"connection_name": l.name},
 		Dial: func(network, addr string) (net.Conn, error) {
 			d := net.Dialer{Timeout: handshakeTimeout}
 			c, err := d.DialContext(ctx, network, addr)
@@ -344,7 +558,7 @@ func (o *Owner) connect(ctx context.Context) (*amqp.Connection, error) {
 			}
 			// The handshake has no context: closing the socket ends it.
 			interrupt = context.AfterFunc(ctx, func() { c.Close() })
-			return c, c.SetDeadline(time.Now().Add(handshakeTimeout))
+			return deadlineConn{Conn: c, timeout: o.cfg.WriteTimeout}, c.SetDeadline(time.Now().Add(handshakeTimeout))
 		},
 	})
 	if interrupt != nil {
@@ -365,14 +579,28 @@ func (o *Owner) connect(ctx context.Context) (*amqp.Connection, error) {
 	return conn, nil
 }
 
-// stop closes the connection, which closes every channel on it, and waits
-// for the channels being closed in the background.
-func (o *Owner) stop(conn *amqp.Connection) {
-	o.transition(stopped, nil)
+// deadlineConn gives every write its own deadline. amqp091 closes a
+// connection whose write failed: a broker that stopped reading from it costs
+// one connection (redialled) instead of every call behind its write lock.
+// Reads keep amqp091's deadlines (the handshake's, then the heartbeat's).
+type deadlineConn struct {
+	net.Conn
+	timeout time.Duration
+}
+
+func (c deadlineConn) Write(b []byte) (int, error) {
+	if err := c.Conn.SetWriteDeadline(time.Now().Add(c.timeout)); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(b)
+}
+
+// stop closes l's connection, which closes every channel on it.
+func (o *Owner) stop(l *link, conn *amqp.Connection) {
+	o.transition(l, stopped, nil)
 	if conn != nil {
 		if err := conn.CloseDeadline(time.Now().Add(startstop.Grace)); err != nil && !errors.Is(err, amqp.ErrClosed) {
-			o.log.Warn("closing broker connection", "err", err)
+			o.log.Warn("closing broker connection", "connection", l.role, "err", err)
 		}
 	}
-	o.closing.Wait()
 }

@@ -47,6 +47,14 @@ func startWith(t *testing.T, env *testkit.Env, cfg broker.Config) *broker.Owner 
 	return o
 }
 
+// connected waits until both of o's connections are open.
+func connected(t *testing.T, o *broker.Owner) {
+	t.Helper()
+	if err := o.WaitConnected(testkit.Ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // withChannel runs f on a channel of a connection of the test's own.
 func withChannel(t *testing.T, f func(ch *amqp.Channel) error) {
 	t.Helper()
@@ -75,9 +83,10 @@ func TestReconnectsAfterTheBrokerClosesTheConnectionAndDeclaresTheTopologyAgain(
 	env := testkit.New(t)
 	name := "sutra-test-broker/" + env.Schema
 	o := start(t, env, testkit.AMQPURL(), name)
-	if n := o.TestSignals.Connected.WaitOrTimeout(t); n != 1 || !o.Connected() {
-		t.Fatalf("connection %d, connected %v", n, o.Connected())
+	if n := o.TestSignals.Connected.WaitOrTimeout(t); n != 1 {
+		t.Fatalf("connection %d, want 1", n)
 	}
+	connected(t, o)
 	outbox := env.Config.OutboxExchange
 	withChannel(t, func(ch *amqp.Channel) error { return ch.ExchangeDelete(outbox, false, false) })
 	testkit.CloseBrokerConnection(t, name)
@@ -102,6 +111,7 @@ func TestRidesOutANetworkOutageAndFailsFastMeanwhile(t *testing.T) {
 	proxy := testkit.NewProxy(t, u.Host)
 	o := start(t, env, proxy.Through(t, testkit.AMQPURL()), "sutra-test-broker/"+env.Schema)
 	o.TestSignals.Connected.WaitOrTimeout(t)
+	connected(t, o)
 	if errs := o.Publish(testkit.Ctx(t), []broker.Message{deadLetter(env, "m-1")}); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
@@ -114,7 +124,7 @@ func TestRidesOutANetworkOutageAndFailsFastMeanwhile(t *testing.T) {
 	if errs := o.Publish(testkit.Ctx(t), []broker.Message{deadLetter(env, "m-2")}); fault.Code(errs[0]) != fault.Unavailable {
 		t.Fatalf("publish during the outage = %v, want %s", errs[0], fault.Unavailable)
 	}
-	if _, err := o.Channel(); fault.Code(err) != fault.Unavailable {
+	if _, err := o.Channel(testkit.Ctx(t), nil); fault.Code(err) != fault.Unavailable {
 		t.Fatalf("channel during the outage = %v, want %s", err, fault.Unavailable)
 	}
 	changed := o.Changed()
@@ -144,7 +154,7 @@ func TestAPublishGivesUpAtItsDeadlineAndTellsAMessageSentButNotConfirmedFromOneN
 	// sent at once.
 	o := startWith(t, env, broker.Config{URL: proxy.Through(t, testkit.AMQPURL()),
 		ConnectionName: "sutra-test-broker/" + env.Schema, PublishChannels: 1})
-	o.TestSignals.Connected.WaitOrTimeout(t)
+	connected(t, o)
 	if errs := o.Publish(testkit.Ctx(t), []broker.Message{deadLetter(env, "m-1")}); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
@@ -183,7 +193,7 @@ func TestPublishReportsEachMessageOfABatchConfirmedReturnedOrNacked(t *testing.T
 	o := start(t, env, testkit.AMQPURL(), "sutra-test-broker/"+env.Schema)
 	ex := env.Config.OutboxExchange
 	okQueue, fullQueue := ex+".ok", ex+".full"
-	o.TestSignals.Connected.WaitOrTimeout(t)
+	connected(t, o)
 	withChannel(t, func(ch *amqp.Channel) error {
 		if _, err := ch.QueueDeclare(okQueue, false, true, false, false, nil); err != nil {
 			return err
@@ -236,7 +246,7 @@ func TestConcurrentPublishesEachGetTheirOwnReturns(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	o := start(t, env, testkit.AMQPURL(), "sutra-test-broker/"+env.Schema)
-	o.TestSignals.Connected.WaitOrTimeout(t)
+	connected(t, o)
 	ex := env.Config.OutboxExchange
 	queue := ex + ".ok"
 	withChannel(t, func(ch *amqp.Channel) error {
@@ -281,8 +291,8 @@ func TestStopClosesEverythingAndLeavesNoGoroutine(t *testing.T) {
 	if err := o.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	o.TestSignals.Connected.WaitOrTimeout(t)
-	ch, err := o.Channel()
+	connected(t, o)
+	ch, err := o.Channel(testkit.Ctx(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,6 +62,10 @@ type confirming struct {
 // calls run at once, each on its own channel; more wait for one.
 func (o *Owner) Publish(ctx context.Context, msgs []Message) []error {
 	errs := make([]error, len(msgs))
+	if err := o.publishBlocked(); err != nil {
+		fill(errs, err)
+		return errs
+	}
 	var s *slot
 	select {
 	case s = <-o.slots:
@@ -75,6 +79,19 @@ func (o *Owner) Publish(ctx context.Context, msgs []Message) []error {
 		o.publish(ctx, s, msgs[lo:hi], errs[lo:hi])
 	}
 	return errs
+}
+
+// publishBlocked is the error of a publish while the broker blocks the
+// publishing connection: it would not read what is sent, nor confirm it,
+// until it unblocks, and each publish would leave a channel waiting for
+// its answers meanwhile. Nothing is sent.
+func (o *Owner) publishBlocked() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.publishing.blocked {
+		return nil
+	}
+	return fault.New(fault.Unavailable, "the broker blocks publishing (%s); nothing was sent", o.publishing.reason)
 }
 
 // publish publishes at most maxInFlight messages on s's channel and fills
@@ -154,7 +171,7 @@ func fill(errs []error, err error) {
 	}
 }
 
-// confirming returns s's confirming channel, opening one on the current
+// confirming returns s's confirming channel, opening one on the publishing
 // connection when there is none or it closed. Opening waits for the
 // broker's answers, which a sick connection may not give: it gives up when
 // ctx ends, and a channel that opens after that is closed unused.
@@ -163,59 +180,45 @@ func (o *Owner) confirming(ctx context.Context, s *slot) (*confirming, error) {
 		return s.pc, nil
 	}
 	s.pc = nil
-	type result struct {
-		pc  *confirming
-		err error
-	}
-	opened := make(chan result, 1)
-	if !o.background(func() {
-		pc, err := o.openConfirming()
-		opened <- result{pc, err}
-	}) {
-		return nil, fault.New(fault.Unavailable, "broker not connected: the owner stopped")
-	}
-	select {
-	case r := <-opened:
-		s.pc = r.pc
-		return r.pc, r.err
-	case <-ctx.Done():
-		o.background(func() {
-			if r := <-opened; r.pc != nil {
-				_ = r.pc.ch.Close()
-			}
-		})
-		return nil, fault.Wrap(fault.Unavailable, ctx.Err(), "opening a confirming channel")
-	}
+	pc, err := within(o, ctx, "opening a confirming channel", o.openConfirming, func(pc *confirming) { _ = pc.ch.Close() })
+	s.pc = pc
+	return pc, err
 }
 
 // openConfirming opens a channel in confirm mode.
 func (o *Owner) openConfirming() (*confirming, error) {
-	ch, err := o.Channel()
+	var returns chan amqp.Return
+	ch, err := o.open(o.publishing, func(ch *amqp.Channel) error {
+		if err := ch.Confirm(false); err != nil {
+			return fault.Wrap(fault.Unavailable, err, "enabling publisher confirms")
+		}
+		returns = ch.NotifyReturn(make(chan amqp.Return, maxInFlight))
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	if err := ch.Confirm(false); err != nil {
-		ch.Close()
-		return nil, fault.Wrap(fault.Unavailable, err, "enabling publisher confirms")
-	}
-	return &confirming{ch: ch, returns: ch.NotifyReturn(make(chan amqp.Return, maxInFlight))}, nil
+	return &confirming{ch: ch, returns: returns}, nil
 }
 
-// discard closes a confirming channel in the background (a close waits for
-// the broker's answer, which may take a while on a sick connection).
-func (o *Owner) discard(pc *confirming) {
-	if !o.background(func() { _ = pc.ch.Close() }) {
+// discard closes a confirming channel in the background.
+func (o *Owner) discard(pc *confirming) { o.closeChannel(pc.ch) }
+
+// closeChannel closes ch in the background: a close waits for the broker's
+// answer, which may take a while on a sick connection.
+func (o *Owner) closeChannel(ch *amqp.Channel) {
+	if !o.background(func() { _ = ch.Close() }) {
 		// The connection is closed: so is the channel, at once.
-		_ = pc.ch.Close()
+		_ = ch.Close()
 	}
 }
 
 // background runs f on a goroutine that the owner's stop waits for, unless
-// the owner stopped (false). f must end once the connection closes.
+// the owner stopped (false). f must end once its connection closes.
 func (o *Owner) background(f func()) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.state == stopped {
+	if o.stopped {
 		return false
 	}
 	o.closing.Go(f)

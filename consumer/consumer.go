@@ -31,8 +31,10 @@ type Dispatcher interface {
 // Broker is what the consumer needs from the connection owner (*broker.Owner).
 type Broker interface {
 	WaitConnected(ctx context.Context) error
-	// Channel opens a channel on the current connection, or fails at once.
-	Channel() (*amqp.Channel, error)
+	// Channel opens a channel on the current connection and sets it up
+	// within ctx and the owner's deadline, or fails at once when there is
+	// no connection.
+	Channel(ctx context.Context, setup func(*amqp.Channel) error) (*amqp.Channel, error)
 	// Changed is closed at the owner's next connect or disconnect.
 	Changed() <-chan struct{}
 	Publish(ctx context.Context, msgs []broker.Message) []error
@@ -189,20 +191,24 @@ func (c *Consumer) run(soft, hard context.Context) {
 // consume runs one channel's life. It returns when the channel closes (with
 // its connection or alone), or after a stop has drained.
 func (c *Consumer) consume(soft, hard context.Context) error {
-	ch, err := c.deps.Broker.Channel()
+	const tag = "sutra-worker"
+	// Set on the owner's goroutine; read once Channel returned.
+	var closed <-chan *amqp.Error
+	var deliveries <-chan amqp.Delivery
+	ch, err := c.deps.Broker.Channel(soft, func(ch *amqp.Channel) (err error) {
+		if err := ch.Qos(c.cfg.Prefetch, 0, false); err != nil {
+			return fmt.Errorf("setting QoS: %w", err)
+		}
+		closed = ch.NotifyClose(make(chan *amqp.Error, 1))
+		if deliveries, err = ch.Consume(c.cfg.Queue, tag, false, false, false, false, nil); err != nil {
+			return fmt.Errorf("consuming %s: %w", c.cfg.Queue, err)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
 	defer ch.Close()
-	if err := ch.Qos(c.cfg.Prefetch, 0, false); err != nil {
-		return fmt.Errorf("setting QoS: %w", err)
-	}
-	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
-	const tag = "sutra-worker"
-	deliveries, err := ch.Consume(c.cfg.Queue, tag, false, false, false, false, nil)
-	if err != nil {
-		return fmt.Errorf("consuming %s: %w", c.cfg.Queue, err)
-	}
 	c.connected.Store(true)
 	s := &session{c: c, ch: ch, tag: tag, hard: hard, results: make(chan result, c.cfg.Prefetch+1), byTag: map[uint64]*tracked{}}
 	return s.loop(soft, hard, deliveries, closed)

@@ -74,7 +74,15 @@ type Metrics struct {
 	TasksOpen           *prometheus.GaugeVec
 	DeadLetters         *prometheus.CounterVec
 	OutboxTrimmed       prometheus.Counter
+
+	BrokerBlocked *prometheus.GaugeVec
 }
+
+// The broker connections, by what they carry.
+const (
+	BrokerConsuming  = "consume"
+	BrokerPublishing = "publish"
+)
 
 // Reasons of the outbox publish error counter.
 const (
@@ -256,6 +264,14 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	for _, p := range []string{PathRelay, PathTimer, PathTask, PathAdmin} {
 		m.ClaimBounces.WithLabelValues(p)
+	}
+	m.BrokerBlocked = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sutra_broker_blocked",
+		Help: "1 while the broker blocks the connection (connection.blocked: a memory or disk alarm), by connection (consume, publish).",
+	}, []string{"connection"})
+	reg.MustRegister(m.BrokerBlocked)
+	for _, c := range []string{BrokerConsuming, BrokerPublishing} {
+		m.BrokerBlocked.WithLabelValues(c)
 	}
 	return m
 }
