@@ -21,7 +21,7 @@ func TestRetryRecreatesATaskWhoseRetriesRanOut(t *testing.T) {
 	}{{5, 5}, {0, 3}} {
 		y := &instance{t: t, def: x.def, in: x.in, now: x.now}
 		eff = y.step(Trigger{Kind: TriggerRetry, TokenID: "t1", Retries: tt.retries})
-		want := Effects{ResolvedIncidents: []string{"t1"}, Tasks: []Task{{TokenID: "t1", Element: "Approve", Type: "approve", Retries: tt.want, Variables: map[string]any{}}}}
+		want := Effects{ResolvedIncidents: []string{"t1"}, Tasks: []Task{{TokenID: "t1", Element: "Approve", Type: "approve", Retries: tt.want}}}
 		if !reflect.DeepEqual(eff, want) {
 			t.Errorf("retry with %d: %+v\nwant %+v: the boundary timers stay as they are", tt.retries, eff, want)
 		}

@@ -167,8 +167,9 @@ func (s *stepper) correlationKey(el *bpmn.Element, token string, ctx map[string]
 }
 
 // newTask builds the pull task of token i at el from ctx, the variables
-// visible at the token (s.view(i)). They are the task's variables, locals
-// included: the worker sees everything, as a Zeebe job does.
+// visible at the token (s.view(i)). The task carries its own input only
+// (s.input): the worker sees the instance variables beside it, read when it
+// fetches the task, as a Zeebe job or a Camunda external task does.
 func (s *stepper) newTask(i int, el *bpmn.Element, ctx map[string]any) (Task, error) {
 	tok := s.tokens[i].ID
 	typ, err := el.Task.Type.EvalStringIn(ctx, s.env(el.Task.Type, el, tok))
@@ -192,7 +193,7 @@ func (s *stepper) newTask(i int, el *bpmn.Element, ctx map[string]any) (Task, er
 			return Task{}, err
 		}
 	}
-	task.Variables = s.handOut(i, ctx)
+	task.Variables = s.input(i)
 	return task, nil
 }
 

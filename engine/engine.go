@@ -215,8 +215,12 @@ type Task struct {
 	Element string
 	// Type is the worker topic; "" for a Camunda user task (zeebe:userTask),
 	// bpmn.UserTaskType for a job-worker user task.
-	Type      string
-	Retries   int
+	Type    string
+	Retries int
+	// Variables are the task's own input: its input mappings and the locals
+	// of its scopes (an inner instance's item and loopCounter), nil when it
+	// has none. The instance variables are not copied here: the task API
+	// reads them beside these when a worker fetches the task.
 	Variables map[string]any
 	// Headers are the task's zeebe:taskHeaders (static configuration for the
 	// worker), nil when it has none.

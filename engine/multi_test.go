@@ -46,8 +46,11 @@ func TestParallelMultiInstanceRunsOneTaskPerItemAndCollectsResults(t *testing.T)
 		t.Fatalf("effects = %+v", eff)
 	}
 	for k, task := range eff.Tasks {
-		if task.Variables["item"] != items(3)[k] || task.Variables["loopCounter"] != float64(k+1) || task.Variables["result"] != nil {
-			t.Errorf("task %d variables = %v", k, task.Variables)
+		// Its own input only: neither the instance's items nor the body's
+		// output collection is copied into each task.
+		want := map[string]any{"item": items(3)[k], "loopCounter": float64(k + 1), "result": nil}
+		if !reflect.DeepEqual(task.Variables, want) {
+			t.Errorf("task %d variables = %v, want %v", k, task.Variables, want)
 		}
 	}
 	body := x.body("Ship")

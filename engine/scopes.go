@@ -72,6 +72,34 @@ func (s *stepper) handOut(i int, ctx map[string]any) map[string]any {
 	return ctx
 }
 
+// input returns the locals a pull task of token i carries (nil when it has
+// none): those of its scope tokens, outermost first, as view overlays them,
+// leaving out multi-instance bodies, whose only local is the output
+// collection being gathered (a list as long as the input collection, which
+// every inner instance's task would otherwise copy). The instance variables
+// are not copied: a worker reads them when it fetches the task.
+func (s *stepper) input(i int) map[string]any {
+	var m map[string]any
+	var overlay func(j int)
+	overlay = func(j int) {
+		if j < 0 {
+			return
+		}
+		overlay(s.parentOf(j))
+		if s.tokens[j].Wait == WaitMulti || len(s.tokens[j].Vars) == 0 {
+			return
+		}
+		if m == nil {
+			m = make(map[string]any, len(s.tokens[j].Vars))
+		}
+		for k, v := range s.tokens[j].Vars {
+			m[k] = v
+		}
+	}
+	overlay(i)
+	return m
+}
+
 // scopeOf returns the index of the nearest token from i outwards whose
 // locals define name, or -1 for the instance variables.
 func (s *stepper) scopeOf(i int, name string) int {

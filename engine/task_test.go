@@ -41,7 +41,7 @@ func TestServiceTaskCreatesPullTaskWithInputsAndHeaders(t *testing.T) {
 	x, eff := startTask(t)
 	want := []Task{{
 		TokenID: "t1", Element: "Charge", Type: "charge-card", Retries: 3,
-		Variables: map[string]any{"order": map[string]any{"total": 30.0}, "amount": 30.0},
+		Variables: map[string]any{"amount": 30.0}, // its input, not a copy of the instance's variables
 		Headers:   map[string]string{"currency": "EUR"},
 	}}
 	if !reflect.DeepEqual(eff.Tasks, want) {

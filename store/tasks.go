@@ -61,12 +61,18 @@ type LockedTask struct {
 // limit (the LATERAL): ordered across topics at once, the statement read and
 // sorted every open task of the topic, and looked up every one's instance,
 // to lock one (850 µs a fetch of 256 waiting tasks; BENCHMARKS.md).
+//
+// A task's variables are its instance's variables as they are at the fetch,
+// overlaid with the task's own input (tasks.variables: its input mappings,
+// an inner instance's item), as the engine's view of the token overlays
+// them: the row holds no copy of the instance's variables.
 const fetchAndLockSQL = `
 WITH want AS (
 	SELECT * FROM unnest($2::text[], $3::float8[], $5::text[]) AS w(topic, lock_secs, keys)
 ), cand AS (
 	SELECT c.* FROM want w CROSS JOIN LATERAL (
-		SELECT t.id, t.priority, t.locked_by AS prev, w.lock_secs, i.definition_key, i.definition_version
+		SELECT t.id, t.priority, t.locked_by AS prev, w.lock_secs, i.definition_key, i.definition_version,
+		       i.variables AS instance_variables
 		  FROM tasks t
 		  JOIN instances i ON i.id = t.instance_id
 		 WHERE t.type = w.topic AND t.outcome IS NULL
@@ -83,7 +89,7 @@ WITH want AS (
 UPDATE tasks t SET locked_by = $1, lock_expires_at = now() + make_interval(secs => cand.lock_secs)
   FROM cand WHERE t.id = cand.id
 RETURNING t.id, t.type, t.instance_id, t.token_id, t.element_id, cand.definition_key, cand.definition_version,
-	t.retries, t.priority, t.variables, t.headers, t.created_at, t.lock_expires_at, now() - t.created_at,
+	t.retries, t.priority, cand.instance_variables || t.variables, t.headers, t.created_at, t.lock_expires_at, now() - t.created_at,
 	cand.prev IS NOT NULL, t.error_message, t.error_details`
 
 // fetchSetupSQL precedes a fetch in its transaction: a lock is soft state

@@ -42,7 +42,7 @@ type UserTaskFilter struct {
 const userTaskSelect = `
 SELECT t.id::text, t.instance_id, t.element_id, i.definition_key, i.definition_version, t.assignee,
        t.candidate_groups, t.candidate_users, t.form_key, t.form_id, t.due_date, t.follow_up_date, t.priority,
-       t.variables, CASE WHEN t.outcome IS NULL THEN 'created' ELSE 'completing' END, t.created_at
+       i.variables || t.variables, CASE WHEN t.outcome IS NULL THEN 'created' ELSE 'completing' END, t.created_at
   FROM tasks t JOIN instances i ON i.id = t.instance_id`
 
 func scanUserTask(r pgx.CollectableRow) (UserTask, error) {
