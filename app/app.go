@@ -23,6 +23,7 @@ import (
 	"github.com/sutra-run/worker/consumer"
 	"github.com/sutra-run/worker/docs"
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/feel"
 	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/lanes"
 	"github.com/sutra-run/worker/metrics"
@@ -129,7 +130,8 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		TasksCreated: w.api.TasksCreated, ClaimGuard: w.replica.Valid}, lanes.Config{
 		// Room for every resume that can be in flight: relays and timer fires.
 		Replica: cfg.ReplicaID, Lanes: cfg.Lanes, InboxSize: cfg.Prefetch + inflight + 1,
-		ClaimTimeout: cfg.ClaimTimeout, BatchMax: cfg.BatchMax,
+		ClaimTimeout: cfg.ClaimTimeout, BatchMax: cfg.BatchMax, StepTimeout: cfg.StepTimeout,
+		FeelLimits: feel.Limits{MaxSteps: cfg.FeelMaxSteps, MaxBytes: cfg.FeelMaxBytes},
 	})
 	w.migrations = admin.NewRunner(admin.RunnerDeps{Store: st, Lanes: w.lanes, Metrics: w.metrics, Logger: log},
 		admin.RunnerConfig{Replica: cfg.ReplicaID})

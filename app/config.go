@@ -28,6 +28,9 @@ type Config struct {
 
 	ClaimTimeout    time.Duration `envconfig:"CLAIM_TIMEOUT" default:"30s" desc:"age after which a claim is stale and may be taken over"`
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s" desc:"how long a stop lets in-flight steps finish; the process exits within it plus about 0.2s (2s more at most for a stuck step)"`
+	StepTimeout     time.Duration `envconfig:"STEP_TIMEOUT" default:"5s" desc:"longest the engine computes one step or admin operation; past it the expression being evaluated and the tokens left stop in SUTRA.INCIDENT.EXPRESSION_LIMIT incidents, which the step commits (below SUTRA_CLAIM_TIMEOUT)"`
+	FeelMaxSteps    int           `envconfig:"FEEL_MAX_STEPS" default:"1048576" desc:"work one expression evaluation may do (nodes, iterations, items, 16 bytes of string read or built); over it: incident SUTRA.INCIDENT.EXPRESSION_LIMIT"`
+	FeelMaxBytes    int           `envconfig:"FEEL_MAX_BYTES" default:"8388608" desc:"bytes one expression evaluation may build and return (strings, list items, context entries, its result as JSON); over it: incident SUTRA.INCIDENT.EXPRESSION_LIMIT"`
 
 	RelayExchange   string `envconfig:"RELAY_EXCHANGE" default:"sutra.relays" desc:"durable topic exchange relays are published to"`
 	RelayQueue      string `envconfig:"RELAY_QUEUE" default:"sutra.relays" desc:"durable queue the worker consumes"`

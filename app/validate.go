@@ -34,6 +34,8 @@ func (c Config) Validate() error {
 		}
 	}
 	between("LANES", c.Lanes, 1, 1024)
+	between("FEEL_MAX_STEPS", c.FeelMaxSteps, 1000, 1<<30)
+	between("FEEL_MAX_BYTES", c.FeelMaxBytes, 64<<10, 1<<30)
 	between("PREFETCH", c.Prefetch, 1, 65535)
 	between("BATCH_MAX", c.BatchMax, 1, 1024)
 	between("RELAY_MAX_RETRIES", c.RelayMaxRetries, 1, 1_000_000)
@@ -42,7 +44,7 @@ func (c Config) Validate() error {
 	between("TIMER_MAX_ATTEMPTS", c.TimerMaxAttempts, 1, 1_000_000)
 	between("API_MAX_TASKS", c.APIMaxTasks, 1, 10_000)
 	for name, d := range map[string]time.Duration{
-		"CLAIM_TIMEOUT": c.ClaimTimeout, "SHUTDOWN_TIMEOUT": c.ShutdownTimeout,
+		"CLAIM_TIMEOUT": c.ClaimTimeout, "SHUTDOWN_TIMEOUT": c.ShutdownTimeout, "STEP_TIMEOUT": c.StepTimeout,
 		"REQUEUE_BACKOFF": c.RequeueBackoff, "REQUEUE_BACKOFF_MAX": c.RequeueBackoffMax,
 		"TIMER_POLL_INTERVAL": c.TimerPollInterval, "TIMER_LEASE": c.TimerLease,
 		"TIMER_BACKOFF": c.TimerBackoff, "TIMER_BACKOFF_MAX": c.TimerBackoffMax,
@@ -51,6 +53,10 @@ func (c Config) Validate() error {
 		"AMQP_WRITE_TIMEOUT": c.AMQPWriteTimeout, "AMQP_CHANNEL_TIMEOUT": c.AMQPChannelTimeout,
 	} {
 		positive(name, d)
+	}
+	if c.StepTimeout >= c.ClaimTimeout {
+		// The sweep would take the claim of a step still within its deadline.
+		bad("STEP_TIMEOUT", "%s is not below SUTRA_CLAIM_TIMEOUT (%s)", c.StepTimeout, c.ClaimTimeout)
 	}
 	if c.TimerBatch > c.TimerMaxInFlight {
 		bad("TIMER_BATCH", "%d is above SUTRA_TIMER_MAX_IN_FLIGHT (%d)", c.TimerBatch, c.TimerMaxInFlight)

@@ -33,7 +33,7 @@ const (
 // below what could hurt a worker.
 const (
 	DefaultMaxSteps = 1 << 20
-	DefaultMaxBytes = 16 << 20
+	DefaultMaxBytes = 8 << 20
 )
 
 // Costs of one list item and one context entry (besides its key), in bytes:

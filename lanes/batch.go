@@ -206,7 +206,7 @@ func (l *lane) compute(ctx context.Context, r *Resume, h *claims.Held) (b batche
 	if err != nil {
 		return b, false, nil
 	}
-	next, eff, err := engine.Step(proc, engine.Instance{ID: inst.ID, Version: inst.Version, State: inst.State}, r.Trigger, l.pool.deps.Now())
+	next, eff, err := l.engine(ctx, proc, engine.Instance{ID: inst.ID, Version: inst.Version, State: inst.State}, r.Trigger)
 	if err != nil {
 		return b, false, nil
 	}

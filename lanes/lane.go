@@ -120,6 +120,10 @@ const maxResolves = 3
 //	                                   maxResolves: Retry)  released
 //	engine: task outcome not waiting   Stale      released (the task was cancelled)
 //	engine: not waiting / error        Rejected   released
+//	engine: past the step deadline     Committed  released by the commit (the tokens
+//	                                              left stop in incidents)
+//	engine: abandoned at the stop      Retry      released
+//	deadline
 //	commit: timer row gone             Rejected   released (a stale fire)
 //	panic (engine, hook)               Rejected   released, re-raised to supervise
 //	admin op: refused, unreachable     Rejected   released (nothing written)
@@ -188,15 +192,18 @@ func (l *lane) step(ctx context.Context, r *Resume) (Outcome, bool) {
 	in := engine.Instance{ID: inst.ID, Version: inst.Version, State: state}
 	var res OpResult
 	if r.Op != nil {
-		cctx, cancel = l.call(ctx)
+		cctx, cancel = context.WithTimeout(ctx, l.pool.cfg.StepTimeout)
 		res, err = r.Op(cctx, l.pool.deps.Store, proc, in, l.pool.deps.Now())
 		cancel()
 	} else {
-		res.State, res.Effects, err = engine.Step(proc, in, trigger, l.pool.deps.Now())
+		res.State, res.Effects, err = l.engine(ctx, proc, in, trigger)
 	}
 	next, effects := res.State, res.Effects
 	if res.Process != nil {
 		proc = res.Process
+	}
+	if err != nil && ctx.Err() != nil {
+		return Outcome{Kind: Retry, Code: fault.Unavailable, Reason: ReasonShutdown, Err: err}, true
 	}
 	if err != nil {
 		if fault.Code(err) == fault.NotWaiting && r.Lookup != nil && r.StartKey == "" {
@@ -234,6 +241,14 @@ func (l *lane) finish(ctx context.Context, r *Resume, held *claims.Held, start t
 		h(ctx, l.n, r)
 	}
 	return Outcome{Kind: Committed}
+}
+
+// engine computes a step under the step's deadline and the expression
+// limits (engine.StepContext).
+func (l *lane) engine(ctx context.Context, proc *bpmn.Process, in engine.Instance, tr engine.Trigger) (engine.State, engine.Effects, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.pool.cfg.StepTimeout)
+	defer cancel()
+	return engine.StepContext(ctx, proc, in, tr, engine.Options{Now: l.pool.deps.Now(), Limits: l.pool.cfg.FeelLimits})
 }
 
 // call bounds one database call of a step. Canceling ctx (the stop's
@@ -460,7 +475,7 @@ func (l *lane) commit(ctx context.Context, held *claims.Held, proc *bpmn.Process
 		case errors.As(err, &m):
 			in := engine.Instance{ID: held.Instance.ID, Version: held.Instance.Version, State: st}
 			tr := engine.Trigger{Kind: engine.TriggerMessage, Message: m.Message, CorrelationKey: m.CorrelationKey, Variables: m.Variables}
-			next, more, serr := engine.Step(proc, in, tr, l.pool.deps.Now())
+			next, more, serr := l.engine(ctx, proc, in, tr)
 			if serr != nil {
 				// The subscription is open in st, so the engine should accept the
 				// message. If it does not (a bug), the step commits without it

@@ -18,6 +18,7 @@ import (
 	"github.com/sutra-run/worker/bpmn"
 	"github.com/sutra-run/worker/claims"
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/feel"
 	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/metrics"
@@ -41,6 +42,14 @@ type Config struct {
 	// in one transaction, taken from what is already queued in its inbox
 	// (never waited for) (default 64; 1 turns batching off).
 	BatchMax int
+	// StepTimeout bounds the engine's computation of one step, or an admin
+	// operation's (default 5s). Past it the expression being evaluated and
+	// every token left stop in incidents (SUTRA.INCIDENT.EXPRESSION_LIMIT),
+	// which the step commits like any other outcome.
+	StepTimeout time.Duration
+	// FeelLimits bound each evaluation of an expression (zero fields:
+	// feel's defaults).
+	FeelLimits feel.Limits
 }
 
 func (c *Config) setDefaults() {
@@ -48,6 +57,7 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.BatchMax, 64)
 	defaults.Set(&c.InboxSize, 1024)
 	defaults.Set(&c.ClaimTimeout, 30*time.Second)
+	defaults.Set(&c.StepTimeout, 5*time.Second)
 }
 
 // Hooks let tests inject faults into the pipeline. Nil fields do nothing.
