@@ -40,10 +40,12 @@ func (s *Store) ListDefinitions(ctx context.Context) ([]DefinitionVersions, erro
 	return defs, translate(err, "listing definitions")
 }
 
-// DefinitionXML is the stored file of definition key@version.
+// DefinitionXML is the file definition key@version was deployed from (which
+// may hold other processes too). ErrNotFound when there is no such version.
 func (s *Store) DefinitionXML(ctx context.Context, key string, version int) (string, error) {
 	var xml string
-	err := s.pool.QueryRow(ctx, "SELECT xml FROM definitions WHERE key = $1 AND version = $2", key, version).Scan(&xml)
+	err := s.pool.QueryRow(ctx, `SELECT f.xml FROM definitions d JOIN deployed_files f ON f.checksum = d.checksum
+		WHERE d.key = $1 AND d.version = $2`, key, version).Scan(&xml)
 	return xml, translate(err, fmt.Sprintf("reading definition %s@%d", key, version))
 }
 

@@ -17,7 +17,7 @@ func TestCensusCountsWhatTheHoldersGaugesReport(t *testing.T) {
 		t.Fatalf("census of an empty schema: %+v", empty)
 	}
 	for _, sql := range []string{
-		`INSERT INTO definitions (key, version, checksum, xml) VALUES ('p', 1, 'x', '')`,
+		`INSERT INTO deployed_files (checksum, xml) VALUES ('x', ''); INSERT INTO definitions (key, version, checksum) VALUES ('p', 1, 'x')`,
 		`INSERT INTO instances (id, definition_key, definition_version, status, version, owner, claimed_at) VALUES
 			('held', 'p', 1, 'active', 1, 'r/lane/0', now() - interval '40 seconds'),
 			('young', 'p', 1, 'active', 1, 'r/lane/1', now()),

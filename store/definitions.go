@@ -30,9 +30,10 @@ type Deployed struct {
 }
 
 // Deploy validates xml and stores each executable process in it as the next
-// version of its process key, in one transaction. A process whose content is
-// identical to an existing version is not stored again: its entry reports
-// that version with Created false.
+// version of its process key, in one transaction. The file is stored once
+// (deployed_files, by checksum), and each process's definition names it. A
+// process whose file is identical to the one an existing version came from
+// is not stored again: its entry reports that version with Created false.
 func (s *Store) Deploy(ctx context.Context, xml []byte) ([]Deployed, error) {
 	procs, err := bpmn.ParseAll(bytes.NewReader(xml))
 	if err != nil {
@@ -47,20 +48,24 @@ func (s *Store) Deploy(ctx context.Context, xml []byte) ([]Deployed, error) {
 		var out []Deployed
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			out = out[:0]
+			if _, err := tx.Exec(ctx, `INSERT INTO deployed_files (checksum, xml) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
+				checksum, string(xml)); err != nil {
+				return err
+			}
 			for _, proc := range procs {
 				d := Deployed{Key: proc.ID}
 				err := tx.QueryRow(ctx, `
 					WITH existing AS (
 						SELECT version FROM definitions WHERE key = $1 AND checksum = $2
 					), inserted AS (
-						INSERT INTO definitions (key, version, checksum, xml)
-						SELECT $1, COALESCE((SELECT max(version) FROM definitions WHERE key = $1), 0) + 1, $2, $3
+						INSERT INTO definitions (key, version, checksum)
+						SELECT $1, COALESCE((SELECT max(version) FROM definitions WHERE key = $1), 0) + 1, $2
 						WHERE NOT EXISTS (SELECT 1 FROM existing)
 						RETURNING version
 					)
 					SELECT version, true FROM inserted
 					UNION ALL
-					SELECT version, false FROM existing`, proc.ID, checksum, string(xml)).Scan(&d.Version, &d.Created)
+					SELECT version, false FROM existing`, proc.ID, checksum).Scan(&d.Version, &d.Created)
 				if err != nil {
 					return err
 				}
@@ -124,10 +129,8 @@ func (s *Store) Process(ctx context.Context, key string, version int) (*bpmn.Pro
 	if p, ok := s.processes.Load(k); ok {
 		return p.(*bpmn.Process), nil
 	}
-	var xml string
-	err := s.pool.QueryRow(ctx, "SELECT xml FROM definitions WHERE key = $1 AND version = $2", key, version).Scan(&xml)
+	xml, err := s.DefinitionXML(ctx, key, version)
 	if err != nil {
-		err = translate(err, fmt.Sprintf("loading definition %s@%d", key, version))
 		if errors.Is(err, ErrNotFound) {
 			return nil, fault.Wrap(fault.UnknownDefinition, err, "definition %s@%d is not deployed", key, version)
 		}

@@ -25,7 +25,7 @@ func BenchmarkFetchAndLock(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			env, ctx, st := open(b)
 			for _, sql := range []string{
-				`INSERT INTO definitions (key, version, checksum, xml) VALUES ('p', 1, 'x', '')`,
+				`INSERT INTO deployed_files (checksum, xml) VALUES ('x', ''); INSERT INTO definitions (key, version, checksum) VALUES ('p', 1, 'x')`,
 				`INSERT INTO instances (id, definition_key, definition_version, status, version)
 					SELECT 'i-' || g, 'p', 1, 'active', 1 FROM generate_series(1, 256) g`,
 				`INSERT INTO tasks (instance_id, token_id, element_id, type, retries)
@@ -64,7 +64,7 @@ func BenchmarkFetchAndLock(b *testing.B) {
 func BenchmarkRecordOutcome(b *testing.B) {
 	env, ctx, st := open(b)
 	for _, sql := range []string{
-		`INSERT INTO definitions (key, version, checksum, xml) VALUES ('p', 1, 'x', '')`,
+		`INSERT INTO deployed_files (checksum, xml) VALUES ('x', ''); INSERT INTO definitions (key, version, checksum) VALUES ('p', 1, 'x')`,
 		`INSERT INTO instances (id, definition_key, definition_version, status, version)
 			SELECT 'i-' || g, 'p', 1, 'active', 1 FROM generate_series(1, 256) g`,
 		`INSERT INTO tasks (instance_id, token_id, element_id, type, retries, locked_by, lock_expires_at)

@@ -11,7 +11,7 @@ import (
 func TestFetchAndLockTakesTasksAcrossTopicsInOrderAndOnlyOpenOnesOfTheAskedDefinitions(t *testing.T) {
 	env, ctx, st := open(t)
 	for _, sql := range []string{
-		`INSERT INTO definitions (key, version, checksum, xml) VALUES ('p', 1, 'x', ''), ('q', 1, 'x', '')`,
+		`INSERT INTO deployed_files (checksum, xml) VALUES ('x', ''); INSERT INTO definitions (key, version, checksum) VALUES ('p', 1, 'x'), ('q', 1, 'x')`,
 		`INSERT INTO instances (id, definition_key, definition_version, status, version) VALUES
 			('a1', 'p', 1, 'active', 1), ('a2', 'p', 1, 'active', 1), ('a3', 'p', 1, 'active', 1),
 			('a4', 'p', 1, 'active', 1), ('a5', 'p', 1, 'active', 1), ('b1', 'q', 1, 'active', 1), ('b2', 'q', 1, 'active', 1)`,
