@@ -286,10 +286,24 @@ func TestConcurrentPublishesEachGetTheirOwnReturns(t *testing.T) {
 func TestStopClosesEverythingAndLeavesNoGoroutine(t *testing.T) {
 	env := testkit.New(t)
 	before := goleak.IgnoreCurrent()
-	o := broker.New(testkit.Logger(t), broker.Config{URL: testkit.AMQPURL(), Topology: broker.Topology{DeadExchange: env.Config.DeadExchange, DeadQueue: env.Config.DeadQueue}})
+	name := "sutra-test-broker/" + env.Schema
+	o := broker.New(testkit.Logger(t), broker.Config{URL: testkit.AMQPURL(), ConnectionName: name,
+		Topology: broker.Topology{DeadExchange: env.Config.DeadExchange, DeadQueue: env.Config.DeadQueue}})
 	o.TestSignals.Init()
 	if err := o.Start(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	connected(t, o)
+	if errs := o.Publish(testkit.Ctx(t), []broker.Message{deadLetter(env, "m-0")}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	// Each connection is closed by the broker once and redialled: what the
+	// first ones had leaves nothing behind either.
+	testkit.CloseBrokerConnection(t, name)
+	testkit.CloseBrokerConnection(t, name+"/publish")
+	for o.TestSignals.Connected.WaitOrTimeout(t) != 2 {
+	}
+	for o.TestSignals.PublishConnected.WaitOrTimeout(t) != 2 {
 	}
 	connected(t, o)
 	ch, err := o.Channel(testkit.Ctx(t), nil)
