@@ -49,6 +49,11 @@ const (
 	APIInvalid      = "SUTRA.API.INVALID_REQUEST"
 	APIUnauthorized = "SUTRA.API.UNAUTHORIZED"
 	APITooLarge     = "SUTRA.API.TOO_LARGE"
+	// A state-changing call without the media type its route takes (415),
+	// or from a page of another origin (403): what a browser holding
+	// credentials can be made to send (CSRF) is refused.
+	APIMediaType   = "SUTRA.API.UNSUPPORTED_MEDIA_TYPE"
+	APICrossOrigin = "SUTRA.API.CROSS_ORIGIN"
 	// The admin API: off (no token and not explicitly insecure); the thing
 	// named does not exist.
 	AdminDisabled = "SUTRA.ADMIN.DISABLED"
