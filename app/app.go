@@ -245,7 +245,8 @@ func openStore(ctx context.Context, cfg Config, syncClaims bool) (*store.Store, 
 			return nil, err
 		}
 	}
-	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: int32(cfg.PoolSize()), SyncClaims: syncClaims})
+	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: int32(cfg.PoolSize()), SyncClaims: syncClaims,
+		MaxVariablesBytes: cfg.MaxVariablesBytes, MaxCommitBytes: cfg.MaxCommitBytes})
 	if err != nil {
 		return nil, err
 	}

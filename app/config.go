@@ -26,6 +26,9 @@ type Config struct {
 	APIMaxLockDuration time.Duration `envconfig:"API_MAX_LOCK_DURATION" default:"24h" desc:"longest lock a task worker may take or extend to"`
 	TaskPollInterval   time.Duration `envconfig:"TASK_POLL_INTERVAL" default:"250ms" desc:"how often waiting long polls look for tasks other replicas created (this replica's own wake them at once)"`
 
+	MaxVariablesBytes int `envconfig:"MAX_VARIABLES_BYTES" default:"4194304" desc:"largest an instance's variables may grow, in bytes of JSON; a step past it is refused, nothing written (SUTRA.RUNTIME.STEP.TOO_LARGE: a relay is dead-lettered, an admin call answered 422)"`
+	MaxCommitBytes    int `envconfig:"MAX_COMMIT_BYTES" default:"16777216" desc:"most bytes of JSON one step's commit may write (variables, tokens, task inputs, messages, child starts); a step past it is refused like one past SUTRA_MAX_VARIABLES_BYTES"`
+
 	ClaimTimeout    time.Duration `envconfig:"CLAIM_TIMEOUT" default:"30s" desc:"age after which a claim is stale and may be taken over"`
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s" desc:"how long a stop lets in-flight steps finish; the process exits within it plus about 0.2s (2s more at most for a stuck step)"`
 	StepTimeout     time.Duration `envconfig:"STEP_TIMEOUT" default:"5s" desc:"longest the engine computes one step or admin operation; past it the expression being evaluated and the tokens left stop in SUTRA.INCIDENT.EXPRESSION_LIMIT incidents, which the step commits (below SUTRA_CLAIM_TIMEOUT)"`
