@@ -43,7 +43,6 @@ func (c Config) Validate() error {
 	between("TIMER_BATCH", c.TimerBatch, 1, 10_000)
 	between("TIMER_MAX_IN_FLIGHT", c.TimerMaxInFlight, 1, 100_000)
 	between("TIMER_MAX_ATTEMPTS", c.TimerMaxAttempts, 1, 1_000_000)
-	between("OUTBOX_MAX_ATTEMPTS", c.OutboxMaxAttempts, 1, 1_000_000)
 	between("API_MAX_TASKS", c.APIMaxTasks, 1, 10_000)
 	for name, d := range map[string]time.Duration{
 		"CLAIM_TIMEOUT": c.ClaimTimeout, "SHUTDOWN_TIMEOUT": c.ShutdownTimeout, "STEP_TIMEOUT": c.StepTimeout,
