@@ -96,19 +96,15 @@ func (e invalid) Error() string { return e.msg }
 
 func invalidf(format string, args ...any) error { return invalid{fmt.Sprintf(format, args...)} }
 
-// decode reads a JSON body into v: within the size cap, one object, no
-// unknown fields, no NUL in a string (handle has checked the Content-Type).
+// decode reads a JSON body into v: Content-Type application/json, within the
+// size cap, one object, no unknown fields.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return tooLarge
-		}
-		return invalidf("reading the body: %v", err)
+	if ct := r.Header.Get("Content-Type"); ct != "" && !isJSON(ct) {
+		return invalidf("Content-Type %q is not application/json", ct)
 	}
-	if hasNUL(body) {
-		return invalidf("the body holds \\u0000, which no stored text can hold")
+	body, err := io.ReadAll(r.Body) // read whole by guard, within the route's limit
+	if err != nil {
+		return invalidf("reading the body: %v", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -119,6 +115,11 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 		return invalidf("the body has data after its JSON object")
 	}
 	return nil
+}
+
+func isJSON(ct string) bool {
+	mt, _, _ := bytes.Cut([]byte(ct), []byte(";"))
+	return string(bytes.TrimSpace(mt)) == "application/json"
 }
 
 // fail answers err with Camunda's status and error body.
@@ -141,7 +142,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusServiceUnavailable, "RestException", fault.Unavailable, fault.Reason(err))
 	default:
 		s.deps.Logger.Error("task API call failed", "path", r.URL.Path, "code", fault.Code(err), "err", err)
-		writeError(w, http.StatusInternalServerError, "RestException", fault.StepFailed, "the call failed; the worker's log has the reason")
+		writeError(w, http.StatusInternalServerError, "RestException", fault.StepFailed, err.Error())
 	}
 }
 
@@ -172,12 +173,18 @@ type lockQuery struct {
 	newestFirst bool
 	wait        time.Duration
 	topics      []store.TopicLock
-	requests    map[string]topicRequest
-	matchNone   bool // a filter on what Sutra does not have (tenants, business keys)
+	answers     map[string]topicAnswer
+}
+
+// topicAnswer is what a topic's request asks of the answer: all a long
+// poll keeps of it besides the store's ask.
+type topicAnswer struct {
+	variables  []string
+	extensions bool
 }
 
 func (s *Server) lockQuery(req fetchRequest) (lockQuery, error) {
-	q := lockQuery{byPriority: req.UsePriority, requests: map[string]topicRequest{}}
+	q := lockQuery{byPriority: req.UsePriority, answers: map[string]topicAnswer{}}
 	switch {
 	case req.WorkerID == nil || *req.WorkerID == "":
 		return q, invalidf("workerId is required")
@@ -185,6 +192,8 @@ func (s *Server) lockQuery(req fetchRequest) (lockQuery, error) {
 		return q, invalidf("maxTasks is required")
 	case *req.MaxTasks < 0 || *req.MaxTasks > s.cfg.MaxTasks:
 		return q, invalidf("maxTasks %d is not between 0 and %d (SUTRA_API_MAX_TASKS)", *req.MaxTasks, s.cfg.MaxTasks)
+	case len(req.Topics) > s.cfg.Limits.MaxTopics:
+		return q, invalidf("%d topics: a fetch asks for at most %d (SUTRA_API_MAX_TOPICS)", len(req.Topics), s.cfg.Limits.MaxTopics)
 	}
 	q.worker, q.max = *req.WorkerID, *req.MaxTasks
 	if t := req.AsyncResponseTimeout; t != nil {
@@ -212,10 +221,10 @@ func (s *Server) lockQuery(req fetchRequest) (lockQuery, error) {
 		case t.ProcessDefinitionVersionTag != nil:
 			return q, invalidf("topic %q: filtering by processDefinitionVersionTag is not supported", t.TopicName)
 		}
-		if _, dup := q.requests[t.TopicName]; dup {
+		if _, dup := q.answers[t.TopicName]; dup {
 			return q, invalidf("topic %q is asked for twice", t.TopicName)
 		}
-		q.requests[t.TopicName] = t
+		q.answers[t.TopicName] = topicAnswer{variables: t.Variables, extensions: t.IncludeExtensionProperties}
 		keys := t.ProcessDefinitionKeyIn
 		if t.ProcessDefinitionKey != nil {
 			keys = append(keys, *t.ProcessDefinitionKey)
@@ -249,7 +258,10 @@ func cutVersion(id string) (string, int, bool) {
 	return id[:i], v, err == nil
 }
 
-// fetch locks tasks for q, waiting for them up to q.wait (a long poll).
+// fetch locks tasks for q, waiting for them up to q.wait (a long poll). A
+// long poll over SUTRA_API_MAX_LONG_POLLS does not wait: it answers what one
+// fetch locked, maybe nothing. While it waits, a long poll holds neither its
+// body's bytes nor a database connection (call.idle).
 func (s *Server) fetch(r *http.Request, q lockQuery) ([]lockedTask, error) {
 	if q.max == 0 || len(q.topics) == 0 {
 		return []lockedTask{}, nil
@@ -257,13 +269,13 @@ func (s *Server) fetch(r *http.Request, q lockQuery) ([]lockedTask, error) {
 	var w *waiter
 	passOn := false // see waiters
 	if q.wait > 0 {
-		names, filtered := make([]string, len(q.topics)), false
-		for i, t := range q.topics {
-			names[i], filtered = t.Topic, filtered || len(t.DefinitionKeys) > 0
+		if w = s.waiters.add(q.topics, q.max); w != nil {
+			defer func() { s.waiters.remove(w, passOn) }()
+		} else {
+			s.deps.Metrics.APILongPollsOver.Inc()
 		}
-		w = s.waiters.add(names, filtered)
-		defer func() { s.waiters.remove(w, passOn) }()
 	}
+	c := callOf(r)
 	deadline := time.NewTimer(q.wait)
 	defer deadline.Stop()
 	for woken := false; ; {
@@ -272,7 +284,8 @@ func (s *Server) fetch(r *http.Request, q lockQuery) ([]lockedTask, error) {
 			passOn = woken && (err != nil || (len(q.topics) > 1 && len(tasks) == q.max))
 			return tasks, err
 		}
-		s.TestSignals.Waiting.Signal(w.topics)
+		c.idle()
+		s.TestSignals.Waiting.Signal(w.topics())
 		select {
 		case <-w.wake:
 			woken = true
@@ -282,6 +295,10 @@ func (s *Server) fetch(r *http.Request, q lockQuery) ([]lockedTask, error) {
 			return []lockedTask{}, nil
 		case <-r.Context().Done():
 			return nil, r.Context().Err()
+		}
+		if c.useDB(r.Context()) != nil { // the API's calls use every connection it may
+			passOn = true
+			return []lockedTask{}, nil
 		}
 	}
 }
@@ -305,8 +322,8 @@ func (s *Server) lock(ctx context.Context, q lockQuery) ([]lockedTask, error) {
 		if t.Relocked {
 			m.TasksLockExpired.Inc()
 		}
-		req := q.requests[t.Topic]
-		vars, err := toTyped(t.Variables, req.Variables)
+		ans := q.answers[t.Topic]
+		vars, err := toTyped(t.Variables, ans.variables)
 		if err != nil {
 			return nil, err
 		}
@@ -319,7 +336,7 @@ func (s *Server) lock(ctx context.Context, q lockQuery) ([]lockedTask, error) {
 			Retries: t.Retries, WorkerID: q.worker, TopicName: t.Topic, Variables: vars, Priority: t.Priority,
 			ErrorMessage: t.ErrorMessage, ErrorDetails: t.ErrorDetails, ExtensionProperties: map[string]string{},
 		}
-		if req.IncludeExtensionProperties && t.Headers != nil {
+		if ans.extensions && t.Headers != nil {
 			lt.ExtensionProperties = t.Headers
 		}
 		out = append(out, lt)
@@ -389,8 +406,9 @@ func (s *Server) failure(w http.ResponseWriter, r *http.Request) {
 	case *req.Retries < 0:
 		s.fail(w, r, invalidf("retries %d is negative", *req.Retries))
 		return
-	case req.RetryTimeout != nil && *req.RetryTimeout < 0:
-		s.fail(w, r, invalidf("retryTimeout %d ms is negative", *req.RetryTimeout))
+	case req.RetryTimeout != nil && (*req.RetryTimeout < 0 || *req.RetryTimeout > s.cfg.Limits.MaxRetryTimeout.Milliseconds()):
+		s.fail(w, r, invalidf("retryTimeout %d ms is not between 0 and %d (SUTRA_API_MAX_RETRY_TIMEOUT)",
+			*req.RetryTimeout, s.cfg.Limits.MaxRetryTimeout.Milliseconds()))
 		return
 	}
 	o := store.Outcome{Worker: req.WorkerID, Kind: store.TaskFailed, ErrorMessage: req.ErrorMessage,

@@ -310,6 +310,7 @@ func TestBadRequestsAreRefusedWith400AndTheirReason(t *testing.T) {
 		{"negative long poll", "/external-task/fetchAndLock", topic(map[string]any{"asyncResponseTimeout": -5}), 400, "asyncResponseTimeout"},
 		{"negative retries", "/external-task/" + task.ID + "/failure", map[string]any{"workerId": "w", "retries": -1}, 400, "retries"},
 		{"negative retry timeout", "/external-task/" + task.ID + "/failure", map[string]any{"workerId": "w", "retries": 1, "retryTimeout": -1}, 400, "retryTimeout"},
+		{"retry timeout over the cap", "/external-task/" + task.ID + "/failure", map[string]any{"workerId": "w", "retries": 1, "retryTimeout": 9e12}, 400, "SUTRA_API_MAX_RETRY_TIMEOUT"},
 		{"negative extension", "/external-task/" + task.ID + "/extendLock", map[string]any{"workerId": "w", "newDuration": -1}, 400, "newDuration"},
 		{"bpmnError without code", "/external-task/" + task.ID + "/bpmnError", map[string]any{"workerId": "w"}, 400, "errorCode"},
 		{"variable of a bad type", "/external-task/" + task.ID + "/complete", map[string]any{"workerId": "w", "variables": map[string]any{"f": map[string]any{"value": "x", "type": "File"}}}, 400, "not supported"},

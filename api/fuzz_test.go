@@ -5,6 +5,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sutra-run/worker/metrics"
 )
 
 // FuzzRequestBodies feeds arbitrary bodies to every decoder of the API and
@@ -24,7 +28,7 @@ func FuzzRequestBodies(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	s := New(Deps{}, Config{})
+	s := New(Deps{Metrics: metrics.New(prometheus.NewRegistry())}, Config{})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		decode := func(v any) error {
 			r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))

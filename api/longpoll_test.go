@@ -1,6 +1,11 @@
 package api
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"github.com/sutra-run/worker/store"
+)
 
 // pending counts the long polls that have a wake-up pending, taking them.
 func pending(ws []*waiter) (n int, woken []*waiter) {
@@ -15,27 +20,42 @@ func pending(ws []*waiter) (n int, woken []*waiter) {
 	return n, woken
 }
 
-func addN(ws *waiters, n int, filtered bool, topics ...string) []*waiter {
+// addN adds n long polls fetching one task each, of topics, filtered to
+// the definitions keys (none: every definition).
+func addN(ws *waiters, n int, keys []string, topics ...string) []*waiter {
 	out := make([]*waiter, n)
 	for i := range out {
-		out[i] = ws.add(topics, filtered)
+		asks := make([]store.TopicLock, len(topics))
+		for j, t := range topics {
+			asks[j] = store.TopicLock{Topic: t, DefinitionKeys: keys}
+		}
+		out[i] = ws.add(asks, 1)
 	}
 	return out
 }
 
-func TestATaskWakesOneLongPollOfItsTopicAndEveryOneThatFilters(t *testing.T) {
-	ws := newWaiters()
-	plain, filtered, other := addN(ws, 16, false, "t"), addN(ws, 2, true, "t"), addN(ws, 3, false, "u")
+func looked(ws *waiters) bool {
+	select {
+	case <-ws.look:
+		return true
+	default:
+		return false
+	}
+}
+
+func TestATaskWakesOneLongPollOfItsTopicAndAsksALookForThoseThatFilter(t *testing.T) {
+	ws := newWaiters(100, nil)
+	plain, other := addN(ws, 16, nil, "t"), addN(ws, 3, nil, "u")
 
 	ws.wakeOne([]string{"t"})
 	if n, _ := pending(plain); n != 1 {
 		t.Errorf("one task woke %d of 16 long polls of its topic, want 1", n)
 	}
-	if n, _ := pending(filtered); n != 2 {
-		t.Errorf("one task woke %d of 2 filtering long polls, want both (they may not take it)", n)
-	}
 	if n, _ := pending(other); n != 0 {
 		t.Errorf("a task of t woke %d long polls of u", n)
+	}
+	if looked(ws) {
+		t.Errorf("a task asked for a look with no long poll filtering on its topic")
 	}
 
 	// Three tasks: three distinct long polls, since one pending wake-up is
@@ -45,15 +65,67 @@ func TestATaskWakesOneLongPollOfItsTopicAndEveryOneThatFilters(t *testing.T) {
 		t.Errorf("three tasks woke %d long polls, want 3", n)
 	}
 
-	ws.wakeAll([]string{"t"})
-	if n, _ := pending(plain); n != 16 {
-		t.Errorf("the poll's wake-up reached %d of 16 long polls, want every one", n)
+	// Long polls filtering by definition may not take the task: they are
+	// not woken by it, the look finds out which may.
+	filtered := addN(ws, 2, []string{"d"}, "t")
+	ws.wakeOne([]string{"t"})
+	if n, _ := pending(filtered); n != 0 {
+		t.Errorf("one task woke %d long polls that filter by definition, want none", n)
+	}
+	if !looked(ws) {
+		t.Errorf("a task of a topic that filtering long polls wait for asked for no look")
+	}
+}
+
+func TestTheLookGroupsLongPollsByTheirAskAndWakesAsManyAsTheTasksNeed(t *testing.T) {
+	ws := newWaiters(100, nil)
+	plain := addN(ws, 4, nil, "t")
+	d := addN(ws, 3, []string{"b", "a"}, "t")
+	d = append(d, addN(ws, 2, []string{"a", "b", "a"}, "t")...) // the same filter
+	e := addN(ws, 2, []string{"e"}, "t")
+	groups := ws.groups()
+	if len(groups) != 3 {
+		t.Fatalf("%d groups, want 3 (every definition; a and b; e)", len(groups))
+	}
+	for _, g := range groups {
+		want := map[string]int{"": 4, "a b": 5, "e": 2}
+		if got := len(g.polls); got != want[strings.Join(g.ask.DefinitionKeys, " ")] || g.want != got {
+			t.Errorf("group %q: %d long polls wanting %d tasks, want %d", strings.Join(g.ask.DefinitionKeys, " "), got, g.want, want[strings.Join(g.ask.DefinitionKeys, " ")])
+		}
+		switch strings.Join(g.ask.DefinitionKeys, " ") {
+		case "":
+			wakeFor(g, 2)
+		case "a b":
+			wakeFor(g, 1)
+		}
+	}
+	if n, _ := pending(plain); n != 2 {
+		t.Errorf("two tasks for every definition woke %d long polls, want 2", n)
+	}
+	if n, _ := pending(d); n != 1 {
+		t.Errorf("one task of a or b woke %d long polls, want 1", n)
+	}
+	if n, _ := pending(e); n != 0 {
+		t.Errorf("no task of e woke %d long polls of e", n)
+	}
+}
+
+func TestNoMoreLongPollsWaitThanTheCapAllows(t *testing.T) {
+	var gauge float64
+	ws := newWaiters(2, func(v float64) { gauge = v })
+	polls := addN(ws, 2, nil, "t")
+	if over := addN(ws, 1, nil, "t"); over[0] != nil || gauge != 2 {
+		t.Fatalf("a third long poll was admitted under a cap of 2 (gauge %v)", gauge)
+	}
+	ws.remove(polls[0], false)
+	if again := addN(ws, 1, nil, "t"); again[0] == nil || gauge != 2 {
+		t.Fatalf("a long poll was refused with one place free (gauge %v)", gauge)
 	}
 }
 
 func TestAWakeUpALongPollLeavesUnusedGoesToAnother(t *testing.T) {
-	ws := newWaiters()
-	polls := addN(ws, 2, false, "t")
+	ws := newWaiters(100, nil)
+	polls := addN(ws, 2, nil, "t")
 	ws.wakeOne([]string{"t"})
 	woke := polls[0]
 	if len(polls[1].wake) == 1 {
@@ -65,7 +137,7 @@ func TestAWakeUpALongPollLeavesUnusedGoesToAnother(t *testing.T) {
 	}
 
 	// One that used its wake-up but may have left the task it was for.
-	rest := []*waiter{ws.add([]string{"t"}, false)}
+	rest := addN(ws, 1, nil, "t")
 	for _, w := range polls {
 		if w != woke {
 			ws.remove(w, true)
@@ -76,16 +148,16 @@ func TestAWakeUpALongPollLeavesUnusedGoesToAnother(t *testing.T) {
 	}
 
 	// One that leaves with nothing pending and nothing to pass on wakes no one.
-	last := ws.add([]string{"t"}, false)
+	last := addN(ws, 1, nil, "t")[0]
 	ws.remove(rest[0], false)
 	if n, _ := pending([]*waiter{last}); n != 0 {
 		t.Errorf("leaving without a wake-up woke %d long polls", n)
 	}
-	if got := ws.topics(); len(got) != 1 {
-		t.Errorf("topics waited for: %v, want [t]", got)
+	if got := ws.groups(); len(got) != 1 {
+		t.Errorf("asks waited for: %d, want 1", len(got))
 	}
 	ws.remove(last, false)
-	if got := ws.topics(); len(got) != 0 {
-		t.Errorf("topics waited for with no long poll: %v", got)
+	if got := ws.groups(); len(got) != 0 {
+		t.Errorf("asks waited for with no long poll: %d", len(got))
 	}
 }

@@ -2,13 +2,10 @@ package api_test
 
 import (
 	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sutra-run/worker/app"
-	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/testkit"
 )
 
@@ -51,29 +48,4 @@ func TestAMultiInstanceOverManyItemsWritesTaskRowsWithoutCopyingTheVariables(t *
 	if _, ok := got[0].Variables["results"]; ok {
 		t.Error("the fetched task carries the body's output collection")
 	}
-}
-
-func TestAnAdminStartOrVariablesCallPastTheVariablesCapIs422WithTheCodeAndWritesNothing(t *testing.T) {
-	t.Parallel()
-	b := setupAdmin(t, nil, func(c *app.Config) { c.MaxVariablesBytes = 8 << 10 })
-	big := strings.Repeat("x", 9<<10)
-	status, p := b.do(t, "POST", "/instances", map[string]any{"definition": "shop", "instance_id": "s-big",
-		"variables": map[string]any{"orderId": "s-big", "blob": big}})
-	if status != http.StatusUnprocessableEntity || p["code"] != fault.StepTooLarge {
-		t.Fatalf("start past the cap: %d %v, want 422 %s", status, p, fault.StepTooLarge)
-	}
-	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 's-big'"); n != 0 {
-		t.Errorf("the refused start left %d instance rows", n)
-	}
-
-	b.startShop(t, "s-1")
-	before := b.snapshot(t, "s-1")
-	status, p = b.do(t, "PATCH", "/instances/s-1/variables", map[string]any{"blob": big})
-	if status != http.StatusUnprocessableEntity || p["code"] != fault.StepTooLarge {
-		t.Fatalf("variables past the cap: %d %v, want 422 %s", status, p, fault.StepTooLarge)
-	}
-	if after := b.snapshot(t, "s-1"); after != before {
-		t.Errorf("the refused call changed the instance:\n%s\n%s", before, after)
-	}
-	b.env.AssertNoClaimsHeld(t)
 }

@@ -78,9 +78,6 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	if cfg.ReplicaID == "" {
 		cfg.ReplicaID = DefaultReplicaID()
 	}
-	if err := cfg.apiAuth(); err != nil {
-		return nil, err
-	}
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
@@ -128,7 +125,10 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		PublishRelay: w.publishRelay, MigrationCreated: func() { w.migrations.Wake() }}, api.Config{
 		Addr: cfg.APIAddr, Token: cfg.APIToken, MaxTasks: cfg.APIMaxTasks, MaxLockDuration: cfg.APIMaxLockDuration,
 		PollInterval: cfg.TaskPollInterval, Replica: cfg.ReplicaID, AdminInsecure: cfg.AdminInsecure, OpenAPI: docs.OpenAPI,
-		TLSCert: cfg.APITLSCert, TLSKey: cfg.APITLSKey,
+		MaxBody: cfg.APIMaxDeployBody, Limits: api.Limits{
+			MaxTopics: cfg.APIMaxTopics, MaxLongPolls: cfg.APIMaxLongPolls, MaxConns: cfg.APIMaxConns, MaxBody: cfg.APIMaxBody,
+			MaxBytesInFlight: cfg.APIMaxBytesInFlight, MaxDBConns: cfg.APIMaxDBConns, MaxRetryTimeout: cfg.APIMaxRetryTimeout,
+		},
 	})
 	w.lanes = lanes.New(lanes.Deps{Store: st, Metrics: w.metrics, Logger: log, Hooks: opt.Hooks, TimerArmed: armed,
 		TasksCreated: w.api.TasksCreated, ClaimGuard: w.replica.Valid}, lanes.Config{
@@ -172,11 +172,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		w.abort()
 		return nil, err
 	}
-	services := []startstop.Service{w.broker, w.lanes, w.timers, w.sweeper, w.outbox, w.consumer, w.migrations}
-	if cfg.APIAddr != "" { // empty: no API listener (Stop of a server never started is a no-op)
-		services = append(services, w.api)
-	}
-	for _, c := range services {
+	for _, c := range []startstop.Service{w.broker, w.lanes, w.timers, w.sweeper, w.outbox, w.consumer, w.migrations, w.api} {
 		if err := c.Start(ctx); err != nil {
 			w.abort()
 			return nil, err
@@ -253,7 +249,8 @@ func openStore(ctx context.Context, cfg Config, syncClaims bool) (*store.Store, 
 			return nil, err
 		}
 	}
-	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: int32(cfg.PoolSize()), SyncClaims: syncClaims})
+	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: int32(cfg.PoolSize()), SyncClaims: syncClaims,
+		MaxVariablesBytes: cfg.MaxVariablesBytes, MaxCommitBytes: cfg.MaxCommitBytes})
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +269,7 @@ func (w *Worker) Store() *store.Store { return w.store }
 // Lanes is the worker's lane pool.
 func (w *Worker) Lanes() *lanes.Pool { return w.lanes }
 
-// APIAddr is the bound address of the HTTP API ("" when it is off).
+// APIAddr is the bound address of the HTTP API.
 func (w *Worker) APIAddr() string { return w.api.Addr() }
 
 // API is the worker's HTTP API (for tests: its TestSignals).
@@ -310,22 +307,8 @@ func (w *Worker) Ready(ctx context.Context) error {
 	if err := w.replica.Valid(); err != nil {
 		return err
 	}
-	if err := w.store.Ping(ctx); err != nil {
-		return notReady{reason: "the database does not answer", cause: err}
-	}
-	return nil
+	return w.store.Ping(ctx)
 }
-
-// notReady is a reason /readyz gives in a few words; the cause (a driver's
-// error, with addresses and server messages) stays behind Unwrap, out of an
-// answer that whoever reaches the port reads.
-type notReady struct {
-	reason string
-	cause  error
-}
-
-func (e notReady) Error() string { return e.reason }
-func (e notReady) Unwrap() error { return e.cause }
 
 // Lost is closed when another process took this worker's replica id over:
 // the worker must stop (cmd/worker exits non-zero).
@@ -352,7 +335,7 @@ func (w *Worker) serveHTTP() error {
 		return fmt.Errorf("listening on %s: %w", w.cfg.HTTPAddr, err)
 	}
 	w.listener = ln
-	w.http = newHTTPServer(mux)
+	w.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	if w.opt.Listening != nil {
 		w.opt.Listening(ln.Addr().String())
 	}
@@ -364,14 +347,6 @@ func (w *Worker) serveHTTP() error {
 		}
 	}()
 	return nil
-}
-
-// newHTTPServer serves /metrics, /healthz and /readyz. Each request and
-// each idle connection is bounded in time: a client that sends slowly or
-// keeps connections open cannot pile up goroutines and descriptors.
-func newHTTPServer(h http.Handler) *http.Server {
-	return &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
-		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute}
 }
 
 // Stop shuts down within the deadline ctx carries, in two phases: at once

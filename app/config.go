@@ -18,16 +18,25 @@ type Config struct {
 	Prefetch      int    `envconfig:"PREFETCH" default:"256" desc:"unacknowledged relays in flight per replica"`
 	BatchMax      int    `envconfig:"BATCH_MAX" default:"64" desc:"most relays a lane claims in one statement and commits in one transaction, from those already queued (never waited for); 1: one step per transaction"`
 	HTTPAddr      string `envconfig:"HTTP_ADDR" default:":9464" desc:"listen address of /metrics, /healthz and /readyz"`
-	APIAddr       string `envconfig:"API_ADDR" default:":8080" desc:"listen address of the HTTP API (the Camunda external-task protocol under /engine-rest, the admin API under /v1); empty: no API listener"`
-	APIToken      string `envconfig:"API_TOKEN" desc:"token every API call must carry (Bearer, or HTTP Basic password); required while the API listener is on, unless SUTRA_API_INSECURE=true"`
-	APIInsecure   bool   `envconfig:"API_INSECURE" default:"false" desc:"let a worker with no SUTRA_API_TOKEN serve its task API to every caller (a trusted network only: anyone who reaches the port may lock tasks and read their variables); the admin API stays off unless SUTRA_ADMIN_INSECURE=true"`
-	AdminInsecure bool   `envconfig:"ADMIN_INSECURE" default:"false" desc:"with SUTRA_API_INSECURE=true and no token, open the admin API too (a trusted network only: anyone who reaches the port may cancel instances)"`
-	APITLSCert    string `envconfig:"API_TLS_CERT" desc:"PEM certificate (chain) file of the API listener; with SUTRA_API_TLS_KEY it serves HTTPS (set both or neither)"`
-	APITLSKey     string `envconfig:"API_TLS_KEY" desc:"PEM private key file of SUTRA_API_TLS_CERT"`
+	APIAddr       string `envconfig:"API_ADDR" default:":8080" desc:"listen address of the HTTP API (the Camunda external-task protocol under /engine-rest)"`
+	APIToken      string `envconfig:"API_TOKEN" desc:"token every API call must carry (Bearer, or HTTP Basic password); empty: the task API accepts every caller and the admin API is off (a warning at start)"`
+	AdminInsecure bool   `envconfig:"ADMIN_INSECURE" default:"false" desc:"open the admin API without a token (a trusted network only: anyone who reaches the port may cancel instances)"`
 
 	APIMaxTasks        int           `envconfig:"API_MAX_TASKS" default:"100" desc:"largest maxTasks a fetchAndLock may ask for"`
 	APIMaxLockDuration time.Duration `envconfig:"API_MAX_LOCK_DURATION" default:"24h" desc:"longest lock a task worker may take or extend to"`
 	TaskPollInterval   time.Duration `envconfig:"TASK_POLL_INTERVAL" default:"250ms" desc:"how often waiting long polls look for tasks other replicas created (this replica's own wake them at once)"`
+
+	APIMaxTopics        int           `envconfig:"API_MAX_TOPICS" default:"100" desc:"most topics one fetchAndLock may ask for (its body may have 1 KiB plus 512 bytes per topic allowed)"`
+	APIMaxLongPolls     int           `envconfig:"API_MAX_LONG_POLLS" default:"256" desc:"long polls waiting at once on this replica; one over it is answered at once with what one fetch locked, maybe an empty list"`
+	APIMaxConns         int           `envconfig:"API_MAX_CONNS" default:"1024" desc:"open connections of the API listener; more wait in the kernel's accept queue"`
+	APIMaxBody          int64         `envconfig:"API_MAX_BODY" default:"1048576" desc:"largest body in bytes of a task completion, failure or BPMN error and of the admin calls that carry variables (413 SUTRA.API.TOO_LARGE)"`
+	APIMaxDeployBody    int64         `envconfig:"API_MAX_DEPLOY_BODY" default:"4194304" desc:"largest BPMN file in bytes a deploy may send (413 SUTRA.API.TOO_LARGE)"`
+	APIMaxBytesInFlight int64         `envconfig:"API_MAX_BYTES_IN_FLIGHT" default:"8388608" desc:"request body bytes the API reads and decodes at once on this replica; a call that finds no room within 1s is refused (503 SUTRA.API.BUSY)"`
+	APIMaxDBConns       int           `envconfig:"API_MAX_DB_CONNS" default:"4" desc:"database connections API calls use at once; a call that gets none within 1s is refused (503 SUTRA.API.BUSY); the pool has SUTRA_LANES + 2 + this many"`
+	APIMaxRetryTimeout  time.Duration `envconfig:"API_MAX_RETRY_TIMEOUT" default:"24h" desc:"longest retryTimeout a task failure may ask for (400 SUTRA.API.INVALID_REQUEST)"`
+
+	MaxVariablesBytes int `envconfig:"MAX_VARIABLES_BYTES" default:"4194304" desc:"largest an instance's variables may grow, in bytes of JSON; a step past it is refused, nothing written (SUTRA.RUNTIME.STEP.TOO_LARGE: a relay is dead-lettered, an admin call answered 422)"`
+	MaxCommitBytes    int `envconfig:"MAX_COMMIT_BYTES" default:"16777216" desc:"most bytes of JSON one step's commit may write (variables, tokens, task inputs, messages, child starts); a step past it is refused like one past SUTRA_MAX_VARIABLES_BYTES"`
 
 	ClaimTimeout    time.Duration `envconfig:"CLAIM_TIMEOUT" default:"30s" desc:"age after which a claim is stale and may be taken over"`
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s" desc:"how long a stop lets in-flight steps finish; the process exits within it plus about 0.2s (2s more at most for a stuck step)"`

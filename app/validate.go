@@ -1,7 +1,6 @@
 package app
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/url"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/sutra-run/worker/api"
 	"github.com/sutra-run/worker/fault"
 )
 
@@ -35,6 +35,8 @@ func (c Config) Validate() error {
 		}
 	}
 	between("LANES", c.Lanes, 1, 1024)
+	between("MAX_COMMIT_BYTES", c.MaxCommitBytes, 1<<20, 256<<20)
+	between("MAX_VARIABLES_BYTES", c.MaxVariablesBytes, 1024, c.MaxCommitBytes)
 	between("FEEL_MAX_STEPS", c.FeelMaxSteps, 1000, 1<<30)
 	between("FEEL_MAX_BYTES", c.FeelMaxBytes, 64<<10, 1<<30)
 	between("PREFETCH", c.Prefetch, 1, 65535)
@@ -44,13 +46,25 @@ func (c Config) Validate() error {
 	between("TIMER_MAX_IN_FLIGHT", c.TimerMaxInFlight, 1, 100_000)
 	between("TIMER_MAX_ATTEMPTS", c.TimerMaxAttempts, 1, 1_000_000)
 	between("API_MAX_TASKS", c.APIMaxTasks, 1, 10_000)
+	between("API_MAX_TOPICS", c.APIMaxTopics, 1, 10_000)
+	between("API_MAX_LONG_POLLS", c.APIMaxLongPolls, 1, 1_000_000)
+	between("API_MAX_CONNS", c.APIMaxConns, 1, 1_000_000)
+	between("API_MAX_DB_CONNS", c.APIMaxDBConns, 1, 256)
+	for name, v := range map[string]int64{"API_MAX_BODY": c.APIMaxBody, "API_MAX_DEPLOY_BODY": c.APIMaxDeployBody} {
+		if v < 1024 || v > c.APIMaxBytesInFlight {
+			bad(name, "%d is not between 1024 and SUTRA_API_MAX_BYTES_IN_FLIGHT (%d)", v, c.APIMaxBytesInFlight)
+		}
+	}
+	if fetch := api.FetchBodyLimit(c.APIMaxTopics); fetch > c.APIMaxBytesInFlight {
+		bad("API_MAX_TOPICS", "%d allows fetchAndLock bodies of %d bytes, over SUTRA_API_MAX_BYTES_IN_FLIGHT (%d)", c.APIMaxTopics, fetch, c.APIMaxBytesInFlight)
+	}
 	for name, d := range map[string]time.Duration{
 		"CLAIM_TIMEOUT": c.ClaimTimeout, "SHUTDOWN_TIMEOUT": c.ShutdownTimeout, "STEP_TIMEOUT": c.StepTimeout,
 		"REQUEUE_BACKOFF": c.RequeueBackoff, "REQUEUE_BACKOFF_MAX": c.RequeueBackoffMax,
 		"TIMER_POLL_INTERVAL": c.TimerPollInterval, "TIMER_LEASE": c.TimerLease,
 		"TIMER_BACKOFF": c.TimerBackoff, "TIMER_BACKOFF_MAX": c.TimerBackoffMax,
 		"SWEEP_INTERVAL": c.SweepInterval, "LEASE_TTL": c.LeaseTTL, "INBOX_RETENTION": c.InboxRetention,
-		"API_MAX_LOCK_DURATION": c.APIMaxLockDuration, "TASK_POLL_INTERVAL": c.TaskPollInterval,
+		"API_MAX_LOCK_DURATION": c.APIMaxLockDuration, "TASK_POLL_INTERVAL": c.TaskPollInterval, "API_MAX_RETRY_TIMEOUT": c.APIMaxRetryTimeout,
 		"AMQP_WRITE_TIMEOUT": c.AMQPWriteTimeout, "AMQP_CHANNEL_TIMEOUT": c.AMQPChannelTimeout,
 	} {
 		positive(name, d)
@@ -77,36 +91,20 @@ func (c Config) Validate() error {
 	if c.ReplicaID != "" && strings.ContainsAny(c.ReplicaID, "/ \t\n") {
 		bad("REPLICA_ID", "%q contains a slash or white space (it is a part of claim owners <replica>/lane/<n>)", c.ReplicaID)
 	}
-	if err := c.apiAuth(); err != nil {
-		errs = append(errs, err)
-	}
-	switch {
-	case (c.APITLSCert == "") != (c.APITLSKey == ""):
-		bad("API_TLS_CERT", "set SUTRA_API_TLS_CERT and SUTRA_API_TLS_KEY together, or neither")
-	case c.APITLSCert != "":
-		if _, err := tls.LoadX509KeyPair(c.APITLSCert, c.APITLSKey); err != nil {
-			bad("API_TLS_CERT", "the certificate and SUTRA_API_TLS_KEY do not load: %v", err)
-		}
-	}
 	return errors.Join(errs...)
 }
 
-// apiAuth refuses an API listener that would answer every caller without
-// being told to: with no token, anyone who reaches the port could lock tasks
-// and read their variables. app.Start checks it too, so that no embedding of
-// the worker opens the API by omission.
-func (c Config) apiAuth() error {
-	if c.APIAddr == "" || c.APIToken != "" || c.APIInsecure {
-		return nil
+// PoolSize is the database pool a worker opens: a connection per lane, two
+// for the timer poller, the sweeper, the outbox publisher, the replica
+// registration and the admin lane (each holds one for a statement at a
+// time), and the API's share, which it never exceeds (SUTRA_API_MAX_DB_CONNS).
+func (c Config) PoolSize() int {
+	n := c.APIMaxDBConns
+	if n == 0 {
+		n = api.DefaultMaxDBConns
 	}
-	return fault.New(fault.ConfigInvalid, "SUTRA_API_TOKEN is not set and the API listener is on (SUTRA_API_ADDR=%s): "+
-		"set SUTRA_API_TOKEN, or SUTRA_API_INSECURE=true to serve every caller on a trusted network, or SUTRA_API_ADDR= to turn the listener off", c.APIAddr)
+	return c.Lanes + 2 + n
 }
-
-// PoolSize is the database pool a worker opens: a connection per lane, and
-// some for the timer poller, the sweeper, the outbox, the API and the admin
-// lanes.
-func (c Config) PoolSize() int { return c.Lanes + 6 }
 
 // Redact hides a URL's password.
 func Redact(raw string) string {

@@ -293,8 +293,10 @@ type Step struct {
 // lanes of one replica) over one store. The result is aligned with steps:
 // nil, committed and released; fault.StepFenced, that step did not happen and
 // its claim is no longer ours; store.ErrNotCommitted, nothing was written for
-// it and its claim is still held (commit it with Held.Commit); any other
-// error leaves the outcome unknown, as a failed Held.Commit does.
+// it and its claim is still held (commit it with Held.Commit);
+// fault.StepTooLarge, nothing was written for it and its claim is still held
+// (release it); any other error leaves the outcome unknown, as a failed
+// Held.Commit does.
 func CommitBatch(ctx context.Context, steps []Step) []error {
 	cs := make([]store.Commit, len(steps))
 	for i, st := range steps {

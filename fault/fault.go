@@ -22,6 +22,9 @@ const (
 	StepFenced = "SUTRA.RUNTIME.STEP.FENCED"
 	StepPanic  = "SUTRA.RUNTIME.STEP.PANIC"
 	StepFailed = "SUTRA.RUNTIME.STEP.FAILED"
+	// A step would write more than its limits allow (SUTRA_MAX_VARIABLES_BYTES,
+	// SUTRA_MAX_COMMIT_BYTES): refused, nothing written.
+	StepTooLarge = "SUTRA.RUNTIME.STEP.TOO_LARGE"
 	// The sweep cleared a claim older than the claim timeout.
 	ClaimSwept = "SUTRA.RUNTIME.SWEEP.CLAIM_CLEARED"
 	// Relays.
@@ -49,11 +52,9 @@ const (
 	APIInvalid      = "SUTRA.API.INVALID_REQUEST"
 	APIUnauthorized = "SUTRA.API.UNAUTHORIZED"
 	APITooLarge     = "SUTRA.API.TOO_LARGE"
-	// A state-changing call without the media type its route takes (415),
-	// or from a page of another origin (403): what a browser holding
-	// credentials can be made to send (CSRF) is refused.
-	APIMediaType   = "SUTRA.API.UNSUPPORTED_MEDIA_TYPE"
-	APICrossOrigin = "SUTRA.API.CROSS_ORIGIN"
+	// A call refused because the replica is at a cap of its API (request
+	// bytes being read, database connections of API calls): 503, retry.
+	APIBusy = "SUTRA.API.BUSY"
 	// The admin API: off (no token and not explicitly insecure); the thing
 	// named does not exist.
 	AdminDisabled = "SUTRA.ADMIN.DISABLED"

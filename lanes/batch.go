@@ -38,6 +38,8 @@ import (
 //	panic (engine, BeforeCommit hook)   Rejected (StepPanic), the every claim of the batch released;
 //	                                    others run on their own   re-run on their own
 //	commit: fenced                      Retry (fenced)            not ours any more
+//	commit: step too large              Rejected (StepTooLarge);  released (nothing written
+//	                                    the others commit         for it)
 //	commit: another step's writes       (committed on its own:    held, then released by that commit
 //	failed (ErrNotCommitted)            single commit path)
 //	commit fails                        by class                  released

@@ -125,6 +125,7 @@ const maxResolves = 3
 //	engine: abandoned at the stop      Retry      released
 //	deadline
 //	commit: timer row gone             Rejected   released (a stale fire)
+//	commit: too large (StepTooLarge)   Rejected   released (nothing written)
 //	panic (engine, hook)               Rejected   released, re-raised to supervise
 //	admin op: refused, unreachable     Rejected   released (nothing written)
 //	commit fenced                      Retry      not ours any more
@@ -591,6 +592,9 @@ func (l *lane) failure(ctx context.Context, r *Resume, err error) Outcome {
 			"path", r.Path, "holder", held.Holder, "claim_age", held.Age)
 		return Outcome{Kind: Refused, Code: fault.ClaimHeld, Reason: ReasonClaimHeld, Err: err}
 	case code == fault.NotFound, code == fault.UnknownDefinition, code == fault.RelayUncorrelated, code == fault.NotWaiting:
+		return Outcome{Kind: Rejected, Code: code, Err: err}
+	case code == fault.StepTooLarge:
+		log.Warn("step refused: too large", "instance_id", r.InstanceID, "owner", l.claimer.Owner(), "code", code, "err", err)
 		return Outcome{Kind: Rejected, Code: code, Err: err}
 	case ctx.Err() != nil:
 		return Outcome{Kind: Retry, Code: fault.Unavailable, Reason: ReasonShutdown, Err: err}

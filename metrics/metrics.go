@@ -56,6 +56,9 @@ type Metrics struct {
 	TaskWait         prometheus.Histogram
 
 	AdminRequests      *prometheus.CounterVec
+	APIBusy            *prometheus.CounterVec
+	APILongPolls       prometheus.Gauge
+	APILongPollsOver   prometheus.Counter
 	MigrationInstances *prometheus.CounterVec
 
 	ClaimsSwept      prometheus.Counter
@@ -174,6 +177,18 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "sutra_admin_requests_total",
 		Help: "Calls of the admin API, by operation and outcome code (OK, or the refusal's code).",
 	}, []string{"op", "code"})
+	m.APIBusy = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sutra_api_busy_total",
+		Help: "API calls refused with 503 SUTRA.API.BUSY, by the cap they found full (max_bytes_in_flight, max_db_conns).",
+	}, []string{"cap"})
+	m.APILongPolls = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sutra_api_long_polls",
+		Help: "Long polls (fetchAndLock with asyncResponseTimeout) waiting for tasks on this replica.",
+	})
+	m.APILongPollsOver = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sutra_api_long_polls_over_cap_total",
+		Help: "Long polls answered at once, without waiting, because SUTRA_API_MAX_LONG_POLLS were waiting.",
+	})
 	m.MigrationInstances = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sutra_migrations_instances_total",
 		Help: "Instances handled by bulk migrations, by outcome (migrated, retried, refused).",
@@ -249,6 +264,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.Relays, m.RelayRequeues, m.ClaimBounces, m.StepDuration, m.BatchSteps, m.LaneDepth, m.LaneWait, m.StepsFenced, m.LanePanics,
 		m.TimersFired, m.TimerDeferrals, m.TimersStale, m.TimerFireLag,
 		m.TasksLocked, m.TasksCompleted, m.TasksLockExpired, m.TaskWait, m.AdminRequests, m.MigrationInstances,
+		m.APIBusy, m.APILongPolls, m.APILongPollsOver,
 		m.ClaimsSwept, m.LeaseHeld, m.InboxTrimmed, m.BufferedConsumed, m.BufferedExpired,
 		m.OutboxPublished, m.OutboxPublishErrors, m.OutboxLag, m.OutboxBacklog, m.OutboxTrimmed,
 		m.ClaimOldestAge, m.DeadLetterMessages, m.IncidentsOpen, m.TasksOpen, m.DeadLetters)

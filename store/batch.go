@@ -145,8 +145,10 @@ SELECT sutra_batch_fence(count(*), cardinality($1::text[])) FROM u`
 // an error with fault.StepFenced, that step's claim was swept or stolen and
 // it did not happen, while the others committed; ErrNotCommitted, nothing
 // was written for that step (another step's writes failed) and its claim is
-// still held. An error returned for all of cs leaves each outcome unknown,
-// as a failed CommitStep does.
+// still held; fault.StepTooLarge, that step is past the store's limits and
+// was left out before anything was sent, its claim still held. An error
+// returned for all of cs leaves each outcome unknown, as a failed CommitStep
+// does.
 func (s *Store) CommitBatch(ctx context.Context, cs []Commit) []error {
 	errs := make([]error, len(cs))
 	fail := func(err error) []error {
@@ -158,20 +160,20 @@ func (s *Store) CommitBatch(ctx context.Context, cs []Commit) []error {
 	n := len(cs)
 	ids, owners, statuses, vars, tokens := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	versions := make([]int64, n)
+	tooLarge := false
 	for i, c := range cs {
-		t, err := json.Marshal(c.State)
-		if err != nil {
-			return fail(fmt.Errorf("encoding tokens of %s: %w", c.InstanceID, err))
+		docs, err := s.encodeStep(c)
+		switch {
+		case fault.Code(err) == fault.StepTooLarge:
+			errs[i], tooLarge = err, true
+			continue
+		case err != nil:
+			return fail(err)
 		}
-		v := c.State.Variables
-		if v == nil {
-			v = map[string]any{}
-		}
-		vj, err := json.Marshal(v)
-		if err != nil {
-			return fail(fmt.Errorf("encoding variables of %s: %w", c.InstanceID, err))
-		}
-		ids[i], owners[i], versions[i], statuses[i], vars[i], tokens[i] = c.InstanceID, c.Owner, c.Version, string(c.State.Status), string(vj), string(t)
+		ids[i], owners[i], versions[i], statuses[i], vars[i], tokens[i] = c.InstanceID, c.Owner, c.Version, string(c.State.Status), string(docs.vars), string(docs.tokens)
+	}
+	if tooLarge {
+		return s.commitBatchWithout(ctx, cs, errs)
 	}
 	what := fmt.Sprintf("committing %d steps", n)
 	conn, err := s.pool.Acquire(ctx)
@@ -254,6 +256,25 @@ func (s *Store) CommitBatch(ctx context.Context, cs []Commit) []error {
 	}
 	rollback(ctx, conn)
 	return stepsFailed(errs, cs, matched, err, what)
+}
+
+// commitBatchWithout commits the steps of cs that have no error in errs (the
+// others were refused as too large) as a batch of their own; the steps
+// encode again, on this rare path only.
+func (s *Store) commitBatchWithout(ctx context.Context, cs []Commit, errs []error) []error {
+	var rest []Commit
+	var at []int
+	for i, c := range cs {
+		if errs[i] == nil {
+			rest, at = append(rest, c), append(at, i)
+		}
+	}
+	if len(rest) > 0 {
+		for k, err := range s.CommitBatch(ctx, rest) {
+			errs[at[k]] = err
+		}
+	}
+	return errs
 }
 
 // queueBegin opens a batch commit's transaction: durable whatever the

@@ -226,19 +226,17 @@ type Consumed struct {
 // error carries fault.StepFenced. A fire's timer row is consumed strictly
 // before the effects (which may close and re-open the same wait). When the
 // step opened a subscription that a buffered message matches, the commit
-// rolls back with *BufferedMatch and the claim stays held.
+// rolls back with *BufferedMatch and the claim stays held. A step past the
+// store's limits is refused (fault.StepTooLarge) before anything is sent, its
+// claim still held.
 func (s *Store) CommitStep(ctx context.Context, c Commit) error {
-	tokens, err := json.Marshal(c.State)
+	docs, err := s.encodeStep(c)
 	if err != nil {
-		return fmt.Errorf("encoding tokens of %s: %w", c.InstanceID, err)
-	}
-	vars := c.State.Variables
-	if vars == nil {
-		vars = map[string]any{}
+		return err
 	}
 	b := &pgx.Batch{}
 	b.Queue(commitPlans)
-	b.Queue("SELECT sutra_commit($1, $2, $3, $4, $5, $6)", c.InstanceID, c.Owner, c.Version, string(c.State.Status), vars, tokens)
+	b.Queue("SELECT sutra_commit($1, $2, $3, $4, $5, $6)", c.InstanceID, c.Owner, c.Version, string(c.State.Status), docs.vars, docs.tokens)
 	w := s.outboxWrites()
 	if err := queueStepWrites(b, w, c); err != nil {
 		return err

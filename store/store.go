@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/defaults"
 )
 
 //go:embed migrations/*.sql
@@ -33,6 +34,8 @@ type Store struct {
 	handoff OutboxHandoff
 	// processes caches parsed definitions by key+version; they are immutable.
 	processes sync.Map // defKey → *bpmn.Process
+	// maxVariablesBytes and maxCommitBytes are the limits of a step (limits.go).
+	maxVariablesBytes, maxCommitBytes int
 }
 
 // Options tunes Open.
@@ -41,6 +44,10 @@ type Options struct {
 	// SyncClaims makes claims and releases wait for the WAL flush too
 	// (for measuring what skipping it saves).
 	SyncClaims bool
+	// MaxVariablesBytes and MaxCommitBytes are the limits of what one step
+	// may write (limits.go); zero: DefaultMaxVariablesBytes,
+	// DefaultMaxCommitBytes.
+	MaxVariablesBytes, MaxCommitBytes int
 }
 
 // asyncCommit makes the rest of the current transaction commit without
@@ -80,7 +87,9 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	if err != nil {
 		return nil, fault.Wrap(fault.Unavailable, err, "opening database pool")
 	}
-	return &Store{pool: pool, syncClaims: opt.SyncClaims}, nil
+	defaults.Set(&opt.MaxVariablesBytes, DefaultMaxVariablesBytes)
+	defaults.Set(&opt.MaxCommitBytes, DefaultMaxCommitBytes)
+	return &Store{pool: pool, syncClaims: opt.SyncClaims, maxVariablesBytes: opt.MaxVariablesBytes, maxCommitBytes: opt.MaxCommitBytes}, nil
 }
 
 // Pool exposes the pool to packages that run their own typed queries here.

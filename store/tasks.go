@@ -293,16 +293,28 @@ func (s *Store) whyNotHeld(ctx context.Context, id int64, worker string) error {
 	return &LockError{TaskID: id, Worker: worker, Holder: *holder, Expired: *holder == worker && expired}
 }
 
-// OpenTopics returns those of topics that have a task a worker could lock
-// now. One statement, an index probe per topic.
-func (s *Store) OpenTopics(ctx context.Context, topics []string) ([]string, error) {
-	rows, err := s.pool.Query(ctx, `SELECT w.topic FROM unnest($1::text[]) AS w(topic)
-		WHERE EXISTS (SELECT 1 FROM tasks t WHERE t.type = w.topic AND t.outcome IS NULL
-		                AND (t.locked_by IS NULL OR t.lock_expires_at < now())
-		                AND (t.not_before IS NULL OR t.not_before <= now()))`, topics)
-	if err != nil {
-		return nil, translate(err, "looking for open tasks")
+// CountFetchable tells, for each of asks, how many tasks a fetch of it would
+// lock now, counting up to limits[i] (each ask's lock duration is unused).
+// One statement for all the asks, which is how waiting long polls look for
+// tasks: what they cost PostgreSQL does not grow with their number.
+func (s *Store) CountFetchable(ctx context.Context, asks []TopicLock, limits []int) ([]int, error) {
+	names, keys := make([]string, len(asks)), make([]string, len(asks))
+	for i, a := range asks {
+		names[i], keys[i] = a.Topic, strings.Join(a.DefinitionKeys, "\x1f")
 	}
-	open, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	return open, translate(err, "looking for open tasks")
+	rows, err := s.pool.Query(ctx, `SELECT (SELECT count(*) FROM (
+			SELECT 1 FROM tasks t
+			 WHERE t.type = w.topic AND t.outcome IS NULL
+			   AND (t.locked_by IS NULL OR t.lock_expires_at < now())
+			   AND (t.not_before IS NULL OR t.not_before <= now())
+			   AND (w.keys = '' OR EXISTS (SELECT 1 FROM instances i WHERE i.id = t.instance_id
+			                                 AND i.definition_key = ANY (string_to_array(w.keys, chr(31)))))
+			 LIMIT w.n) x)::int
+		FROM unnest($1::text[], $2::text[], $3::int[]) WITH ORDINALITY AS w(topic, keys, n, ord)
+		ORDER BY w.ord`, names, keys, limits)
+	if err != nil {
+		return nil, translate(err, "looking for tasks to fetch")
+	}
+	counts, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	return counts, translate(err, "looking for tasks to fetch")
 }

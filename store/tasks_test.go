@@ -65,4 +65,16 @@ func TestFetchAndLockTakesTasksAcrossTopicsInOrderAndOnlyOpenOnesOfTheAskedDefin
 			t.Errorf("%s: locked the tasks of %v, want %v", tt.name, got, tt.want)
 		}
 	}
+
+	// The long polls' look counts what each of these asks would lock, up to
+	// its limit, in one statement.
+	asks := []store.TopicLock{{Topic: "ship"}, {Topic: "ship"}, {Topic: "ship", DefinitionKeys: []string{"q"}},
+		{Topic: "ship", DefinitionKeys: []string{"nope"}}, {Topic: "bill", DefinitionKeys: []string{"p", "q"}}, {Topic: "none"}}
+	counts, err := st.CountFetchable(ctx, asks, []int{10, 2, 10, 10, 10, 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{3, 2, 1, 0, 2, 0}; !slices.Equal(counts, want) {
+		t.Errorf("counted %v tasks to fetch, want %v", counts, want)
+	}
 }

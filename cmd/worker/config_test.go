@@ -90,33 +90,3 @@ func TestABrokerThatRefusesTheWorkerStopsTheStartWithWhatToChange(t *testing.T) 
 		t.Errorf("exit %d, output:\n%s\nwant exit 1 saying to correct the credentials, the password redacted", code, out)
 	}
 }
-
-// An API listener without a token would answer every caller (lock tasks,
-// read their variables): the worker refuses to start unless told the
-// network is trusted, and says both ways out.
-func TestAWorkerWithItsAPIOnAndNoTokenExitsWithStatus2NamingTokenAndInsecure(t *testing.T) {
-	t.Parallel()
-	env := testkit.New(t)
-	for _, extra := range [][]string{{"SUTRA_API_TOKEN="}, {"SUTRA_API_TOKEN=", "SUTRA_ADMIN_INSECURE=true"}} {
-		cmd := exec.Command(binary, "run")
-		cmd.Env = append(environ(env, "notoken"), extra...)
-		out, err := cmd.CombinedOutput()
-		code := -1
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		}
-		if code != 2 || !strings.Contains(string(out), "SUTRA_API_TOKEN") || !strings.Contains(string(out), "SUTRA_API_INSECURE") {
-			t.Errorf("%v: exit %d, output:\n%s\nwant exit 2 naming SUTRA_API_TOKEN and SUTRA_API_INSECURE", extra, code, out)
-		}
-	}
-}
-
-func TestAWorkerWithoutATokenStartsWhenToldTheNetworkIsTrustedOrWithItsAPIOff(t *testing.T) {
-	t.Parallel()
-	env := testkit.New(t)
-	insecure := startProcess(t, env, "insecure", "SUTRA_API_TOKEN=", "SUTRA_API_INSECURE=true")
-	insecure.waitLog(t, "SUTRA_API_INSECURE is true: the task API accepts every caller")
-	insecure.waitLog(t, "worker started")
-	off := startProcess(t, env, "apioff", "SUTRA_API_TOKEN=", "SUTRA_API_ADDR=")
-	off.waitLog(t, "worker started")
-}
