@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/sutra-run/worker/bpmn"
+	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/feel"
 )
 
 // TestCorpusRuns drives every process of every corpus file the parser
@@ -17,7 +19,9 @@ import (
 // whatever it waits for (completing tasks and children with no variables,
 // firing timers, sending the messages it subscribed to) for a bounded number
 // of steps. A step may raise incidents (the files expect variables nobody
-// gives here) but must never fail: what deploys must run.
+// gives here) but must never fail: what deploys must run. Every evaluation
+// stays within 5,000 steps and 64 KiB, far under the default limits
+// (docs/expressions.md says so).
 func TestCorpusRuns(t *testing.T) {
 	dir := filepath.Join("..", "bpmn", "testdata", "corpus")
 	f, err := os.Open(filepath.Join(dir, "expected.tsv"))
@@ -49,6 +53,7 @@ func TestCorpusRuns(t *testing.T) {
 			for _, tr := range corpusStarts(t, def) {
 				t.Run(name+"/"+def.ID+"/"+tr.Element, func(t *testing.T) {
 					x := newInstance(t, def)
+					x.limits = feel.Limits{MaxSteps: 5000, MaxBytes: 64 << 10}
 					x.step(tr)
 					for range 40 {
 						next, ok := x.resumption()
@@ -60,6 +65,9 @@ func TestCorpusRuns(t *testing.T) {
 					}
 					ended[x.in.State.Status]++
 					for _, tok := range x.in.State.Tokens {
+						if tok.Incident != nil && tok.Incident.Code == fault.IncidentExpressionLimit {
+							t.Errorf("incident at %s: %s", tok.Element, tok.Incident.Message)
+						}
 						if tok.Incident != nil {
 							incidents++
 							t.Logf("incident at %s: %s", tok.Element, tok.Incident.Message)

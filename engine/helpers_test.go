@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sutra-run/worker/bpmn"
+	"github.com/sutra-run/worker/feel"
 )
 
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -67,6 +69,8 @@ type instance struct {
 	def *bpmn.Process
 	in  Instance
 	now time.Time
+	// limits bound each evaluation (zero: the defaults).
+	limits feel.Limits
 }
 
 func newInstance(t testing.TB, def *bpmn.Process) *instance {
@@ -78,14 +82,15 @@ func newInstance(t testing.TB, def *bpmn.Process) *instance {
 func (x *instance) step(tr Trigger) Effects {
 	x.t.Helper()
 	before := snapshot(x.t, x.in.State)
-	st, eff, err := Step(x.def, x.in, tr, x.now)
+	opt := Options{Now: x.now, Limits: x.limits}
+	st, eff, err := StepContext(context.Background(), x.def, x.in, tr, opt)
 	if err != nil {
 		x.t.Fatalf("Step(%+v): %v", tr, err)
 	}
 	if after := snapshot(x.t, x.in.State); after != before {
 		x.t.Fatalf("Step modified its input state:\nbefore %s\nafter  %s", before, after)
 	}
-	st2, eff2, _ := Step(x.def, x.in, tr, x.now)
+	st2, eff2, _ := StepContext(context.Background(), x.def, x.in, tr, opt)
 	if !reflect.DeepEqual(st, st2) || !reflect.DeepEqual(eff, eff2) {
 		x.t.Fatalf("Step is not deterministic:\n%+v\n%+v", eff, eff2)
 	}
