@@ -164,6 +164,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	w.outbox = outbox.New(outbox.Deps{Store: st, Broker: w.broker, Metrics: w.metrics, Logger: log}, outbox.Config{
 		Replica: cfg.ReplicaID, Exchange: cfg.OutboxExchange, RelayExchange: cfg.RelayExchange,
 		PollInterval: cfg.OutboxPollInterval, Lease: cfg.OutboxLease, BatchSize: cfg.OutboxBatch,
+		MaxAttempts: cfg.OutboxMaxAttempts,
 	})
 	// Commits lease the rows they write to this replica's publisher and hand
 	// them over: no lease statement, no wait for a poll.

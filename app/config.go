@@ -75,6 +75,7 @@ type Config struct {
 	OutboxLease        time.Duration `envconfig:"OUTBOX_LEASE" default:"30s" desc:"how long leased outbox rows are kept from other replicas' publishers"`
 	OutboxBatch        int           `envconfig:"OUTBOX_BATCH" default:"256" desc:"outbox rows leased per statement"`
 	OutboxRetention    time.Duration `envconfig:"OUTBOX_RETENTION" default:"24h" desc:"how long published outbox rows are kept"`
+	OutboxMaxAttempts  int           `envconfig:"OUTBOX_MAX_ATTEMPTS" default:"10" desc:"publishes of a BPMN message the broker may return (no queue bound) before it is parked (SUTRA.OUTBOX.UNROUTABLE, GET /v1/outbox/parked)"`
 
 	Migrate   bool   `envconfig:"MIGRATE" default:"true" desc:"apply migrations (and create the database) when run starts"`
 	LogFormat string `envconfig:"LOG_FORMAT" desc:"json or text (default: text on a terminal, json otherwise)"`

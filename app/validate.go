@@ -45,6 +45,7 @@ func (c Config) Validate() error {
 	between("TIMER_BATCH", c.TimerBatch, 1, 10_000)
 	between("TIMER_MAX_IN_FLIGHT", c.TimerMaxInFlight, 1, 100_000)
 	between("TIMER_MAX_ATTEMPTS", c.TimerMaxAttempts, 1, 1_000_000)
+	between("OUTBOX_MAX_ATTEMPTS", c.OutboxMaxAttempts, 1, 1_000_000)
 	between("API_MAX_TASKS", c.APIMaxTasks, 1, 10_000)
 	between("API_MAX_TOPICS", c.APIMaxTopics, 1, 10_000)
 	between("API_MAX_LONG_POLLS", c.APIMaxLongPolls, 1, 1_000_000)

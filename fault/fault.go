@@ -83,6 +83,10 @@ const (
 	IncidentError      = "SUTRA.INCIDENT.UNHANDLED_ERROR"
 	// A call activity's child instance could not be started.
 	IncidentCalledElement = "SUTRA.INCIDENT.CALLED_ELEMENT"
+	// A BPMN message the broker returned (no queue bound for its name) on
+	// every one of SUTRA_OUTBOX_MAX_ATTEMPTS publishes: parked, listed by
+	// GET /v1/outbox/parked until retried or discarded.
+	OutboxUnroutable = "SUTRA.OUTBOX.UNROUTABLE"
 	// A timer whose fire failed SUTRA_TIMER_MAX_ATTEMPTS times: parked until
 	// an admin retry arms it again.
 	IncidentTimerFailed = "SUTRA.INCIDENT.TIMER_FAILED"

@@ -71,6 +71,8 @@ type Metrics struct {
 	OutboxPublishErrors *prometheus.CounterVec
 	OutboxLag           prometheus.Histogram
 	OutboxBacklog       prometheus.Gauge
+	OutboxParked        prometheus.Counter
+	OutboxParkedRows    prometheus.Gauge
 	ClaimOldestAge      prometheus.Gauge
 	DeadLetterMessages  prometheus.Gauge
 	IncidentsOpen       prometheus.Gauge
@@ -230,6 +232,14 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "sutra_outbox_backlog",
 		Help: "Outbox rows not published yet, counted by the sweeper lease holder (0 on every other replica: sum over replicas).",
 	})
+	m.OutboxParked = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sutra_outbox_parked_total",
+		Help: "BPMN messages parked (SUTRA.OUTBOX.UNROUTABLE) after the broker returned them on every one of SUTRA_OUTBOX_MAX_ATTEMPTS publishes.",
+	})
+	m.OutboxParkedRows = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sutra_outbox_parked",
+		Help: "Parked outbox rows waiting for an operator's retry or discard, counted by the sweeper lease holder (0 on every other replica: sum over replicas).",
+	})
 	m.OutboxTrimmed = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sutra_outbox_trimmed_total",
 		Help: "Published outbox rows deleted after the retention.",
@@ -266,7 +276,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.TasksLocked, m.TasksCompleted, m.TasksLockExpired, m.TaskWait, m.AdminRequests, m.MigrationInstances,
 		m.APIBusy, m.APILongPolls, m.APILongPollsOver,
 		m.ClaimsSwept, m.LeaseHeld, m.InboxTrimmed, m.BufferedConsumed, m.BufferedExpired,
-		m.OutboxPublished, m.OutboxPublishErrors, m.OutboxLag, m.OutboxBacklog, m.OutboxTrimmed,
+		m.OutboxPublished, m.OutboxPublishErrors, m.OutboxLag, m.OutboxBacklog, m.OutboxParked, m.OutboxParkedRows, m.OutboxTrimmed,
 		m.ClaimOldestAge, m.DeadLetterMessages, m.IncidentsOpen, m.TasksOpen, m.DeadLetters)
 	for _, c := range []string{fault.RelayInvalid, fault.UnknownDefinition, fault.NotFound, fault.InstanceExists, fault.NotWaiting,
 		fault.RelayUncorrelated, fault.StartKeyActive, fault.StepPanic, fault.StepFailed, fault.RetriesExhausted} {

@@ -8,7 +8,7 @@ import (
 
 // row is an outbox row of instance x with its seq and After.
 func row(seq, after int64) store.OutboxRow {
-	return store.OutboxRow{ID: "x", InstanceID: "x", Seq: seq, After: after}
+	return store.OutboxRow{ID: "x", InstanceID: "x", Target: store.TargetOutbox, Seq: seq, After: after}
 }
 
 // afterOf says what each queue of a chain waits for: "" nothing, "failed",
@@ -62,6 +62,22 @@ func TestARowWithoutAfterWaitsForItsInstancesBatchInFlight(t *testing.T) {
 	}
 	if fresh := New(Deps{}, Config{}).chain([]store.OutboxRow{row(5, 0)}); fresh[0].after != nil {
 		t.Fatalf("a first row: %v, want nothing to wait for", afterOf(fresh))
+	}
+}
+
+// An instance's relay (a task outcome) never waits for the instance's BPMN
+// messages in flight, nor they for it: each class chains on its own.
+func TestRowsOfAnotherClassOfTheInstanceDoNotWaitForEachOther(t *testing.T) {
+	p := New(Deps{}, Config{})
+	message := p.chain([]store.OutboxRow{row(10, 0)})
+	relay := row(11, 0)
+	relay.Target = store.TargetRelay
+	outcome := p.chain([]store.OutboxRow{relay})
+	if outcome[0].after != nil {
+		t.Fatalf("a relay behind a message in flight: %v, want nothing to wait for", afterOf(outcome))
+	}
+	if next := p.chain([]store.OutboxRow{row(12, 10)}); next[0].after != message[0].gate {
+		t.Fatalf("12 after 10: %v, want behind 10's gate, not the relay's", afterOf(next))
 	}
 }
 

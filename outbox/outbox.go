@@ -1,15 +1,19 @@
 // Package outbox publishes the messages steps write to the outbox table: after
 // the commit that wrote them, with publisher confirms, at least once, in
-// commit order per instance, and marks a row published only once the broker
-// confirmed it.
+// commit order per instance within a class (the worker's own relays among
+// relays, BPMN messages among BPMN messages: store.OutboxRow.Class), and
+// marks a row published only once the broker confirmed it.
 //
 // Every replica runs a publisher. Rows are leased (store.LeaseOutbox: SKIP
 // LOCKED plus a lease), so two publishers never publish one row at once, and
 // a publisher that dies leaves its rows to the others when the lease lapses.
-// Within a batch an instance's rows go in waves: the first row of every
-// instance, wait for the confirms, then the second, … so a row is never sent
-// before the one committed before it was confirmed. A returned or nacked row
-// backs off, and the instance's later rows wait behind it.
+// Within a batch a class's rows go in waves: the first row of every class,
+// wait for the confirms, then the second, … so a row is never sent before
+// the one of its class committed before it was confirmed. A returned or
+// nacked row backs off, and the later rows of its class wait behind it; a
+// BPMN message returned on its MaxAttempts-th publish is parked instead
+// (fault.OutboxUnroutable): out of the order, until an operator retries or
+// discards it.
 //
 // A commit of this replica leases the rows it writes to the publisher as it
 // writes them, unless a row of another publisher is before them, and hands
@@ -19,11 +23,11 @@
 // are found by polling every PollInterval. Under a backlog a publisher runs
 // a few batches at once, each leased by its own statement, so that the
 // broker's confirm latency does not bound its rate; the lease keeps them
-// apart as it keeps replicas apart. A batch may hold an instance's rows
+// apart as it keeps replicas apart. A batch may hold a class's rows
 // behind rows an earlier batch of the same publisher holds
 // (store.OutboxRow.After): it publishes them only once that batch's rows of
-// the instance were confirmed, and hands them back if they were not (a gate
-// per instance and batch, chained in the order the rows were leased).
+// the class were confirmed, and hands them back if they were not (a gate
+// per class and batch, chained in the order the rows were leased).
 // Without that, a backlog of few instances with many rows each would let
 // one batch at a time take them.
 package outbox
@@ -83,6 +87,11 @@ type Config struct {
 	// again; it doubles per attempt up to BackoffMax (defaults 1s, 1m).
 	Backoff    time.Duration
 	BackoffMax time.Duration
+	// MaxAttempts is how many publishes of a BPMN message the broker may
+	// return (no queue bound for its name) before it is parked (default 10:
+	// about four minutes at the default backoff). The worker's own relays
+	// are never parked.
+	MaxAttempts int
 }
 
 func (c *Config) setDefaults() {
@@ -98,6 +107,7 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.Batches, 8)
 	defaults.Set(&c.Backoff, time.Second)
 	defaults.Set(&c.BackoffMax, time.Minute)
+	defaults.Set(&c.MaxAttempts, 10)
 }
 
 // Store is what the publisher needs from the database (*store.Store).
@@ -126,10 +136,10 @@ type TestSignals struct {
 	// Leased carries the number of rows each lease statement leased.
 	Leased testsignal.Signal[int]
 	// Settled carries every settlement written (rows published, deferred,
-	// handed back).
+	// handed back, parked).
 	Settled testsignal.Signal[store.OutboxSettlement]
 	// Waiting carries, each time a batch has nothing to send but rows behind
-	// an earlier batch's, how many instances it waits for.
+	// an earlier batch's, how many classes it waits for.
 	Waiting testsignal.Signal[int]
 }
 
@@ -153,7 +163,8 @@ type Publisher struct {
 
 	// leasing serializes the leases and the takes of handed rows, so that
 	// gates are chained in the order the rows were leased; gates holds, per
-	// instance, the gate of the last batch in flight that holds rows of it.
+	// class (store.OutboxRow.Class), the gate of the last batch in flight
+	// that holds rows of it.
 	leasing sync.Mutex
 	gates   map[string]*gate
 	// confirmed are the gates whose rows were all confirmed that gates
@@ -174,12 +185,12 @@ type Publisher struct {
 	closed      bool
 }
 
-// gate says whether one batch's rows of one instance were all confirmed:
-// the instance's rows leased after them wait for it.
+// gate says whether one batch's rows of one class were all confirmed (or
+// parked): the class's rows leased after them wait for it.
 type gate struct {
 	done chan struct{}
 	ok   bool  // set before done closes
-	last int64 // the seq of the batch's last row of the instance
+	last int64 // the seq of the batch's last row of the class
 }
 
 func newGate() *gate { return &gate{done: make(chan struct{})} }
@@ -418,14 +429,14 @@ func (p *Publisher) batch(hard context.Context, leases bool) (full, outage bool)
 	return full, outage
 }
 
-// queue is one instance's rows of a batch, in seq order: they go after
-// after (nil: nothing of this publisher before them), and gate tells later
+// queue is one class's rows of a batch, in seq order: they go after after
+// (nil: nothing of this publisher before them), and gate tells later
 // batches what became of them.
 type queue struct {
-	instance string
-	rows     []store.OutboxRow
-	after    *gate
-	gate     *gate
+	class string
+	rows  []store.OutboxRow
+	after *gate
+	gate  *gate
 }
 
 // lease leases a batch and chains it behind the batches in flight.
@@ -451,9 +462,9 @@ func (p *Publisher) take() (queues []*queue, n int, since time.Time) {
 	return p.chain(rows), len(rows), since
 }
 
-// chain groups rows (in seq order) by instance, each instance's behind the
-// instance's last gate (the batch that took its latest earlier row), and
-// makes their gates the last, so that an instance's gates form one chain.
+// chain groups rows (in seq order) by class, each class's behind the
+// class's last gate (the batch that took its latest earlier row), and
+// makes their gates the last, so that a class's gates form one chain.
 // The last gate serves a row whose After (its latest earlier unpublished
 // row when it was written) it holds or passed: its rows were sent only
 // after After's was confirmed (two batches' marks may commit in either
@@ -462,7 +473,7 @@ func (p *Publisher) take() (queues []*queue, n int, since time.Time) {
 // still in flight (a task outcome, a child's end, a forward, beside a
 // step's commit), and waits for them all the same. A queue whose row comes
 // after one that no batch holds as its last or behind it, or whose
-// instance's last gate holds a row after it (a batch whose settlement
+// class's last gate holds a row after it (a batch whose settlement
 // failed, a previous process of this replica, a commit handed over after a
 // later one) waits for a gate that failed: it is handed back, and waits in
 // the table until that row is published or its lease lapses. p.leasing is
@@ -471,20 +482,21 @@ func (p *Publisher) chain(rows []store.OutboxRow) []*queue {
 	var queues []*queue
 	index := map[string]*queue{}
 	for _, r := range rows {
-		// A row that comes after one the instance's queue lacks (handed
+		// A row that comes after one the class's queue lacks (handed
 		// over later, out of order) starts a queue of its own, behind it.
-		q := index[r.InstanceID]
+		class := r.Class()
+		q := index[class]
 		if q == nil || r.After > q.gate.last {
-			q = &queue{instance: r.InstanceID, gate: newGate()}
-			switch last := p.gates[r.InstanceID]; {
+			q = &queue{class: class, gate: newGate()}
+			switch last := p.gates[class]; {
 			case last == nil && r.After == 0:
 			case last == nil, last.last < r.After, last.last >= r.Seq:
 				q.after = failed
 			default:
 				q.after = last
 			}
-			p.gates[r.InstanceID] = q.gate
-			index[r.InstanceID] = q
+			p.gates[class] = q.gate
+			index[class] = q
 			queues = append(queues, q)
 		}
 		q.rows = append(q.rows, r)
@@ -509,17 +521,17 @@ func (p *Publisher) unchain(queues []*queue) {
 	for _, q := range queues {
 		q.gate.resolve(false)
 		switch {
-		case p.gates[q.instance] != q.gate:
+		case p.gates[q.class] != q.gate:
 		case q.gate.ok:
-			p.confirmed = append(p.confirmed, kept{q.instance, q.gate, now})
+			p.confirmed = append(p.confirmed, kept{q.class, q.gate, now})
 		default:
-			delete(p.gates, q.instance)
+			delete(p.gates, q.class)
 		}
 	}
 	old := 0
 	for ; old < len(p.confirmed) && now.Sub(p.confirmed[old].at) > p.cfg.Lease*2/3; old++ {
-		if k := p.confirmed[old]; p.gates[k.instance] == k.gate {
-			delete(p.gates, k.instance)
+		if k := p.confirmed[old]; p.gates[k.class] == k.gate {
+			delete(p.gates, k.class)
 		}
 	}
 	p.confirmed = p.confirmed[old:]
@@ -527,16 +539,17 @@ func (p *Publisher) unchain(queues []*queue) {
 
 // kept is a gate whose rows were all confirmed, kept since at.
 type kept struct {
-	instance string
-	gate     *gate
-	at       time.Time
+	class string
+	gate  *gate
+	at    time.Time
 }
 
 // publish publishes the queues' rows in waves and says what became of each:
-// wave k holds the next row of every instance whose earlier rows were all
-// confirmed, those of earlier batches included. A queue whose earlier batch
-// did not get its rows confirmed is handed back, its rows unsent. A row sent
-// and not confirmed by ctx's end stays leased (see broker.ErrUnconfirmed).
+// wave k holds the next row of every class whose earlier rows were all
+// confirmed or parked, those of earlier batches included. A queue whose
+// earlier batch did not get its rows confirmed is handed back, its rows
+// unsent. A row sent and not confirmed by ctx's end stays leased (see
+// broker.ErrUnconfirmed).
 func (p *Publisher) publish(ctx context.Context, queues []*queue) (settle store.OutboxSettlement, outage bool) {
 	m, log := p.deps.Metrics, p.deps.Logger
 	held := 0 // rows sent but not confirmed by the deadline
@@ -545,6 +558,14 @@ func (p *Publisher) publish(ctx context.Context, queues []*queue) (settle store.
 			settle.Released = append(settle.Released, r.ID)
 		}
 		q.gate.resolve(false)
+	}
+	// done: q's first row is confirmed or parked; the next one may go.
+	done := func(q *queue) {
+		if q.rows = q.rows[1:]; len(q.rows) > 0 {
+			queues = append(queues, q)
+		} else {
+			q.gate.resolve(true)
+		}
 	}
 	for len(queues) > 0 {
 		var wave, waiting []*queue
@@ -599,11 +620,7 @@ func (p *Publisher) publish(ctx context.Context, queues []*queue) (settle store.
 				settle.Published = append(settle.Published, r.ID)
 				m.OutboxPublished.Inc()
 				m.OutboxLag.Observe(confirmed.Sub(r.Written).Seconds())
-				if q.rows = q.rows[1:]; len(q.rows) > 0 {
-					queues = append(queues, q)
-				} else {
-					q.gate.resolve(true)
-				}
+				done(q)
 			case fault.Code(err) == fault.Unavailable:
 				m.OutboxPublishErrors.WithLabelValues(metrics.PublishUnavailable).Inc()
 				outage = true
@@ -617,6 +634,16 @@ func (p *Publisher) publish(ctx context.Context, queues []*queue) (settle store.
 				// go back (nobody else leases them before it).
 				held++
 				release(q, q.rows[1:])
+			case errors.Is(err, broker.ErrReturned) && r.Target == store.TargetOutbox && r.Attempts+1 >= p.cfg.MaxAttempts:
+				// Nobody is bound to this message: parked, it no longer
+				// holds the rows of its class behind it.
+				m.OutboxPublishErrors.WithLabelValues(metrics.PublishReturned).Inc()
+				m.OutboxParked.Inc()
+				settle.Parked = append(settle.Parked, store.OutboxParking{ID: r.ID, Code: fault.OutboxUnroutable, Reason: err.Error()})
+				done(q)
+				log.Error("outbox message parked: the broker returned it on every publish; bind a queue, then retry it (or discard it) through /v1/outbox/parked",
+					"code", fault.OutboxUnroutable, "instance_id", r.InstanceID, "message_id", r.ID, "exchange", msgs[i].Exchange,
+					"routing_key", msgs[i].RoutingKey, "attempts", r.Attempts+1, "err", err)
 			default:
 				reason := metrics.PublishNacked
 				if errors.Is(err, broker.ErrReturned) {

@@ -7,17 +7,20 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.uber.org/goleak"
 
 	"github.com/sutra-run/worker/broker"
+	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/testkit"
 	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/outbox"
@@ -162,23 +165,35 @@ func (b *bench) workload(t *testing.T, n, first, steps, rows int, wake func(i in
 	return all
 }
 
-// commitOrder is every instance's row ids in seq order.
+// commitOrder is every class's row ids in seq order, by instance and
+// target ("x/outbox", "x/relay").
 func (b *bench) commitOrder(t *testing.T) map[string][]string {
 	t.Helper()
-	rows, err := b.env.DB.Query(testkit.Ctx(t), "SELECT instance_id, id FROM outbox ORDER BY seq")
+	rows, err := b.env.DB.Query(testkit.Ctx(t), "SELECT instance_id || '/' || target, id FROM outbox ORDER BY seq")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
 	out := map[string][]string{}
 	for rows.Next() {
-		var inst, id string
-		if err := rows.Scan(&inst, &id); err != nil {
+		var class, id string
+		if err := rows.Scan(&class, &id); err != nil {
 			t.Fatal(err)
 		}
-		out[inst] = append(out[inst], id)
+		out[class] = append(out[class], id)
 	}
 	return out
+}
+
+// relay commits one relay row (target relay) of instance inst, routed with
+// key, as a task outcome's transaction does, and returns its id.
+func (b *bench) relay(t *testing.T, inst, id, key string) string {
+	t.Helper()
+	if _, err := b.env.DB.Exec(testkit.Ctx(t), `INSERT INTO outbox (id, instance_id, message_name, target, routing_key, body)
+		VALUES ($1, $2, 'relay', 'relay', $3, '{}')`, id, inst, key); err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
 
 // downstream is a consumer bound to the outbox exchange that keeps every
@@ -295,19 +310,24 @@ func firsts(got []amqp.Delivery) (order []amqp.Delivery, count map[string]int) {
 	return order, count
 }
 
-// assertCommitOrder checks that every instance's messages were first
-// delivered in commit order, and every row was delivered.
+// assertCommitOrder checks that every class's messages (commitOrder) were
+// first delivered in commit order, and every row was delivered.
 func assertCommitOrder(t *testing.T, got []amqp.Delivery, want map[string][]string) {
 	t.Helper()
+	classOf := map[string]string{}
+	for class, ids := range want {
+		for _, id := range ids {
+			classOf[id] = class
+		}
+	}
 	order, _ := firsts(got)
 	per := map[string][]string{}
 	for _, m := range order {
-		inst, _ := m.Headers[outbox.HeaderInstanceID].(string)
-		per[inst] = append(per[inst], m.MessageId)
+		per[classOf[m.MessageId]] = append(per[classOf[m.MessageId]], m.MessageId)
 	}
-	for inst, ids := range want {
-		if !slices.Equal(per[inst], ids) {
-			t.Errorf("instance %s: first deliveries %v, want commit order %v", inst, per[inst], ids)
+	for class, ids := range want {
+		if !slices.Equal(per[class], ids) {
+			t.Errorf("%s: first deliveries %v, want commit order %v", class, per[class], ids)
 		}
 	}
 }
@@ -606,14 +626,16 @@ func TestAStoppedPublisherHandsItsBatchBackAtItsDeadline(t *testing.T) {
 	b.waitPublished(t)
 }
 
-func TestReturnedRowsAreRetriedWithBackoffAndTheirInstancesLaterRowsWaitBehind(t *testing.T) {
+func TestReturnedRowsAreRetriedWithBackoffAndOnlyTheLaterRowsOfTheirClassWaitBehind(t *testing.T) {
 	t.Parallel()
 	b := newBench(t, "ok.#") // nothing is bound for "held.#" yet
 	x := b.commit(t, "x", 1, 1, func(int) string { return "held.x" })
 	x = append(x, b.commit(t, "x", 2, 2, func(int) string { return "ok.x" })...)
+	var relays []string
 	y := b.commit(t, "y", 1, 2, func(int) string { return "ok.y" })
 	const base, limit = 50 * time.Millisecond, 400 * time.Millisecond
-	r := b.publisher(t, "r1", testkit.AMQPURL(), outbox.Config{Backoff: base, BackoffMax: limit, PollInterval: 10 * time.Millisecond}, nil)
+	r := b.publisher(t, "r1", testkit.AMQPURL(), outbox.Config{Backoff: base, BackoffMax: limit, PollInterval: 10 * time.Millisecond,
+		MaxAttempts: 1000, RelayExchange: b.env.Config.OutboxExchange}, nil)
 	for n := 1; n <= 4; {
 		s := r.pub.TestSignals.Settled.WaitOrTimeout(t)
 		for _, id := range s.Published {
@@ -632,17 +654,132 @@ func TestReturnedRowsAreRetriedWithBackoffAndTheirInstancesLaterRowsWaitBehind(t
 			}
 			n++
 		}
+		if n == 2 && relays == nil {
+			// Relays of x the worker sends itself (task outcomes), written
+			// while x's message backs off: another class, they go.
+			relays = []string{b.relay(t, "x", "x/outcome/1", "ok.x"), b.relay(t, "x", "x/outcome/2", "ok.x")}
+			r.pub.Wake()
+		}
 	}
-	b.down.waitFor(y)
+	b.down.waitFor(append(y, relays...))
 	if n := counter(t, r.m.OutboxPublishErrors.WithLabelValues(metrics.PublishReturned)); n < 4 {
 		t.Errorf("%v returned publishes counted, want at least 4", n)
 	}
-	if n := b.env.Int(t, "SELECT attempts FROM outbox WHERE id = $1", x[0]); n < 4 {
-		t.Errorf("attempts = %d, want at least 4", n)
+	if n := b.env.Int(t, "SELECT attempts FROM outbox WHERE id = $1 AND published_at IS NULL", x[0]); n < 4 {
+		t.Errorf("attempts = %d, want at least 4, and the row unpublished", n)
 	}
 	// An operator binds a queue for the message: it goes, then the rows behind it.
 	b.down.bind(b.env.Config.OutboxExchange, "held.#")
 	b.allPublishedInCommitOrder(t, x)
+}
+
+// parkedRow is a row of outbox_parked.
+type parkedRow struct {
+	code, reason string
+	attempts     int
+}
+
+func (b *bench) parked(t *testing.T, id string) (parkedRow, bool) {
+	t.Helper()
+	var p parkedRow
+	err := b.env.DB.QueryRow(testkit.Ctx(t), "SELECT code, reason, attempts FROM outbox_parked WHERE id = $1", id).Scan(&p.code, &p.reason, &p.attempts)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return p, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, true
+}
+
+func TestAMessageReturnedOnEveryAttemptIsParkedWithItsCodeAndNoLongerHoldsTheRowsBehindIt(t *testing.T) {
+	t.Parallel()
+	b := newBench(t, "ok.#") // nothing is bound for "held.#" yet
+	x := b.commit(t, "x", 1, 1, func(int) string { return "held.x" })
+	x = append(x, b.commit(t, "x", 2, 1, func(int) string { return "ok.x" })...)
+	z := b.commit(t, "z", 1, 1, func(int) string { return "held.z" })
+	// The worker's own relay, unroutable too: retried, never parked.
+	rel := b.relay(t, "y", "y/outcome/1", "held.y")
+	const attempts = 3
+	r := b.publisher(t, "r1", testkit.AMQPURL(), outbox.Config{Backoff: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
+		PollInterval: 10 * time.Millisecond, MaxAttempts: attempts, RelayExchange: b.env.Config.OutboxExchange}, nil)
+	var parked []string
+	for n := 0; len(parked) < 2; n++ {
+		if n == 200 {
+			t.Fatalf("parked %v in %d settlements; want %s and %s after %d attempts each", parked, n, x[0], z[0], attempts)
+		}
+		s := r.pub.TestSignals.Settled.WaitOrTimeout(t)
+		for _, p := range s.Parked {
+			if p.Code != fault.OutboxUnroutable {
+				t.Errorf("%s parked with %q", p.ID, p.Code)
+			}
+			parked = append(parked, p.ID)
+		}
+	}
+	slices.Sort(parked)
+	if want := []string{x[0], z[0]}; !slices.Equal(parked, want) {
+		t.Fatalf("parked %v, want %v", parked, want)
+	}
+	// x's next message is no longer held.
+	b.down.waitFor(x[1:])
+	for _, id := range parked {
+		p, ok := b.parked(t, id)
+		if !ok || p.code != fault.OutboxUnroutable || p.attempts != attempts || !strings.Contains(p.reason, "NO_ROUTE") {
+			t.Errorf("%s parked %v as %+v, want %s after %d attempts, the broker's NO_ROUTE", id, ok, p, fault.OutboxUnroutable, attempts)
+		}
+	}
+	if n := b.env.Int(t, "SELECT count(*) FROM outbox WHERE id = ANY($1)", parked); n != 0 {
+		t.Errorf("%d parked rows left in the outbox", n)
+	}
+	if n := counter(t, r.m.OutboxParked); n != 2 {
+		t.Errorf("sutra_outbox_parked_total = %v, want 2", n)
+	}
+	if c, err := b.st.Census(testkit.Ctx(t)); err != nil || c.OutboxParked != 2 {
+		t.Errorf("census counts %d parked rows, %v; want 2", c.OutboxParked, err)
+	}
+	testkit.Eventually(t, 30*time.Second, "the relay returned more often than a message is", func() bool {
+		return b.env.Int(t, "SELECT attempts FROM outbox WHERE id = $1", rel) > attempts
+	})
+	if _, ok := b.parked(t, rel); ok {
+		t.Fatalf("relay %s parked", rel)
+	}
+
+	// The operator lists them, binds a queue, retries x's and discards z's.
+	ctx := testkit.Ctx(t)
+	list, err := b.st.ListParkedOutbox(ctx, store.ParkedFilter{Limit: 10})
+	if err != nil || len(list) != 2 || list[0].ID != x[0] || list[0].Message != "held.x" || list[0].InstanceID != "x" || list[0].Code != fault.OutboxUnroutable {
+		t.Fatalf("listed %+v, %v", list, err)
+	}
+	if list, err := b.st.ListParkedOutbox(ctx, store.ParkedFilter{InstanceID: "z", Limit: 10}); err != nil || len(list) != 1 || list[0].ID != z[0] {
+		t.Fatalf("listed %+v, %v for instance z", list, err)
+	}
+	b.down.bind(b.env.Config.OutboxExchange, "held.#")
+	if err := b.st.RetryParkedOutbox(ctx, x[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.st.DiscardParkedOutbox(ctx, z[0]); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range parked {
+		if err := b.st.RetryParkedOutbox(ctx, id); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("retrying %s again: %v, want not found", id, err)
+		}
+		if err := b.st.DiscardParkedOutbox(ctx, id); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("discarding %s again: %v, want not found", id, err)
+		}
+	}
+	b.down.waitFor(x[:1])
+	testkit.Eventually(t, 30*time.Second, "the retried row marked published", func() bool {
+		return b.env.Int(t, "SELECT count(*) FROM outbox WHERE id = $1 AND published_at IS NOT NULL AND attempts = 0", x[0]) == 1
+	})
+	if n := b.env.Int(t, "SELECT count(*) FROM outbox_parked"); n != 0 {
+		t.Errorf("%d rows still parked", n)
+	}
+	for _, m := range b.down.barrier() {
+		if m.MessageId == z[0] {
+			t.Errorf("discarded %s published", z[0])
+		}
+	}
 }
 
 func TestAPublisherWaitsForTheBrokerAndPublishesOnceConnected(t *testing.T) {
@@ -729,7 +866,7 @@ func TestABatchLeasedBehindAnotherBatchOfItsPublisherSendsTheInstancesRowsOnlyAf
 func TestRowsLeasedBehindARowTheBrokerReturnedAreHandedBackUnsent(t *testing.T) {
 	t.Parallel()
 	b := newBench(t, "ok.#") // nothing is bound for "held.#" yet
-	r, ids := b.chained(t, outbox.Config{Backoff: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond}, "held.x", "ok.x")
+	r, ids := b.chained(t, outbox.Config{Backoff: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond, MaxAttempts: 1000}, "held.x", "ok.x")
 	for n, handedBack := 0, false; !handedBack; n++ {
 		if n == 50 {
 			t.Fatalf("%s never handed back in %d settlements", ids[1], n)
@@ -747,20 +884,19 @@ func TestRowsLeasedBehindARowTheBrokerReturnedAreHandedBackUnsent(t *testing.T) 
 func TestARestartedReplicaSendsNothingBehindRowsItsPreviousProcessStillHolds(t *testing.T) {
 	t.Parallel()
 	b := newBench(t)
-	ids := b.heldByAPreviousProcess(t)
+	ids := b.commit(t, "x", 1, 1, func(int) string { return "m.x" })
+	b.heldByAPreviousProcess(t)
 	ids = append(ids, b.commit(t, "x", 2, 1, func(int) string { return "m.x" })...)
 	b.sentOnlyAfterThePreviousProcess(t, b.publisher(t, "r1", testkit.AMQPURL(), outbox.Config{}, nil), ids)
 }
 
-// heldByAPreviousProcess commits x's first row and leases it to r1 for 2s:
-// the previous process of replica r1, which died. It returns the row's id.
-func (b *bench) heldByAPreviousProcess(t *testing.T) []string {
+// heldByAPreviousProcess leases the one row committed so far to r1 for 2s:
+// the previous process of replica r1, which died.
+func (b *bench) heldByAPreviousProcess(t *testing.T) {
 	t.Helper()
-	ids := b.commit(t, "x", 1, 1, func(int) string { return "m.x" })
 	if rows, err := b.st.LeaseOutbox(testkit.Ctx(t), "r1", 1, 2*time.Second); err != nil || len(rows) != 1 {
 		t.Fatalf("leased %v, %v", rows, err)
 	}
-	return ids
 }
 
 // sentOnlyAfterThePreviousProcess checks that r, the new process of r1,
@@ -867,7 +1003,8 @@ func publishErrors(t *testing.T, r *replica) map[string]float64 {
 func TestARowHandedOverBehindARowItsPreviousProcessHeldIsSentOnlyAfterIt(t *testing.T) {
 	t.Parallel()
 	b := newBench(t)
-	ids := b.heldByAPreviousProcess(t)
+	ids := []string{b.relay(t, "x", "x/1", "m.x")} // forward's class
+	b.heldByAPreviousProcess(t)
 	r := b.handing(t, outbox.Config{})
 	b.sentOnlyAfterThePreviousProcess(t, r, append(ids, b.forward(t, "x", 2)))
 }

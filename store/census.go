@@ -13,6 +13,8 @@ import (
 type Census struct {
 	// OutboxBacklog counts outbox rows not published yet.
 	OutboxBacklog int64
+	// OutboxParked counts parked outbox rows (outbox_parked).
+	OutboxParked int64
 	// OldestClaim is the age of the oldest claim held (0: none). Past the
 	// claim timeout it means the sweep is not running.
 	OldestClaim time.Duration
@@ -29,6 +31,9 @@ func (s *Store) Census(ctx context.Context) (Census, error) {
 	b := &pgx.Batch{}
 	b.Queue("SELECT count(*) FROM outbox WHERE published_at IS NULL").QueryRow(func(r pgx.Row) error {
 		return r.Scan(&c.OutboxBacklog)
+	})
+	b.Queue("SELECT count(*) FROM outbox_parked").QueryRow(func(r pgx.Row) error {
+		return r.Scan(&c.OutboxParked)
 	})
 	b.Queue("SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(claimed_at)), 0)::float8 FROM instances WHERE owner IS NOT NULL").QueryRow(func(r pgx.Row) error {
 		return r.Scan(&oldest)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,31 +39,38 @@ type OutboxRow struct {
 	// Written is when the row was written, by this process's clock (the
 	// lease reads its age by the database's).
 	Written time.Time
-	// After is the seq of the instance's latest earlier row that the same
-	// owner holds, to be published first (0: none). Of an instance's rows
-	// leased or written together only the first one's After counts: the
-	// others follow it.
+	// After is the seq of the latest earlier row of the instance and the
+	// row's Target that the same owner holds, to be published first (0:
+	// none). Of an instance's rows of one target leased or written together
+	// only the first one's After counts: the others follow it.
 	After int64
 }
+
+// Class is what the row is ordered within: an instance's rows are published
+// in commit order among the rows of their target, so that the worker's own
+// relays never wait behind a BPMN message the broker keeps returning.
+func (o OutboxRow) Class() string { return o.InstanceID + "\x00" + o.Target }
 
 // outboxColumns are the columns of a leased row (scanOutboxRow), from outbox o.
 const outboxColumns = `o.id, o.seq, o.instance_id, o.element_id, o.target, o.message_name, o.correlation_key,
 	o.variables, o.routing_key, o.body, o.attempts`
 
 // outboxAfter is OutboxRow.After of row o for the owner in parameter $n: the
-// seq of the instance's latest earlier unpublished row, if that owner holds
-// it (where it matters, the first row of an instance in a lease or a
-// commit, every earlier unpublished row is the owner's).
+// seq of the latest earlier unpublished row of o's instance and target, if
+// that owner holds it (where it matters, the first row of a class in a lease
+// or a commit, every earlier unpublished row of the class is the owner's).
 //
-// The probes of an instance's unpublished rows (here and in leasedInsert)
-// read outbox_instance_unpublished (migration 0014 keeps them off
-// outbox_unpublished); they name the instance as a range and order by
-// (instance_id, seq), so that no other index gives their order either (with
+// The probes of an instance's unpublished rows of one target (here, in
+// leasedInsert and in the lease) read outbox_instance_unpublished
+// (migrations 0014, 0016 keep them off outbox_unpublished); here and in
+// leasedInsert they name the instance as a range and order by (instance_id,
+// target, seq), so that no other index gives their order either (with
 // instance_id = x it would be seq alone, which outbox_seq gives).
 func outboxAfter(n int) string {
 	return fmt.Sprintf(`COALESCE((SELECT CASE WHEN e.locked_by = $%d AND e.locked_until >= now() THEN e.seq END FROM outbox e
-	          WHERE e.instance_id BETWEEN o.instance_id AND o.instance_id AND e.seq < o.seq AND e.published_at IS NULL
-	          ORDER BY e.instance_id DESC, e.seq DESC LIMIT 1), 0)`, n)
+	          WHERE e.instance_id BETWEEN o.instance_id AND o.instance_id AND e.target = o.target AND e.seq < o.seq
+	            AND e.published_at IS NULL
+	          ORDER BY e.instance_id DESC, e.target DESC, e.seq DESC LIMIT 1), 0)`, n)
 }
 
 // scanOutboxRow scans outboxColumns and then the columns more points to.
@@ -74,17 +82,17 @@ func scanOutboxRow(r pgx.Row, more func(*OutboxRow) []any) (OutboxRow, error) {
 }
 
 // leaseOutboxSQL leases up to $2 unpublished rows to $1 for $3, in commit
-// order (seq), never a row of an instance with an earlier unpublished row
-// that neither this statement nor an earlier lease of $1 holds, so that one
-// instance's messages are first published in commit order whoever publishes
-// them:
+// order (seq), never a row with an earlier unpublished row of its instance
+// and target (its class, OutboxRow.Class) that neither this statement nor an
+// earlier lease of $1 holds, so that one instance's messages of a class are
+// first published in commit order whoever publishes them:
 //
 //   - a candidate is free (never leased, or its lease or backoff is over)
-//     and no earlier row of its instance is leased by another owner or
+//     and no earlier row of its class is leased by another owner or
 //     backing off now (which also keeps such rows from crowding the batch
 //     out);
 //   - SKIP LOCKED keeps two publishers' statements apart, so a candidate
-//     may lose an earlier row of its instance to a concurrent statement: it
+//     may lose an earlier row of its class to a concurrent statement: it
 //     is then dropped (the second NOT EXISTS);
 //   - a row behind rows $1 still holds is returned with the seq of the
 //     latest of them: $1 must publish it only after those (the publisher
@@ -98,11 +106,11 @@ func scanOutboxRow(r pgx.Row, more func(*OutboxRow) []any) (OutboxRow, error) {
 // (migration 0014).
 var leaseOutboxSQL = `
 WITH cand AS (
-	SELECT o.id, o.instance_id, o.seq FROM outbox o
+	SELECT o.id, o.instance_id, o.target, o.seq FROM outbox o
 	 WHERE o.published_at IS NULL AND o.seq > 0
 	   AND (o.locked_until IS NULL OR o.locked_until < now())
 	   AND NOT EXISTS (SELECT 1 FROM outbox e
-	                    WHERE e.instance_id = o.instance_id AND e.seq < o.seq AND e.published_at IS NULL
+	                    WHERE e.instance_id = o.instance_id AND e.target = o.target AND e.seq < o.seq AND e.published_at IS NULL
 	                      AND e.locked_until >= now() AND e.locked_by IS DISTINCT FROM $1 OFFSET 0)
 	 ORDER BY o.seq LIMIT $2
 	 FOR UPDATE SKIP LOCKED
@@ -111,7 +119,7 @@ UPDATE outbox o SET locked_by = $1, locked_until = now() + $3::interval
   FROM cand c
  WHERE o.id = c.id
    AND NOT EXISTS (SELECT 1 FROM outbox e
-                    WHERE e.instance_id = c.instance_id AND e.seq < c.seq AND e.published_at IS NULL
+                    WHERE e.instance_id = c.instance_id AND e.target = c.target AND e.seq < c.seq AND e.published_at IS NULL
                       AND e.id NOT IN (SELECT id FROM cand)
                       AND (e.locked_by IS DISTINCT FROM $1 OR e.locked_until < now()) OFFSET 0)
 RETURNING ` + outboxColumns + `, EXTRACT(EPOCH FROM now() - o.created_at)::float8, ` + outboxAfter(1)
@@ -165,6 +173,15 @@ type OutboxSettlement struct {
 	// Released rows were not tried or not confirmed (an outage, a stop):
 	// their leases are handed back so that any publisher takes them now.
 	Released []string
+	// Parked rows failed for good: they move to outbox_parked, out of their
+	// class's order, until an operator retries or discards them.
+	Parked []OutboxParking
+}
+
+// OutboxParking is one row parked: its code (fault.OutboxUnroutable) and
+// the broker's reason.
+type OutboxParking struct {
+	ID, Code, Reason string
 }
 
 // OutboxDeferral is one failed row and its backoff.
@@ -197,7 +214,105 @@ func (s *Store) SettleOutbox(ctx context.Context, owner string, st OutboxSettlem
 		b.Queue(`UPDATE outbox SET locked_by = NULL, locked_until = NULL
 			WHERE id = ANY($2) AND locked_by = $1`, owner, st.Released)
 	}
+	if n := len(st.Parked); n > 0 {
+		ids, codes, reasons := make([]string, n), make([]string, n), make([]string, n)
+		for i, p := range st.Parked {
+			ids[i], codes[i], reasons[i] = p.ID, p.Code, p.Reason
+		}
+		b.Queue(parkOutboxSQL, owner, ids, codes, reasons)
+	}
 	return translate(s.pool.SendBatch(ctx, b).Close(), "settling outbox rows")
+}
+
+// parkedColumns are outbox_parked's columns that come from the outbox row.
+const parkedColumns = `id, seq, instance_id, element_id, target, message_name, correlation_key, variables, routing_key, body,
+	attempts, created_at`
+
+// parkOutboxSQL moves the rows $2 that $1 holds to outbox_parked, each with
+// its code and reason, and its attempt counted.
+const parkOutboxSQL = `WITH p AS (
+	DELETE FROM outbox o USING unnest($2::text[], $3::text[], $4::text[]) AS d(id, code, reason)
+	 WHERE o.id = d.id AND o.locked_by = $1
+	RETURNING o.*, d.code, d.reason)
+INSERT INTO outbox_parked (` + parkedColumns + `, code, reason)
+SELECT id, seq, instance_id, element_id, target, message_name, correlation_key, variables, routing_key, body,
+       attempts + 1, created_at, code, reason FROM p`
+
+// ParkedOutboxRow is an outbox row parked after it failed for good.
+type ParkedOutboxRow struct {
+	ID             string    `json:"id"`
+	InstanceID     string    `json:"instance_id"`
+	ElementID      string    `json:"element_id"`
+	Target         string    `json:"target"`
+	Message        string    `json:"message"`
+	CorrelationKey string    `json:"correlation_key"`
+	Attempts       int       `json:"attempts"`
+	CreatedAt      time.Time `json:"created_at"`
+	ParkedAt       time.Time `json:"parked_at"`
+	Code           string    `json:"code"`
+	Reason         string    `json:"reason"`
+}
+
+// ParkedFilter selects parked rows: of one instance when InstanceID is set,
+// up to Limit rows with ids after After, in id order.
+type ParkedFilter struct {
+	InstanceID string
+	After      string
+	Limit      int
+}
+
+// ListParkedOutbox lists parked outbox rows.
+func (s *Store) ListParkedOutbox(ctx context.Context, f ParkedFilter) ([]ParkedOutboxRow, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, instance_id, element_id, target, message_name, correlation_key, attempts,
+		       created_at, parked_at, code, reason FROM outbox_parked
+		 WHERE ($1 = '' OR instance_id = $1) AND id > $2 ORDER BY id LIMIT $3`, f.InstanceID, f.After, f.Limit)
+	if err != nil {
+		return nil, translate(err, "listing parked outbox rows")
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ParkedOutboxRow, error) {
+		var p ParkedOutboxRow
+		err := r.Scan(&p.ID, &p.InstanceID, &p.ElementID, &p.Target, &p.Message, &p.CorrelationKey, &p.Attempts,
+			&p.CreatedAt, &p.ParkedAt, &p.Code, &p.Reason)
+		return p, err
+	})
+	return list, translate(err, "listing parked outbox rows")
+}
+
+// RetryParkedOutbox moves a parked row back to the outbox, unleased and with
+// no attempts, under a new seq: it is published behind every row of its
+// class written since, by any publisher's lease. A row not parked is
+// ErrNotFound.
+func (s *Store) RetryParkedOutbox(ctx context.Context, id string) error {
+	// A row of the same id written to the outbox meanwhile is that message
+	// queued already: the parked copy goes all the same.
+	var n int
+	err := s.pool.QueryRow(ctx, `WITH p AS (DELETE FROM outbox_parked WHERE id = $1 RETURNING *),
+		back AS (INSERT INTO outbox (id, instance_id, element_id, target, message_name, correlation_key, variables, routing_key,
+		                             body, created_at)
+		         SELECT id, instance_id, element_id, target, message_name, correlation_key, variables, routing_key, body, created_at
+		           FROM p
+		         ON CONFLICT (id) DO NOTHING)
+		SELECT count(*) FROM p`, id).Scan(&n)
+	if err != nil {
+		return translate(err, "retrying parked outbox row "+id)
+	}
+	if n == 0 {
+		return fmt.Errorf("parked outbox row %s: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// DiscardParkedOutbox deletes a parked row for good. A row not parked is
+// ErrNotFound.
+func (s *Store) DiscardParkedOutbox(ctx context.Context, id string) error {
+	tag, err := s.pool.Exec(ctx, "DELETE FROM outbox_parked WHERE id = $1", id)
+	if err != nil {
+		return translate(err, "discarding parked outbox row "+id)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("parked outbox row %s: %w", id, ErrNotFound)
+	}
+	return nil
 }
 
 // TrimOutbox deletes up to limit rows published longer ago than retention.
@@ -226,7 +341,7 @@ type OutboxWritten struct {
 	At time.Time
 	// Leased are the rows leased to the lessee as they were written, in seq
 	// order. A row is leased so only when every earlier unpublished row of
-	// its instance is held by the lessee too (After names the latest).
+	// its class is held by the lessee too (After names the latest).
 	Leased []OutboxRow
 	// Unleased counts the rows left to any publisher's lease: behind a row
 	// another publisher holds or that backs off, or written with no lessee.
@@ -292,24 +407,29 @@ func (s *Store) handOutbox(w *outboxWrites) {
 // WITH queries, each ending in a comma; dedupe: a row whose id exists is
 // not written) that leases each row to the owner in
 // parameter $n for the interval in $n+1 when every earlier unpublished row
-// of its instance is held by that owner, unexpired (an owner of NULL leases
-// nothing), and returns outboxColumns, whether it leased the row, and After.
-// Rows written in one transaction see the ones before them, so a step's
-// second message is leased behind its first.
+// of its class (instance and target) is held by that owner, unexpired (an
+// owner of NULL leases nothing), and returns outboxColumns, whether it
+// leased the row, and After. Rows written in one transaction see the ones
+// before them, so a step's second message is leased behind its first.
 func leasedInsert(with, cols, sel string, dedupe bool, n int) string {
 	conflict := ""
 	if dedupe {
 		conflict = "ON CONFLICT (id) DO NOTHING"
+	}
+	// Rows that do not name their target get the column's default.
+	target := "'" + TargetOutbox + "'"
+	if slices.Contains(strings.Split(strings.ReplaceAll(cols, " ", ""), ","), "target") {
+		target = "v.target"
 	}
 	return fmt.Sprintf(`WITH %[7]s v (%[1]s) AS (%[2]s)
 INSERT INTO outbox AS o (%[1]s, locked_by, locked_until)
 SELECT v.*, l.owner, CASE WHEN l.owner IS NOT NULL THEN now() + $%[4]d::interval END
   FROM v LEFT JOIN LATERAL (
 	SELECT true FROM outbox e
-	 WHERE e.instance_id BETWEEN v.instance_id AND v.instance_id AND e.published_at IS NULL
+	 WHERE e.instance_id BETWEEN v.instance_id AND v.instance_id AND e.target = %[9]s AND e.published_at IS NULL
 	   AND (e.locked_by IS DISTINCT FROM $%[3]d OR e.locked_until < now())
-	 ORDER BY e.instance_id, e.seq LIMIT 1) b (blocked) ON true
+	 ORDER BY e.instance_id, e.target, e.seq LIMIT 1) b (blocked) ON true
   CROSS JOIN LATERAL (SELECT CASE WHEN b.blocked IS NULL THEN $%[3]d::text END) l (owner)
 %[8]s
-RETURNING %[5]s, o.locked_by IS NOT NULL, %[6]s`, cols, sel, n, n+1, outboxColumns, outboxAfter(n), with, conflict)
+RETURNING %[5]s, o.locked_by IS NOT NULL, %[6]s`, cols, sel, n, n+1, outboxColumns, outboxAfter(n), with, conflict, target)
 }

@@ -236,8 +236,8 @@ func TestCommitsLeaseTheirOutboxRowsToTheLesseeOnlyWhereNothingOfAnotherIsBefore
 	if w := forward("in-2", "a3"); len(w.Leased) != 1 || w.Leased[0].After != seq("a2") {
 		t.Fatalf("a3 handed %+v, want leased after a2", w)
 	}
-	// Another publisher holds c1: c2 waits for the lease.
-	if _, err := env.DB.Exec(ctx, "INSERT INTO outbox (id, instance_id, message_name) VALUES ('c1', 'c', 'm')"); err != nil {
+	// Another publisher holds c1, a relay like c2: c2 waits for the lease.
+	if _, err := env.DB.Exec(ctx, "INSERT INTO outbox (id, instance_id, message_name, target) VALUES ('c1', 'c', 'm', 'relay')"); err != nil {
 		t.Fatal(err)
 	}
 	if rows, err := st.LeaseOutbox(ctx, "r2", 10, time.Minute); err != nil || !slices.Contains(ids(rows), "c1") {
@@ -255,5 +255,62 @@ func TestCommitsLeaseTheirOutboxRowsToTheLesseeOnlyWhereNothingOfAnotherIsBefore
 		if holder(id) != "r1" {
 			t.Fatalf("%s held by %q, want r1", id, holder(id))
 		}
+	}
+}
+
+// An instance's rows are ordered within their target class only: its
+// relays (task outcomes) are leased, and leased at commit, past its BPMN
+// messages held by another publisher or backing off, and the reverse.
+func TestOutboxOrderHoldsWithinATargetClassOnly(t *testing.T) {
+	t.Parallel()
+	env, ctx, st := open(t)
+	// Commit order: a1 (a message), ar1 (a relay), a2 (a message).
+	for _, r := range [][2]string{{"a1", "outbox"}, {"ar1", "relay"}, {"a2", "outbox"}} {
+		if _, err := env.DB.Exec(ctx, "INSERT INTO outbox (id, instance_id, message_name, target) VALUES ($1, 'a', 'm', $2)", r[0], r[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lease := func(owner string, limit int, want ...string) []store.OutboxRow {
+		t.Helper()
+		rows, err := st.LeaseOutbox(ctx, owner, limit, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ids(rows); !slices.Equal(got, want) {
+			t.Fatalf("%s leased %v, want %v", owner, got, want)
+		}
+		return rows
+	}
+	lease("r1", 1, "a1")
+	// ar1 is not behind r1's a1; a2 is.
+	if rows := lease("r2", 10, "ar1"); rows[0].After != 0 {
+		t.Fatalf("ar1 after %d, want after nothing", rows[0].After)
+	}
+	if err := st.SettleOutbox(ctx, "r2", store.OutboxSettlement{Published: []string{"ar1"}}); err != nil {
+		t.Fatal(err)
+	}
+	lease("r1", 10, "a2")
+	// A relay committed while r1 holds a1 and a2 is leased to r1 at
+	// commit, after nothing of its class.
+	h := &handoff{owner: "r1"}
+	st.HandOutboxTo(h)
+	if err := st.Forward(ctx, "in-1", "src", []store.RelayOut{{ID: "ar2", InstanceID: "a", RoutingKey: "k", Body: []byte("{}")}}); err != nil {
+		t.Fatal(err)
+	}
+	if w := h.last(t); len(w.Leased) != 1 || w.Leased[0].ID != "ar2" || w.Leased[0].After != 0 || w.Unleased != 0 {
+		t.Fatalf("ar2 handed %+v, want leased after nothing", w)
+	}
+	// a1 backs off: a2 waits behind it, the relays do not.
+	if err := st.SettleOutbox(ctx, "r1", store.OutboxSettlement{Published: []string{"ar2"},
+		Deferred: []store.OutboxDeferral{{ID: "a1", Delay: time.Hour}}, Released: []string{"a2"}}); err != nil {
+		t.Fatal(err)
+	}
+	lease("r2", 10)
+	h.owner = "r2"
+	if err := st.Forward(ctx, "in-2", "src", []store.RelayOut{{ID: "ar3", InstanceID: "a", RoutingKey: "k", Body: []byte("{}")}}); err != nil {
+		t.Fatal(err)
+	}
+	if w := h.last(t); len(w.Leased) != 1 || w.Leased[0].ID != "ar3" || w.Unleased != 0 {
+		t.Fatalf("ar3 handed %+v, want leased", w)
 	}
 }

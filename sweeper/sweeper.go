@@ -284,6 +284,7 @@ func (s *Sweeper) census(ctx context.Context) {
 		}
 	} else {
 		m.OutboxBacklog.Set(float64(c.OutboxBacklog))
+		m.OutboxParkedRows.Set(float64(c.OutboxParked))
 		m.ClaimOldestAge.Set(c.OldestClaim.Seconds())
 		m.IncidentsOpen.Set(float64(c.IncidentsOpen))
 		// A topic with no task left disappears. Set first, then delete what is
@@ -312,6 +313,7 @@ func (s *Sweeper) census(ctx context.Context) {
 func (s *Sweeper) clearCensus() {
 	m := s.deps.Metrics
 	m.OutboxBacklog.Set(0)
+	m.OutboxParkedRows.Set(0)
 	m.ClaimOldestAge.Set(0)
 	m.IncidentsOpen.Set(0)
 	m.DeadLetterMessages.Set(0)
