@@ -45,6 +45,9 @@ func (s *Server) adminRoutes() {
 	s.handle("GET /v1/user-tasks/{id}", s.admin("user_task", s.getUserTask))
 	s.handle("POST /v1/user-tasks/{id}/assignment", s.admin("assign", s.assignUserTask))
 	s.handle("POST /v1/user-tasks/{id}/completion", s.admin("complete", s.completeUserTask))
+	s.handle("GET /v1/outbox/parked", s.admin("outbox_parked", s.listParked))
+	s.handle("POST /v1/outbox/parked/{id}/retry", s.admin("outbox_retry", s.retryParked))
+	s.handle("POST /v1/outbox/parked/{id}/discard", s.admin("outbox_discard", s.discardParked))
 }
 
 // adminCall is one admin request being served.
@@ -587,4 +590,44 @@ func (s *Server) completeUserTask(c *adminCall) (answer, error) {
 	}
 	s.deps.Metrics.TasksCompleted.WithLabelValues(topic, store.TaskCompleted).Inc()
 	return answer{status: http.StatusNoContent}, nil
+}
+
+// listParked lists the outbox rows parked after the broker returned them on
+// every attempt (SUTRA.OUTBOX.UNROUTABLE), in id order.
+func (s *Server) listParked(c *adminCall) (answer, error) {
+	limit, after, err := page(c)
+	if err != nil {
+		return answer{}, err
+	}
+	list, err := s.deps.Store.ListParkedOutbox(c.r.Context(), store.ParkedFilter{InstanceID: c.r.URL.Query().Get("instance_id"),
+		After: after, Limit: limit})
+	if err != nil {
+		return answer{}, err
+	}
+	return pageOf("parked", list, limit, func(p store.ParkedOutboxRow) string { return p.ID }), nil
+}
+
+// retryParked puts a parked row back in the outbox, behind every row of its
+// class written since: any replica's publisher publishes it within
+// SUTRA_OUTBOX_POLL_INTERVAL, and parks it again if it is still returned
+// SUTRA_OUTBOX_MAX_ATTEMPTS times.
+func (s *Server) retryParked(c *adminCall) (answer, error) {
+	return s.settleParked(c, "requeued", s.deps.Store.RetryParkedOutbox)
+}
+
+// discardParked deletes a parked row: its message is never published.
+func (s *Server) discardParked(c *adminCall) (answer, error) {
+	return s.settleParked(c, "discarded", s.deps.Store.DiscardParkedOutbox)
+}
+
+func (s *Server) settleParked(c *adminCall, status string, act func(ctx context.Context, id string) error) (answer, error) {
+	id := c.r.PathValue("id")
+	err := act(c.r.Context(), id)
+	if isNotFound(err) {
+		return answer{}, refuse(http.StatusNotFound, fault.AdminNotFound, fmt.Sprintf("no parked outbox row %q", id))
+	}
+	if err != nil {
+		return answer{}, err
+	}
+	return answer{status: http.StatusOK, body: map[string]string{"id": id, "status": status}}, nil
 }

@@ -56,6 +56,9 @@ type Store interface {
 	ListUserTasks(ctx context.Context, f store.UserTaskFilter) ([]store.UserTask, error)
 	UserTaskByID(ctx context.Context, id int64) (store.UserTask, error)
 	AssignUserTask(ctx context.Context, id int64, assignee *string) error
+	ListParkedOutbox(ctx context.Context, f store.ParkedFilter) ([]store.ParkedOutboxRow, error)
+	RetryParkedOutbox(ctx context.Context, id string) error
+	DiscardParkedOutbox(ctx context.Context, id string) error
 }
 
 // Dispatcher runs administrative steps (the lanes).
