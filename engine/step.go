@@ -102,6 +102,7 @@ func newStepper(def *bpmn.Process, in *Instance, now time.Time) *stepper {
 		def:    def,
 		in:     in,
 		now:    now,
+		ctx:    context.Background(), // StepContext sets the step's own
 		tokens: make([]Token, len(in.State.Tokens), len(in.State.Tokens)+2),
 		vars:   in.State.Variables,
 		armed:  slices.Clip(in.State.Armed),
