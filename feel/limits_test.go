@@ -84,7 +84,9 @@ func TestBlowupsStopAtTheirLimitQuicklyWithBoundedMemory(t *testing.T) {
 	t.Run("a duration of a million digits", func(t *testing.T) {
 		e := MustCompile(`=duration(s)`)
 		var err error
-		_, took := measure(func() { _, err = e.EvalIn(map[string]any{"s": "P" + strings.Repeat("9", 1<<20) + "D"}, Env{Limits: lim}) })
+		_, took := measure(func() {
+			_, err = e.EvalIn(map[string]any{"s": "P" + strings.Repeat("9", 1<<20) + "D"}, Env{Limits: lim})
+		})
 		if err == nil || !strings.Contains(err.Error(), "too large") || took > time.Second {
 			t.Errorf("error %.100v after %v, want a duration too large at once", err, took)
 		}
