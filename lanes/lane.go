@@ -126,6 +126,8 @@ const maxResolves = 3
 //	deadline
 //	commit: timer row gone             Rejected   released (a stale fire)
 //	commit: too large (StepTooLarge)   Rejected   released (nothing written)
+//	commit: too large, a task outcome  Committed  released by the commit (the task
+//	                                              fails into an incident instead)
 //	panic (engine, hook)               Rejected   released, re-raised to supervise
 //	admin op: refused, unreachable     Rejected   released (nothing written)
 //	commit fenced                      Retry      not ours any more
@@ -222,7 +224,37 @@ func (l *lane) step(ctx context.Context, r *Resume) (Outcome, bool) {
 		h(ctx, l.n, r)
 	}
 	err = l.commit(ctx, held, proc, res.DefinitionVersion, r, next, effects)
+	if fault.Code(err) == fault.StepTooLarge && r.Op == nil && isTaskOutcome(trigger.Kind) {
+		err = l.taskTooLarge(ctx, held, proc, r, state, err)
+	}
 	return l.finish(ctx, r, held, start, err), true
+}
+
+func isTaskOutcome(k engine.TriggerKind) bool {
+	return k == engine.TriggerTaskCompleted || k == engine.TriggerTaskError
+}
+
+// taskTooLarge commits, in place of a task outcome's step refused as too
+// large, the task's failure into an incident on its element (the outcome's
+// variables dropped): the worker was answered 204 long ago, and a dead letter
+// would leave the task completing and its instance waiting for good. Retrying
+// the incident creates the task again. Should that step be refused too, the
+// outcome is dead-lettered with cause.
+func (l *lane) taskTooLarge(ctx context.Context, held *claims.Held, proc *bpmn.Process, r *Resume, state engine.State, cause error) error {
+	tr := engine.Trigger{Kind: engine.TriggerTaskFailed, TokenID: r.Trigger.TokenID, Element: r.Trigger.Element, ErrorMessage: cause.Error()}
+	next, eff, err := l.engine(ctx, proc, engine.Instance{ID: held.Instance.ID, Version: held.Instance.Version, State: state}, tr)
+	if err != nil {
+		return cause
+	}
+	if err := l.commit(ctx, held, proc, 0, r, next, eff); err != nil {
+		if fault.Code(err) == fault.StepTooLarge {
+			return cause
+		}
+		return err
+	}
+	l.pool.deps.Logger.Warn("task outcome too large: the task failed into an incident", "instance_id", held.Instance.ID,
+		"owner", held.Owner(), "element", r.Trigger.Element, "code", fault.StepTooLarge, "err", cause)
+	return nil
 }
 
 // finish answers a step by its commit's error: the last rows of the exit

@@ -19,9 +19,6 @@ func TestAConfigurationThatCannotWorkExitsWithStatus2NamingTheVariable(t *testin
 		{"SUTRA_LANES=100000", "SUTRA_LANES"},
 		{"SUTRA_PREFETCH=0", "SUTRA_PREFETCH"},
 		{"SUTRA_CLAIM_TIMEOUT=0s", "SUTRA_CLAIM_TIMEOUT"},
-		{"SUTRA_STEP_TIMEOUT=30s", "SUTRA_STEP_TIMEOUT"}, // not below the claim timeout
-		{"SUTRA_FEEL_MAX_STEPS=0", "SUTRA_FEEL_MAX_STEPS"},
-		{"SUTRA_FEEL_MAX_BYTES=100", "SUTRA_FEEL_MAX_BYTES"},
 		{"SUTRA_DATABASE_URL=notaurl", "SUTRA_DATABASE_URL"},
 		{"SUTRA_AMQP_URL=http://127.0.0.1:5672/", "SUTRA_AMQP_URL"},
 		// A pool no server with the default max_connections grants.
