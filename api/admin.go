@@ -90,6 +90,9 @@ func (s *Server) admin(op string, h func(c *adminCall) (answer, error)) http.Han
 		code := "OK"
 		if err != nil {
 			p := asProblem(err)
+			if p.status == http.StatusInternalServerError {
+				s.deps.Logger.Error("admin call failed", "op", op, "path", r.URL.Path, "code", fault.Code(err), "err", err)
+			}
 			code = p.p.Code
 			if p.p.InstanceID == "" {
 				p.p.InstanceID = c.instanceID
@@ -227,6 +230,9 @@ func (s *Server) startInstance(c *adminCall) (answer, error) {
 	}
 	if req.Definition == "" || req.Version < 0 {
 		return answer{}, invalidf("definition is required and version, when set, positive")
+	}
+	if err := checkText("instance_id", req.InstanceID); err != nil {
+		return answer{}, err
 	}
 	if req.InstanceID == "" {
 		req.InstanceID = newID()
@@ -473,6 +479,11 @@ func (s *Server) publishMessage(c *adminCall) (answer, error) {
 		return answer{}, invalidf("name correlation_key or instance_id, not both")
 	case s.deps.PublishRelay == nil:
 		return answer{}, refuse(http.StatusServiceUnavailable, fault.Unavailable, "no broker publisher")
+	}
+	for name, id := range map[string]string{"instance_id": req.InstanceID, "message_id": req.MessageID, "correlation_key": req.CorrelationKey} {
+		if err := checkText(name, id); err != nil {
+			return answer{}, err
+		}
 	}
 	if req.MessageID == "" {
 		req.MessageID = newID()

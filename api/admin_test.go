@@ -69,7 +69,11 @@ func (b *adminBundle) do(t *testing.T, method, path string, body any) (int, map[
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("X-Sutra-Caller", "test")
-	if body != nil {
+	switch {
+	case method == http.MethodGet:
+	case path == "/definitions":
+		req.Header.Set("Content-Type", "application/xml")
+	default: // with a body or without: every state-changing call is JSON
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := http.DefaultClient.Do(req)

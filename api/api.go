@@ -10,8 +10,10 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -20,6 +22,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -71,7 +74,8 @@ type Config struct {
 	// Addr is the listen address (default :8080).
 	Addr string
 	// Token, when set, is required on every call, as a Bearer token or as
-	// the password of HTTP Basic authentication.
+	// the password of HTTP Basic authentication. app.Start refuses an empty
+	// one unless SUTRA_API_INSECURE is set.
 	Token string
 	// MaxTasks caps fetchAndLock's maxTasks (default 100).
 	MaxTasks int
@@ -95,6 +99,8 @@ type Config struct {
 	AdminInsecure bool
 	// OpenAPI is the document served at /v1/openapi.yaml.
 	OpenAPI []byte
+	// TLSCert and TLSKey, when set, are PEM files: the listener serves HTTPS.
+	TLSCert, TLSKey string
 }
 
 func (c *Config) setDefaults() {
@@ -155,12 +161,134 @@ type Server struct {
 	patterns []string
 }
 
-// handle serves pattern ("METHOD /path") with h.
+// handle serves pattern ("METHOD /path") with h. A state-changing route
+// takes only its media type, and no call from a page of another origin.
 func (s *Server) handle(pattern string, h http.HandlerFunc) {
 	s.patterns = append(s.patterns, pattern)
 	h = s.guard(pattern, h)
-	s.mux.HandleFunc(pattern, h)
+	method, _, _ := strings.Cut(pattern, " ")
+	if method == http.MethodGet {
+		s.mux.HandleFunc(pattern, h)
+		return
+	}
+	types, ok := bodyTypes[pattern]
+	if !ok {
+		types = []string{"application/json"}
+	}
+	s.mux.HandleFunc(pattern, sameOrigin(mediaType(types, h)))
 }
+
+// bodyTypes are the media types of the state-changing routes whose body is
+// not JSON; every other one takes application/json, with a body or without.
+// None of them is a type a browser sends without asking the server first
+// (CORS), so a form or a script on another page cannot make one of these
+// calls with the credentials the browser holds.
+var bodyTypes = map[string][]string{
+	"POST /v1/definitions": {"application/xml", "text/xml", "application/octet-stream"},
+}
+
+// mediaType refuses a call whose Content-Type is not one of types (415).
+// One exception: a task API call with no body may name no type, because
+// Camunda's Node client sends its unlock so; a browser sends such a call
+// only with an Origin, which sameOrigin checks.
+func mediaType(types []string, next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		mt, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
+		mt = strings.ToLower(strings.TrimSpace(mt))
+		bodiless := mt == "" && r.ContentLength == 0 && !isAdminPath(r.URL.Path)
+		if !bodiless && !slices.Contains(types, mt) {
+			refuseCall(w, r, http.StatusUnsupportedMediaType, fault.APIMediaType,
+				fmt.Sprintf("Content-Type %q: this call takes %s, even with no body", mt, strings.Join(types, " or ")))
+			return
+		}
+		next(w, r)
+	}
+}
+
+// sameOrigin refuses a call that a page of another origin made (403): a
+// browser names the page's origin in Origin, and other clients send none.
+func sameOrigin(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if origin := r.Header.Get("Origin"); origin != "" {
+			if u, err := url.Parse(origin); err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
+				refuseCall(w, r, http.StatusForbidden, fault.APICrossOrigin,
+					fmt.Sprintf("a call from the origin %.100q is refused: only pages this listener serves may change state", origin))
+				return
+			}
+		}
+		next(w, r)
+	}
+}
+
+// screen refuses, before any route runs, a path or query that no id can be:
+// a NUL (PostgreSQL text cannot hold one) or a part longer than
+// lanes.MaxIDBytes, so that neither reaches the database or a log line.
+func screen(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, part := range strings.Split(r.URL.Path, "/") {
+			if err := checkText("a part of the path", part); err != nil {
+				refuseCall(w, r, http.StatusBadRequest, fault.APIInvalid, err.Error())
+				return
+			}
+		}
+		for name, values := range r.URL.Query() {
+			for _, v := range append(values, name) {
+				if err := checkText("a query parameter", v); err != nil {
+					refuseCall(w, r, http.StatusBadRequest, fault.APIInvalid, err.Error())
+					return
+				}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// checkText refuses an id (or any text used as one) that the store cannot
+// hold or that is longer than lanes.MaxIDBytes; what names it in the reason,
+// which never echoes the text.
+func checkText(what, v string) error {
+	switch {
+	case strings.IndexByte(v, 0) >= 0:
+		return invalidf("%s holds a NUL character", what)
+	case len(v) > lanes.MaxIDBytes:
+		return invalidf("%s is %d bytes long; ids are at most %d", what, len(v), lanes.MaxIDBytes)
+	}
+	return nil
+}
+
+// hasNUL reports whether a JSON document holds the escape \u0000 in a
+// string: PostgreSQL's text and jsonb cannot store it.
+func hasNUL(doc []byte) bool {
+	for i := 0; ; {
+		j := bytes.Index(doc[i:], []byte(`\u0000`))
+		if j < 0 {
+			return false
+		}
+		j += i
+		// An escape when the backslash is not itself escaped: an even
+		// number of backslashes before it.
+		n := 0
+		for k := j - 1; k >= 0 && doc[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
+			return true
+		}
+		i = j + 1
+	}
+}
+
+// refuseCall answers a refusal in the format of the route's protocol:
+// problem+json under /v1, Camunda's error body under /engine-rest.
+func refuseCall(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
+	if isAdminPath(r.URL.Path) {
+		writeProblem(w, refuse(status, code, msg))
+		return
+	}
+	writeError(w, status, "InvalidRequestException", code, msg)
+}
+
+func isAdminPath(p string) bool { return p == "/v1" || strings.HasPrefix(p, "/v1/") }
 
 // Routes lists the routes served, "METHOD /path/{param}".
 func (s *Server) Routes() []string { return slices.Clone(s.patterns) }
@@ -176,10 +304,15 @@ func New(deps Deps, cfg Config) *Server {
 }
 
 // Handler is the API's handler (for tests that serve it themselves).
-func (s *Server) Handler() http.Handler { return s.authenticate(s.mux) }
+func (s *Server) Handler() http.Handler { return s.authenticate(screen(s.mux)) }
 
-// Addr is the bound listen address, once started.
-func (s *Server) Addr() string { return s.ln.Addr().String() }
+// Addr is the bound listen address, once started ("" before).
+func (s *Server) Addr() string {
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
 
 // TasksCreated wakes long polls for the tasks a step of this replica
 // created: topics holds the topic of each task, once per task. It never
@@ -192,16 +325,28 @@ func (s *Server) TasksCreated(topics []string) { s.waiters.wakeOne(topics) }
 func (s *Server) Start(ctx context.Context) error {
 	switch {
 	case s.cfg.Token == "" && s.cfg.AdminInsecure:
-		s.deps.Logger.Warn("SUTRA_API_TOKEN is not set and SUTRA_ADMIN_INSECURE is true: the task and admin APIs accept every caller", "addr", s.cfg.Addr)
+		s.deps.Logger.Warn("SUTRA_API_TOKEN is not set, SUTRA_API_INSECURE and SUTRA_ADMIN_INSECURE are true: the task and admin APIs accept every caller", "addr", s.cfg.Addr)
 	case s.cfg.Token == "":
-		s.deps.Logger.Warn("SUTRA_API_TOKEN is not set: the task API accepts every caller; the admin API is off", "addr", s.cfg.Addr)
+		s.deps.Logger.Warn("SUTRA_API_TOKEN is not set and SUTRA_API_INSECURE is true: the task API accepts every caller; the admin API is off", "addr", s.cfg.Addr)
+	}
+	var tlsConfig *tls.Config
+	if s.cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(s.cfg.TLSCert, s.cfg.TLSKey)
+		if err != nil {
+			return fault.Wrap(fault.ConfigInvalid, err, "SUTRA_API_TLS_CERT and SUTRA_API_TLS_KEY")
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("API listener on %s: %w", s.cfg.Addr, err)
 	}
+	if tlsConfig != nil {
+		ln = tls.NewListener(ln, tlsConfig)
+	}
 	s.ln = netutil.LimitListener(ln, s.cfg.Limits.MaxConns)
 	s.srv = &http.Server{
+		TLSConfig:         tlsConfig,
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
@@ -240,7 +385,8 @@ func (s *Server) run(soft, hard context.Context) {
 
 // authenticate refuses every call without the token when one is set:
 // Bearer, or HTTP Basic with the token as password (Camunda's clients ship
-// a Basic auth interceptor). Compared in constant time.
+// a Basic auth interceptor). The scheme is case-insensitive (RFC 7235);
+// the token is compared in constant time.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	if s.cfg.Token == "" {
 		return next
@@ -248,19 +394,28 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	want := []byte(s.cfg.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var got []byte
-		auth := r.Header.Get("Authorization")
+		scheme, credentials, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		credentials = strings.TrimLeft(credentials, " ")
 		switch {
-		case strings.HasPrefix(auth, "Bearer "):
-			got = []byte(strings.TrimPrefix(auth, "Bearer "))
-		case strings.HasPrefix(auth, "Basic "):
-			if raw, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(auth, "Basic ")); err == nil {
+		case strings.EqualFold(scheme, "Bearer"):
+			got = []byte(credentials)
+		case strings.EqualFold(scheme, "Basic"):
+			if raw, err := base64.StdEncoding.DecodeString(credentials); err == nil {
 				if _, pass, ok := strings.Cut(string(raw), ":"); ok {
 					got = []byte(pass)
 				}
 			}
 		}
 		if subtle.ConstantTimeCompare(got, want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="sutra", Basic realm="sutra"`)
+			// A Basic challenge makes a browser ask for credentials and
+			// then send them with every call to the origin, a form posted
+			// from another page included: /v1 names Bearer only. The task
+			// API keeps Basic, which Camunda's clients use.
+			challenge := `Bearer realm="sutra", Basic realm="sutra"`
+			if isAdminPath(r.URL.Path) {
+				challenge = `Bearer realm="sutra"`
+			}
+			w.Header().Set("WWW-Authenticate", challenge)
 			writeError(w, http.StatusUnauthorized, "AuthenticationException", fault.APIUnauthorized,
 				"a valid token is required (Authorization: Bearer <token>, or HTTP Basic with the token as password)")
 			return

@@ -76,7 +76,7 @@ func (v *validating) call(method, path string, body any, contentType string) (in
 		v.t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
-	if body != nil {
+	if method != http.MethodGet {
 		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -143,8 +143,8 @@ func TestRealAnswersMatchTheSpec(t *testing.T) {
 	v.call("GET", "/v1/user-tasks/1", nil, "")
 	v.call("POST", "/v1/user-tasks/1/assignment", map[string]any{"assignee": "ada"}, jsonCT)
 	v.call("POST", "/v1/user-tasks/1/completion", map[string]any{}, jsonCT)
-	v.call("POST", "/v1/instances/o-1/cancel", nil, "")
-	v.call("POST", "/v1/instances/o-1/cancel", nil, "") // not active: 409
+	v.call("POST", "/v1/instances/o-1/cancel", nil, jsonCT)
+	v.call("POST", "/v1/instances/o-1/cancel", nil, jsonCT) // not active: 409
 
 	// The task API.
 	b.start(t, "t-1", "spec", nil)
@@ -158,7 +158,7 @@ func TestRealAnswersMatchTheSpec(t *testing.T) {
 	id := tasks[0].ID
 	v.call("POST", "/engine-rest/external-task/"+id+"/extendLock", map[string]any{"workerId": "w", "newDuration": 60000}, jsonCT)
 	v.call("POST", "/engine-rest/external-task/"+id+"/extendLock", map[string]any{"workerId": "other", "newDuration": 60000}, jsonCT)
-	v.call("POST", "/engine-rest/external-task/"+id+"/unlock", nil, "")
+	v.call("POST", "/engine-rest/external-task/"+id+"/unlock", nil, jsonCT)
 	_, _ = v.call("POST", "/engine-rest/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1,
 		"topics": []map[string]any{{"topicName": "spec", "lockDuration": 60000}}}, jsonCT)
 	v.call("POST", "/engine-rest/external-task/"+id+"/failure", map[string]any{"workerId": "w", "retries": 1, "retryTimeout": 0}, jsonCT)

@@ -77,7 +77,8 @@ func asProblem(err error) *apiError {
 	case code != "":
 		return refuse(http.StatusUnprocessableEntity, code, fault.Reason(err))
 	}
-	return refuse(http.StatusInternalServerError, fault.StepFailed, err.Error())
+	// The cause (a database's words, say) goes to the log, not the caller.
+	return refuse(http.StatusInternalServerError, fault.StepFailed, "the call failed; the worker's log has the reason")
 }
 
 // quoted is the first double-quoted name in msg: the element a BPMN or

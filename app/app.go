@@ -78,6 +78,9 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	if cfg.ReplicaID == "" {
 		cfg.ReplicaID = DefaultReplicaID()
 	}
+	if err := cfg.apiAuth(); err != nil {
+		return nil, err
+	}
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
@@ -125,6 +128,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		PublishRelay: w.publishRelay, MigrationCreated: func() { w.migrations.Wake() }}, api.Config{
 		Addr: cfg.APIAddr, Token: cfg.APIToken, MaxTasks: cfg.APIMaxTasks, MaxLockDuration: cfg.APIMaxLockDuration,
 		PollInterval: cfg.TaskPollInterval, Replica: cfg.ReplicaID, AdminInsecure: cfg.AdminInsecure, OpenAPI: docs.OpenAPI,
+		TLSCert: cfg.APITLSCert, TLSKey: cfg.APITLSKey,
 		MaxBody: cfg.APIMaxDeployBody, Limits: api.Limits{
 			MaxTopics: cfg.APIMaxTopics, MaxLongPolls: cfg.APIMaxLongPolls, MaxConns: cfg.APIMaxConns, MaxBody: cfg.APIMaxBody,
 			MaxBytesInFlight: cfg.APIMaxBytesInFlight, MaxDBConns: cfg.APIMaxDBConns, MaxRetryTimeout: cfg.APIMaxRetryTimeout,
@@ -173,7 +177,11 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		w.abort()
 		return nil, err
 	}
-	for _, c := range []startstop.Service{w.broker, w.lanes, w.timers, w.sweeper, w.outbox, w.consumer, w.migrations, w.api} {
+	services := []startstop.Service{w.broker, w.lanes, w.timers, w.sweeper, w.outbox, w.consumer, w.migrations}
+	if cfg.APIAddr != "" { // empty: no API listener (Stop of a server never started is a no-op)
+		services = append(services, w.api)
+	}
+	for _, c := range services {
 		if err := c.Start(ctx); err != nil {
 			w.abort()
 			return nil, err
@@ -270,7 +278,7 @@ func (w *Worker) Store() *store.Store { return w.store }
 // Lanes is the worker's lane pool.
 func (w *Worker) Lanes() *lanes.Pool { return w.lanes }
 
-// APIAddr is the bound address of the HTTP API.
+// APIAddr is the bound address of the HTTP API ("" when it is off).
 func (w *Worker) APIAddr() string { return w.api.Addr() }
 
 // API is the worker's HTTP API (for tests: its TestSignals).
@@ -308,8 +316,22 @@ func (w *Worker) Ready(ctx context.Context) error {
 	if err := w.replica.Valid(); err != nil {
 		return err
 	}
-	return w.store.Ping(ctx)
+	if err := w.store.Ping(ctx); err != nil {
+		return notReady{reason: "the database does not answer", cause: err}
+	}
+	return nil
 }
+
+// notReady is a reason /readyz gives in a few words; the cause (a driver's
+// error, with addresses and server messages) stays behind Unwrap, out of an
+// answer that whoever reaches the port reads.
+type notReady struct {
+	reason string
+	cause  error
+}
+
+func (e notReady) Error() string { return e.reason }
+func (e notReady) Unwrap() error { return e.cause }
 
 // Lost is closed when another process took this worker's replica id over:
 // the worker must stop (cmd/worker exits non-zero).
@@ -336,7 +358,7 @@ func (w *Worker) serveHTTP() error {
 		return fmt.Errorf("listening on %s: %w", w.cfg.HTTPAddr, err)
 	}
 	w.listener = ln
-	w.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	w.http = newHTTPServer(mux)
 	if w.opt.Listening != nil {
 		w.opt.Listening(ln.Addr().String())
 	}
@@ -348,6 +370,14 @@ func (w *Worker) serveHTTP() error {
 		}
 	}()
 	return nil
+}
+
+// newHTTPServer serves /metrics, /healthz and /readyz. Each request and
+// each idle connection is bounded in time: a client that sends slowly or
+// keeps connections open cannot pile up goroutines and descriptors.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute}
 }
 
 // Stop shuts down within the deadline ctx carries, in two phases: at once

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/url"
@@ -92,7 +93,30 @@ func (c Config) Validate() error {
 	if c.ReplicaID != "" && strings.ContainsAny(c.ReplicaID, "/ \t\n") {
 		bad("REPLICA_ID", "%q contains a slash or white space (it is a part of claim owners <replica>/lane/<n>)", c.ReplicaID)
 	}
+	if err := c.apiAuth(); err != nil {
+		errs = append(errs, err)
+	}
+	switch {
+	case (c.APITLSCert == "") != (c.APITLSKey == ""):
+		bad("API_TLS_CERT", "set SUTRA_API_TLS_CERT and SUTRA_API_TLS_KEY together, or neither")
+	case c.APITLSCert != "":
+		if _, err := tls.LoadX509KeyPair(c.APITLSCert, c.APITLSKey); err != nil {
+			bad("API_TLS_CERT", "the certificate and SUTRA_API_TLS_KEY do not load: %v", err)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// apiAuth refuses an API listener that would answer every caller without
+// being told to: with no token, anyone who reaches the port could lock tasks
+// and read their variables. app.Start checks it too, so that no embedding of
+// the worker opens the API by omission.
+func (c Config) apiAuth() error {
+	if c.APIAddr == "" || c.APIToken != "" || c.APIInsecure {
+		return nil
+	}
+	return fault.New(fault.ConfigInvalid, "SUTRA_API_TOKEN is not set and the API listener is on (SUTRA_API_ADDR=%s): "+
+		"set SUTRA_API_TOKEN, or SUTRA_API_INSECURE=true to serve every caller on a trusted network, or SUTRA_API_ADDR= to turn the listener off", c.APIAddr)
 }
 
 // PoolSize is the database pool a worker opens: a connection per lane, two

@@ -134,6 +134,7 @@ type composeService struct {
 	Environment     map[string]string `yaml:"environment"`
 	Ports           []string          `yaml:"ports"`
 	StopGracePeriod string            `yaml:"stop_grace_period"`
+	MemLimit        string            `yaml:"mem_limit"`
 	DependsOn       map[string]struct {
 		Condition string `yaml:"condition"`
 	} `yaml:"depends_on"`
@@ -610,11 +611,30 @@ type pdb struct {
 	} `yaml:"spec"`
 }
 
+type networkPolicy struct {
+	Metadata meta `yaml:"metadata"`
+	Spec     struct {
+		PodSelector labelSelector `yaml:"podSelector"`
+		PolicyTypes []string      `yaml:"policyTypes"`
+		Ingress     []struct {
+			From []struct {
+				PodSelector       *labelSelector `yaml:"podSelector"`
+				NamespaceSelector *labelSelector `yaml:"namespaceSelector"`
+				IPBlock           any            `yaml:"ipBlock"`
+			} `yaml:"from"`
+			Ports []struct {
+				Port yaml.Node `yaml:"port"`
+			} `yaml:"ports"`
+		} `yaml:"ingress"`
+	} `yaml:"spec"`
+}
+
 type cluster struct {
 	workloads []workload // StatefulSet, Deployment
 	jobs      []workload
 	services  []service
 	pdbs      []pdb
+	policies  []networkPolicy
 	config    map[string]map[string]string // generated ConfigMaps by name
 	image     string                       // the image name kustomize sets
 }
@@ -685,6 +705,10 @@ func loadK8s(t *testing.T) cluster {
 				var p pdb
 				must(t, f, node.Decode(&p))
 				c.pdbs = append(c.pdbs, p)
+			case "NetworkPolicy":
+				var p networkPolicy
+				must(t, f, node.Decode(&p))
+				c.policies = append(c.policies, p)
 			}
 		}
 	}
@@ -906,6 +930,135 @@ func secretRefs(c container) map[string]string {
 		}
 	}
 	return refs
+}
+
+// The API is closed as shipped: a worker whose listener has no token
+// refuses to start, so every worker the files run gets one, from a Secret
+// on Kubernetes, where a NetworkPolicy also keeps other pods off the port.
+func TestTheShippedWorkersHaveAnAPITokenAndANetworkPolicy(t *testing.T) {
+	c := loadCompose(t)
+	for _, name := range sortedKeys(c.Services) {
+		s := c.Services[name]
+		if len(s.Command) == 0 || s.Command[0] != "run" || !apiOn(s.Environment) {
+			continue
+		}
+		if s.Environment["SUTRA_API_TOKEN"] == "" || s.Environment["SUTRA_API_INSECURE"] == "true" {
+			t.Errorf("compose worker %s runs its API without a token", name)
+		}
+	}
+
+	cl := loadK8s(t)
+	if len(cl.workloads) != 1 {
+		t.Fatalf("want one StatefulSet or Deployment, have %d", len(cl.workloads))
+	}
+	pod := cl.workloads[0].Spec.Template
+	c0 := pod.Spec.Containers[0]
+	if env := cl.env(t, c0); env["SUTRA_API_INSECURE"] == "true" || !apiOn(env) {
+		t.Errorf("the worker container runs with SUTRA_API_INSECURE=%q, SUTRA_API_ADDR=%q: the manifests serve the API, with its token", env["SUTRA_API_INSECURE"], env["SUTRA_API_ADDR"])
+	}
+	if secretRefs(c0)["SUTRA_API_TOKEN"] == "" {
+		t.Error("SUTRA_API_TOKEN does not come from a Secret")
+	}
+
+	var covering []networkPolicy
+	for _, p := range cl.policies {
+		if subset(p.Spec.PodSelector.MatchLabels, pod.Metadata.Labels) {
+			covering = append(covering, p)
+		}
+	}
+	if len(covering) == 0 {
+		t.Fatal("no NetworkPolicy selects the worker pods")
+	}
+	for _, p := range covering {
+		if !slices.Contains(p.Spec.PolicyTypes, "Ingress") {
+			t.Errorf("NetworkPolicy %s does not restrict ingress", p.Metadata.Name)
+		}
+		for i, rule := range p.Spec.Ingress {
+			// A rule with no peers or no ports lets everyone in, or onto every port.
+			if len(rule.From) == 0 || len(rule.Ports) == 0 {
+				t.Errorf("NetworkPolicy %s ingress rule %d names no peers or no ports: it opens the pods", p.Metadata.Name, i)
+			}
+			for _, from := range rule.From {
+				if from.IPBlock != nil || (from.PodSelector == nil || len(from.PodSelector.MatchLabels) == 0) {
+					t.Errorf("NetworkPolicy %s ingress rule %d admits peers by address or every pod: name them by label", p.Metadata.Name, i)
+				}
+			}
+			for _, port := range rule.Ports {
+				if portNumber(port.Port, c0) == 0 {
+					t.Errorf("NetworkPolicy %s ingress rule %d names port %q, which the container does not have", p.Metadata.Name, i, port.Port.Value)
+				}
+			}
+		}
+	}
+}
+
+// apiOn reports whether a worker with env listens for API calls
+// (SUTRA_API_ADDR unset takes its default; set empty turns it off).
+func apiOn(env map[string]string) bool {
+	addr, set := env["SUTRA_API_ADDR"]
+	return !set || addr != ""
+}
+
+// GOMEMLIMIT keeps the Go heap from growing into the container's memory
+// limit (a kill) by collecting harder near it; it must leave room below the
+// limit for what is not heap.
+func TestGOMEMLIMITIsAbout90PercentOfTheMemoryLimit(t *testing.T) {
+	check := func(where, limit, gomemlimit string) {
+		t.Helper()
+		l, err := bytesOf(limit)
+		if err != nil {
+			t.Errorf("%s: memory limit %q: %v", where, limit, err)
+			return
+		}
+		g, err := bytesOf(gomemlimit)
+		if err != nil {
+			t.Errorf("%s: GOMEMLIMIT %q: %v", where, gomemlimit, err)
+			return
+		}
+		if r := float64(g) / float64(l); r < 0.8 || r > 0.95 {
+			t.Errorf("%s: GOMEMLIMIT %s is %.0f%% of the memory limit %s, want 80-95%%", where, gomemlimit, 100*r, limit)
+		}
+	}
+	c := loadCompose(t)
+	for _, name := range sortedKeys(c.Services) {
+		if s := c.Services[name]; len(s.Command) > 0 && s.Command[0] == "run" {
+			check("compose worker "+name, s.MemLimit, s.Environment["GOMEMLIMIT"])
+		}
+	}
+	cl := loadK8s(t)
+	for _, w := range cl.workloads {
+		for _, ct := range w.Spec.Template.Spec.Containers {
+			gomemlimit := ""
+			for _, e := range ct.Env {
+				if e.Name == "GOMEMLIMIT" {
+					gomemlimit = e.Value
+				}
+			}
+			check(w.Metadata.Name+" container "+ct.Name, ct.Resources.Limits["memory"], gomemlimit)
+		}
+	}
+}
+
+// bytesOf reads a memory size as Kubernetes (512Mi), compose (512m: MiB,
+// not Kubernetes' milli) or the Go runtime (460MiB) write it.
+func bytesOf(q string) (int64, error) {
+	i := strings.IndexFunc(q, func(r rune) bool { return r < '0' || r > '9' })
+	if i <= 0 {
+		if i < 0 && q != "" {
+			return strconv.ParseInt(q, 10, 64)
+		}
+		return 0, errors.New("not a size")
+	}
+	n, err := strconv.ParseInt(q[:i], 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	unit := map[string]int64{"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30,
+		"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "K": 1000, "M": 1000 * 1000, "G": 1000 * 1000 * 1000}[q[i:]]
+	if unit == 0 {
+		return 0, fmt.Errorf("unknown unit %q", q[i:])
+	}
+	return n * unit, nil
 }
 
 // --- metric names --------------------------------------------------------------
@@ -1295,7 +1448,7 @@ func TestScrapeOfARealWorkerLints(t *testing.T) {
 	cmd := exec.Command(bin, "run")
 	cmd.Env = append(os.Environ(),
 		"SUTRA_DATABASE_URL="+cfg.DatabaseURL, "SUTRA_AMQP_URL="+cfg.AMQPURL, "SUTRA_REPLICA_ID=opscheck",
-		"SUTRA_LANES=2", "SUTRA_PREFETCH=16", "SUTRA_HTTP_ADDR=127.0.0.1:0", "SUTRA_MIGRATE=false",
+		"SUTRA_LANES=2", "SUTRA_PREFETCH=16", "SUTRA_HTTP_ADDR=127.0.0.1:0", "SUTRA_API_ADDR=", "SUTRA_MIGRATE=false",
 		"SUTRA_RELAY_EXCHANGE="+cfg.RelayExchange, "SUTRA_RELAY_QUEUE="+cfg.RelayQueue,
 		"SUTRA_DEAD_EXCHANGE="+cfg.DeadExchange, "SUTRA_DEAD_QUEUE="+cfg.DeadQueue, "SUTRA_LOG_FORMAT=json")
 	stderr, err := cmd.StderrPipe()

@@ -52,6 +52,11 @@ const (
 	APIInvalid      = "SUTRA.API.INVALID_REQUEST"
 	APIUnauthorized = "SUTRA.API.UNAUTHORIZED"
 	APITooLarge     = "SUTRA.API.TOO_LARGE"
+	// A state-changing call without the media type its route takes (415),
+	// or from a page of another origin (403): what a browser holding
+	// credentials can be made to send (CSRF) is refused.
+	APIMediaType   = "SUTRA.API.UNSUPPORTED_MEDIA_TYPE"
+	APICrossOrigin = "SUTRA.API.CROSS_ORIGIN"
 	// A call refused because the replica is at a cap of its API (request
 	// bytes being read, database connections of API calls): 503, retry.
 	APIBusy = "SUTRA.API.BUSY"

@@ -80,8 +80,13 @@ func (c *client) call(ctx context.Context, method, path string, query url.Values
 	if err != nil {
 		return nil, err
 	}
-	if body != nil {
+	switch {
+	case body != nil:
 		req.Header.Set("Content-Type", contentType)
+	case method != http.MethodGet:
+		// The worker takes a state-changing call only as JSON, with a body
+		// or without (no browser form can send that from another page).
+		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json, application/problem+json")
 	req.Header.Set("User-Agent", "sutractl")

@@ -19,6 +19,9 @@ func TestAConfigurationThatCannotWorkExitsWithStatus2NamingTheVariable(t *testin
 		{"SUTRA_LANES=100000", "SUTRA_LANES"},
 		{"SUTRA_PREFETCH=0", "SUTRA_PREFETCH"},
 		{"SUTRA_CLAIM_TIMEOUT=0s", "SUTRA_CLAIM_TIMEOUT"},
+		{"SUTRA_STEP_TIMEOUT=30s", "SUTRA_STEP_TIMEOUT"}, // not below the claim timeout
+		{"SUTRA_FEEL_MAX_STEPS=0", "SUTRA_FEEL_MAX_STEPS"},
+		{"SUTRA_FEEL_MAX_BYTES=100", "SUTRA_FEEL_MAX_BYTES"},
 		{"SUTRA_DATABASE_URL=notaurl", "SUTRA_DATABASE_URL"},
 		{"SUTRA_AMQP_URL=http://127.0.0.1:5672/", "SUTRA_AMQP_URL"},
 		// A pool no server with the default max_connections grants.
@@ -89,4 +92,34 @@ func TestABrokerThatRefusesTheWorkerStopsTheStartWithWhatToChange(t *testing.T) 
 	if code != 1 || !strings.Contains(string(out), "correct the credentials in SUTRA_AMQP_URL") || strings.Contains(string(out), "wrong@") {
 		t.Errorf("exit %d, output:\n%s\nwant exit 1 saying to correct the credentials, the password redacted", code, out)
 	}
+}
+
+// An API listener without a token would answer every caller (lock tasks,
+// read their variables): the worker refuses to start unless told the
+// network is trusted, and says both ways out.
+func TestAWorkerWithItsAPIOnAndNoTokenExitsWithStatus2NamingTokenAndInsecure(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	for _, extra := range [][]string{{"SUTRA_API_TOKEN="}, {"SUTRA_API_TOKEN=", "SUTRA_ADMIN_INSECURE=true"}} {
+		cmd := exec.Command(binary, "run")
+		cmd.Env = append(environ(env, "notoken"), extra...)
+		out, err := cmd.CombinedOutput()
+		code := -1
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		if code != 2 || !strings.Contains(string(out), "SUTRA_API_TOKEN") || !strings.Contains(string(out), "SUTRA_API_INSECURE") {
+			t.Errorf("%v: exit %d, output:\n%s\nwant exit 2 naming SUTRA_API_TOKEN and SUTRA_API_INSECURE", extra, code, out)
+		}
+	}
+}
+
+func TestAWorkerWithoutATokenStartsWhenToldTheNetworkIsTrustedOrWithItsAPIOff(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	insecure := startProcess(t, env, "insecure", "SUTRA_API_TOKEN=", "SUTRA_API_INSECURE=true")
+	insecure.waitLog(t, "SUTRA_API_INSECURE is true: the task API accepts every caller")
+	insecure.waitLog(t, "worker started")
+	off := startProcess(t, env, "apioff", "SUTRA_API_TOKEN=", "SUTRA_API_ADDR=")
+	off.waitLog(t, "worker started")
 }

@@ -33,12 +33,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// apiToken is the API token of the worker processes the tests start.
+const apiToken = "cmd-worker-test-token"
+
 // environ is the environment that points a worker process at env.
 func environ(env *testkit.Env, replica string) []string {
 	c := env.Config
 	return append(os.Environ(),
 		"SUTRA_DATABASE_URL="+c.DatabaseURL, "SUTRA_AMQP_URL="+c.AMQPURL,
 		"SUTRA_REPLICA_ID="+replica, "SUTRA_LANES=4", "SUTRA_PREFETCH=64", "SUTRA_HTTP_ADDR=127.0.0.1:0", "SUTRA_API_ADDR=127.0.0.1:0",
+		"SUTRA_API_TOKEN="+apiToken,
 		"SUTRA_RELAY_EXCHANGE="+c.RelayExchange, "SUTRA_RELAY_QUEUE="+c.RelayQueue,
 		"SUTRA_DEAD_EXCHANGE="+c.DeadExchange, "SUTRA_DEAD_QUEUE="+c.DeadQueue,
 		"SUTRA_REQUEUE_BACKOFF=10ms", "SUTRA_REQUEUE_BACKOFF_MAX=200ms", "SUTRA_LOG_FORMAT=json",

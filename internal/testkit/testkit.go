@@ -100,7 +100,8 @@ func New(t testing.TB) *Env {
 	names := randomName("sutra.test.")
 	e := &Env{Schema: schema, Config: app.Config{
 		DatabaseURL: u.String(), AMQPURL: AMQPURL(), ReplicaID: randomName("r"),
-		Lanes: 4, Prefetch: 64, HTTPAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0",
+		// The API on loopback, open: tests of the token set one.
+		Lanes: 4, Prefetch: 64, HTTPAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", APIInsecure: true,
 		ClaimTimeout: 30 * time.Second, ShutdownTimeout: 10 * time.Second,
 		RelayExchange: names, RelayQueue: names, RelayBindingKey: "#",
 		DeadExchange: names + ".dead", DeadQueue: names + ".dead", OutboxExchange: names + ".outbox",
