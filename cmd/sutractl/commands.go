@@ -98,6 +98,16 @@ type (
 		} `json:"refused"`
 		UpdatedAt string `json:"updated_at"`
 	}
+	parkedMessage struct {
+		ID             string `json:"id"`
+		InstanceID     string `json:"instance_id"`
+		ElementID      string `json:"element_id"`
+		Message        string `json:"message"`
+		CorrelationKey string `json:"correlation_key"`
+		Attempts       int    `json:"attempts"`
+		ParkedAt       string `json:"parked_at"`
+		Reason         string `json:"reason"`
+	}
 	userTask struct {
 		ID              string                     `json:"id"`
 		InstanceID      string                     `json:"instance_id"`
@@ -154,6 +164,12 @@ var commands = []command{
 		setup: userTasksAssign},
 	{name: "user-tasks complete", synopsis: "ID [--var NAME=JSON ...]", summary: "Complete a user task with result variables.",
 		minArgs: 1, maxArgs: 1, setup: userTasksComplete},
+	{name: "outbox parked", synopsis: "[--instance ID] [--limit N] [--after CURSOR] [--all]",
+		summary: "List BPMN messages parked because no queue was bound for their name.", maxArgs: 0, setup: outboxParked},
+	{name: "outbox retry", synopsis: "ID", summary: "Put a parked message back in the outbox (bind a queue for its name first).",
+		minArgs: 1, maxArgs: 1, setup: func(*flag.FlagSet) action { return outboxSettle("retry") }},
+	{name: "outbox discard", synopsis: "ID", summary: "Delete a parked message; it is never published.",
+		minArgs: 1, maxArgs: 1, setup: func(*flag.FlagSet) action { return outboxSettle("discard") }},
 }
 
 func instancesGet(ctx context.Context, c *cli, args []string) error {
@@ -539,6 +555,53 @@ func incidentsRetry(fs *flag.FlagSet) action {
 		}
 		t := newTable(&c.out, "INCIDENT", "INSTANCE", "RESOLVED")
 		t.row(out.IncidentID, out.InstanceID, yesNo(out.Resolved))
+		t.flush()
+		return nil
+	}
+}
+
+func outboxParked(fs *flag.FlagSet) action {
+	var p pageFlags
+	p.register(fs)
+	instanceID := fs.String("instance", "", "only the parked messages of this instance `ID`")
+	return func(ctx context.Context, c *cli, _ []string) error {
+		q := url.Values{}
+		if *instanceID != "" {
+			q.Set("instance_id", *instanceID)
+		}
+		items, err := c.list(ctx, "/v1/outbox/parked", "parked", q, &p)
+		if err != nil || c.json() {
+			return err
+		}
+		t := newTable(&c.out, "ID", "INSTANCE", "ELEMENT", "MESSAGE", "CORRELATION_KEY", "ATTEMPTS", "PARKED", "REASON")
+		for _, raw := range items {
+			var m parkedMessage
+			if err := decode(raw, &m); err != nil {
+				return err
+			}
+			t.row(m.ID, m.InstanceID, m.ElementID, m.Message, m.CorrelationKey, strconv.Itoa(m.Attempts), m.ParkedAt, m.Reason)
+		}
+		t.flush()
+		return nil
+	}
+}
+
+// outboxSettle retries or discards a parked message (op: retry, discard).
+func outboxSettle(op string) action {
+	return func(ctx context.Context, c *cli, args []string) error {
+		data, err := c.api.callJSON(ctx, http.MethodPost, "/v1/outbox/parked/"+seg(args[0])+"/"+op, nil, struct{}{})
+		if err != nil || c.json() {
+			return c.done(data, err)
+		}
+		var out struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+		}
+		if err := decode(data, &out); err != nil {
+			return err
+		}
+		t := newTable(&c.out, "ID", "STATUS")
+		t.row(out.ID, out.Status)
 		t.flush()
 		return nil
 	}
