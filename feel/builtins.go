@@ -358,29 +358,28 @@ func regexArgs(c *evalCtx, a args, flagsAt int) (string, *regexp.Regexp, error) 
 	if err != nil {
 		return "", nil, err
 	}
-	if err := c.scan(len(s)); err != nil {
-		return "", nil, err
-	}
-	if a.re != nil {
-		return s, a.re, nil
-	}
-	pattern, err := a.str(1)
-	if err != nil {
-		return "", nil, err
-	}
-	flags := ""
-	if flagsAt > 0 && a.has(flagsAt) {
-		if flags, err = a.str(flagsAt); err != nil {
+	re := a.re
+	if re == nil {
+		pattern, err := a.str(1)
+		if err != nil {
+			return "", nil, err
+		}
+		flags := ""
+		if flagsAt > 0 && a.has(flagsAt) {
+			if flags, err = a.str(flagsAt); err != nil {
+				return "", nil, err
+			}
+		}
+		// A computed pattern is compiled at each evaluation, into a program
+		// several times its length.
+		if err := c.spendString(regexBytes * len(pattern)); err != nil {
+			return "", nil, err
+		}
+		if re, err = compileRegex(pattern, flags); err != nil {
 			return "", nil, err
 		}
 	}
-	// A computed pattern is compiled at each evaluation, into a program
-	// several times its length.
-	if err := c.spendString(regexBytes * len(pattern)); err != nil {
-		return "", nil, err
-	}
-	re, err := compileRegex(pattern, flags)
-	return s, re, err
+	return s, re, c.scanRegex(re, len(s))
 }
 
 func replace(c *evalCtx, a args) (any, error) {

@@ -151,14 +151,22 @@ func (c *evalCtx) entry(k string) error {
 	return c.alloc(entryBytes + len(k))
 }
 
+// scanRegex charges for running re over n bytes: Go's regular expressions
+// run in time proportional to the input times the size of the pattern.
+func (c *evalCtx) scanRegex(re *regexp.Regexp, n int) error {
+	per := 1 + len(re.String())/16
+	if n/16 > c.lim.MaxSteps/per {
+		return c.spend(-1) // more than the budget, however counted
+	}
+	return c.spend(1 + n/16*per)
+}
+
 // matches finds the matches of re in s (submatch indexes), charged one step
-// and their indexes' bytes each. It asks the regexp for no more matches
+// and their indexes' bytes each; running re over s is charged by whoever
+// read the arguments (regexArgs). It asks the regexp for no more matches
 // than the budget left can pay for, so a pattern that matches everywhere
 // (the empty one) never builds a list larger than the limits.
 func (c *evalCtx) matches(re *regexp.Regexp, s string) ([][]int, error) {
-	if err := c.scan(len(s)); err != nil {
-		return nil, err
-	}
 	per := itemBytes + 16*(re.NumSubexp()+1)
 	room := min(c.lim.MaxSteps-c.steps, (c.lim.MaxBytes-c.bytes)/per)
 	found := re.FindAllStringSubmatchIndex(s, room+1)

@@ -79,7 +79,21 @@ func TestBlowupsStopAtTheirLimitQuicklyWithBoundedMemory(t *testing.T) {
 		// Matches listed before they are charged: 1M of them.
 		{"split on the empty pattern", `=split(s, "")`, map[string]any{"s": s1m}, LimitSteps},
 		{"replace every position", `=replace(s, "", "ab")`, map[string]any{"s": s1m}, LimitSteps},
+		// Matching runs in time of the input times the pattern: 256 KiB
+		// against 500 character classes.
+		{"a long pattern over a large string", `=matches(s, p)`, map[string]any{"s": s1m[:256<<10], "p": strings.Repeat("[xy]", 500) + "z"}, LimitSteps},
 	}
+	// Work no step counts: the digits of a 1 MiB duration took 8s to read.
+	t.Run("a duration of a million digits", func(t *testing.T) {
+		e := MustCompile(`=duration(s)`)
+		var err error
+		_, took := measure(func() {
+			_, err = e.EvalIn(map[string]any{"s": "P" + strings.Repeat("9", 1<<20) + "D"}, Env{Limits: lim})
+		})
+		if err == nil || !strings.Contains(err.Error(), "too large") || took > time.Second {
+			t.Errorf("error %.100v after %v, want a duration too large at once", err, took)
+		}
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := MustCompile(tt.src)
