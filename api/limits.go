@@ -200,7 +200,7 @@ func (s *Server) guard(pattern string, next http.HandlerFunc) http.HandlerFunc {
 				if errors.As(err, &tooLarge) {
 					s.tooLarge(w, r, limit)
 				} else {
-					refuseLimit(w, r, http.StatusBadRequest, fault.APIInvalid, fmt.Sprintf("reading the body: %v", err))
+					refuseCall(w, r, http.StatusBadRequest, fault.APIInvalid, fmt.Sprintf("reading the body: %v", err))
 				}
 				return
 			}
@@ -230,7 +230,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 }
 
 func (s *Server) tooLarge(w http.ResponseWriter, r *http.Request, limit int64) {
-	refuseLimit(w, r, http.StatusRequestEntityTooLarge, fault.APITooLarge, fmt.Sprintf("the body is larger than %d bytes, this call's limit", limit))
+	refuseCall(w, r, http.StatusRequestEntityTooLarge, fault.APITooLarge, fmt.Sprintf("the body is larger than %d bytes, this call's limit", limit))
 }
 
 // busy refuses a call that found no room under a replica-wide cap: 503,
@@ -238,16 +238,6 @@ func (s *Server) tooLarge(w http.ResponseWriter, r *http.Request, limit int64) {
 func (s *Server) busy(w http.ResponseWriter, r *http.Request, variable, what string) {
 	s.deps.Metrics.APIBusy.WithLabelValues(strings.ToLower(strings.TrimPrefix(variable, "SUTRA_API_"))).Inc()
 	w.Header().Set("Retry-After", "1")
-	refuseLimit(w, r, http.StatusServiceUnavailable, fault.APIBusy,
+	refuseCall(w, r, http.StatusServiceUnavailable, fault.APIBusy,
 		fmt.Sprintf("the replica is at its cap of %s (%s): retry", what, variable))
-}
-
-// refuseLimit answers a refusal in the route's protocol: a problem under
-// /v1, Camunda's error body under /engine-rest.
-func refuseLimit(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
-	if strings.HasPrefix(r.URL.Path, "/v1/") {
-		writeProblem(w, refuse(status, code, msg))
-		return
-	}
-	writeError(w, status, "InvalidRequestException", code, msg)
 }
