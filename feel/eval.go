@@ -413,14 +413,26 @@ func get(c *evalCtx, v any, field string) (any, error) {
 // (each list item, context entry and string where it appears), so that a
 // result built from shared parts cannot leave larger than the limits.
 func jsonShape(c *evalCtx, v any) (any, error) {
-	s, _, err := shape(c, v)
+	s, _, err := shape(c, v, 0)
 	return s, err
 }
+
+// maxResultDepth bounds how deeply a result nests lists and contexts: a
+// value built in a loop can nest as deep as the loop runs, and JSON
+// decoders (Go's, PostgreSQL's) refuse documents nested much deeper, which
+// would leave an instance whose variables hold one unreadable.
+const maxResultDepth = 1000
 
 // shape is jsonShape reporting whether it replaced anything; it copies only
 // the lists and contexts that hold a temporal value, so a list from the
 // variables comes back as it was.
-func shape(c *evalCtx, v any) (any, bool, error) {
+func shape(c *evalCtx, v any, depth int) (any, bool, error) {
+	switch v.(type) {
+	case []any, map[string]any:
+		if depth == maxResultDepth {
+			return nil, false, fmt.Errorf("the result nests lists and contexts more than %d levels deep", maxResultDepth)
+		}
+	}
 	switch x := v.(type) {
 	case string:
 		return v, false, c.alloc(len(x))
@@ -432,7 +444,7 @@ func shape(c *evalCtx, v any) (any, bool, error) {
 		}
 		var r []any
 		for i, item := range x {
-			s, changed, err := shape(c, item)
+			s, changed, err := shape(c, item, depth+1)
 			if err != nil {
 				return nil, false, err
 			}
@@ -453,7 +465,7 @@ func shape(c *evalCtx, v any) (any, bool, error) {
 			if err := c.entry(k); err != nil {
 				return nil, false, err
 			}
-			s, changed, err := shape(c, item)
+			s, changed, err := shape(c, item, depth+1)
 			if err != nil {
 				return nil, false, err
 			}

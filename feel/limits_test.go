@@ -2,6 +2,7 @@ package feel
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
@@ -137,6 +138,25 @@ func TestTheReportedBlowupsStopAtTheDefaultLimits(t *testing.T) {
 				t.Errorf("allocated %d bytes in %v", allocated, took)
 			}
 		})
+	}
+}
+
+// TestAResultNestedTooDeeplyForJSONIsAnError: a loop nests a list per
+// iteration within the limits; stored, it would be a document no JSON
+// decoder reads back.
+func TestAResultNestedTooDeeplyForJSONIsAnError(t *testing.T) {
+	e := MustCompile(`=(for i in 1..n return [partial[-1]])[-1]`)
+	_, err := e.Eval(map[string]any{"n": 20000.0})
+	if err == nil || !strings.Contains(err.Error(), "more than 1000 levels deep") {
+		t.Fatalf("error = %v, want the result refused as nested too deeply", err)
+	}
+	v, err := e.Eval(map[string]any{"n": 999.0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(v)
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("a result 999 deep does not read back: %v", err)
 	}
 }
 
