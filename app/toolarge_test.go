@@ -43,3 +43,30 @@ func TestARelayWhoseStepWouldPassTheLimitsIsDeadLetteredAndTheInstanceIsUnchange
 	})
 	b.env.AssertNoClaimsHeld(t)
 }
+
+func TestATimerFireWhoseStepWouldPassTheLimitsStopsInAnIncidentOnItsElement(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, func(c *app.Config) { c.MaxVariablesBytes = 8 << 10; c.TimerMaxAttempts = 1 })
+	signals := &b.w.Timers().TestSignals
+	signals.Init()
+	b.env.Deploy(t, "testdata/timer-grow.bpmn")
+	b.pub.Publish(testkit.Relay{MessageID: "start-g-1", Body: map[string]any{"start": "timer-grow", "instance_id": "g-1",
+		"variables": map[string]any{"delay": "PT1S", "seed": strings.Repeat("s", 3<<10)}}})
+	b.waitVersion(t, "g-1", 1)
+	// The fire's step would leave 12 KB of variables: refused, it fails the
+	// fire, and past SUTRA_TIMER_MAX_ATTEMPTS the timer stops in an incident.
+	parked := signals.Parked.WaitOrTimeout(t)
+	var code, element, message string
+	err := b.env.DB.QueryRow(testkit.Ctx(t), "SELECT code, element_id, message FROM incidents WHERE id = $1", parked.IncidentID).
+		Scan(&code, &element, &message)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != fault.IncidentTimerFailed || element != "Wait" || !strings.Contains(message, fault.StepTooLarge) {
+		t.Errorf("incident %s on %s: %s; want %s on Wait naming %s", code, element, message, fault.IncidentTimerFailed, fault.StepTooLarge)
+	}
+	if v := b.version(t, "g-1"); v != 1 {
+		t.Errorf("the refused fire changed its instance: version %d", v)
+	}
+	b.env.AssertNoClaimsHeld(t)
+}
