@@ -111,7 +111,15 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		return 0
 	}))
 	w.replica = replica.New(st, log, replica.Config{ID: cfg.ReplicaID, TTL: cfg.LeaseTTL})
-	if err := untilAvailable(ctx, log, "checking the connection limit", func() error { return st.FitsConnectionLimit(ctx, cfg.PoolSize()) }); err != nil {
+	var limit store.ConnectionLimit
+	err = untilAvailable(ctx, log, "checking the connection limit", func() (err error) {
+		limit, err = st.ConnectionLimit(ctx, replica.LeaseName(""), replica.LeaseName(cfg.ReplicaID))
+		return err
+	})
+	if err == nil {
+		err = cfg.checkConnectionLimit(limit, log)
+	}
+	if err != nil {
 		st.Close()
 		return nil, err
 	}
@@ -161,7 +169,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		ClaimTimeout: cfg.ClaimTimeout, InboxRetention: cfg.InboxRetention, OutboxRetention: cfg.OutboxRetention,
 		DeadExchange: cfg.DeadExchange, RelayExchange: cfg.RelayExchange, DeadQueue: cfg.DeadQueue,
 	})
-	w.consumer = consumer.New(consumer.Deps{Broker: w.broker, Lanes: w.lanes, Metrics: w.metrics, Logger: log}, consumer.Config{
+	w.consumer = consumer.New(consumer.Deps{Broker: w.broker, Lanes: w.lanes, Attempts: st, Metrics: w.metrics, Logger: log}, consumer.Config{
 		Queue: cfg.RelayQueue, DeadExchange: cfg.DeadExchange, Prefetch: cfg.Prefetch,
 		RequeueBackoff: cfg.RequeueBackoff, RequeueBackoffMax: cfg.RequeueBackoffMax, MaxRetries: cfg.RelayMaxRetries,
 	})
@@ -191,11 +199,21 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	// permissions, a queue declared otherwise) fails the start with what to
 	// change; one that is only unreachable is waited for, not ready meanwhile.
 	fctx, cancel := context.WithTimeout(ctx, firstConnectWait)
+	defer cancel()
 	err = w.broker.FirstRefusal(fctx)
-	cancel()
 	if err != nil {
 		w.abort()
 		return nil, err
+	}
+	// Started (and ready) only once relays are consumed, within the same
+	// wait: a broker that does not let the consumer attach by then is waited
+	// for in the background, not ready meanwhile.
+	if err := w.consumer.WaitConsuming(fctx); err != nil {
+		if ctx.Err() != nil {
+			w.abort()
+			return nil, ctx.Err()
+		}
+		log.Warn("not consuming relays yet; starting not ready", "code", fault.Unavailable, "waited", firstConnectWait.String())
 	}
 	log.Info("worker started", "lanes", cfg.Lanes, "prefetch", cfg.Prefetch, "http", w.listener.Addr().String(), "api", w.api.Addr())
 	return w, nil

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -50,9 +51,11 @@ type Config struct {
 	// it doubles per bounce of the same message id up to RequeueBackoffMax.
 	RequeueBackoff    time.Duration // default 50ms
 	RequeueBackoffMax time.Duration // default 2s
-	// MaxRetries caps the transient failures of one relay (default 50): the
-	// next one dead-letters it with fault.RetriesExhausted. Refusals (a held
-	// claim, a fenced commit) and outages are not failures and never capped.
+	// MaxRetries caps the transient failures of one relay (default 50),
+	// counted durably over every replica (Deps.Attempts): the failure that
+	// reaches it dead-letters the relay with fault.RetriesExhausted.
+	// Refusals (a held claim, a fenced commit), outages and stops are not
+	// failures and never capped.
 	MaxRetries int
 	// RetryMin is the first wait before consuming again after the channel
 	// closed or could not open (sooner when the owner reconnects); it
@@ -82,12 +85,20 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.AckHold, 10*time.Millisecond)
 }
 
+// Attempts counts relays' transient failures durably (*store.Store), so that
+// the retry cap holds across replicas and restarts.
+type Attempts interface {
+	CountRelayFailure(ctx context.Context, messageID string) (int, error)
+	ForgetRelayFailures(ctx context.Context, messageID string) error
+}
+
 // Deps are the consumer's collaborators.
 type Deps struct {
-	Broker  Broker
-	Lanes   Dispatcher
-	Metrics *metrics.Metrics
-	Logger  *slog.Logger
+	Broker   Broker
+	Lanes    Dispatcher
+	Attempts Attempts
+	Metrics  *metrics.Metrics
+	Logger   *slog.Logger
 }
 
 // TestSignals tell tests what the consumer did; inert unless Init'ed.
@@ -133,22 +144,34 @@ type Consumer struct {
 	cfg       Config
 	deps      Deps
 	connected atomic.Bool
-	// bounces counts requeues per message id so repeated bounces back off;
-	// failures counts the transient failures among them, for the retry cap.
-	// Only the session goroutine touches them; both forget a relay once it
-	// is answered for good.
-	bounces  map[string]int
-	failures map[string]int
+	// consuming is closed once the first channel consumes (WaitConsuming).
+	consuming     chan struct{}
+	consumingOnce sync.Once
+	// bounces counts requeues per message id so repeated bounces back off.
+	// Only the session goroutine touches it; it forgets a relay once it is
+	// answered for good.
+	bounces map[string]int
 }
 
 // New builds a consumer.
 func New(deps Deps, cfg Config) *Consumer {
 	cfg.setDefaults()
-	return &Consumer{cfg: cfg, deps: deps, bounces: map[string]int{}, failures: map[string]int{}}
+	return &Consumer{cfg: cfg, deps: deps, bounces: map[string]int{}, consuming: make(chan struct{})}
 }
 
 // Connected reports whether a channel is consuming (for readiness).
 func (c *Consumer) Connected() bool { return c.connected.Load() }
+
+// WaitConsuming waits until the consumer has consumed on a channel once (the
+// broker confirmed the consumer), or ctx ends.
+func (c *Consumer) WaitConsuming(ctx context.Context) error {
+	select {
+	case <-c.consuming:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 // Start consumes in the background until Stop, on a channel of the broker
 // owner's connection, asking for another (with backoff) whenever it closes.
@@ -210,6 +233,7 @@ func (c *Consumer) consume(soft, hard context.Context) error {
 	}
 	defer ch.Close()
 	c.connected.Store(true)
+	c.consumingOnce.Do(func() { close(c.consuming) })
 	s := &session{c: c, ch: ch, tag: tag, hard: hard, results: make(chan result, c.cfg.Prefetch+1), byTag: map[uint64]*tracked{}}
 	return s.loop(soft, hard, deliveries, closed)
 }

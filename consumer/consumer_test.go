@@ -15,6 +15,7 @@ import (
 	"github.com/sutra-run/worker/internal/testkit"
 	"github.com/sutra-run/worker/lanes"
 	"github.com/sutra-run/worker/metrics"
+	"github.com/sutra-run/worker/store"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -41,7 +42,18 @@ func start(t *testing.T, answer lanesFunc, tweak func(*consumer.Config)) (*consu
 	t.Helper()
 	env := testkit.New(t)
 	pub := env.Publisher(t)
+	return startOn(t, env, &scripted{answer: answer, attempts: map[string]int{}}, tweak), pub
+}
+
+// startOn runs a consumer on env's queues and database with ls as its lanes.
+func startOn(t *testing.T, env *testkit.Env, ls *scripted, tweak func(*consumer.Config)) *consumer.Consumer {
+	t.Helper()
 	c := env.Config
+	st, err := store.Open(testkit.Ctx(t), c.DatabaseURL, store.Options{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close) // after the consumer's stop
 	owner := broker.New(testkit.Logger(t), broker.Config{URL: c.AMQPURL, Topology: broker.Topology{
 		RelayExchange: c.RelayExchange, RelayQueue: c.RelayQueue, DeadExchange: c.DeadExchange, DeadQueue: c.DeadQueue,
 	}})
@@ -61,8 +73,7 @@ func start(t *testing.T, answer lanesFunc, tweak func(*consumer.Config)) (*consu
 		tweak(&cfg)
 	}
 	cons := consumer.New(consumer.Deps{
-		Broker:  owner,
-		Lanes:   &scripted{answer: answer, attempts: map[string]int{}},
+		Broker: owner, Lanes: ls, Attempts: st,
 		Metrics: metrics.New(prometheus.NewRegistry()), Logger: testkit.Logger(t),
 	}, cfg)
 	cons.TestSignals.Init()
@@ -76,7 +87,7 @@ func start(t *testing.T, answer lanesFunc, tweak func(*consumer.Config)) (*consu
 			t.Error(err)
 		}
 	})
-	return cons, pub
+	return cons
 }
 
 func relay(id string) testkit.Relay {
@@ -101,6 +112,45 @@ func TestTransientFailuresOfOneRelayAreCappedThenItIsDeadLettered(t *testing.T) 
 	dead := pub.DeadLetters(1, 10*time.Second)
 	if len(dead) != 1 || dead[0].Code != fault.RetriesExhausted || dead[0].Reason == "" {
 		t.Fatalf("dead-letter queue holds %+v", dead)
+	}
+}
+
+func TestTheRetryCapCountsTheFailuresOfEveryReplica(t *testing.T) {
+	t.Parallel()
+	const maxRetries = 6
+	env := testkit.New(t)
+	pub := env.Publisher(t)
+	// Two replicas' consumers on one queue and one database: the relay
+	// bounces between them, each failure counted where the other sees it.
+	ls := &scripted{attempts: map[string]int{}, answer: func(lanes.Resume, int) lanes.Outcome {
+		return lanes.Outcome{Kind: lanes.Retry, Code: fault.Transient, Reason: lanes.ReasonTransient, Err: fault.New(fault.Transient, "deadlock detected")}
+	}}
+	capped := func(c *consumer.Config) { c.MaxRetries = maxRetries }
+	a, b := startOn(t, env, ls, capped), startOn(t, env, ls, capped)
+	pub.Publish(relay("r-1"))
+	dead := pub.DeadLetters(1, 30*time.Second)
+	if len(dead) != 1 || dead[0].Code != fault.RetriesExhausted {
+		t.Fatalf("dead-letter queue holds %+v", dead)
+	}
+	ls.mu.Lock()
+	failed := ls.attempts["r-1"]
+	ls.mu.Unlock()
+	if failed != maxRetries {
+		t.Fatalf("the relay failed %d times before its dead letter, want the cap (%d) over both replicas", failed, maxRetries)
+	}
+	requeued := len(a.TestSignals.Requeued.Drain()) + len(b.TestSignals.Requeued.Drain())
+	if requeued != maxRetries-1 {
+		t.Errorf("%d requeues, want %d", requeued, maxRetries-1)
+	}
+	// The count goes with the dead letter (written before its ack, which a
+	// stop waits for): the message published again starts afresh.
+	for _, c := range []*consumer.Consumer{a, b} {
+		if err := c.Stop(testkit.Ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := env.Int(t, "SELECT count(*) FROM relay_attempts"); n != 0 {
+		t.Errorf("%d failure counts left after the dead letter", n)
 	}
 }
 

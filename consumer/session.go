@@ -139,9 +139,7 @@ func (s *session) act(r result) {
 		s.ack(r.d, metrics.OutcomeStale)
 	case lanes.Refused, lanes.Retry:
 		if r.out.CountsAsFailure() {
-			n := s.c.failures[r.d.MessageId] + 1
-			s.c.failures[r.d.MessageId] = n
-			if n >= s.c.cfg.MaxRetries {
+			if n := s.countFailure(r.d); n >= s.c.cfg.MaxRetries {
 				s.deadLetter(r.d, r.out.InstanceID, fault.Wrap(fault.RetriesExhausted, r.out.Err,
 					"the relay failed %d times (SUTRA_RELAY_MAX_RETRIES)", n))
 				return
@@ -156,7 +154,35 @@ func (s *session) act(r result) {
 // forget drops what the consumer remembers of a relay answered for good.
 func (s *session) forget(d *amqp.Delivery) {
 	delete(s.c.bounces, d.MessageId)
-	delete(s.c.failures, d.MessageId)
+}
+
+// attemptsTimeout bounds the statements of the durable failure count, which
+// run on the session's goroutine.
+const attemptsTimeout = 5 * time.Second
+
+// countFailure counts one more transient failure of d durably and returns
+// the relay's count over every replica. A count that cannot be written
+// returns 0: the relay is requeued, never dead-lettered on a guess.
+func (s *session) countFailure(d *amqp.Delivery) int {
+	ctx, cancel := context.WithTimeout(s.hard, attemptsTimeout)
+	defer cancel()
+	n, err := s.c.deps.Attempts.CountRelayFailure(ctx, d.MessageId)
+	if err != nil {
+		s.c.deps.Logger.Warn("counting a relay's failure; requeued uncounted", "message_id", d.MessageId, "code", fault.Code(err), "err", err)
+		return 0
+	}
+	return n
+}
+
+// forgetFailures deletes the count of a relay dead-lettered for its
+// failures, so that the message published again starts afresh. If it fails
+// the sweeper trims the count later.
+func (s *session) forgetFailures(d *amqp.Delivery) {
+	ctx, cancel := context.WithTimeout(s.hard, attemptsTimeout)
+	defer cancel()
+	if err := s.c.deps.Attempts.ForgetRelayFailures(ctx, d.MessageId); err != nil {
+		s.c.deps.Logger.Warn("forgetting a dead-lettered relay's failures", "message_id", d.MessageId, "code", fault.Code(err), "err", err)
+	}
 }
 
 // ack acknowledges a relay applied (committed, duplicate or buffered).
@@ -171,7 +197,6 @@ func (s *session) ack(d *amqp.Delivery, outcome string) {
 func (s *session) requeueLater(d *amqp.Delivery, reason string) {
 	if len(s.c.bounces) >= maxTrackedBounces {
 		clear(s.c.bounces)
-		clear(s.c.failures)
 	}
 	n := s.c.bounces[d.MessageId] + 1
 	s.c.bounces[d.MessageId] = n
@@ -223,6 +248,9 @@ func (s *session) deadLetter(d *amqp.Delivery, instanceID string, cause error) {
 		return
 	}
 	s.forget(d)
+	if code == fault.RetriesExhausted {
+		s.forgetFailures(d)
+	}
 	s.answerAck(d, metrics.OutcomeDeadLettered, &DeadLetter{MessageID: d.MessageId, Code: code})
 	log.Warn("relay dead-lettered", "message_id", d.MessageId, "instance_id", instanceID, "code", code, "reason", fault.Reason(cause))
 }

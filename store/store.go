@@ -195,19 +195,23 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// FitsConnectionLimit refuses a pool of size connections that the server
-// could never grant (max_connections less its reserved slots), naming the
-// numbers: such a worker would stall on connections instead of failing.
-func (s *Store) FitsConnectionLimit(ctx context.Context, size int) error {
-	var max, reserved int
-	err := s.pool.QueryRow(ctx, `SELECT current_setting('max_connections')::int, current_setting('superuser_reserved_connections')::int`).
-		Scan(&max, &reserved)
-	if err != nil {
-		return translate(err, "reading max_connections")
-	}
-	if size > max-reserved {
-		return fault.New(fault.ConfigInvalid, "a pool of %d connections (SUTRA_LANES + 6) exceeds the server's max_connections %d (less %d reserved): lower SUTRA_LANES or raise max_connections",
-			size, max, reserved)
-	}
-	return nil
+// ConnectionLimit is the server's connection limit and the replicas that
+// share it.
+type ConnectionLimit struct {
+	// Max is max_connections; Reserved its slots kept for superusers.
+	Max, Reserved int
+	// Replicas counts the live replica registrations, this replica's
+	// included whether it registered yet or not.
+	Replicas int
+}
+
+// ConnectionLimit reads the server's connection limit and counts the live
+// leases named prefix+<id> other than self (the replica registrations), in
+// one round trip.
+func (s *Store) ConnectionLimit(ctx context.Context, prefix, self string) (ConnectionLimit, error) {
+	var l ConnectionLimit
+	err := s.pool.QueryRow(ctx, `SELECT current_setting('max_connections')::int, current_setting('superuser_reserved_connections')::int,
+		       1 + (SELECT count(*) FROM leases WHERE starts_with(name, $1) AND name <> $2 AND expires_at > now())::int`, prefix, self).
+		Scan(&l.Max, &l.Reserved, &l.Replicas)
+	return l, translate(err, "reading max_connections")
 }

@@ -93,6 +93,7 @@ type Store interface {
 	ReleaseLease(ctx context.Context, name, holder string) error
 	SweepClaims(ctx context.Context, timeout time.Duration, limit int) ([]store.SweptClaim, error)
 	TrimInbox(ctx context.Context, retention time.Duration, limit int) (int64, error)
+	TrimRelayAttempts(ctx context.Context, retention time.Duration, limit int) (int64, error)
 	ExpiredBuffered(ctx context.Context, limit int) ([]store.BufferedMessage, error)
 	DeleteBuffered(ctx context.Context, ids []int64) error
 	TrimOutbox(ctx context.Context, retention time.Duration, limit int) (int64, error)
@@ -264,6 +265,9 @@ func (s *Sweeper) sweep(ctx context.Context) {
 	if err := s.trimInbox(ctx); err != nil && ctx.Err() == nil {
 		log.Warn("trimming inbox", "code", fault.Code(err), "err", err)
 	}
+	if err := s.trimRelayAttempts(ctx); err != nil && ctx.Err() == nil {
+		log.Warn("trimming relay attempts", "code", fault.Code(err), "err", err)
+	}
 	if err := s.expireBuffered(ctx); err != nil && ctx.Err() == nil {
 		log.Warn("expiring buffered messages", "code", fault.Code(err), "err", err)
 	}
@@ -350,6 +354,17 @@ func (s *Sweeper) trimInbox(ctx context.Context) error {
 		s.deps.Metrics.InboxTrimmed.Add(float64(n))
 		if n < int64(s.cfg.BatchSize) {
 			return nil
+		}
+	}
+}
+
+// trimRelayAttempts deletes the failure counts of relays idle for the inbox
+// retention: past it a redelivered copy is not recognised either.
+func (s *Sweeper) trimRelayAttempts(ctx context.Context) error {
+	for {
+		n, err := s.deps.Store.TrimRelayAttempts(ctx, s.cfg.InboxRetention, s.cfg.BatchSize)
+		if err != nil || n < int64(s.cfg.BatchSize) {
+			return err
 		}
 	}
 }

@@ -33,6 +33,8 @@ type fakeStore struct {
 	released bool
 	// tasksOpen, when set, is the census's count of open tasks by topic.
 	tasksOpen map[string]int64
+	// attemptsTrimmed records the retention of every trim of relay attempts.
+	attemptsTrimmed []time.Duration
 }
 
 func (f *fakeStore) AcquireLease(context.Context, string, string, time.Duration) (bool, error) {
@@ -59,6 +61,12 @@ func (f *fakeStore) SweepClaims(context.Context, time.Duration, int) ([]store.Sw
 	return []store.SweptClaim{{InstanceID: "i", Owner: "dead/lane/0", Age: time.Hour}}, nil
 }
 func (f *fakeStore) TrimInbox(context.Context, time.Duration, int) (int64, error) { return 0, nil }
+func (f *fakeStore) TrimRelayAttempts(_ context.Context, retention time.Duration, _ int) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.attemptsTrimmed = append(f.attemptsTrimmed, retention)
+	return 0, nil
+}
 func (f *fakeStore) ExpiredBuffered(context.Context, int) ([]store.BufferedMessage, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -286,4 +294,19 @@ func gauge(t *testing.T, g prometheus.Gauge) float64 {
 		t.Fatal(err)
 	}
 	return m.GetGauge().GetValue()
+}
+
+func TestEachSweepTrimsRelayFailureCountsWithTheInboxRetention(t *testing.T) {
+	t.Parallel()
+	st := &fakeStore{lease: func() (bool, error) { return true, nil }}
+	s, _ := start(t, st, &deadLetters{})
+	// The trim follows the claim sweep: the second sweep's signal comes after
+	// the first sweep trimmed.
+	s.TestSignals.Swept.WaitOrTimeout(t)
+	s.TestSignals.Swept.WaitOrTimeout(t)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.attemptsTrimmed) == 0 || st.attemptsTrimmed[0] != 7*24*time.Hour {
+		t.Fatalf("relay attempts trimmed with %v, want the inbox retention (7 days) on every sweep", st.attemptsTrimmed)
+	}
 }
