@@ -103,6 +103,7 @@ func FuzzFEEL(f *testing.F) {
 		`=for i in 1..n return string length(s)`,
 		`=count(distinct values(for i in 1..n return string(order)))`,
 		`=split(s + s + s, "")`, `=replace(s, "", "$0")`, `=extract(s, "a*")`,
+		`=duration("P" + string join(for i in 1..n return "999999999") + "D")`,
 	} {
 		f.Add(src)
 	}

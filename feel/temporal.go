@@ -191,10 +191,20 @@ func atTime(d date, t timeOfDay) (dateTime, error) {
 	return dateTime{t: r, zoned: t.zoned}, nil
 }
 
+// maxDurationText bounds the text of a duration.
+const maxDurationText = 100
+
 // parseDuration reads a FEEL duration: -?PnYnM (years and months) or
 // -?PnDTnHnMn.nS (days and time). Weeks and mixtures of the two kinds are
 // not FEEL durations.
 func parseDuration(s string) (any, error) {
+	// Every duration that fits (about 292 years of nanoseconds, or months
+	// in an int64) is written in far fewer characters. A longer one is
+	// refused before its digits are read: big.Int reads n digits in time
+	// quadratic in n, which no step counts.
+	if len(s) > maxDurationText {
+		return nil, fmt.Errorf("duration of %d characters is too large", len(s))
+	}
 	bad := fmt.Errorf("invalid duration %q (want PnYnM or PnDTnHnMnS)", s)
 	body, neg := strings.CutPrefix(s, "-")
 	body, ok := strings.CutPrefix(body, "P")
