@@ -253,8 +253,8 @@ func compare(c *evalCtx, a, b any, op string) (int, error) {
 			return strings.Compare(x, y), c.scan(min(len(x), len(y)))
 		}
 	}
-	if c, ok := compareTemporal(a, b); ok {
-		return c, nil
+	if r, ok := compareTemporal(a, b); ok {
+		return r, nil
 	}
 	x, xok, err := number(a)
 	if err != nil {
@@ -418,9 +418,9 @@ func jsonShape(c *evalCtx, v any) (any, error) {
 }
 
 // maxResultDepth bounds how deeply a result nests lists and contexts: a
-// value built in a loop can nest as deep as the loop runs, and JSON
-// decoders (Go's, PostgreSQL's) refuse documents nested much deeper, which
-// would leave an instance whose variables hold one unreadable.
+// value built in a loop can nest as deep as the loop runs, and a JSON
+// decoder refuses a document nested much deeper (Go's past 10000 levels),
+// which would leave an instance whose variables hold one unreadable.
 const maxResultDepth = 1000
 
 // shape is jsonShape reporting whether it replaced anything; it copies only
