@@ -183,10 +183,6 @@ const parkedJSON = `{"id":"order-42/3/ship/t1","instance_id":"order-42","element
 	"correlation_key":"order-42","attempts":10,"created_at":"2026-12-01T03:07:04Z","parked_at":"2026-12-01T03:11:00Z",
 	"code":"SUTRA.OUTBOX.UNROUTABLE","reason":"NO_ROUTE"}`
 
-const parkedJSON = `{"id":"order-42/3/ship/t1","instance_id":"order-42","element_id":"ship","target":"outbox","message":"shipped",
-	"correlation_key":"order-42","attempts":10,"created_at":"2026-12-01T03:07:04Z","parked_at":"2026-12-01T03:11:00Z",
-	"code":"SUTRA.OUTBOX.UNROUTABLE","reason":"NO_ROUTE"}`
-
 func ok(method, uri, ctype, body string, status int, resp string) exchange {
 	return exchange{method: method, uri: uri, ctype: ctype, body: body, status: status, rtype: appJSON, resp: resp}
 }
@@ -347,23 +343,6 @@ order-9   SUTRA.ADMIN.MIGRATE.UNREACHABLE  token t1 at pay: the target definitio
 				200, `{"incident_id":"5","instance_id":"order-42","resolved":true}`)},
 			stdout: `INCIDENT  INSTANCE  RESOLVED
 5         order-42  yes
-`},
-		{name: "outbox parked", args: []string{"outbox", "parked", "--instance", "order-42"},
-			api: []exchange{ok("GET", "/v1/outbox/parked?instance_id=order-42", "", "", 200, `{"parked":[`+parkedJSON+`],"next":null}`)},
-			stdout: `ID                  INSTANCE  ELEMENT  MESSAGE  CORRELATION_KEY  ATTEMPTS  PARKED                REASON
-order-42/3/ship/t1  order-42  ship     shipped  order-42         10        2026-12-01T03:11:00Z  NO_ROUTE
-`},
-		{name: "outbox retry", args: []string{"outbox", "retry", "order-42/3/ship/t1"},
-			api: []exchange{ok("POST", "/v1/outbox/parked/order-42%2F3%2Fship%2Ft1/retry", appJSON, `{}`, 200,
-				`{"id":"order-42/3/ship/t1","status":"requeued"}`)},
-			stdout: `ID                  STATUS
-order-42/3/ship/t1  requeued
-`},
-		{name: "outbox discard", args: []string{"outbox", "discard", "order-42/3/ship/t1"},
-			api: []exchange{ok("POST", "/v1/outbox/parked/order-42%2F3%2Fship%2Ft1/discard", appJSON, `{}`, 200,
-				`{"id":"order-42/3/ship/t1","status":"discarded"}`)},
-			stdout: `ID                  STATUS
-order-42/3/ship/t1  discarded
 `},
 		{name: "outbox parked", args: []string{"outbox", "parked", "--instance", "order-42"},
 			api: []exchange{ok("GET", "/v1/outbox/parked?instance_id=order-42", "", "", 200, `{"parked":[`+parkedJSON+`],"next":null}`)},
