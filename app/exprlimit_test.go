@@ -3,6 +3,7 @@ package app_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -109,4 +110,52 @@ func TestAnAdminStartPastTheStepDeadlineAnswersWithinItAndTheAdminLaneServesTheN
 		t.Fatalf("the next admin call answered %d after %v", status, took)
 	}
 	b.env.AssertNoClaimsHeld(t)
+}
+
+// TestADeployWhoseConstantExpressionBlowsUpIsRefusedAndTheWorkerServesOn:
+// a constant is evaluated at deploy, under the limits; the 40-level
+// doubling of a 4 KB string is a 422 naming the element and the limit,
+// returned at once, and the worker deploys the next file.
+func TestADeployWhoseConstantExpressionBlowsUpIsRefusedAndTheWorkerServesOn(t *testing.T) {
+	t.Parallel()
+	b := setupBlowup(t)
+	var expr strings.Builder
+	fmt.Fprintf(&expr, `=string({b0: [&quot;%s&quot;, &quot;%s&quot;]`, strings.Repeat("s", 4000), strings.Repeat("s", 4000))
+	for i := 1; i <= 40; i++ {
+		fmt.Fprintf(&expr, ", b%d: [b%d, b%d]", i, i-1, i-1)
+	}
+	expr.WriteString("})")
+	xml := `<?xml version="1.0" encoding="UTF-8"?>
+<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="D" targetNamespace="t">
+  <bpmn:process id="constant" isExecutable="true"><bpmn:startEvent id="S" />
+    <bpmn:scriptTask id="Blowup"><bpmn:extensionElements><zeebe:script expression="` + expr.String() + `" resultVariable="r" /></bpmn:extensionElements></bpmn:scriptTask>
+    <bpmn:sequenceFlow id="F" sourceRef="S" targetRef="Blowup" /></bpmn:process>
+</bpmn:definitions>`
+	deploy := func(body string) (int, map[string]any, time.Duration) {
+		req, err := http.NewRequestWithContext(testkit.Ctx(t), http.MethodPost, "http://"+b.w.APIAddr()+"/v1/definitions", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/xml")
+		start := time.Now()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var problem map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&problem)
+		return resp.StatusCode, problem, time.Since(start)
+	}
+	status, problem, took := deploy(xml)
+	if status != http.StatusUnprocessableEntity || problem["code"] != fault.BPMNExpressionLimit || problem["element_id"] != "Blowup" ||
+		!strings.Contains(fmt.Sprint(problem["detail"]), "SUTRA_FEEL_MAX_") {
+		t.Fatalf("deploy answered %d %.300v, want 422 %s naming Blowup and the limit", status, problem, fault.BPMNExpressionLimit)
+	}
+	if took > 10*time.Second {
+		t.Errorf("the refusal took %v", took)
+	}
+	if status, _, _ := deploy(strings.ReplaceAll(xml, expr.String(), "=1")); status != http.StatusCreated && status != http.StatusOK {
+		t.Errorf("the next deploy answered %d", status)
+	}
 }
