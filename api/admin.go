@@ -587,17 +587,33 @@ func (s *Server) completeUserTask(c *adminCall) (answer, error) {
 	}
 	var req struct {
 		Variables map[string]any `json:"variables"`
+		// Override completes a task assigned to someone else.
+		Override bool `json:"override"`
 	}
 	if err := s.decodeAdmin(c, &req); err != nil {
 		return answer{}, err
 	}
+	// The user is who the call names (X-Sutra-Caller), as in Camunda's
+	// Tasklist: only the assignee completes an assigned task.
+	user := c.r.Header.Get("X-Sutra-Caller")
+	if !callerName.MatchString(user) {
+		user = ""
+	}
 	topic, err := s.deps.Store.RecordOutcome(c.r.Context(), store.Outcome{TaskID: id, Worker: "user:" + c.caller,
-		Kind: store.TaskCompleted, Variables: req.Variables, Human: true})
-	if isNotFound(err) {
+		Kind: store.TaskCompleted, Variables: req.Variables, Human: true, User: user, Override: req.Override})
+	var notAssignee *store.NotAssigneeError
+	switch {
+	case isNotFound(err):
 		return answer{}, refuse(http.StatusNotFound, fault.TaskNotFound, fmt.Sprintf("user task %d does not exist or is completing", id))
+	case errors.As(err, &notAssignee):
+		return answer{}, refuse(http.StatusForbidden, fault.TaskNotAssignee, fmt.Sprintf(
+			"%s; this call names %q (X-Sutra-Caller): complete it as the assignee, assign it first, or set \"override\": true", notAssignee, user))
 	}
 	if err != nil {
 		return answer{}, err
+	}
+	if req.Override {
+		s.deps.Logger.Info("user task completed with override: its assignee, if any, was not asked", "task_id", id, "caller", c.caller)
 	}
 	s.deps.Metrics.TasksCompleted.WithLabelValues(topic, store.TaskCompleted).Inc()
 	return answer{status: http.StatusNoContent}, nil

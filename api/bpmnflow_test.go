@@ -33,14 +33,14 @@ func TestAUserTaskCompletedOverTheAdminAPIContinuesItsInstance(t *testing.T) {
 		t.Errorf("bob sees %v", p["user_tasks"])
 	}
 	id := fmt.Sprint(tasks[0]["id"])
-	if status, p := b.do(t, "POST", "/user-tasks/"+id+"/completion", map[string]any{"variables": map[string]any{"approved": true}}); status != http.StatusNoContent {
-		t.Fatalf("completion: %d %v", status, p)
+	if status, code := b.completeAs(t, "ada", id, map[string]any{"variables": map[string]any{"approved": true}}); status != http.StatusNoContent {
+		t.Fatalf("ada's completion: %d %s", status, code)
 	}
 	b.waitStatus(t, "c-1", "completed")
 	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'c-1' AND (variables->>'approved')::boolean AND version = 2"); n != 1 {
 		t.Error("the completion's variables did not reach the instance in one step")
 	}
-	if status, _ := b.do(t, "POST", "/user-tasks/"+id+"/completion", map[string]any{}); status != http.StatusNotFound {
+	if status, _ := b.completeAs(t, "ada", id, map[string]any{}); status != http.StatusNotFound {
 		t.Errorf("a second completion answered %d, want 404", status)
 	}
 }

@@ -67,6 +67,9 @@ const (
 	// Pull tasks: the task does not exist or is finished; the caller does
 	// not hold its lock (another worker took it, or the lock expired).
 	TaskNotFound = "SUTRA.TASK.NOT_FOUND"
+	// A user task assigned to someone else: only its assignee completes it
+	// (or an admin call that overrides).
+	TaskNotAssignee = "SUTRA.TASK.NOT_ASSIGNEE"
 	TaskLockLost = "SUTRA.TASK.LOCK_LOST"
 	// Deploy-time BPMN errors.
 	BPMNInvalid     = "SUTRA.BPMN.INVALID"

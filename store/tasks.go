@@ -187,8 +187,11 @@ type Outcome struct {
 	Retries      int
 	RetryTimeout time.Duration
 	// Human completes a user task through the admin API: no worker's lock
-	// fences it.
-	Human bool
+	// fences it. An assigned task is completed only by its assignee, User,
+	// unless Override (NotAssigneeError).
+	Human    bool
+	User     string
+	Override bool
 }
 
 // taskRelayRoutingKey is the routing key of task outcome relays.
@@ -202,7 +205,8 @@ const taskRelayRoutingKey = "task"
 var recordOutcomeSQL = leasedInsert(`done AS (
 	UPDATE tasks SET outcome = $3::text, outcomes = outcomes + 1,
 	       error_message = COALESCE($6::text, error_message), error_details = COALESCE($7::text, error_details)
-	 WHERE id = $1 AND outcome IS NULL AND (locked_by = $2 OR ($11 AND user_task))
+	 WHERE id = $1 AND outcome IS NULL
+	   AND (locked_by = $2 OR ($11 AND user_task AND ($13 OR assignee IS NULL OR assignee = $12)))
 	RETURNING id, instance_id, token_id, element_id, outcomes, type
 ),`, "id, instance_id, element_id, message_name, target, routing_key, body", `
 SELECT 'task:' || id || ':' || outcomes, instance_id, element_id, type, 'relay', $10::text,
@@ -212,7 +216,7 @@ SELECT 'task:' || id || ':' || outcomes, instance_id, element_id, type, 'relay',
                                      'error_code', $5::text, 'error_message', $6::text, 'error_details', $7::text, 'retries', $8::int,
                                      'retry_timeout_ms', $9::bigint),
            'variables', $4::jsonb)::text, 'UTF8')
-  FROM done`, false, 12)
+  FROM done`, false, 14)
 
 // RecordOutcome records a worker's outcome of a task it holds and queues
 // the relay that applies it, durably, in one statement, and returns the
@@ -234,13 +238,13 @@ func (s *Store) RecordOutcome(ctx context.Context, o Outcome) (topic string, err
 	w := s.outboxWrites()
 	b := &pgx.Batch{}
 	w.queue(b, recordOutcomeSQL, o.TaskID, o.Worker, o.Kind, vars, o.ErrorCode, msg, details,
-		o.Retries, o.RetryTimeout.Milliseconds(), taskRelayRoutingKey, o.Human)
+		o.Retries, o.RetryTimeout.Milliseconds(), taskRelayRoutingKey, o.Human, o.User, o.Override)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return "", translate(err, fmt.Sprintf("recording the outcome of task %d", o.TaskID))
 	}
 	if len(w.Leased)+w.Unleased == 0 {
 		if o.Human {
-			return "", fmt.Errorf("user task %d: %w", o.TaskID, ErrNotFound)
+			return "", s.whyNotCompleted(ctx, o.TaskID)
 		}
 		return "", s.whyNotHeld(ctx, o.TaskID, o.Worker)
 	}

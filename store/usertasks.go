@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -89,4 +90,29 @@ func (s *Store) AssignUserTask(ctx context.Context, id int64, assignee *string) 
 		return fmt.Errorf("user task %d: %w", id, ErrNotFound)
 	}
 	return nil
+}
+
+// NotAssigneeError refuses the completion of a user task by anyone but its
+// assignee (fault.TaskNotAssignee).
+type NotAssigneeError struct {
+	TaskID   int64
+	Assignee string
+}
+
+func (e *NotAssigneeError) Error() string {
+	return fmt.Sprintf("user task %d is assigned to %s: only its assignee completes it", e.TaskID, e.Assignee)
+}
+
+// whyNotCompleted tells a user task that is missing or completing already
+// (ErrNotFound) from one assigned to someone else (*NotAssigneeError).
+func (s *Store) whyNotCompleted(ctx context.Context, id int64) error {
+	var assignee *string
+	err := s.pool.QueryRow(ctx, `SELECT assignee FROM tasks WHERE id = $1 AND user_task AND outcome IS NULL`, id).Scan(&assignee)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows), err == nil && assignee == nil:
+		return fmt.Errorf("user task %d: %w", id, ErrNotFound)
+	case err != nil:
+		return translate(err, fmt.Sprintf("looking up user task %d", id))
+	}
+	return &NotAssigneeError{TaskID: id, Assignee: *assignee}
 }

@@ -162,7 +162,7 @@ var commands = []command{
 		setup: func(*flag.FlagSet) action { return userTasksGet }},
 	{name: "user-tasks assign", synopsis: "ID (USER | --unassign)", summary: "Assign a user task, or unassign it.", minArgs: 1, maxArgs: 2,
 		setup: userTasksAssign},
-	{name: "user-tasks complete", synopsis: "ID [--var NAME=JSON ...]", summary: "Complete a user task with result variables.",
+	{name: "user-tasks complete", synopsis: "ID [--var NAME=JSON ...] [--override]", summary: "Complete a user task with result variables (as its assignee, or with --override).",
 		minArgs: 1, maxArgs: 1, setup: userTasksComplete},
 	{name: "outbox parked", synopsis: "[--instance ID] [--limit N] [--after CURSOR] [--all]",
 		summary: "List BPMN messages parked because no queue was bound for their name.", maxArgs: 0, setup: outboxParked},
@@ -816,10 +816,12 @@ func userTasksAssign(fs *flag.FlagSet) action {
 func userTasksComplete(fs *flag.FlagSet) action {
 	vars := varsFlag{}
 	fs.Var(vars, "var", "a result variable `NAME=JSON` (repeatable)")
+	override := fs.Bool("override", false, "complete a task assigned to someone other than the caller")
 	return func(ctx context.Context, c *cli, args []string) error {
 		body := struct {
 			Variables varsFlag `json:"variables,omitempty"`
-		}{vars}
+			Override  bool     `json:"override,omitempty"`
+		}{vars, *override}
 		if _, err := c.api.callJSON(ctx, http.MethodPost, "/v1/user-tasks/"+seg(args[0])+"/completion", nil, body); err != nil {
 			return err
 		}
