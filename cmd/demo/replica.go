@@ -1,11 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,8 +18,11 @@ import (
 // exits is noticed at once, and a listener that answers for another
 // process is not taken for this one.
 type replica struct {
-	id              string
-	addr, api       string // metrics and API listeners, on ports the demo picked
+	id string
+	// addr and api are the metrics and API listeners the replica bound (on
+	// ports the system picked), set before started closes.
+	addr, api       string
+	started         chan struct{}
 	cmd             *exec.Cmd
 	log             *os.File
 	exited          chan struct{} // closed when the process exits
@@ -28,22 +31,21 @@ type replica struct {
 }
 
 // startReplica starts binary run with env added to the demo's environment.
-// Its output goes to a log file in dir.
+// Its output goes to a log file in dir. It listens on ports the system
+// picks (no port the demo chose can be taken first), and its log line
+// "worker started" says which.
 func startReplica(binary, dir, id string, env []string) (*replica, error) {
-	ports, err := freePorts(2)
-	if err != nil {
-		return nil, err
-	}
 	log, err := os.Create(dir + "/" + id + ".log")
 	if err != nil {
 		return nil, err
 	}
-	r := &replica{id: id, addr: ports[0], api: ports[1], log: log, exited: make(chan struct{}), readyTimeoutDur: 60 * time.Second}
+	r := &replica{id: id, log: log, started: make(chan struct{}), exited: make(chan struct{}), readyTimeoutDur: 60 * time.Second}
 	r.cmd = exec.Command(binary, "run")
 	r.cmd.Env = append(append(os.Environ(), env...),
-		"SUTRA_REPLICA_ID="+id, "SUTRA_HTTP_ADDR="+r.addr, "SUTRA_API_ADDR="+r.api,
+		"SUTRA_REPLICA_ID="+id, "SUTRA_HTTP_ADDR=127.0.0.1:0", "SUTRA_API_ADDR=127.0.0.1:0",
 		"SUTRA_MIGRATE=false", "SUTRA_LOG_FORMAT=text")
-	r.cmd.Stdout, r.cmd.Stderr = log, log
+	out := &startWatcher{w: log, r: r}
+	r.cmd.Stdout, r.cmd.Stderr = out, out
 	if err := r.cmd.Start(); err != nil {
 		log.Close()
 		return nil, fmt.Errorf("starting replica %s: %w", id, err)
@@ -55,20 +57,40 @@ func startReplica(binary, dir, id string, env []string) (*replica, error) {
 	return r, nil
 }
 
-// freePorts returns n loopback addresses with ports free at the time of the
-// call. Another process may take one before the replica listens on it; the
-// replica then exits with "address already in use", which the demo reports.
-func freePorts(n int) ([]string, error) {
-	var addrs []string
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
+// startWatcher passes a replica's output to its log file and reads the
+// bound addresses off its text log line "worker started" (http=… api=…).
+// exec calls Write from one goroutine at a time (Stdout and Stderr are this
+// one writer).
+type startWatcher struct {
+	w    io.Writer
+	r    *replica
+	line []byte
+	done bool
+}
+
+func (s *startWatcher) Write(p []byte) (int, error) {
+	for rest := p; !s.done && len(rest) > 0; {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			s.line = append(s.line, rest...)
+			break
 		}
-		defer ln.Close()
-		addrs = append(addrs, ln.Addr().String())
+		s.line = append(s.line, rest[:i]...)
+		rest = rest[i+1:]
+		if bytes.Contains(s.line, []byte(`msg="worker started"`)) {
+			for _, f := range strings.Fields(string(s.line)) {
+				if v, ok := strings.CutPrefix(f, "http="); ok {
+					s.r.addr = v
+				} else if v, ok := strings.CutPrefix(f, "api="); ok {
+					s.r.api = v
+				}
+			}
+			s.done = true
+			close(s.r.started)
+		}
+		s.line = s.line[:0]
 	}
-	return addrs, nil
+	return s.w.Write(p)
 }
 
 // died reports why the replica exited, with the last lines of its log.
@@ -86,12 +108,19 @@ func (r *replica) alive() error {
 	}
 }
 
-// waitReady waits until this replica (checked by the id /healthz reports)
-// answers /readyz with 200. A replica that exits meanwhile, or another
-// process answering on its port, fails it at once.
+// waitReady waits until this replica has said where it listens and (checked
+// by the id /healthz reports) answers /readyz with 200. A replica that exits
+// meanwhile, or another process answering on its port, fails it at once.
 func (r *replica) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, r.readyTimeoutDur)
 	defer cancel()
+	select {
+	case <-r.started:
+	case <-r.exited:
+		return r.died()
+	case <-ctx.Done():
+		return fmt.Errorf("replica %s did not start within %v; see %s", r.id, r.readyTimeoutDur, r.log.Name())
+	}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {

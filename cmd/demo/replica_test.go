@@ -21,6 +21,41 @@ func script(t *testing.T, body string) string {
 	return path
 }
 
+// started is a script line printing a worker's text log line "worker
+// started" with addr as both listeners.
+func started(addr string) string {
+	return `echo 'time=2026-12-04T15:00:00Z level=INFO msg="worker started" lanes=4 prefetch=64 http=` + addr + ` api=` + addr + `'`
+}
+
+// A replica listens on ports the system picks, so no other process can take
+// them first (a demo once lost that race: "bind: address already in use"),
+// and the demo reads them off the replica's log.
+func TestTheDemoFindsItsReplicasListenersInTheirLog(t *testing.T) {
+	worker := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			rw.Write([]byte(`{"status":"ok","replica":"demo-test"}`))
+		}
+	}))
+	defer worker.Close()
+	addr := strings.TrimPrefix(worker.URL, "http://")
+	// The stand-in fails unless asked for system-picked ports.
+	bin := script(t, `[ "$SUTRA_HTTP_ADDR" = 127.0.0.1:0 ] && [ "$SUTRA_API_ADDR" = 127.0.0.1:0 ] || { echo "ports $SUTRA_HTTP_ADDR $SUTRA_API_ADDR" >&2; exit 3; }
+echo 'time=2026-12-04T15:00:00Z level=INFO msg="connected to the broker"'
+`+started(addr)+`
+exec sleep 60`)
+	r, err := startReplica(bin, t.TempDir(), "demo-test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.stop(5 * time.Second)
+	if err := r.waitReady(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if r.addr != addr || r.api != addr {
+		t.Fatalf("listeners %s and %s, want %s as the log said", r.addr, r.api, addr)
+	}
+}
+
 // The demo once printed a normal summary while its own replica had died
 // with "address already in use", believing another process's /readyz.
 func TestDemoFailsWhenItsReplicaExits(t *testing.T) {
@@ -45,12 +80,12 @@ func TestDemoRefusesAnotherProcessAnsweringOnItsPort(t *testing.T) {
 		}
 	}))
 	defer other.Close()
-	r, err := startReplica(script(t, `exec sleep 60`), t.TempDir(), "demo-test", nil)
+	addr := strings.TrimPrefix(other.URL, "http://")
+	r, err := startReplica(script(t, started(addr)+"\nexec sleep 60"), t.TempDir(), "demo-test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.stop(5 * time.Second)
-	r.addr = strings.TrimPrefix(other.URL, "http://")
 	err = r.waitReady(context.Background())
 	if err == nil || !strings.Contains(err.Error(), `replica "someone-else", not the demo's demo-test`) {
 		t.Fatalf("waitReady = %v, want a refusal naming the other replica", err)
