@@ -15,7 +15,9 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 
+	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/spectest"
+	"github.com/sutra-run/worker/internal/testkit"
 )
 
 func loadSpec(t *testing.T) (*openapi3.T, routers.Router) {
@@ -145,6 +147,17 @@ func TestRealAnswersMatchTheSpec(t *testing.T) {
 	v.call("POST", "/v1/user-tasks/1/completion", map[string]any{}, jsonCT)
 	v.call("POST", "/v1/instances/o-1/cancel", nil, jsonCT)
 	v.call("POST", "/v1/instances/o-1/cancel", nil, jsonCT) // not active: 409
+	for _, id := range []string{"o-1/9/notify/t1", "o-1/9/notify/t2"} {
+		if _, err := b.env.DB.Exec(testkit.Ctx(t), `INSERT INTO outbox_parked (id, seq, instance_id, element_id, target, message_name,
+			correlation_key, variables, routing_key, attempts, created_at, code, reason)
+			VALUES ($1, 0, 'o-1', 'notify', 'outbox', 'notice', 'o-1', '{}', '', 10, now(), $2, 'NO_ROUTE')`, id, fault.OutboxUnroutable); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v.call("GET", "/v1/outbox/parked?instance_id=o-1&limit=1", nil, "")
+	v.call("POST", "/v1/outbox/parked/o-1%2F9%2Fnotify%2Ft1/retry", nil, jsonCT)
+	v.call("POST", "/v1/outbox/parked/o-1%2F9%2Fnotify%2Ft2/discard", map[string]any{}, jsonCT)
+	v.call("POST", "/v1/outbox/parked/nope/discard", nil, jsonCT) // 404
 
 	// The task API.
 	b.start(t, "t-1", "spec", nil)
