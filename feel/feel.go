@@ -29,6 +29,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -86,7 +87,7 @@ func Compile(src string) (*Expr, error) {
 		// limits, which would otherwise be built at each evaluation.
 		if _, err := e.run(nil, Env{}); err != nil {
 			if IsLimit(err) {
-				return nil, fault.Wrap(fault.BPMNExpressionLimit, err, "expression %q", src)
+				return nil, fault.Wrap(fault.BPMNExpressionLimit, err, "expression %s", e.quoted())
 			}
 			return nil, fault.New(fault.BPMNExpression, "expression %q always fails: %v", src, err)
 		}
@@ -105,6 +106,19 @@ func MustCompile(src string) *Expr {
 
 // Source returns the text Compile was given.
 func (e *Expr) Source() string { return e.src }
+
+// maxQuoted bounds the characters of the source an evaluation error quotes:
+// it becomes an incident's message, and an expression may be long.
+const maxQuoted = 200
+
+// quoted is the source in quotes for an error, cut after maxQuoted
+// characters.
+func (e *Expr) quoted() string {
+	if utf8.RuneCountInString(e.src) <= maxQuoted {
+		return strconv.Quote(e.src)
+	}
+	return strconv.Quote(string([]rune(e.src)[:maxQuoted])) + "…"
+}
 
 // IsStatic reports whether the source is a literal string rather than an
 // expression.
@@ -147,7 +161,7 @@ func (e *Expr) EvalIn(vars map[string]any, env Env) (any, error) {
 	}
 	v, err := e.run(vars, env)
 	if err != nil {
-		return nil, fmt.Errorf("feel: evaluating %q: %w", e.src, err)
+		return nil, fmt.Errorf("feel: evaluating %s: %w", e.quoted(), err)
 	}
 	return v, nil
 }
@@ -194,7 +208,7 @@ func (e *Expr) EvalBoolIn(vars map[string]any, env Env) (bool, error) {
 	}
 	b, ok := v.(bool)
 	if !ok {
-		return false, fmt.Errorf("feel: %q evaluated to %s, not a boolean", e.src, describe(v))
+		return false, fmt.Errorf("feel: %s evaluated to %s, not a boolean", e.quoted(), describe(v))
 	}
 	return b, nil
 }
@@ -230,10 +244,10 @@ func (e *Expr) EvalStringIn(vars map[string]any, env Env) (string, error) {
 	// key involves no arithmetic.
 	s, ok, err := formatNumber(v)
 	if err != nil {
-		return "", fmt.Errorf("feel: evaluating %q: %w", e.src, err)
+		return "", fmt.Errorf("feel: evaluating %s: %w", e.quoted(), err)
 	}
 	if !ok {
-		return "", fmt.Errorf("feel: %q evaluated to %s, not a string, number or boolean", e.src, describe(v))
+		return "", fmt.Errorf("feel: %s evaluated to %s, not a string, number or boolean", e.quoted(), describe(v))
 	}
 	return s, nil
 }
