@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs, from its package-lock.json, Camunda's Node.js external-task client
-# that api/camunda_js_test.go drives against a worker. Idempotent and quick
+# that api/camunda_node_test.go drives against a worker. Idempotent and quick
 # when already installed; needs node and npm (on this kind of machine).
 set -euo pipefail
 dir="$(dirname "$0")/../api/testdata/camunda-js"
