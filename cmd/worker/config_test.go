@@ -24,11 +24,14 @@ func TestAConfigurationThatCannotWorkExitsWithStatus2NamingTheVariable(t *testin
 		{"SUTRA_FEEL_MAX_BYTES=100", "SUTRA_FEEL_MAX_BYTES"},
 		{"SUTRA_DATABASE_URL=notaurl", "SUTRA_DATABASE_URL"},
 		{"SUTRA_AMQP_URL=http://127.0.0.1:5672/", "SUTRA_AMQP_URL"},
+		// TLS on the API listener: both files or neither, and they must load.
+		{"SUTRA_API_TLS_CERT=/nonexistent/cert.pem", "SUTRA_API_TLS_KEY together"},
+		{"SUTRA_API_TLS_CERT=/nonexistent/cert.pem SUTRA_API_TLS_KEY=/nonexistent/key.pem", "do not load"},
 		// A pool no server with the default max_connections grants.
 		{"SUTRA_LANES=1000", "max_connections"},
 	} {
 		cmd := exec.Command(binary, "run")
-		cmd.Env = append(environ(env, "cfg"), tt.set)
+		cmd.Env = append(environ(env, "cfg"), strings.Fields(tt.set)...)
 		out, err := cmd.CombinedOutput()
 		code := -1
 		if ee, ok := err.(*exec.ExitError); ok {
