@@ -93,9 +93,6 @@ func (c Config) Validate() error {
 	if c.ReplicaID != "" && strings.ContainsAny(c.ReplicaID, "/ \t\n") {
 		bad("REPLICA_ID", "%q contains a slash or white space (it is a part of claim owners <replica>/lane/<n>)", c.ReplicaID)
 	}
-	if err := c.apiAuth(); err != nil {
-		errs = append(errs, err)
-	}
 	switch {
 	case (c.APITLSCert == "") != (c.APITLSKey == ""):
 		bad("API_TLS_CERT", "set SUTRA_API_TLS_CERT and SUTRA_API_TLS_KEY together, or neither")
@@ -109,8 +106,10 @@ func (c Config) Validate() error {
 
 // apiAuth refuses an API listener that would answer every caller without
 // being told to: with no token, anyone who reaches the port could lock tasks
-// and read their variables. app.Start checks it too, so that no embedding of
-// the worker opens the API by omission.
+// and read their variables. app.Start checks it first, before it opens
+// anything (cmd/worker exits 2), so that no embedding of the worker opens the
+// API by omission; Validate does not, because migrate and deploy listen on
+// nothing and run without a token.
 func (c Config) apiAuth() error {
 	if c.APIAddr == "" || c.APIToken != "" || c.APIInsecure {
 		return nil

@@ -126,3 +126,17 @@ func TestAWorkerWithoutATokenStartsWhenToldTheNetworkIsTrustedOrWithItsAPIOff(t 
 	off := startProcess(t, env, "apioff", "SUTRA_API_TOKEN=", "SUTRA_API_ADDR=")
 	off.waitLog(t, "worker started")
 }
+
+// migrate and deploy listen on nothing: they need no API token (the
+// migration Job and compose's one-shots run without one).
+func TestMigrateAndDeployRunWithoutAnAPIToken(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	for _, args := range [][]string{{"migrate"}, {"deploy", "../../examples/order.bpmn"}} {
+		cmd := exec.Command(binary, args...)
+		cmd.Env = append(environ(env, "oneshot"), "SUTRA_API_TOKEN=")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("worker %v without a token: %v\n%s", args, err, out)
+		}
+	}
+}
