@@ -118,6 +118,13 @@ func (s *Server) admin(op string, h func(c *adminCall) (answer, error)) http.Han
 // step runs an administrative resume through the lanes and waits for its
 // outcome: a held claim is 409 SUTRA.ADMIN.<OP>.CLAIM_HELD, never a wait.
 func (s *Server) step(c *adminCall, op string, res lanes.Resume) error {
+	// The step runs on the admin lane with the lanes' connections: the call
+	// gives its body bytes and its API connection back while it waits, so
+	// that admin steps slow up to the step deadline cannot starve the task
+	// API. What it reads afterwards is one statement.
+	if cl := callOf(c.r); cl != nil {
+		cl.idle()
+	}
 	done := make(chan lanes.Outcome, 1)
 	res.Done = func(o lanes.Outcome) { done <- o }
 	s.deps.Lanes.Dispatch(res)

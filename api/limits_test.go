@@ -19,6 +19,7 @@ import (
 	"github.com/sutra-run/worker/app"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/testkit"
+	"github.com/sutra-run/worker/lanes"
 	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/store"
 )
@@ -279,5 +280,44 @@ func TestAPICallsUseNoMoreDatabaseConnectionsThanTheirCapAndAWaitingLongPollUses
 	b.start(t, "i-2", "idle", nil)
 	if r := <-idle; r.err != nil || len(r.tasks) != 1 {
 		t.Fatalf("the long poll answered %+v", r)
+	}
+}
+
+// An admin call waits for its step on the admin lane, which runs on the
+// lanes' connections: it holds none of the API's meanwhile, so admin steps
+// slow up to the step deadline never starve the task API.
+func TestAnAdminCallWaitingForItsStepHoldsNoneOfTheAPIsConnections(t *testing.T) {
+	t.Parallel()
+	hold, holding := make(chan struct{}), make(chan struct{})
+	var once atomic.Bool
+	b := setupAdmin(t, &lanes.Hooks{BeforeCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
+		if r.Admin && once.CompareAndSwap(false, true) {
+			close(holding)
+			select {
+			case <-hold:
+			case <-ctx.Done():
+			}
+		}
+	}}, func(c *app.Config) { c.APIMaxDBConns = 1 })
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(hold)
+		}
+	}
+	t.Cleanup(release)
+	b.startShop(t, "o-1")
+	cancelled := make(chan int, 1)
+	go func() {
+		status, _ := b.do(t, http.MethodPost, "/instances/o-1/cancel", nil)
+		cancelled <- status
+	}()
+	<-holding
+	// The API's one connection is free: a fetch is served, not 503 BUSY.
+	b.fetch(t, "w", "ship", 1, time.Minute, 0)
+	release()
+	if status := <-cancelled; status != http.StatusOK {
+		t.Fatalf("the held cancel answered %d", status)
 	}
 }
