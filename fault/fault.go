@@ -70,7 +70,7 @@ const (
 	// A user task assigned to someone else: only its assignee completes it
 	// (or an admin call that overrides).
 	TaskNotAssignee = "SUTRA.TASK.NOT_ASSIGNEE"
-	TaskLockLost = "SUTRA.TASK.LOCK_LOST"
+	TaskLockLost    = "SUTRA.TASK.LOCK_LOST"
 	// Deploy-time BPMN errors.
 	BPMNInvalid     = "SUTRA.BPMN.INVALID"
 	BPMNUnsupported = "SUTRA.BPMN.UNSUPPORTED"

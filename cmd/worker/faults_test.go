@@ -92,7 +92,7 @@ func TestKilledReplicaIsSweptItsLeaseTakenOverAndEveryRelayAppliedOnce(t *testin
 	env.Deploy(t, "../../examples/order.bpmn")
 	pub := env.Publisher(t)
 	const ttl = 2 * time.Second
-	fast := []string{"SUTRA_CLAIM_TIMEOUT=2s", "SUTRA_SWEEP_INTERVAL=200ms", "SUTRA_LEASE_TTL=" + ttl.String()}
+	fast := []string{"SUTRA_CLAIM_TIMEOUT=2s", "SUTRA_STEP_TIMEOUT=1500ms", "SUTRA_SWEEP_INTERVAL=200ms", "SUTRA_LEASE_TTL=" + ttl.String()}
 	// Replica a holds the payment steps of o-1, o-10…o-19 and o-100…o-199
 	// open before their commits, one per lane at a time.
 	a := startProcess(t, env, "replica-a", append(fast, "SUTRA_TEST_HOLD_STEP=paid-o-1")...)
@@ -172,7 +172,7 @@ func TestACompletionAnswered204IsAppliedOnceByAnotherReplicaAfterAKill(t *testin
 	env := testkit.New(t)
 	env.Deploy(t, "../../api/testdata/tasks.bpmn")
 	pub := env.Publisher(t)
-	fast := []string{"SUTRA_CLAIM_TIMEOUT=2s", "SUTRA_SWEEP_INTERVAL=200ms", "SUTRA_LEASE_TTL=2s"}
+	fast := []string{"SUTRA_CLAIM_TIMEOUT=2s", "SUTRA_STEP_TIMEOUT=1500ms", "SUTRA_SWEEP_INTERVAL=200ms", "SUTRA_LEASE_TTL=2s"}
 	api := freeAddr(t)
 	// Replica a holds every step of a task outcome open before its commit.
 	a := startProcess(t, env, "replica-a", append(fast, "SUTRA_API_ADDR="+api, "SUTRA_TEST_HOLD_STEP=task:")...)
