@@ -148,9 +148,9 @@ func TestADeployWhoseConstantExpressionBlowsUpIsRefusedAndTheWorkerServesOn(t *t
 		return resp.StatusCode, problem, time.Since(start)
 	}
 	status, problem, took := deploy(xml)
-	if status != http.StatusUnprocessableEntity || problem["code"] != fault.BPMNExpressionLimit || problem["element_id"] != "Blowup" ||
+	if status != http.StatusUnprocessableEntity || problem["code"] != fault.IncidentExpressionLimit || problem["element_id"] != "Blowup" ||
 		!strings.Contains(fmt.Sprint(problem["detail"]), "SUTRA_FEEL_MAX_") {
-		t.Fatalf("deploy answered %d %.300v, want 422 %s naming Blowup and the limit", status, problem, fault.BPMNExpressionLimit)
+		t.Fatalf("deploy answered %d %.300v, want 422 %s naming Blowup and the limit", status, problem, fault.IncidentExpressionLimit)
 	}
 	if took > 10*time.Second {
 		t.Errorf("the refusal took %v", took)

@@ -24,8 +24,8 @@ func TestADeployWithAConstantBlowupIsRefusedNamingTheElementAndTheLimit(t *testi
 		<zeebe:script expression="` + strings.ReplaceAll(b.String(), `"`, "&quot;") + `" resultVariable="r" /></bpmn:extensionElements></bpmn:scriptTask>
 		<bpmn:sequenceFlow id="F" sourceRef="S" targetRef="Blowup" />`
 	_, err := Parse(strings.NewReader(doc(script, "")))
-	if !fault.HasCode(err, fault.BPMNExpressionLimit) || !feel.IsLimit(err) {
-		t.Fatalf("err = %.300v, want %s", err, fault.BPMNExpressionLimit)
+	if !fault.HasCode(err, fault.IncidentExpressionLimit) || !feel.IsLimit(err) {
+		t.Fatalf("err = %.300v, want %s", err, fault.IncidentExpressionLimit)
 	}
 	if msg := fault.Reason(err); !strings.HasPrefix(msg, `script of "Blowup": `) || !strings.Contains(msg, "SUTRA_FEEL_MAX_") {
 		t.Errorf("refusal %.300q does not name the element first and the limit", msg)

@@ -437,7 +437,7 @@ func (p *parser) claimID(id string) error {
 
 // compile compiles an expression of element id. The compiler's message
 // already quotes the expression, so it is not repeated; its code is kept
-// (a constant over the evaluation limits is SUTRA.BPMN.EXPRESSION_LIMIT).
+// (a constant over the evaluation limits is SUTRA.INCIDENT.EXPRESSION_LIMIT).
 func compile(id, what, src string) (*feel.Expr, error) {
 	e, err := feel.Compile(src)
 	if err != nil {

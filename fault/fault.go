@@ -75,15 +75,14 @@ const (
 	BPMNInvalid     = "SUTRA.BPMN.INVALID"
 	BPMNUnsupported = "SUTRA.BPMN.UNSUPPORTED"
 	BPMNExpression  = "SUTRA.BPMN.EXPRESSION"
-	// A constant expression over an evaluation limit (the message names the
-	// limit, the element and the expression).
-	BPMNExpressionLimit = "SUTRA.BPMN.EXPRESSION_LIMIT"
 	// Admin operations.
 	MigrateUnreachable = "SUTRA.ADMIN.MIGRATE.UNREACHABLE"
 	// Run-time incidents.
 	IncidentExpression = "SUTRA.INCIDENT.EXPRESSION"
 	// An evaluation cut off by a limit: SUTRA_FEEL_MAX_STEPS,
-	// SUTRA_FEEL_MAX_BYTES or the step's deadline, SUTRA_STEP_TIMEOUT.
+	// SUTRA_FEEL_MAX_BYTES or the step's deadline, SUTRA_STEP_TIMEOUT. At
+	// deploy, a constant expression over a limit refuses the file with it
+	// (the message names the limit, the element and the expression).
 	IncidentExpressionLimit = "SUTRA.INCIDENT.EXPRESSION_LIMIT"
 	IncidentNoFlow          = "SUTRA.INCIDENT.NO_MATCHING_FLOW"
 	// A pull task's worker reported a failure with no retries left.

@@ -87,7 +87,7 @@ func Compile(src string) (*Expr, error) {
 		// limits, which would otherwise be built at each evaluation.
 		if _, err := e.run(nil, Env{}); err != nil {
 			if IsLimit(err) {
-				return nil, fault.Wrap(fault.BPMNExpressionLimit, err, "expression %s", e.quoted())
+				return nil, fault.Wrap(fault.IncidentExpressionLimit, err, "expression %s", e.quoted())
 			}
 			return nil, fault.New(fault.BPMNExpression, "expression %q always fails: %v", src, err)
 		}

@@ -17,7 +17,7 @@ var fuzzLimits = Limits{MaxSteps: 1 << 14, MaxBytes: 1 << 20}
 
 // FuzzFEEL checks that Compile never panics and refuses only with
 // fault.BPMNExpression or, for a constant over the limits,
-// fault.BPMNExpressionLimit; that a compiled expression evaluates without a
+// fault.IncidentExpressionLimit; that a compiled expression evaluates without a
 // panic, deterministically (uuid() included), to a JSON value, allocating
 // and taking no more than its limits allow (it hunts blowups: work or
 // memory an evaluation does without being charged for it); and that its
@@ -113,7 +113,7 @@ func FuzzFEEL(f *testing.F) {
 		e, err := Compile(src)
 		if err != nil {
 			code := fault.Code(err)
-			if code != fault.BPMNExpression && code != fault.BPMNExpressionLimit {
+			if code != fault.BPMNExpression && code != fault.IncidentExpressionLimit {
 				t.Fatalf("Compile(%q) error %v has code %q", src, err, code)
 			}
 			if n := strings.Count(err.Error(), "SUTRA."); n != 1 {

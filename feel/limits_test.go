@@ -165,8 +165,8 @@ func TestAResultNestedTooDeeplyForJSONIsAnError(t *testing.T) {
 func TestAConstantOverTheLimitsIsRefusedAtCompileNamingTheLimit(t *testing.T) {
 	src := `=string(` + doubling("b", `"`+strings.Repeat("c", 1000)+`"`, 40) + `)`
 	_, err := Compile(src)
-	if !fault.HasCode(err, fault.BPMNExpressionLimit) || !IsLimit(err) || !strings.Contains(err.Error(), "SUTRA_FEEL_MAX_") || len(err.Error()) > 1000 {
-		t.Fatalf("Compile = %.2000v, want %s naming the limit and the expression's start", err, fault.BPMNExpressionLimit)
+	if !fault.HasCode(err, fault.IncidentExpressionLimit) || !IsLimit(err) || !strings.Contains(err.Error(), "SUTRA_FEEL_MAX_") || len(err.Error()) > 1000 {
+		t.Fatalf("Compile = %.2000v, want %s naming the limit and the expression's start", err, fault.IncidentExpressionLimit)
 	}
 	// One that fits is a constant like any other.
 	if _, err := Compile(`=string(` + doubling("b", `"c"`, 4) + `)`); err != nil {
