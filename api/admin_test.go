@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -116,29 +117,13 @@ func (b *adminBundle) snapshot(t *testing.T, id string) string {
 
 func TestAMigrateWhileALaneHoldsTheClaimIs409AndChangesNothing(t *testing.T) {
 	t.Parallel()
-	hold, holding := make(chan struct{}), make(chan struct{})
-	var once atomic.Bool
-	b := setupAdmin(t, &lanes.Hooks{BeforeCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
-		if r.InboxID == "paid-o-1" && once.CompareAndSwap(false, true) {
-			close(holding)
-			select {
-			case <-hold:
-			case <-ctx.Done():
-			}
-		}
-	}}, nil)
-	t.Cleanup(func() {
-		select {
-		case <-hold:
-		default:
-			close(hold)
-		}
-	})
+	h := holdFirstStep(t, func(r *lanes.Resume) bool { return r.InboxID == "paid-o-1" })
+	b := setupAdmin(t, h.hooks, nil)
 	b.startShop(t, "o-1")
 	b.env.Deploy(t, "testdata/shop-v2.bpmn") // after the start: o-1 runs on v1
 	before := b.snapshot(t, "o-1")
 	b.pub.Publish(testkit.Relay{MessageID: "paid-o-1", Body: map[string]any{"instance_id": "o-1", "message": "payment-received"}})
-	<-holding
+	<-h.holding
 	status, p := b.do(t, "POST", "/instances/o-1/migrate", map[string]any{"target_version": 2, "mapping": map[string]string{"Event_Paid": "Event_PaymentReceived"}})
 	if status != http.StatusConflict || p["code"] != "SUTRA.ADMIN.MIGRATE.CLAIM_HELD" || p["instance_id"] != "o-1" {
 		t.Fatalf("migrate while held: %d %v", status, p)
@@ -146,7 +131,7 @@ func TestAMigrateWhileALaneHoldsTheClaimIs409AndChangesNothing(t *testing.T) {
 	if after := b.snapshot(t, "o-1"); after != before {
 		t.Fatalf("a refused migrate changed the instance:\nbefore %s\nafter  %s", before, after)
 	}
-	close(hold)
+	h.release()
 	testkit.Eventually(t, 20*time.Second, "the held step committed", func() bool {
 		return b.env.Int(t, "SELECT version FROM instances WHERE id = 'o-1'") == 2
 	})
@@ -155,17 +140,8 @@ func TestAMigrateWhileALaneHoldsTheClaimIs409AndChangesNothing(t *testing.T) {
 
 func TestARelayThatArrivesWhileTheAdminHoldsTheClaimBouncesAndAppliesAfterOnTheNewVersion(t *testing.T) {
 	t.Parallel()
-	hold, holding := make(chan struct{}), make(chan struct{})
-	var once atomic.Bool
-	b := setupAdmin(t, &lanes.Hooks{BeforeCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
-		if r.Admin && once.CompareAndSwap(false, true) {
-			close(holding)
-			select {
-			case <-hold:
-			case <-ctx.Done():
-			}
-		}
-	}}, nil)
+	h := holdFirstStep(t, func(r *lanes.Resume) bool { return r.Admin })
+	b := setupAdmin(t, h.hooks, nil)
 	b.startShop(t, "o-1")
 	b.env.Deploy(t, "testdata/shop-v2.bpmn") // after the start: o-1 runs on v1
 	migrated := make(chan int, 1)
@@ -173,12 +149,12 @@ func TestARelayThatArrivesWhileTheAdminHoldsTheClaimBouncesAndAppliesAfterOnTheN
 		status, _ := b.do(t, "POST", "/instances/o-1/migrate", map[string]any{"target_version": 2, "mapping": map[string]string{"Event_Paid": "Event_PaymentReceived"}})
 		migrated <- status
 	}()
-	<-holding
+	<-h.holding
 	b.pub.Publish(testkit.Relay{MessageID: "paid-o-1", Body: map[string]any{"message": "payment-received", "correlation_key": "o-1"}})
 	testkit.Eventually(t, 20*time.Second, "the relay bounced off the admin claim", func() bool {
 		return b.env.Int(t, "SELECT count(*) FROM claim_audit WHERE instance_id = 'o-1'") > 0 && bounces(t, b, metrics.PathRelay) >= 1
 	})
-	close(hold)
+	h.release()
 	if status := <-migrated; status != http.StatusOK {
 		t.Fatalf("migrate: %d", status)
 	}
@@ -193,6 +169,33 @@ func TestARelayThatArrivesWhileTheAdminHoldsTheClaimBouncesAndAppliesAfterOnTheN
 		t.Errorf("committers = %v: want the start, the admin's migration, then the payment", owners)
 	}
 	b.env.AssertNoOverlap(t, false)
+}
+
+// heldStep holds the first step a predicate picks open before its commit,
+// claim held, until release (or the test's end).
+type heldStep struct {
+	hooks   *lanes.Hooks
+	holding chan struct{} // closed once the step is held
+	release func()
+}
+
+func holdFirstStep(t *testing.T, pick func(*lanes.Resume) bool) *heldStep {
+	hold := make(chan struct{})
+	h := &heldStep{holding: make(chan struct{})}
+	var once atomic.Bool
+	h.hooks = &lanes.Hooks{BeforeCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
+		if pick(r) && once.CompareAndSwap(false, true) {
+			close(h.holding)
+			select {
+			case <-hold:
+			case <-ctx.Done():
+			}
+		}
+	}}
+	var released sync.Once
+	h.release = func() { released.Do(func() { close(hold) }) }
+	t.Cleanup(h.release)
+	return h
 }
 
 // bounces reads sutra_claim_bounces_total{path} of b's worker.

@@ -288,35 +288,18 @@ func TestAPICallsUseNoMoreDatabaseConnectionsThanTheirCapAndAWaitingLongPollUses
 // slow up to the step deadline never starve the task API.
 func TestAnAdminCallWaitingForItsStepHoldsNoneOfTheAPIsConnections(t *testing.T) {
 	t.Parallel()
-	hold, holding := make(chan struct{}), make(chan struct{})
-	var once atomic.Bool
-	b := setupAdmin(t, &lanes.Hooks{BeforeCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
-		if r.Admin && once.CompareAndSwap(false, true) {
-			close(holding)
-			select {
-			case <-hold:
-			case <-ctx.Done():
-			}
-		}
-	}}, func(c *app.Config) { c.APIMaxDBConns = 1 })
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			close(hold)
-		}
-	}
-	t.Cleanup(release)
+	h := holdFirstStep(t, func(r *lanes.Resume) bool { return r.Admin })
+	b := setupAdmin(t, h.hooks, func(c *app.Config) { c.APIMaxDBConns = 1 })
 	b.startShop(t, "o-1")
 	cancelled := make(chan int, 1)
 	go func() {
 		status, _ := b.do(t, http.MethodPost, "/instances/o-1/cancel", nil)
 		cancelled <- status
 	}()
-	<-holding
+	<-h.holding
 	// The API's one connection is free: a fetch is served, not 503 BUSY.
 	b.fetch(t, "w", "ship", 1, time.Minute, 0)
-	release()
+	h.release()
 	if status := <-cancelled; status != http.StatusOK {
 		t.Fatalf("the held cancel answered %d", status)
 	}
