@@ -43,19 +43,19 @@ demo: services build
 # machine, up to 8 on a busy one. Pass flags with BENCHFLAGS, e.g.
 # make bench BENCHFLAGS='-lanes 16 -relays 5000'.
 bench: services
-	$(GO) run ./bench/load $(BENCHFLAGS)
+	$(GO) run ./tools/bench/load $(BENCHFLAGS)
 
 # Cost as the data grows (BENCHMARKS.md): 16 lanes on the K instances alone,
 # then on a million seeded instances, then on the same with 2 kB of variables
 # each. Seeding is not timed but takes most of the 2 minutes or so.
 bench-data: services
-	$(GO) run ./bench/load -lanes 16 -data large,large-2k -pgbench-clients '' -baseline=false -sync-claims=false \
+	$(GO) run ./tools/bench/load -lanes 16 -data large,large-2k -pgbench-clients '' -baseline=false -sync-claims=false \
 	  -outbox-lanes 0 -task-lanes 0 -latency-loads '' $(BENCHFLAGS)
 
 # The generic plan of every hot statement on the large data set, into
-# bench/plans (about a minute; review the diff).
+# tools/bench/plans (about a minute; review the diff).
 bench-plans: services
-	$(GO) run ./bench/load -plans bench/plans
+	$(GO) run ./tools/bench/load -plans tools/bench/plans
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)

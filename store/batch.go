@@ -65,7 +65,7 @@ RETURNING i.id, i.definition_key, i.definition_version, i.status, i.variables, i
 // byPrimaryKey keeps the batch statements on instances_pkey. Their join of
 // a parameter array with instances is planned once per connection (pgx
 // prepares it); planned while the table was small or never analyzed, it
-// would read the whole table on every batch ever after (bench/plans/new).
+// would read the whole table on every batch ever after (tools/bench/plans/new).
 const byPrimaryKey = "SELECT " + byKeySetting
 
 // ClaimBatch takes the claims of several instances with one conditional

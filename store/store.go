@@ -59,14 +59,14 @@ const asyncCommit = "SELECT set_config('synchronous_commit', 'off', true)"
 
 // commitPlans are the planner settings of every commit, local to its
 // transaction. Generic plans: each statement runs the cached generic plan
-// bench/plans checks; left to choose, PostgreSQL planned the delete that
+// tools/bench/plans checks; left to choose, PostgreSQL planned the delete that
 // closes a step's subscriptions anew on every step (its generic estimate for
 // an unnest is ten rows), which cost more than running it, while every other
 // statement of a commit already ran its generic plan (pg_prepared_statements,
 // counted in make bench). By key: every statement of a commit reads its rows
 // by key, and the joins of its parameter arrays with the wait tables,
 // planned once per connection from that estimate while a table is small,
-// would read the table whole on every commit ever after (bench/plans/new).
+// would read the table whole on every commit ever after (tools/bench/plans/new).
 const commitPlans = "SELECT " + genericPlansSetting + ", " + byKeySetting
 
 const (

@@ -7,9 +7,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sutra-run/worker/bench"
 	"github.com/sutra-run/worker/internal/testkit"
 	"github.com/sutra-run/worker/store"
+	"github.com/sutra-run/worker/tools/bench"
 )
 
 // TestHotPlansUseIndexes explains every hot statement's generic plan on

@@ -34,11 +34,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sutra-run/worker/app"
-	"github.com/sutra-run/worker/bench"
-	"github.com/sutra-run/worker/bench/baseline"
 	"github.com/sutra-run/worker/internal/loadgen"
 	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/store"
+	"github.com/sutra-run/worker/tools/bench"
+	"github.com/sutra-run/worker/tools/bench/baseline"
 )
 
 type options struct {
@@ -110,7 +110,7 @@ func main() {
 	flag.StringVar(&latencyFlag, "latency-loads", "0.5,0.1", "fixed rates of the latency measurement, as fractions of the best lane count's steps/s (empty: skip it)")
 	flag.DurationVar(&o.latencyTime, "latency-time", 5*time.Second, "duration of each fixed-rate run (at least 1000 relays, for p999)")
 	flag.StringVar(&dataFlag, "data", "", "data sets to measure the best lane count on besides the small table: large, large-2k (make bench-data)")
-	flag.StringVar(&o.plansDir, "plans", "", "write the generic plan of every hot statement on the large data set into this directory (bench/plans), and on a new schema into its subdirectory new, and exit")
+	flag.StringVar(&o.plansDir, "plans", "", "write the generic plan of every hot statement on the large data set into this directory (tools/bench/plans), and on a new schema into its subdirectory new, and exit")
 	flag.Parse()
 	var err error
 	if o.lanes, err = ints(lanesFlag); err == nil && o.repeat < 1 {

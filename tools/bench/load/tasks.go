@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sutra-run/worker/bench"
 	"github.com/sutra-run/worker/internal/loadgen"
+	"github.com/sutra-run/worker/tools/bench"
 )
 
 // taskRun is one measurement of the task round trip: instances of

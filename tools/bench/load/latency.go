@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/sutra-run/worker/bench"
+	"github.com/sutra-run/worker/tools/bench"
 )
 
 // latencyTargets are issue 10's p99 publish → commit bounds by fixed load.

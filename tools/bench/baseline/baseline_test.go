@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sutra-run/worker/bench"
 	"github.com/sutra-run/worker/bpmn"
 	"github.com/sutra-run/worker/engine"
+	"github.com/sutra-run/worker/tools/bench"
 )
 
 // TestStepMatchesEngine proves that the engine runs the benchmark process's

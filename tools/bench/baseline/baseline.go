@@ -17,9 +17,9 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/sutra-run/worker/bench"
 	"github.com/sutra-run/worker/engine"
 	"github.com/sutra-run/worker/store"
+	"github.com/sutra-run/worker/tools/bench"
 )
 
 // Config configures the consumer.

@@ -7,8 +7,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/sutra-run/worker/bench"
 	"github.com/sutra-run/worker/internal/loadgen"
+	"github.com/sutra-run/worker/tools/bench"
 )
 
 // brokerFloor measures what a worker run's relays cost before any worker

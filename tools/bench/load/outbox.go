@@ -14,9 +14,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sutra-run/worker/bench"
 	"github.com/sutra-run/worker/internal/loadgen"
 	"github.com/sutra-run/worker/metrics"
+	"github.com/sutra-run/worker/tools/bench"
 )
 
 // outboxRun is one measurement of the outbox publisher: the worker running

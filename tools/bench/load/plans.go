@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sutra-run/worker/bench"
+	"github.com/sutra-run/worker/tools/bench"
 )
 
 // writePlans writes the generic plan of every hot statement
