@@ -15,7 +15,6 @@ import (
 	"github.com/sutra-run/worker/engine"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/lanes"
-	"github.com/sutra-run/worker/metrics"
 )
 
 // Operation names, as metrics labels and in CLAIM_HELD codes
@@ -31,7 +30,7 @@ const (
 // Cancel is the resume that cancels instance id: every wait closed, its
 // children cancelled, its open incidents resolved.
 func Cancel(id string) lanes.Resume {
-	return lanes.Resume{Path: metrics.PathAdmin, Admin: true, InstanceID: id, Trigger: engine.Trigger{Kind: engine.TriggerCancel}}
+	return lanes.Resume{Cause: lanes.AdminStep{InstanceID: id, Trigger: engine.Trigger{Kind: engine.TriggerCancel}}}
 }
 
 // Variables is the resume that merges vars into instance id's variables.
@@ -47,7 +46,7 @@ func Variables(id string, vars map[string]any) lanes.Resume {
 		st.Variables = merged
 		return lanes.OpResult{State: st}, nil
 	}
-	return lanes.Resume{Path: metrics.PathAdmin, Admin: true, InstanceID: id, Op: op}
+	return lanes.Resume{Cause: lanes.AdminOp{InstanceID: id, Op: op}}
 }
 
 // Migrate is the resume that moves instance id to version target of its
@@ -66,22 +65,21 @@ func Migrate(id string, target int, mapping map[string]string) lanes.Resume {
 		}
 		return lanes.OpResult{State: st, Effects: eff, Process: to, DefinitionVersion: target}, nil
 	}
-	return lanes.Resume{Path: metrics.PathAdmin, Admin: true, InstanceID: id, Op: op}
+	return lanes.Resume{Cause: lanes.AdminOp{InstanceID: id, Op: op}}
 }
 
 // Retry is the resume that retries the incident of token on instance id:
 // vars merged first, a failed task re-created with retries (0: the
 // definition's), a failed expression evaluated again.
 func Retry(id, token string, vars map[string]any, retries int) lanes.Resume {
-	return lanes.Resume{Path: metrics.PathAdmin, Admin: true, InstanceID: id,
-		Trigger: engine.Trigger{Kind: engine.TriggerRetry, TokenID: token, Variables: vars, Retries: retries}}
+	return lanes.Resume{Cause: lanes.AdminStep{InstanceID: id,
+		Trigger: engine.Trigger{Kind: engine.TriggerRetry, TokenID: token, Variables: vars, Retries: retries}}}
 }
 
 // Start is the resume that starts an instance of definition at version (0:
 // the latest) under id.
 func Start(id, definition string, version int, vars map[string]any) lanes.Resume {
-	return lanes.Resume{Path: metrics.PathAdmin, Admin: true, InstanceID: id, StartKey: definition, StartVersion: version,
-		Trigger: engine.Trigger{Kind: engine.TriggerStart, Variables: vars}}
+	return lanes.Resume{Cause: lanes.AdminStart{InstanceID: id, Definition: definition, Version: version, Variables: vars}}
 }
 
 func notActive(in engine.Instance) error {

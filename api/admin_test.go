@@ -117,7 +117,7 @@ func (b *adminBundle) snapshot(t *testing.T, id string) string {
 
 func TestAMigrateWhileALaneHoldsTheClaimIs409AndChangesNothing(t *testing.T) {
 	t.Parallel()
-	h := holdFirstStep(t, func(r *lanes.Resume) bool { return r.InboxID == "paid-o-1" })
+	h := holdFirstStep(t, func(r *lanes.Resume) bool { return r.InboxID() == "paid-o-1" })
 	b := setupAdmin(t, h.hooks, nil)
 	b.startShop(t, "o-1")
 	b.env.Deploy(t, "testdata/shop-v2.bpmn") // after the start: o-1 runs on v1
@@ -140,7 +140,7 @@ func TestAMigrateWhileALaneHoldsTheClaimIs409AndChangesNothing(t *testing.T) {
 
 func TestARelayThatArrivesWhileTheAdminHoldsTheClaimBouncesAndAppliesAfterOnTheNewVersion(t *testing.T) {
 	t.Parallel()
-	h := holdFirstStep(t, func(r *lanes.Resume) bool { return r.Admin })
+	h := holdFirstStep(t, func(r *lanes.Resume) bool { return r.Admin() })
 	b := setupAdmin(t, h.hooks, nil)
 	b.startShop(t, "o-1")
 	b.env.Deploy(t, "testdata/shop-v2.bpmn") // after the start: o-1 runs on v1

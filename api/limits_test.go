@@ -288,7 +288,7 @@ func TestAPICallsUseNoMoreDatabaseConnectionsThanTheirCapAndAWaitingLongPollUses
 // slow up to the step deadline never starve the task API.
 func TestAnAdminCallWaitingForItsStepHoldsNoneOfTheAPIsConnections(t *testing.T) {
 	t.Parallel()
-	h := holdFirstStep(t, func(r *lanes.Resume) bool { return r.Admin })
+	h := holdFirstStep(t, func(r *lanes.Resume) bool { return r.Admin() })
 	b := setupAdmin(t, h.hooks, func(c *app.Config) { c.APIMaxDBConns = 1 })
 	b.startShop(t, "o-1")
 	cancelled := make(chan int, 1)

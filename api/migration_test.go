@@ -28,7 +28,7 @@ func TestABulkMigrationUnderLoadMovesEveryInstanceOnceWithoutOverlap(t *testing.
 	var held atomic.Bool
 	holding, release := make(chan struct{}), make(chan struct{})
 	hooks := &lanes.Hooks{BeforeCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
-		if r.InboxID == "ping-l-0-0" && held.CompareAndSwap(false, true) {
+		if r.InboxID() == "ping-l-0-0" && held.CompareAndSwap(false, true) {
 			close(holding)
 			select {
 			case <-release:

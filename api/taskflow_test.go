@@ -133,7 +133,7 @@ func TestACompletionOfATaskItsBoundaryTimerCancelledIsStaleNotADeadLetter(t *tes
 	hooks := &lanes.Hooks{
 		// The timer's fire runs on another lane than the completion it races.
 		Route: func(r *lanes.Resume) int {
-			if r.Path == metrics.PathTimer {
+			if r.Path() == metrics.PathTimer {
 				return 0
 			}
 			return 1
@@ -142,7 +142,7 @@ func TestACompletionOfATaskItsBoundaryTimerCancelledIsStaleNotADeadLetter(t *tes
 		// the timer's step to end the instance, so that the completion's
 		// commit is fenced and its retry finds the task gone.
 		BeforeCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
-			if r.Path != metrics.PathTask || released {
+			if r.Path() != metrics.PathTask || released {
 				return
 			}
 			released = true

@@ -26,7 +26,7 @@ func batchBundle(t *testing.T, n int, applied []string, hook func(ctx context.Co
 	release = func() { once.Do(func() { close(hold) }) }
 	var holding atomic.Bool
 	hooks := &lanes.Hooks{BeforeCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
-		if r.InboxID == "paid-o-0" && holding.CompareAndSwap(false, true) {
+		if r.InboxID() == "paid-o-0" && holding.CompareAndSwap(false, true) {
 			select {
 			case <-hold:
 			case <-ctx.Done():
@@ -83,7 +83,7 @@ func TestAFenceFailingForOneInstanceOfABatchCommitsTheOthersAndRequeuesOnlyThatO
 	var env atomic.Pointer[testkit.Env]
 	var swept atomic.Bool
 	b, release := batchBundle(t, 3, nil, func(ctx context.Context, r *lanes.Resume) {
-		if r.InboxID == "paid-o-2" && swept.CompareAndSwap(false, true) {
+		if r.InboxID() == "paid-o-2" && swept.CompareAndSwap(false, true) {
 			// The sweep clears o-2's claim while the batch is computed.
 			if _, err := env.Load().DB.Exec(ctx, "UPDATE instances SET owner = NULL, claimed_at = NULL WHERE id = 'o-2'"); err != nil {
 				panic(err)
@@ -120,7 +120,7 @@ func TestAPanicInOneStepOfABatchReleasesEveryClaimAndDeadLettersOnlyThatRelay(t 
 	var o3Owner atomic.Pointer[string]
 	var o1Runs atomic.Int32
 	b, release := batchBundle(t, 3, nil, func(ctx context.Context, r *lanes.Resume) {
-		switch r.InboxID {
+		switch r.InboxID() {
 		case "paid-o-2":
 			panic("boom")
 		case "paid-o-1":

@@ -167,11 +167,12 @@ func stepAsAnotherOwner(ctx context.Context, env *testkit.Env, id, message, key 
 func raceOnce(env *atomic.Pointer[testkit.Env], messageID string) *lanes.Hooks {
 	var once sync.Once
 	return &lanes.Hooks{AfterResolve: func(ctx context.Context, _ int, r *lanes.Resume) {
-		if r.InboxID != messageID {
+		c, ok := r.Cause.(lanes.Correlate)
+		if !ok || r.InboxID() != messageID {
 			return
 		}
 		once.Do(func() {
-			if err := stepAsAnotherOwner(ctx, env.Load(), r.InstanceID, r.Lookup.Message, r.Lookup.CorrelationKey); err != nil {
+			if err := stepAsAnotherOwner(ctx, env.Load(), r.InstanceID(), c.Message, c.CorrelationKey); err != nil {
 				panic(err)
 			}
 		})

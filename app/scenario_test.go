@@ -10,7 +10,6 @@ import (
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/testkit"
 	"github.com/sutra-run/worker/lanes"
-	"github.com/sutra-run/worker/metrics"
 )
 
 // Scenario tests run the example processes through the real pipeline
@@ -147,14 +146,12 @@ func TestEventBasedGatewayRaceHasExactlyOneWinnerAndNoZombieWait(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			time.Sleep(time.Duration(i%4) * time.Millisecond) // vary which one lands first
-			fire = b.resume(t, lanes.Resume{Path: metrics.PathTimer, InstanceID: id, TimerID: timerID,
-				Trigger: engine.Trigger{Kind: engine.TriggerTimer, TokenID: token, Element: "Event_PaymentTimeout"}})
+			fire = b.resume(t, lanes.Resume{Cause: lanes.TimerFire{InstanceID: id, TimerID: timerID, TokenID: token, Element: "Event_PaymentTimeout"}})
 		}()
 		b.pub.Publish(byKey("paid-"+id, "payment-received", id, map[string]any{"amount": 10}))
 		wg.Wait()
 		for fire.Kind == lanes.Refused { // the message held the claim: fire again, as the poller would
-			fire = b.resume(t, lanes.Resume{Path: metrics.PathTimer, InstanceID: id, TimerID: timerID,
-				Trigger: engine.Trigger{Kind: engine.TriggerTimer, TokenID: token, Element: "Event_PaymentTimeout"}})
+			fire = b.resume(t, lanes.Resume{Cause: lanes.TimerFire{InstanceID: id, TimerID: timerID, TokenID: token, Element: "Event_PaymentTimeout"}})
 		}
 		b.waitVersion(t, id, 2) // exactly one of the two applied
 		switch {
@@ -217,8 +214,8 @@ func TestParallelSplitCreatesBothTasksAndJoinsWhenBothBranchesEnd(t *testing.T) 
 
 	complete := func(element string, out map[string]any) {
 		t.Helper()
-		o := b.resume(t, lanes.Resume{Path: metrics.PathRelay, InstanceID: "s-1",
-			Trigger: engine.Trigger{Kind: engine.TriggerTaskCompleted, TokenID: b.task(t, "s-1", element), Element: element, Variables: out}})
+		o := b.resume(t, lanes.Resume{Cause: lanes.TaskOutcome{InstanceID: "s-1",
+			Trigger: engine.Trigger{Kind: engine.TriggerTaskCompleted, TokenID: b.task(t, "s-1", element), Element: element, Variables: out}}})
 		if o.Kind != lanes.Committed {
 			t.Fatalf("completing %s: %v %v", element, o.Kind, o.Err)
 		}
@@ -246,9 +243,9 @@ func TestTaskErrorIsCaughtByTheSubprocessBoundaryAndCancelsTheScope(t *testing.T
 	b.env.Deploy(t, "../examples/shipping-invoicing.bpmn")
 	b.pub.Publish(startOf("shipping-invoicing", "s-2", map[string]any{"orderId": "s-2", "total": 50}))
 	b.waitVersion(t, "s-2", 1)
-	o := b.resume(t, lanes.Resume{Path: metrics.PathRelay, InstanceID: "s-2", Trigger: engine.Trigger{
+	o := b.resume(t, lanes.Resume{Cause: lanes.TaskOutcome{InstanceID: "s-2", Trigger: engine.Trigger{
 		Kind: engine.TriggerTaskError, TokenID: b.task(t, "s-2", "Activity_CreateInvoice"), Element: "Activity_CreateInvoice",
-		ErrorCode: "INVOICE_REJECTED"}})
+		ErrorCode: "INVOICE_REJECTED"}}})
 	if o.Kind != lanes.Committed {
 		t.Fatalf("task error: %v %v", o.Kind, o.Err)
 	}
@@ -298,9 +295,9 @@ func TestTaskRetriesCountDownThenRaiseAnIncident(t *testing.T) {
 	b.waitVersion(t, "a-1", 1)
 	fail := func(retries int) {
 		t.Helper()
-		o := b.resume(t, lanes.Resume{Path: metrics.PathRelay, InstanceID: "a-1", Trigger: engine.Trigger{
+		o := b.resume(t, lanes.Resume{Cause: lanes.TaskOutcome{InstanceID: "a-1", Trigger: engine.Trigger{
 			Kind: engine.TriggerTaskFailed, TokenID: b.task(t, "a-1", "Activity_Review"), Element: "Activity_Review",
-			Retries: retries, ErrorMessage: "reviewer service down"}})
+			Retries: retries, ErrorMessage: "reviewer service down"}}})
 		if o.Kind != lanes.Committed {
 			t.Fatalf("task failure: %v %v", o.Kind, o.Err)
 		}

@@ -145,14 +145,14 @@ func TestSlowStepIsSweptAnotherLaneAdvancesAndTheSlowCommitIsFenced(t *testing.T
 	hooks := &lanes.Hooks{
 		// The second payment goes to another lane than the instance's own.
 		Route: func(r *lanes.Resume) int {
-			if r.InboxID == "paid-again-o-1" {
+			if r.InboxID() == "paid-again-o-1" {
 				return (pool.Load().Lane("o-1") + 1) % pool.Load().Lanes()
 			}
 			return -1
 		},
 		// The first payment's step is alive but slow: held past the claim timeout.
 		BeforeCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
-			if r.InboxID == "paid-o-1" && held.CompareAndSwap(false, true) {
+			if r.InboxID() == "paid-o-1" && held.CompareAndSwap(false, true) {
 				<-release
 			}
 		},

@@ -30,10 +30,10 @@ func testHooks(log *slog.Logger) *lanes.Hooks {
 	hold, _ := time.ParseDuration(os.Getenv("SUTRA_TEST_HOLD_FOR"))
 	stuck := os.Getenv("SUTRA_TEST_HOLD_IGNORES_STOP") == "true"
 	return &lanes.Hooks{BeforeCommit: func(ctx context.Context, lane int, r *lanes.Resume) {
-		if !strings.Contains(r.InboxID, match) && !strings.Contains(r.InstanceID, match) {
+		if !strings.Contains(r.InboxID(), match) && !strings.Contains(r.InstanceID(), match) {
 			return
 		}
-		log.Info("test hook: holding step", "instance_id", r.InstanceID, "message_id", r.InboxID, "lane", lane)
+		log.Info("test hook: holding step", "instance_id", r.InstanceID(), "message_id", r.InboxID(), "lane", lane)
 		switch {
 		case stuck:
 			time.Sleep(hold)

@@ -22,7 +22,7 @@ func TestATimerThatFailsForGoodStopsInAnIncidentThatARetryArmsAgain(t *testing.T
 	const maxAttempts = 3
 	var failing atomic.Bool
 	hooks := &lanes.Hooks{BeforeCommit: func(_ context.Context, _ int, r *lanes.Resume) {
-		if r.Path == metrics.PathTimer && failing.Load() {
+		if r.Path() == metrics.PathTimer && failing.Load() {
 			panic("the timer's step fails")
 		}
 	}}

@@ -112,8 +112,8 @@ func TestTimerFireWhoseRowVanishedCommitsNothing(t *testing.T) {
 	// commit, as when a message closes the wait: the strict consume must
 	// roll the whole step back.
 	hooks := &lanes.Hooks{BeforeCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
-		if r.Path == metrics.PathTimer {
-			if _, err := env.Load().DB.Exec(ctx, "DELETE FROM timers WHERE id = $1", r.TimerID); err != nil {
+		if c, ok := r.Cause.(lanes.TimerFire); ok {
+			if _, err := env.Load().DB.Exec(ctx, "DELETE FROM timers WHERE id = $1", c.TimerID); err != nil {
 				panic(err)
 			}
 		}

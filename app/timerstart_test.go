@@ -5,11 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sutra-run/worker/engine"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/testkit"
 	"github.com/sutra-run/worker/lanes"
-	"github.com/sutra-run/worker/metrics"
 )
 
 func TestATimerStartEventStartsOneInstancePerFireUntilItsCycleEnds(t *testing.T) {
@@ -50,11 +48,11 @@ func TestDeployingANewVersionReplacesTheTimerStartSchedule(t *testing.T) {
 // schedule alone.
 func TestATimerStartFiredTwiceStartsItsInstanceOnce(t *testing.T) {
 	t.Parallel()
-	fired := make(chan lanes.Resume, 1)
+	fired := make(chan lanes.ScheduledStart, 1)
 	hooks := &lanes.Hooks{BeforeCommit: func(_ context.Context, _ int, r *lanes.Resume) {
-		if r.Schedule != nil {
+		if c, ok := r.Cause.(lanes.ScheduledStart); ok {
 			select {
-			case fired <- *r:
+			case fired <- c:
 			default:
 			}
 		}
@@ -67,23 +65,20 @@ func TestATimerStartFiredTwiceStartsItsInstanceOnce(t *testing.T) {
 	b.w.Timers().Armed(time.Now())
 	first := <-fired
 	testkit.Eventually(t, 30*time.Second, "the first fire's instance", func() bool {
-		return b.env.Int(t, "SELECT count(*) FROM instances WHERE id = $1 AND status = 'completed'", first.InstanceID) == 1
+		return b.env.Int(t, "SELECT count(*) FROM instances WHERE id = $1 AND status = 'completed'", first.Timer.InstanceID) == 1
 	})
 	var fires int64
 	var due time.Time
 	if err := b.env.DB.QueryRow(testkit.Ctx(t), "SELECT fired, due_at FROM timers WHERE definition_key = 'nightly'").Scan(&fires, &due); err != nil {
 		t.Fatal(err)
 	}
-	if fires != 1 || due.Sub(first.Schedule.DueAt) != time.Hour {
-		t.Fatalf("schedule after the first fire: fired %d, next due %v after the fired one; want 1, 1h", fires, due.Sub(first.Schedule.DueAt))
+	if fires != 1 || due.Sub(first.Timer.DueAt) != time.Hour {
+		t.Fatalf("schedule after the first fire: fired %d, next due %v after the fired one; want 1, 1h", fires, due.Sub(first.Timer.DueAt))
 	}
 
 	// The copy: the same schedule row and lease, fired again.
 	outcome := make(chan lanes.Outcome, 1)
-	again := lanes.Resume{Path: metrics.PathTimer, InstanceID: first.InstanceID, TimerID: first.TimerID,
-		StartKey: first.StartKey, StartVersion: first.StartVersion, Schedule: first.Schedule,
-		Trigger: engine.Trigger{Kind: engine.TriggerStart, Element: first.Trigger.Element},
-		Done:    func(o lanes.Outcome) { outcome <- o }}
+	again := lanes.Resume{Cause: first, Done: func(o lanes.Outcome) { outcome <- o }}
 	b.w.Lanes().Dispatch(again)
 	if o := <-outcome; o.Kind != lanes.Rejected || o.Code != fault.InstanceExists {
 		t.Fatalf("the copy's outcome: %v %s, want rejected %s", o.Kind, o.Code, fault.InstanceExists)

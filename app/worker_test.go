@@ -212,13 +212,13 @@ func TestMisroutedRelayBouncesOffTheClaimAndAppliesLaterOnce(t *testing.T) {
 	hooks := &lanes.Hooks{
 		// Force the shipment relay onto a lane other than the instance's own.
 		Route: func(r *lanes.Resume) int {
-			if r.InboxID == "shipped-o-1" {
+			if r.InboxID() == "shipped-o-1" {
 				return (pool.Load().Lane("o-1") + 1) % pool.Load().Lanes()
 			}
 			return -1
 		},
 		BeforeCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
-			if r.InboxID == "paid-o-1" && holding.CompareAndSwap(false, true) {
+			if r.InboxID() == "paid-o-1" && holding.CompareAndSwap(false, true) {
 				select {
 				case <-hold:
 				case <-ctx.Done(): // the test failed and the worker is stopping
@@ -261,7 +261,7 @@ func TestFencedCommitRollsBackAndTheRelayIsAppliedOnceLater(t *testing.T) {
 	var env atomic.Pointer[testkit.Env]
 	var swept atomic.Bool
 	hooks := &lanes.Hooks{BeforeCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
-		if r.InboxID == "paid-o-1" && swept.CompareAndSwap(false, true) {
+		if r.InboxID() == "paid-o-1" && swept.CompareAndSwap(false, true) {
 			// Simulate the sweep clearing the claim under the running step.
 			if _, err := env.Load().DB.Exec(ctx, "UPDATE instances SET owner = NULL, claimed_at = NULL WHERE id = 'o-1'"); err != nil {
 				panic(err)
@@ -293,7 +293,7 @@ func TestFencedCommitRollsBackAndTheRelayIsAppliedOnceLater(t *testing.T) {
 func TestPanicInStepReleasesDeadLettersAndTheLaneGoesOn(t *testing.T) {
 	t.Parallel()
 	hooks := &lanes.Hooks{BeforeCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
-		if r.InboxID == "paid-o-1" {
+		if r.InboxID() == "paid-o-1" {
 			panic("boom")
 		}
 	}}

@@ -23,14 +23,14 @@ func TestCoalescedAcksNeverCoverARefusedDeliveryAndAckEachAppliedOneOnce(t *test
 	attempts := map[string]int{}
 	cons, pub := start(t, func(r lanes.Resume, n int) lanes.Outcome {
 		mu.Lock()
-		attempts[r.InboxID] = n
+		attempts[r.InboxID()] = n
 		mu.Unlock()
 		switch {
-		case r.InboxID == "m-1":
+		case r.InboxID() == "m-1":
 			<-release // the lowest tag answers last: every ack above it waits
-		case r.InboxID == "m-3" && n == 1:
+		case r.InboxID() == "m-3" && n == 1:
 			return lanes.Outcome{Kind: lanes.Refused, Code: fault.ClaimHeld, Reason: lanes.ReasonClaimHeld}
-		case r.InboxID == "m-4":
+		case r.InboxID() == "m-4":
 			return lanes.Outcome{Kind: lanes.Rejected, Code: fault.NotWaiting, Err: fault.New(fault.NotWaiting, "poison")}
 		}
 		return lanes.Outcome{Kind: lanes.Committed}

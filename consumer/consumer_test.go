@@ -31,8 +31,8 @@ type scripted struct {
 
 func (s *scripted) Dispatch(r lanes.Resume) {
 	s.mu.Lock()
-	s.attempts[r.InboxID]++
-	n := s.attempts[r.InboxID]
+	s.attempts[r.InboxID()]++
+	n := s.attempts[r.InboxID()]
 	s.mu.Unlock()
 	go func() { r.Done(s.answer(r, n)) }() // a lane answers from its own goroutine
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/iso8601"
 	"github.com/sutra-run/worker/lanes"
-	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/store"
 )
 
@@ -105,61 +104,68 @@ func decode(d *amqp.Delivery, now time.Time) (lanes.Resume, error) {
 			return lanes.Resume{}, fault.New(fault.RelayInvalid, "%s is %d bytes long; ids are at most %d", name, len(id), lanes.MaxIDBytes)
 		}
 	}
-	r := lanes.Resume{
-		Path:       metrics.PathRelay,
-		InstanceID: env.InstanceID,
-		InboxID:    d.MessageId,
-		Trigger:    engine.Trigger{Kind: engine.TriggerMessage, Message: env.Message, Variables: env.Variables},
-	}
+	var r lanes.Resume
 	switch {
 	case env.Task != nil, env.Child != nil, env.Cancel != nil:
-		return decodeInternal(env, r)
+		c, err := decodeInternal(env, d.MessageId)
+		return lanes.Resume{Cause: c}, err
 	case env.Start != "":
 		if env.Message != "" || env.CorrelationKey != "" {
-			return lanes.Resume{}, fault.New(fault.RelayInvalid, "a start relay carries neither message nor correlation_key")
+			return r, fault.New(fault.RelayInvalid, "a start relay carries neither message nor correlation_key")
 		}
-		r.StartKey = env.Start
-		r.Trigger = engine.Trigger{Kind: engine.TriggerStart, Variables: env.Variables, Parent: env.Parent}
-		if r.InstanceID == "" {
+		if env.StartOnly != "" || env.CorrelateOnly {
+			return r, errNotByName
+		}
+		if env.TTL != "" {
+			return r, errTTLNotByKey
+		}
+		id := env.InstanceID
+		if id == "" {
 			// Derived from the dedupe key, so a redelivered start finds its instance.
-			r.InstanceID = lanes.InstanceIDFor(d.MessageId)
+			id = lanes.InstanceIDFor(d.MessageId)
 		}
-		r.Internal = env.Parent != nil
+		return lanes.Resume{Cause: lanes.Start{InstanceID: id, MessageID: d.MessageId, Definition: env.Start,
+			Variables: env.Variables, Parent: env.Parent}}, nil
 	case env.Message == "":
-		return lanes.Resume{}, fault.New(fault.RelayInvalid, "a relay names either start (a definition key) or message")
+		return r, fault.New(fault.RelayInvalid, "a relay names either start (a definition key) or message")
 	case env.InstanceID != "" && env.CorrelationKey != "":
-		return lanes.Resume{}, fault.New(fault.RelayInvalid, "a message relay names instance_id or correlation_key, not both")
+		return r, fault.New(fault.RelayInvalid, "a message relay names instance_id or correlation_key, not both")
 	case env.InstanceID != "":
-	default:
-		// By correlation key, or by name alone: a message start event, or a
-		// subscription opened without a key.
-		r.Lookup = &lanes.Lookup{Message: env.Message, CorrelationKey: env.CorrelationKey,
-			StartOnly: env.StartOnly, CorrelateOnly: env.CorrelateOnly}
-		r.Trigger.CorrelationKey = env.CorrelationKey
-	}
-	if (env.StartOnly != "" || env.CorrelateOnly) && r.Lookup == nil {
-		return lanes.Resume{}, fault.New(fault.RelayInvalid, "start_only and correlate_only apply to a relay correlated by message name")
-	}
-	if env.TTL != "" {
-		if r.Lookup == nil {
-			return lanes.Resume{}, fault.New(fault.RelayInvalid, "ttl applies only to a relay correlated by message name and correlation_key")
+		if env.StartOnly != "" || env.CorrelateOnly {
+			return r, errNotByName
 		}
+		if env.TTL != "" {
+			return r, errTTLNotByKey
+		}
+		return lanes.Resume{Cause: lanes.Message{InstanceID: env.InstanceID, MessageID: d.MessageId, Name: env.Message,
+			Variables: env.Variables}}, nil
+	}
+	// By correlation key, or by name alone: a message start event, or a
+	// subscription opened without a key.
+	c := lanes.Correlate{MessageID: d.MessageId, Message: env.Message, CorrelationKey: env.CorrelationKey,
+		Variables: env.Variables, StartOnly: env.StartOnly, CorrelateOnly: env.CorrelateOnly}
+	if env.TTL != "" {
 		ttl, err := iso8601.ParseDuration(env.TTL)
 		if err != nil {
-			return lanes.Resume{}, fault.Wrap(fault.RelayInvalid, err, "ttl")
+			return r, fault.Wrap(fault.RelayInvalid, err, "ttl")
 		}
 		// Calendar units (P1M) are measured from now, when the relay arrives.
-		if r.Lookup.TTL = ttl.AddTo(now).Sub(now); r.Lookup.TTL <= 0 {
-			return lanes.Resume{}, fault.New(fault.RelayInvalid, "ttl %q is not positive", env.TTL)
+		if c.TTL = ttl.AddTo(now).Sub(now); c.TTL <= 0 {
+			return r, fault.New(fault.RelayInvalid, "ttl %q is not positive", env.TTL)
 		}
-		r.Lookup.Body, r.Lookup.RoutingKey = d.Body, d.RoutingKey
+		c.Body, c.RoutingKey = d.Body, d.RoutingKey
 	}
-	return r, nil
+	return lanes.Resume{Cause: c}, nil
 }
+
+var (
+	errNotByName   = fault.New(fault.RelayInvalid, "start_only and correlate_only apply to a relay correlated by message name")
+	errTTLNotByKey = fault.New(fault.RelayInvalid, "ttl applies only to a relay correlated by message name and correlation_key")
+)
 
 // decodeInternal decodes the relays the worker sends itself: a task outcome,
 // a child's end, a child's cancellation. Each names its instance and one form.
-func decodeInternal(env envelope, r lanes.Resume) (lanes.Resume, error) {
+func decodeInternal(env envelope, messageID string) (lanes.Cause, error) {
 	forms := 0
 	for _, set := range []bool{env.Task != nil, env.Child != nil, env.Cancel != nil} {
 		if set {
@@ -167,25 +173,23 @@ func decodeInternal(env envelope, r lanes.Resume) (lanes.Resume, error) {
 		}
 	}
 	if forms != 1 || env.InstanceID == "" || env.Start != "" || env.Message != "" || env.CorrelationKey != "" || env.TTL != "" {
-		return lanes.Resume{}, fault.New(fault.RelayInvalid, "an internal relay names instance_id and one of task, child, cancel")
+		return nil, fault.New(fault.RelayInvalid, "an internal relay names instance_id and one of task, child, cancel")
 	}
-	r.Internal = true
 	switch {
 	case env.Task != nil:
 		tr, err := env.Task.trigger(env.Variables)
 		if err != nil {
-			return lanes.Resume{}, err
+			return nil, err
 		}
-		r.Path, r.Trigger = metrics.PathTask, tr
+		return lanes.TaskOutcome{InstanceID: env.InstanceID, MessageID: messageID, Trigger: tr}, nil
 	case env.Child != nil:
 		c := env.Child
-		r.Trigger = engine.Trigger{Kind: engine.TriggerChildCompleted, TokenID: c.TokenID, Element: c.Element,
+		tr := engine.Trigger{Kind: engine.TriggerChildCompleted, TokenID: c.TokenID, Element: c.Element,
 			ErrorCode: c.ErrorCode, Variables: env.Variables}
 		if c.Failed != "" {
-			r.Trigger = engine.Trigger{Kind: engine.TriggerChildFailed, TokenID: c.TokenID, Element: c.Element, ErrorMessage: c.Failed}
+			tr = engine.Trigger{Kind: engine.TriggerChildFailed, TokenID: c.TokenID, Element: c.Element, ErrorMessage: c.Failed}
 		}
-	case env.Cancel != nil:
-		r.Trigger = engine.Trigger{Kind: engine.TriggerCancel}
+		return lanes.ChildEnded{InstanceID: env.InstanceID, MessageID: messageID, Trigger: tr}, nil
 	}
-	return r, nil
+	return lanes.CancelChild{InstanceID: env.InstanceID, MessageID: messageID}, nil
 }

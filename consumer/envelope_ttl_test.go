@@ -7,6 +7,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/lanes"
 )
 
 func TestRelayTTLBuffersOnlyCorrelateByKeyRelays(t *testing.T) {
@@ -31,13 +32,14 @@ func TestRelayTTLBuffersOnlyCorrelateByKeyRelays(t *testing.T) {
 			t.Errorf("%s: code %q, want %q (%v)", tt.body, code, tt.code, err)
 			continue
 		}
-		if err != nil || r.Lookup == nil {
+		c, ok := r.Cause.(lanes.Correlate)
+		if err != nil || !ok {
 			continue
 		}
-		if r.Lookup.TTL != tt.ttl {
-			t.Errorf("%s: ttl %s, want %s", tt.body, r.Lookup.TTL, tt.ttl)
+		if c.TTL != tt.ttl {
+			t.Errorf("%s: ttl %s, want %s", tt.body, c.TTL, tt.ttl)
 		}
-		if tt.ttl > 0 && (string(r.Lookup.Body) != tt.body || r.Lookup.RoutingKey != "rk") {
+		if tt.ttl > 0 && (string(c.Body) != tt.body || c.RoutingKey != "rk") {
 			t.Errorf("%s: the buffered relay must keep its body and routing key", tt.body)
 		}
 	}

@@ -6,30 +6,27 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/sutra-run/worker/bpmn"
 	"github.com/sutra-run/worker/claims"
-	"github.com/sutra-run/worker/engine"
-	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/store"
 )
 
 // Batches. A lane that finds several resumes already queued in its inbox
 // takes up to Config.BatchMax of them at once (it never waits to fill a
-// batch), claims the plain relays among them, runs the engine for each and
+// batch), claims the Messages among them, runs the engine for each and
 // commits them, then answers each with the outcome the single path would
 // give it. The claim and the commit go through the pool's two gatherers
 // (gather.go): a batch joins whatever other lanes handed in meanwhile, so one
 // statement claims and one transaction commits the batches of several lanes.
-// A lone plain relay goes this way too while another lane's batch is in a
+// A lone Message goes this way too while another lane's batch is in a
 // gatherer, to join its group (with many lanes under a moderate load most
 // lanes hold one relay at a time); on an idle pool it runs on its own, which
-// costs less. Only
-// the common case goes this way: a relay to a known instance, with nothing
-// to resolve, start, consume or administer. Everything else, and every step
-// of a batch that leaves the happy path, runs through step unchanged.
+// costs less. Only the common kind goes this way: a Message, a relay to a
+// known instance, with nothing to look up, start, consume or administer.
+// Every other kind, and every step of a batch that leaves the happy path,
+// runs through step unchanged.
 //
 //	batch exit                          outcome                   claim
-//	not batchable, or second of its     (runs on its own after    -
+//	not a Message, or second of its     (runs on its own after    -
 //	instance in the batch               the batch)
 //	batch claim: not taken              (runs on its own: the     never taken
 //	                                    single claim tells why)
@@ -45,12 +42,11 @@ import (
 //	commit fails                        by class                  released
 //	commit succeeds                     Committed                 released by the commit
 
-// batchable says whether r may run in a batch: a plain relay to a known
-// instance.
+// batchable says whether r may run in a batch: a Message, the one kind
+// whose claim and step have no exits of their own.
 func batchable(r *Resume) bool {
-	return r.Path == metrics.PathRelay && r.InstanceID != "" && r.InboxID != "" && r.Lookup == nil &&
-		r.StartKey == "" && r.Op == nil && !r.Admin && !r.Internal && r.TimerID == 0 && r.Schedule == nil &&
-		r.Trigger.Parent == nil && r.Trigger.Kind != engine.TriggerCancel
+	_, ok := r.Cause.(Message)
+	return ok
 }
 
 // handleBatch takes what is queued behind first, up to BatchMax resumes in
@@ -59,13 +55,13 @@ func batchable(r *Resume) bool {
 // the batch runs after it, never beside it).
 func (l *lane) handleBatch(ctx context.Context, first *Resume) {
 	batch, rest := []*Resume{first}, []*Resume(nil)
-	seen := map[string]bool{first.InstanceID: true}
+	seen := map[string]bool{first.id: true}
 take:
 	for n := 1; n < l.pool.cfg.BatchMax; n++ {
 		select {
 		case r := <-l.inbox:
-			if batchable(r) && !seen[r.InstanceID] {
-				seen[r.InstanceID] = true
+			if batchable(r) && !seen[r.id] {
+				seen[r.id] = true
 				batch = append(batch, r)
 			} else {
 				rest = append(rest, r)
@@ -96,11 +92,9 @@ type panicked struct {
 
 // batched is one step of a batch, computed and waiting for the commit.
 type batched struct {
-	r       *Resume
-	held    *claims.Held
-	proc    *bpmn.Process
-	state   engine.State
-	effects engine.Effects
+	r   *Resume
+	c   loaded
+	res OpResult
 }
 
 // stepBatch runs admitted batchable resumes of distinct instances as one
@@ -115,7 +109,7 @@ func (l *lane) stepBatch(ctx context.Context, rs []*Resume) {
 	start := time.Now()
 	reqs := make([]claims.BatchRequest, len(rs))
 	for i, r := range rs {
-		reqs[i] = claims.BatchRequest{InstanceID: r.InstanceID, InboxID: r.InboxID}
+		reqs[i] = claims.BatchRequest{InstanceID: r.id, InboxID: r.InboxID()}
 	}
 	got := l.pool.claimer.do(claims.Batch{Claimer: l.claimer, Requests: reqs})
 	helds, err := got.helds, got.err
@@ -173,8 +167,7 @@ func (l *lane) stepBatch(ctx context.Context, rs []*Resume) {
 	}
 	cs := make([]claims.Step, len(steps))
 	for i, b := range steps {
-		cs[i] = claims.Step{Held: b.held, State: b.state, Effects: b.effects, Extras: claims.Extras{InboxID: b.r.InboxID,
-			CloseTables: engine.CloseTables(b.proc, b.held.Instance.State, b.effects.CloseWaits)}}
+		cs[i] = claims.Step{Held: b.c.held, State: b.res.State, Effects: b.res.Effects, Extras: b.r.Cause.writes(l, b.r, b.c, b.res)}
 	}
 	errs := l.pool.committer.do(cs)
 	n := 0
@@ -208,14 +201,15 @@ func (l *lane) compute(ctx context.Context, r *Resume, h *claims.Held) (b batche
 	if err != nil {
 		return b, false, nil
 	}
-	next, eff, err := l.engine(ctx, proc, engine.Instance{ID: inst.ID, Version: inst.Version, State: inst.State}, r.Trigger)
+	c := loaded{held: h, proc: proc}
+	res, err := r.Cause.compute(ctx, l, r, c)
 	if err != nil {
 		return b, false, nil
 	}
 	if hook := l.pool.deps.Hooks.BeforeCommit; hook != nil {
 		hook(ctx, l.n, r)
 	}
-	return batched{r: r, held: h, proc: proc, state: next, effects: eff}, true, nil
+	return batched{r: r, c: c, res: res}, true, nil
 }
 
 // finishBatched answers one step of a committed batch. A step the batch left
@@ -229,14 +223,14 @@ func (l *lane) finishBatched(ctx context.Context, b batched, start time.Time, er
 	}()
 	switch {
 	case errors.Is(err, store.ErrNotCommitted):
-		err = l.commit(ctx, b.held, b.proc, 0, b.r, b.state, b.effects)
+		err = l.commit(ctx, b.c, b.r, b.res)
 	case err == nil:
-		l.committed(b.effects, nil)
+		l.committed(b.res.Effects, nil)
 	}
-	return l.finish(ctx, b.r, b.held, start, err)
+	return l.finish(ctx, b.r, b.c.held, start, err)
 }
 
 func withInstance(r *Resume, out Outcome) Outcome {
-	out.InstanceID = r.InstanceID
+	out.InstanceID = r.id
 	return out
 }

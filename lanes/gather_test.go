@@ -251,8 +251,7 @@ func TestALoneRelayJoinsTheGroupOfAnotherLanesBatchInFlight(t *testing.T) {
 	})
 	<-g.entered // another lane's batch is being claimed
 	done := make(chan Outcome, 1)
-	p.Dispatch(Resume{Path: metrics.PathRelay, InstanceID: "y", InboxID: "m-y",
-		Trigger: engine.Trigger{Kind: engine.TriggerMessage, Message: "m"}, Done: func(o Outcome) { done <- o }})
+	p.Dispatch(Resume{Cause: Message{InstanceID: "y", MessageID: "m-y", Name: "m"}, Done: func(o Outcome) { done <- o }})
 	for deadline := time.Now().Add(10 * time.Second); len(p.claimer.reqs) == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			close(g.hold)

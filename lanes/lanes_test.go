@@ -3,6 +3,7 @@ package lanes_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -124,9 +125,8 @@ func newPool(t *testing.T, st lanes.Store, hooks *lanes.Hooks) *lanes.Pool {
 // resume is a relay for instance id whose outcome arrives on the channel.
 func resume(id string) (lanes.Resume, chan lanes.Outcome) {
 	out := make(chan lanes.Outcome, 1)
-	return lanes.Resume{Path: metrics.PathRelay, InstanceID: id, InboxID: "m-" + id,
-		Trigger: engine.Trigger{Kind: engine.TriggerMessage, Message: "payment-received"},
-		Done:    func(o lanes.Outcome) { out <- o }}, out
+	return lanes.Resume{Cause: lanes.Message{InstanceID: id, MessageID: "m-" + id, Name: "payment-received"},
+		Done: func(o lanes.Outcome) { out <- o }}, out
 }
 
 func TestStepErrorsAreClassifiedByWhetherARetryCanCureThem(t *testing.T) {
@@ -202,23 +202,24 @@ func TestEveryResumeAcceptedBeforeTheStopIsAnsweredEvenWhenForwardedDuringIt(t *
 	t.Parallel()
 	st := newFakeStore(t)
 	stopping := make(chan struct{})
-	// A correlate-by-key relay resolves only once the stop has begun, to an
-	// instance of another lane than its message's: the forward must find a
-	// lane that still runs.
+	// Correlate-by-key relays resolve only once the stop has begun, to an
+	// instance of another lane than their message's: the forward must find a
+	// lane that still runs. (The fake's instance waits with key "k".)
+	id := "elsewhere"
 	st.resolve = func(context.Context, string, string) (string, error) {
-		<-stopping
-		return "elsewhere", nil
+		<-stopping // closed after id is chosen
+		return id, nil
 	}
 	p := newPool(t, st, nil)
+	for p.Lane(id) == p.Lane("payment-received\x00k") {
+		id += "!"
+	}
 	const n = 32
 	outs := make([]chan lanes.Outcome, n)
 	for i := range n {
 		outs[i] = make(chan lanes.Outcome, 1)
-		key := strings.Repeat("k", i+1)
-		p.Dispatch(lanes.Resume{Path: metrics.PathRelay, InboxID: "m-" + key,
-			Lookup:  &lanes.Lookup{Message: "payment-received", CorrelationKey: key},
-			Trigger: engine.Trigger{Kind: engine.TriggerMessage, Message: "payment-received"},
-			Done:    func(o lanes.Outcome) { outs[i] <- o }})
+		p.Dispatch(lanes.Resume{Cause: lanes.Correlate{MessageID: fmt.Sprintf("m-%d", i), Message: "payment-received", CorrelationKey: "k"},
+			Done: func(o lanes.Outcome) { outs[i] <- o }})
 	}
 	stopped := make(chan error, 1)
 	go func() { stopped <- p.Stop(context.Background()) }()
@@ -295,8 +296,8 @@ func TestAdminCallsOfAReplicaNeverRunTwoStepsAtOnce(t *testing.T) {
 	const n = 40
 	outs := make(chan lanes.Outcome, n)
 	for i := range n {
-		p.Dispatch(lanes.Resume{Path: metrics.PathAdmin, Admin: true, InstanceID: []string{"same", "other"}[i%2] + strings.Repeat("x", i%3),
-			Op: op, Done: func(o lanes.Outcome) { outs <- o }})
+		p.Dispatch(lanes.Resume{Cause: lanes.AdminOp{InstanceID: []string{"same", "other"}[i%2] + strings.Repeat("x", i%3), Op: op},
+			Done: func(o lanes.Outcome) { outs <- o }})
 	}
 	for range n {
 		if o := <-outs; o.Kind != lanes.Committed {

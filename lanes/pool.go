@@ -231,9 +231,9 @@ func (p *Pool) route(r *Resume) int {
 			return n
 		}
 	}
-	key := r.InstanceID
-	if key == "" && r.Lookup != nil {
-		key = r.Lookup.Message + "\x00" + r.Lookup.CorrelationKey
+	key := r.id
+	if c, ok := r.Cause.(Correlate); ok && key == "" {
+		key = c.routeKey()
 	}
 	return p.Lane(key)
 }
@@ -249,7 +249,12 @@ func (p *Pool) Dispatch(r Resume) {
 	}
 	p.pending.Add(1)
 	p.mu.RUnlock()
-	if r.Admin {
+	if r.Cause == nil {
+		p.answer(&r, Outcome{Kind: Rejected, Code: fault.StepFailed, Err: fault.New(fault.StepFailed, "lanes: a resume without a cause")})
+		return
+	}
+	r.id = r.Cause.instanceID()
+	if r.Admin() {
 		p.enqueueTo(p.adminLane, &r)
 		return
 	}

@@ -8,81 +8,127 @@ import (
 
 	"github.com/sutra-run/worker/bpmn"
 
+	"github.com/sutra-run/worker/claims"
 	"github.com/sutra-run/worker/engine"
-	"github.com/sutra-run/worker/store"
+	"github.com/sutra-run/worker/metrics"
 )
 
-// Resume is one resume of one instance handed to a lane: a relay, a timer
-// fire or a task completion.
+// Resume is one resume of one instance handed to a lane: what causes it,
+// one of a closed set of kinds, and who hears its outcome.
 type Resume struct {
-	// Path names the resume path for metrics and logs (metrics.PathRelay, …).
-	Path string
-	// InstanceID routes the resume. Empty when Lookup resolves it.
-	InstanceID string
-	// Lookup resolves the instance from its open subscription (correlate by key).
-	Lookup *Lookup
-	// StartKey starts a new instance of that definition, at StartVersion (0:
-	// the latest).
-	StartKey     string
-	StartVersion int
-	// InboxID is the relay message id recorded in the step's commit.
-	InboxID string
-	// TimerID is the timer row the step consumes.
-	TimerID int64
-	// Schedule, on a timer start event's fire, is the schedule row TimerID
-	// names: the commit moves it to its next fire instead of consuming it.
-	Schedule *store.DueTimer
-	// StartCorrelationKey is held by an instance a message starts while it
-	// is active (one active instance of a definition per key).
-	StartCorrelationKey string
-	// Internal marks a relay the worker sent itself (a task outcome, a
-	// child's start, end or cancellation): when what it resumes is gone, it
-	// is stale, not a dead letter.
-	Internal bool
-	Trigger  engine.Trigger
-	// Admin runs the resume on an admin lane, which claims as the replica's
-	// admin owner (claims.AdminOwner), which no lane produces: an
-	// administrative call never re-enters a lane's claim, nor a lane an
-	// admin call's.
-	Admin bool
-	// Op, when set, computes the step in place of engine.Step(Trigger): an
-	// administrative change (variables, migration).
-	Op Op
+	// Cause is one of Message, Correlate, Start, TaskOutcome, ChildEnded,
+	// CancelChild, TimerFire, ScheduledStart, AdminStep, AdminOp, AdminStart.
+	Cause Cause
 	// Done receives the outcome exactly once. It must not block.
 	Done func(Outcome)
 
+	// id is the instance the resume steps: the one its cause names, or the
+	// one a Correlate's lookup found ("" before it).
+	id       string
 	enqueued time.Time
-	// resolves counts how often a correlate-by-key relay was resolved again.
+	// resolves counts how often a Correlate was looked up again.
 	resolves int
 }
 
-// Lookup is a correlate-by-key resolution.
-type Lookup struct {
-	Message        string
-	CorrelationKey string
-	// TTL, when positive, buffers the relay for that long if no subscription
-	// matches yet, instead of rejecting it as uncorrelated.
-	TTL time.Duration
-	// Body and RoutingKey are kept with a buffered relay, to dead-letter it
-	// unchanged when its TTL passes.
-	Body       []byte
-	RoutingKey string
-	// StartOnly and CorrelateOnly are set on the relays of a message fanned
-	// out to several targets: start an instance of that definition only, or
-	// correlate to a waiting subscription only.
-	StartOnly     string
-	CorrelateOnly bool
+// InstanceID is the instance r steps ("" for a Correlate not looked up yet).
+func (r *Resume) InstanceID() string {
+	if r.id == "" {
+		return r.Cause.instanceID()
+	}
+	return r.id
 }
 
-// Op computes an administrative step from the instance its claim loaded.
+// InboxID is the message id of the relay r applies ("" for a timer fire or
+// an administrative step).
+func (r *Resume) InboxID() string { return r.Cause.inboxID() }
+
+// Path names r's resume path for metrics and logs (metrics.PathRelay, …).
+func (r *Resume) Path() string { return r.Cause.path() }
+
+// Admin reports whether r runs on the admin lane.
+func (r *Resume) Admin() bool { return r.Cause.path() == metrics.PathAdmin }
+
+// Cause is what resumes an instance. The set of kinds is closed (the
+// interface's methods are unexported): a new resume path is a new kind in
+// this package, with its rows in the exit tables (lane.go, batch.go).
+//
+// Each kind does its own work before the claim, then every kind goes through
+// one core (lane.step): claim → load the definition → compute → commit.
+type Cause interface {
+	path() string
+	// instanceID is the instance the cause names ("" when a lookup finds it).
+	instanceID() string
+	// inboxID is the relay message id the step's transaction records as
+	// applied ("" for no relay).
+	inboxID() string
+	// prepare is the work before the claim: it returns what to claim, or
+	// answers r (answered), or hands it to another lane (handedOn).
+	prepare(ctx context.Context, l *lane, r *Resume) (claims.Request, Outcome, next)
+	// compute computes the step from the instance its claim loaded.
+	compute(ctx context.Context, l *lane, r *Resume, c loaded) (OpResult, error)
+	// writes are what the step's transaction writes beside the step.
+	writes(l *lane, r *Resume, c loaded, res OpResult) claims.Extras
+}
+
+// The exits a kind may add to the core's, each an optional method.
+type (
+	// claimFailer answers some claim errors its own way (handled).
+	claimFailer interface {
+		claimFailed(ctx context.Context, l *lane, r *Resume, err error) (out Outcome, handled bool)
+	}
+	// stepFailer answers some compute errors its own way (handled); answered
+	// false hands r on to another lane.
+	stepFailer interface {
+		stepFailed(ctx context.Context, l *lane, r *Resume, held *claims.Held, err error) (out Outcome, answered, handled bool)
+	}
+	// tooLarger commits something else in place of a step refused as too
+	// large, or returns cause.
+	tooLarger interface {
+		tooLarge(ctx context.Context, l *lane, r *Resume, c loaded, cause error) error
+	}
+	// internalRelay is a relay the worker sent itself (a task outcome, a
+	// child's start, end or cancellation): when what it resumes is gone, it
+	// is stale, not a dead letter.
+	internalRelay interface{ internal() bool }
+)
+
+func isInternal(c Cause) bool {
+	i, ok := c.(internalRelay)
+	return ok && i.internal()
+}
+
+// next is what follows a cause's prepare.
+type next int
+
+const (
+	claimIt  next = iota // claim the request
+	answered             // the outcome answers the resume
+	handedOn             // another lane runs the resume and answers it
+)
+
+// loaded is a step's claim and the definition its instance runs on.
+type loaded struct {
+	held *claims.Held
+	proc *bpmn.Process
+}
+
+// stepWrites are the writes of an engine step: the relay it applies, and
+// the tables its closed waits have rows in (the engine ran on proc from the
+// state its claim loaded).
+func stepWrites(inboxID string, c loaded, res OpResult) claims.Extras {
+	return claims.Extras{InboxID: inboxID, CloseTables: engine.CloseTables(c.proc, c.held.Instance.State, res.Effects.CloseWaits)}
+}
+
+// Op computes an administrative step (AdminOp) from the instance its claim
+// loaded.
 type Op func(ctx context.Context, defs Definitions, proc *bpmn.Process, in engine.Instance, now time.Time) (OpResult, error)
 
-// OpResult is what an Op computed.
+// OpResult is what a step computed.
 type OpResult struct {
 	State   engine.State
 	Effects engine.Effects
-	// Process is the definition the instance runs on after the step (a
-	// migration's target); nil keeps the one it had.
+	// Process, set by an Op only, is the definition the instance runs on
+	// after the step (a migration's target); nil keeps the one it had.
 	Process *bpmn.Process
 	// DefinitionVersion is the version of Process when it changes (0: none).
 	DefinitionVersion int

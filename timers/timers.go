@@ -22,7 +22,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sutra-run/worker/engine"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/backoff"
 	"github.com/sutra-run/worker/internal/defaults"
@@ -219,15 +218,8 @@ func (p *Poller) sleep(timer *time.Timer, next time.Duration, ok bool) {
 // A timer start event's fire starts the instance its schedule row names.
 func (p *Poller) dispatch(t store.DueTimer) {
 	r := lanes.Resume{
-		Path:       metrics.PathTimer,
-		InstanceID: t.InstanceID,
-		TimerID:    t.ID,
-		Trigger:    engine.Trigger{Kind: engine.TriggerTimer, TokenID: t.TokenID, Element: t.Element},
-		Done:       func(out lanes.Outcome) { p.results <- answered{t: t, out: out, at: time.Now()} },
-	}
-	if t.Start != nil {
-		r.StartKey, r.StartVersion, r.Schedule = t.Start.DefinitionKey, t.Start.DefinitionVersion, &t
-		r.Trigger = engine.Trigger{Kind: engine.TriggerStart, Element: t.Element}
+		Cause: lanes.Fire(t),
+		Done:  func(out lanes.Outcome) { p.results <- answered{t: t, out: out, at: time.Now()} },
 	}
 	p.deps.Lanes.Dispatch(r)
 }
