@@ -88,7 +88,7 @@ func TestABatchClaimReleasesWhatItCannotStepAndCommitsWhatItHolds(t *testing.T) 
 	for _, h := range []*claims.Held{helds[0], helds[3]} {
 		steps = append(steps, claims.Step{Held: h, State: h.Instance.State, Extras: claims.Extras{InboxID: "in-" + h.Instance.ID}})
 	}
-	for i, err := range claims.CommitBatch(ctx, steps) {
+	for i, err := range claims.WriteGroup(ctx, steps) {
 		if err != nil {
 			t.Fatalf("commit %d: %v", i, err)
 		}

@@ -33,7 +33,7 @@ func AdminOwner(replica string) string { return replica + "/admin" }
 type Store interface {
 	Claim(ctx context.Context, r store.ClaimRequest) (store.Instance, error)
 	Release(ctx context.Context, id, owner string) error
-	CommitStep(ctx context.Context, c store.Commit) error
+	WriteStep(ctx context.Context, c store.StepWrites) error
 }
 
 // BatchStore is a Store that also claims and commits in batches
@@ -41,7 +41,7 @@ type Store interface {
 type BatchStore interface {
 	Store
 	ClaimBatch(ctx context.Context, r store.ClaimBatchRequest) ([]store.Claimed, error)
-	CommitBatch(ctx context.Context, cs []store.Commit) []error
+	WriteGroup(ctx context.Context, cs []store.StepWrites) []error
 }
 
 // Claimer takes claims for one owner.
@@ -152,7 +152,7 @@ type Extras struct {
 	// definition (a migration); 0 keeps it.
 	DefinitionVersion int
 	// CloseTables names the tables of each closed wait
-	// (store.Commit.CloseTables); nil: every table.
+	// (store.StepWrites.CloseTables); nil: every table.
 	CloseTables []engine.WaitTables
 }
 
@@ -161,7 +161,7 @@ type Extras struct {
 // stolen) writes nothing and returns an error with fault.StepFenced; the claim
 // is then no longer ours, so it counts as ended either way.
 func (h *Held) Commit(ctx context.Context, st engine.State, eff engine.Effects, x Extras) error {
-	err := h.store.CommitStep(ctx, h.commit(st, eff, x))
+	err := h.store.WriteStep(ctx, h.commit(st, eff, x))
 	if err == nil {
 		h.done = true
 	}
@@ -169,8 +169,8 @@ func (h *Held) Commit(ctx context.Context, st engine.State, eff engine.Effects, 
 }
 
 // commit is the store's commit of a step under this claim.
-func (h *Held) commit(st engine.State, eff engine.Effects, x Extras) store.Commit {
-	return store.Commit{
+func (h *Held) commit(st engine.State, eff engine.Effects, x Extras) store.StepWrites {
+	return store.StepWrites{
 		InstanceID: h.Instance.ID, Owner: h.owner, Version: h.Instance.Version,
 		State: st, Effects: eff, InboxID: x.InboxID, TimerID: x.TimerID, RearmAt: x.RearmAt, Consumed: x.Consumed, SkipBufferCheck: x.SkipBufferCheck,
 		DefinitionVersion: x.DefinitionVersion, CloseTables: x.CloseTables,
@@ -288,24 +288,24 @@ type Step struct {
 	Extras  Extras
 }
 
-// CommitBatch commits several steps in one transaction (store.CommitBatch),
+// WriteGroup commits several steps in one transaction (store.WriteGroup),
 // each fenced on its own claim; the claims may be of several Claimers (the
 // lanes of one replica) over one store. The result is aligned with steps:
 // nil, committed and released; fault.StepFenced, that step did not happen and
-// its claim is no longer ours; store.ErrNotCommitted, nothing was written for
+// its claim is no longer ours; store.ErrNotWritten, nothing was written for
 // it and its claim is still held (commit it with Held.Commit);
 // fault.StepTooLarge, nothing was written for it and its claim is still held
 // (release it); any other error leaves the outcome unknown, as a failed
 // Held.Commit does.
-func CommitBatch(ctx context.Context, steps []Step) []error {
-	cs := make([]store.Commit, len(steps))
+func WriteGroup(ctx context.Context, steps []Step) []error {
+	cs := make([]store.StepWrites, len(steps))
 	for i, st := range steps {
 		if st.Held.store != steps[0].Held.store {
 			panic("claims: a batch commits only claims over one store")
 		}
 		cs[i] = st.Held.commit(st.State, st.Effects, st.Extras)
 	}
-	errs := steps[0].Held.store.(BatchStore).CommitBatch(ctx, cs)
+	errs := steps[0].Held.store.(BatchStore).WriteGroup(ctx, cs)
 	for i, err := range errs {
 		if err == nil {
 			steps[i].Held.done = true

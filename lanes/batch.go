@@ -38,7 +38,7 @@ import (
 //	commit: step too large              Rejected (StepTooLarge);  released (nothing written
 //	                                    the others commit         for it)
 //	commit: another step's writes       (committed on its own:    held, then released by that commit
-//	failed (ErrNotCommitted)            single commit path)
+//	failed (ErrNotWritten)            single commit path)
 //	commit fails                        by class                  released
 //	commit succeeds                     Committed                 released by the commit
 
@@ -222,7 +222,7 @@ func (l *lane) finishBatched(ctx context.Context, b batched, start time.Time, er
 		}
 	}()
 	switch {
-	case errors.Is(err, store.ErrNotCommitted):
+	case errors.Is(err, store.ErrNotWritten):
 		err = l.commit(ctx, b.c, b.r, b.res)
 	case err == nil:
 		l.committed(b.res.Effects, nil)

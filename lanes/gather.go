@@ -18,7 +18,7 @@ const groupMax = 256
 // goes to the database as one statement or transaction. It never waits to
 // fill a group; while it runs one group the next gathers behind it, which is
 // what makes the groups grow with the load. A pool has two, one that claims
-// (claims.ClaimBatch) and one that commits (claims.CommitBatch), each one
+// (claims.ClaimBatch) and one that commits (claims.WriteGroup), each one
 // goroutine: with two or four committers the groups were smaller and the
 // 16-lane run slower (BENCHMARKS.md).
 type gatherer[T, R any] struct {
@@ -146,7 +146,7 @@ func newCommitGatherer(timeout time.Duration, lanes int) *commitGatherer {
 			for _, b := range batches {
 				all = append(all, b...)
 			}
-			errs := claims.CommitBatch(ctx, all)
+			errs := claims.WriteGroup(ctx, all)
 			out := make([][]error, len(batches))
 			for i, b := range batches {
 				out[i], errs = errs[:len(b):len(b)], errs[len(b):]

@@ -35,8 +35,8 @@ type groupStore struct {
 func (g *groupStore) Claim(_ context.Context, r store.ClaimRequest) (store.Instance, error) {
 	return store.Instance{ID: r.InstanceID, Version: 1}, nil
 }
-func (g *groupStore) Release(context.Context, string, string) error  { return nil }
-func (g *groupStore) CommitStep(context.Context, store.Commit) error { return nil }
+func (g *groupStore) Release(context.Context, string, string) error     { return nil }
+func (g *groupStore) WriteStep(context.Context, store.StepWrites) error { return nil }
 
 // ClaimBatch claims every instance but "taken", recording each group as
 // id@owner.
@@ -63,7 +63,7 @@ func (g *groupStore) record(ids []string) {
 	}
 }
 
-func (g *groupStore) CommitBatch(_ context.Context, cs []store.Commit) []error {
+func (g *groupStore) WriteGroup(_ context.Context, cs []store.StepWrites) []error {
 	var ids []string
 	for _, c := range cs {
 		ids = append(ids, c.InstanceID)

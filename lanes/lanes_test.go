@@ -72,7 +72,7 @@ func (f *fakeStore) Release(_ context.Context, id, _ string) error {
 	return nil
 }
 
-func (f *fakeStore) CommitStep(ctx context.Context, c store.Commit) error {
+func (f *fakeStore) WriteStep(ctx context.Context, c store.StepWrites) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

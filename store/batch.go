@@ -21,11 +21,11 @@ import (
 // version. Only plain relays to known instances go this way; everything else
 // (starts, timer fires, admin operations) keeps the one-step statements.
 
-// ErrNotCommitted reports a step of a batch that the batch did not commit
+// ErrNotWritten reports a step of a batch that the batch did not commit
 // because another step's writes failed (a copy of a relay committed first, a
 // buffered message matched, …): nothing was written and its claim is still
-// held; commit it on its own (CommitStep) to learn its outcome.
-var ErrNotCommitted = errors.New("store: step left out of its batch commit; commit it on its own")
+// held; commit it on its own (WriteStep) to learn its outcome.
+var ErrNotWritten = errors.New("store: step left out of its batch commit; commit it on its own")
 
 // ClaimBatchRequest claims several instances, each for its own owner (the
 // lanes of a replica claim together).
@@ -136,20 +136,20 @@ RETURNING i.id`
 SELECT sutra_batch_fence(count(*), cardinality($1::text[])) FROM u`
 )
 
-// CommitBatch commits several steps (of distinct instances) in one
+// WriteGroup commits several steps (of distinct instances) in one
 // transaction that waits for one WAL flush. It sends the fence of every step,
 // their writes and the commit in one round trip; when a step's claim was
 // lost (the fence raises, nothing is written) it retries in two: the fence,
 // which returns the steps that passed, then their writes and the commit.
 // The result is aligned with cs: nil, committed and released;
 // an error with fault.StepFenced, that step's claim was swept or stolen and
-// it did not happen, while the others committed; ErrNotCommitted, nothing
+// it did not happen, while the others committed; ErrNotWritten, nothing
 // was written for that step (another step's writes failed) and its claim is
 // still held; fault.StepTooLarge, that step is past the store's limits and
 // was left out before anything was sent, its claim still held. An error
-// returned for all of cs leaves each outcome unknown, as a failed CommitStep
+// returned for all of cs leaves each outcome unknown, as a failed WriteStep
 // does.
-func (s *Store) CommitBatch(ctx context.Context, cs []Commit) []error {
+func (s *Store) WriteGroup(ctx context.Context, cs []StepWrites) []error {
 	errs := make([]error, len(cs))
 	fail := func(err error) []error {
 		for i := range errs {
@@ -173,7 +173,7 @@ func (s *Store) CommitBatch(ctx context.Context, cs []Commit) []error {
 		ids[i], owners[i], versions[i], statuses[i], vars[i], tokens[i] = c.InstanceID, c.Owner, c.Version, string(c.State.Status), string(docs.vars), string(docs.tokens)
 	}
 	if tooLarge {
-		return s.commitBatchWithout(ctx, cs, errs)
+		return s.writeGroupWithout(ctx, cs, errs)
 	}
 	what := fmt.Sprintf("committing %d steps", n)
 	conn, err := s.pool.Acquire(ctx)
@@ -195,7 +195,7 @@ func (s *Store) CommitBatch(ctx context.Context, cs []Commit) []error {
 	}
 
 	// One round trip: open the transaction (durable: it waits for the WAL
-	// flush, like CommitStep), fence every step, write them all, commit.
+	// flush, like WriteStep), fence every step, write them all, commit.
 	b := &pgx.Batch{}
 	queueBegin(b)
 	b.Queue(fenceBatchSQL, ids, owners, versions, statuses, vars, tokens)
@@ -235,7 +235,7 @@ func (s *Store) CommitBatch(ctx context.Context, cs []Commit) []error {
 	}
 
 	// Round trip 2: the writes of the steps that passed the fence, then COMMIT.
-	var passed []Commit
+	var passed []StepWrites
 	for i, c := range cs {
 		if !matched[c.InstanceID] {
 			errs[i] = fault.New(fault.StepFenced, "instance %s is not claimed by %s at version %d", c.InstanceID, c.Owner, c.Version)
@@ -258,11 +258,11 @@ func (s *Store) CommitBatch(ctx context.Context, cs []Commit) []error {
 	return stepsFailed(errs, cs, matched, err, what)
 }
 
-// commitBatchWithout commits the steps of cs that have no error in errs (the
+// writeGroupWithout commits the steps of cs that have no error in errs (the
 // others were refused as too large) as a batch of their own; the steps
 // encode again, on this rare path only.
-func (s *Store) commitBatchWithout(ctx context.Context, cs []Commit, errs []error) []error {
-	var rest []Commit
+func (s *Store) writeGroupWithout(ctx context.Context, cs []StepWrites, errs []error) []error {
+	var rest []StepWrites
 	var at []int
 	for i, c := range cs {
 		if errs[i] == nil {
@@ -270,7 +270,7 @@ func (s *Store) commitBatchWithout(ctx context.Context, cs []Commit, errs []erro
 		}
 	}
 	if len(rest) > 0 {
-		for k, err := range s.CommitBatch(ctx, rest) {
+		for k, err := range s.WriteGroup(ctx, rest) {
 			errs[at[k]] = err
 		}
 	}
@@ -288,14 +288,14 @@ func queueBegin(b *pgx.Batch) {
 // for the steps that passed it (every step when matched is nil): a step's
 // own writes failing leaves the others not committed, to commit on their
 // own; any other error leaves each outcome unknown.
-func stepsFailed(errs []error, cs []Commit, matched map[string]bool, err error, what string) []error {
+func stepsFailed(errs []error, cs []StepWrites, matched map[string]bool, err error, what string) []error {
 	for i, c := range cs {
 		if matched != nil && !matched[c.InstanceID] {
 			continue
 		}
 		if _, ok := stepError(err, c); ok {
 			// One step's writes failed: the others did nothing wrong.
-			errs[i] = ErrNotCommitted
+			errs[i] = ErrNotWritten
 		} else {
 			errs[i] = translate(err, what)
 		}

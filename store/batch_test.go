@@ -41,7 +41,7 @@ func batchEnv(t *testing.T, ids ...string) (*testkit.Env, *store.Store, *bpmn.Pr
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := st.CommitStep(ctx, store.Commit{InstanceID: id, Owner: "r/lane/0", Version: inst.Version, State: state, Effects: eff}); err != nil {
+		if err := st.WriteStep(ctx, store.StepWrites{InstanceID: id, Owner: "r/lane/0", Version: inst.Version, State: state, Effects: eff}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -50,7 +50,7 @@ func batchEnv(t *testing.T, ids ...string) (*testkit.Env, *store.Store, *bpmn.Pr
 
 // claimPaid claims the orders ids for owner in one batch claim and computes
 // each one's payment step, for the relay pay-<id without "o-">.
-func claimPaid(t *testing.T, st *store.Store, proc *bpmn.Process, owner string, ids []string) []store.Commit {
+func claimPaid(t *testing.T, st *store.Store, proc *bpmn.Process, owner string, ids []string) []store.StepWrites {
 	t.Helper()
 	inboxes := make([]string, len(ids))
 	for i, id := range ids {
@@ -60,14 +60,14 @@ func claimPaid(t *testing.T, st *store.Store, proc *bpmn.Process, owner string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cs []store.Commit
+	var cs []store.StepWrites
 	for i, c := range claimed {
 		state, eff, err := engine.Step(proc, engine.Instance{ID: ids[i], Version: c.Instance.Version, State: c.Instance.State},
 			engine.Trigger{Kind: engine.TriggerMessage, Message: "payment-received"}, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
-		cs = append(cs, store.Commit{InstanceID: ids[i], Owner: owner, Version: c.Instance.Version, State: state, Effects: eff, InboxID: inboxes[i]})
+		cs = append(cs, store.StepWrites{InstanceID: ids[i], Owner: owner, Version: c.Instance.Version, State: state, Effects: eff, InboxID: inboxes[i]})
 	}
 	return cs
 }
@@ -86,7 +86,7 @@ func TestBatchCommitLeavesOutTheFencedInstanceAndCommitsTheOthers(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cs []store.Commit
+	var cs []store.StepWrites
 	for i, c := range claimed {
 		if !c.OK || c.Err != nil || c.Instance.ID != ids[i] || c.Instance.Version != 1 {
 			t.Fatalf("claimed[%d] = %+v", i, c)
@@ -96,7 +96,7 @@ func TestBatchCommitLeavesOutTheFencedInstanceAndCommitsTheOthers(t *testing.T) 
 		if err != nil {
 			t.Fatal(err)
 		}
-		cs = append(cs, store.Commit{InstanceID: ids[i], Owner: owner, Version: c.Instance.Version, State: state, Effects: eff, InboxID: inboxes[i]})
+		cs = append(cs, store.StepWrites{InstanceID: ids[i], Owner: owner, Version: c.Instance.Version, State: state, Effects: eff, InboxID: inboxes[i]})
 	}
 	// o-b's claim goes stale and another lane takes it over.
 	if _, err := env.DB.Exec(ctx, "UPDATE instances SET claimed_at = now() - interval '1 hour' WHERE id = 'o-b'"); err != nil {
@@ -105,7 +105,7 @@ func TestBatchCommitLeavesOutTheFencedInstanceAndCommitsTheOthers(t *testing.T) 
 	if _, err := st.Claim(ctx, store.ClaimRequest{InstanceID: "o-b", Owner: "r/lane/9", Timeout: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	errs := st.CommitBatch(ctx, cs)
+	errs := st.WriteGroup(ctx, cs)
 	if errs[0] != nil || errs[2] != nil || fault.Code(errs[1]) != fault.StepFenced {
 		t.Fatalf("errs = %v, want [nil fenced nil]", errs)
 	}
@@ -180,7 +180,7 @@ func TestABatchCommitWaitsForTheWALFlushAndItsBatchClaimDoesNot(t *testing.T) {
 	env.AuditDurability(t, "instances", "inbox", "subscriptions")
 	ctx := testkit.Ctx(t)
 	cs := claimPaid(t, st, proc, "r/lane/1", ids)
-	for i, err := range st.CommitBatch(ctx, cs) {
+	for i, err := range st.WriteGroup(ctx, cs) {
 		if err != nil {
 			t.Fatalf("commit of %s: %v", ids[i], err)
 		}
@@ -199,7 +199,7 @@ func TestABatchCommitWaitsForTheWALFlushAndItsBatchClaimDoesNot(t *testing.T) {
 
 // When one step's writes fail (a copy of its relay committed after the batch
 // claim read the inbox), the batch writes nothing, every step it let through
-// the fence is ErrNotCommitted with its claim still held, and each then
+// the fence is ErrNotWritten with its claim still held, and each then
 // commits on its own: the copy's step is a duplicate, the other commits.
 func TestAStepWhoseWritesFailLeavesTheBatchUncommittedAndEachCommitsOnItsOwn(t *testing.T) {
 	t.Parallel()
@@ -211,19 +211,19 @@ func TestAStepWhoseWritesFailLeavesTheBatchUncommittedAndEachCommitsOnItsOwn(t *
 	if _, err := env.DB.Exec(ctx, "INSERT INTO inbox (message_id, instance_id) VALUES ('pay-b', 'o-b')"); err != nil {
 		t.Fatal(err)
 	}
-	errs := st.CommitBatch(ctx, cs)
+	errs := st.WriteGroup(ctx, cs)
 	for i, err := range errs {
-		if !errors.Is(err, store.ErrNotCommitted) {
-			t.Fatalf("errs[%d] = %v, want ErrNotCommitted", i, err)
+		if !errors.Is(err, store.ErrNotWritten) {
+			t.Fatalf("errs[%d] = %v, want ErrNotWritten", i, err)
 		}
 	}
 	if n := env.Int(t, "SELECT count(*) FROM instances WHERE owner = $1", owner); n != 2 {
 		t.Fatalf("%d claims held after the failed batch, want both", n)
 	}
-	if err := st.CommitStep(ctx, cs[0]); err != nil {
+	if err := st.WriteStep(ctx, cs[0]); err != nil {
 		t.Fatalf("o-a on its own: %v", err)
 	}
-	if err := st.CommitStep(ctx, cs[1]); !errors.Is(err, store.ErrDuplicate) {
+	if err := st.WriteStep(ctx, cs[1]); !errors.Is(err, store.ErrDuplicate) {
 		t.Fatalf("o-b on its own: %v, want ErrDuplicate", err)
 	}
 	if v := env.Int(t, "SELECT version FROM instances WHERE id = 'o-a'"); v != 2 {
@@ -249,8 +249,8 @@ func TestABatchThatLostAClaimAndWhoseWritesFailLeavesOnlyTheFencedStepFenced(t *
 	if _, err := env.DB.Exec(ctx, "INSERT INTO inbox (message_id, instance_id) VALUES ('pay-c', 'o-c')"); err != nil {
 		t.Fatal(err)
 	}
-	errs := st.CommitBatch(ctx, cs)
-	if fault.Code(errs[0]) != fault.StepFenced || !errors.Is(errs[1], store.ErrNotCommitted) || !errors.Is(errs[2], store.ErrNotCommitted) {
+	errs := st.WriteGroup(ctx, cs)
+	if fault.Code(errs[0]) != fault.StepFenced || !errors.Is(errs[1], store.ErrNotWritten) || !errors.Is(errs[2], store.ErrNotWritten) {
 		t.Fatalf("errs = %v, want [fenced, not committed, not committed]", errs)
 	}
 	if n := env.Int(t, "SELECT count(*) FROM instances WHERE owner = $1", owner); n != 2 {
@@ -306,12 +306,12 @@ func TestABatchCommitWritesEachStepsWaitsToItsOwnInstanceOnly(t *testing.T) {
 		// o-c moves its wait to another element.
 		"o-c": {RenameWaits: []engine.WaitRename{{TokenID: tok, From: el, To: "E9"}}},
 	}
-	var cs []store.Commit
+	var cs []store.StepWrites
 	for i, c := range claimed {
 		if !c.OK || c.Err != nil {
 			t.Fatalf("claimed[%d] = %+v", i, c)
 		}
-		cs = append(cs, store.Commit{InstanceID: ids[i], Owner: owner, Version: c.Instance.Version, State: c.Instance.State,
+		cs = append(cs, store.StepWrites{InstanceID: ids[i], Owner: owner, Version: c.Instance.Version, State: c.Instance.State,
 			Effects: effects[ids[i]], InboxID: "in-" + ids[i][2:]})
 	}
 
@@ -320,20 +320,20 @@ func TestABatchCommitWritesEachStepsWaitsToItsOwnInstanceOnly(t *testing.T) {
 		VALUES ('m-b', 'm', 'b', now() + interval '1 hour')`); err != nil {
 		t.Fatal(err)
 	}
-	for i, err := range st.CommitBatch(ctx, cs) {
-		if !errors.Is(err, store.ErrNotCommitted) {
-			t.Fatalf("with a match buffered: errs[%d] = %v, want ErrNotCommitted", i, err)
+	for i, err := range st.WriteGroup(ctx, cs) {
+		if !errors.Is(err, store.ErrNotWritten) {
+			t.Fatalf("with a match buffered: errs[%d] = %v, want ErrNotWritten", i, err)
 		}
 	}
 	var m *store.BufferedMatch
-	if err := st.CommitStep(ctx, cs[1]); !errors.As(err, &m) || m.MessageID != "m-b" {
+	if err := st.WriteStep(ctx, cs[1]); !errors.As(err, &m) || m.MessageID != "m-b" {
 		t.Fatalf("o-b on its own = %v, want the match of m-b", err)
 	}
 	if _, err := env.DB.Exec(ctx, "DELETE FROM buffered_messages"); err != nil {
 		t.Fatal(err)
 	}
 
-	for i, err := range st.CommitBatch(ctx, cs) {
+	for i, err := range st.WriteGroup(ctx, cs) {
 		if err != nil {
 			t.Fatalf("errs[%d] = %v", i, err)
 		}
@@ -394,7 +394,7 @@ func TestAFencedBatchHandsItsOutboxRowsOverWithTheStartOfTheTransactionThatWrote
 	if _, err := env.DB.Exec(ctx, "UPDATE instances SET owner = 'r/lane/9' WHERE id = 'o-b'"); err != nil {
 		t.Fatal(err)
 	}
-	if errs := st.CommitBatch(ctx, cs); errs[0] != nil || fault.Code(errs[1]) != fault.StepFenced {
+	if errs := st.WriteGroup(ctx, cs); errs[0] != nil || fault.Code(errs[1]) != fault.StepFenced {
 		t.Fatalf("errs = %v, want [nil fenced]", errs)
 	}
 	w := h.last(t)
@@ -445,7 +445,7 @@ func TestABatchCommitHandsItsOutboxRowsOverHoldingNoConnection(t *testing.T) {
 	st.HandOutboxTo(h)
 	cs := claimPaid(t, st, proc, "r/lane/1", ids)
 	cs[0].Effects.Publish = append(cs[0].Effects.Publish, engine.OutboxMessage{ID: "msg-o-a", Element: "e", Message: "m", Variables: map[string]any{}})
-	if errs := st.CommitBatch(ctx, cs); errs[0] != nil {
+	if errs := st.WriteGroup(ctx, cs); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
 	if h.err != nil {

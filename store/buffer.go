@@ -20,7 +20,7 @@ var ErrBufferedGone = errors.New("store: buffered message gone")
 
 // BufferedMatch is a buffered message that a subscription opened by a step
 // matches. The commit that found it rolled back, the claim is still held,
-// and the step applies the message and commits again (Commit.Consumed).
+// and the step applies the message and commits again (StepWrites.Consumed).
 type BufferedMatch struct {
 	ID             int64          `json:"id"`
 	MessageID      string         `json:"message_id"`

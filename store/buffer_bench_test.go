@@ -42,7 +42,7 @@ func BenchmarkCommitOpeningASubscription(b *testing.B) {
 					Tokens: []engine.Token{{ID: "t1", Element: "Event_PaymentReceived", Wait: engine.WaitMessage,
 						Armed: []engine.Armed{{Element: "Event_PaymentReceived", Key: id}}}}}
 				eff := engine.Effects{Subscriptions: []engine.Subscription{{TokenID: "t1", Element: "Event_PaymentReceived", Message: "payment-received", CorrelationKey: id}}}
-				if err := st.CommitStep(ctx, store.Commit{InstanceID: id, Owner: "bench/lane/0", Version: inst.Version,
+				if err := st.WriteStep(ctx, store.StepWrites{InstanceID: id, Owner: "bench/lane/0", Version: inst.Version,
 					State: state, Effects: eff, InboxID: "start-" + id, SkipBufferCheck: skip}); err != nil {
 					b.Fatal(err)
 				}

@@ -50,7 +50,7 @@ func TestACommitOpeningASubscriptionFindsTheMessageBufferedWhileItWaitedForTheKe
 		Message: "payment-received", CorrelationKey: id}}}
 	committed := make(chan error, 1)
 	go func() {
-		committed <- st.CommitStep(ctx, store.Commit{InstanceID: id, Owner: owner, Version: inst.Version, State: state,
+		committed <- st.WriteStep(ctx, store.StepWrites{InstanceID: id, Owner: owner, Version: inst.Version, State: state,
 			Effects: eff, InboxID: "start-" + id})
 	}()
 	testkit.Eventually(t, 30*time.Second, "the commit waiting for the key's lock", func() bool {

@@ -69,15 +69,15 @@ func TestEveryWriteBeforeAnAckOrASuccessAnswerWaitsForTheWALFlush(t *testing.T) 
 	// A start whose commit consumes the buffered payment.
 	inst := claim("o-1", "order")
 	state, eff := step(order, inst, engine.Trigger{Kind: engine.TriggerStart, Variables: map[string]any{"orderId": "o-1"}})
-	c := store.Commit{InstanceID: "o-1", Owner: owner, Version: inst.Version, State: state, Effects: eff, InboxID: "start-o-1"}
+	c := store.StepWrites{InstanceID: "o-1", Owner: owner, Version: inst.Version, State: state, Effects: eff, InboxID: "start-o-1"}
 	var m *store.BufferedMatch
-	if err := st.CommitStep(ctx, c); !errors.As(err, &m) {
+	if err := st.WriteStep(ctx, c); !errors.As(err, &m) {
 		t.Fatalf("commit = %v, want the buffered match", err)
 	}
 	next, more := step(order, store.Instance{ID: "o-1", Version: inst.Version, State: state},
 		engine.Trigger{Kind: engine.TriggerMessage, Message: m.Message, CorrelationKey: m.CorrelationKey, Variables: m.Variables})
 	c.State, c.Consumed, c.SkipBufferCheck = next, []store.Consumed{{BufferedID: m.ID, Effects: more}}, true
-	if err := st.CommitStep(ctx, c); err != nil {
+	if err := st.WriteStep(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	// A claim given up without a step.
@@ -88,7 +88,7 @@ func TestEveryWriteBeforeAnAckOrASuccessAnswerWaitsForTheWALFlush(t *testing.T) 
 	// A timer armed, leased, deferred, and fired.
 	inst = claim("t-1", "timer")
 	state, eff = step(timer, inst, engine.Trigger{Kind: engine.TriggerStart, Variables: map[string]any{"delay": "PT0S"}})
-	if err := st.CommitStep(ctx, store.Commit{InstanceID: "t-1", Owner: owner, Version: inst.Version, State: state, Effects: eff}); err != nil {
+	if err := st.WriteStep(ctx, store.StepWrites{InstanceID: "t-1", Owner: owner, Version: inst.Version, State: state, Effects: eff}); err != nil {
 		t.Fatal(err)
 	}
 	due, _, _, err := st.TakeDueTimers(ctx, "r", 10, time.Minute)
@@ -97,14 +97,14 @@ func TestEveryWriteBeforeAnAckOrASuccessAnswerWaitsForTheWALFlush(t *testing.T) 
 	}
 	inst = claim("t-1", "")
 	state, eff = step(timer, inst, engine.Trigger{Kind: engine.TriggerTimer, TokenID: due[0].TokenID, Element: due[0].Element})
-	if err := st.CommitStep(ctx, store.Commit{InstanceID: "t-1", Owner: owner, Version: inst.Version, State: state, Effects: eff, TimerID: due[0].ID}); err != nil {
+	if err := st.WriteStep(ctx, store.StepWrites{InstanceID: "t-1", Owner: owner, Version: inst.Version, State: state, Effects: eff, TimerID: due[0].ID}); err != nil {
 		t.Fatal(err)
 	}
 
 	// A step that sends a message, and its publication.
 	inst = claim("q-1", "quote-request")
 	state, eff = step(quote, inst, engine.Trigger{Kind: engine.TriggerStart, Variables: map[string]any{"requestId": "q-1", "item": "anvil"}})
-	if err := st.CommitStep(ctx, store.Commit{InstanceID: "q-1", Owner: owner, Version: inst.Version, State: state, Effects: eff}); err != nil {
+	if err := st.WriteStep(ctx, store.StepWrites{InstanceID: "q-1", Owner: owner, Version: inst.Version, State: state, Effects: eff}); err != nil {
 		t.Fatal(err)
 	}
 	rows, err := st.LeaseOutbox(ctx, "r", 10, time.Minute)
@@ -119,7 +119,7 @@ func TestEveryWriteBeforeAnAckOrASuccessAnswerWaitsForTheWALFlush(t *testing.T) 
 	// 204, is not.
 	inst = claim("k-1", "tasks")
 	state, eff = step(tasks, inst, engine.Trigger{Kind: engine.TriggerStart, Variables: map[string]any{"topic": "ship", "timeout": "PT1H"}})
-	if err := st.CommitStep(ctx, store.Commit{InstanceID: "k-1", Owner: owner, Version: inst.Version, State: state, Effects: eff}); err != nil {
+	if err := st.WriteStep(ctx, store.StepWrites{InstanceID: "k-1", Owner: owner, Version: inst.Version, State: state, Effects: eff}); err != nil {
 		t.Fatal(err)
 	}
 	locked, err := st.FetchAndLock(ctx, "w", []store.TopicLock{{Topic: "ship", LockDuration: time.Minute}}, 1, false)
@@ -139,7 +139,7 @@ func TestEveryWriteBeforeAnAckOrASuccessAnswerWaitsForTheWALFlush(t *testing.T) 
 	// migration's creation (answered 202).
 	inst = claim("r-1", "review")
 	state, eff = step(review, inst, engine.Trigger{Kind: engine.TriggerStart, Variables: map[string]any{"reviewer": "ann"}})
-	if err := st.CommitStep(ctx, store.Commit{InstanceID: "r-1", Owner: owner, Version: inst.Version, State: state, Effects: eff}); err != nil {
+	if err := st.WriteStep(ctx, store.StepWrites{InstanceID: "r-1", Owner: owner, Version: inst.Version, State: state, Effects: eff}); err != nil {
 		t.Fatal(err)
 	}
 	bob := "bob"

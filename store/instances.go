@@ -183,8 +183,8 @@ func (s *Store) Release(ctx context.Context, id, owner string) error {
 	return translate(s.pool.SendBatch(ctx, b).Close(), "releasing "+id)
 }
 
-// Commit is one step's durable outcome.
-type Commit struct {
+// StepWrites is one step's durable outcome.
+type StepWrites struct {
 	InstanceID string
 	Owner      string
 	// Version is the step counter read at claim time: the fence.
@@ -220,7 +220,7 @@ type Consumed struct {
 	Effects    engine.Effects
 }
 
-// CommitStep writes the step and releases the claim in one transaction (one
+// WriteStep writes the step and releases the claim in one transaction (one
 // round trip: a batch runs as one implicit transaction). The fence runs first:
 // if the claim was swept or stolen it raises, nothing is written, and the
 // error carries fault.StepFenced. A fire's timer row is consumed strictly
@@ -229,7 +229,7 @@ type Consumed struct {
 // rolls back with *BufferedMatch and the claim stays held. A step past the
 // store's limits is refused (fault.StepTooLarge) before anything is sent, its
 // claim still held.
-func (s *Store) CommitStep(ctx context.Context, c Commit) error {
+func (s *Store) WriteStep(ctx context.Context, c StepWrites) error {
 	docs, err := s.encodeStep(c)
 	if err != nil {
 		return err
@@ -252,8 +252,8 @@ func (s *Store) CommitStep(ctx context.Context, c Commit) error {
 }
 
 // queueStepWrites queues every write of the steps of one commit after their
-// fence: the one list of them, shared by CommitStep (one step) and
-// CommitBatch. What most steps write (their closed, renamed and opened waits,
+// fence: the one list of them, shared by WriteStep (one step) and
+// WriteGroup. What most steps write (their closed, renamed and opened waits,
 // the inbox row, the look for buffered messages) goes as one statement for
 // all the steps, over arrays that name each row's instance; the rest goes per
 // step. Each step's writes keep their order: the fire's timer row before the
@@ -261,7 +261,7 @@ func (s *Store) CommitStep(ctx context.Context, c Commit) error {
 // queueEffects gives, the inbox row, the buffered messages applied, and the
 // look last, so that it sees every subscription the transaction left open.
 // The steps are of distinct instances, so the order between them is free.
-func queueStepWrites(b *pgx.Batch, w *outboxWrites, cs ...Commit) error {
+func queueStepWrites(b *pgx.Batch, w *outboxWrites, cs ...StepWrites) error {
 	effects := make([]stepEffects, len(cs))
 	var inbox, inboxOf []string
 	for i, c := range cs {
@@ -311,7 +311,7 @@ func queueStepWrites(b *pgx.Batch, w *outboxWrites, cs ...Commit) error {
 // stepError maps the errors of a step's own writes (ok false leaves err to
 // translate): a copy of the relay committed first, a buffered message
 // matched or went away, the fire's timer row is gone.
-func stepError(err error, c Commit) (error, bool) {
+func stepError(err error, c StepWrites) (error, bool) {
 	if isUniqueViolation(err, "inbox_pkey") {
 		// A copy of this relay committed after our claim read the inbox.
 		return ErrDuplicate, true
@@ -336,7 +336,7 @@ func (s *Store) Applied(ctx context.Context, inboxID string) (bool, error) {
 
 // stepEffects are the effects of one step (or of a buffered message it
 // applied) on instance id; closeTables, when set, says which tables each
-// closed wait has rows in (see Commit.CloseTables).
+// closed wait has rows in (see StepWrites.CloseTables).
 type stepEffects struct {
 	id string
 	engine.Effects
@@ -355,7 +355,7 @@ func (w *waitRows) add(id, tok, el string) {
 // look for: every subscription its step and the messages it applied open,
 // whether or not a later one closed it again (the look joins the rows still
 // open in the transaction).
-func (w *waitRows) addLooked(c Commit) {
+func (w *waitRows) addLooked(c StepWrites) {
 	add := func(subs []engine.Subscription) {
 		for _, s := range subs {
 			w.add(c.InstanceID, s.TokenID, s.Element)

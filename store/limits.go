@@ -29,7 +29,7 @@ type stepDocs struct {
 
 // encodeStep encodes c's variables and tokens and refuses c when they, or
 // they with its effects' payloads, pass the store's limits.
-func (s *Store) encodeStep(c Commit) (stepDocs, error) {
+func (s *Store) encodeStep(c StepWrites) (stepDocs, error) {
 	tokens, err := json.Marshal(c.State)
 	if err != nil {
 		return stepDocs{}, fmt.Errorf("encoding tokens of %s: %w", c.InstanceID, err)

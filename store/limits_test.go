@@ -31,7 +31,7 @@ func TestAStepPastTheLimitsIsRefusedWritingNothingAndItsBatchNeighboursCommit(t 
 		cs[2].Effects.Tasks = append(cs[2].Effects.Tasks, engine.Task{TokenID: fmt.Sprint("x", k), Element: "Ship", Type: "ship",
 			Variables: map[string]any{"part": strings.Repeat("t", 4<<10)}})
 	}
-	errs := st.CommitBatch(ctx, cs[:3])
+	errs := st.WriteGroup(ctx, cs[:3])
 	if errs[0] != nil || fault.Code(errs[1]) != fault.StepTooLarge || fault.Code(errs[2]) != fault.StepTooLarge {
 		t.Fatalf("errs = %v, want [nil too-large too-large]", errs)
 	}
@@ -40,12 +40,12 @@ func TestAStepPastTheLimitsIsRefusedWritingNothingAndItsBatchNeighboursCommit(t 
 			t.Errorf("the refusals %v do not name %s", errs, want)
 		}
 	}
-	if err := st.CommitStep(ctx, cs[3]); err != nil {
+	if err := st.WriteStep(ctx, cs[3]); err != nil {
 		t.Fatal(err)
 	}
 	cs[3].InstanceID = "o-b" // on its own, as o-d's commit would be with o-b's variables
 	cs[3].State.Variables = cs[1].State.Variables
-	if err := st.CommitStep(ctx, cs[3]); fault.Code(err) != fault.StepTooLarge {
+	if err := st.WriteStep(ctx, cs[3]); fault.Code(err) != fault.StepTooLarge {
 		t.Fatalf("a single commit past the cap: %v, want %s", err, fault.StepTooLarge)
 	}
 	for _, id := range ids {

@@ -194,7 +194,7 @@ func start(ctx context.Context, st *store.Store, proc *bpmn.Process, owner, id s
 	if err != nil {
 		return fmt.Errorf("starting instance %s: %w", id, err)
 	}
-	return st.CommitStep(ctx, store.Commit{InstanceID: id, Owner: owner, Version: inst.Version, State: next, Effects: eff})
+	return st.WriteStep(ctx, store.StepWrites{InstanceID: id, Owner: owner, Version: inst.Version, State: next, Effects: eff})
 }
 
 // DeclareQueues declares the run's relay topology as the worker does, so

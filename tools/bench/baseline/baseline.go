@@ -1,6 +1,6 @@
 // Package baseline is the plain consumer the worker is measured against: K
 // goroutines take relays from one AMQP channel and run, per relay, the SQL the
-// worker runs — store.Claim, then store.CommitStep with the state and effects
+// worker runs — store.Claim, then store.WriteStep with the state and effects
 // the engine produces for the benchmark process (Step) — with no lanes, no
 // engine and no metrics. A claim that another goroutine holds is nacked back
 // at once: the simplest thing a consumer can do.
@@ -123,7 +123,7 @@ func (c *Consumer) handle(ctx context.Context, owner string, d amqp.Delivery) {
 		return
 	}
 	next, eff := Step(inst.State)
-	err = c.store.CommitStep(ctx, store.Commit{
+	err = c.store.WriteStep(ctx, store.StepWrites{
 		InstanceID: inst.ID, Owner: owner, Version: inst.Version, State: next, Effects: eff, InboxID: d.MessageId,
 	})
 	if err != nil {
