@@ -159,7 +159,7 @@ func stepAsAnotherOwner(ctx context.Context, env *testkit.Env, id, message, key 
 	if err != nil {
 		return err
 	}
-	return held.Commit(ctx, next, eff, claims.Extras{})
+	return held.WriteStep(ctx, next, eff, claims.Extras{})
 }
 
 // raceOnce makes the first resolve of relay messageID lose its instance to

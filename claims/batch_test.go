@@ -25,7 +25,7 @@ func TestABatchClaimReleasesWhatItCannotStepAndCommitsWhatItHolds(t *testing.T) 
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := h.Commit(ctx, engine.State{Status: engine.StatusActive, Variables: map[string]any{}}, engine.Effects{}, claims.Extras{}); err != nil {
+		if err := h.WriteStep(ctx, engine.State{Status: engine.StatusActive, Variables: map[string]any{}}, engine.Effects{}, claims.Extras{}); err != nil {
 			t.Fatal(err)
 		}
 	}

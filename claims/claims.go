@@ -125,7 +125,7 @@ func maybeHeld(err error) bool {
 	return true
 }
 
-// Held is a claim this owner holds. It ends exactly once: by Commit or Release.
+// Held is a claim this owner holds. It ends exactly once: by WriteStep or Release.
 type Held struct {
 	store    Store
 	owner    string
@@ -136,7 +136,7 @@ type Held struct {
 // Owner is the owner id holding the claim.
 func (h *Held) Owner() string { return h.owner }
 
-// Extras are path-specific writes of the commit transaction.
+// Extras are the writes of a step's transaction that depend on its kind.
 type Extras struct {
 	InboxID string
 	TimerID int64
@@ -156,20 +156,20 @@ type Extras struct {
 	CloseTables []engine.WaitTables
 }
 
-// Commit writes the step and releases the claim in one transaction, fenced on
+// WriteStep writes the step and releases the claim in one transaction, fenced on
 // owner and the version read at claim time. A fenced commit (claim swept or
 // stolen) writes nothing and returns an error with fault.StepFenced; the claim
 // is then no longer ours, so it counts as ended either way.
-func (h *Held) Commit(ctx context.Context, st engine.State, eff engine.Effects, x Extras) error {
-	err := h.store.WriteStep(ctx, h.commit(st, eff, x))
+func (h *Held) WriteStep(ctx context.Context, st engine.State, eff engine.Effects, x Extras) error {
+	err := h.store.WriteStep(ctx, h.writes(st, eff, x))
 	if err == nil {
 		h.done = true
 	}
 	return err
 }
 
-// commit is the store's commit of a step under this claim.
-func (h *Held) commit(st engine.State, eff engine.Effects, x Extras) store.StepWrites {
+// writes are the store writes of a step under this claim.
+func (h *Held) writes(st engine.State, eff engine.Effects, x Extras) store.StepWrites {
 	return store.StepWrites{
 		InstanceID: h.Instance.ID, Owner: h.owner, Version: h.Instance.Version,
 		State: st, Effects: eff, InboxID: x.InboxID, TimerID: x.TimerID, RearmAt: x.RearmAt, Consumed: x.Consumed, SkipBufferCheck: x.SkipBufferCheck,
@@ -177,7 +177,7 @@ func (h *Held) commit(st engine.State, eff engine.Effects, x Extras) store.StepW
 	}
 }
 
-// Release gives the claim up without a step. It is safe after Commit (a no-op)
+// Release gives the claim up without a step. It is safe after WriteStep (a no-op)
 // and runs even when ctx is cancelled (bounded by startstop.Grace), because
 // leaving a claim behind would hold the instance until the sweep.
 func (h *Held) Release(ctx context.Context) error {
@@ -293,17 +293,17 @@ type Step struct {
 // lanes of one replica) over one store. The result is aligned with steps:
 // nil, committed and released; fault.StepFenced, that step did not happen and
 // its claim is no longer ours; store.ErrNotWritten, nothing was written for
-// it and its claim is still held (commit it with Held.Commit);
+// it and its claim is still held (commit it with Held.WriteStep);
 // fault.StepTooLarge, nothing was written for it and its claim is still held
 // (release it); any other error leaves the outcome unknown, as a failed
-// Held.Commit does.
+// Held.WriteStep does.
 func WriteGroup(ctx context.Context, steps []Step) []error {
 	cs := make([]store.StepWrites, len(steps))
 	for i, st := range steps {
 		if st.Held.store != steps[0].Held.store {
 			panic("claims: a batch commits only claims over one store")
 		}
-		cs[i] = st.Held.commit(st.State, st.Effects, st.Extras)
+		cs[i] = st.Held.writes(st.State, st.Effects, st.Extras)
 	}
 	errs := steps[0].Held.store.(BatchStore).WriteGroup(ctx, cs)
 	for i, err := range errs {

@@ -28,7 +28,7 @@ func setup(t *testing.T) (*testkit.Env, *store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Commit(testkit.Ctx(t), engine.State{Status: engine.StatusActive, Variables: map[string]any{}}, engine.Effects{}, claims.Extras{}); err != nil {
+	if err := h.WriteStep(testkit.Ctx(t), engine.State{Status: engine.StatusActive, Variables: map[string]any{}}, engine.Effects{}, claims.Extras{}); err != nil {
 		t.Fatal(err)
 	}
 	return env, st
@@ -122,7 +122,7 @@ func TestAStaleClaimIsTakenOverAndTheOldHoldersCommitIsFenced(t *testing.T) {
 	if err != nil {
 		t.Fatalf("stale claim not taken over: %v", err)
 	}
-	err = h.Commit(ctx, engine.State{Status: engine.StatusActive}, engine.Effects{
+	err = h.WriteStep(ctx, engine.State{Status: engine.StatusActive}, engine.Effects{
 		Subscriptions: []engine.Subscription{{TokenID: "t9", Element: "e", Message: "m", CorrelationKey: "k"}},
 	}, claims.Extras{InboxID: "late"})
 	if fault.Code(err) != fault.StepFenced {
@@ -131,7 +131,7 @@ func TestAStaleClaimIsTakenOverAndTheOldHoldersCommitIsFenced(t *testing.T) {
 	if n := env.Int(t, "SELECT count(*) FROM subscriptions") + env.Int(t, "SELECT count(*) FROM inbox"); n != 0 {
 		t.Errorf("fenced commit left %d rows behind", n)
 	}
-	if err := h2.Commit(ctx, engine.State{Status: engine.StatusActive}, engine.Effects{}, claims.Extras{}); err != nil {
+	if err := h2.WriteStep(ctx, engine.State{Status: engine.StatusActive}, engine.Effects{}, claims.Extras{}); err != nil {
 		t.Fatalf("new holder's commit: %v", err)
 	}
 	if v := env.Int(t, "SELECT version FROM instances WHERE id = 'i-1'"); v != 2 {

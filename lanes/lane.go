@@ -314,7 +314,7 @@ func (l *lane) commit(ctx context.Context, c loaded, r *Resume, res OpResult) er
 	st := state
 	for {
 		cctx, cancel := l.call(ctx)
-		err := held.Commit(cctx, st, eff, x)
+		err := held.WriteStep(cctx, st, eff, x)
 		cancel()
 		var m *store.BufferedMatch
 		switch {
