@@ -149,7 +149,7 @@ func (r *Runner) round(soft, hard context.Context) (busy bool, err error) {
 func (r *Runner) classify(id string, attempts int, o lanes.Outcome) store.ItemOutcome {
 	out := store.ItemOutcome{InstanceID: id}
 	switch o.Kind {
-	case lanes.Committed:
+	case lanes.Applied:
 		out.State = "migrated"
 	case lanes.Refused, lanes.Retry:
 		out.State, out.RetryIn = "pending", backoff.Delay(r.cfg.Backoff, r.cfg.BackoffMax, attempts+1)

@@ -135,7 +135,7 @@ func (s *Server) step(c *adminCall, op string, res lanes.Resume) error {
 		return c.r.Context().Err()
 	}
 	switch o.Kind {
-	case lanes.Committed:
+	case lanes.Applied:
 		return nil
 	case lanes.Refused:
 		return refuse(http.StatusConflict, "SUTRA.ADMIN."+upper(op)+".CLAIM_HELD",

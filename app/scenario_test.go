@@ -155,7 +155,7 @@ func TestEventBasedGatewayRaceHasExactlyOneWinnerAndNoZombieWait(t *testing.T) {
 		}
 		b.waitVersion(t, id, 2) // exactly one of the two applied
 		switch {
-		case fire.Kind == lanes.Committed:
+		case fire.Kind == lanes.Applied:
 			timerWins++
 			if n := b.env.Int(t, "SELECT count(*) FROM outbox WHERE instance_id = $1 AND message_name = 'order-cancelled'", id); n != 1 {
 				t.Errorf("%s: timer won but no cancellation published", id)
@@ -216,7 +216,7 @@ func TestParallelSplitCreatesBothTasksAndJoinsWhenBothBranchesEnd(t *testing.T) 
 		t.Helper()
 		o := b.resume(t, lanes.Resume{Cause: lanes.TaskOutcome{InstanceID: "s-1",
 			Trigger: engine.Trigger{Kind: engine.TriggerTaskCompleted, TokenID: b.task(t, "s-1", element), Element: element, Variables: out}}})
-		if o.Kind != lanes.Committed {
+		if o.Kind != lanes.Applied {
 			t.Fatalf("completing %s: %v %v", element, o.Kind, o.Err)
 		}
 	}
@@ -246,7 +246,7 @@ func TestTaskErrorIsCaughtByTheSubprocessBoundaryAndCancelsTheScope(t *testing.T
 	o := b.resume(t, lanes.Resume{Cause: lanes.TaskOutcome{InstanceID: "s-2", Trigger: engine.Trigger{
 		Kind: engine.TriggerTaskError, TokenID: b.task(t, "s-2", "Activity_CreateInvoice"), Element: "Activity_CreateInvoice",
 		ErrorCode: "INVOICE_REJECTED"}}})
-	if o.Kind != lanes.Committed {
+	if o.Kind != lanes.Applied {
 		t.Fatalf("task error: %v %v", o.Kind, o.Err)
 	}
 	b.task(t, "s-2", "Activity_FixBilling")
@@ -298,7 +298,7 @@ func TestTaskRetriesCountDownThenRaiseAnIncident(t *testing.T) {
 		o := b.resume(t, lanes.Resume{Cause: lanes.TaskOutcome{InstanceID: "a-1", Trigger: engine.Trigger{
 			Kind: engine.TriggerTaskFailed, TokenID: b.task(t, "a-1", "Activity_Review"), Element: "Activity_Review",
 			Retries: retries, ErrorMessage: "reviewer service down"}}})
-		if o.Kind != lanes.Committed {
+		if o.Kind != lanes.Applied {
 			t.Fatalf("task failure: %v %v", o.Kind, o.Err)
 		}
 	}

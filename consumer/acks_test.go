@@ -33,7 +33,7 @@ func TestCoalescedAcksNeverCoverARefusedDeliveryAndAckEachAppliedOneOnce(t *test
 		case r.InboxID() == "m-4":
 			return lanes.Outcome{Kind: lanes.Rejected, Code: fault.NotWaiting, Err: fault.New(fault.NotWaiting, "poison")}
 		}
-		return lanes.Outcome{Kind: lanes.Committed}
+		return lanes.Outcome{Kind: lanes.Applied}
 	}, func(c *consumer.Config) {
 		c.AckHold = time.Minute // nothing is acked on its own behind m-1
 		// m-3 is still waiting for its requeue when m-1 is answered.

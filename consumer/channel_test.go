@@ -42,7 +42,7 @@ func TestTheConsumerGivesUpOpeningItsChannelAtTheDeadlineAndConsumesOnceTheBroke
 	}
 	proxy.HoldReplies()
 	ls := &scripted{attempts: map[string]int{}, answer: func(lanes.Resume, int) lanes.Outcome {
-		return lanes.Outcome{Kind: lanes.Committed}
+		return lanes.Outcome{Kind: lanes.Applied}
 	}}
 	cons := consumer.New(consumer.Deps{Broker: owner, Lanes: ls, Metrics: metrics.New(prometheus.NewRegistry()), Logger: testkit.Logger(t)},
 		consumer.Config{Queue: c.RelayQueue, DeadExchange: c.DeadExchange, RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond})

@@ -160,7 +160,7 @@ func TestClaimRefusalsFencesAndOutagesAreNeverCapped(t *testing.T) {
 	const tries = 20 // four times the cap
 	cons, pub := start(t, func(r lanes.Resume, n int) lanes.Outcome {
 		if n > tries {
-			return lanes.Outcome{Kind: lanes.Committed}
+			return lanes.Outcome{Kind: lanes.Applied}
 		}
 		if reason := reasons[n%len(reasons)]; reason != lanes.ReasonClaimHeld {
 			return lanes.Outcome{Kind: lanes.Retry, Code: fault.Unavailable, Reason: reason}
@@ -186,7 +186,7 @@ func TestRequeueDelayDoublesPerBounceUpToItsCap(t *testing.T) {
 	const base, limit = 10 * time.Millisecond, 100 * time.Millisecond
 	cons, pub := start(t, func(r lanes.Resume, n int) lanes.Outcome {
 		if n > 8 {
-			return lanes.Outcome{Kind: lanes.Committed}
+			return lanes.Outcome{Kind: lanes.Applied}
 		}
 		return lanes.Outcome{Kind: lanes.Refused, Code: fault.ClaimHeld, Reason: lanes.ReasonClaimHeld}
 	}, func(c *consumer.Config) { c.RequeueBackoff, c.RequeueBackoffMax = base, limit })

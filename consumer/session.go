@@ -129,7 +129,7 @@ func (s *session) receive(d *amqp.Delivery) {
 // act answers a delivery by its outcome.
 func (s *session) act(r result) {
 	switch r.out.Kind {
-	case lanes.Committed:
+	case lanes.Applied:
 		s.ack(r.d, metrics.OutcomeCommitted)
 	case lanes.Duplicate:
 		s.ack(r.d, metrics.OutcomeDuplicate)

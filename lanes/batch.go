@@ -40,7 +40,7 @@ import (
 //	commit: another step's writes       (committed on its own:    held, then released by that commit
 //	failed (ErrNotWritten)            single commit path)
 //	commit fails                        by class                  released
-//	commit succeeds                     Committed                 released by the commit
+//	commit succeeds                     Applied                   released by the commit
 
 // batchable says whether r may run in a batch: a Message, the one kind
 // whose claim and step have no exits of their own.
@@ -169,7 +169,7 @@ func (l *lane) stepBatch(ctx context.Context, rs []*Resume) {
 	for i, b := range steps {
 		cs[i] = claims.Step{Held: b.c.held, State: b.res.State, Effects: b.res.Effects, Extras: b.r.Cause.writes(l, b.r, b.c, b.res)}
 	}
-	errs := l.pool.committer.do(cs)
+	errs := l.pool.writer.do(cs)
 	n := 0
 	for _, err := range errs {
 		if err == nil {
@@ -223,9 +223,9 @@ func (l *lane) finishBatched(ctx context.Context, b batched, start time.Time, er
 	}()
 	switch {
 	case errors.Is(err, store.ErrNotWritten):
-		err = l.commit(ctx, b.c, b.r, b.res)
+		err = l.writeStep(ctx, b.c, b.r, b.res)
 	case err == nil:
-		l.committed(b.res.Effects, nil)
+		l.notify(b.res.Effects, nil)
 	}
 	return l.finish(ctx, b.r, b.c.held, start, err)
 }

@@ -150,7 +150,7 @@ func (c Correlate) lookup(ctx context.Context, l *lane, r *Resume) (out Outcome,
 		if err != nil {
 			return l.failure(ctx, r, err), true
 		}
-		return Outcome{Kind: Committed}, true
+		return Outcome{Kind: Applied}, true
 	}
 	t := starts[0]
 	ms := messageStart{Correlate: c, definition: t.Key, element: t.Element}

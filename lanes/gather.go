@@ -19,7 +19,7 @@ const groupMax = 256
 // fill a group; while it runs one group the next gathers behind it, which is
 // what makes the groups grow with the load. A pool has two, one that claims
 // (claims.ClaimBatch) and one that commits (claims.WriteGroup), each one
-// goroutine: with two or four committers the groups were smaller and the
+// goroutine: with two or four writers the groups were smaller and the
 // 16-lane run slower (BENCHMARKS.md).
 type gatherer[T, R any] struct {
 	reqs    chan *gathered[T, R]
@@ -109,8 +109,8 @@ func (g *gatherer[T, R]) runGroup(ctx context.Context, group []*gathered[T, R]) 
 
 // The two gatherers of a pool.
 type (
-	claimGatherer  = gatherer[claims.Batch, claimed]
-	commitGatherer = gatherer[[]claims.Step, []error]
+	claimGatherer = gatherer[claims.Batch, claimed]
+	writeGatherer = gatherer[[]claims.Step, []error]
 )
 
 // claimed is a lane's part of a group claim (see claims.ClaimBatch).
@@ -137,8 +137,8 @@ func newClaimGatherer(timeout time.Duration, lanes int) *claimGatherer {
 	}
 }
 
-func newCommitGatherer(timeout time.Duration, lanes int) *commitGatherer {
-	return &commitGatherer{
+func newWriteGatherer(timeout time.Duration, lanes int) *writeGatherer {
+	return &writeGatherer{
 		reqs: make(chan *gathered[[]claims.Step, []error], lanes), max: groupMax, timeout: timeout,
 		size: func(steps []claims.Step) int { return len(steps) },
 		run: func(ctx context.Context, batches [][]claims.Step) [][]error {

@@ -19,7 +19,7 @@ import (
 	"github.com/sutra-run/worker/store"
 )
 
-// groupStore records the batch commits the committer sends. The first one
+// groupStore records the batch commits the writer sends. The first one
 // blocks until hold is closed; a commit of an instance named in fenced
 // answers it StepFenced; panics makes a commit panic.
 type groupStore struct {
@@ -96,12 +96,12 @@ func steps(t *testing.T, g *groupStore, n int, ids ...string) []claims.Step {
 	return out
 }
 
-// Batches that lanes hand in while the committer is busy commit together in
+// Batches that lanes hand in while the writer is busy commit together in
 // its next transaction, and each lane gets back exactly its own steps'
 // outcomes.
 func TestBatchesOfSeveralLanesReadyTogetherCommitInOneTransaction(t *testing.T) {
 	g := &groupStore{hold: make(chan struct{}), entered: make(chan struct{}), fenced: "c-2"}
-	c := newCommitGatherer(time.Minute, 3)
+	c := newWriteGatherer(time.Minute, 3)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() { c.loop(t.Context(), stop) })
@@ -132,11 +132,11 @@ func TestBatchesOfSeveralLanesReadyTogetherCommitInOneTransaction(t *testing.T) 
 }
 
 // A group commit that panics answers every lane of the group with an error
-// (an unknown outcome, which its lane releases), and the committer goes on.
+// (an unknown outcome, which its lane releases), and the writer goes on.
 func TestAGroupCommitThatPanicsAnswersEveryLaneAndTheCommitterGoesOn(t *testing.T) {
 	g := &groupStore{hold: make(chan struct{}), entered: make(chan struct{}), panics: true}
 	close(g.hold)
-	c := newCommitGatherer(time.Minute, 1)
+	c := newWriteGatherer(time.Minute, 1)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() { c.loop(t.Context(), stop) })

@@ -36,7 +36,7 @@ func (l *lane) run(ctx context.Context, quit <-chan struct{}) {
 	for {
 		select {
 		case r := <-l.inbox:
-			if l.batches && batchable(r) && (len(l.inbox) > 0 || l.pool.claimer.busy() || l.pool.committer.busy()) {
+			if l.batches && batchable(r) && (len(l.inbox) > 0 || l.pool.claimer.busy() || l.pool.writer.busy()) {
 				l.handleBatch(ctx, r)
 			} else {
 				l.handle(ctx, r)
@@ -106,7 +106,7 @@ func (l *lane) panicked(r *Resume, v any, stack []byte) Outcome {
 //	exit                               outcome    claim
 //	Correlate: no subscription         Rejected   never taken
 //	Correlate: buffered (ttl)          Buffered   never taken
-//	Correlate: several targets         Committed  never taken (fanned out
+//	Correlate: several targets         Applied    never taken (fanned out
 //	                                              through the outbox)
 //	Correlate: found, other lane       (other lane answers)
 //	Start (child): parent cancelled it Stale      never taken
@@ -114,7 +114,7 @@ func (l *lane) panicked(r *Resume, v any, stack []byte) Outcome {
 //	claim: duplicate relay             Duplicate  never taken
 //	claim: held by another             Refused    never taken
 //	claim: not found/definition        Rejected   never taken
-//	Start (child): definition unknown  Committed  never taken (the parent's
+//	Start (child): definition unknown  Applied    never taken (the parent's
 //	                                              incident is relayed)
 //	CancelChild: child not found       Stale      never taken (the cancellation
 //	                                              is recorded)
@@ -127,11 +127,11 @@ func (l *lane) panicked(r *Resume, v any, stack []byte) Outcome {
 //	start on an existing id            Rejected   released
 //	Correlate: instance not waiting    (looked up again, handed on; after
 //	                                   maxResolves: Retry)  released
-//	Start (child): no start event      Committed  released (the parent's
+//	Start (child): no start event      Applied    released (the parent's
 //	                                              incident is relayed)
 //	internal relay: not waiting        Stale      released (the task was cancelled)
 //	compute: not waiting / error       Rejected   released
-//	compute: past the step deadline    Committed  released by the commit (the tokens
+//	compute: past the step deadline    Applied    released by the commit (the tokens
 //	                                              left stop in incidents)
 //	compute: abandoned at the stop     Retry      released
 //	deadline
@@ -139,11 +139,11 @@ func (l *lane) panicked(r *Resume, v any, stack []byte) Outcome {
 //	panic (engine, hook)               Rejected   released, re-raised to supervise
 //	commit: timer row gone             Rejected   released (a stale fire)
 //	commit: too large (StepTooLarge)   Rejected   released (nothing written)
-//	TaskOutcome: too large             Committed  released by the commit (the task
+//	TaskOutcome: too large             Applied    released by the commit (the task
 //	                                              fails into an incident instead)
 //	commit fenced                      Retry      not ours any more
 //	commit fails                       by class   released
-//	commit succeeds                    Committed  released by the commit
+//	commit succeeds                    Applied    released by the commit
 func (l *lane) step(ctx context.Context, r *Resume) (Outcome, bool) {
 	req, out, nx := r.Cause.prepare(ctx, l, r)
 	switch nx {
@@ -192,7 +192,7 @@ func (l *lane) step(ctx context.Context, r *Resume) (Outcome, bool) {
 	if h := l.pool.deps.Hooks.BeforeCommit; h != nil {
 		h(ctx, l.n, r)
 	}
-	err = l.commit(ctx, c, r, res)
+	err = l.writeStep(ctx, c, r, res)
 	if t, ok := r.Cause.(tooLarger); ok && fault.Code(err) == fault.StepTooLarge {
 		err = t.tooLarge(ctx, l, r, c, err)
 	}
@@ -235,7 +235,7 @@ func (l *lane) finish(ctx context.Context, r *Resume, held *claims.Held, start t
 	if h := l.pool.deps.Hooks.AfterCommit; h != nil {
 		h(ctx, l.n, r)
 	}
-	return Outcome{Kind: Committed}
+	return Outcome{Kind: Applied}
 }
 
 // engine computes a step under the step's deadline and the expression
@@ -274,7 +274,7 @@ func (l *lane) childFailed(ctx context.Context, r *Resume, parent engine.ParentR
 	if err != nil {
 		return l.failure(ctx, r, err)
 	}
-	return Outcome{Kind: Committed}
+	return Outcome{Kind: Applied}
 }
 
 // forward records relay inboxID as applied without a step and writes relays
@@ -299,13 +299,13 @@ func (l *lane) applied(ctx context.Context, id string) (bool, error) {
 // the next subscription or its TTL.
 const maxConsumed = 32
 
-// commit commits the step. When a subscription the step opened matches a
+// writeStep writes the step in its transaction. When a subscription the step opened matches a
 // buffered message, the commit rolls back with the claim still held: the
 // message is applied to the step's state as one more trigger and everything
 // commits in one transaction, so a buffered message is consumed exactly when
 // its step commits. Then the timer poller hears of timers armed, the task
 // API of tasks created and the outbox publisher of rows written.
-func (l *lane) commit(ctx context.Context, c loaded, r *Resume, res OpResult) error {
+func (l *lane) writeStep(ctx context.Context, c loaded, r *Resume, res OpResult) error {
 	x := r.Cause.writes(l, r, c, res)
 	held, proc, state, eff := c.held, c.proc, res.State, res.Effects
 	if res.Process != nil {
@@ -341,15 +341,15 @@ func (l *lane) commit(ctx context.Context, c loaded, r *Resume, res OpResult) er
 		case err != nil:
 			return err
 		default:
-			l.committed(eff, x.Consumed)
+			l.notify(eff, x.Consumed)
 			return nil
 		}
 	}
 }
 
-// committed tells the timer poller and the task API what a committed step
+// notify tells the timer poller and the task API what a written step
 // wrote for them (the store hands its outbox rows to the outbox publisher).
-func (l *lane) committed(eff engine.Effects, consumed []store.Consumed) {
+func (l *lane) notify(eff engine.Effects, consumed []store.Consumed) {
 	l.pool.deps.Metrics.BufferedConsumed.Add(float64(len(consumed)))
 	l.armed(eff, consumed)
 	l.tasksCreated(eff, consumed)

@@ -192,7 +192,7 @@ func TestAResumeDispatchedRightAfterStartIsStepped(t *testing.T) {
 		if err := p.Stop(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if o.Kind != lanes.Committed {
+		if o.Kind != lanes.Applied {
 			t.Fatalf("outcome = %v/%q (%v), want committed", o.Kind, o.Reason, o.Err)
 		}
 	}
@@ -228,7 +228,7 @@ func TestEveryResumeAcceptedBeforeTheStopIsAnsweredEvenWhenForwardedDuringIt(t *
 	for i, out := range outs {
 		select {
 		case o := <-out:
-			if o.Kind != lanes.Rejected && o.Kind != lanes.Committed {
+			if o.Kind != lanes.Rejected && o.Kind != lanes.Applied {
 				t.Errorf("resume %d: %v %v", i, o.Kind, o.Err)
 			}
 		case <-time.After(10 * time.Second):
@@ -300,7 +300,7 @@ func TestAdminCallsOfAReplicaNeverRunTwoStepsAtOnce(t *testing.T) {
 			Done: func(o lanes.Outcome) { outs <- o }})
 	}
 	for range n {
-		if o := <-outs; o.Kind != lanes.Committed {
+		if o := <-outs; o.Kind != lanes.Applied {
 			t.Fatalf("admin call: %v %v", o.Kind, o.Err)
 		}
 	}

@@ -119,10 +119,10 @@ type Pool struct {
 	cfg   Config
 	deps  Deps
 	lanes []*lane
-	// claimer and committer claim and commit the lanes' batches, several
+	// claimer and writer claim and commit the lanes' batches, several
 	// lanes' in one statement or transaction when they are ready together.
-	claimer   *claimGatherer
-	committer *commitGatherer
+	claimer *claimGatherer
+	writer  *writeGatherer
 	// adminLane runs administrative resumes under the replica's admin owner,
 	// beside the lanes (an admin call must meet a lane's claim, not queue
 	// behind its step). One lane, because an owner id belongs to one lane:
@@ -143,7 +143,7 @@ func New(deps Deps, cfg Config) *Pool {
 	if deps.Hooks == nil {
 		deps.Hooks = &Hooks{}
 	}
-	p := &Pool{cfg: cfg, deps: deps, claimer: newClaimGatherer(cfg.ClaimTimeout, cfg.Lanes), committer: newCommitGatherer(cfg.ClaimTimeout, cfg.Lanes)}
+	p := &Pool{cfg: cfg, deps: deps, claimer: newClaimGatherer(cfg.ClaimTimeout, cfg.Lanes), writer: newWriteGatherer(cfg.ClaimTimeout, cfg.Lanes)}
 	p.adminLane = &lane{
 		n:       cfg.Lanes,
 		pool:    p,
@@ -201,7 +201,7 @@ func (p *Pool) run(soft, hard context.Context) {
 	quit, gathered := make(chan struct{}), make(chan struct{})
 	var wg, gatherers sync.WaitGroup
 	gatherers.Go(func() { p.claimer.loop(hard, gathered) })
-	gatherers.Go(func() { p.committer.loop(hard, gathered) })
+	gatherers.Go(func() { p.writer.loop(hard, gathered) })
 	for _, l := range append(p.lanes, p.adminLane) {
 		wg.Go(func() { l.run(hard, quit) })
 	}

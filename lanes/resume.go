@@ -157,8 +157,10 @@ func InstanceIDFor(messageID string) string {
 type Kind int
 
 const (
-	// Committed: the step committed; acknowledge.
-	Committed Kind = iota
+	// Applied: the resume took effect durably (its step's transaction
+	// committed, or a relay was forwarded in its place: fanned out, or a
+	// child's failure relayed to its parent); acknowledge.
+	Applied Kind = iota
 	// Duplicate: the relay was already applied; acknowledge without a step.
 	Duplicate
 	// Refused: another owner holds the claim (fault.ClaimHeld); retry later.
@@ -179,8 +181,8 @@ const (
 
 func (k Kind) String() string {
 	switch k {
-	case Committed:
-		return "committed"
+	case Applied:
+		return "applied"
 	case Duplicate:
 		return "duplicate"
 	case Refused:

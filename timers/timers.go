@@ -312,7 +312,7 @@ const (
 func (p *Poller) classify(a answered) action {
 	m, log := p.deps.Metrics, p.deps.Logger
 	switch a.out.Kind {
-	case lanes.Committed:
+	case lanes.Applied:
 		m.TimersFired.Inc()
 		m.TimerFireLag.Observe(a.at.Sub(a.t.DueAt).Seconds())
 		return doneIt
