@@ -294,6 +294,8 @@ type Step struct {
 // nil, committed and released; fault.StepFenced, that step did not happen and
 // its claim is no longer ours; store.ErrNotWritten, nothing was written for
 // it and its claim is still held (commit it with Held.WriteStep);
+// *store.BufferedMatch, likewise, with the buffered message that matches a
+// subscription the step opened (apply it, then Held.WriteStep);
 // fault.StepTooLarge, nothing was written for it and its claim is still held
 // (release it); any other error leaves the outcome unknown, as a failed
 // Held.WriteStep does.

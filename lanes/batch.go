@@ -37,8 +37,11 @@ import (
 //	commit: fenced                      Retry (fenced)            not ours any more
 //	commit: step too large              Rejected (StepTooLarge);  released (nothing written
 //	                                    the others commit         for it)
-//	commit: another step's writes       (committed on its own:    held, then released by that commit
-//	failed (ErrNotWritten)            single commit path)
+//	commit: another step's writes       (written on its own:      held, then released by that commit
+//	failed (ErrNotWritten)              single write path)
+//	commit: a buffered message matches  (written on its own with  held, then released by that commit
+//	a subscription it opened            the message applied; the
+//	(*BufferedMatch)                    others as a group again)
 //	commit fails                        by class                  released
 //	commit succeeds                     Applied                   released by the commit
 
@@ -212,18 +215,22 @@ func (l *lane) compute(ctx context.Context, r *Resume, h *claims.Held) (b batche
 	return batched{r: r, c: c, res: res}, true, nil
 }
 
-// finishBatched answers one step of a committed batch. A step the batch left
-// out because another step's writes failed commits on its own (the single
-// commit path, which also applies buffered messages that match).
+// finishBatched answers one step of a written group. A step the group left
+// out is written on its own (the single path, which also applies buffered
+// messages that match): because another step's writes failed, or with the
+// buffered message that matched a subscription it opened.
 func (l *lane) finishBatched(ctx context.Context, b batched, start time.Time, err error) (out Outcome) {
 	defer func() {
 		if v := recover(); v != nil {
 			out = l.panicked(b.r, v, debug.Stack())
 		}
 	}()
+	var m *store.BufferedMatch
 	switch {
 	case errors.Is(err, store.ErrNotWritten):
-		err = l.writeStep(ctx, b.c, b.r, b.res)
+		err = l.writeStep(ctx, b.c, b.r, b.res, nil)
+	case errors.As(err, &m):
+		err = l.writeStep(ctx, b.c, b.r, b.res, m)
 	case err == nil:
 		l.notify(b.res.Effects, nil)
 	}

@@ -141,7 +141,7 @@ func (c TaskOutcome) tooLarge(ctx context.Context, l *lane, r *Resume, cl loaded
 	if err != nil {
 		return cause
 	}
-	if err := l.writeStep(ctx, cl, r, res); err != nil {
+	if err := l.writeStep(ctx, cl, r, res, nil); err != nil {
 		if fault.Code(err) == fault.StepTooLarge {
 			return cause
 		}

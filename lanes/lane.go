@@ -192,7 +192,7 @@ func (l *lane) step(ctx context.Context, r *Resume) (Outcome, bool) {
 	if h := l.pool.deps.Hooks.BeforeCommit; h != nil {
 		h(ctx, l.n, r)
 	}
-	err = l.writeStep(ctx, c, r, res)
+	err = l.writeStep(ctx, c, r, res, nil)
 	if t, ok := r.Cause.(tooLarger); ok && fault.Code(err) == fault.StepTooLarge {
 		err = t.tooLarge(ctx, l, r, c, err)
 	}
@@ -299,23 +299,26 @@ func (l *lane) applied(ctx context.Context, id string) (bool, error) {
 // the next subscription or its TTL.
 const maxConsumed = 32
 
-// writeStep writes the step in its transaction. When a subscription the step opened matches a
-// buffered message, the commit rolls back with the claim still held: the
-// message is applied to the step's state as one more trigger and everything
-// commits in one transaction, so a buffered message is consumed exactly when
-// its step commits. Then the timer poller hears of timers armed, the task
-// API of tasks created and the outbox publisher of rows written.
-func (l *lane) writeStep(ctx context.Context, c loaded, r *Resume, res OpResult) error {
+// writeStep writes the step in its transaction. When a subscription the
+// step opened matches a buffered message, the transaction rolls back with the
+// claim still held: the message is applied to the step's state as one more
+// trigger and everything is written in one transaction, so a buffered
+// message is consumed exactly when its step is written. found is a match a
+// group's transaction already raised for this step (nil: none). Then the
+// timer poller hears of timers armed, the task API of tasks created and the
+// outbox publisher of rows written.
+func (l *lane) writeStep(ctx context.Context, c loaded, r *Resume, res OpResult, found *store.BufferedMatch) error {
 	x := r.Cause.writes(l, r, c, res)
 	held, proc, state, eff := c.held, c.proc, res.State, res.Effects
 	if res.Process != nil {
 		proc = res.Process // the buffered messages apply on the definition the step moved to
 	}
 	st := state
+	var err error = found
+	if found == nil {
+		err = l.write(ctx, held, st, eff, x)
+	}
 	for {
-		cctx, cancel := l.call(ctx)
-		err := held.WriteStep(cctx, st, eff, x)
-		cancel()
 		var m *store.BufferedMatch
 		switch {
 		case errors.As(err, &m):
@@ -324,19 +327,19 @@ func (l *lane) writeStep(ctx context.Context, c loaded, r *Resume, res OpResult)
 			withMessage, more, serr := l.engine(ctx, proc, in, tr)
 			if serr != nil {
 				// The subscription is open in st, so the engine should accept the
-				// message. If it does not (a bug), the step commits without it
+				// message. If it does not (a bug), the step is written without it
 				// rather than never: the message stays buffered until its TTL
 				// dead-letters it.
 				l.pool.deps.Logger.Error("buffered message not applicable; left buffered", "instance_id", in.ID,
 					"owner", held.Owner(), "message_id", m.MessageID, "code", fault.Code(serr), "err", serr)
 				x.SkipBufferCheck = true
-				continue
+				break
 			}
 			st = withMessage
 			x.Consumed = append(x.Consumed, store.Consumed{BufferedID: m.ID, Effects: more})
 			x.SkipBufferCheck = len(x.Consumed) >= maxConsumed
 		case errors.Is(err, store.ErrBufferedGone):
-			// Another step consumed it first: commit the step without it.
+			// Another step consumed it first: write the step without it.
 			st, x.Consumed, x.SkipBufferCheck = state, nil, false
 		case err != nil:
 			return err
@@ -344,7 +347,15 @@ func (l *lane) writeStep(ctx context.Context, c loaded, r *Resume, res OpResult)
 			l.notify(eff, x.Consumed)
 			return nil
 		}
+		err = l.write(ctx, held, st, eff, x)
 	}
+}
+
+// write is one try of a step's transaction, bounded like every call.
+func (l *lane) write(ctx context.Context, held *claims.Held, st engine.State, eff engine.Effects, x claims.Extras) error {
+	ctx, cancel := l.call(ctx)
+	defer cancel()
+	return held.WriteStep(ctx, st, eff, x)
 }
 
 // notify tells the timer poller and the task API what a written step

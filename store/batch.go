@@ -145,8 +145,11 @@ SELECT sutra_batch_fence(count(*), cardinality($1::text[])) FROM u`
 // an error with fault.StepFenced, that step's claim was swept or stolen and
 // it did not happen, while the others committed; ErrNotWritten, nothing
 // was written for that step (another step's writes failed) and its claim is
-// still held; fault.StepTooLarge, that step is past the store's limits and
-// was left out before anything was sent, its claim still held. An error
+// still held; *BufferedMatch, a buffered message matches a subscription that
+// step opened: nothing was written for it, its claim is still held, and the
+// others were written as a group without it; fault.StepTooLarge, that step
+// is past the store's limits and was left out before anything was sent, its
+// claim still held. An error
 // returned for all of cs leaves each outcome unknown, as a failed WriteStep
 // does.
 func (s *Store) WriteGroup(ctx context.Context, cs []StepWrites) []error {
@@ -208,6 +211,10 @@ func (s *Store) WriteGroup(ctx context.Context, cs []StepWrites) []error {
 		return committed()
 	}
 	rollback(ctx, conn)
+	if id, ok := matchedRow(err); ok {
+		conn.Release() // writing the rest takes a connection of its own
+		return s.writeGroupAround(ctx, cs, errs, id)
+	}
 	if !isSQLState(err, sqlstateBatchFenced) {
 		// The fence passed for every step; what failed was a write or the
 		// connection.
@@ -258,8 +265,37 @@ func (s *Store) WriteGroup(ctx context.Context, cs []StepWrites) []error {
 	return stepsFailed(errs, cs, matched, err, what)
 }
 
+// writeGroupAround answers a group whose look raised a match with buffered
+// row id: the steps that open a subscription it matches get the match, to
+// apply it and be written on their own, and the others are written as a
+// group again, so that one match does not cost the group its transaction.
+// A row gone meanwhile (or matching no step) leaves every step to be written
+// on its own.
+func (s *Store) writeGroupAround(ctx context.Context, cs []StepWrites, errs []error, id int64) []error {
+	m, err := s.bufferedRow(ctx, id)
+	if err != nil && !errors.Is(err, ErrBufferedGone) {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	matched := false
+	for i, c := range cs {
+		if m != nil && m.opens(c) {
+			errs[i], matched = m, true
+		}
+	}
+	if !matched {
+		for i := range errs {
+			errs[i] = ErrNotWritten
+		}
+		return errs
+	}
+	return s.writeGroupWithout(ctx, cs, errs)
+}
+
 // writeGroupWithout commits the steps of cs that have no error in errs (the
-// others were refused as too large) as a batch of their own; the steps
+// others were refused as too large, or matched a buffered message) as a batch of their own; the steps
 // encode again, on this rare path only.
 func (s *Store) writeGroupWithout(ctx context.Context, cs []StepWrites, errs []error) []error {
 	var rest []StepWrites

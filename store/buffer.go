@@ -2,12 +2,15 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sutra-run/worker/engine"
 )
 
 // ErrBuffered reports a relay kept in buffered_messages until a subscription
@@ -19,14 +22,15 @@ var ErrBuffered = errors.New("store: message buffered")
 var ErrBufferedGone = errors.New("store: buffered message gone")
 
 // BufferedMatch is a buffered message that a subscription opened by a step
-// matches. The commit that found it rolled back, the claim is still held,
-// and the step applies the message and commits again (StepWrites.Consumed).
+// matches. The transaction that found it rolled back, the claim is still
+// held, and the step applies the message and is written again
+// (StepWrites.Consumed).
 type BufferedMatch struct {
-	ID             int64          `json:"id"`
-	MessageID      string         `json:"message_id"`
-	Message        string         `json:"message"`
-	CorrelationKey string         `json:"correlation_key"`
-	Variables      map[string]any `json:"variables"`
+	ID             int64
+	MessageID      string
+	Message        string
+	CorrelationKey string
+	Variables      map[string]any
 }
 
 func (m *BufferedMatch) Error() string {
@@ -43,8 +47,9 @@ func (m *BufferedMatch) Error() string {
 // now cannot miss each other. The look is a statement of its own so that its
 // snapshot, taken once the locks are held, sees a message buffered by a
 // transaction that committed while this one waited for its lock. A match
-// raises SU003 (sutra_buffered_found, migration 0013), which rolls the
-// commit back.
+// raises SU003 with the buffered row's id (sutra_buffered_found, migration
+// 0019), which rolls the transaction back; the store then reads the row
+// (bufferedRow).
 const (
 	// The locks, in one order for every locker (no deadlock between two
 	// commits); the sorted subquery is scanned in its order.
@@ -55,8 +60,8 @@ const (
          ORDER BY 1 OFFSET 0) k`
 	// The oldest match that no copy applied directly; the raise runs on it
 	// only (the LIMIT keeps the subquery from being flattened).
-	bufferedLookSQL = `SELECT sutra_buffered_found(m.id, m.message_id, m.message_name, m.correlation_key, m.variables)
-  FROM (SELECT b.id, b.message_id, b.message_name, b.correlation_key, b.variables
+	bufferedLookSQL = `SELECT sutra_buffered_found(m.id)
+  FROM (SELECT b.id
           FROM subscriptions s JOIN unnest($1::text[], $2::text[], $3::text[]) AS w(id, tok, el)
                  ON s.instance_id = w.id AND s.token_id = w.tok AND s.element_id = w.el
           JOIN buffered_messages b
@@ -66,17 +71,53 @@ const (
          ORDER BY b.id LIMIT 1) m`
 )
 
-// bufferedMatch decodes the match the look raised.
-func bufferedMatch(err error) (*BufferedMatch, bool) {
+// matchedRow is the id of the buffered row whose match the look raised (ok
+// false: err is no such raise).
+func matchedRow(err error) (id int64, ok bool) {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != sqlstateBufferedMatch {
-		return nil, false
+		return 0, false
 	}
-	m := &BufferedMatch{}
-	if json.Unmarshal([]byte(pgErr.Detail), m) != nil {
-		return nil, false
+	id, perr := strconv.ParseInt(pgErr.Detail, 10, 64)
+	return id, perr == nil
+}
+
+// bufferedRow reads the buffered message of row id after a look raised its
+// match: ErrBufferedGone when it was consumed or expired meanwhile (the step
+// is written again without it, and its look finds what is left).
+func (s *Store) bufferedRow(ctx context.Context, id int64) (*BufferedMatch, error) {
+	m := &BufferedMatch{ID: id}
+	err := s.pool.QueryRow(ctx, `SELECT message_id, message_name, correlation_key, variables FROM buffered_messages
+  WHERE id = $1 AND expires_at > now()`, id).Scan(&m.MessageID, &m.Message, &m.CorrelationKey, &m.Variables)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, ErrBufferedGone
+	case err != nil:
+		return nil, translate(err, fmt.Sprintf("reading buffered message %d", id))
 	}
-	return m, true
+	return m, nil
+}
+
+// opens says whether c opens a subscription that buffered message m matches
+// (its step's or a message's it applied).
+func (m *BufferedMatch) opens(c StepWrites) bool {
+	match := func(subs []engine.Subscription) bool {
+		for _, s := range subs {
+			if s.Message == m.Message && s.CorrelationKey == m.CorrelationKey {
+				return true
+			}
+		}
+		return false
+	}
+	if match(c.Effects.Subscriptions) {
+		return true
+	}
+	for _, x := range c.Consumed {
+		if match(x.Effects.Subscriptions) {
+			return true
+		}
+	}
+	return false
 }
 
 // Buffer is a correlate-by-key relay that may wait for its subscription.
@@ -116,12 +157,9 @@ func (s *Store) ResolveOrBuffer(ctx context.Context, b Buffer) (string, error) {
 	return *id, nil
 }
 
-// translateBuffer maps the buffering SQLSTATEs of a commit; ok false leaves
-// err to translate.
-func translateBuffer(err error) (error, bool) {
-	if m, ok := bufferedMatch(err); ok {
-		return m, true
-	}
+// bufferedGone maps SU004 (a buffered message the step meant to consume is
+// gone); ok false leaves err to translate.
+func bufferedGone(err error) (error, bool) {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == sqlstateBufferedGone {
 		return ErrBufferedGone, true

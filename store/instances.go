@@ -245,6 +245,13 @@ func (s *Store) WriteStep(ctx context.Context, c StepWrites) error {
 	if err == nil {
 		s.handOutbox(w)
 	}
+	if id, ok := matchedRow(err); ok {
+		m, rerr := s.bufferedRow(ctx, id)
+		if rerr != nil {
+			return rerr
+		}
+		return m
+	}
 	if serr, ok := stepError(err, c); ok {
 		return serr
 	}
@@ -310,13 +317,17 @@ func queueStepWrites(b *pgx.Batch, w *outboxWrites, cs ...StepWrites) error {
 
 // stepError maps the errors of a step's own writes (ok false leaves err to
 // translate): a copy of the relay committed first, a buffered message
-// matched or went away, the fire's timer row is gone.
+// matched (whose row the caller reads) or went away, the fire's timer row is
+// gone.
 func stepError(err error, c StepWrites) (error, bool) {
 	if isUniqueViolation(err, "inbox_pkey") {
 		// A copy of this relay committed after our claim read the inbox.
 		return ErrDuplicate, true
 	}
-	if berr, ok := translateBuffer(err); ok {
+	if _, ok := matchedRow(err); ok {
+		return err, true
+	}
+	if berr, ok := bufferedGone(err); ok {
 		return berr, true
 	}
 	if isSQLState(err, sqlstateTimerGone) {
