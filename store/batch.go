@@ -22,8 +22,8 @@ import (
 // (starts, timer fires, admin operations) keeps the one-step statements.
 
 // ErrNotWritten reports a step of a batch that the batch did not commit
-// because another step's writes failed (a copy of a relay committed first, a
-// buffered message matched, …): nothing was written and its claim is still
+// because another step's writes failed (a copy of a relay committed first,
+// …): nothing was written and its claim is still
 // held; commit it on its own (WriteStep) to learn its outcome.
 var ErrNotWritten = errors.New("store: step left out of its batch commit; commit it on its own")
 
@@ -112,35 +112,26 @@ func (s *Store) ClaimBatch(ctx context.Context, r ClaimBatchRequest) ([]Claimed,
 	return out, nil
 }
 
-// The batch fence: the commit UPDATE of every step of the batch whose claim
-// is still its own (owner and version read at claim time), in id order like
-// the batch claim. commitBatchSQL returns the ids that matched (the others
-// are left out); fenceBatchSQL raises SU005 unless every step matched, so
-// that the writes sent behind it in the same pipeline never run for a batch
-// that lost a claim.
-const (
-	batchFenceInputs = `
+// groupFenceSQL is the fence of a group: the UPDATE of every step of the
+// group whose claim is still its own (owner and version read at claim
+// time), in id order like the group claim. It returns the ids that matched;
+// the others are left out of the writes that follow.
+const groupFenceSQL = `
 WITH c AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[])
                   AS c(id, owner, version, status, variables, tokens)),
-     l AS (SELECT i.id FROM instances i JOIN c ON c.id = i.id ORDER BY i.id FOR UPDATE OF i)`
-	batchFenceUpdate = `
+     l AS (SELECT i.id FROM instances i JOIN c ON c.id = i.id ORDER BY i.id FOR UPDATE OF i)
 UPDATE instances i
    SET status = c.status, variables = c.variables::jsonb, tokens = c.tokens::jsonb,
        version = i.version + 1, owner = NULL, claimed_at = NULL, updated_at = now()
   FROM c JOIN l ON l.id = c.id
  WHERE i.id = c.id AND i.owner = c.owner AND i.version = c.version
 RETURNING i.id`
-	commitBatchSQL = batchFenceInputs + batchFenceUpdate
-	fenceBatchSQL  = batchFenceInputs + `,
-     u AS (` + batchFenceUpdate + `)
-SELECT sutra_batch_fence(count(*), cardinality($1::text[])) FROM u`
-)
 
 // WriteGroup commits several steps (of distinct instances) in one
-// transaction that waits for one WAL flush. It sends the fence of every step,
-// their writes and the commit in one round trip; when a step's claim was
-// lost (the fence raises, nothing is written) it retries in two: the fence,
-// which returns the steps that passed, then their writes and the commit.
+// transaction that waits for one WAL flush, in two round trips: the fence of
+// every step, which returns the steps that passed, then their writes and the
+// commit. (One round trip, fence and writes pipelined, needs a second path
+// for a group that lost a claim; this one is the only path.)
 // The result is aligned with cs: nil, committed and released;
 // an error with fault.StepFenced, that step's claim was swept or stolen and
 // it did not happen, while the others committed; ErrNotWritten, nothing
@@ -197,36 +188,13 @@ func (s *Store) WriteGroup(ctx context.Context, cs []StepWrites) []error {
 		return errs
 	}
 
-	// One round trip: open the transaction (durable: it waits for the WAL
-	// flush, like WriteStep), fence every step, write them all, commit.
-	b := &pgx.Batch{}
-	queueBegin(b)
-	b.Queue(fenceBatchSQL, ids, owners, versions, statuses, vars, tokens)
-	w = s.outboxWrites()
-	if err := queueStepWrites(b, w, cs...); err != nil {
-		return fail(err)
-	}
-	b.Queue("COMMIT")
-	if err = conn.SendBatch(ctx, b).Close(); err == nil {
-		return committed()
-	}
-	rollback(ctx, conn)
-	if id, ok := matchedRow(err); ok {
-		conn.Release() // writing the rest takes a connection of its own
-		return s.writeGroupAround(ctx, cs, errs, id)
-	}
-	if !isSQLState(err, sqlstateBatchFenced) {
-		// The fence passed for every step; what failed was a write or the
-		// connection.
-		return stepsFailed(errs, cs, nil, err, what)
-	}
-
-	// A claim was lost. Round trip 1: fence again, learning which passed.
+	// Round trip 1: open the transaction (durable: it waits for the WAL
+	// flush, like WriteStep) and fence every step, learning which passed.
 	matched := make(map[string]bool, n)
 	began := time.Now() // before the transaction's now(), which its leases count from
-	b = &pgx.Batch{}
+	b := &pgx.Batch{}
 	queueBegin(b)
-	b.Queue(commitBatchSQL, ids, owners, versions, statuses, vars, tokens).Query(func(rows pgx.Rows) error {
+	b.Queue(groupFenceSQL, ids, owners, versions, statuses, vars, tokens).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id string
 			if err := rows.Scan(&id); err != nil {
@@ -262,6 +230,10 @@ func (s *Store) WriteGroup(ctx context.Context, cs []StepWrites) []error {
 		return committed()
 	}
 	rollback(ctx, conn)
+	if id, ok := matchedRow(err); ok {
+		conn.Release() // writing the rest takes a connection of its own
+		return s.writeGroupAround(ctx, cs, errs, id)
+	}
 	return stepsFailed(errs, cs, matched, err, what)
 }
 
@@ -281,13 +253,15 @@ func (s *Store) writeGroupAround(ctx context.Context, cs []StepWrites, errs []er
 	}
 	matched := false
 	for i, c := range cs {
-		if m != nil && m.opens(c) {
+		if errs[i] == nil && m != nil && m.opens(c) {
 			errs[i], matched = m, true
 		}
 	}
 	if !matched {
 		for i := range errs {
-			errs[i] = ErrNotWritten
+			if errs[i] == nil {
+				errs[i] = ErrNotWritten
+			}
 		}
 		return errs
 	}

@@ -20,7 +20,7 @@ import (
 //	SU002 (sutra_consume_timer)     fault.NotWaiting: the fire's timer row is gone
 //	SU003 (sutra_buffered_found)    *BufferedMatch: a buffered message matches an opened subscription
 //	SU004 (sutra_consume_buffered)  ErrBufferedGone
-//	SU005 (sutra_batch_fence)       a batch lost a claim: WriteGroup retries it the slow way (never returned)
+//	SU005 (sutra_batch_fence)       raised only by the previous build's group write (a rollout)
 //	23505 on a known constraint     ErrDuplicate / ErrConflict where the caller expects it
 //	no rows                         ErrNotFound
 //
@@ -43,7 +43,6 @@ const (
 	sqlstateTimerGone     = "SU002"
 	sqlstateBufferedMatch = "SU003"
 	sqlstateBufferedGone  = "SU004"
-	sqlstateBatchFenced   = "SU005"
 	sqlstateUnique        = "23505"
 	sqlstateNotNull       = "23502"
 )

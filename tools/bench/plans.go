@@ -38,7 +38,6 @@ var HotStatements = fromStore([]Statement{
 	{Name: "inbox_applied"},
 	{Name: "claim_batch", Uses: "instances_pkey"},
 	{Name: "commit_batch", Uses: "instances_pkey"},
-	{Name: "commit_batch_fenced", Uses: "instances_pkey"},
 	{Name: "release", Uses: "instances_pkey", Known: byClaimedAt},
 	// sutra_commit's UPDATE (migration 0004).
 	{Name: "commit_instance", Uses: "instances_pkey", SQL: `UPDATE instances
