@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sutra-run/worker/bpmn"
-
 	"github.com/sutra-run/worker/claims"
 	"github.com/sutra-run/worker/engine"
 	"github.com/sutra-run/worker/metrics"
@@ -53,7 +52,7 @@ func (r *Resume) Admin() bool { return r.Cause.path() == metrics.PathAdmin }
 // this package, with its rows in the exit tables (lane.go, batch.go).
 //
 // Each kind does its own work before the claim, then every kind goes through
-// one core (lane.step): claim → load the definition → compute → commit.
+// one core (lane.step): claim → load the definition → compute → write.
 type Cause interface {
 	path() string
 	// instanceID is the instance the cause names ("" when a lookup finds it).
@@ -81,7 +80,7 @@ type (
 	stepFailer interface {
 		stepFailed(ctx context.Context, l *lane, r *Resume, held *claims.Held, err error) (out Outcome, answered, handled bool)
 	}
-	// tooLarger commits something else in place of a step refused as too
+	// tooLarger writes something else in place of a step refused as too
 	// large, or returns cause.
 	tooLarger interface {
 		tooLarge(ctx context.Context, l *lane, r *Resume, c loaded, cause error) error
