@@ -213,3 +213,36 @@ func TestTwoRelaysOfOneInstanceQueuedTogetherRunOneAfterTheOther(t *testing.T) {
 	b.env.AssertNoClaimsHeld(t)
 	b.env.AssertNoOverlap(t, false)
 }
+
+// A buffered message that matches a subscription one step of a batch opens
+// costs that step its place in the group, not the group its transaction:
+// the others are written as a group, and that step on its own with the
+// message applied.
+func TestABufferedMatchInABatchWritesThatStepAloneAndTheOthersAsAGroup(t *testing.T) {
+	t.Parallel()
+	b, release := batchBundle(t, 3, nil, nil)
+	// o-2's payment opens the shipment subscription, which this matches.
+	if _, err := b.env.DB.Exec(testkit.Ctx(t), `INSERT INTO buffered_messages (message_id, message_name, correlation_key, expires_at)
+		VALUES ('shipped-o-2', 'order-shipped', 'o-2', now() + interval '1 hour')`); err != nil {
+		t.Fatal(err)
+	}
+	b.pub.Publish(paid("o-1"), paid("o-2"), paid("o-3"))
+	b.queued(t, 3)
+	release()
+	for _, id := range []string{"o-0", "o-1", "o-3"} {
+		b.waitVersion(t, id, 2)
+	}
+	b.waitVersion(t, "o-2", 2)
+	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'o-2' AND status = 'completed'"); n != 1 {
+		t.Errorf("o-2 not completed by its payment's step with the shipment applied")
+	}
+	if n := b.env.Int(t, "SELECT count(*) FROM buffered_messages"); n != 0 {
+		t.Errorf("%d buffered messages left", n)
+	}
+	if commits, steps := b.batches(t); commits != 1 || steps != 2 {
+		t.Errorf("batch commits = %d of %v steps, want one of 2 (o-1 and o-3)", commits, steps)
+	}
+	b.waitCounter(t, "sutra_buffered_consumed_total", 1)
+	b.env.AssertNoClaimsHeld(t)
+	b.env.AssertNoOverlap(t, false)
+}
