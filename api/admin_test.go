@@ -18,6 +18,7 @@ import (
 	"github.com/sutra-run/worker/app"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/testkit"
+	"github.com/sutra-run/worker/internal/testkit/apptest"
 	"github.com/sutra-run/worker/lanes"
 	"github.com/sutra-run/worker/metrics"
 )
@@ -35,12 +36,12 @@ func setupAdmin(t *testing.T, hooks *lanes.Hooks, tweak func(*app.Config)) *admi
 	env := testkit.New(t)
 	env.Deploy(t, "testdata/tasks.bpmn")
 	env.Deploy(t, "testdata/shop-v1.bpmn")
-	env.Config.APIToken = token
+	b := &bundle{token: token, env: env, cfg: apptest.Config(env), pub: env.Publisher(t), reg: prometheus.NewRegistry()}
+	b.cfg.APIToken = token
 	if tweak != nil {
-		tweak(&env.Config)
+		tweak(&b.cfg)
 	}
-	b := &bundle{token: token, env: env, pub: env.Publisher(t), reg: prometheus.NewRegistry()}
-	w, err := app.Start(testkit.Ctx(t), env.Config, app.Options{Logger: testkit.Logger(t), Registry: b.reg, Hooks: hooks})
+	w, err := app.Start(testkit.Ctx(t), b.cfg, app.Options{Logger: testkit.Logger(t), Registry: b.reg, Hooks: hooks})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,8 +365,9 @@ func TestAdminRoutesAreOffWithoutATokenUnlessExplicitlyInsecure(t *testing.T) {
 	t.Parallel()
 	for _, insecure := range []bool{false, true} {
 		env := testkit.New(t)
-		env.Config.AdminInsecure = insecure
-		w, err := app.Start(testkit.Ctx(t), env.Config, app.Options{Logger: testkit.Logger(t), Registry: prometheus.NewRegistry()})
+		cfg := apptest.Config(env)
+		cfg.AdminInsecure = insecure
+		w, err := app.Start(testkit.Ctx(t), cfg, app.Options{Logger: testkit.Logger(t), Registry: prometheus.NewRegistry()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/sutra-run/worker/app"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/testkit"
+	"github.com/sutra-run/worker/internal/testkit/apptest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -28,6 +29,7 @@ type bundle struct {
 	// token, when set, goes with every call of the task API.
 	token string
 	env   *testkit.Env
+	cfg   app.Config
 	pub   *testkit.Publisher
 	reg   *prometheus.Registry
 	w     *app.Worker
@@ -38,11 +40,11 @@ func setup(t *testing.T, tweak func(*app.Config)) *bundle {
 	t.Helper()
 	env := testkit.New(t)
 	env.Deploy(t, "testdata/tasks.bpmn")
+	b := &bundle{env: env, cfg: apptest.Config(env), pub: env.Publisher(t), reg: prometheus.NewRegistry()}
 	if tweak != nil {
-		tweak(&env.Config)
+		tweak(&b.cfg)
 	}
-	b := &bundle{env: env, pub: env.Publisher(t), reg: prometheus.NewRegistry()}
-	w, err := app.Start(testkit.Ctx(t), env.Config, app.Options{Logger: testkit.Logger(t), Registry: b.reg})
+	w, err := app.Start(testkit.Ctx(t), b.cfg, app.Options{Logger: testkit.Logger(t), Registry: b.reg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func TestABulkMigrationUnderLoadMovesEveryInstanceOnceWithoutOverlap(t *testing.
 	b.env.Deploy(t, "testdata/loop-v2.bpmn")
 
 	// A second replica on the same database and queues.
-	cfg := b.env.Config
+	cfg := b.cfg
 	cfg.ReplicaID += "-b"
 	otherReg := prometheus.NewRegistry()
 	other, err := app.Start(testkit.Ctx(t), cfg, app.Options{Logger: testkit.Logger(t), Registry: otherReg, Hooks: hooks})

@@ -14,6 +14,7 @@ import (
 	"github.com/sutra-run/worker/app"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/testkit"
+	"github.com/sutra-run/worker/internal/testkit/apptest"
 )
 
 // Whatever embeds the worker, an API listener with no token is refused
@@ -21,7 +22,7 @@ import (
 func TestStartRefusesAnAPIListenerWithNoTokenUnlessInsecureIsSet(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
-	cfg := env.Config
+	cfg := apptest.Config(env)
 	cfg.APIToken, cfg.APIInsecure = "", false
 	w, err := app.Start(testkit.Ctx(t), cfg, app.Options{Logger: testkit.Logger(t)})
 	if err == nil {
@@ -39,9 +40,10 @@ func TestReadyzGivesAShortReasonNotTheDatabasesError(t *testing.T) {
 	env := testkit.New(t)
 	pgURL, _ := url.Parse(env.Config.DatabaseURL)
 	pg := testkit.NewProxy(t, pgURL.Host)
-	env.Config.DatabaseURL = pg.Through(t, env.Config.DatabaseURL)
+	cfg := apptest.Config(env)
+	cfg.DatabaseURL = pg.Through(t, env.Config.DatabaseURL)
 	listening := make(chan string, 1)
-	w, err := app.Start(testkit.Ctx(t), env.Config, app.Options{Logger: testkit.Logger(t), Registry: prometheus.NewRegistry(),
+	w, err := app.Start(testkit.Ctx(t), cfg, app.Options{Logger: testkit.Logger(t), Registry: prometheus.NewRegistry(),
 		Listening: func(addr string) { listening <- addr }})
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sutra-run/worker/internal/testkit"
+	"github.com/sutra-run/worker/internal/testkit/apptest"
 )
 
 func TestWorkerRidesOutBrokerAndDatabaseOutagesUnderLoadAndIsNotReadyMeanwhile(t *testing.T) {
@@ -19,12 +20,12 @@ func TestWorkerRidesOutBrokerAndDatabaseOutagesUnderLoadAndIsNotReadyMeanwhile(t
 	pg, broker := testkit.NewProxy(t, pgURL.Host), testkit.NewProxy(t, amqpURL.Host)
 	appName := "sutra-outage-" + env.Schema
 	env.Deploy(t, "../examples/order.bpmn")
-	b := &bundle{env: env, pub: env.Publisher(t)} // the test publishes around the outages
+	b := &bundle{env: env, pub: env.Publisher(t), cfg: apptest.Config(env)} // the test publishes around the outages
 	q := pgURL.Query()
 	q.Set("application_name", appName)
 	pgURL.RawQuery = q.Encode()
-	env.Config.DatabaseURL = pg.Through(t, pgURL.String())
-	env.Config.AMQPURL = broker.Through(t, env.Config.AMQPURL)
+	b.cfg.DatabaseURL = pg.Through(t, pgURL.String())
+	b.cfg.AMQPURL = broker.Through(t, env.Config.AMQPURL)
 	b.start(t, nil)
 	// Each outage lasts until the worker has met it: not ready, and the
 	// work published meanwhile refused by it.
@@ -69,7 +70,7 @@ func TestWorkerRidesOutBrokerAndDatabaseOutagesUnderLoadAndIsNotReadyMeanwhile(t
 	b.pub.Publish(ships...)
 	// And as an operator would: close the worker's broker connection and
 	// terminate its database sessions, under load.
-	testkit.CloseBrokerConnection(t, "sutra-worker/"+b.env.Config.ReplicaID)
+	testkit.CloseBrokerConnection(t, "sutra-worker/"+b.cfg.ReplicaID)
 	if _, err := b.env.DB.Exec(testkit.Ctx(t), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", appName); err != nil {
 		t.Fatal(err)
 	}

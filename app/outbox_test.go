@@ -7,6 +7,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/sutra-run/worker/internal/testkit"
+	"github.com/sutra-run/worker/internal/testkit/apptest"
 )
 
 // bindOutboxToRelays is what an operator declares to let processes message
@@ -37,9 +38,9 @@ func TestAMessageThrownByOneProcessAdvancesAnotherThroughTheOutboxToRelaysBindin
 	env := testkit.New(t)
 	env.Deploy(t, "../examples/quote-request.bpmn")
 	env.Deploy(t, "../examples/quote-desk.bpmn")
+	b := &bundle{env: env, pub: env.Publisher(t), cfg: apptest.Config(env)} // declares the relay exchange
 	// Only the wake-up by the commit that wrote a row can publish it in time.
-	env.Config.OutboxPollInterval = time.Hour
-	b := &bundle{env: env, pub: env.Publisher(t)} // declares the relay exchange
+	b.cfg.OutboxPollInterval = time.Hour
 	bindOutboxToRelays(t, env)
 	b.start(t, nil)
 

@@ -96,12 +96,10 @@ func TestSweeperLeaseHasOneHolderAndPassesOnWhenItStops(t *testing.T) {
 	// the other take the lease and fail a test of the holder keeping it.
 	a := setup(t, nil, func(c *app.Config) { fastSweep(c); c.LeaseTTL = 3 * time.Second })
 	a.w.Sweeper().TestSignals.Init()
-	second := &bundle{env: a.env, pub: a.pub}
-	cfg := a.env.Config
-	a.env.Config.ReplicaID += "-b"
+	second := &bundle{env: a.env, pub: a.pub, cfg: a.cfg}
+	second.cfg.ReplicaID += "-b"
 	second.start(t, nil)
 	second.w.Sweeper().TestSignals.Init()
-	a.env.Config = cfg
 	held := func(b *bundle) float64 { return b.gauge(t, b.reg, "sutra_lease_held") }
 	testkit.Eventually(t, 5*time.Second, "one holder", func() bool { return held(a)+held(second) == 1 })
 	holder, other := a, second
@@ -182,7 +180,7 @@ func TestSlowStepIsSweptAnotherLaneAdvancesAndTheSlowCommitIsFenced(t *testing.T
 	if v := b.version(t, "o-1"); v != 2 {
 		t.Errorf("version = %d, want 2: the slow step must not have committed", v)
 	}
-	other := claims.LaneOwner(b.env.Config.ReplicaID, (pool.Load().Lane("o-1")+1)%pool.Load().Lanes())
+	other := claims.LaneOwner(b.cfg.ReplicaID, (pool.Load().Lane("o-1")+1)%pool.Load().Lanes())
 	if owners := b.env.Committers(t, "o-1"); len(owners) != 2 || owners[1] != other {
 		t.Errorf("committers = %v, want the payment committed by %s", owners, other)
 	}

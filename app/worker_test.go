@@ -16,6 +16,7 @@ import (
 	"github.com/sutra-run/worker/app"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/testkit"
+	"github.com/sutra-run/worker/internal/testkit/apptest"
 	"github.com/sutra-run/worker/lanes"
 )
 
@@ -26,6 +27,8 @@ func TestMain(m *testing.M) {
 // bundle is one test's worker on its own schema and queues.
 type bundle struct {
 	env *testkit.Env
+	// cfg is the worker's configuration; start starts one on it.
+	cfg app.Config
 	pub *testkit.Publisher
 	reg *prometheus.Registry
 	w   *app.Worker
@@ -35,10 +38,10 @@ func setup(t *testing.T, hooks *lanes.Hooks, tweak func(*app.Config)) *bundle {
 	t.Helper()
 	env := testkit.New(t)
 	env.Deploy(t, "../examples/order.bpmn")
+	b := &bundle{env: env, pub: env.Publisher(t), cfg: apptest.Config(env)}
 	if tweak != nil {
-		tweak(&env.Config)
+		tweak(&b.cfg)
 	}
-	b := &bundle{env: env, pub: env.Publisher(t)}
 	b.start(t, hooks)
 	return b
 }
@@ -46,7 +49,7 @@ func setup(t *testing.T, hooks *lanes.Hooks, tweak func(*app.Config)) *bundle {
 func (b *bundle) start(t *testing.T, hooks *lanes.Hooks) {
 	t.Helper()
 	b.reg = prometheus.NewRegistry()
-	w, err := app.Start(testkit.Ctx(t), b.env.Config, app.Options{Logger: testkit.Logger(t), Registry: b.reg, Hooks: hooks})
+	w, err := app.Start(testkit.Ctx(t), b.cfg, app.Options{Logger: testkit.Logger(t), Registry: b.reg, Hooks: hooks})
 	if err != nil {
 		t.Fatalf("starting worker: %v", err)
 	}
@@ -58,7 +61,7 @@ func (b *bundle) start(t *testing.T, hooks *lanes.Hooks) {
 // stop stops w within its shutdown timeout.
 func (b *bundle) stop(t *testing.T, w *app.Worker) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), b.env.Config.ShutdownTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ShutdownTimeout)
 	defer cancel()
 	if err := w.Stop(ctx); err != nil {
 		t.Logf("stopping the worker: %v", err)
@@ -178,8 +181,8 @@ func TestRedeliveryAfterCrashBeforeAckIsRecognisedAsDuplicate(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	env.Deploy(t, "../examples/order.bpmn")
-	env.Config.ShutdownTimeout = 300 * time.Millisecond
-	b := &bundle{env: env, pub: env.Publisher(t)}
+	b := &bundle{env: env, pub: env.Publisher(t), cfg: apptest.Config(env)}
+	b.cfg.ShutdownTimeout = 300 * time.Millisecond
 	// The first worker commits the start and "crashes" before its ack: the
 	// outcome is answered only once the stop has closed the connection, so
 	// the relay is never acked.
@@ -434,7 +437,7 @@ func TestConsumerRecoversFromALostConnectionAndLeaksNothing(t *testing.T) {
 	b := setup(t, nil, nil)
 	b.pub.Publish(start("o-1"))
 	b.waitVersion(t, "o-1", 1)
-	testkit.CloseBrokerConnection(t, "sutra-worker/"+b.env.Config.ReplicaID)
+	testkit.CloseBrokerConnection(t, "sutra-worker/"+b.cfg.ReplicaID)
 	b.pub.Publish(paid("o-1"))
 	b.waitVersion(t, "o-1", 2)
 	testkit.Eventually(t, 10*time.Second, "ready again", func() bool { return b.w.Ready(context.Background()) == nil })
