@@ -270,6 +270,7 @@ func (l *lane) finish(ctx context.Context, r *Resume, held *claims.Held, start t
 		return l.failure(ctx, r, err)
 	}
 	l.pool.deps.Metrics.StepDuration.Observe(time.Since(start).Seconds())
+	l.pool.TestSignals.Committed.Signal(held.Instance.ID)
 	if h := l.pool.deps.Hooks.AfterCommit; h != nil {
 		h(ctx, l.n, r)
 	}

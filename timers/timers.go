@@ -117,6 +117,9 @@ type TestSignals struct {
 	Deferred testsignal.Signal[store.Deferral]
 	// Parked carries each timer parked in its incident.
 	Parked testsignal.Signal[store.ParkedTimer]
+	// Answered carries the number of fire outcomes each answer took, once
+	// they are counted and their rows written.
+	Answered testsignal.Signal[int]
 }
 
 // Init switches every signal on.
@@ -124,6 +127,7 @@ func (s *TestSignals) Init() {
 	s.Took.Init()
 	s.Deferred.Init()
 	s.Parked.Init()
+	s.Answered.Init()
 }
 
 // Poller fires due timers. Start it once; Stop it once or more.
@@ -317,6 +321,7 @@ func (p *Poller) answer(ctx context.Context, first answered) int {
 	for _, id := range dropped {
 		p.deps.Logger.Warn("deleted a timer row whose wait no longer exists", "timer_id", id, "code", fault.NotWaiting)
 	}
+	p.TestSignals.Answered.Signal(n)
 	return n
 }
 
