@@ -49,7 +49,7 @@ func TestAMessageThrownByOneProcessAdvancesAnotherThroughTheOutboxToRelaysBindin
 	b.pub.Publish(startOf("quote-request", "req-1", map[string]any{"requestId": "r-1", "item": "anvil"}))
 	// req-1 throws quote-requested (r-1): desk-1 takes it and throws
 	// quote-ready (r-1), which req-1 waits for.
-	testkit.Eventually(t, 30*time.Second, "both instances completed", func() bool {
+	b.waitCommitted(t, "both instances completed", func() bool {
 		return b.env.Int(t, "SELECT count(*) FROM instances WHERE status = 'completed'") == 2
 	})
 	if price := b.env.Int(t, "SELECT (variables->>'price')::int FROM instances WHERE id = 'req-1'"); price != 120 {

@@ -17,6 +17,7 @@ import (
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/testkit"
 	"github.com/sutra-run/worker/internal/testkit/apptest"
+	"github.com/sutra-run/worker/internal/testsignal"
 	"github.com/sutra-run/worker/lanes"
 )
 
@@ -55,7 +56,18 @@ func (b *bundle) start(t *testing.T, hooks *lanes.Hooks) {
 	}
 	b.w = w
 	t.Cleanup(func() { b.stop(t, w) })
-	testkit.Eventually(t, 10*time.Second, "worker ready", func() bool { return w.Ready(context.Background()) == nil })
+	// The waits below wake on what the components did.
+	w.Lanes().TestSignals.Committed.Init()
+	c := &w.Consumer().TestSignals
+	c.Acked.Init()
+	c.DeadLettered.Init()
+	c.Requeued.Init()
+	w.Timers().TestSignals.Init()
+	w.Sweeper().TestSignals.Init()
+	w.Outbox().TestSignals.Init()
+	if err := w.Ready(context.Background()); err != nil {
+		t.Fatalf("the worker is not ready once started: %v", err)
+	}
 }
 
 // stop stops w within its shutdown timeout.
@@ -99,17 +111,53 @@ func (b *bundle) counter(t *testing.T, name, label, value string) float64 {
 	return 0
 }
 
-// waitCounter waits for an unlabelled counter to reach want: components
-// count an outcome just after the commit that a test observes in the database.
+// waitCounter waits for an unlabelled counter to reach want, woken by the
+// component that counts it: components count an outcome just after the
+// commit that a test observes in the database.
 func (b *bundle) waitCounter(t *testing.T, name string, want float64) {
 	t.Helper()
-	testkit.Eventually(t, 5*time.Second, fmt.Sprintf("%s = %v", name, want), func() bool {
-		return b.counter(t, name, "", "") == want
-	})
+	what := fmt.Sprintf("%s = %v", name, want)
+	reached := func() bool { return b.counter(t, name, "", "") == want }
+	switch name {
+	case "sutra_timers_fired_total":
+		b.w.Timers().TestSignals.Answered.Until(t, what, reached)
+	case "sutra_inbox_trimmed_total", "sutra_buffered_expired_total":
+		// Signalled as the next sweep begins, after this one counted.
+		b.w.Sweeper().TestSignals.Swept.Until(t, what, reached)
+	case "sutra_outbox_published_total":
+		b.w.Outbox().TestSignals.Settled.Until(t, what, reached)
+	case "sutra_buffered_consumed_total":
+		b.w.Lanes().TestSignals.Committed.Until(t, what, reached)
+	default:
+		t.Fatalf("waitCounter: no signal known to wake a wait for %s", name)
+	}
 }
 
 func (b *bundle) relays(t *testing.T, outcome string) float64 {
 	return b.counter(t, "sutra_relays_total", "outcome", outcome)
+}
+
+// waitRelays waits until n relays had outcome, woken by the consumer's
+// acks, dead letters or requeues.
+func (b *bundle) waitRelays(t *testing.T, outcome string, n float64) {
+	t.Helper()
+	what := fmt.Sprintf("%v relays %s", n, outcome)
+	reached := func() bool { return b.relays(t, outcome) == n }
+	switch s := &b.w.Consumer().TestSignals; outcome {
+	case "dead_lettered":
+		s.DeadLettered.Until(t, what, reached)
+	case "requeued":
+		s.Requeued.Until(t, what, reached)
+	default:
+		s.Acked.Until(t, what, reached)
+	}
+}
+
+// waitCommitted waits until cond holds, checking it after each step this
+// worker commits.
+func (b *bundle) waitCommitted(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	b.w.Lanes().TestSignals.Committed.Until(t, what, cond)
 }
 
 func (b *bundle) version(t *testing.T, id string) int64 {
@@ -118,9 +166,7 @@ func (b *bundle) version(t *testing.T, id string) int64 {
 
 func (b *bundle) waitVersion(t *testing.T, id string, v int64) {
 	t.Helper()
-	testkit.Eventually(t, 20*time.Second, fmt.Sprintf("instance %s at version %d", id, v), func() bool {
-		return b.version(t, id) == v
-	})
+	b.waitCommitted(t, fmt.Sprintf("instance %s at version %d", id, v), func() bool { return b.version(t, id) == v })
 }
 
 func start(id string) testkit.Relay {
@@ -156,7 +202,7 @@ func TestRelayAdvancesItsInstanceExactlyOnce(t *testing.T) {
 	if n := b.env.Int(t, "SELECT count(*) FROM subscriptions"); n != 0 {
 		t.Errorf("%d subscriptions left open after completion", n)
 	}
-	testkit.Eventually(t, 5*time.Second, "3 committed relays", func() bool { return b.relays(t, "committed") == 3 })
+	b.waitRelays(t, "committed", 3)
 	b.env.AssertNoOverlap(t, false)
 }
 
@@ -166,9 +212,8 @@ func TestSameMessageIDTwiceIsOneStepAndTwoAcks(t *testing.T) {
 	b.pub.Publish(start("o-1"))
 	b.waitVersion(t, "o-1", 1)
 	b.pub.Publish(paid("o-1"), paid("o-1"))
-	testkit.Eventually(t, 10*time.Second, "one commit and one duplicate", func() bool {
-		return b.relays(t, "committed") == 2 && b.relays(t, "duplicate") == 1
-	})
+	b.waitRelays(t, "committed", 2)
+	b.waitRelays(t, "duplicate", 1)
 	if v := b.version(t, "o-1"); v != 2 {
 		t.Fatalf("version = %d, want 2 (one step per message id)", v)
 	}
@@ -186,10 +231,8 @@ func TestRedeliveryAfterCrashBeforeAckIsRecognisedAsDuplicate(t *testing.T) {
 	// The first worker commits the start and "crashes" before its ack: the
 	// outcome is answered only once the stop has closed the connection, so
 	// the relay is never acked.
-	var committed atomic.Bool
 	var w atomic.Pointer[app.Worker]
 	b.start(t, &lanes.Hooks{AfterCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
-		committed.Store(true)
 		<-ctx.Done()
 		for w.Load().Consumer().Connected() {
 			time.Sleep(time.Millisecond)
@@ -197,10 +240,10 @@ func TestRedeliveryAfterCrashBeforeAckIsRecognisedAsDuplicate(t *testing.T) {
 	}})
 	w.Store(b.w)
 	b.pub.Publish(start("o-1"))
-	testkit.Eventually(t, 10*time.Second, "start committed", committed.Load)
+	b.w.Lanes().TestSignals.Committed.WaitOrTimeout(t) // the start committed
 	b.stop(t, b.w)
 	b.start(t, nil)
-	testkit.Eventually(t, 10*time.Second, "redelivery acked as duplicate", func() bool { return b.relays(t, "duplicate") == 1 })
+	b.waitRelays(t, "duplicate", 1)
 	if v := b.version(t, "o-1"); v != 1 {
 		t.Fatalf("version = %d, want 1", v)
 	}
@@ -212,6 +255,8 @@ func TestMisroutedRelayBouncesOffTheClaimAndAppliesLaterOnce(t *testing.T) {
 	var pool atomic.Pointer[lanes.Pool]
 	hold := make(chan struct{})
 	var holding atomic.Bool
+	var held testsignal.Signal[struct{}]
+	held.Init()
 	hooks := &lanes.Hooks{
 		// Force the shipment relay onto a lane other than the instance's own.
 		Route: func(r *lanes.Resume) int {
@@ -222,6 +267,7 @@ func TestMisroutedRelayBouncesOffTheClaimAndAppliesLaterOnce(t *testing.T) {
 		},
 		BeforeCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
 			if r.InboxID == "paid-o-1" && holding.CompareAndSwap(false, true) {
+				held.Signal(struct{}{})
 				select {
 				case <-hold:
 				case <-ctx.Done(): // the test failed and the worker is stopping
@@ -237,9 +283,9 @@ func TestMisroutedRelayBouncesOffTheClaimAndAppliesLaterOnce(t *testing.T) {
 	b.pub.Publish(start("o-1"))
 	b.waitVersion(t, "o-1", 1)
 	b.pub.Publish(paid("o-1"))
-	testkit.Eventually(t, 10*time.Second, "payment step held mid-step", holding.Load)
+	held.WaitOrTimeout(t) // the payment step held mid-step
 	b.pub.Publish(testkit.Relay{MessageID: "shipped-o-1", Body: map[string]any{"instance_id": "o-1", "message": "order-shipped"}})
-	testkit.Eventually(t, 10*time.Second, "bounces on the relay path", func() bool {
+	b.w.Consumer().TestSignals.Requeued.Until(t, "bounces on the relay path", func() bool {
 		return b.counter(t, "sutra_claim_bounces_total", "path", "relay") >= 2
 	})
 	if v := b.version(t, "o-1"); v != 1 {
@@ -250,7 +296,7 @@ func TestMisroutedRelayBouncesOffTheClaimAndAppliesLaterOnce(t *testing.T) {
 	if b.relays(t, "requeued") < 2 || b.counter(t, "sutra_relay_requeues_total", "reason", "claim_held") < 2 {
 		t.Errorf("bounced relay was not nack-requeued")
 	}
-	testkit.Eventually(t, 5*time.Second, "all committed", func() bool { return b.relays(t, "committed") == 3 })
+	b.waitRelays(t, "committed", 3)
 	b.env.AssertNoOverlap(t, false)
 	// The step counter went 0→1→2→3, each step committed by the owner that claimed it.
 	owners := b.env.Committers(t, "o-1")
@@ -381,14 +427,14 @@ func TestStoppingMidLoadLosesNothingAndLeavesNoClaim(t *testing.T) {
 		batch = append(batch, start(fmt.Sprintf("o-%d", i)))
 	}
 	b.pub.Publish(batch...)
-	testkit.Eventually(t, 20*time.Second, "some progress", func() bool { return b.relays(t, "committed") >= 30 })
+	b.w.Consumer().TestSignals.Acked.Until(t, "some progress", func() bool { return b.relays(t, "committed") >= 30 })
 	b.stop(t, b.w)
 	b.env.AssertNoClaimsHeld(t)
 	b.start(t, nil)
-	testkit.Eventually(t, 60*time.Second, "every start applied", func() bool {
+	b.waitCommitted(t, "every start applied", func() bool {
 		return b.env.Int(t, "SELECT count(*) FROM instances WHERE version = 1") == n
 	})
-	testkit.Eventually(t, 10*time.Second, "queue empty", func() bool { return b.pub.QueueDepth(b.env.Config.RelayQueue) == 0 })
+	b.w.Consumer().TestSignals.Acked.Until(t, "queue empty", func() bool { return b.pub.QueueDepth(b.env.Config.RelayQueue) == 0 })
 	b.env.AssertNoClaimsHeld(t)
 	b.env.AssertNoOverlap(t, false)
 	if n := b.env.Int(t, "SELECT count(*) FROM inbox"); n != int64(len(batch)) {

@@ -416,7 +416,12 @@ func (p *Publisher) QueueDepth(queue string) int {
 	return q.Messages
 }
 
-// Eventually polls cond until it holds or timeout passes.
+// Eventually polls cond until it holds or timeout passes. It is for effects
+// no component of this process signals: a worker process the test runs, the
+// database server's own state (a statement waiting on a lock), readiness as
+// a probe sees it through a cut proxy or a blocked broker. A wait for what a
+// component did waits on that component's TestSignals instead
+// (testsignal.Signal.Until for a condition read from the database).
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
