@@ -308,6 +308,9 @@ func (w *Worker) Timers() *timers.Poller { return w.timers }
 // Consumer is the worker's relay consumer (for tests: its TestSignals).
 func (w *Worker) Consumer() *consumer.Consumer { return w.consumer }
 
+// Broker is the worker's broker connection owner (for tests: its TestSignals).
+func (w *Worker) Broker() *broker.Owner { return w.broker }
+
 // Sweeper is the worker's sweeper (for tests: its TestSignals).
 func (w *Worker) Sweeper() *sweeper.Sweeper { return w.sweeper }
 
