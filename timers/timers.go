@@ -69,8 +69,9 @@ type Config struct {
 	// CallTimeout bounds each database statement of the poller (default
 	// 5s): a look stuck on a lock or a dead connection gives up and polls
 	// again, rather than stalling every fire of this replica. Half the
-	// default lease, so a take that gives up still leaves its rows leased
-	// long enough to be handed to lanes.
+	// default lease: the rows a slow take leased are still this replica's
+	// when it returns. The answers' writes are bounded by the stop's grace
+	// too (startstop.FinalContext).
 	CallTimeout time.Duration
 	// Clock schedules the looks (default the real clock); due_at is judged
 	// by the database's clock.
