@@ -55,7 +55,9 @@ func TestReadyzGivesAShortReasonNotTheDatabasesError(t *testing.T) {
 		_ = w.Stop(ctx)
 	})
 	readyz := "http://" + <-listening + "/readyz"
-	testkit.Eventually(t, 10*time.Second, "ready", func() bool { return w.Ready(context.Background()) == nil })
+	if err := w.Ready(context.Background()); err != nil {
+		t.Fatalf("not ready once started: %v", err)
+	}
 	pg.Cut()
 	var body string
 	testkit.Eventually(t, 10*time.Second, "not ready once the database is cut", func() bool {

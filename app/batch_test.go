@@ -61,7 +61,7 @@ func batchBundle(t *testing.T, n int, applied []string, hook func(ctx context.Co
 // queued waits until the lane holds n resumes behind the held step.
 func (b *bundle) queued(t *testing.T, n float64) {
 	t.Helper()
-	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("%v relays queued in the lane", n), func() bool {
+	b.w.Lanes().TestSignals.Queued.Until(t, fmt.Sprintf("%v relays queued in the lane", n), func() bool {
 		for _, m := range b.family(t, "sutra_lane_queue_depth").GetMetric() {
 			for _, lp := range m.GetLabel() {
 				if lp.GetName() == "lane" && lp.GetValue() == "0" {

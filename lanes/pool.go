@@ -142,6 +142,8 @@ type TestSignals struct {
 	// Committed carries the instance id of every step committed, just after
 	// its commit (before Hooks.AfterCommit and the outcome's answer).
 	Committed testsignal.Signal[string]
+	// Queued is signalled as each resume enters a lane's inbox.
+	Queued testsignal.Signal[struct{}]
 	// Stopping is signalled once the stop has begun: the pool accepts no
 	// more resumes and finishes those it took.
 	Stopping testsignal.Signal[struct{}]
@@ -278,6 +280,7 @@ func (p *Pool) enqueueTo(l *lane, r *Resume) {
 	select {
 	case l.inbox <- r:
 		l.depth.Inc()
+		p.TestSignals.Queued.Signal(struct{}{})
 	default:
 		p.answer(r, Outcome{Kind: Retry, Code: fault.Unavailable, Reason: ReasonLaneFull, Err: errors.New("lanes: inbox full")})
 	}
