@@ -22,20 +22,34 @@ import (
 	"github.com/sutra-run/worker/metrics"
 )
 
-// adminBundle is a worker with the admin API on (a token), and its client.
+// adminBundle is a worker with both tokens, the admin API on, and its
+// client.
 type adminBundle struct {
 	*bundle
 	v1 string
 }
 
-const token = "t0ken"
+// token opens the task API (SUTRA_API_TOKEN), adminToken the admin API
+// (SUTRA_ADMIN_TOKEN); each is refused where the other belongs.
+const (
+	token      = "t0ken"
+	adminToken = "adm1n"
+)
+
+// tokenFor is the token a call of path presents: the admin token under /v1.
+func tokenFor(path string) string {
+	if strings.Contains(path, "/v1/") {
+		return adminToken
+	}
+	return token
+}
 
 func setupAdmin(t *testing.T, hooks *lanes.Hooks, tweak func(*app.Config)) *adminBundle {
 	t.Helper()
 	env := testkit.New(t)
 	env.Deploy(t, "testdata/tasks.bpmn")
 	env.Deploy(t, "testdata/shop-v1.bpmn")
-	env.Config.APIToken = token
+	env.Config.APIToken, env.Config.AdminToken = token, adminToken
 	if tweak != nil {
 		tweak(&env.Config)
 	}
@@ -53,7 +67,7 @@ func setupAdmin(t *testing.T, hooks *lanes.Hooks, tweak func(*app.Config)) *admi
 	return &adminBundle{bundle: b, v1: "http://" + w.APIAddr() + "/v1"}
 }
 
-// do calls the admin API with the token; body is JSON unless []byte.
+// do calls the admin API with the admin token; body is JSON unless []byte.
 func (b *adminBundle) do(t *testing.T, method, path string, body any) (int, map[string]any) {
 	t.Helper()
 	var rd io.Reader
@@ -68,7 +82,7 @@ func (b *adminBundle) do(t *testing.T, method, path string, body any) (int, map[
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
 	req.Header.Set("X-Sutra-Caller", "test")
 	switch {
 	case method == http.MethodGet:
@@ -360,28 +374,38 @@ func TestAdminRoutesRefuseBadCallsWithProblemsNever500(t *testing.T) {
 	}
 }
 
-func TestAdminRoutesAreOffWithoutATokenUnlessExplicitlyInsecure(t *testing.T) {
+func TestAdminRoutesAreOffWithoutAnAdminTokenUnlessExplicitlyInsecure(t *testing.T) {
 	t.Parallel()
-	for _, insecure := range []bool{false, true} {
+	for _, tt := range []struct {
+		name     string
+		tweak    func(*app.Config)
+		bearer   string
+		status   int
+		wantCode string
+	}{
+		{"no token", func(*app.Config) {}, "", http.StatusForbidden, fault.AdminDisabled},
+		{"the task token alone", func(c *app.Config) { c.APIToken = token }, token, http.StatusForbidden, fault.AdminDisabled},
+		{"insecure", func(c *app.Config) { c.AdminInsecure = true }, "", http.StatusOK, ""},
+	} {
 		env := testkit.New(t)
-		env.Config.AdminInsecure = insecure
+		tt.tweak(&env.Config)
 		w, err := app.Start(testkit.Ctx(t), env.Config, app.Options{Logger: testkit.Logger(t), Registry: prometheus.NewRegistry()})
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := http.Get("http://" + w.APIAddr() + "/v1/definitions")
+		req, _ := http.NewRequest(http.MethodGet, "http://"+w.APIAddr()+"/v1/definitions", nil)
+		if tt.bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+tt.bearer)
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var p map[string]any
 		_ = json.NewDecoder(resp.Body).Decode(&p)
 		resp.Body.Close()
-		want := http.StatusForbidden
-		if insecure {
-			want = http.StatusOK
-		}
-		if resp.StatusCode != want || (!insecure && p["code"] != fault.AdminDisabled) {
-			t.Errorf("insecure=%v: %d %v", insecure, resp.StatusCode, p)
+		if resp.StatusCode != tt.status || (tt.wantCode != "" && p["code"] != tt.wantCode) {
+			t.Errorf("%s: %d %v, want %d %s", tt.name, resp.StatusCode, p, tt.status, tt.wantCode)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_ = w.Stop(ctx)

@@ -363,10 +363,10 @@ func TestALongPollIsAnsweredByATaskCreatedOnThisReplica(t *testing.T) {
 	// The poll for other replicas' tasks never runs during the test: only the
 	// in-process wake-up from this replica's commit can answer the long poll.
 	b := setup(t, func(c *app.Config) { c.TaskPollInterval = time.Hour })
-	b.w.API().TestSignals.Init()
+	b.w.Tasks().TestSignals.Init()
 	got := make(chan []locked, 1)
 	go func() { got <- b.fetch(t, "w", "soon", 1, time.Minute, 30*time.Second) }()
-	b.w.API().TestSignals.Waiting.WaitOrTimeout(t) // it found nothing and waits
+	b.w.Tasks().TestSignals.Waiting.WaitOrTimeout(t) // it found nothing and waits
 	b.start(t, "i-1", "soon", nil)
 	var created time.Time
 	if err := b.env.DB.QueryRow(testkit.Ctx(t), "SELECT created_at FROM tasks WHERE instance_id = 'i-1'").Scan(&created); err != nil {
@@ -387,14 +387,14 @@ func TestEachTaskCreatedWakesOneLongPollAndReachesOneWithoutThePoll(t *testing.T
 	t.Parallel()
 	// Only the in-process wake-ups can answer: the poll never runs.
 	b := setup(t, func(c *app.Config) { c.TaskPollInterval = time.Hour })
-	b.w.API().TestSignals.Init()
+	b.w.Tasks().TestSignals.Init()
 	const polls = 4
 	got := make(chan []locked, polls)
 	for i := range polls {
 		go func() { got <- b.fetch(t, fmt.Sprintf("w%d", i), "many", 1, time.Minute, 30*time.Second) }()
 	}
 	for range polls {
-		b.w.API().TestSignals.Waiting.WaitOrTimeout(t) // each found nothing and waits
+		b.w.Tasks().TestSignals.Waiting.WaitOrTimeout(t) // each found nothing and waits
 	}
 	seen := map[string]bool{}
 	for i := range polls {
@@ -413,7 +413,7 @@ func TestEachTaskCreatedWakesOneLongPollAndReachesOneWithoutThePoll(t *testing.T
 	// A long poll woken for a task it did not get fetches again and waits
 	// again (signalling Waiting) before it can answer; all have answered, so
 	// every such fetch was signalled by now.
-	if again := b.w.API().TestSignals.Waiting.Drain(); len(again) != 0 {
+	if again := b.w.Tasks().TestSignals.Waiting.Drain(); len(again) != 0 {
 		t.Errorf("%d long polls were woken for a task another one took (a fetch statement each)", len(again))
 	}
 }
