@@ -58,6 +58,7 @@ func setupAdmin(t *testing.T, hooks *lanes.Hooks, tweak func(*app.Config)) *admi
 	if err != nil {
 		t.Fatal(err)
 	}
+	w.Consumer().TestSignals.Init()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -110,9 +111,7 @@ func (b *adminBundle) startShop(t *testing.T, id string) {
 	t.Helper()
 	b.pub.Publish(testkit.Relay{MessageID: "start-" + id, Body: map[string]any{"start": "shop", "instance_id": id,
 		"variables": map[string]any{"orderId": id, "topic": "ship"}}})
-	testkit.Eventually(t, 30*time.Second, id+" waiting for payment", func() bool {
-		return b.env.Int(t, "SELECT count(*) FROM subscriptions WHERE instance_id = $1", id) == 1
-	})
+	b.applied(t, "start-"+id) // its step subscribed to the payment
 }
 
 // snapshot is everything a refused admin call must leave as it was.
@@ -146,9 +145,10 @@ func TestAMigrateWhileALaneHoldsTheClaimIs409AndChangesNothing(t *testing.T) {
 		t.Fatalf("a refused migrate changed the instance:\nbefore %s\nafter  %s", before, after)
 	}
 	h.release()
-	testkit.Eventually(t, 20*time.Second, "the held step committed", func() bool {
-		return b.env.Int(t, "SELECT version FROM instances WHERE id = 'o-1'") == 2
-	})
+	b.applied(t, "paid-o-1")
+	if v := b.env.Int(t, "SELECT version FROM instances WHERE id = 'o-1'"); v != 2 {
+		t.Errorf("version %d after the held step, want 2", v)
+	}
 	b.env.AssertNoOverlap(t, false)
 }
 
@@ -165,16 +165,18 @@ func TestARelayThatArrivesWhileTheAdminHoldsTheClaimBouncesAndAppliesAfterOnTheN
 	}()
 	<-h.holding
 	b.pub.Publish(testkit.Relay{MessageID: "paid-o-1", Body: map[string]any{"message": "payment-received", "correlation_key": "o-1"}})
-	testkit.Eventually(t, 20*time.Second, "the relay bounced off the admin claim", func() bool {
-		return b.env.Int(t, "SELECT count(*) FROM claim_audit WHERE instance_id = 'o-1'") > 0 && bounces(t, b, metrics.PathRelay) >= 1
-	})
+	b.requeued(t, "paid-o-1", 1)
+	if n := bounces(t, b, metrics.PathRelay); n < 1 {
+		t.Errorf("the relay was requeued while the admin held the claim, counted as %v bounces", n)
+	}
 	h.release()
 	if status := <-migrated; status != http.StatusOK {
 		t.Fatalf("migrate: %d", status)
 	}
-	testkit.Eventually(t, 20*time.Second, "the payment applied on version 2", func() bool {
-		return b.env.Int(t, "SELECT count(*) FROM tasks WHERE instance_id = 'o-1'") == 1
-	})
+	b.applied(t, "paid-o-1")
+	if n := b.env.Int(t, "SELECT count(*) FROM tasks WHERE instance_id = 'o-1'"); n != 1 {
+		t.Errorf("%d tasks after the payment, want 1", n)
+	}
 	if v := b.env.Int(t, "SELECT definition_version FROM instances WHERE id = 'o-1'"); v != 2 {
 		t.Errorf("definition version %d, want 2", v)
 	}
@@ -273,19 +275,16 @@ func TestIncidentRetryAfterFixingAVariableContinuesTheInstance(t *testing.T) {
 	b := setupAdmin(t, nil, nil)
 	b.startShop(t, "o-1")
 	b.pub.Publish(testkit.Relay{MessageID: "paid", Body: map[string]any{"instance_id": "o-1", "message": "payment-received"}})
-	testkit.Eventually(t, 20*time.Second, "the ship task", func() bool { return b.env.Int(t, "SELECT count(*) FROM tasks") == 1 })
+	b.applied(t, "paid") // its step created the ship task
 	task := b.fetch(t, "w", "ship", 1, time.Minute, 0)[0]
 	// No amount: the gateway's condition fails, an incident stops the token.
 	if status, _, body := b.call(t, "/external-task/"+task.ID+"/complete", map[string]any{"workerId": "w"}); status != 204 {
 		t.Fatalf("complete: %d %s", status, body)
 	}
-	var incidents []map[string]any
-	testkit.Eventually(t, 20*time.Second, "an incident", func() bool {
-		_, p := b.do(t, "GET", "/incidents?open=true&instance_id=o-1", nil)
-		incidents, _ = asList(p["incidents"])
-		return len(incidents) == 1
-	})
-	if incidents[0]["code"] != fault.IncidentExpression {
+	b.applied(t, "task:"+task.ID+":1") // the completion's relay: its step stopped in the incident
+	_, list := b.do(t, "GET", "/incidents?open=true&instance_id=o-1", nil)
+	incidents, _ := asList(list["incidents"])
+	if len(incidents) != 1 || incidents[0]["code"] != fault.IncidentExpression {
 		t.Fatalf("incident = %v", incidents[0])
 	}
 	id := fmt.Sprint(incidents[0]["id"])
@@ -309,13 +308,10 @@ func TestRetryingAFailedTaskGivesItsRetriesBack(t *testing.T) {
 	if status, _, body := b.call(t, "/external-task/"+task.ID+"/failure", map[string]any{"workerId": "w", "retries": 0, "errorMessage": "down"}); status != 204 {
 		t.Fatalf("failure: %d %s", status, body)
 	}
-	var incidents []map[string]any
-	testkit.Eventually(t, 20*time.Second, "a task incident", func() bool {
-		_, p := b.do(t, "GET", "/incidents?open=true", nil)
-		incidents, _ = asList(p["incidents"])
-		return len(incidents) == 1
-	})
-	if incidents[0]["code"] != fault.IncidentTaskFailed {
+	b.applied(t, "task:"+task.ID+":1") // the failure's relay: its step opened the incident
+	_, list := b.do(t, "GET", "/incidents?open=true", nil)
+	incidents, _ := asList(list["incidents"])
+	if len(incidents) != 1 || incidents[0]["code"] != fault.IncidentTaskFailed {
 		t.Fatalf("incident = %v", incidents[0])
 	}
 	if status, p := b.do(t, "POST", "/incidents/"+fmt.Sprint(incidents[0]["id"])+"/retry", nil); status != http.StatusOK {

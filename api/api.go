@@ -116,7 +116,9 @@ type Server struct {
 	patterns []string
 	// background is the protocols' work beside their calls (Go).
 	background []func(soft context.Context)
-	// longestCall is the longest a protocol's call may take (Serves).
+	// longestCall is the longest a protocol's call may take (Serves); a
+	// minute at least, above the 30 s an admin call's publish or a task
+	// outcome's statement may take.
 	longestCall time.Duration
 }
 

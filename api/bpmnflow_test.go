@@ -20,12 +20,12 @@ func TestAUserTaskCompletedOverTheAdminAPIContinuesItsInstance(t *testing.T) {
 	b.env.Deploy(t, "testdata/review.bpmn")
 	b.pub.Publish(testkit.Relay{MessageID: "start-c-1", Body: map[string]any{"start": "review", "instance_id": "c-1",
 		"variables": map[string]any{"reviewer": "ada"}}})
-	var tasks []map[string]any
-	testkit.Eventually(t, 30*time.Second, "ada's user task", func() bool {
-		_, p := b.do(t, "GET", "/user-tasks?assignee=ada", nil)
-		tasks, _ = asList(p["user_tasks"])
-		return len(tasks) == 1
-	})
+	b.applied(t, "start-c-1") // its step created the user task
+	_, list := b.do(t, "GET", "/user-tasks?assignee=ada", nil)
+	tasks, _ := asList(list["user_tasks"])
+	if len(tasks) != 1 {
+		t.Fatalf("ada's user tasks: %v", list)
+	}
 	if groups := fmt.Sprint(tasks[0]["candidate_groups"]); tasks[0]["instance_id"] != "c-1" || tasks[0]["element"] != "Approve" || groups != "[claims]" {
 		t.Fatalf("user task = %v", tasks[0])
 	}
@@ -52,9 +52,10 @@ func TestAParallelMultiInstanceOfServiceTasksIsWorkedByTaskWorkers(t *testing.T)
 	items := []any{"anvil", "rope", "bell", "kettle", "lamp"}
 	b.pub.Publish(testkit.Relay{MessageID: "start-q-1", Body: map[string]any{"start": "fanout", "instance_id": "q-1",
 		"variables": map[string]any{"items": items}}})
-	testkit.Eventually(t, 30*time.Second, "one task per item", func() bool {
-		return b.env.Int(t, "SELECT count(*) FROM tasks WHERE instance_id = 'q-1'") == int64(len(items))
-	})
+	b.applied(t, "start-q-1")
+	if n := b.env.Int(t, "SELECT count(*) FROM tasks WHERE instance_id = 'q-1'"); n != int64(len(items)) {
+		t.Fatalf("%d tasks once started, want one per item (%d)", n, len(items))
+	}
 	// Two workers take the tasks in parallel; each sees its own item.
 	got := b.fetch(t, "w1", "price", 3, time.Minute, 0)
 	got = append(got, b.fetch(t, "w2", "price", 3, time.Minute, 0)...)

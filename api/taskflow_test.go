@@ -58,9 +58,10 @@ func TestAFailureWithRetriesLeftMakesTheTaskFetchableAgainAfterItsRetryTimeout(t
 
 	task := b.fetch(t, "w", "flaky", 1, time.Minute, 0)[0]
 	b.answer(t, task.ID, "failure", map[string]any{"workerId": "w", "errorMessage": "down", "retries": 2, "retryTimeout": time.Hour.Milliseconds()})
-	testkit.Eventually(t, 30*time.Second, "the failure's step", func() bool {
-		return b.env.Int(t, "SELECT count(*) FROM tasks WHERE instance_id = 'later' AND retries = 2 AND not_before > now() + interval '59 minutes'") == 1
-	})
+	b.applied(t, "task:"+task.ID+":1") // the failure's step
+	if n := b.env.Int(t, "SELECT count(*) FROM tasks WHERE instance_id = 'later' AND retries = 2 AND not_before > now() + interval '59 minutes'"); n != 1 {
+		t.Fatalf("the failure's step left %d tasks due in an hour with 2 retries, want 1", n)
+	}
 	if got := b.fetch(t, "w", "flaky", 1, time.Minute, 0); len(got) != 0 {
 		t.Fatalf("a task inside its retry timeout was fetched: %+v", got)
 	}
@@ -108,9 +109,10 @@ func TestACompletionWhoseInstanceIsClaimedBouncesAndAppliesOnceAfter(t *testing.
 		t.Fatal(err)
 	}
 	b.answer(t, task.ID, "complete", map[string]any{"workerId": "w"})
-	testkit.Eventually(t, 30*time.Second, "the completion bouncing off the claim", func() bool {
-		return testkit.Counter(t, b.reg, "sutra_claim_bounces_total", "path", metrics.PathTask) >= 2
-	})
+	b.requeued(t, "task:"+task.ID+":1", 2) // the completion bounced off the claim twice
+	if n := testkit.Counter(t, b.reg, "sutra_claim_bounces_total", "path", metrics.PathTask); n < 2 {
+		t.Errorf("%v bounces counted, want 2 at least", n)
+	}
 	if v := b.env.Int(t, "SELECT version FROM instances WHERE id = 'i-1'"); v != 1 {
 		t.Fatalf("the instance stepped to version %d under another's claim", v)
 	}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/testkit"
@@ -44,18 +43,16 @@ func (b *adminBundle) reviewTask(t *testing.T, instance, reviewer string) string
 	t.Helper()
 	b.pub.Publish(testkit.Relay{MessageID: "start-" + instance, Body: map[string]any{"start": "review", "instance_id": instance,
 		"variables": map[string]any{"reviewer": reviewer}}})
-	var id string
-	testkit.Eventually(t, 30*time.Second, instance+"'s user task", func() bool {
-		_, p := b.do(t, "GET", "/user-tasks?assignee="+reviewer, nil)
-		tasks, _ := asList(p["user_tasks"])
-		for _, task := range tasks {
-			if task["instance_id"] == instance {
-				id = fmt.Sprint(task["id"])
-			}
+	b.applied(t, "start-"+instance) // its step created the user task
+	_, p := b.do(t, "GET", "/user-tasks?assignee="+reviewer, nil)
+	tasks, _ := asList(p["user_tasks"])
+	for _, task := range tasks {
+		if task["instance_id"] == instance {
+			return fmt.Sprint(task["id"])
 		}
-		return id != ""
-	})
-	return id
+	}
+	t.Fatalf("%s has no user task for %s: %v", instance, reviewer, tasks)
+	return ""
 }
 
 func TestOnlyTheAssigneeCompletesAnAssignedUserTaskUnlessTheCallOverrides(t *testing.T) {
