@@ -36,7 +36,7 @@ func TestAUserTaskCompletedOverTheAdminAPIContinuesItsInstance(t *testing.T) {
 	if status, code := b.completeAs(t, "ada", id, map[string]any{"variables": map[string]any{"approved": true}}); status != http.StatusNoContent {
 		t.Fatalf("ada's completion: %d %s", status, code)
 	}
-	b.waitStatus(t, "c-1", "completed")
+	b.stepped(t, "c-1", "completed", outcome(id))
 	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'c-1' AND (variables->>'approved')::boolean AND version = 2"); n != 1 {
 		t.Error("the completion's variables did not reach the instance in one step")
 	}
@@ -62,8 +62,9 @@ func TestAParallelMultiInstanceOfServiceTasksIsWorkedByTaskWorkers(t *testing.T)
 	if len(got) != len(items) {
 		t.Fatalf("fetched %d tasks, want %d", len(got), len(items))
 	}
-	var seen []string
+	var seen, outcomes []string
 	for _, task := range got {
+		outcomes = append(outcomes, outcome(task.ID))
 		var item string
 		if err := jsonValue(task.Variables["item"], &item); err != nil {
 			t.Fatal(err)
@@ -76,7 +77,7 @@ func TestAParallelMultiInstanceOfServiceTasksIsWorkedByTaskWorkers(t *testing.T)
 	if fmt.Sprint(seen) != "[anvil bell kettle lamp rope]" {
 		t.Errorf("items seen by the workers: %v", seen)
 	}
-	b.waitStatus(t, "q-1", "completed")
+	b.stepped(t, "q-1", "completed", outcomes...)
 	// The output collection keeps the input's order, whatever the completion order.
 	if n := b.env.Int(t, `SELECT count(*) FROM instances WHERE id = 'q-1' AND variables->'prices' = '[5, 4, 4, 6, 4]'::jsonb`); n != 1 {
 		var prices string

@@ -73,14 +73,14 @@ func TestOnlyTheAssigneeCompletesAnAssignedUserTaskUnlessTheCallOverrides(t *tes
 	if status, code := b.completeAs(t, "ada", id, approved); status != http.StatusNoContent {
 		t.Fatalf("ada completing her task: %d %s", status, code)
 	}
-	b.waitStatus(t, "c-1", "completed")
+	b.stepped(t, "c-1", "completed", outcome(id))
 
 	// The admin's override, and an unassigned task, which anyone completes.
 	id = b.reviewTask(t, "c-2", "ada")
 	if status, code := b.completeAs(t, "bob", id, map[string]any{"override": true, "variables": map[string]any{"approved": false}}); status != http.StatusNoContent {
 		t.Fatalf("bob completing ada's task with override: %d %s", status, code)
 	}
-	b.waitStatus(t, "c-2", "completed")
+	b.stepped(t, "c-2", "completed", outcome(id))
 	id = b.reviewTask(t, "c-3", "ada")
 	if status, _ := b.do(t, "POST", "/user-tasks/"+id+"/assignment", map[string]any{"assignee": nil}); status != http.StatusNoContent {
 		t.Fatalf("unassigning: %d", status)
@@ -88,5 +88,5 @@ func TestOnlyTheAssigneeCompletesAnAssignedUserTaskUnlessTheCallOverrides(t *tes
 	if status, code := b.completeAs(t, "bob", id, approved); status != http.StatusNoContent {
 		t.Fatalf("bob completing an unassigned task: %d %s", status, code)
 	}
-	b.waitStatus(t, "c-3", "completed")
+	b.stepped(t, "c-3", "completed", outcome(id))
 }
