@@ -85,59 +85,69 @@ func ScopeOf(r *http.Request) Scope {
 	return sc
 }
 
-// authorize serves next to the callers that present the token of one of
-// allowed's scopes, or to every caller when one of them is insecure. The
-// token travels as a Bearer token or as the password of HTTP Basic
-// authentication (Camunda's clients ship a Basic auth interceptor); the
-// scheme is case-insensitive (RFC 7235) and every token is compared in
-// constant time.
-func (s *Server) authorize(p Protocol, allowed Scope, next http.HandlerFunc) http.HandlerFunc {
-	c := s.cfg.Credentials
+// Admit decides whether a call that presents token may use a route that
+// takes allowed's scopes, whatever carries the token (an HTTP header here;
+// a gRPC gateway's metadata next). It returns the scope the token opened
+// (0 when one of allowed's scopes is insecure, so every caller is served)
+// or an error whose code the protocol answers with: SUTRA.API.UNAUTHORIZED
+// (no valid token), SUTRA.API.FORBIDDEN (a token of another scope), or the
+// off code of a scope that is off (SUTRA.ADMIN.DISABLED). Every token is
+// compared in constant time.
+func (c Credentials) Admit(token []byte, allowed Scope) (Scope, error) {
 	on := false
 	for _, d := range scopes {
 		if allowed&d.scope == 0 {
 			continue
 		}
 		if c.token(d.scope) == "" && c.insecure(d.scope) {
-			return next
+			return 0, nil
 		}
 		on = on || c.token(d.scope) != ""
 	}
 	if !on {
-		d := scopes[0]
-		for _, e := range scopes {
-			if allowed&e.scope != 0 {
-				d = e
-				break
-			}
-		}
-		msg := fmt.Sprintf("the %s is off: set %s (or %s=true on a trusted network)", d.name, d.tokenVar, d.insecureVar)
-		return func(w http.ResponseWriter, _ *http.Request) { p.Refuse(w, http.StatusForbidden, d.offCode, msg) }
-	}
-	return func(w http.ResponseWriter, r *http.Request) {
-		got := presented(r)
-		var matched, other Scope
 		for _, d := range scopes {
-			want := c.token(d.scope)
-			if want == "" || subtle.ConstantTimeCompare(got, []byte(want)) != 1 {
-				continue
-			}
 			if allowed&d.scope != 0 {
-				matched = d.scope
-			} else {
-				other = d.scope
+				return 0, fault.New(d.offCode, "the %s is off: set %s (or %s=true on a trusted network)", d.name, d.tokenVar, d.insecureVar)
 			}
 		}
-		switch {
-		case matched != 0:
-			next(w, r.WithContext(context.WithValue(r.Context(), scopeKey{}, matched)))
-		case other != 0:
-			p.Refuse(w, http.StatusForbidden, fault.APIForbidden, fmt.Sprintf(
-				"this token opens the %s, not this route: call it with %s", nameOf(other), tokenVars(allowed)))
-		default:
+	}
+	var matched, other Scope
+	for _, d := range scopes {
+		want := c.token(d.scope)
+		if want == "" || subtle.ConstantTimeCompare(token, []byte(want)) != 1 {
+			continue
+		}
+		if allowed&d.scope != 0 {
+			matched = d.scope
+		} else {
+			other = d.scope
+		}
+	}
+	switch {
+	case matched != 0:
+		return matched, nil
+	case other != 0:
+		return 0, fault.New(fault.APIForbidden, "this token opens the %s, not this route: call it with %s", nameOf(other), tokenVars(allowed))
+	}
+	return 0, fault.New(fault.APIUnauthorized, "a valid token is required: %s", tokenVars(allowed))
+}
+
+// authorize serves next to the callers Credentials.Admit admits. The token
+// travels as a Bearer token or as the password of HTTP Basic authentication
+// (Camunda's clients ship a Basic auth interceptor); the scheme is
+// case-insensitive (RFC 7235).
+func (s *Server) authorize(p Protocol, allowed Scope, next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		sc, err := s.cfg.Credentials.Admit(presented(r), allowed)
+		switch code := fault.Code(err); {
+		case err == nil:
+			next(w, r.WithContext(context.WithValue(r.Context(), scopeKey{}, sc)))
+		case code == fault.APIUnauthorized:
 			w.Header().Set("WWW-Authenticate", p.Challenge)
-			p.Refuse(w, http.StatusUnauthorized, fault.APIUnauthorized, fmt.Sprintf(
-				"a valid token is required (Authorization: Bearer <token>, or HTTP Basic with the token as password): %s", tokenVars(allowed)))
+			p.Refuse(w, http.StatusUnauthorized, code, fault.Reason(err)+
+				" (Authorization: Bearer <token>, or HTTP Basic with the token as password)")
+		default:
+			p.Refuse(w, http.StatusForbidden, code, fault.Reason(err))
 		}
 	}
 }
