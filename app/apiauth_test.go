@@ -33,6 +33,41 @@ func TestStartRefusesAnAPIListenerWithNoTokenUnlessInsecureIsSet(t *testing.T) {
 	}
 }
 
+// Credentials that would open the admin API wider than asked are refused at
+// start: a task worker's token as the admin token, or an admin API open to
+// every caller beside a token.
+func TestStartRefusesAnAdminTokenEqualToTheTaskTokenAndAnInsecureAdminBesideAToken(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	for _, tt := range []struct {
+		name  string
+		tweak func(*app.Config)
+		names []string
+	}{
+		{"equal tokens", func(c *app.Config) { c.APIToken, c.AdminToken = "same", "same" }, []string{"SUTRA_ADMIN_TOKEN", "SUTRA_API_TOKEN"}},
+		{"insecure beside the admin token", func(c *app.Config) { c.AdminToken, c.AdminInsecure = "adm", true },
+			[]string{"SUTRA_ADMIN_INSECURE", "SUTRA_ADMIN_TOKEN"}},
+		{"insecure beside the task token", func(c *app.Config) { c.APIToken, c.AdminInsecure = "tok", true },
+			[]string{"SUTRA_ADMIN_INSECURE", "SUTRA_API_TOKEN"}},
+	} {
+		cfg := apptest.Config(env)
+		tt.tweak(&cfg)
+		w, err := app.Start(testkit.Ctx(t), cfg, app.Options{Logger: testkit.Logger(t)})
+		if err == nil {
+			_ = w.Stop(context.Background())
+		}
+		if fault.Code(err) != fault.ConfigInvalid {
+			t.Errorf("%s: %v, want %s", tt.name, err, fault.ConfigInvalid)
+			continue
+		}
+		for _, name := range tt.names {
+			if !strings.Contains(err.Error(), name) {
+				t.Errorf("%s: %v does not name %s", tt.name, err, name)
+			}
+		}
+	}
+}
+
 // /readyz is answered to whoever reaches the metrics port: its reason is a
 // few words, not the driver's error with addresses and server messages.
 func TestReadyzGivesAShortReasonNotTheDatabasesError(t *testing.T) {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sutra-run/worker/api/admin/adminapi"
 )
 
 // Outbox targets (outbox.target).
@@ -238,21 +240,6 @@ INSERT INTO outbox_parked (` + parkedColumns + `, code, reason)
 SELECT id, seq, instance_id, element_id, target, message_name, correlation_key, variables, routing_key, body,
        attempts + 1, created_at, code, reason FROM p`
 
-// ParkedOutboxRow is an outbox row parked after it failed for good.
-type ParkedOutboxRow struct {
-	ID             string    `json:"id"`
-	InstanceID     string    `json:"instance_id"`
-	ElementID      string    `json:"element_id"`
-	Target         string    `json:"target"`
-	Message        string    `json:"message"`
-	CorrelationKey string    `json:"correlation_key"`
-	Attempts       int       `json:"attempts"`
-	CreatedAt      time.Time `json:"created_at"`
-	ParkedAt       time.Time `json:"parked_at"`
-	Code           string    `json:"code"`
-	Reason         string    `json:"reason"`
-}
-
 // ParkedFilter selects parked rows: of one instance when InstanceID is set,
 // up to Limit rows with ids after After, in id order.
 type ParkedFilter struct {
@@ -262,15 +249,15 @@ type ParkedFilter struct {
 }
 
 // ListParkedOutbox lists parked outbox rows.
-func (s *Store) ListParkedOutbox(ctx context.Context, f ParkedFilter) ([]ParkedOutboxRow, error) {
+func (s *Store) ListParkedOutbox(ctx context.Context, f ParkedFilter) ([]adminapi.ParkedMessage, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, instance_id, element_id, target, message_name, correlation_key, attempts,
 		       created_at, parked_at, code, reason FROM outbox_parked
 		 WHERE ($1 = '' OR instance_id = $1) AND id > $2 ORDER BY id LIMIT $3`, f.InstanceID, f.After, f.Limit)
 	if err != nil {
 		return nil, translate(err, "listing parked outbox rows")
 	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ParkedOutboxRow, error) {
-		var p ParkedOutboxRow
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (adminapi.ParkedMessage, error) {
+		var p adminapi.ParkedMessage
 		err := r.Scan(&p.ID, &p.InstanceID, &p.ElementID, &p.Target, &p.Message, &p.CorrelationKey, &p.Attempts,
 			&p.CreatedAt, &p.ParkedAt, &p.Code, &p.Reason)
 		return p, err
