@@ -63,10 +63,14 @@ func scanOutboxRow(r pgx.Row, more func(*OutboxRow) []any) (OutboxRow, error) {
 // class holds its earliest unpublished rows; one instance's messages of a
 // class are then first published in commit order whoever publishes them:
 //
-//   - a candidate is free (never leased, or its lease or backoff is over),
-//     no row of its class is under a live lease (whoever holds it, $1
-//     too), and no earlier row of its class backs off now (which also
-//     keeps such rows from crowding the batch out);
+//   - a candidate is free (never leased, or its lease or backoff is over)
+//     and no earlier row of its class is leased (whoever holds it, $1 too)
+//     or backs off now (which also keeps such rows from crowding the batch
+//     out); since leases take a class's earliest rows, a class's live
+//     rows are before its free ones (only transactions of one instance
+//     that commit at once, a task outcome beside a child's end, may
+//     commit a row before one already leased: they have no order between
+//     them);
 //   - SKIP LOCKED keeps two publishers' statements apart, so a candidate
 //     may lose an earlier row of its class to a concurrent statement, or
 //     to the limit: it is then dropped (the second NOT EXISTS).
@@ -84,8 +88,8 @@ WITH cand AS (
 	 WHERE o.published_at IS NULL AND o.seq > 0
 	   AND (o.locked_until IS NULL OR o.locked_until < now())
 	   AND NOT EXISTS (SELECT 1 FROM outbox e
-	                    WHERE e.instance_id = o.instance_id AND e.target = o.target AND e.published_at IS NULL
-	                      AND e.locked_until >= now() AND (e.seq < o.seq OR e.locked_by IS NOT NULL) OFFSET 0)
+	                    WHERE e.instance_id = o.instance_id AND e.target = o.target AND e.seq < o.seq AND e.published_at IS NULL
+	                      AND e.locked_until >= now() OFFSET 0)
 	 ORDER BY o.seq LIMIT $2
 	 FOR UPDATE SKIP LOCKED
 )
