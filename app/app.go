@@ -187,9 +187,9 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		PollInterval: cfg.OutboxPollInterval, Lease: cfg.OutboxLease, BatchSize: cfg.OutboxBatch,
 		MaxAttempts: cfg.OutboxMaxAttempts,
 	})
-	// Commits lease the rows they write to this replica's publisher and hand
-	// them over: no lease statement, no wait for a poll.
-	st.HandOutboxTo(w.outbox)
+	// Commits that wrote outbox rows wake this replica's publisher: no wait
+	// for a poll.
+	st.NotifyOutbox(w.outbox.Wake)
 	if err := w.serveHTTP(); err != nil {
 		w.abort()
 		return nil, err

@@ -445,7 +445,7 @@ func (l *lane) childFailed(ctx context.Context, r *Resume, cause error) Outcome 
 }
 
 // forward records relay inboxID as applied without a step and writes relays
-// to the outbox (store.Forward, which hands them to the outbox publisher).
+// to the outbox (store.Forward, which wakes the outbox publisher).
 func (l *lane) forward(ctx context.Context, inboxID, instanceID string, relays []store.RelayOut) error {
 	cctx, cancel := l.call(ctx)
 	defer cancel()
@@ -536,7 +536,7 @@ func (l *lane) commit(ctx context.Context, held *claims.Held, proc *bpmn.Process
 }
 
 // committed tells the timer poller and the task API what a committed step
-// wrote for them (the store hands its outbox rows to the outbox publisher).
+// wrote for them (the store wakes the outbox publisher itself).
 func (l *lane) committed(eff engine.Effects, consumed []store.Consumed) {
 	l.pool.deps.Metrics.BufferedConsumed.Add(float64(len(consumed)))
 	l.armed(eff, consumed)
