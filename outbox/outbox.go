@@ -40,6 +40,7 @@ import (
 	"github.com/sutra-run/worker/broker"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/backoff"
+	"github.com/sutra-run/worker/internal/clock"
 	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/internal/testsignal"
@@ -114,31 +115,16 @@ type Broker interface {
 	Publish(ctx context.Context, msgs []broker.Message) []error
 }
 
-// Clock is the publisher's time: its batches' deadlines, its polls and its
-// backoffs after an outage. Leases lapse by the database's clock, which
-// every replica shares; a test that lapses one moves the lease's end.
-type Clock interface {
-	Now() time.Time
-	// AfterFunc calls f once d has passed, unless stop is called first
-	// (time.AfterFunc). f must not block.
-	AfterFunc(d time.Duration, f func()) (stop func() bool)
-}
-
-// systemClock is the Clock of time.
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-
-func (systemClock) AfterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
-
 // Deps are the publisher's collaborators.
 type Deps struct {
 	Store   Store
 	Broker  Broker
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
-	// Clock defaults to the system's.
-	Clock Clock
+	// Clock times the publisher's batch deadlines, polls and backoffs
+	// (default clock.Real()). Leases lapse by the database's clock, which
+	// every replica shares; a test lapses one by moving its end.
+	Clock clock.Clock
 }
 
 // TestSignals tell tests what the publisher did; inert unless Init'ed.
@@ -176,7 +162,7 @@ type Publisher struct {
 func New(deps Deps, cfg Config) *Publisher {
 	cfg.setDefaults()
 	if deps.Clock == nil {
-		deps.Clock = systemClock{}
+		deps.Clock = clock.Real()
 	}
 	return &Publisher{cfg: cfg, deps: deps, wake: make(chan struct{}, 1), more: make(chan struct{}, 1)}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sutra-run/worker/broker"
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/clock"
 	"github.com/sutra-run/worker/internal/testkit"
 	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/outbox"
@@ -76,7 +77,7 @@ func (b *bench) publisher(t *testing.T, name, amqpURL string, cfg outbox.Config,
 // publisherOn is publisher on a broker connection of bcfg (its URL and
 // channels; the test sets the rest), on clk (nil: the system's).
 func (b *bench) publisherOn(t *testing.T, name string, bcfg broker.Config, cfg outbox.Config, wrap func(*broker.Owner) outbox.Broker,
-	clk outbox.Clock) *replica {
+	clk clock.Clock) *replica {
 	t.Helper()
 	bcfg.ConnectionName, bcfg.ReconnectMin, bcfg.ReconnectMax = "sutra-test-outbox/"+name, 10*time.Millisecond, 100*time.Millisecond
 	bcfg.Topology = broker.Topology{OutboxExchange: b.env.Config.OutboxExchange}
@@ -376,71 +377,6 @@ func (b *bench) lapse(t *testing.T, owner string) {
 	}
 }
 
-// clock is an outbox.Clock that moves only when the test advances it.
-type clock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*timer
-}
-
-type timer struct {
-	at      time.Time
-	f       func()
-	stopped bool
-}
-
-func newClock() *clock { return &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// AfterFunc calls f at once when d is not positive, as time.AfterFunc does
-// (in its own goroutine there; f never blocks here).
-func (c *clock) AfterFunc(d time.Duration, f func()) func() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	tm := &timer{at: c.now.Add(d), f: f}
-	if d <= 0 {
-		tm.stopped = true
-		defer f()
-	} else {
-		c.timers = append(c.timers, tm)
-	}
-	return func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		was := !tm.stopped
-		tm.stopped = true
-		return was
-	}
-}
-
-// Advance moves the clock by d and runs every timer due by then.
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	var due []func()
-	kept := c.timers[:0]
-	for _, tm := range c.timers {
-		switch {
-		case tm.stopped:
-		case !tm.at.After(c.now):
-			tm.stopped = true
-			due = append(due, tm.f)
-		default:
-			kept = append(kept, tm)
-		}
-	}
-	c.timers = kept
-	c.mu.Unlock()
-	for _, f := range due {
-		f()
-	}
-}
-
 func counter(t *testing.T, c prometheus.Counter) float64 {
 	t.Helper()
 	var m dto.Metric
@@ -604,7 +540,7 @@ func TestARowSentButNotConfirmedByTheBatchDeadlineStaysLeasedSoNoOtherPublisherS
 	u, _ := url.Parse(testkit.AMQPURL())
 	proxy := testkit.NewProxy(t, u.Host)
 	warm := b.commit(t, "w", 1, 1, func(int) string { return "m.w" })
-	clk := newClock()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	// One confirming channel, opened by the first publish: the second
 	// reaches the broker, and its confirm does not come back.
 	r := b.publisherOn(t, "r1", broker.Config{URL: proxy.Through(t, testkit.AMQPURL()), PublishChannels: 1},
@@ -666,7 +602,7 @@ func TestAPublisherThatDiesMidBatchLeavesItsRowsToAnotherOnlyOnceItsLeaseLapses(
 					<-thaw
 				}
 			}}
-		}, newClock())
+		}, clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
 	t.Cleanup(func() { close(thaw) }) // runs before the dead publisher's stop
 	<-frozen
 	live := b.publisher(t, "live", testkit.AMQPURL(), outbox.Config{PollInterval: time.Hour}, nil)

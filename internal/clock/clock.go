@@ -20,6 +20,9 @@ type Clock interface {
 	Now() time.Time
 	// NewTimer is a timer that fires once, d from now.
 	NewTimer(d time.Duration) Timer
+	// AfterFunc calls f once d has passed, unless stop is called first
+	// (time.AfterFunc). f must not block.
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
 }
 
 // Timer is a time.Timer of a Clock. As with time.Timer since Go 1.23, a
@@ -39,6 +42,8 @@ func (realClock) Now() time.Time { return time.Now() }
 
 func (realClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
 
+func (realClock) AfterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
+
 type realTimer struct{ t *time.Timer }
 
 func (r realTimer) C() <-chan time.Time   { return r.t.C }
@@ -50,6 +55,7 @@ type Fake struct {
 	mu     sync.Mutex
 	now    time.Time
 	timers []*fakeTimer
+	funcs  []*fakeFunc
 
 	// Set carries the duration of every timer set (NewTimer or Reset): a
 	// test waits on it to know that the component is waiting, then
@@ -67,13 +73,61 @@ func (f *Fake) Now() time.Time {
 	return f.now
 }
 
-// Advance moves the clock on by d and fires every timer due by then.
+// Advance moves the clock on by d, fires every timer due by then and calls
+// every AfterFunc due by then (before it returns, in the order set).
 func (f *Fake) Advance(d time.Duration) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.now = f.now.Add(d)
 	for _, t := range f.timers {
 		t.fireIfDue(f.now)
+	}
+	var due []func()
+	kept := f.funcs[:0]
+	for _, fn := range f.funcs {
+		switch {
+		case fn.stopped:
+		case !fn.at.After(f.now):
+			fn.stopped = true
+			due = append(due, fn.f)
+		default:
+			kept = append(kept, fn)
+		}
+	}
+	f.funcs = kept
+	f.mu.Unlock()
+	for _, call := range due {
+		call()
+	}
+}
+
+// fakeFunc is an AfterFunc of a Fake; stopped belongs to the clock's mu.
+type fakeFunc struct {
+	at      time.Time
+	f       func()
+	stopped bool
+}
+
+// AfterFunc calls f once the clock has reached d from now: at once when d
+// is not positive, as time.AfterFunc does.
+func (f *Fake) AfterFunc(d time.Duration, fn func()) func() bool {
+	f.mu.Lock()
+	ff := &fakeFunc{at: f.now.Add(d), f: fn}
+	if d <= 0 {
+		ff.stopped = true
+	} else {
+		f.funcs = append(f.funcs, ff)
+	}
+	f.mu.Unlock()
+	f.Set.Signal(d)
+	if d <= 0 {
+		fn()
+	}
+	return func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		was := !ff.stopped
+		ff.stopped = true
+		return was
 	}
 }
 

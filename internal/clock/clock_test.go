@@ -49,3 +49,29 @@ func TestAResetFakeTimerNeverDeliversAStaleTick(t *testing.T) {
 	default:
 	}
 }
+
+func TestAFakeAfterFuncRunsOnceDueAndNeverOnceStopped(t *testing.T) {
+	f := clock.NewFake(time.Unix(0, 0))
+	var ran []string
+	f.AfterFunc(time.Second, func() { ran = append(ran, "due") })
+	stop := f.AfterFunc(time.Second, func() { ran = append(ran, "stopped") })
+	f.AfterFunc(0, func() { ran = append(ran, "at once") })
+	if len(ran) != 1 || ran[0] != "at once" {
+		t.Fatalf("before the clock moved: %v, want only the one due at once", ran)
+	}
+	if !stop() {
+		t.Fatal("stop of a pending func reported it had not been pending")
+	}
+	f.Advance(999 * time.Millisecond)
+	if len(ran) != 1 {
+		t.Fatalf("ran before its time: %v", ran)
+	}
+	f.Advance(time.Millisecond)
+	f.Advance(time.Hour)
+	if len(ran) != 2 || ran[1] != "due" {
+		t.Fatalf("after its time: %v, want the due func once and the stopped one never", ran)
+	}
+	if stop() {
+		t.Fatal("a second stop reported the func pending")
+	}
+}
