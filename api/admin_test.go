@@ -18,32 +18,48 @@ import (
 	"github.com/sutra-run/worker/app"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/testkit"
+	"github.com/sutra-run/worker/internal/testkit/apptest"
 	"github.com/sutra-run/worker/lanes"
 	"github.com/sutra-run/worker/metrics"
 )
 
-// adminBundle is a worker with the admin API on (a token), and its client.
+// adminBundle is a worker with both tokens, the admin API on, and its
+// client.
 type adminBundle struct {
 	*bundle
 	v1 string
 }
 
-const token = "t0ken"
+// token opens the task API (SUTRA_API_TOKEN), adminToken the admin API
+// (SUTRA_ADMIN_TOKEN); each is refused where the other belongs.
+const (
+	token      = "t0ken"
+	adminToken = "adm1n"
+)
+
+// tokenFor is the token a call of path presents: the admin token under /v1.
+func tokenFor(path string) string {
+	if strings.Contains(path, "/v1/") {
+		return adminToken
+	}
+	return token
+}
 
 func setupAdmin(t *testing.T, hooks *lanes.Hooks, tweak func(*app.Config)) *adminBundle {
 	t.Helper()
 	env := testkit.New(t)
 	env.Deploy(t, "testdata/tasks.bpmn")
 	env.Deploy(t, "testdata/shop-v1.bpmn")
-	env.Config.APIToken = token
+	b := &bundle{token: token, env: env, cfg: apptest.Config(env), pub: env.Publisher(t), reg: prometheus.NewRegistry()}
+	b.cfg.APIToken, b.cfg.AdminToken = token, adminToken
 	if tweak != nil {
-		tweak(&env.Config)
+		tweak(&b.cfg)
 	}
-	b := &bundle{token: token, env: env, pub: env.Publisher(t), reg: prometheus.NewRegistry()}
-	w, err := app.Start(testkit.Ctx(t), env.Config, app.Options{Logger: testkit.Logger(t), Registry: b.reg, Hooks: hooks})
+	w, err := app.Start(testkit.Ctx(t), b.cfg, app.Options{Logger: testkit.Logger(t), Registry: b.reg, Hooks: hooks})
 	if err != nil {
 		t.Fatal(err)
 	}
+	w.Consumer().TestSignals.Init()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -53,7 +69,7 @@ func setupAdmin(t *testing.T, hooks *lanes.Hooks, tweak func(*app.Config)) *admi
 	return &adminBundle{bundle: b, v1: "http://" + w.APIAddr() + "/v1"}
 }
 
-// do calls the admin API with the token; body is JSON unless []byte.
+// do calls the admin API with the admin token; body is JSON unless []byte.
 func (b *adminBundle) do(t *testing.T, method, path string, body any) (int, map[string]any) {
 	t.Helper()
 	var rd io.Reader
@@ -68,7 +84,7 @@ func (b *adminBundle) do(t *testing.T, method, path string, body any) (int, map[
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
 	req.Header.Set("X-Sutra-Caller", "test")
 	switch {
 	case method == http.MethodGet:
@@ -96,9 +112,7 @@ func (b *adminBundle) startShop(t *testing.T, id string) {
 	t.Helper()
 	b.pub.Publish(testkit.Relay{MessageID: "start-" + id, Body: map[string]any{"start": "shop", "instance_id": id,
 		"variables": map[string]any{"orderId": id, "topic": "ship"}}})
-	testkit.Eventually(t, 30*time.Second, id+" waiting for payment", func() bool {
-		return b.env.Int(t, "SELECT count(*) FROM subscriptions WHERE instance_id = $1", id) == 1
-	})
+	b.applied(t, "start-"+id) // its step subscribed to the payment
 }
 
 // snapshot is everything a refused admin call must leave as it was.
@@ -132,9 +146,10 @@ func TestAMigrateWhileALaneHoldsTheClaimIs409AndChangesNothing(t *testing.T) {
 		t.Fatalf("a refused migrate changed the instance:\nbefore %s\nafter  %s", before, after)
 	}
 	h.release()
-	testkit.Eventually(t, 20*time.Second, "the held step committed", func() bool {
-		return b.env.Int(t, "SELECT version FROM instances WHERE id = 'o-1'") == 2
-	})
+	b.applied(t, "paid-o-1")
+	if v := b.env.Int(t, "SELECT version FROM instances WHERE id = 'o-1'"); v != 2 {
+		t.Errorf("version %d after the held step, want 2", v)
+	}
 	b.env.AssertNoOverlap(t, false)
 }
 
@@ -151,16 +166,18 @@ func TestARelayThatArrivesWhileTheAdminHoldsTheClaimBouncesAndAppliesAfterOnTheN
 	}()
 	<-h.holding
 	b.pub.Publish(testkit.Relay{MessageID: "paid-o-1", Body: map[string]any{"message": "payment-received", "correlation_key": "o-1"}})
-	testkit.Eventually(t, 20*time.Second, "the relay bounced off the admin claim", func() bool {
-		return b.env.Int(t, "SELECT count(*) FROM claim_audit WHERE instance_id = 'o-1'") > 0 && bounces(t, b, metrics.PathRelay) >= 1
-	})
+	b.requeued(t, "paid-o-1", 1)
+	if n := bounces(t, b, metrics.PathRelay); n < 1 {
+		t.Errorf("the relay was requeued while the admin held the claim, counted as %v bounces", n)
+	}
 	h.release()
 	if status := <-migrated; status != http.StatusOK {
 		t.Fatalf("migrate: %d", status)
 	}
-	testkit.Eventually(t, 20*time.Second, "the payment applied on version 2", func() bool {
-		return b.env.Int(t, "SELECT count(*) FROM tasks WHERE instance_id = 'o-1'") == 1
-	})
+	b.applied(t, "paid-o-1")
+	if n := b.env.Int(t, "SELECT count(*) FROM tasks WHERE instance_id = 'o-1'"); n != 1 {
+		t.Errorf("%d tasks after the payment, want 1", n)
+	}
 	if v := b.env.Int(t, "SELECT definition_version FROM instances WHERE id = 'o-1'"); v != 2 {
 		t.Errorf("definition version %d, want 2", v)
 	}
@@ -259,19 +276,16 @@ func TestIncidentRetryAfterFixingAVariableContinuesTheInstance(t *testing.T) {
 	b := setupAdmin(t, nil, nil)
 	b.startShop(t, "o-1")
 	b.pub.Publish(testkit.Relay{MessageID: "paid", Body: map[string]any{"instance_id": "o-1", "message": "payment-received"}})
-	testkit.Eventually(t, 20*time.Second, "the ship task", func() bool { return b.env.Int(t, "SELECT count(*) FROM tasks") == 1 })
+	b.applied(t, "paid") // its step created the ship task
 	task := b.fetch(t, "w", "ship", 1, time.Minute, 0)[0]
 	// No amount: the gateway's condition fails, an incident stops the token.
 	if status, _, body := b.call(t, "/external-task/"+task.ID+"/complete", map[string]any{"workerId": "w"}); status != 204 {
 		t.Fatalf("complete: %d %s", status, body)
 	}
-	var incidents []map[string]any
-	testkit.Eventually(t, 20*time.Second, "an incident", func() bool {
-		_, p := b.do(t, "GET", "/incidents?open=true&instance_id=o-1", nil)
-		incidents, _ = asList(p["incidents"])
-		return len(incidents) == 1
-	})
-	if incidents[0]["code"] != fault.IncidentExpression {
+	b.applied(t, "task:"+task.ID+":1") // the completion's relay: its step stopped in the incident
+	_, list := b.do(t, "GET", "/incidents?open=true&instance_id=o-1", nil)
+	incidents, _ := asList(list["incidents"])
+	if len(incidents) != 1 || incidents[0]["code"] != fault.IncidentExpression {
 		t.Fatalf("incident = %v", incidents[0])
 	}
 	id := fmt.Sprint(incidents[0]["id"])
@@ -295,13 +309,10 @@ func TestRetryingAFailedTaskGivesItsRetriesBack(t *testing.T) {
 	if status, _, body := b.call(t, "/external-task/"+task.ID+"/failure", map[string]any{"workerId": "w", "retries": 0, "errorMessage": "down"}); status != 204 {
 		t.Fatalf("failure: %d %s", status, body)
 	}
-	var incidents []map[string]any
-	testkit.Eventually(t, 20*time.Second, "a task incident", func() bool {
-		_, p := b.do(t, "GET", "/incidents?open=true", nil)
-		incidents, _ = asList(p["incidents"])
-		return len(incidents) == 1
-	})
-	if incidents[0]["code"] != fault.IncidentTaskFailed {
+	b.applied(t, "task:"+task.ID+":1") // the failure's relay: its step opened the incident
+	_, list := b.do(t, "GET", "/incidents?open=true", nil)
+	incidents, _ := asList(list["incidents"])
+	if len(incidents) != 1 || incidents[0]["code"] != fault.IncidentTaskFailed {
 		t.Fatalf("incident = %v", incidents[0])
 	}
 	if status, p := b.do(t, "POST", "/incidents/"+fmt.Sprint(incidents[0]["id"])+"/retry", nil); status != http.StatusOK {
@@ -360,28 +371,39 @@ func TestAdminRoutesRefuseBadCallsWithProblemsNever500(t *testing.T) {
 	}
 }
 
-func TestAdminRoutesAreOffWithoutATokenUnlessExplicitlyInsecure(t *testing.T) {
+func TestAdminRoutesAreOffWithoutAnAdminTokenUnlessExplicitlyInsecure(t *testing.T) {
 	t.Parallel()
-	for _, insecure := range []bool{false, true} {
+	for _, tt := range []struct {
+		name     string
+		tweak    func(*app.Config)
+		bearer   string
+		status   int
+		wantCode string
+	}{
+		{"no token", func(*app.Config) {}, "", http.StatusForbidden, fault.AdminDisabled},
+		{"the task token alone", func(c *app.Config) { c.APIToken = token }, token, http.StatusForbidden, fault.AdminDisabled},
+		{"insecure", func(c *app.Config) { c.AdminInsecure = true }, "", http.StatusOK, ""},
+	} {
 		env := testkit.New(t)
-		env.Config.AdminInsecure = insecure
-		w, err := app.Start(testkit.Ctx(t), env.Config, app.Options{Logger: testkit.Logger(t), Registry: prometheus.NewRegistry()})
+		cfg := apptest.Config(env)
+		tt.tweak(&cfg)
+		w, err := app.Start(testkit.Ctx(t), cfg, app.Options{Logger: testkit.Logger(t), Registry: prometheus.NewRegistry()})
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := http.Get("http://" + w.APIAddr() + "/v1/definitions")
+		req, _ := http.NewRequest(http.MethodGet, "http://"+w.APIAddr()+"/v1/definitions", nil)
+		if tt.bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+tt.bearer)
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var p map[string]any
 		_ = json.NewDecoder(resp.Body).Decode(&p)
 		resp.Body.Close()
-		want := http.StatusForbidden
-		if insecure {
-			want = http.StatusOK
-		}
-		if resp.StatusCode != want || (!insecure && p["code"] != fault.AdminDisabled) {
-			t.Errorf("insecure=%v: %d %v", insecure, resp.StatusCode, p)
+		if resp.StatusCode != tt.status || (tt.wantCode != "" && p["code"] != tt.wantCode) {
+			t.Errorf("%s: %d %v, want %d %s", tt.name, resp.StatusCode, p, tt.status, tt.wantCode)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_ = w.Stop(ctx)

@@ -20,12 +20,12 @@ func TestAUserTaskCompletedOverTheAdminAPIContinuesItsInstance(t *testing.T) {
 	b.env.Deploy(t, "testdata/review.bpmn")
 	b.pub.Publish(testkit.Relay{MessageID: "start-c-1", Body: map[string]any{"start": "review", "instance_id": "c-1",
 		"variables": map[string]any{"reviewer": "ada"}}})
-	var tasks []map[string]any
-	testkit.Eventually(t, 30*time.Second, "ada's user task", func() bool {
-		_, p := b.do(t, "GET", "/user-tasks?assignee=ada", nil)
-		tasks, _ = asList(p["user_tasks"])
-		return len(tasks) == 1
-	})
+	b.applied(t, "start-c-1") // its step created the user task
+	_, list := b.do(t, "GET", "/user-tasks?assignee=ada", nil)
+	tasks, _ := asList(list["user_tasks"])
+	if len(tasks) != 1 {
+		t.Fatalf("ada's user tasks: %v", list)
+	}
 	if groups := fmt.Sprint(tasks[0]["candidate_groups"]); tasks[0]["instance_id"] != "c-1" || tasks[0]["element"] != "Approve" || groups != "[claims]" {
 		t.Fatalf("user task = %v", tasks[0])
 	}
@@ -36,7 +36,7 @@ func TestAUserTaskCompletedOverTheAdminAPIContinuesItsInstance(t *testing.T) {
 	if status, code := b.completeAs(t, "ada", id, map[string]any{"variables": map[string]any{"approved": true}}); status != http.StatusNoContent {
 		t.Fatalf("ada's completion: %d %s", status, code)
 	}
-	b.waitStatus(t, "c-1", "completed")
+	b.stepped(t, "c-1", "completed", outcome(id))
 	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'c-1' AND (variables->>'approved')::boolean AND version = 2"); n != 1 {
 		t.Error("the completion's variables did not reach the instance in one step")
 	}
@@ -52,17 +52,19 @@ func TestAParallelMultiInstanceOfServiceTasksIsWorkedByTaskWorkers(t *testing.T)
 	items := []any{"anvil", "rope", "bell", "kettle", "lamp"}
 	b.pub.Publish(testkit.Relay{MessageID: "start-q-1", Body: map[string]any{"start": "fanout", "instance_id": "q-1",
 		"variables": map[string]any{"items": items}}})
-	testkit.Eventually(t, 30*time.Second, "one task per item", func() bool {
-		return b.env.Int(t, "SELECT count(*) FROM tasks WHERE instance_id = 'q-1'") == int64(len(items))
-	})
+	b.applied(t, "start-q-1")
+	if n := b.env.Int(t, "SELECT count(*) FROM tasks WHERE instance_id = 'q-1'"); n != int64(len(items)) {
+		t.Fatalf("%d tasks once started, want one per item (%d)", n, len(items))
+	}
 	// Two workers take the tasks in parallel; each sees its own item.
 	got := b.fetch(t, "w1", "price", 3, time.Minute, 0)
 	got = append(got, b.fetch(t, "w2", "price", 3, time.Minute, 0)...)
 	if len(got) != len(items) {
 		t.Fatalf("fetched %d tasks, want %d", len(got), len(items))
 	}
-	var seen []string
+	var seen, outcomes []string
 	for _, task := range got {
+		outcomes = append(outcomes, outcome(task.ID))
 		var item string
 		if err := jsonValue(task.Variables["item"], &item); err != nil {
 			t.Fatal(err)
@@ -75,7 +77,7 @@ func TestAParallelMultiInstanceOfServiceTasksIsWorkedByTaskWorkers(t *testing.T)
 	if fmt.Sprint(seen) != "[anvil bell kettle lamp rope]" {
 		t.Errorf("items seen by the workers: %v", seen)
 	}
-	b.waitStatus(t, "q-1", "completed")
+	b.stepped(t, "q-1", "completed", outcomes...)
 	// The output collection keeps the input's order, whatever the completion order.
 	if n := b.env.Int(t, `SELECT count(*) FROM instances WHERE id = 'q-1' AND variables->'prices' = '[5, 4, 4, 6, 4]'::jsonb`); n != 1 {
 		var prices string

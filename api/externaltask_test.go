@@ -18,6 +18,7 @@ import (
 	"github.com/sutra-run/worker/app"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/testkit"
+	"github.com/sutra-run/worker/internal/testkit/apptest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -28,6 +29,7 @@ type bundle struct {
 	// token, when set, goes with every call of the task API.
 	token string
 	env   *testkit.Env
+	cfg   app.Config
 	pub   *testkit.Publisher
 	reg   *prometheus.Registry
 	w     *app.Worker
@@ -38,14 +40,15 @@ func setup(t *testing.T, tweak func(*app.Config)) *bundle {
 	t.Helper()
 	env := testkit.New(t)
 	env.Deploy(t, "testdata/tasks.bpmn")
+	b := &bundle{env: env, cfg: apptest.Config(env), pub: env.Publisher(t), reg: prometheus.NewRegistry()}
 	if tweak != nil {
-		tweak(&env.Config)
+		tweak(&b.cfg)
 	}
-	b := &bundle{env: env, pub: env.Publisher(t), reg: prometheus.NewRegistry()}
-	w, err := app.Start(testkit.Ctx(t), env.Config, app.Options{Logger: testkit.Logger(t), Registry: b.reg})
+	w, err := app.Start(testkit.Ctx(t), b.cfg, app.Options{Logger: testkit.Logger(t), Registry: b.reg})
 	if err != nil {
 		t.Fatal(err)
 	}
+	w.Consumer().TestSignals.Init()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -64,9 +67,32 @@ func (b *bundle) start(t *testing.T, id, topic string, vars map[string]any) {
 		v[k] = x
 	}
 	b.pub.Publish(testkit.Relay{MessageID: "start-" + id, Body: map[string]any{"start": "tasks", "instance_id": id, "variables": v}})
-	testkit.Eventually(t, 20*time.Second, "task of "+id, func() bool {
-		return b.env.Int(t, "SELECT count(*) FROM tasks WHERE instance_id = $1", id) == 1
-	})
+	b.applied(t, "start-"+id) // its step created the task
+}
+
+// requeued waits until the consumer has requeued relay id n times (a
+// refusal, such as a held claim). Call it from the test's goroutine.
+func (b *bundle) requeued(t *testing.T, id string, n int) {
+	t.Helper()
+	for n > 0 {
+		if b.w.Consumer().TestSignals.Requeued.WaitOrTimeout(t).MessageID == id {
+			n--
+		}
+	}
+}
+
+// applied waits until the consumer has acked each relay of ids as applied
+// (its step committed, or it was a duplicate or buffered). Call it from the
+// test's goroutine: the acks of other relays it meets are dropped.
+func (b *bundle) applied(t *testing.T, ids ...string) {
+	t.Helper()
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	for len(want) > 0 {
+		delete(want, b.w.Consumer().TestSignals.Acked.WaitOrTimeout(t))
+	}
 }
 
 // call posts body (JSON unless []byte) to path and returns status and body.
@@ -234,9 +260,10 @@ func TestAnExpiredLockLetsAnotherWorkerTakeTheTaskAndTheLateWorkerIsRefused(t *t
 	}
 	// The holder's completion is the one applied: the instance ends at Done
 	// (checking it still active raced the completion's own step).
-	testkit.Eventually(t, 20*time.Second, "the holder's completion applied", func() bool {
-		return b.env.Int(t, "SELECT count(*) FROM instances WHERE status = 'completed'") == 1
-	})
+	b.applied(t, "task:"+first[0].ID+":1") // the task's first outcome: the late worker's recorded none
+	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE status = 'completed'"); n != 1 {
+		t.Errorf("%d instances completed, want 1", n)
+	}
 }
 
 func TestAnOutcomeIsRecordedWithItsRelayBeforeTheAnswerAndOnlyOnce(t *testing.T) {
@@ -363,10 +390,10 @@ func TestALongPollIsAnsweredByATaskCreatedOnThisReplica(t *testing.T) {
 	// The poll for other replicas' tasks never runs during the test: only the
 	// in-process wake-up from this replica's commit can answer the long poll.
 	b := setup(t, func(c *app.Config) { c.TaskPollInterval = time.Hour })
-	b.w.API().TestSignals.Init()
+	b.w.Tasks().TestSignals.Init()
 	got := make(chan []locked, 1)
 	go func() { got <- b.fetch(t, "w", "soon", 1, time.Minute, 30*time.Second) }()
-	b.w.API().TestSignals.Waiting.WaitOrTimeout(t) // it found nothing and waits
+	b.w.Tasks().TestSignals.Waiting.WaitOrTimeout(t) // it found nothing and waits
 	b.start(t, "i-1", "soon", nil)
 	var created time.Time
 	if err := b.env.DB.QueryRow(testkit.Ctx(t), "SELECT created_at FROM tasks WHERE instance_id = 'i-1'").Scan(&created); err != nil {
@@ -387,14 +414,14 @@ func TestEachTaskCreatedWakesOneLongPollAndReachesOneWithoutThePoll(t *testing.T
 	t.Parallel()
 	// Only the in-process wake-ups can answer: the poll never runs.
 	b := setup(t, func(c *app.Config) { c.TaskPollInterval = time.Hour })
-	b.w.API().TestSignals.Init()
+	b.w.Tasks().TestSignals.Init()
 	const polls = 4
 	got := make(chan []locked, polls)
 	for i := range polls {
 		go func() { got <- b.fetch(t, fmt.Sprintf("w%d", i), "many", 1, time.Minute, 30*time.Second) }()
 	}
 	for range polls {
-		b.w.API().TestSignals.Waiting.WaitOrTimeout(t) // each found nothing and waits
+		b.w.Tasks().TestSignals.Waiting.WaitOrTimeout(t) // each found nothing and waits
 	}
 	seen := map[string]bool{}
 	for i := range polls {
@@ -413,7 +440,7 @@ func TestEachTaskCreatedWakesOneLongPollAndReachesOneWithoutThePoll(t *testing.T
 	// A long poll woken for a task it did not get fetches again and waits
 	// again (signalling Waiting) before it can answer; all have answered, so
 	// every such fetch was signalled by now.
-	if again := b.w.API().TestSignals.Waiting.Drain(); len(again) != 0 {
+	if again := b.w.Tasks().TestSignals.Waiting.Drain(); len(again) != 0 {
 		t.Errorf("%d long polls were woken for a task another one took (a fetch statement each)", len(again))
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sutra-run/worker/api"
+	"github.com/sutra-run/worker/api/tasks"
 	"github.com/sutra-run/worker/app"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/testkit"
@@ -26,7 +27,7 @@ import (
 
 // countingStore counts the statements the API's fetches and looks run.
 type countingStore struct {
-	api.Store
+	tasks.Store
 	fetches, looks atomic.Int64
 }
 
@@ -96,9 +97,12 @@ func TestIdleLongPollsFilteredByDefinitionCostOneStatementPerLookWhateverTheirNu
 	cs := &countingStore{Store: st}
 	// A second API on the schema, as another replica's, whose statements are
 	// counted; it looks for tasks every 10 ms.
-	srv := api.New(api.Deps{Store: cs, Metrics: metrics.New(prometheus.NewRegistry()), Logger: testkit.Logger(t)},
-		api.Config{Addr: "127.0.0.1:0", PollInterval: 10 * time.Millisecond})
-	srv.TestSignals.Init()
+	m := metrics.New(prometheus.NewRegistry())
+	srv := api.New(api.Deps{Metrics: m, Logger: testkit.Logger(t)}, api.Config{Addr: "127.0.0.1:0",
+		Credentials: api.Credentials{TaskInsecure: true}})
+	tasksAPI := tasks.New(srv, tasks.Deps{Store: cs, Metrics: m, Logger: testkit.Logger(t)}, tasks.Config{PollInterval: 10 * time.Millisecond})
+	sig := &tasksAPI.TestSignals
+	sig.Init()
 	if err := srv.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -110,14 +114,14 @@ func TestIdleLongPollsFilteredByDefinitionCostOneStatementPerLookWhateverTheirNu
 		answers[i] = longPoll(base, fmt.Sprintf("w%d", i), "spin", "nope", time.Minute)
 	}
 	for range polls {
-		srv.TestSignals.Waiting.WaitOrTimeout(t) // each fetched nothing and waits
+		sig.Waiting.WaitOrTimeout(t) // each fetched nothing and waits
 	}
 	// Count over looks complete looks, from the end of the one in flight.
-	srv.TestSignals.Looked.Drain()
-	srv.TestSignals.Looked.WaitOrTimeout(t)
+	sig.Looked.Drain()
+	sig.Looked.WaitOrTimeout(t)
 	fetches, looked := cs.fetches.Load(), cs.looks.Load()
 	for n := 0; n < looks; {
-		n += srv.TestSignals.Looked.WaitOrTimeout(t)
+		n += sig.Looked.WaitOrTimeout(t)
 	}
 	fetches, looked = cs.fetches.Load()-fetches, cs.looks.Load()-looked
 	t.Logf("%d long polls over %d looks: %d look statements, %d fetches", polls, looks, looked, fetches)
@@ -145,9 +149,9 @@ func TestALongPollFilteredByDefinitionTakesATaskOfItsDefinitionCreatedHere(t *te
 	// The looks every interval never run: only the look a task created here
 	// asks for can find the task for the filtered long poll.
 	b := setup(t, func(c *app.Config) { c.TaskPollInterval = time.Hour })
-	b.w.API().TestSignals.Init()
+	b.w.Tasks().TestSignals.Init()
 	got := longPoll(b.base, "w", "kick", "tasks", time.Minute)
-	b.w.API().TestSignals.Waiting.WaitOrTimeout(t)
+	b.w.Tasks().TestSignals.Waiting.WaitOrTimeout(t)
 	b.start(t, "i-1", "kick", nil)
 	select {
 	case r := <-got:
@@ -162,7 +166,7 @@ func TestALongPollFilteredByDefinitionTakesATaskOfItsDefinitionCreatedHere(t *te
 func TestALongPollOverTheCapAnswersAtOnceWithoutWaiting(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *app.Config) { c.APIMaxLongPolls = 2; c.TaskPollInterval = time.Hour })
-	sig := &b.w.API().TestSignals
+	sig := &b.w.Tasks().TestSignals
 	sig.Init()
 	waiting := []<-chan pollResult{longPoll(b.base, "w1", "cap", "", time.Minute), longPoll(b.base, "w2", "cap", "", time.Minute)}
 	sig.Waiting.WaitOrTimeout(t)
@@ -240,11 +244,11 @@ func TestBodiesAreCappedPerRouteAndReplicaWide(t *testing.T) {
 func TestAPICallsUseNoMoreDatabaseConnectionsThanTheirCapAndAWaitingLongPollUsesNone(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *app.Config) { c.APIMaxDBConns = 1; c.TaskPollInterval = time.Hour })
-	b.w.API().TestSignals.Init()
+	b.w.Tasks().TestSignals.Init()
 
 	// A long poll that waits holds no connection: calls go on beside it.
 	idle := longPoll(b.base, "idle", "idle", "", time.Minute)
-	b.w.API().TestSignals.Waiting.WaitOrTimeout(t)
+	b.w.Tasks().TestSignals.Waiting.WaitOrTimeout(t)
 	b.start(t, "i-1", "dbcap", nil)
 	task := b.fetch(t, "w", "dbcap", 1, time.Minute, 0)[0]
 

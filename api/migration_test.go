@@ -41,19 +41,22 @@ func TestABulkMigrationUnderLoadMovesEveryInstanceOnceWithoutOverlap(t *testing.
 	b := setupAdmin(t, hooks, func(c *app.Config) { c.Lanes, c.ClaimTimeout = 4, 5*time.Minute })
 	b.env.Deploy(t, "testdata/loop-v1.bpmn")
 	var starts []testkit.Relay
+	var ids []string
 	for i := range n {
 		id := fmt.Sprintf("l-%d", i)
 		starts = append(starts, testkit.Relay{MessageID: "start-" + id, Body: map[string]any{"start": "loop", "instance_id": id,
 			"variables": map[string]any{"key": id}}})
+		ids = append(ids, "start-"+id)
 	}
 	b.pub.Publish(starts...)
-	testkit.Eventually(t, 2*time.Minute, "every instance waiting", func() bool {
-		return b.env.Int(t, "SELECT count(*) FROM instances WHERE definition_key = 'loop' AND version = 1") == n
-	})
+	b.applied(t, ids...)
+	if got := b.env.Int(t, "SELECT count(*) FROM instances WHERE definition_key = 'loop' AND version = 1"); got != n {
+		t.Fatalf("%d instances waiting once started, want %d", got, n)
+	}
 	b.env.Deploy(t, "testdata/loop-v2.bpmn")
 
 	// A second replica on the same database and queues.
-	cfg := b.env.Config
+	cfg := b.cfg
 	cfg.ReplicaID += "-b"
 	otherReg := prometheus.NewRegistry()
 	other, err := app.Start(testkit.Ctx(t), cfg, app.Options{Logger: testkit.Logger(t), Registry: otherReg, Hooks: hooks})

@@ -77,7 +77,7 @@ func (v *validating) call(method, path string, body any, contentType string) (in
 	if err != nil {
 		v.t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Authorization", "Bearer "+tokenFor(path))
 	if method != http.MethodGet {
 		req.Header.Set("Content-Type", contentType)
 	}

@@ -16,16 +16,17 @@ import (
 // The process of testdata/throw-then-task.bpmn throws notice.unbound, to
 // which no queue is bound, then waits at a service task (topic after-throw).
 
-// startThrower starts instance id of throw-then-task and waits for its task.
+// startThrower starts instance id of throw-then-task: the start answers once
+// its step, which creates the task, committed.
 func (b *adminBundle) startThrower(t *testing.T, id string) {
 	t.Helper()
 	if status, body := b.do(t, http.MethodPost, "/instances", map[string]any{"definition": "throw-then-task", "instance_id": id,
 		"variables": map[string]any{"orderId": id}}); status != http.StatusCreated {
 		t.Fatalf("starting %s: %d %v", id, status, body)
 	}
-	testkit.Eventually(t, 20*time.Second, "task of "+id, func() bool {
-		return b.env.Int(t, "SELECT count(*) FROM tasks WHERE instance_id = $1", id) == 1
-	})
+	if n := b.env.Int(t, "SELECT count(*) FROM tasks WHERE instance_id = $1", id); n != 1 {
+		t.Fatalf("%s has %d tasks once started, want 1", id, n)
+	}
 }
 
 func setupThrower(t *testing.T, maxAttempts int) *adminBundle {
@@ -41,7 +42,7 @@ func TestATaskCompletionAdvancesItsInstanceWhileTheMessageItThrewIsReturnedAndRe
 	b.startThrower(t, "t-1")
 	task := b.fetch(t, "w", "after-throw", 1, time.Minute, 0)[0]
 	b.answer(t, task.ID, "complete", map[string]any{"workerId": "w"})
-	b.waitStatus(t, "t-1", "completed")
+	b.stepped(t, "t-1", "completed", outcome(task.ID))
 	// The message was not published: it is still being retried.
 	if n := b.env.Int(t, "SELECT count(*) FROM outbox WHERE instance_id = 't-1' AND target = 'outbox' AND published_at IS NULL"); n != 1 {
 		t.Errorf("%d unpublished messages of t-1, want its notice still retried", n)
@@ -104,11 +105,13 @@ func TestAnUnroutableMessageIsParkedAndTheAdminAPIRetriesOrDiscardsIt(t *testing
 		t.Errorf("sutra_outbox_parked_total = %v, want 2", n)
 	}
 	// The instances go on regardless.
+	var outcomes []string
 	for _, task := range b.fetch(t, "w", "after-throw", 2, time.Minute, 0) {
 		b.answer(t, task.ID, "complete", map[string]any{"workerId": "w"})
+		outcomes = append(outcomes, outcome(task.ID))
 	}
-	b.waitStatus(t, "p-1", "completed")
-	b.waitStatus(t, "p-2", "completed")
+	b.stepped(t, "p-1", "completed", outcomes...)
+	b.stepped(t, "p-2", "completed")
 
 	// An operator discards one, binds a queue for the message and retries
 	// the other: it is published once, the discarded one never.

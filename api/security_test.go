@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"io"
@@ -24,15 +25,15 @@ import (
 	"github.com/sutra-run/worker/lanes"
 )
 
-// raw sends one request to the API with the admin token and returns the
-// status, the headers and the body as they came.
+// raw sends one request to the API with the token of its path (tokenFor)
+// and returns the status, the headers and the body as they came.
 func (b *adminBundle) raw(t *testing.T, method, url, contentType, body string, header ...string) (int, http.Header, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Authorization", "Bearer "+tokenFor(url))
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
@@ -131,7 +132,8 @@ func TestV1ChallengesWithBearerOnlyAndTheSchemeIsCaseInsensitive(t *testing.T) {
 		strings.Contains(strings.ToLower(challenge), "basic") || !strings.HasPrefix(challenge, "Bearer") {
 		t.Errorf("GET /v1/definitions without the token: %d, WWW-Authenticate %q: want 401 with a Bearer challenge only", resp.StatusCode, challenge)
 	}
-	for _, auth := range []string{"bearer " + token, "BEARER " + token, "Bearer  " + token, "basic dXNlcjp0MGtlbg=="} { // user:t0ken
+	for _, auth := range []string{"bearer " + adminToken, "BEARER " + adminToken, "Bearer  " + adminToken,
+		"basic " + base64.StdEncoding.EncodeToString([]byte("user:"+adminToken))} {
 		req, _ := http.NewRequest("GET", b.v1+"/definitions", nil)
 		req.Header.Set("Authorization", auth)
 		resp, err := http.DefaultClient.Do(req)
@@ -198,7 +200,7 @@ func TestTheAPIListenerServesTLSWithTheConfiguredCertificate(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	defer client.CloseIdleConnections()
 	req, _ := http.NewRequest("GET", "https://"+b.w.APIAddr()+"/v1/definitions", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatalf("HTTPS call: %v", err)
@@ -252,4 +254,47 @@ func selfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
 	pool = x509.NewCertPool()
 	pool.AddCert(cert)
 	return certFile, keyFile, pool
+}
+
+// A token opens its own scope only: a task worker's SUTRA_API_TOKEN never
+// acts on the admin API, an operator's SUTRA_ADMIN_TOKEN never locks a
+// task; either is 403 SUTRA.API.FORBIDDEN in the format of the route's
+// protocol. User tasks take both: people's tools are task workers, and
+// operators work them too.
+func TestEachTokenOpensItsOwnAPIAndTheOtherIs403Forbidden(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, nil, nil)
+	v1, rest := b.v1, b.base
+	fetch := `{"workerId":"w","maxTasks":1,"topics":[]}`
+	for _, tt := range []struct {
+		method, url, body, token string
+		status                   int
+		code, contentType        string
+	}{
+		{"GET", v1 + "/definitions", "", adminToken, http.StatusOK, "", "application/json"},
+		{"GET", v1 + "/definitions", "", token, http.StatusForbidden, fault.APIForbidden, "application/problem+json"},
+		{"POST", v1 + "/instances/x/cancel", "", token, http.StatusForbidden, fault.APIForbidden, "application/problem+json"},
+		{"GET", v1 + "/definitions", "", "wrong", http.StatusUnauthorized, fault.APIUnauthorized, "application/problem+json"},
+		{"POST", rest + "/external-task/fetchAndLock", fetch, token, http.StatusOK, "", "application/json"},
+		{"POST", rest + "/external-task/fetchAndLock", fetch, adminToken, http.StatusForbidden, fault.APIForbidden, "application/json"},
+		{"POST", rest + "/external-task/fetchAndLock", fetch, "wrong", http.StatusUnauthorized, fault.APIUnauthorized, "application/json"},
+		{"GET", v1 + "/user-tasks", "", token, http.StatusOK, "", "application/json"},
+		{"GET", v1 + "/user-tasks", "", adminToken, http.StatusOK, "", "application/json"},
+	} {
+		req, _ := http.NewRequest(tt.method, tt.url, strings.NewReader(tt.body))
+		req.Header.Set("Authorization", "Bearer "+tt.token)
+		if tt.method != http.MethodGet {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.status || codeOf(string(raw)) != tt.code || resp.Header.Get("Content-Type") != tt.contentType {
+			t.Errorf("%s %s with %q: %d %s %s, want %d %q as %s", tt.method, tt.url, tt.token, resp.StatusCode,
+				resp.Header.Get("Content-Type"), raw, tt.status, tt.code, tt.contentType)
+		}
+	}
 }

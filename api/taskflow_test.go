@@ -16,7 +16,22 @@ import (
 // through the outbox and the broker back to the instance's lane, and steps
 // the instance there like any other resume.
 
-// waitStatus waits until instance id has status.
+// stepped waits until the relays of ids are applied, then checks that
+// instance id has status.
+func (b *bundle) stepped(t *testing.T, id, status string, relays ...string) {
+	t.Helper()
+	b.applied(t, relays...)
+	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = $1 AND status = $2", id, status); n != 1 {
+		t.Fatalf("%s is not %s once %v applied", id, status, relays)
+	}
+}
+
+// outcome is the message id of the relay that carries the first outcome of
+// task id.
+func outcome(id string) string { return "task:" + id + ":1" }
+
+// waitStatus waits until instance id has status, for a step no relay of
+// the test's names.
 func (b *bundle) waitStatus(t *testing.T, id, status string) {
 	t.Helper()
 	testkit.Eventually(t, 30*time.Second, id+" "+status, func() bool {
@@ -38,7 +53,7 @@ func TestACompletedTaskStepsItsInstanceWithTheWorkersVariables(t *testing.T) {
 	task := b.fetch(t, "w", "ship", 1, time.Minute, 0)[0]
 	b.answer(t, task.ID, "complete", map[string]any{"workerId": "w",
 		"variables": map[string]any{"tracking": map[string]any{"value": "TR-1", "type": "String"}}})
-	b.waitStatus(t, "i-1", "completed")
+	b.stepped(t, "i-1", "completed", outcome(task.ID))
 	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'i-1' AND variables->>'tracking' = 'TR-1' AND version = 2"); n != 1 {
 		t.Error("the completion's variables were not merged in one step")
 	}
@@ -58,9 +73,10 @@ func TestAFailureWithRetriesLeftMakesTheTaskFetchableAgainAfterItsRetryTimeout(t
 
 	task := b.fetch(t, "w", "flaky", 1, time.Minute, 0)[0]
 	b.answer(t, task.ID, "failure", map[string]any{"workerId": "w", "errorMessage": "down", "retries": 2, "retryTimeout": time.Hour.Milliseconds()})
-	testkit.Eventually(t, 30*time.Second, "the failure's step", func() bool {
-		return b.env.Int(t, "SELECT count(*) FROM tasks WHERE instance_id = 'later' AND retries = 2 AND not_before > now() + interval '59 minutes'") == 1
-	})
+	b.applied(t, "task:"+task.ID+":1") // the failure's step
+	if n := b.env.Int(t, "SELECT count(*) FROM tasks WHERE instance_id = 'later' AND retries = 2 AND not_before > now() + interval '59 minutes'"); n != 1 {
+		t.Fatalf("the failure's step left %d tasks due in an hour with 2 retries, want 1", n)
+	}
 	if got := b.fetch(t, "w", "flaky", 1, time.Minute, 0); len(got) != 0 {
 		t.Fatalf("a task inside its retry timeout was fetched: %+v", got)
 	}
@@ -89,7 +105,7 @@ func TestABpmnErrorIsCaughtByTheTasksBoundaryEvent(t *testing.T) {
 	task := b.fetch(t, "w", "check", 1, time.Minute, 0)[0]
 	b.answer(t, task.ID, "bpmnError", map[string]any{"workerId": "w", "errorCode": "REJECTED",
 		"variables": map[string]any{"reason": map[string]any{"value": "blocked", "type": "String"}}})
-	b.waitStatus(t, "i-1", "completed")
+	b.stepped(t, "i-1", "completed", outcome(task.ID))
 	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'i-1' AND variables->>'reason' = 'blocked'"); n != 1 {
 		t.Error("the BPMN error's variables were not set")
 	}
@@ -108,16 +124,17 @@ func TestACompletionWhoseInstanceIsClaimedBouncesAndAppliesOnceAfter(t *testing.
 		t.Fatal(err)
 	}
 	b.answer(t, task.ID, "complete", map[string]any{"workerId": "w"})
-	testkit.Eventually(t, 30*time.Second, "the completion bouncing off the claim", func() bool {
-		return testkit.Counter(t, b.reg, "sutra_claim_bounces_total", "path", metrics.PathTask) >= 2
-	})
+	b.requeued(t, "task:"+task.ID+":1", 2) // the completion bounced off the claim twice
+	if n := testkit.Counter(t, b.reg, "sutra_claim_bounces_total", "path", metrics.PathTask); n < 2 {
+		t.Errorf("%v bounces counted, want 2 at least", n)
+	}
 	if v := b.env.Int(t, "SELECT version FROM instances WHERE id = 'i-1'"); v != 1 {
 		t.Fatalf("the instance stepped to version %d under another's claim", v)
 	}
 	if _, err := b.env.DB.Exec(ctx, "UPDATE instances SET owner = NULL, claimed_at = NULL WHERE id = 'i-1'"); err != nil {
 		t.Fatal(err)
 	}
-	b.waitStatus(t, "i-1", "completed")
+	b.stepped(t, "i-1", "completed", outcome(task.ID))
 	if v := b.env.Int(t, "SELECT version FROM instances WHERE id = 'i-1'"); v != 2 {
 		t.Errorf("version %d, want one step for the completion", v)
 	}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/testkit"
@@ -44,18 +43,16 @@ func (b *adminBundle) reviewTask(t *testing.T, instance, reviewer string) string
 	t.Helper()
 	b.pub.Publish(testkit.Relay{MessageID: "start-" + instance, Body: map[string]any{"start": "review", "instance_id": instance,
 		"variables": map[string]any{"reviewer": reviewer}}})
-	var id string
-	testkit.Eventually(t, 30*time.Second, instance+"'s user task", func() bool {
-		_, p := b.do(t, "GET", "/user-tasks?assignee="+reviewer, nil)
-		tasks, _ := asList(p["user_tasks"])
-		for _, task := range tasks {
-			if task["instance_id"] == instance {
-				id = fmt.Sprint(task["id"])
-			}
+	b.applied(t, "start-"+instance) // its step created the user task
+	_, p := b.do(t, "GET", "/user-tasks?assignee="+reviewer, nil)
+	tasks, _ := asList(p["user_tasks"])
+	for _, task := range tasks {
+		if task["instance_id"] == instance {
+			return fmt.Sprint(task["id"])
 		}
-		return id != ""
-	})
-	return id
+	}
+	t.Fatalf("%s has no user task for %s: %v", instance, reviewer, tasks)
+	return ""
 }
 
 func TestOnlyTheAssigneeCompletesAnAssignedUserTaskUnlessTheCallOverrides(t *testing.T) {
@@ -76,14 +73,14 @@ func TestOnlyTheAssigneeCompletesAnAssignedUserTaskUnlessTheCallOverrides(t *tes
 	if status, code := b.completeAs(t, "ada", id, approved); status != http.StatusNoContent {
 		t.Fatalf("ada completing her task: %d %s", status, code)
 	}
-	b.waitStatus(t, "c-1", "completed")
+	b.stepped(t, "c-1", "completed", outcome(id))
 
 	// The admin's override, and an unassigned task, which anyone completes.
 	id = b.reviewTask(t, "c-2", "ada")
 	if status, code := b.completeAs(t, "bob", id, map[string]any{"override": true, "variables": map[string]any{"approved": false}}); status != http.StatusNoContent {
 		t.Fatalf("bob completing ada's task with override: %d %s", status, code)
 	}
-	b.waitStatus(t, "c-2", "completed")
+	b.stepped(t, "c-2", "completed", outcome(id))
 	id = b.reviewTask(t, "c-3", "ada")
 	if status, _ := b.do(t, "POST", "/user-tasks/"+id+"/assignment", map[string]any{"assignee": nil}); status != http.StatusNoContent {
 		t.Fatalf("unassigning: %d", status)
@@ -91,5 +88,5 @@ func TestOnlyTheAssigneeCompletesAnAssignedUserTaskUnlessTheCallOverrides(t *tes
 	if status, code := b.completeAs(t, "bob", id, approved); status != http.StatusNoContent {
 		t.Fatalf("bob completing an unassigned task: %d %s", status, code)
 	}
-	b.waitStatus(t, "c-3", "completed")
+	b.stepped(t, "c-3", "completed", outcome(id))
 }

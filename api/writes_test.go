@@ -28,9 +28,10 @@ func TestAMultiInstanceOverManyItemsWritesTaskRowsWithoutCopyingTheVariables(t *
 	}
 	b.pub.Publish(testkit.Relay{MessageID: "start-many", Body: map[string]any{"start": "multi", "instance_id": "many",
 		"variables": map[string]any{"items": list, "blob": blob}}})
-	testkit.Eventually(t, 60*time.Second, "the inner instances' tasks", func() bool {
-		return b.env.Int(t, "SELECT count(*) FROM tasks WHERE instance_id = 'many'") == n
-	})
+	b.applied(t, "start-many") // its step created every inner instance's task
+	if got := b.env.Int(t, "SELECT count(*) FROM tasks WHERE instance_id = 'many'"); got != n {
+		t.Fatalf("%d tasks once started, want %d", got, n)
+	}
 	// Each row holds its item and loopCounter (about 40 bytes); a copy of the
 	// instance's variables would be 62 KB a row, 250 MB in all.
 	if bytes := b.env.Int(t, "SELECT sum(pg_column_size(variables)) FROM tasks"); bytes > 100*n {
@@ -86,10 +87,11 @@ func TestACompletionWhoseStepWouldPassTheCapFailsItsTaskIntoAnIncidentAndARetryC
 	task := b.fetch(t, "w", "big", 1, time.Minute, 0)[0]
 	b.answer(t, task.ID, "complete", map[string]any{"workerId": "w",
 		"variables": map[string]any{"blob": map[string]any{"value": strings.Repeat("x", 9<<10), "type": "String"}}})
-	testkit.Eventually(t, 30*time.Second, "the task's incident", func() bool {
-		return b.env.Int(t, `SELECT count(*) FROM incidents WHERE instance_id = 'i-1' AND element_id = 'Work'
-			AND resolved_at IS NULL AND message LIKE '%SUTRA.RUNTIME.STEP.TOO_LARGE%SUTRA_MAX_VARIABLES_BYTES%'`) == 1
-	})
+	b.applied(t, "task:"+task.ID+":1") // the completion's relay: its step failed the task into an incident
+	if n := b.env.Int(t, `SELECT count(*) FROM incidents WHERE instance_id = 'i-1' AND element_id = 'Work'
+		AND resolved_at IS NULL AND message LIKE '%SUTRA.RUNTIME.STEP.TOO_LARGE%SUTRA_MAX_VARIABLES_BYTES%'`); n != 1 {
+		t.Fatalf("%d incidents naming the cap, want 1", n)
+	}
 	if n := b.env.Int(t, "SELECT count(*) FROM tasks WHERE instance_id = 'i-1'"); n != 0 {
 		t.Errorf("%d task rows left: the failed task is closed", n)
 	}

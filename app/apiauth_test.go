@@ -14,6 +14,7 @@ import (
 	"github.com/sutra-run/worker/app"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/testkit"
+	"github.com/sutra-run/worker/internal/testkit/apptest"
 )
 
 // Whatever embeds the worker, an API listener with no token is refused
@@ -21,7 +22,7 @@ import (
 func TestStartRefusesAnAPIListenerWithNoTokenUnlessInsecureIsSet(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
-	cfg := env.Config
+	cfg := apptest.Config(env)
 	cfg.APIToken, cfg.APIInsecure = "", false
 	w, err := app.Start(testkit.Ctx(t), cfg, app.Options{Logger: testkit.Logger(t)})
 	if err == nil {
@@ -32,6 +33,41 @@ func TestStartRefusesAnAPIListenerWithNoTokenUnlessInsecureIsSet(t *testing.T) {
 	}
 }
 
+// Credentials that would open the admin API wider than asked are refused at
+// start: a task worker's token as the admin token, or an admin API open to
+// every caller beside a token.
+func TestStartRefusesAnAdminTokenEqualToTheTaskTokenAndAnInsecureAdminBesideAToken(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	for _, tt := range []struct {
+		name  string
+		tweak func(*app.Config)
+		names []string
+	}{
+		{"equal tokens", func(c *app.Config) { c.APIToken, c.AdminToken = "same", "same" }, []string{"SUTRA_ADMIN_TOKEN", "SUTRA_API_TOKEN"}},
+		{"insecure beside the admin token", func(c *app.Config) { c.AdminToken, c.AdminInsecure = "adm", true },
+			[]string{"SUTRA_ADMIN_INSECURE", "SUTRA_ADMIN_TOKEN"}},
+		{"insecure beside the task token", func(c *app.Config) { c.APIToken, c.AdminInsecure = "tok", true },
+			[]string{"SUTRA_ADMIN_INSECURE", "SUTRA_API_TOKEN"}},
+	} {
+		cfg := apptest.Config(env)
+		tt.tweak(&cfg)
+		w, err := app.Start(testkit.Ctx(t), cfg, app.Options{Logger: testkit.Logger(t)})
+		if err == nil {
+			_ = w.Stop(context.Background())
+		}
+		if fault.Code(err) != fault.ConfigInvalid {
+			t.Errorf("%s: %v, want %s", tt.name, err, fault.ConfigInvalid)
+			continue
+		}
+		for _, name := range tt.names {
+			if !strings.Contains(err.Error(), name) {
+				t.Errorf("%s: %v does not name %s", tt.name, err, name)
+			}
+		}
+	}
+}
+
 // /readyz is answered to whoever reaches the metrics port: its reason is a
 // few words, not the driver's error with addresses and server messages.
 func TestReadyzGivesAShortReasonNotTheDatabasesError(t *testing.T) {
@@ -39,9 +75,10 @@ func TestReadyzGivesAShortReasonNotTheDatabasesError(t *testing.T) {
 	env := testkit.New(t)
 	pgURL, _ := url.Parse(env.Config.DatabaseURL)
 	pg := testkit.NewProxy(t, pgURL.Host)
-	env.Config.DatabaseURL = pg.Through(t, env.Config.DatabaseURL)
+	cfg := apptest.Config(env)
+	cfg.DatabaseURL = pg.Through(t, env.Config.DatabaseURL)
 	listening := make(chan string, 1)
-	w, err := app.Start(testkit.Ctx(t), env.Config, app.Options{Logger: testkit.Logger(t), Registry: prometheus.NewRegistry(),
+	w, err := app.Start(testkit.Ctx(t), cfg, app.Options{Logger: testkit.Logger(t), Registry: prometheus.NewRegistry(),
 		Listening: func(addr string) { listening <- addr }})
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +90,9 @@ func TestReadyzGivesAShortReasonNotTheDatabasesError(t *testing.T) {
 		_ = w.Stop(ctx)
 	})
 	readyz := "http://" + <-listening + "/readyz"
-	testkit.Eventually(t, 10*time.Second, "ready", func() bool { return w.Ready(context.Background()) == nil })
+	if err := w.Ready(context.Background()); err != nil {
+		t.Fatalf("not ready once started: %v", err)
+	}
 	pg.Cut()
 	var body string
 	testkit.Eventually(t, 10*time.Second, "not ready once the database is cut", func() bool {

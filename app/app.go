@@ -19,6 +19,8 @@ import (
 
 	"github.com/sutra-run/worker/admin"
 	"github.com/sutra-run/worker/api"
+	apiadmin "github.com/sutra-run/worker/api/admin"
+	"github.com/sutra-run/worker/api/tasks"
 	"github.com/sutra-run/worker/broker"
 	"github.com/sutra-run/worker/consumer"
 	"github.com/sutra-run/worker/docs"
@@ -60,6 +62,7 @@ type Worker struct {
 	consumer   *consumer.Consumer
 	outbox     *outbox.Publisher
 	api        *api.Server
+	tasks      *tasks.API
 	migrations *admin.Runner
 	http       *http.Server
 	listener   net.Listener
@@ -132,18 +135,24 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		inflight = timers.DefaultMaxInFlight
 	}
 	armed := func(due time.Time) { w.timers.Armed(due) }
-	w.api = api.New(api.Deps{Store: st, Metrics: w.metrics, Logger: log, Lanes: lanesDispatcher{w},
-		PublishRelay: w.publishRelay, MigrationCreated: func() { w.migrations.Wake() }}, api.Config{
-		Addr: cfg.APIAddr, Token: cfg.APIToken, MaxTasks: cfg.APIMaxTasks, MaxLockDuration: cfg.APIMaxLockDuration,
-		PollInterval: cfg.TaskPollInterval, Replica: cfg.ReplicaID, AdminInsecure: cfg.AdminInsecure, OpenAPI: docs.OpenAPI,
-		TLSCert: cfg.APITLSCert, TLSKey: cfg.APITLSKey,
-		MaxBody: cfg.APIMaxDeployBody, Limits: api.Limits{
-			MaxTopics: cfg.APIMaxTopics, MaxLongPolls: cfg.APIMaxLongPolls, MaxConns: cfg.APIMaxConns, MaxBody: cfg.APIMaxBody,
-			MaxBytesInFlight: cfg.APIMaxBytesInFlight, MaxDBConns: cfg.APIMaxDBConns, MaxRetryTimeout: cfg.APIMaxRetryTimeout,
-		},
+	w.api = api.New(api.Deps{Metrics: w.metrics, Logger: log}, api.Config{
+		Addr: cfg.APIAddr, TLSCert: cfg.APITLSCert, TLSKey: cfg.APITLSKey,
+		Credentials: api.Credentials{TaskToken: cfg.APIToken, TaskInsecure: cfg.APIInsecure,
+			AdminToken: cfg.AdminToken, AdminInsecure: cfg.AdminInsecure},
+		Limits: api.Limits{MaxConns: cfg.APIMaxConns, MaxBody: cfg.APIMaxBody,
+			MaxBytesInFlight: cfg.APIMaxBytesInFlight, MaxDBConns: cfg.APIMaxDBConns},
+	})
+	w.tasks = tasks.New(w.api, tasks.Deps{Store: st, Metrics: w.metrics, Logger: log}, tasks.Config{
+		MaxTasks: cfg.APIMaxTasks, MaxTopics: cfg.APIMaxTopics, MaxLongPolls: cfg.APIMaxLongPolls,
+		MaxLockDuration: cfg.APIMaxLockDuration, MaxRetryTimeout: cfg.APIMaxRetryTimeout, MaxBody: cfg.APIMaxBody,
+		PollInterval: cfg.TaskPollInterval,
+	})
+	apiadmin.New(w.api, apiadmin.Deps{Store: st, Metrics: w.metrics, Logger: log, Lanes: lanesDispatcher{w},
+		PublishRelay: w.publishRelay, MigrationCreated: func() { w.migrations.Wake() }}, apiadmin.Config{
+		Replica: cfg.ReplicaID, OpenAPI: docs.OpenAPI, MaxBody: cfg.APIMaxBody, MaxDeployBody: cfg.APIMaxDeployBody,
 	})
 	w.lanes = lanes.New(lanes.Deps{Store: st, Metrics: w.metrics, Logger: log, Hooks: opt.Hooks, TimerArmed: armed,
-		TasksCreated: w.api.TasksCreated, ClaimGuard: w.replica.Valid}, lanes.Config{
+		TasksCreated: w.tasks.TasksCreated, ClaimGuard: w.replica.Valid}, lanes.Config{
 		// Room for every resume that can be in flight: relays and timer fires.
 		Replica: cfg.ReplicaID, Lanes: cfg.Lanes, InboxSize: cfg.Prefetch + inflight + 1,
 		ClaimTimeout: cfg.ClaimTimeout, BatchMax: cfg.BatchMax, StepTimeout: cfg.StepTimeout,
@@ -178,9 +187,9 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		PollInterval: cfg.OutboxPollInterval, Lease: cfg.OutboxLease, BatchSize: cfg.OutboxBatch,
 		MaxAttempts: cfg.OutboxMaxAttempts,
 	})
-	// Commits lease the rows they write to this replica's publisher and hand
-	// them over: no lease statement, no wait for a poll.
-	st.HandOutboxTo(w.outbox)
+	// Commits that wrote outbox rows wake this replica's publisher: no wait
+	// for a poll.
+	st.NotifyOutbox(w.outbox.Wake)
 	if err := w.serveHTTP(); err != nil {
 		w.abort()
 		return nil, err
@@ -299,14 +308,20 @@ func (w *Worker) Lanes() *lanes.Pool { return w.lanes }
 // APIAddr is the bound address of the HTTP API ("" when it is off).
 func (w *Worker) APIAddr() string { return w.api.Addr() }
 
-// API is the worker's HTTP API (for tests: its TestSignals).
+// API is the worker's API listener (for tests: its TestSignals, its routes).
 func (w *Worker) API() *api.Server { return w.api }
+
+// Tasks is the worker's task API (for tests: its TestSignals).
+func (w *Worker) Tasks() *tasks.API { return w.tasks }
 
 // Timers is the worker's timer poller (for tests: its TestSignals).
 func (w *Worker) Timers() *timers.Poller { return w.timers }
 
 // Consumer is the worker's relay consumer (for tests: its TestSignals).
 func (w *Worker) Consumer() *consumer.Consumer { return w.consumer }
+
+// Broker is the worker's broker connection owner (for tests: its TestSignals).
+func (w *Worker) Broker() *broker.Owner { return w.broker }
 
 // Sweeper is the worker's sweeper (for tests: its TestSignals).
 func (w *Worker) Sweeper() *sweeper.Sweeper { return w.sweeper }

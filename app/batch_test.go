@@ -11,6 +11,7 @@ import (
 	"github.com/sutra-run/worker/app"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/testkit"
+	"github.com/sutra-run/worker/internal/testsignal"
 	"github.com/sutra-run/worker/lanes"
 )
 
@@ -25,8 +26,11 @@ func batchBundle(t *testing.T, n int, applied []string, hook func(ctx context.Co
 	var once sync.Once
 	release = func() { once.Do(func() { close(hold) }) }
 	var holding atomic.Bool
+	var held testsignal.Signal[struct{}]
+	held.Init()
 	hooks := &lanes.Hooks{BeforeCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
 		if r.InboxID() == "paid-o-0" && holding.CompareAndSwap(false, true) {
+			held.Signal(struct{}{})
 			select {
 			case <-hold:
 			case <-ctx.Done():
@@ -50,14 +54,14 @@ func batchBundle(t *testing.T, n int, applied []string, hook func(ctx context.Co
 		b.waitVersion(t, id, 2)
 	}
 	b.pub.Publish(paid("o-0"))
-	testkit.Eventually(t, 10*time.Second, "o-0's payment held mid-step", holding.Load)
+	held.WaitOrTimeout(t) // o-0's payment held mid-step
 	return b, release
 }
 
 // queued waits until the lane holds n resumes behind the held step.
 func (b *bundle) queued(t *testing.T, n float64) {
 	t.Helper()
-	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("%v relays queued in the lane", n), func() bool {
+	b.w.Lanes().TestSignals.Queued.Until(t, fmt.Sprintf("%v relays queued in the lane", n), func() bool {
 		for _, m := range b.family(t, "sutra_lane_queue_depth").GetMetric() {
 			for _, lp := range m.GetLabel() {
 				if lp.GetName() == "lane" && lp.GetValue() == "0" {
@@ -109,7 +113,7 @@ func TestAFenceFailingForOneInstanceOfABatchCommitsTheOthersAndRequeuesOnlyThatO
 	if n := b.env.Int(t, "SELECT count(*) FROM inbox WHERE message_id = 'paid-o-2'"); n != 1 {
 		t.Errorf("o-2's inbox rows = %d, want 1", n)
 	}
-	testkit.Eventually(t, 5*time.Second, "4 payments committed", func() bool { return b.relays(t, "committed") == 8 })
+	b.waitRelays(t, "committed", 8)
 	b.env.AssertNoClaimsHeld(t)
 	b.env.AssertNoOverlap(t, false)
 }
@@ -178,7 +182,7 @@ func TestADuplicateInsideABatchIsAckedAsDuplicateAndTheOthersCommit(t *testing.T
 	for _, id := range []string{"o-0", "o-2", "o-3"} {
 		b.waitVersion(t, id, 2)
 	}
-	testkit.Eventually(t, 10*time.Second, "the copy acked as duplicate", func() bool { return b.relays(t, "duplicate") == 1 })
+	b.waitRelays(t, "duplicate", 1)
 	if v := b.version(t, "o-1"); v != 2 {
 		t.Errorf("o-1 at version %d, want 2: the copy was applied again", v)
 	}
@@ -209,7 +213,7 @@ func TestTwoRelaysOfOneInstanceQueuedTogetherRunOneAfterTheOther(t *testing.T) {
 	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'o-1' AND status = 'completed'"); n != 1 {
 		t.Error("o-1 did not complete: its shipment did not run on the payment's state")
 	}
-	testkit.Eventually(t, 5*time.Second, "every relay committed", func() bool { return b.relays(t, "committed") == 7 })
+	b.waitRelays(t, "committed", 7)
 	b.env.AssertNoClaimsHeld(t)
 	b.env.AssertNoOverlap(t, false)
 }

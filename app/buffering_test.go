@@ -31,7 +31,7 @@ func TestMessagesBufferedBeforeTheirSubscriptionsAreConsumedByTheStepsThatOpenTh
 	// Both messages arrive before the instance exists.
 	b.pub.Publish(byKeyWithTTL("shipped-o-1", "order-shipped", "o-1", "PT1M"))
 	b.pub.Publish(byKeyWithTTL("paid-o-1", "payment-received", "o-1", "PT1M"))
-	testkit.Eventually(t, 10*time.Second, "two relays buffered", func() bool { return b.relays(t, "buffered") == 2 })
+	b.waitRelays(t, "buffered", 2)
 	if n := b.env.Int(t, "SELECT count(*) FROM buffered_messages"); n != 2 {
 		t.Fatalf("buffered rows = %d, want 2", n)
 	}
@@ -54,7 +54,7 @@ func TestMessagesBufferedBeforeTheirSubscriptionsAreConsumedByTheStepsThatOpenTh
 	b.waitCounter(t, "sutra_buffered_consumed_total", 2) // counted just after the commit the test saw
 	// A redelivered copy of a consumed message is a duplicate, not a second buffering.
 	b.pub.Publish(byKeyWithTTL("paid-o-1", "payment-received", "o-1", "PT1M"))
-	testkit.Eventually(t, 10*time.Second, "the copy acked as duplicate", func() bool { return b.relays(t, "duplicate") == 1 })
+	b.waitRelays(t, "duplicate", 1)
 	b.env.AssertNoOverlap(t, false)
 	b.env.AssertNoClaimsHeld(t)
 }
@@ -72,7 +72,7 @@ func TestBufferedMessagePastItsTTLIsDeadLetteredUnchanged(t *testing.T) {
 	if !bytes.Equal(dead[0].Body, want) {
 		t.Errorf("dead letter body = %s, want the relay unchanged: %s", dead[0].Body, want)
 	}
-	testkit.Eventually(t, 5*time.Second, "buffer emptied", func() bool {
+	b.w.Sweeper().TestSignals.Swept.Until(t, "buffer emptied", func() bool {
 		return b.env.Int(t, "SELECT count(*) FROM buffered_messages") == 0
 	})
 	b.waitCounter(t, "sutra_buffered_expired_total", 1) // counted just after the commit the test saw
@@ -103,7 +103,7 @@ func TestBufferingRacingSubscriptionsNeverStrandsAMessage(t *testing.T) {
 		starts = append(starts, start(fmt.Sprintf("o-%d", i)))
 	}
 	b.pub.Publish(starts...)
-	testkit.Eventually(t, 30*time.Second, "all started", func() bool {
+	b.waitCommitted(t, "all started", func() bool {
 		return b.env.Int(t, "SELECT count(*) FROM instances WHERE version = 1") == n
 	})
 	// The shipment of each order races the payment step that opens its
@@ -123,7 +123,7 @@ func TestBufferingRacingSubscriptionsNeverStrandsAMessage(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	testkit.Eventually(t, 60*time.Second, "all completed", func() bool {
+	b.waitCommitted(t, "all completed", func() bool {
 		return b.env.Int(t, "SELECT count(*) FROM instances WHERE status = 'completed'") == n
 	})
 	if left := b.env.Int(t, "SELECT count(*) FROM buffered_messages"); left != 0 {
@@ -199,7 +199,7 @@ func TestTTLRelayWhoseInstanceStopsWaitingBeforeItsClaimGoesToTheNextWaiterNotTh
 	if v := b.version(t, "o-1"); v != 3 {
 		t.Errorf("o-1 at version %d, want 3 (completed by the other step)", v)
 	}
-	testkit.Eventually(t, 10*time.Second, "the relay committed", func() bool { return b.relays(t, "committed") == 5 })
+	b.waitRelays(t, "committed", 5)
 	if d := b.relays(t, "dead_lettered"); d != 0 {
 		t.Errorf("%v relays dead-lettered", d)
 	}
@@ -216,7 +216,7 @@ func TestTTLRelayWhoseInstanceStopsWaitingBeforeItsClaimIsBufferedUntilItsTTL(t 
 	b.pub.Publish(paid("o-1"))
 	b.waitVersion(t, "o-1", 2)
 	b.pub.Publish(byKeyWithTTL("shipped-race", "order-shipped", "o-1", "PT1M"))
-	testkit.Eventually(t, 10*time.Second, "the relay buffered", func() bool { return b.relays(t, "buffered") == 1 })
+	b.waitRelays(t, "buffered", 1)
 	if n := b.env.Int(t, "SELECT count(*) FROM buffered_messages WHERE message_id = 'shipped-race'"); n != 1 {
 		t.Errorf("buffered rows = %d, want 1", n)
 	}

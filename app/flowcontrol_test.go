@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sutra-run/worker/app"
 	"github.com/sutra-run/worker/internal/testkit"
@@ -30,21 +29,22 @@ func TestABrokerThatBlocksTheWorkerMakesItNotReadyWithTheReasonUntilItUnblocks(t
 		t.Fatalf("no sutra_broker_blocked{connection=%q}", connection)
 		return 0
 	}
+	flow := &b.w.Broker().TestSignals.Blocked
+	flow.Init()
 	proxy.SendAMQP(t, testkit.AMQPBlocked("low on disk"))
-	testkit.Eventually(t, 10*time.Second, "not ready, saying why, while blocked", func() bool {
-		err := b.w.Ready(context.Background())
-		return err != nil && strings.Contains(err.Error(), "blocks") && strings.Contains(err.Error(), "low on disk")
-	})
-	testkit.Eventually(t, 10*time.Second, "both connections shown blocked", func() bool {
+	flow.Until(t, "both connections shown blocked", func() bool {
 		return blocked("consume") == 1 && blocked("publish") == 1
 	})
+	if err := b.w.Ready(context.Background()); err == nil || !strings.Contains(err.Error(), "blocks") || !strings.Contains(err.Error(), "low on disk") {
+		t.Errorf("ready while blocked: %v, want not ready, saying why", err)
+	}
 	b.pub.Publish(start("o-1"))
-	testkit.Eventually(t, 20*time.Second, "a relay applied while blocked", func() bool {
-		return b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'o-1'") == 1
-	})
+	b.waitVersion(t, "o-1", 1) // a relay applied while blocked
 	proxy.SendAMQP(t, testkit.AMQPUnblocked())
-	testkit.Eventually(t, 10*time.Second, "ready once unblocked", func() bool { return b.w.Ready(context.Background()) == nil })
-	if blocked("consume") != 0 || blocked("publish") != 0 {
-		t.Error("sutra_broker_blocked still 1 once unblocked")
+	flow.Until(t, "both connections unblocked", func() bool {
+		return blocked("consume") == 0 && blocked("publish") == 0
+	})
+	if err := b.w.Ready(context.Background()); err != nil {
+		t.Errorf("not ready once unblocked: %v", err)
 	}
 }

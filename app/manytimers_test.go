@@ -72,11 +72,9 @@ func TestManyTimersDueTogetherFireExactlyOnceAcrossTwoReplicas(t *testing.T) {
 	}
 	a := setup(t, nil, nil)
 	a.env.Deploy(t, "testdata/timer.bpmn")
-	second := &bundle{env: a.env, pub: a.pub}
-	cfg := a.env.Config
-	a.env.Config.ReplicaID += "-b"
+	second := &bundle{env: a.env, pub: a.pub, cfg: a.cfg}
+	second.cfg.ReplicaID += "-b"
 	second.start(t, nil)
-	a.env.Config = cfg
 
 	begin := time.Now().Add(time.Second)
 	seedTimerInstances(t, a.env, n, begin, spread)

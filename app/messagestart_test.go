@@ -24,10 +24,10 @@ func TestAMessageStartEventStartsOneInstancePerMessageID(t *testing.T) {
 	b := setup(t, nil, nil)
 	b.env.Deploy(t, "testdata/signup.bpmn")
 	b.pub.Publish(signedUp("m-1", "", ""), signedUp("m-1", "", ""), signedUp("m-2", "", ""))
-	testkit.Eventually(t, 20*time.Second, "two instances waiting", func() bool {
+	b.waitCommitted(t, "two instances waiting", func() bool {
 		return b.env.Int(t, "SELECT count(*) FROM instances WHERE definition_key = 'signup' AND version = 1") == 2
 	})
-	testkit.Eventually(t, 10*time.Second, "the copy acked as duplicate", func() bool { return b.relays(t, "duplicate") == 1 })
+	b.waitRelays(t, "duplicate", 1)
 	if n := b.env.Int(t, "SELECT count(*) FROM subscriptions WHERE message_name = 'email-verified'"); n != 2 {
 		t.Errorf("%d subscriptions, want 2", n)
 	}
@@ -39,7 +39,7 @@ func TestASecondMessageStartWithAnActiveKeyAndNoTTLIsDeadLettered(t *testing.T) 
 	b := setup(t, nil, nil)
 	b.env.Deploy(t, "testdata/signup.bpmn")
 	b.pub.Publish(signedUp("m-1", "c-1", ""))
-	testkit.Eventually(t, 20*time.Second, "c-1 started", func() bool {
+	b.waitCommitted(t, "c-1 started", func() bool {
 		return b.env.Int(t, "SELECT count(*) FROM instances WHERE start_correlation_key = 'c-1' AND status = 'active' AND version = 1") == 1
 	})
 	b.pub.Publish(signedUp("m-2", "c-1", ""))
@@ -49,7 +49,7 @@ func TestASecondMessageStartWithAnActiveKeyAndNoTTLIsDeadLettered(t *testing.T) 
 	}
 	// Another key starts at once.
 	b.pub.Publish(signedUp("m-3", "c-2", ""))
-	testkit.Eventually(t, 20*time.Second, "c-2 started", func() bool {
+	b.waitCommitted(t, "c-2 started", func() bool {
 		return b.env.Int(t, "SELECT count(*) FROM instances WHERE start_correlation_key = 'c-2' AND version = 1") == 1
 	})
 	b.env.AssertNoClaimsHeld(t)
@@ -62,17 +62,17 @@ func TestAMessageStartWaitingForItsKeyStartsWhenTheActiveInstanceEnds(t *testing
 	b := setup(t, nil, nil)
 	b.env.Deploy(t, "testdata/signup.bpmn")
 	b.pub.Publish(signedUp("m-1", "c-1", ""))
-	testkit.Eventually(t, 20*time.Second, "the first c-1 started", func() bool {
+	b.waitCommitted(t, "the first c-1 started", func() bool {
 		return b.env.Int(t, "SELECT count(*) FROM instances WHERE start_correlation_key = 'c-1' AND version = 1") == 1
 	})
 	b.pub.Publish(signedUp("m-2", "c-1", "PT10M"))
-	testkit.Eventually(t, 20*time.Second, "the second buffered", func() bool { return b.relays(t, "buffered") == 1 })
+	b.waitRelays(t, "buffered", 1)
 	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE definition_key = 'signup'"); n != 1 {
 		t.Fatalf("%d instances while the key is held, want 1", n)
 	}
 	// The first ends: its e-mail is verified.
 	b.pub.Publish(testkit.Relay{MessageID: "v-1", Body: map[string]any{"message": "email-verified", "correlation_key": "c-1"}})
-	testkit.Eventually(t, 20*time.Second, "the second c-1 started after the first ended", func() bool {
+	b.waitCommitted(t, "the second c-1 started after the first ended", func() bool {
 		return b.env.Int(t, "SELECT count(*) FROM instances WHERE start_correlation_key = 'c-1' AND status = 'active' AND version = 1") == 1 &&
 			b.env.Int(t, "SELECT count(*) FROM instances WHERE definition_key = 'signup' AND status = 'completed'") == 1
 	})

@@ -7,6 +7,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/sutra-run/worker/internal/testkit"
+	"github.com/sutra-run/worker/internal/testkit/apptest"
 )
 
 // bindOutboxToRelays is what an operator declares to let processes message
@@ -37,9 +38,9 @@ func TestAMessageThrownByOneProcessAdvancesAnotherThroughTheOutboxToRelaysBindin
 	env := testkit.New(t)
 	env.Deploy(t, "../examples/quote-request.bpmn")
 	env.Deploy(t, "../examples/quote-desk.bpmn")
+	b := &bundle{env: env, pub: env.Publisher(t), cfg: apptest.Config(env)} // declares the relay exchange
 	// Only the wake-up by the commit that wrote a row can publish it in time.
-	env.Config.OutboxPollInterval = time.Hour
-	b := &bundle{env: env, pub: env.Publisher(t)} // declares the relay exchange
+	b.cfg.OutboxPollInterval = time.Hour
 	bindOutboxToRelays(t, env)
 	b.start(t, nil)
 
@@ -48,7 +49,7 @@ func TestAMessageThrownByOneProcessAdvancesAnotherThroughTheOutboxToRelaysBindin
 	b.pub.Publish(startOf("quote-request", "req-1", map[string]any{"requestId": "r-1", "item": "anvil"}))
 	// req-1 throws quote-requested (r-1): desk-1 takes it and throws
 	// quote-ready (r-1), which req-1 waits for.
-	testkit.Eventually(t, 30*time.Second, "both instances completed", func() bool {
+	b.waitCommitted(t, "both instances completed", func() bool {
 		return b.env.Int(t, "SELECT count(*) FROM instances WHERE status = 'completed'") == 2
 	})
 	if price := b.env.Int(t, "SELECT (variables->>'price')::int FROM instances WHERE id = 'req-1'"); price != 120 {

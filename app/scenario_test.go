@@ -227,7 +227,7 @@ func TestParallelSplitCreatesBothTasksAndJoinsWhenBothBranchesEnd(t *testing.T) 
 	}
 	b.pub.Publish(byKey("delivered-s-1", "delivered", "s-1", nil))
 	b.pub.Publish(byKey("paid-inv-1", "invoice-paid", "inv-1", nil))
-	testkit.Eventually(t, 20*time.Second, "instance completed", func() bool {
+	b.waitCommitted(t, "instance completed", func() bool {
 		return b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 's-1' AND status = 'completed'") == 1
 	})
 	for _, table := range []string{"subscriptions", "timers", "tasks"} {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sutra-run/worker/app"
 	"github.com/sutra-run/worker/internal/testkit"
+	"github.com/sutra-run/worker/internal/testkit/apptest"
 )
 
 // signalingHandler passes records on and signals each one whose message is
@@ -63,7 +64,7 @@ func TestStartReturnsOnlyOnceTheConsumerConsumes(t *testing.T) {
 	}
 	done := make(chan started, 1)
 	go func() {
-		w, err := app.Start(testkit.Ctx(t), env.Config, app.Options{Logger: log})
+		w, err := app.Start(testkit.Ctx(t), apptest.Config(env), app.Options{Logger: log})
 		done <- started{w, err}
 	}()
 	select {

@@ -11,6 +11,7 @@ import (
 	"github.com/sutra-run/worker/app"
 	"github.com/sutra-run/worker/claims"
 	"github.com/sutra-run/worker/internal/testkit"
+	"github.com/sutra-run/worker/internal/testsignal"
 	"github.com/sutra-run/worker/lanes"
 )
 
@@ -54,7 +55,7 @@ func TestSweepClearsOnlyClaimsOlderThanTheTimeoutAndIsOwnerBlind(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	testkit.Eventually(t, 10*time.Second, "three stale claims swept", func() bool {
+	b.w.Sweeper().TestSignals.Swept.Until(t, "three stale claims swept", func() bool {
 		return b.counter(t, "sutra_claims_swept_total", "", "") == 3
 	})
 	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE owner IS NOT NULL"); n != 1 {
@@ -80,7 +81,7 @@ func TestInboxIsTrimmedPastItsRetention(t *testing.T) {
 		UNION ALL SELECT 'new-' || g, 'x', now() - interval '30 minutes' FROM generate_series(1, 10) g`); err != nil {
 		t.Fatal(err)
 	}
-	testkit.Eventually(t, 10*time.Second, "old ids trimmed", func() bool {
+	b.w.Sweeper().TestSignals.Swept.Until(t, "old ids trimmed", func() bool {
 		return b.env.Int(t, "SELECT count(*) FROM inbox WHERE message_id LIKE 'old-%'") == 0
 	})
 	if n := b.env.Int(t, "SELECT count(*) FROM inbox WHERE message_id LIKE 'new-%'"); n != 10 {
@@ -96,14 +97,12 @@ func TestSweeperLeaseHasOneHolderAndPassesOnWhenItStops(t *testing.T) {
 	// the other take the lease and fail a test of the holder keeping it.
 	a := setup(t, nil, func(c *app.Config) { fastSweep(c); c.LeaseTTL = 3 * time.Second })
 	a.w.Sweeper().TestSignals.Init()
-	second := &bundle{env: a.env, pub: a.pub}
-	cfg := a.env.Config
-	a.env.Config.ReplicaID += "-b"
+	second := &bundle{env: a.env, pub: a.pub, cfg: a.cfg}
+	second.cfg.ReplicaID += "-b"
 	second.start(t, nil)
 	second.w.Sweeper().TestSignals.Init()
-	a.env.Config = cfg
 	held := func(b *bundle) float64 { return b.gauge(t, b.reg, "sutra_lease_held") }
-	testkit.Eventually(t, 5*time.Second, "one holder", func() bool { return held(a)+held(second) == 1 })
+	a.w.Sweeper().TestSignals.Lease.Until(t, "one holder", func() bool { return held(a)+held(second) == 1 })
 	holder, other := a, second
 	if held(second) == 1 {
 		holder, other = second, a
@@ -132,7 +131,7 @@ func TestSweeperLeaseHasOneHolderAndPassesOnWhenItStops(t *testing.T) {
 		VALUES ('stale', 'order', 1, 'active', 1, 'gone/lane/0', now() - interval '1 hour')`); err != nil {
 		t.Fatal(err)
 	}
-	testkit.Eventually(t, 5*time.Second, "the new holder sweeps", func() bool {
+	other.w.Sweeper().TestSignals.Swept.Until(t, "the new holder sweeps", func() bool {
 		return other.counter(t, "sutra_claims_swept_total", "", "") == 1
 	})
 }
@@ -142,6 +141,8 @@ func TestSlowStepIsSweptAnotherLaneAdvancesAndTheSlowCommitIsFenced(t *testing.T
 	var pool atomic.Pointer[lanes.Pool]
 	release := make(chan struct{})
 	var held atomic.Bool
+	var holding testsignal.Signal[struct{}]
+	holding.Init()
 	hooks := &lanes.Hooks{
 		// The second payment goes to another lane than the instance's own.
 		Route: func(r *lanes.Resume) int {
@@ -153,36 +154,39 @@ func TestSlowStepIsSweptAnotherLaneAdvancesAndTheSlowCommitIsFenced(t *testing.T
 		// The first payment's step is alive but slow: held past the claim timeout.
 		BeforeCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
 			if r.InboxID() == "paid-o-1" && held.CompareAndSwap(false, true) {
+				holding.Signal(struct{}{})
 				<-release
 			}
 		},
 	}
-	b := setup(t, hooks, func(c *app.Config) {
-		fastSweep(c)
-		// Short enough to wait for, long enough that no ordinary step on a
-		// busy machine is swept too (the test counts exactly one fence).
-		c.ClaimTimeout = 3 * time.Second
-	})
+	// The default claim timeout (30 s): the test ages the held claim itself,
+	// so no ordinary step is swept (the test counts exactly one fence).
+	b := setup(t, hooks, fastSweep)
 	pool.Store(b.w.Lanes())
 	b.pub.Publish(start("o-1"))
 	b.waitVersion(t, "o-1", 1)
 	b.pub.Publish(paid("o-1"))
-	testkit.Eventually(t, 10*time.Second, "slow step running", held.Load)
-	testkit.Eventually(t, 10*time.Second, "its claim swept", func() bool {
+	holding.WaitOrTimeout(t) // the slow step is running
+	// Its claim grows older than the timeout while it runs.
+	if _, err := b.env.DB.Exec(testkit.Ctx(t), "UPDATE instances SET claimed_at = now() - interval '1 hour' WHERE id = 'o-1'"); err != nil {
+		t.Fatal(err)
+	}
+	b.w.Sweeper().TestSignals.Swept.Until(t, "its claim swept", func() bool {
 		return b.counter(t, "sutra_claims_swept_total", "", "") >= 1
 	})
 	b.pub.Publish(testkit.Relay{MessageID: "paid-again-o-1", Body: map[string]any{"instance_id": "o-1", "message": "payment-received"}})
 	b.waitVersion(t, "o-1", 2)
 	close(release)
-	testkit.Eventually(t, 10*time.Second, "the slow commit fenced", func() bool {
+	// A fenced step is retried: its relay is requeued.
+	b.w.Consumer().TestSignals.Requeued.Until(t, "the slow commit fenced", func() bool {
 		return b.counter(t, "sutra_steps_fenced_total", "", "") == 1
 	})
 	// The fenced relay comes back, finds the payment applied, and is dead-lettered as not waiting.
-	testkit.Eventually(t, 10*time.Second, "the slow relay answered", func() bool { return b.relays(t, "dead_lettered") == 1 })
+	b.waitRelays(t, "dead_lettered", 1)
 	if v := b.version(t, "o-1"); v != 2 {
 		t.Errorf("version = %d, want 2: the slow step must not have committed", v)
 	}
-	other := claims.LaneOwner(b.env.Config.ReplicaID, (pool.Load().Lane("o-1")+1)%pool.Load().Lanes())
+	other := claims.LaneOwner(b.cfg.ReplicaID, (pool.Load().Lane("o-1")+1)%pool.Load().Lanes())
 	if owners := b.env.Committers(t, "o-1"); len(owners) != 2 || owners[1] != other {
 		t.Errorf("committers = %v, want the payment committed by %s", owners, other)
 	}

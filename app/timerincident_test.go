@@ -29,7 +29,7 @@ func TestATimerThatFailsForGoodStopsInAnIncidentThatARetryArmsAgain(t *testing.T
 	b := setup(t, hooks, func(c *app.Config) {
 		c.TimerMaxAttempts = maxAttempts
 		c.TimerBackoff, c.TimerBackoffMax = 10*time.Millisecond, 40*time.Millisecond
-		c.APIToken = "secret"
+		c.AdminToken = "secret"
 	})
 	signals := &b.w.Timers().TestSignals
 	signals.Init()

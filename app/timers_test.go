@@ -49,7 +49,7 @@ func TestTimerFiresAtItsDueTimeNotAtThePollInterval(t *testing.T) {
 	for i := range n {
 		b.pub.Publish(startTimer(fmt.Sprintf("t-%d", i), "PT0.6S"))
 	}
-	testkit.Eventually(t, 60*time.Second, "every timer fired", func() bool {
+	b.waitCommitted(t, "every timer fired", func() bool {
 		return b.env.Int(t, "SELECT count(*) FROM instances WHERE status = 'completed' AND version = 2") == n
 	})
 	b.waitCounter(t, "sutra_timers_fired_total", n)
@@ -122,7 +122,7 @@ func TestTimerFireWhoseRowVanishedCommitsNothing(t *testing.T) {
 	env.Store(b.env)
 	b.env.Deploy(t, "testdata/timer.bpmn")
 	b.pub.Publish(startTimer("t-1", "PT0.2S"))
-	testkit.Eventually(t, 10*time.Second, "a stale fire", func() bool {
+	b.w.Timers().TestSignals.Answered.Until(t, "a stale fire", func() bool {
 		return b.counter(t, "sutra_timers_stale_total", "", "") == 1
 	})
 	if v := b.version(t, "t-1"); v != 1 {
@@ -160,22 +160,23 @@ func TestTimerAndMessageRaceOnAnEventGatewayHasExactlyOneWinner(t *testing.T) {
 		pays = append(pays, testkit.Relay{MessageID: "paid-" + id(i), Body: map[string]any{"message": "paid", "correlation_key": id(i)}})
 	}
 	b.pub.Publish(starts[:timerWins]...)
-	testkit.Eventually(t, 60*time.Second, "the immediate timers fired", func() bool {
+	b.waitCommitted(t, "the immediate timers fired", func() bool {
 		return b.env.Int(t, "SELECT count(*) FROM instances WHERE status = 'completed'") == timerWins
 	})
 	// The racing timers fall due while their messages queue behind the starts.
 	b.pub.Publish(starts[timerWins:]...)
 	b.pub.Publish(pays...)
-	testkit.Eventually(t, 90*time.Second, "every race decided", func() bool {
+	b.waitCommitted(t, "every race decided", func() bool {
 		return b.env.Int(t, "SELECT count(*) FROM instances WHERE status = 'completed'") == n
-	})
-	testkit.Eventually(t, 30*time.Second, "every relay answered", func() bool {
-		return b.relays(t, "committed")+b.relays(t, "dead_lettered") == 2*n
 	})
 	if v := b.env.Int(t, "SELECT count(*) FROM instances WHERE version <> 2"); v != 0 {
 		t.Errorf("%d instances took other than exactly one step after their start", v)
 	}
+	// Every instance has completed: the payments that won are in the inbox,
+	// and every other one is dead-lettered as not waiting.
 	byMessage := b.env.Int(t, "SELECT count(*) FROM inbox WHERE message_id LIKE 'paid-%'")
+	b.waitRelays(t, "committed", float64(n+byMessage))
+	b.waitRelays(t, "dead_lettered", float64(n-byMessage))
 	// The poller counts a fire when it takes the lane's answer, which may
 	// come after the losing message was dead-lettered: wait for the count
 	// (a fire too many still fails here).

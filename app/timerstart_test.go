@@ -14,10 +14,10 @@ func TestATimerStartEventStartsOneInstancePerFireUntilItsCycleEnds(t *testing.T)
 	t.Parallel()
 	b := setup(t, nil, nil)
 	b.env.Deploy(t, "testdata/timer-start.bpmn") // R3/PT0.2S
-	testkit.Eventually(t, 60*time.Second, "three fires", func() bool {
+	b.waitCommitted(t, "three fires", func() bool {
 		return b.env.Int(t, "SELECT count(*) FROM instances WHERE definition_key = 'nightly' AND status = 'completed'") == 3
 	})
-	testkit.Eventually(t, 10*time.Second, "the schedule ended", func() bool {
+	b.waitCommitted(t, "the schedule ended", func() bool {
 		return b.env.Int(t, "SELECT count(*) FROM timers") == 0
 	})
 	if n := b.env.Int(t, "SELECT count(DISTINCT id) FROM instances WHERE definition_key = 'nightly'"); n != 3 {
@@ -31,7 +31,7 @@ func TestDeployingANewVersionReplacesTheTimerStartSchedule(t *testing.T) {
 	b := setup(t, nil, nil)
 	b.env.Deploy(t, "testdata/timer-start-v2.bpmn") // v1: R/PT1H
 	b.env.Deploy(t, "testdata/timer-start.bpmn")    // v2: R3/PT0.2S
-	testkit.Eventually(t, 60*time.Second, "v2's three fires", func() bool {
+	b.waitCommitted(t, "v2's three fires", func() bool {
 		return b.env.Int(t, "SELECT count(*) FROM instances WHERE definition_key = 'nightly' AND status = 'completed'") == 3
 	})
 	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE definition_key = 'nightly' AND definition_version <> 2"); n != 0 {
@@ -64,7 +64,7 @@ func TestATimerStartFiredTwiceStartsItsInstanceOnce(t *testing.T) {
 	}
 	b.w.Timers().Armed(time.Now())
 	first := <-fired
-	testkit.Eventually(t, 30*time.Second, "the first fire's instance", func() bool {
+	b.waitCommitted(t, "the first fire's instance", func() bool {
 		return b.env.Int(t, "SELECT count(*) FROM instances WHERE id = $1 AND status = 'completed'", first.Timer.InstanceID) == 1
 	})
 	var fires int64

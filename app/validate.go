@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sutra-run/worker/api"
+	"github.com/sutra-run/worker/api/tasks"
 	"github.com/sutra-run/worker/fault"
 )
 
@@ -57,7 +58,7 @@ func (c Config) Validate() error {
 			bad(name, "%d is not between 1024 and SUTRA_API_MAX_BYTES_IN_FLIGHT (%d)", v, c.APIMaxBytesInFlight)
 		}
 	}
-	if fetch := api.FetchBodyLimit(c.APIMaxTopics); fetch > c.APIMaxBytesInFlight {
+	if fetch := tasks.FetchBodyLimit(c.APIMaxTopics); fetch > c.APIMaxBytesInFlight {
 		bad("API_MAX_TOPICS", "%d allows fetchAndLock bodies of %d bytes, over SUTRA_API_MAX_BYTES_IN_FLIGHT (%d)", c.APIMaxTopics, fetch, c.APIMaxBytesInFlight)
 	}
 	for name, d := range map[string]time.Duration{
@@ -104,18 +105,36 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// apiAuth refuses an API listener that would answer every caller without
-// being told to: with no token, anyone who reaches the port could lock tasks
-// and read their variables. app.Start checks it first, before it opens
-// anything (cmd/worker exits 2), so that no embedding of the worker opens the
-// API by omission; Validate does not, because migrate and deploy listen on
-// nothing and run without a token.
+// apiAuth refuses credentials that would open the API listener wider than
+// asked: a task API with no token (anyone who reaches the port could lock
+// tasks and read their variables) unless SUTRA_API_INSECURE says so, an
+// admin token equal to the task token (a task worker's credential would
+// cancel instances), and SUTRA_ADMIN_INSECURE beside a token (an admin API
+// open to every caller next to a guarded one is a setting left over, not a
+// choice: before SUTRA_ADMIN_TOKEN it did nothing beside SUTRA_API_TOKEN).
+// app.Start checks it first, before it opens anything (cmd/worker exits 2),
+// so that no embedding of the worker opens the API by omission; Validate
+// does not, because migrate and deploy listen on nothing and run without a
+// token.
 func (c Config) apiAuth() error {
-	if c.APIAddr == "" || c.APIToken != "" || c.APIInsecure {
+	if c.APIAddr == "" {
 		return nil
 	}
-	return fault.New(fault.ConfigInvalid, "SUTRA_API_TOKEN is not set and the API listener is on (SUTRA_API_ADDR=%s): "+
-		"set SUTRA_API_TOKEN, or SUTRA_API_INSECURE=true to serve every caller on a trusted network, or SUTRA_API_ADDR= to turn the listener off", c.APIAddr)
+	switch {
+	case c.APIToken == "" && !c.APIInsecure:
+		return fault.New(fault.ConfigInvalid, "SUTRA_API_TOKEN is not set and the API listener is on (SUTRA_API_ADDR=%s): "+
+			"set SUTRA_API_TOKEN, or SUTRA_API_INSECURE=true to serve every caller on a trusted network, or SUTRA_API_ADDR= to turn the listener off", c.APIAddr)
+	case c.AdminToken != "" && c.AdminToken == c.APIToken:
+		return fault.New(fault.ConfigInvalid, "SUTRA_ADMIN_TOKEN is SUTRA_API_TOKEN: every task worker could cancel instances; "+
+			"give the admin API a token of its own")
+	case c.AdminInsecure && c.AdminToken != "":
+		return fault.New(fault.ConfigInvalid, "SUTRA_ADMIN_INSECURE=true and SUTRA_ADMIN_TOKEN are both set: "+
+			"keep the token (the admin API then takes it), or unset it to open the admin API to every caller on a trusted network")
+	case c.AdminInsecure && c.APIToken != "":
+		return fault.New(fault.ConfigInvalid, "SUTRA_ADMIN_INSECURE=true would open the admin API to every caller while the task API takes SUTRA_API_TOKEN: "+
+			"set SUTRA_ADMIN_TOKEN instead (the admin API no longer takes SUTRA_API_TOKEN)")
+	}
+	return nil
 }
 
 // PoolSize is the database pool a worker opens: a connection per lane, two

@@ -16,6 +16,8 @@ import (
 	"github.com/sutra-run/worker/app"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/testkit"
+	"github.com/sutra-run/worker/internal/testkit/apptest"
+	"github.com/sutra-run/worker/internal/testsignal"
 	"github.com/sutra-run/worker/lanes"
 )
 
@@ -26,6 +28,8 @@ func TestMain(m *testing.M) {
 // bundle is one test's worker on its own schema and queues.
 type bundle struct {
 	env *testkit.Env
+	// cfg is the worker's configuration; start starts one on it.
+	cfg app.Config
 	pub *testkit.Publisher
 	reg *prometheus.Registry
 	w   *app.Worker
@@ -35,10 +39,10 @@ func setup(t *testing.T, hooks *lanes.Hooks, tweak func(*app.Config)) *bundle {
 	t.Helper()
 	env := testkit.New(t)
 	env.Deploy(t, "../examples/order.bpmn")
+	b := &bundle{env: env, pub: env.Publisher(t), cfg: apptest.Config(env)}
 	if tweak != nil {
-		tweak(&env.Config)
+		tweak(&b.cfg)
 	}
-	b := &bundle{env: env, pub: env.Publisher(t)}
 	b.start(t, hooks)
 	return b
 }
@@ -46,19 +50,31 @@ func setup(t *testing.T, hooks *lanes.Hooks, tweak func(*app.Config)) *bundle {
 func (b *bundle) start(t *testing.T, hooks *lanes.Hooks) {
 	t.Helper()
 	b.reg = prometheus.NewRegistry()
-	w, err := app.Start(testkit.Ctx(t), b.env.Config, app.Options{Logger: testkit.Logger(t), Registry: b.reg, Hooks: hooks})
+	w, err := app.Start(testkit.Ctx(t), b.cfg, app.Options{Logger: testkit.Logger(t), Registry: b.reg, Hooks: hooks})
 	if err != nil {
 		t.Fatalf("starting worker: %v", err)
 	}
 	b.w = w
 	t.Cleanup(func() { b.stop(t, w) })
-	testkit.Eventually(t, 10*time.Second, "worker ready", func() bool { return w.Ready(context.Background()) == nil })
+	// The waits below wake on what the components did.
+	w.Lanes().TestSignals.Committed.Init()
+	w.Lanes().TestSignals.Queued.Init()
+	c := &w.Consumer().TestSignals
+	c.Acked.Init()
+	c.DeadLettered.Init()
+	c.Requeued.Init()
+	w.Timers().TestSignals.Init()
+	w.Sweeper().TestSignals.Init()
+	w.Outbox().TestSignals.Init()
+	if err := w.Ready(context.Background()); err != nil {
+		t.Fatalf("the worker is not ready once started: %v", err)
+	}
 }
 
 // stop stops w within its shutdown timeout.
 func (b *bundle) stop(t *testing.T, w *app.Worker) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), b.env.Config.ShutdownTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ShutdownTimeout)
 	defer cancel()
 	if err := w.Stop(ctx); err != nil {
 		t.Logf("stopping the worker: %v", err)
@@ -96,17 +112,53 @@ func (b *bundle) counter(t *testing.T, name, label, value string) float64 {
 	return 0
 }
 
-// waitCounter waits for an unlabelled counter to reach want: components
-// count an outcome just after the commit that a test observes in the database.
+// waitCounter waits for an unlabelled counter to reach want, woken by the
+// component that counts it: components count an outcome just after the
+// commit that a test observes in the database.
 func (b *bundle) waitCounter(t *testing.T, name string, want float64) {
 	t.Helper()
-	testkit.Eventually(t, 5*time.Second, fmt.Sprintf("%s = %v", name, want), func() bool {
-		return b.counter(t, name, "", "") == want
-	})
+	what := fmt.Sprintf("%s = %v", name, want)
+	reached := func() bool { return b.counter(t, name, "", "") == want }
+	switch name {
+	case "sutra_timers_fired_total":
+		b.w.Timers().TestSignals.Answered.Until(t, what, reached)
+	case "sutra_inbox_trimmed_total", "sutra_buffered_expired_total":
+		// Signalled as the next sweep begins, after this one counted.
+		b.w.Sweeper().TestSignals.Swept.Until(t, what, reached)
+	case "sutra_outbox_published_total":
+		b.w.Outbox().TestSignals.Settled.Until(t, what, reached)
+	case "sutra_buffered_consumed_total":
+		b.w.Lanes().TestSignals.Committed.Until(t, what, reached)
+	default:
+		t.Fatalf("waitCounter: no signal known to wake a wait for %s", name)
+	}
 }
 
 func (b *bundle) relays(t *testing.T, outcome string) float64 {
 	return b.counter(t, "sutra_relays_total", "outcome", outcome)
+}
+
+// waitRelays waits until n relays had outcome, woken by the consumer's
+// acks, dead letters or requeues.
+func (b *bundle) waitRelays(t *testing.T, outcome string, n float64) {
+	t.Helper()
+	what := fmt.Sprintf("%v relays %s", n, outcome)
+	reached := func() bool { return b.relays(t, outcome) == n }
+	switch s := &b.w.Consumer().TestSignals; outcome {
+	case "dead_lettered":
+		s.DeadLettered.Until(t, what, reached)
+	case "requeued":
+		s.Requeued.Until(t, what, reached)
+	default:
+		s.Acked.Until(t, what, reached)
+	}
+}
+
+// waitCommitted waits until cond holds, checking it after each step this
+// worker commits.
+func (b *bundle) waitCommitted(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	b.w.Lanes().TestSignals.Committed.Until(t, what, cond)
 }
 
 func (b *bundle) version(t *testing.T, id string) int64 {
@@ -115,9 +167,7 @@ func (b *bundle) version(t *testing.T, id string) int64 {
 
 func (b *bundle) waitVersion(t *testing.T, id string, v int64) {
 	t.Helper()
-	testkit.Eventually(t, 20*time.Second, fmt.Sprintf("instance %s at version %d", id, v), func() bool {
-		return b.version(t, id) == v
-	})
+	b.waitCommitted(t, fmt.Sprintf("instance %s at version %d", id, v), func() bool { return b.version(t, id) == v })
 }
 
 func start(id string) testkit.Relay {
@@ -153,7 +203,7 @@ func TestRelayAdvancesItsInstanceExactlyOnce(t *testing.T) {
 	if n := b.env.Int(t, "SELECT count(*) FROM subscriptions"); n != 0 {
 		t.Errorf("%d subscriptions left open after completion", n)
 	}
-	testkit.Eventually(t, 5*time.Second, "3 committed relays", func() bool { return b.relays(t, "committed") == 3 })
+	b.waitRelays(t, "committed", 3)
 	b.env.AssertNoOverlap(t, false)
 }
 
@@ -163,9 +213,8 @@ func TestSameMessageIDTwiceIsOneStepAndTwoAcks(t *testing.T) {
 	b.pub.Publish(start("o-1"))
 	b.waitVersion(t, "o-1", 1)
 	b.pub.Publish(paid("o-1"), paid("o-1"))
-	testkit.Eventually(t, 10*time.Second, "one commit and one duplicate", func() bool {
-		return b.relays(t, "committed") == 2 && b.relays(t, "duplicate") == 1
-	})
+	b.waitRelays(t, "committed", 2)
+	b.waitRelays(t, "duplicate", 1)
 	if v := b.version(t, "o-1"); v != 2 {
 		t.Fatalf("version = %d, want 2 (one step per message id)", v)
 	}
@@ -178,15 +227,13 @@ func TestRedeliveryAfterCrashBeforeAckIsRecognisedAsDuplicate(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	env.Deploy(t, "../examples/order.bpmn")
-	env.Config.ShutdownTimeout = 300 * time.Millisecond
-	b := &bundle{env: env, pub: env.Publisher(t)}
+	b := &bundle{env: env, pub: env.Publisher(t), cfg: apptest.Config(env)}
+	b.cfg.ShutdownTimeout = 300 * time.Millisecond
 	// The first worker commits the start and "crashes" before its ack: the
 	// outcome is answered only once the stop has closed the connection, so
 	// the relay is never acked.
-	var committed atomic.Bool
 	var w atomic.Pointer[app.Worker]
 	b.start(t, &lanes.Hooks{AfterCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
-		committed.Store(true)
 		<-ctx.Done()
 		for w.Load().Consumer().Connected() {
 			time.Sleep(time.Millisecond)
@@ -194,10 +241,10 @@ func TestRedeliveryAfterCrashBeforeAckIsRecognisedAsDuplicate(t *testing.T) {
 	}})
 	w.Store(b.w)
 	b.pub.Publish(start("o-1"))
-	testkit.Eventually(t, 10*time.Second, "start committed", committed.Load)
+	b.w.Lanes().TestSignals.Committed.WaitOrTimeout(t) // the start committed
 	b.stop(t, b.w)
 	b.start(t, nil)
-	testkit.Eventually(t, 10*time.Second, "redelivery acked as duplicate", func() bool { return b.relays(t, "duplicate") == 1 })
+	b.waitRelays(t, "duplicate", 1)
 	if v := b.version(t, "o-1"); v != 1 {
 		t.Fatalf("version = %d, want 1", v)
 	}
@@ -209,6 +256,8 @@ func TestMisroutedRelayBouncesOffTheClaimAndAppliesLaterOnce(t *testing.T) {
 	var pool atomic.Pointer[lanes.Pool]
 	hold := make(chan struct{})
 	var holding atomic.Bool
+	var held testsignal.Signal[struct{}]
+	held.Init()
 	hooks := &lanes.Hooks{
 		// Force the shipment relay onto a lane other than the instance's own.
 		Route: func(r *lanes.Resume) int {
@@ -219,6 +268,7 @@ func TestMisroutedRelayBouncesOffTheClaimAndAppliesLaterOnce(t *testing.T) {
 		},
 		BeforeCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
 			if r.InboxID() == "paid-o-1" && holding.CompareAndSwap(false, true) {
+				held.Signal(struct{}{})
 				select {
 				case <-hold:
 				case <-ctx.Done(): // the test failed and the worker is stopping
@@ -234,9 +284,9 @@ func TestMisroutedRelayBouncesOffTheClaimAndAppliesLaterOnce(t *testing.T) {
 	b.pub.Publish(start("o-1"))
 	b.waitVersion(t, "o-1", 1)
 	b.pub.Publish(paid("o-1"))
-	testkit.Eventually(t, 10*time.Second, "payment step held mid-step", holding.Load)
+	held.WaitOrTimeout(t) // the payment step held mid-step
 	b.pub.Publish(testkit.Relay{MessageID: "shipped-o-1", Body: map[string]any{"instance_id": "o-1", "message": "order-shipped"}})
-	testkit.Eventually(t, 10*time.Second, "bounces on the relay path", func() bool {
+	b.w.Consumer().TestSignals.Requeued.Until(t, "bounces on the relay path", func() bool {
 		return b.counter(t, "sutra_claim_bounces_total", "path", "relay") >= 2
 	})
 	if v := b.version(t, "o-1"); v != 1 {
@@ -247,7 +297,7 @@ func TestMisroutedRelayBouncesOffTheClaimAndAppliesLaterOnce(t *testing.T) {
 	if b.relays(t, "requeued") < 2 || b.counter(t, "sutra_relay_requeues_total", "reason", "claim_held") < 2 {
 		t.Errorf("bounced relay was not nack-requeued")
 	}
-	testkit.Eventually(t, 5*time.Second, "all committed", func() bool { return b.relays(t, "committed") == 3 })
+	b.waitRelays(t, "committed", 3)
 	b.env.AssertNoOverlap(t, false)
 	// The step counter went 0→1→2→3, each step committed by the owner that claimed it.
 	owners := b.env.Committers(t, "o-1")
@@ -378,14 +428,14 @@ func TestStoppingMidLoadLosesNothingAndLeavesNoClaim(t *testing.T) {
 		batch = append(batch, start(fmt.Sprintf("o-%d", i)))
 	}
 	b.pub.Publish(batch...)
-	testkit.Eventually(t, 20*time.Second, "some progress", func() bool { return b.relays(t, "committed") >= 30 })
+	b.w.Consumer().TestSignals.Acked.Until(t, "some progress", func() bool { return b.relays(t, "committed") >= 30 })
 	b.stop(t, b.w)
 	b.env.AssertNoClaimsHeld(t)
 	b.start(t, nil)
-	testkit.Eventually(t, 60*time.Second, "every start applied", func() bool {
+	b.waitCommitted(t, "every start applied", func() bool {
 		return b.env.Int(t, "SELECT count(*) FROM instances WHERE version = 1") == n
 	})
-	testkit.Eventually(t, 10*time.Second, "queue empty", func() bool { return b.pub.QueueDepth(b.env.Config.RelayQueue) == 0 })
+	b.w.Consumer().TestSignals.Acked.Until(t, "queue empty", func() bool { return b.pub.QueueDepth(b.env.Config.RelayQueue) == 0 })
 	b.env.AssertNoClaimsHeld(t)
 	b.env.AssertNoOverlap(t, false)
 	if n := b.env.Int(t, "SELECT count(*) FROM inbox"); n != int64(len(batch)) {
@@ -434,10 +484,13 @@ func TestConsumerRecoversFromALostConnectionAndLeaksNothing(t *testing.T) {
 	b := setup(t, nil, nil)
 	b.pub.Publish(start("o-1"))
 	b.waitVersion(t, "o-1", 1)
-	testkit.CloseBrokerConnection(t, "sutra-worker/"+b.env.Config.ReplicaID)
+	testkit.CloseBrokerConnection(t, "sutra-worker/"+b.cfg.ReplicaID)
 	b.pub.Publish(paid("o-1"))
 	b.waitVersion(t, "o-1", 2)
-	testkit.Eventually(t, 10*time.Second, "ready again", func() bool { return b.w.Ready(context.Background()) == nil })
+	// Consuming again, on a new connection: ready.
+	if err := b.w.Ready(context.Background()); err != nil {
+		t.Errorf("not ready once consuming again: %v", err)
+	}
 	// TestMain's goleak check covers the goroutines of the closed connection.
 }
 

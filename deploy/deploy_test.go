@@ -933,8 +933,10 @@ func secretRefs(c container) map[string]string {
 }
 
 // The API is closed as shipped: a worker whose listener has no token
-// refuses to start, so every worker the files run gets one, from a Secret
-// on Kubernetes, where a NetworkPolicy also keeps other pods off the port.
+// refuses to start, so every worker the files run gets one, and an admin
+// token of its own (the admin API is off without one, and refuses the task
+// token), from a Secret on Kubernetes, where a NetworkPolicy also keeps
+// other pods off the port.
 func TestTheShippedWorkersHaveAnAPITokenAndANetworkPolicy(t *testing.T) {
 	c := loadCompose(t)
 	for _, name := range sortedKeys(c.Services) {
@@ -944,6 +946,10 @@ func TestTheShippedWorkersHaveAnAPITokenAndANetworkPolicy(t *testing.T) {
 		}
 		if s.Environment["SUTRA_API_TOKEN"] == "" || s.Environment["SUTRA_API_INSECURE"] == "true" {
 			t.Errorf("compose worker %s runs its API without a token", name)
+		}
+		if admin := s.Environment["SUTRA_ADMIN_TOKEN"]; admin == "" || admin == s.Environment["SUTRA_API_TOKEN"] ||
+			s.Environment["SUTRA_ADMIN_INSECURE"] == "true" {
+			t.Errorf("compose worker %s has no admin token of its own (%q)", name, admin)
 		}
 	}
 
@@ -956,8 +962,14 @@ func TestTheShippedWorkersHaveAnAPITokenAndANetworkPolicy(t *testing.T) {
 	if env := cl.env(t, c0); env["SUTRA_API_INSECURE"] == "true" || !apiOn(env) {
 		t.Errorf("the worker container runs with SUTRA_API_INSECURE=%q, SUTRA_API_ADDR=%q: the manifests serve the API, with its token", env["SUTRA_API_INSECURE"], env["SUTRA_API_ADDR"])
 	}
-	if secretRefs(c0)["SUTRA_API_TOKEN"] == "" {
-		t.Error("SUTRA_API_TOKEN does not come from a Secret")
+	refs := secretRefs(c0)
+	for _, name := range []string{"SUTRA_API_TOKEN", "SUTRA_ADMIN_TOKEN"} {
+		if refs[name] == "" {
+			t.Errorf("%s does not come from a Secret", name)
+		}
+	}
+	if refs["SUTRA_API_TOKEN"] == refs["SUTRA_ADMIN_TOKEN"] {
+		t.Errorf("SUTRA_API_TOKEN and SUTRA_ADMIN_TOKEN come from one key of the Secret (%s): a task worker's token would be the admin's", refs["SUTRA_API_TOKEN"])
 	}
 
 	var covering []networkPolicy

@@ -52,6 +52,10 @@ const (
 	APIInvalid      = "SUTRA.API.INVALID_REQUEST"
 	APIUnauthorized = "SUTRA.API.UNAUTHORIZED"
 	APITooLarge     = "SUTRA.API.TOO_LARGE"
+	// A valid token of another scope than the route's (403): a task
+	// worker's SUTRA_API_TOKEN on the admin API, an operator's
+	// SUTRA_ADMIN_TOKEN on the task API.
+	APIForbidden = "SUTRA.API.FORBIDDEN"
 	// A state-changing call without the media type its route takes (415),
 	// or from a page of another origin (403): what a browser holding
 	// credentials can be made to send (CSRF) is refused.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sutra-run/worker/claims"
+	"github.com/sutra-run/worker/internal/testsignal"
 )
 
 // groupMax bounds the steps of one group claim or commit (a single lane's
@@ -32,6 +33,9 @@ type gatherer[T, R any] struct {
 	failed func(T, error) R
 	// pending counts the batches handed in and not answered yet.
 	pending atomic.Int32
+	// handedIn is signalled as each batch is handed in (tests wait for
+	// batches to queue behind a group in flight).
+	handedIn testsignal.Signal[struct{}]
 }
 
 type gathered[T, R any] struct {
@@ -48,6 +52,7 @@ func (g *gatherer[T, R]) do(batch T) R {
 	defer g.pending.Add(-1)
 	r := &gathered[T, R]{batch: batch, out: make(chan R, 1)}
 	g.reqs <- r
+	g.handedIn.Signal(struct{}{})
 	return <-r.out
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/sutra-run/worker/claims"
 	"github.com/sutra-run/worker/engine"
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/testsignal"
 	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/store"
 )
@@ -111,12 +112,12 @@ func TestBatchesOfSeveralLanesReadyTogetherCommitInOneTransaction(t *testing.T) 
 	var lanes sync.WaitGroup
 	lanes.Go(func() { results[0] = c.do(steps(t, g, 0, "a-1")) })
 	<-g.entered // lane 0's batch is committing
+	c.handedIn.Init()
 	b, cs := steps(t, g, 1, "b-1", "b-2"), steps(t, g, 2, "c-1", "c-2", "c-3")
 	lanes.Go(func() { results[1] = c.do(b) })
 	lanes.Go(func() { results[2] = c.do(cs) })
-	for len(c.reqs) < 2 { // both queued behind the commit in flight
-		time.Sleep(time.Millisecond)
-	}
+	c.handedIn.WaitOrTimeout(t) // both queued behind the commit in flight
+	c.handedIn.WaitOrTimeout(t)
 	close(g.hold)
 	lanes.Wait()
 
@@ -178,11 +179,11 @@ func TestBatchClaimsOfSeveralLanesReadyTogetherGoInOneStatement(t *testing.T) {
 	var lanes sync.WaitGroup
 	lanes.Go(func() { results[0] = c.do(batch(0, "a-1")) })
 	<-g.entered
+	c.handedIn.Init()
 	lanes.Go(func() { results[1] = c.do(batch(1, "b-1", "taken")) })
 	lanes.Go(func() { results[2] = c.do(batch(2, "c-1")) })
-	for len(c.reqs) < 2 {
-		time.Sleep(time.Millisecond)
-	}
+	c.handedIn.WaitOrTimeout(t) // both queued behind the claim in flight
+	c.handedIn.WaitOrTimeout(t)
 	close(g.hold)
 	lanes.Wait()
 
@@ -250,15 +251,14 @@ func TestALoneRelayJoinsTheGroupOfAnotherLanesBatchInFlight(t *testing.T) {
 			Requests: []claims.BatchRequest{{InstanceID: "x", InboxID: "m-x"}}})
 	})
 	<-g.entered // another lane's batch is being claimed
+	p.claimer.handedIn.Init()
 	done := make(chan Outcome, 1)
 	p.Dispatch(Resume{Cause: Message{InstanceID: "y", MessageID: "m-y", Name: "m"}, Done: func(o Outcome) { done <- o }})
-	for deadline := time.Now().Add(10 * time.Second); len(p.claimer.reqs) == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			close(g.hold)
-			t.Fatal("the lone relay never joined the claimer's next group")
-		}
-	}
+	_, joined := p.claimer.handedIn.Wait(testsignal.Timeout)
 	close(g.hold)
+	if !joined {
+		t.Fatal("the lone relay never joined the claimer's next group")
+	}
 	<-done
 	other.Wait()
 	g.mu.Lock()

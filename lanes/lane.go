@@ -232,6 +232,7 @@ func (l *lane) finish(ctx context.Context, r *Resume, held *claims.Held, start t
 		return l.failure(ctx, r, err)
 	}
 	l.pool.deps.Metrics.StepDuration.Observe(time.Since(start).Seconds())
+	l.pool.TestSignals.Committed.Signal(held.Instance.ID)
 	if h := l.pool.deps.Hooks.AfterCommit; h != nil {
 		h(ctx, l.n, r)
 	}
@@ -278,7 +279,7 @@ func (l *lane) childFailed(ctx context.Context, r *Resume, parent engine.ParentR
 }
 
 // forward records relay inboxID as applied without a step and writes relays
-// to the outbox (store.Forward, which hands them to the outbox publisher).
+// to the outbox (store.Forward, which wakes the outbox publisher).
 func (l *lane) forward(ctx context.Context, inboxID, instanceID string, relays []store.RelayOut) error {
 	cctx, cancel := l.call(ctx)
 	defer cancel()
@@ -359,7 +360,7 @@ func (l *lane) write(ctx context.Context, held *claims.Held, st engine.State, ef
 }
 
 // notify tells the timer poller and the task API what a written step
-// wrote for them (the store hands its outbox rows to the outbox publisher).
+// wrote for them (the store wakes the outbox publisher itself).
 func (l *lane) notify(eff engine.Effects, consumed []store.Consumed) {
 	l.pool.deps.Metrics.BufferedConsumed.Add(float64(len(consumed)))
 	l.armed(eff, consumed)

@@ -221,9 +221,10 @@ func TestEveryResumeAcceptedBeforeTheStopIsAnsweredEvenWhenForwardedDuringIt(t *
 		p.Dispatch(lanes.Resume{Cause: lanes.Correlate{MessageID: fmt.Sprintf("m-%d", i), Message: "payment-received", CorrelationKey: "k"},
 			Done: func(o lanes.Outcome) { outs[i] <- o }})
 	}
+	p.TestSignals.Stopping.Init()
 	stopped := make(chan error, 1)
 	go func() { stopped <- p.Stop(context.Background()) }()
-	testkit.Eventually(t, 5*time.Second, "the stop began", func() bool { return !p.Running() })
+	p.TestSignals.Stopping.WaitOrTimeout(t)
 	close(stopping)
 	for i, out := range outs {
 		select {

@@ -21,6 +21,7 @@ import (
 	"github.com/sutra-run/worker/feel"
 	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/internal/startstop"
+	"github.com/sutra-run/worker/internal/testsignal"
 	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/store"
 )
@@ -132,6 +133,20 @@ type Pool struct {
 	mu        sync.RWMutex // accepting vs. the stop
 	accepting bool
 	pending   sync.WaitGroup // accepted resumes not answered yet
+
+	TestSignals TestSignals
+}
+
+// TestSignals tell tests what the lanes did; inert unless Init'ed.
+type TestSignals struct {
+	// Committed carries the instance id of every step committed, just after
+	// its commit (before Hooks.AfterCommit and the outcome's answer).
+	Committed testsignal.Signal[string]
+	// Queued is signalled as each resume enters a lane's inbox.
+	Queued testsignal.Signal[struct{}]
+	// Stopping is signalled once the stop has begun: the pool accepts no
+	// more resumes and finishes those it took.
+	Stopping testsignal.Signal[struct{}]
 }
 
 // New builds a pool; Start runs it.
@@ -209,6 +224,7 @@ func (p *Pool) run(soft, hard context.Context) {
 	p.mu.Lock()
 	p.accepting = false
 	p.mu.Unlock()
+	p.TestSignals.Stopping.Signal(struct{}{})
 	p.pending.Wait() // after hard, every step answers at once
 	close(quit)
 	wg.Wait()
@@ -269,6 +285,7 @@ func (p *Pool) enqueueTo(l *lane, r *Resume) {
 	select {
 	case l.inbox <- r:
 		l.depth.Inc()
+		p.TestSignals.Queued.Signal(struct{}{})
 	default:
 		p.answer(r, Outcome{Kind: Retry, Code: fault.Unavailable, Reason: ReasonLaneFull, Err: errors.New("lanes: inbox full")})
 	}

@@ -4,41 +4,33 @@
 // relays, BPMN messages among BPMN messages: store.OutboxRow.Class), and
 // marks a row published only once the broker confirmed it.
 //
-// Every replica runs a publisher. Rows are leased (store.LeaseOutbox: SKIP
-// LOCKED plus a lease), so two publishers never publish one row at once, and
-// a publisher that dies leaves its rows to the others when the lease lapses.
-// Within a batch a class's rows go in waves: the first row of every class,
-// wait for the confirms, then the second, … so a row is never sent before
-// the one of its class committed before it was confirmed. A returned or
-// nacked row backs off, and the later rows of its class wait behind it; a
-// BPMN message returned on its MaxAttempts-th publish is parked instead
-// (fault.OutboxUnroutable): out of the order, until an operator retries or
-// discards it.
+// Every replica runs a publisher, which leases rows, publishes them and
+// settles them, as River's and watermill's publishers do. A lease
+// (store.LeaseOutbox) holds the earliest unpublished rows of each class it
+// takes, and a class is in at most one live lease: two publishers never
+// publish one row at once, a class's rows are published by one batch at a
+// time, and a publisher that dies leaves its rows to the others when the
+// lease lapses. Within a batch a class's rows go in waves: the first row of
+// every class, wait for the confirms, then the second, … so a row is never
+// sent before the one of its class committed before it was confirmed. A
+// returned or nacked row backs off, and the later rows of its class wait
+// behind it; a BPMN message returned on its MaxAttempts-th publish is parked
+// instead (fault.OutboxUnroutable): out of the order, until an operator
+// retries or discards it. Settling is fenced on the lease: a row is marked
+// published only by its holder, once the broker confirmed it.
 //
-// A commit of this replica leases the rows it writes to the publisher as it
-// writes them, unless a row of another publisher is before them, and hands
-// them over (Written, through store.OutboxHandoff): any idle loop publishes
-// them without a lease statement. Rows it could not lease wake the lease
-// (Wake); rows of other replicas, of dead ones, and rows whose backoff ended
-// are found by polling every PollInterval. Under a backlog a publisher runs
-// a few batches at once, each leased by its own statement, so that the
-// broker's confirm latency does not bound its rate; the lease keeps them
-// apart as it keeps replicas apart. A batch may hold a class's rows
-// behind rows an earlier batch of the same publisher holds
-// (store.OutboxRow.After): it publishes them only once that batch's rows of
-// the class were confirmed, and hands them back if they were not (a gate
-// per class and batch, chained in the order the rows were leased).
-// Without that, a backlog of few instances with many rows each would let
-// one batch at a time take them.
+// A commit of this replica that wrote rows wakes the publisher (Wake,
+// through store.NotifyOutbox); rows of other replicas, of dead ones, and
+// rows whose backoff ended are found by polling every PollInterval. Under a
+// backlog a publisher runs a few batches at once, each leased by its own
+// statement, so that the broker's confirm latency does not bound its rate.
 package outbox
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +40,7 @@ import (
 	"github.com/sutra-run/worker/broker"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/backoff"
+	"github.com/sutra-run/worker/internal/clock"
 	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/internal/testsignal"
@@ -80,8 +73,7 @@ type Config struct {
 	BatchSize int
 	// Batches is how many batches may be in flight at once under a backlog
 	// (default 8: with 4 the publisher fell behind steps that each write a
-	// message at full load once steps got cheaper, BENCHMARKS.md); without
-	// one, one at a time.
+	// message at full load, BENCHMARKS.md); without one, one at a time.
 	Batches int
 	// Backoff is the first delay before a returned or nacked row is tried
 	// again; it doubles per attempt up to BackoffMax (defaults 1s, 1m).
@@ -129,6 +121,10 @@ type Deps struct {
 	Broker  Broker
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
+	// Clock times the publisher's batch deadlines, polls and backoffs
+	// (default clock.Real()). Leases lapse by the database's clock, which
+	// every replica shares; a test lapses one by moving its end.
+	Clock clock.Clock
 }
 
 // TestSignals tell tests what the publisher did; inert unless Init'ed.
@@ -138,16 +134,12 @@ type TestSignals struct {
 	// Settled carries every settlement written (rows published, deferred,
 	// handed back, parked).
 	Settled testsignal.Signal[store.OutboxSettlement]
-	// Waiting carries, each time a batch has nothing to send but rows behind
-	// an earlier batch's, how many classes it waits for.
-	Waiting testsignal.Signal[int]
 }
 
 // Init switches every signal on.
 func (s *TestSignals) Init() {
 	s.Leased.Init()
 	s.Settled.Init()
-	s.Waiting.Init()
 }
 
 // Publisher publishes outbox rows. Start it once; Stop it once or more.
@@ -158,117 +150,26 @@ type Publisher struct {
 	cfg  Config
 	deps Deps
 	// wake is signalled by Wake, more by a loop whose lease came back full;
-	// one pending signal is enough.
+	// one pending signal of each is enough.
 	wake, more chan struct{}
-
-	// leasing serializes the leases and the takes of handed rows, so that
-	// gates are chained in the order the rows were leased; gates holds, per
-	// class (store.OutboxRow.Class), the gate of the last batch in flight
-	// that holds rows of it.
-	leasing sync.Mutex
-	gates   map[string]*gate
-	// confirmed are the gates whose rows were all confirmed that gates
-	// still holds, oldest first (unchain).
-	confirmed []kept
-
-	// accepting: the loops run, so commits lease their rows to this
-	// publisher (Lessee).
-	accepting atomic.Bool
-	// handMu guards the rows commits leased to this publisher that no loop
-	// took yet (handed, signalled on handedCh), the earliest time one of
-	// their commits was sent (handedSince), and closed: the loops ended, so
-	// rows handed now are handed back at once.
-	handMu      sync.Mutex
-	handed      []store.OutboxRow
-	handedSince time.Time
-	handedCh    chan struct{}
-	closed      bool
-}
-
-// gate says whether one batch's rows of one class were all confirmed (or
-// parked): the class's rows leased after them wait for it.
-type gate struct {
-	done chan struct{}
-	ok   bool  // set before done closes
-	last int64 // the seq of the batch's last row of the class
-}
-
-func newGate() *gate { return &gate{done: make(chan struct{})} }
-
-// resolve records the outcome once; later calls do nothing.
-func (g *gate) resolve(ok bool) {
-	select {
-	case <-g.done:
-	default:
-		g.ok = ok
-		close(g.done)
-	}
+	// leases counts lease statements: a batch during which another loop
+	// leased wakes the lease at its end, since that lease may have passed
+	// over rows of its classes.
+	leases atomic.Uint64
 }
 
 // New builds a publisher.
 func New(deps Deps, cfg Config) *Publisher {
 	cfg.setDefaults()
-	return &Publisher{cfg: cfg, deps: deps, wake: make(chan struct{}, 1), more: make(chan struct{}, 1),
-		handedCh: make(chan struct{}, 1), gates: map[string]*gate{}}
+	if deps.Clock == nil {
+		deps.Clock = clock.Real()
+	}
+	return &Publisher{cfg: cfg, deps: deps, wake: make(chan struct{}, 1), more: make(chan struct{}, 1)}
 }
 
 // Wake tells the publisher that rows were written that it may lease. It
 // never blocks.
 func (p *Publisher) Wake() { notify(p.wake) }
-
-// Lessee is store.OutboxHandoff's: while the publisher runs and its broker
-// is connected, commits lease the rows they write to its replica for its
-// lease. Without a connection they write them unleased: they wait in the
-// table, where any replica's lease finds them, not in this one's memory
-// (an outage of an hour would have kept every row written in it there).
-func (p *Publisher) Lessee() (owner string, lease time.Duration) {
-	if !p.accepting.Load() || !p.deps.Broker.Connected() {
-		return "", 0
-	}
-	return p.cfg.Replica, p.cfg.Lease
-}
-
-// Written is store.OutboxHandoff's: a loop publishes the rows a commit
-// leased to this publisher without leasing them, and leases the others.
-// It does not block, but once the publisher stopped it hands the rows back
-// (a database round trip), so that another replica publishes them now.
-func (p *Publisher) Written(w store.OutboxWritten) {
-	if w.Unleased > 0 {
-		notify(p.wake)
-	}
-	if len(w.Leased) == 0 {
-		return
-	}
-	p.handMu.Lock()
-	if p.closed {
-		p.handMu.Unlock()
-		ctx, cancel := startstop.FinalContext(context.Background())
-		defer cancel()
-		p.handBack(ctx, w.Leased)
-		return
-	}
-	if len(p.handed) == 0 || w.At.Before(p.handedSince) {
-		p.handedSince = w.At
-	}
-	p.handed = append(p.handed, w.Leased...)
-	p.handMu.Unlock()
-	notify(p.handedCh)
-}
-
-// handBack releases rows leased to this publisher that it will not publish.
-func (p *Publisher) handBack(ctx context.Context, rows []store.OutboxRow) {
-	if len(rows) == 0 {
-		return
-	}
-	ids := make([]string, len(rows))
-	for i, r := range rows {
-		ids[i] = r.ID
-	}
-	if err := p.deps.Store.SettleOutbox(ctx, p.cfg.Replica, store.OutboxSettlement{Released: ids}); err != nil {
-		// They are published after their lease.
-		p.deps.Logger.Warn("handing back outbox rows", "rows", len(ids), "code", fault.Code(err), "err", err)
-	}
-}
 
 // Start publishes until Stop. While the broker is unreachable rows wait in
 // the table. Stop (startstop.Base) stops leasing at once and lets the batch
@@ -276,67 +177,49 @@ func (p *Publisher) handBack(ctx context.Context, rows []store.OutboxRow) {
 // back so that another replica publishes it now (what it sent and the broker
 // did not confirm yet stays leased: the broker may deliver it still).
 func (p *Publisher) Start(ctx context.Context) error {
-	if err := p.Run(ctx, "outbox", p.run); err != nil {
-		return err
-	}
-	// Commits lease their rows to it from now on (Lessee): run takes them,
-	// and hands back what it did not take when it stops.
-	p.handMu.Lock()
-	defer p.handMu.Unlock()
-	if !p.closed {
-		p.accepting.Store(true)
-	}
-	return nil
+	return p.Run(ctx, "outbox", p.run)
 }
 
 func (p *Publisher) run(soft, hard context.Context) {
 	var wg sync.WaitGroup
-	wg.Go(func() { p.loop(soft, hard, p.wake, true) })
-	for range p.cfg.Batches - 1 {
-		wg.Go(func() { p.loop(soft, hard, p.more, false) })
+	for i := range p.cfg.Batches {
+		wg.Go(func() { p.loop(soft, hard, i == 0) })
 	}
-	<-soft.Done()
-	p.accepting.Store(false)
 	wg.Wait()
-	p.handMu.Lock()
-	p.closed = true
-	p.accepting.Store(false)
-	rows := p.handed
-	p.handed = nil
-	p.handMu.Unlock()
-	ctx, cancel := startstop.FinalContext(hard)
-	defer cancel()
-	p.handBack(ctx, rows)
 }
 
-// loop publishes and settles one batch at a time: the rows commits handed
-// over, or rows it leases. The first loop leases on Wake and polls; the
-// others lease only when a lease came back full (a backlog), to lease
-// beside it while it publishes. Every loop takes handed rows. So under a
-// light load one batch at a time gathers every row committed while the one
-// before it was published, and under a backlog several are in flight.
-func (p *Publisher) loop(soft, hard context.Context, wake <-chan struct{}, polls bool) {
-	timer := time.NewTimer(0) // the first loop leases at once
-	if !polls {
-		timer.Stop()
+// loop leases, publishes and settles one batch at a time. An idle loop
+// leases on Wake, and when a lease came back full (a backlog), to lease
+// beside it while it publishes; the first one also polls. So rows committed
+// while a batch is in flight go in another batch at once, unless a row of
+// their class is in it: those go when it is settled.
+func (p *Publisher) loop(soft, hard context.Context, polls bool) {
+	var timer <-chan struct{}
+	stop := func() bool { return false }
+	defer func() { stop() }()
+	// arm makes timer fire after d on the clock.
+	arm := func(d time.Duration) {
+		stop()
+		ch := make(chan struct{})
+		timer, stop = ch, p.deps.Clock.AfterFunc(d, func() { close(ch) })
 	}
-	defer timer.Stop()
+	if polls {
+		arm(0) // the first loop leases at once
+	}
 	outages := 0 // batches in a row cut short by an outage
 	for {
-		leases := true
 		select {
 		case <-soft.Done():
 			return
-		case <-wake:
-		case <-timer.C:
-		case <-p.handedCh:
-			leases = false
+		case <-p.wake:
+		case <-p.more:
+		case <-timer:
 		}
 		for {
 			if p.deps.Broker.WaitConnected(soft) != nil {
 				return
 			}
-			full, outage := p.batch(hard, leases)
+			full, outage := p.batch(hard)
 			if soft.Err() != nil {
 				return
 			}
@@ -349,15 +232,15 @@ func (p *Publisher) loop(soft, hard context.Context, wake <-chan struct{}, polls
 			}
 			// The broker or the database failed: back off, whatever wakes us.
 			outages++
-			timer.Reset(backoff.Delay(p.cfg.PollInterval/10, p.cfg.PollInterval, outages))
+			arm(backoff.Delay(p.cfg.PollInterval/10, p.cfg.PollInterval, outages))
 			select {
 			case <-soft.Done():
 				return
-			case <-timer.C:
+			case <-timer:
 			}
 		}
 		if polls {
-			timer.Reset(p.cfg.PollInterval)
+			arm(p.cfg.PollInterval)
 		}
 	}
 }
@@ -370,29 +253,18 @@ func notify(ch chan struct{}) {
 	}
 }
 
-// batch leases rows (leases) or takes the rows commits handed over,
-// publishes them and settles them. full: the lease came back full; outage:
-// the database or the broker failed.
-func (p *Publisher) batch(hard context.Context, leases bool) (full, outage bool) {
+// batch leases rows, publishes them and settles them. full: the lease came
+// back full; outage: the database or the broker failed.
+func (p *Publisher) batch(hard context.Context) (full, outage bool) {
 	log := p.deps.Logger
-	var queues []*queue
-	var rows int
-	var leasedAt time.Time // the leases last at least until a Lease after it
-	var err error
-	if leases {
-		leasedAt = time.Now()
-		// Not cancelled by the soft stop: a lease cut short might hold rows
-		// nobody publishes until it lapses.
-		lctx, cancel := context.WithTimeout(hard, p.cfg.Lease/3)
-		queues, rows, err = p.lease(lctx)
-		cancel()
-	} else {
-		queues, rows, leasedAt = p.take()
-	}
-	defer p.unchain(queues)
-	if leases {
-		p.TestSignals.Leased.Signal(rows)
-	}
+	leasedAt := p.deps.Clock.Now() // the leases last at least until a Lease after it
+	// Not cancelled by the soft stop: a lease cut short might hold rows
+	// nobody publishes until it lapses.
+	lctx, cancel := context.WithTimeout(hard, p.cfg.Lease/3)
+	rows, err := p.deps.Store.LeaseOutbox(lctx, p.cfg.Replica, p.cfg.BatchSize, p.cfg.Lease)
+	cancel()
+	leases := p.leases.Add(1)
+	p.TestSignals.Leased.Signal(len(rows))
 	if err != nil {
 		// Rows the statement may have leased lapse with their lease.
 		if hard.Err() == nil {
@@ -400,17 +272,21 @@ func (p *Publisher) batch(hard context.Context, leases bool) (full, outage bool)
 		}
 		return false, true
 	}
-	if rows == 0 {
+	if len(rows) == 0 {
 		return false, false
 	}
-	if full = leases && rows == p.cfg.BatchSize; full {
+	if full = len(rows) == p.cfg.BatchSize; full {
 		notify(p.more) // a backlog: another loop leases beside this batch
 	}
 	// Publish only while the lease surely holds: past it another replica may
 	// publish the same rows.
-	ctx, cancel := context.WithDeadline(hard, leasedAt.Add(p.cfg.Lease*2/3))
-	defer cancel()
-	settle, outage := p.publish(ctx, queues)
+	ctx, cancelCause := context.WithCancelCause(hard)
+	stop := p.deps.Clock.AfterFunc(leasedAt.Add(p.cfg.Lease*2/3).Sub(p.deps.Clock.Now()), func() {
+		cancelCause(context.DeadlineExceeded)
+	})
+	settle, outage := p.publish(ctx, classes(rows))
+	stop()
+	cancelCause(nil)
 	// A final write: it runs even at the hard stop, to hand the rest back.
 	wctx, wcancel := startstop.FinalContext(hard)
 	defer wcancel()
@@ -421,198 +297,69 @@ func (p *Publisher) batch(hard context.Context, leases bool) (full, outage bool)
 		return false, true
 	}
 	p.TestSignals.Settled.Signal(settle)
-	if !leases && !outage && len(settle.Released) > 0 {
-		// Handed rows behind a row no batch in flight holds: the lease
-		// takes them once that row is published.
+	if p.leases.Load() != leases {
+		// Another loop leased while this batch held its classes: rows of
+		// them committed meanwhile were passed over, and go now.
 		notify(p.wake)
 	}
 	return full, outage
 }
 
-// queue is one class's rows of a batch, in seq order: they go after after
-// (nil: nothing of this publisher before them), and gate tells later
-// batches what became of them.
+// queue is one class's rows of a batch, in seq order.
 type queue struct {
-	class string
-	rows  []store.OutboxRow
-	after *gate
-	gate  *gate
+	rows []store.OutboxRow
 }
 
-// lease leases a batch and chains it behind the batches in flight.
-func (p *Publisher) lease(ctx context.Context) (queues []*queue, n int, err error) {
-	p.leasing.Lock()
-	defer p.leasing.Unlock()
-	rows, err := p.deps.Store.LeaseOutbox(ctx, p.cfg.Replica, p.cfg.BatchSize, p.cfg.Lease)
-	return p.chain(rows), len(rows), err
-}
-
-// take takes every row commits handed over as a batch, chained behind the
-// batches in flight; since is the earliest time one of their commits was
-// sent.
-func (p *Publisher) take() (queues []*queue, n int, since time.Time) {
-	p.leasing.Lock()
-	defer p.leasing.Unlock()
-	p.handMu.Lock()
-	rows, since := p.handed, p.handedSince
-	p.handed = nil
-	p.handMu.Unlock()
-	// Commits of one instance may hand their rows over out of order.
-	slices.SortFunc(rows, func(a, b store.OutboxRow) int { return cmp.Compare(a.Seq, b.Seq) })
-	return p.chain(rows), len(rows), since
-}
-
-// chain groups rows (in seq order) by class, each class's behind the
-// class's last gate (the batch that took its latest earlier row), and
-// makes their gates the last, so that a class's gates form one chain.
-// The last gate serves a row whose After (its latest earlier unpublished
-// row when it was written) it holds or passed: its rows were sent only
-// after After's was confirmed (two batches' marks may commit in either
-// order, the later row's first). It also serves a row with no After: that
-// row was written by a transaction that could not see the earlier rows
-// still in flight (a task outcome, a child's end, a forward, beside a
-// step's commit), and waits for them all the same. A queue whose row comes
-// after one that no batch holds as its last or behind it, or whose
-// class's last gate holds a row after it (a batch whose settlement
-// failed, a previous process of this replica, a commit handed over after a
-// later one) waits for a gate that failed: it is handed back, and waits in
-// the table until that row is published or its lease lapses. p.leasing is
-// held.
-func (p *Publisher) chain(rows []store.OutboxRow) []*queue {
+// classes groups rows (in seq order) by class.
+func classes(rows []store.OutboxRow) []*queue {
 	var queues []*queue
 	index := map[string]*queue{}
 	for _, r := range rows {
-		// A row that comes after one the class's queue lacks (handed
-		// over later, out of order) starts a queue of its own, behind it.
-		class := r.Class()
-		q := index[class]
-		if q == nil || r.After > q.gate.last {
-			q = &queue{class: class, gate: newGate()}
-			switch last := p.gates[class]; {
-			case last == nil && r.After == 0:
-			case last == nil, last.last < r.After, last.last >= r.Seq:
-				q.after = failed
-			default:
-				q.after = last
-			}
-			p.gates[class] = q.gate
-			index[class] = q
+		q := index[r.Class()]
+		if q == nil {
+			q = &queue{}
+			index[r.Class()] = q
 			queues = append(queues, q)
 		}
 		q.rows = append(q.rows, r)
-		q.gate.last = r.Seq
 	}
 	return queues
 }
 
-// failed is a gate resolved not ok.
-var failed = func() *gate { g := newGate(); g.resolve(false); return g }()
-
-// unchain resolves the batch's gates (those not resolved yet did not get all
-// their rows confirmed) and forgets the failed ones still last, so that rows
-// leased behind them later are handed back. A gate whose rows were all
-// confirmed is kept while a batch may publish (two thirds of the lease): a
-// commit that wrote a row behind them before they were marked published
-// may hand it over after, and it goes at once.
-func (p *Publisher) unchain(queues []*queue) {
-	p.leasing.Lock()
-	defer p.leasing.Unlock()
-	now := time.Now()
-	for _, q := range queues {
-		q.gate.resolve(false)
-		switch {
-		case p.gates[q.class] != q.gate:
-		case q.gate.ok:
-			p.confirmed = append(p.confirmed, kept{q.class, q.gate, now})
-		default:
-			delete(p.gates, q.class)
-		}
-	}
-	old := 0
-	for ; old < len(p.confirmed) && now.Sub(p.confirmed[old].at) > p.cfg.Lease*2/3; old++ {
-		if k := p.confirmed[old]; p.gates[k.class] == k.gate {
-			delete(p.gates, k.class)
-		}
-	}
-	p.confirmed = p.confirmed[old:]
-}
-
-// kept is a gate whose rows were all confirmed, kept since at.
-type kept struct {
-	class string
-	gate  *gate
-	at    time.Time
-}
-
 // publish publishes the queues' rows in waves and says what became of each:
 // wave k holds the next row of every class whose earlier rows were all
-// confirmed or parked, those of earlier batches included. A queue whose
-// earlier batch did not get its rows confirmed is handed back, its rows
-// unsent. A row sent and not confirmed by ctx's end stays leased (see
-// broker.ErrUnconfirmed).
+// confirmed or parked. A row sent and not confirmed by ctx's end stays
+// leased (see broker.ErrUnconfirmed); rows not sent are handed back.
 func (p *Publisher) publish(ctx context.Context, queues []*queue) (settle store.OutboxSettlement, outage bool) {
 	m, log := p.deps.Metrics, p.deps.Logger
 	held := 0 // rows sent but not confirmed by the deadline
-	release := func(q *queue, rows []store.OutboxRow) {
+	release := func(rows []store.OutboxRow) {
 		for _, r := range rows {
 			settle.Released = append(settle.Released, r.ID)
 		}
-		q.gate.resolve(false)
-	}
-	// done: q's first row is confirmed or parked; the next one may go.
-	done := func(q *queue) {
-		if q.rows = q.rows[1:]; len(q.rows) > 0 {
-			queues = append(queues, q)
-		} else {
-			q.gate.resolve(true)
-		}
 	}
 	for len(queues) > 0 {
-		var wave, waiting []*queue
-		for _, q := range queues {
-			switch {
-			case outage:
-				release(q, q.rows)
-			case q.after == nil:
-				wave = append(wave, q)
-			default:
-				select {
-				case <-q.after.done:
-					if !q.after.ok {
-						release(q, q.rows)
-						continue
-					}
-					q.after = nil
-					wave = append(wave, q)
-				default:
-					waiting = append(waiting, q)
-				}
+		wave := queues
+		queues = nil
+		if outage {
+			for _, q := range wave {
+				release(q.rows)
 			}
+			break
 		}
-		if len(wave) == 0 {
-			if len(waiting) == 0 {
-				break
+		// next: q's first row is confirmed or parked; the next one may go.
+		next := func(q *queue) {
+			if q.rows = q.rows[1:]; len(q.rows) > 0 {
+				queues = append(queues, q)
 			}
-			// Every queue waits for an earlier batch: wait for one of them.
-			p.TestSignals.Waiting.Signal(len(waiting))
-			select {
-			case <-waiting[0].after.done:
-			case <-ctx.Done():
-				for _, q := range waiting {
-					release(q, q.rows)
-				}
-				waiting = nil
-			}
-			queues = waiting
-			continue
 		}
 		msgs := make([]broker.Message, len(wave))
 		for i, q := range wave {
 			msgs[i] = p.message(q.rows[0])
 		}
 		errs := p.deps.Broker.Publish(ctx, msgs)
+		// Lag is measured, not scheduled: wall time, as Written is.
 		confirmed := time.Now()
-		queues = waiting
 		for i, q := range wave {
 			r, err := q.rows[0], errs[i]
 			switch {
@@ -620,12 +367,12 @@ func (p *Publisher) publish(ctx context.Context, queues []*queue) (settle store.
 				settle.Published = append(settle.Published, r.ID)
 				m.OutboxPublished.Inc()
 				m.OutboxLag.Observe(confirmed.Sub(r.Written).Seconds())
-				done(q)
+				next(q)
 			case fault.Code(err) == fault.Unavailable:
 				m.OutboxPublishErrors.WithLabelValues(metrics.PublishUnavailable).Inc()
 				outage = true
 				if !errors.Is(err, broker.ErrUnconfirmed) {
-					release(q, q.rows)
+					release(q.rows)
 					break
 				}
 				// Sent, and the broker may deliver it still: handed back,
@@ -633,14 +380,14 @@ func (p *Publisher) publish(ctx context.Context, queues []*queue) (settle store.
 				// stays leased until its lease lapses; the rows behind it
 				// go back (nobody else leases them before it).
 				held++
-				release(q, q.rows[1:])
+				release(q.rows[1:])
 			case errors.Is(err, broker.ErrReturned) && r.Target == store.TargetOutbox && r.Attempts+1 >= p.cfg.MaxAttempts:
 				// Nobody is bound to this message: parked, it no longer
 				// holds the rows of its class behind it.
 				m.OutboxPublishErrors.WithLabelValues(metrics.PublishReturned).Inc()
 				m.OutboxParked.Inc()
 				settle.Parked = append(settle.Parked, store.OutboxParking{ID: r.ID, Code: fault.OutboxUnroutable, Reason: err.Error()})
-				done(q)
+				next(q)
 				log.Error("outbox message parked: the broker returned it on every publish; bind a queue, then retry it (or discard it) through /v1/outbox/parked",
 					"code", fault.OutboxUnroutable, "instance_id", r.InstanceID, "message_id", r.ID, "exchange", msgs[i].Exchange,
 					"routing_key", msgs[i].RoutingKey, "attempts", r.Attempts+1, "err", err)
@@ -652,7 +399,7 @@ func (p *Publisher) publish(ctx context.Context, queues []*queue) (settle store.
 				m.OutboxPublishErrors.WithLabelValues(reason).Inc()
 				delay := backoff.Delay(p.cfg.Backoff, p.cfg.BackoffMax, r.Attempts+1)
 				settle.Deferred = append(settle.Deferred, store.OutboxDeferral{ID: r.ID, Delay: delay})
-				release(q, q.rows[1:]) // they wait behind r
+				release(q.rows[1:]) // they wait behind r
 				log.Warn("outbox message not accepted by the broker; retried later", "instance_id", r.InstanceID,
 					"message_id", r.ID, "exchange", msgs[i].Exchange, "routing_key", msgs[i].RoutingKey,
 					"reason", reason, "attempts", r.Attempts+1, "backoff", delay, "err", err)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sutra-run/worker/broker"
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/clock"
 	"github.com/sutra-run/worker/internal/testkit"
 	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/outbox"
@@ -70,12 +71,13 @@ func (r *replica) stop(ctx context.Context) error {
 // wrap, when set, puts a fault injector between the two.
 func (b *bench) publisher(t *testing.T, name, amqpURL string, cfg outbox.Config, wrap func(*broker.Owner) outbox.Broker) *replica {
 	t.Helper()
-	return b.publisherOn(t, name, broker.Config{URL: amqpURL}, cfg, wrap)
+	return b.publisherOn(t, name, broker.Config{URL: amqpURL}, cfg, wrap, nil)
 }
 
 // publisherOn is publisher on a broker connection of bcfg (its URL and
-// channels; the test sets the rest).
-func (b *bench) publisherOn(t *testing.T, name string, bcfg broker.Config, cfg outbox.Config, wrap func(*broker.Owner) outbox.Broker) *replica {
+// channels; the test sets the rest), on clk (nil: the system's).
+func (b *bench) publisherOn(t *testing.T, name string, bcfg broker.Config, cfg outbox.Config, wrap func(*broker.Owner) outbox.Broker,
+	clk clock.Clock) *replica {
 	t.Helper()
 	bcfg.ConnectionName, bcfg.ReconnectMin, bcfg.ReconnectMax = "sutra-test-outbox/"+name, 10*time.Millisecond, 100*time.Millisecond
 	bcfg.Topology = broker.Topology{OutboxExchange: b.env.Config.OutboxExchange}
@@ -93,7 +95,7 @@ func (b *bench) publisherOn(t *testing.T, name string, bcfg broker.Config, cfg o
 		cfg.PollInterval = 50 * time.Millisecond
 	}
 	m := metrics.New(prometheus.NewRegistry())
-	pub := outbox.New(outbox.Deps{Store: b.st, Broker: brk, Metrics: m, Logger: testkit.Logger(t)}, cfg)
+	pub := outbox.New(outbox.Deps{Store: b.st, Broker: brk, Metrics: m, Logger: testkit.Logger(t), Clock: clk}, cfg)
 	pub.TestSignals.Init()
 	if err := pub.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -340,21 +342,39 @@ func (b *bench) assertAllPublished(t *testing.T) {
 	}
 }
 
-// allPublishedInCommitOrder waits until every id was delivered and every row
-// marked published, and checks that each instance's rows came in commit order.
-func (b *bench) allPublishedInCommitOrder(t *testing.T, ids []string) {
+// allPublishedInCommitOrder waits until every id was delivered, stops the
+// publishers reps, checks that every row was marked published, and that
+// each instance's rows came in commit order.
+func (b *bench) allPublishedInCommitOrder(t *testing.T, ids []string, reps ...*replica) {
 	t.Helper()
 	b.down.waitFor(ids)
-	b.waitPublished(t)
+	b.settled(t, reps...)
 	assertCommitOrder(t, b.down.barrier(), b.commitOrder(t))
 }
 
-// waitPublished waits until every row is marked published.
-func (b *bench) waitPublished(t *testing.T) {
+// settled stops the publishers reps, whose batches in flight settle as they
+// stop, and checks that every row is marked published: once delivered, a
+// row is marked by the batch that sent it.
+func (b *bench) settled(t *testing.T, reps ...*replica) {
 	t.Helper()
-	testkit.Eventually(t, 60*time.Second, "every row marked published", func() bool {
-		return b.env.Int(t, "SELECT count(*) FROM outbox WHERE published_at IS NULL") == 0
-	})
+	ctx, cancel := context.WithTimeout(testkit.Ctx(t), 10*time.Second)
+	defer cancel()
+	for _, r := range reps {
+		if err := r.stop(ctx); err != nil {
+			t.Fatalf("stopping publisher %s: %v", r.name, err)
+		}
+	}
+	b.assertAllPublished(t)
+}
+
+// lapse ends owner's leases now: the database's clock, which leases are on,
+// passes them.
+func (b *bench) lapse(t *testing.T, owner string) {
+	t.Helper()
+	if _, err := b.env.DB.Exec(testkit.Ctx(t), "UPDATE outbox SET locked_until = now() - interval '1 millisecond' WHERE locked_by = $1",
+		owner); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func counter(t *testing.T, c prometheus.Counter) float64 {
@@ -374,7 +394,7 @@ func TestEveryRowIsPublishedOncePerConfirmInCommitOrderPerInstance(t *testing.T)
 	r := b.publisher(t, "r1", testkit.AMQPURL(), outbox.Config{BatchSize: 16}, nil)
 	ids := b.workload(t, 12, 1, 5, 3, func(int) { r.pub.Wake() })
 	b.down.waitFor(ids)
-	b.waitPublished(t)
+	b.settled(t, r)
 	got := b.down.barrier()
 	_, count := firsts(got)
 	for _, id := range ids {
@@ -406,15 +426,23 @@ func TestEveryRowIsPublishedOncePerConfirmInCommitOrderPerInstance(t *testing.T)
 	}
 }
 
-// auditLeasesSQL records every lease taken from a live holder: a row leased
-// by one publisher while another's lease on it had not lapsed.
+// auditLeasesSQL records every lease taken from a live holder (a row
+// leased by one publisher while another's lease on it had not lapsed), and
+// every lease of a row while another row of its class was in a live batch
+// (another lease statement: each gives its rows one locked_until).
 const auditLeasesSQL = `
 CREATE TABLE lease_audit (id text, old_holder text, new_holder text);
+CREATE TABLE batch_audit (id text, other text);
 CREATE FUNCTION lease_audit() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF NEW.locked_by IS NOT NULL AND OLD.locked_by IS NOT NULL AND NEW.locked_by <> OLD.locked_by
        AND OLD.locked_until >= now() THEN
         INSERT INTO lease_audit VALUES (NEW.id, OLD.locked_by, NEW.locked_by);
+    END IF;
+    IF NEW.locked_by IS NOT NULL AND NEW.locked_until IS DISTINCT FROM OLD.locked_until THEN
+        INSERT INTO batch_audit SELECT NEW.id, e.id FROM outbox e
+         WHERE e.instance_id = NEW.instance_id AND e.target = NEW.target AND e.id <> NEW.id AND e.published_at IS NULL
+           AND e.locked_by IS NOT NULL AND e.locked_until >= now() AND e.locked_until <> NEW.locked_until;
     END IF;
     RETURN NEW;
 END $$;
@@ -435,7 +463,7 @@ func TestTwoReplicasNeverPublishOneRowAtOnceAndKeepCommitOrder(t *testing.T) {
 	// the other finds the rows by polling.
 	ids := b.workload(t, 16, 1, 6, 2, func(i int) { reps[i%2].pub.Wake() })
 	b.down.waitFor(ids)
-	b.waitPublished(t)
+	b.settled(t, reps...)
 	got := b.down.barrier()
 	_, count := firsts(got)
 	for _, id := range ids {
@@ -446,6 +474,9 @@ func TestTwoReplicasNeverPublishOneRowAtOnceAndKeepCommitOrder(t *testing.T) {
 	assertCommitOrder(t, got, b.commitOrder(t))
 	if n := b.env.Int(t, "SELECT count(*) FROM lease_audit"); n != 0 {
 		t.Errorf("%d leases taken from a live holder", n)
+	}
+	if n := b.env.Int(t, "SELECT count(*) FROM batch_audit"); n != 0 {
+		t.Errorf("%d rows leased while another row of their class was in a live batch", n)
 	}
 	for _, r := range reps {
 		if counter(t, r.m.OutboxPublished) == 0 {
@@ -500,7 +531,7 @@ func TestABrokerOutageMidBatchLosesNothingAndRowsWaitMeanwhile(t *testing.T) {
 		t.Error("no publish error counted as unavailable")
 	}
 	proxy.Restore()
-	b.allPublishedInCommitOrder(t, ids)
+	b.allPublishedInCommitOrder(t, ids, r)
 }
 
 func TestARowSentButNotConfirmedByTheBatchDeadlineStaysLeasedSoNoOtherPublisherSendsItMeanwhile(t *testing.T) {
@@ -509,59 +540,61 @@ func TestARowSentButNotConfirmedByTheBatchDeadlineStaysLeasedSoNoOtherPublisherS
 	u, _ := url.Parse(testkit.AMQPURL())
 	proxy := testkit.NewProxy(t, u.Host)
 	warm := b.commit(t, "w", 1, 1, func(int) string { return "m.w" })
-	// 6 s: the confirm is held past the batch's deadline (two thirds of
-	// it), and the row's holder is read before the lease lapses.
-	const lease = 6 * time.Second
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	// One confirming channel, opened by the first publish: the second
 	// reaches the broker, and its confirm does not come back.
 	r := b.publisherOn(t, "r1", broker.Config{URL: proxy.Through(t, testkit.AMQPURL()), PublishChannels: 1},
-		outbox.Config{Lease: lease, Batches: 1, PollInterval: time.Hour},
+		outbox.Config{Lease: time.Minute, Batches: 1, PollInterval: time.Hour},
 		func(o *broker.Owner) outbox.Broker {
 			return &injector{Owner: o, before: func(_ context.Context, n int) {
 				if n == 2 {
 					proxy.HoldReplies()
 				}
 			}}
-		})
+		}, clk)
 	if s := r.pub.TestSignals.Settled.WaitOrTimeout(t); !slices.Equal(s.Published, warm) {
 		t.Fatalf("first batch settled %+v, want %v published", s, warm)
 	}
 	ids := b.commit(t, "x", 1, 2, func(int) string { return "m.x" })
 	r.pub.Wake()
+	// The broker routed x's first row: it was sent. Its batch's deadline
+	// (two thirds of the lease) passes before the confirm comes.
+	b.down.waitFor(ids[:1])
+	clk.Advance(time.Minute)
 	s := r.pub.TestSignals.Settled.WaitOrTimeout(t)
 	if len(s.Published) != 0 || !slices.Equal(s.Released, ids[1:]) {
 		t.Fatalf("settlement at the deadline: %+v; want only %s, never sent, handed back", s, ids[1])
 	}
 	var holder *string
-	var until time.Time
-	if err := b.env.DB.QueryRow(testkit.Ctx(t), "SELECT locked_by, locked_until FROM outbox WHERE id = $1", ids[0]).Scan(&holder, &until); err != nil {
+	if err := b.env.DB.QueryRow(testkit.Ctx(t), "SELECT locked_by FROM outbox WHERE id = $1", ids[0]).Scan(&holder); err != nil {
 		t.Fatal(err)
 	}
 	if holder == nil || *holder != "r1" {
 		t.Fatalf("row %s, sent and unconfirmed, is held by %v after the deadline, want still by r1 (handed back, another publisher sends a second copy beside the first)", ids[0], holder)
 	}
 	proxy.ReleaseReplies()
-	// Another replica finds both rows by polling, and sends them only once
-	// the lease lapsed.
-	b.publisher(t, "r2", testkit.AMQPURL(), outbox.Config{Lease: lease, PollInterval: 50 * time.Millisecond}, nil)
-	b.down.waitFor(append(warm, ids...))
-	b.waitPublished(t)
-	if early := b.env.Int(t, "SELECT count(*) FROM outbox WHERE id = $1 AND published_at < $2", ids[0], until); early != 0 {
-		t.Errorf("row %s published again before the lease of its unconfirmed copy lapsed (%s)", ids[0], until)
+	// Another replica leases nothing of x while r1's lease lives, and both
+	// rows once it lapsed.
+	r2 := b.publisher(t, "r2", testkit.AMQPURL(), outbox.Config{PollInterval: time.Hour}, nil)
+	if n := r2.pub.TestSignals.Leased.WaitOrTimeout(t); n != 0 {
+		t.Fatalf("r2 leased %d rows while r1's lease of the unconfirmed %s lives", n, ids[0])
 	}
-	assertCommitOrder(t, b.down.barrier(), b.commitOrder(t))
+	b.lapse(t, "r1")
+	r2.pub.Wake()
+	b.allPublishedInCommitOrder(t, append(warm, ids...), r, r2)
+	if _, count := firsts(b.down.barrier()); count[ids[0]] != 2 {
+		t.Errorf("%s delivered %d times, want twice (r1's unconfirmed copy, then r2's)", ids[0], count[ids[0]])
+	}
 }
 
 func TestAPublisherThatDiesMidBatchLeavesItsRowsToAnotherOnlyOnceItsLeaseLapses(t *testing.T) {
 	t.Parallel()
 	b := newBench(t)
 	ids := b.workload(t, 4, 1, 3, 1, noWake)
-	// 4 s: the dead replica's first wave must be confirmed within two
-	// thirds of it (its publish deadline) for it to freeze at the second.
-	const lease = 4 * time.Second
 	frozen, thaw := make(chan struct{}), make(chan struct{})
-	began := time.Now() // the dead replica's leases end after began+lease
-	b.publisher(t, "dead", testkit.AMQPURL(), outbox.Config{Lease: lease, PollInterval: time.Hour, Batches: 1},
+	// The dead replica's clock never moves: its batch never reaches its
+	// deadline, and it holds its lease until the database's clock passes it.
+	b.publisherOn(t, "dead", broker.Config{URL: testkit.AMQPURL()}, outbox.Config{Lease: time.Minute, PollInterval: time.Hour, Batches: 1},
 		func(o *broker.Owner) outbox.Broker {
 			return &injector{Owner: o, before: func(_ context.Context, n int) {
 				if n == 2 { // after its first wave was confirmed, it never answers again
@@ -569,25 +602,19 @@ func TestAPublisherThatDiesMidBatchLeavesItsRowsToAnotherOnlyOnceItsLeaseLapses(
 					<-thaw
 				}
 			}}
-		})
+		}, clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
 	t.Cleanup(func() { close(thaw) }) // runs before the dead publisher's stop
 	<-frozen
-	live := b.publisher(t, "live", testkit.AMQPURL(), outbox.Config{Lease: lease}, nil)
-	var published []string
-	for len(published) < len(ids) {
-		s := live.pub.TestSignals.Settled.WaitOrTimeout(t)
-		if len(s.Published) > 0 && time.Since(began) < lease {
-			t.Fatalf("rows %v published %s after the dead replica leased them, before its lease of %s lapsed",
-				s.Published, time.Since(began), lease)
-		}
-		published = append(published, s.Published...)
+	live := b.publisher(t, "live", testkit.AMQPURL(), outbox.Config{PollInterval: time.Hour}, nil)
+	if n := live.pub.TestSignals.Leased.WaitOrTimeout(t); n != 0 {
+		t.Fatalf("live leased %d rows while the dead replica's lease lives", n)
 	}
-	b.down.waitFor(ids)
-	got := b.down.barrier()
-	assertCommitOrder(t, got, b.commitOrder(t))
+	b.lapse(t, "dead")
+	live.pub.Wake()
+	b.allPublishedInCommitOrder(t, ids, live)
 	// The dead replica's first wave was confirmed but never marked: it is
 	// published again (at least once; consumers dedupe by message id).
-	_, count := firsts(got)
+	_, count := firsts(b.down.barrier())
 	for i := range 4 {
 		if id := fmt.Sprintf("i-%d/1/el0/t1", i); count[id] != 2 {
 			t.Errorf("%s delivered %d times, want twice (once per replica)", id, count[id])
@@ -621,9 +648,9 @@ func TestAStoppedPublisherHandsItsBatchBackAtItsDeadline(t *testing.T) {
 		t.Fatalf("settlement at the stop: %+v, want all %d rows handed back", s, len(ids))
 	}
 	// Another replica publishes them now, not a lease (a minute) later.
-	b.publisher(t, "b", testkit.AMQPURL(), outbox.Config{Lease: time.Minute}, nil)
+	r := b.publisher(t, "b", testkit.AMQPURL(), outbox.Config{Lease: time.Minute, PollInterval: time.Hour}, nil)
 	b.down.waitFor(ids)
-	b.waitPublished(t)
+	b.settled(t, r)
 }
 
 func TestReturnedRowsAreRetriedWithBackoffAndOnlyTheLaterRowsOfTheirClassWaitBehind(t *testing.T) {
@@ -670,7 +697,7 @@ func TestReturnedRowsAreRetriedWithBackoffAndOnlyTheLaterRowsOfTheirClassWaitBeh
 	}
 	// An operator binds a queue for the message: it goes, then the rows behind it.
 	b.down.bind(b.env.Config.OutboxExchange, "held.#")
-	b.allPublishedInCommitOrder(t, x)
+	b.allPublishedInCommitOrder(t, x, r)
 }
 
 // parkedRow is a row of outbox_parked.
@@ -737,9 +764,9 @@ func TestAMessageReturnedOnEveryAttemptIsParkedWithItsCodeAndNoLongerHoldsTheRow
 	if c, err := b.st.Census(testkit.Ctx(t)); err != nil || c.OutboxParked != 2 {
 		t.Errorf("census counts %d parked rows, %v; want 2", c.OutboxParked, err)
 	}
-	testkit.Eventually(t, 30*time.Second, "the relay returned more often than a message is", func() bool {
-		return b.env.Int(t, "SELECT attempts FROM outbox WHERE id = $1", rel) > attempts
-	})
+	for b.env.Int(t, "SELECT attempts FROM outbox WHERE id = $1", rel) <= attempts {
+		r.pub.TestSignals.Settled.WaitOrTimeout(t) // the relay returned more often than a message is
+	}
 	if _, ok := b.parked(t, rel); ok {
 		t.Fatalf("relay %s parked", rel)
 	}
@@ -769,9 +796,12 @@ func TestAMessageReturnedOnEveryAttemptIsParkedWithItsCodeAndNoLongerHoldsTheRow
 		}
 	}
 	b.down.waitFor(x[:1])
-	testkit.Eventually(t, 30*time.Second, "the retried row marked published", func() bool {
-		return b.env.Int(t, "SELECT count(*) FROM outbox WHERE id = $1 AND published_at IS NOT NULL AND attempts = 0", x[0]) == 1
-	})
+	for marked := false; !marked; {
+		marked = slices.Contains(r.pub.TestSignals.Settled.WaitOrTimeout(t).Published, x[0])
+	}
+	if n := b.env.Int(t, "SELECT count(*) FROM outbox WHERE id = $1 AND published_at IS NOT NULL AND attempts = 0", x[0]); n != 1 {
+		t.Errorf("the retried row %s is not marked published with no attempts", x[0])
+	}
 	if n := b.env.Int(t, "SELECT count(*) FROM outbox_parked"); n != 0 {
 		t.Errorf("%d rows still parked", n)
 	}
@@ -799,7 +829,7 @@ func TestAPublisherWaitsForTheBrokerAndPublishesOnceConnected(t *testing.T) {
 	}
 	proxy.Restore()
 	b.down.waitFor(ids)
-	b.waitPublished(t)
+	b.settled(t, r)
 	if n := counter(t, r.m.OutboxPublishErrors.WithLabelValues(metrics.PublishUnavailable)); n != 0 {
 		t.Errorf("%v publishes tried while disconnected", n)
 	}
@@ -810,7 +840,7 @@ func TestABacklogIsPublishedByBatchesInFlightAtOnce(t *testing.T) {
 	b := newBench(t)
 	ids := b.workload(t, 40, 1, 1, 1, noWake) // five batches of eight
 	third := make(chan struct{})
-	b.publisher(t, "r1", testkit.AMQPURL(), outbox.Config{BatchSize: 8}, func(o *broker.Owner) outbox.Broker {
+	r := b.publisher(t, "r1", testkit.AMQPURL(), outbox.Config{BatchSize: 8}, func(o *broker.Owner) outbox.Broker {
 		return &injector{Owner: o, before: func(_ context.Context, n int) {
 			switch n {
 			case 2: // the second batch waits until a third is in flight beside it
@@ -825,149 +855,72 @@ func TestABacklogIsPublishedByBatchesInFlightAtOnce(t *testing.T) {
 		}}
 	})
 	b.down.waitFor(ids)
-	b.waitPublished(t)
+	b.settled(t, r)
 }
 
-// chained starts a publisher whose second batch leases row 2 of instance x
-// behind row 1, which its first batch holds: the first batch's publish
-// waits until the second batch waits for it. Row i is published with
-// routing key keys[i-1].
-func (b *bench) chained(t *testing.T, cfg outbox.Config, keys ...string) (*replica, []string) {
-	t.Helper()
-	var ids []string
-	for i, k := range keys {
-		ids = append(ids, b.commit(t, "x", i+1, 1, func(int) string { return k })...)
-	}
+func TestAnInstancesRowsAreInOneBatchAtATimeEvenOfOnePublisher(t *testing.T) {
+	t.Parallel()
+	b := newBench(t)
+	ids := b.commit(t, "x", 1, 1, func(int) string { return "m.x" })
+	ids = append(ids, b.commit(t, "x", 2, 1, func(int) string { return "m.x" })...)
 	var r *replica
 	ready := make(chan struct{})
-	cfg.BatchSize, cfg.Batches = 1, 2 // the first batch comes back full: the second loop leases
-	r = b.publisher(t, "r1", testkit.AMQPURL(), cfg, func(o *broker.Owner) outbox.Broker {
+	// The first batch comes back full: a second loop leases beside it while
+	// it publishes x's first row, and must not take x's second.
+	r = b.publisher(t, "r1", testkit.AMQPURL(), outbox.Config{BatchSize: 1, Batches: 2}, func(o *broker.Owner) outbox.Broker {
 		return &injector{Owner: o, before: func(_ context.Context, n int) {
 			if n != 1 {
 				return
 			}
 			<-ready
-			if _, ok := r.pub.TestSignals.Waiting.Wait(10 * time.Second); !ok {
-				t.Errorf("no batch waited for the first batch's %s", ids[0])
+			if first, beside := r.pub.TestSignals.Leased.WaitOrTimeout(t), r.pub.TestSignals.Leased.WaitOrTimeout(t); first != 1 || beside != 0 {
+				t.Errorf("leased %d, then %d beside it; want %s, then nothing: %s waits until %s is settled", first, beside, ids[0], ids[1], ids[0])
 			}
 		}}
 	})
 	close(ready)
-	return r, ids
+	b.allPublishedInCommitOrder(t, ids, r)
 }
 
-func TestABatchLeasedBehindAnotherBatchOfItsPublisherSendsTheInstancesRowsOnlyAfterTheEarlierWereConfirmed(t *testing.T) {
-	t.Parallel()
-	b := newBench(t)
-	_, ids := b.chained(t, outbox.Config{}, "m.x", "m.x")
-	b.allPublishedInCommitOrder(t, ids)
-}
-
-func TestRowsLeasedBehindARowTheBrokerReturnedAreHandedBackUnsent(t *testing.T) {
-	t.Parallel()
-	b := newBench(t, "ok.#") // nothing is bound for "held.#" yet
-	r, ids := b.chained(t, outbox.Config{Backoff: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond, MaxAttempts: 1000}, "held.x", "ok.x")
-	for n, handedBack := 0, false; !handedBack; n++ {
-		if n == 50 {
-			t.Fatalf("%s never handed back in %d settlements", ids[1], n)
-		}
-		s := r.pub.TestSignals.Settled.WaitOrTimeout(t)
-		if slices.Contains(s.Published, ids[1]) {
-			t.Fatalf("%s published while %s was returned", ids[1], ids[0])
-		}
-		handedBack = slices.Contains(s.Released, ids[1])
-	}
-	b.down.bind(b.env.Config.OutboxExchange, "held.#")
-	b.allPublishedInCommitOrder(t, ids)
-}
-
-func TestARestartedReplicaSendsNothingBehindRowsItsPreviousProcessStillHolds(t *testing.T) {
+func TestARestartedReplicaLeasesNothingBehindRowsItsPreviousProcessStillHolds(t *testing.T) {
 	t.Parallel()
 	b := newBench(t)
 	ids := b.commit(t, "x", 1, 1, func(int) string { return "m.x" })
-	b.heldByAPreviousProcess(t)
-	ids = append(ids, b.commit(t, "x", 2, 1, func(int) string { return "m.x" })...)
-	b.sentOnlyAfterThePreviousProcess(t, b.publisher(t, "r1", testkit.AMQPURL(), outbox.Config{}, nil), ids)
-}
-
-// heldByAPreviousProcess leases the one row committed so far to r1 for 2s:
-// the previous process of replica r1, which died.
-func (b *bench) heldByAPreviousProcess(t *testing.T) {
-	t.Helper()
-	if rows, err := b.st.LeaseOutbox(testkit.Ctx(t), "r1", 1, 2*time.Second); err != nil || len(rows) != 1 {
+	// The previous process of replica r1, which died, holds x's first row.
+	if rows, err := b.st.LeaseOutbox(testkit.Ctx(t), "r1", 1, time.Minute); err != nil || len(rows) != 1 {
 		t.Fatalf("leased %v, %v", rows, err)
 	}
-}
-
-// sentOnlyAfterThePreviousProcess checks that r, the new process of r1,
-// hands x's second row back until it published the first (once the previous
-// process's lease lapsed), and then publishes both in commit order.
-func (b *bench) sentOnlyAfterThePreviousProcess(t *testing.T, r *replica, ids []string) {
-	t.Helper()
-	for handedBack, sent := false, false; !sent; {
-		s := r.pub.TestSignals.Settled.WaitOrTimeout(t)
-		sent = slices.Contains(s.Published, ids[0])
-		if slices.Contains(s.Published, ids[1]) && !sent {
-			t.Fatalf("%s published while the previous process held %s", ids[1], ids[0])
-		}
-		handedBack = handedBack || slices.Contains(s.Released, ids[1])
-		if sent && !handedBack {
-			t.Fatalf("%s was never handed back: it was not taken behind %s", ids[1], ids[0])
-		}
+	ids = append(ids, b.commit(t, "x", 2, 1, func(int) string { return "m.x" })...)
+	r := b.publisher(t, "r1", testkit.AMQPURL(), outbox.Config{PollInterval: time.Hour}, nil)
+	if n := r.pub.TestSignals.Leased.WaitOrTimeout(t); n != 0 {
+		t.Fatalf("leased %d rows behind the row its previous process holds", n)
 	}
-	b.allPublishedInCommitOrder(t, ids)
+	b.lapse(t, "r1")
+	r.pub.Wake()
+	b.allPublishedInCommitOrder(t, ids, r)
 }
 
-// handing starts publisher r1 and makes the commits of b.st (forward) lease
-// their rows to it. Relay rows go to the outbox exchange, which the
-// downstream consumer reads.
-func (b *bench) handing(t *testing.T, cfg outbox.Config) *replica {
-	t.Helper()
-	cfg.RelayExchange = b.env.Config.OutboxExchange
-	r := b.publisher(t, "r1", testkit.AMQPURL(), cfg, nil)
-	// Commits lease to it only once its broker is connected.
-	if err := r.owner.WaitConnected(testkit.Ctx(t)); err != nil {
-		t.Fatal(err)
-	}
-	b.st.HandOutboxTo(r.pub)
-	return r
-}
-
-// forward commits one row of instance inst through the store, which leases
-// it to its handoff's publisher as a step's commit does, and returns its id.
-func (b *bench) forward(t *testing.T, inst string, step int) string {
-	t.Helper()
-	id := fmt.Sprintf("%s/%d", inst, step)
-	if err := b.st.Forward(testkit.Ctx(t), "in/"+id, inst,
-		[]store.RelayOut{{ID: id, InstanceID: inst, RoutingKey: "m." + inst, Body: []byte("{}")}}); err != nil {
-		t.Error(err)
-	}
-	return id
-}
-
-// leasedRows sums the rows every lease statement so far leased.
-func leasedRows(r *replica) int {
-	n := 0
-	for {
-		v, ok := r.pub.TestSignals.Leased.Wait(0)
-		if !ok {
-			return n
-		}
-		n += v
-	}
-}
-
-func TestRowsACommitLeasedToItsPublisherArePublishedWithoutALeaseStatementInCommitOrder(t *testing.T) {
+func TestACommitThroughTheStoreWakesAnIdlePublisher(t *testing.T) {
 	t.Parallel()
 	b := newBench(t)
-	r := b.handing(t, outbox.Config{})
+	// It polls only in an hour: only the commits' wakes make it lease.
+	r := b.publisher(t, "r1", testkit.AMQPURL(), outbox.Config{PollInterval: time.Hour, RelayExchange: b.env.Config.OutboxExchange}, nil)
+	if n := r.pub.TestSignals.Leased.WaitOrTimeout(t); n != 0 {
+		t.Fatalf("first lease took %d rows of an empty outbox", n)
+	}
+	b.st.NotifyOutbox(r.pub.Wake)
 	var mu sync.Mutex
 	var ids []string
 	var wg sync.WaitGroup
 	for i := range 20 {
 		wg.Go(func() {
 			for step := range 5 {
-				id := b.forward(t, fmt.Sprintf("i-%d", i), step)
+				inst := fmt.Sprintf("i-%d", i)
+				id := fmt.Sprintf("%s/%d", inst, step)
+				if err := b.st.Forward(testkit.Ctx(t), "in/"+id, inst,
+					[]store.RelayOut{{ID: id, InstanceID: inst, RoutingKey: "m." + inst, Body: []byte("{}")}}); err != nil {
+					t.Error(err)
+				}
 				mu.Lock()
 				ids = append(ids, id)
 				mu.Unlock()
@@ -975,95 +928,5 @@ func TestRowsACommitLeasedToItsPublisherArePublishedWithoutALeaseStatementInComm
 		})
 	}
 	wg.Wait()
-	b.allPublishedInCommitOrder(t, ids)
-	if n := leasedRows(r); n != 0 {
-		var deferred, released int
-		for _, s := range r.pub.TestSignals.Settled.Drain() {
-			deferred, released = deferred+len(s.Deferred), released+len(s.Released)
-		}
-		t.Errorf("lease statements leased %d rows; every row was the commit's to hand over (settlements deferred %d rows and handed back %d; publish errors: %v)",
-			n, deferred, released, publishErrors(t, r))
-	}
-	if n := b.env.Int(t, "SELECT count(*) FROM outbox WHERE locked_by IS NOT NULL"); n != 0 {
-		t.Errorf("%d rows still leased after they were published", n)
-	}
-}
-
-// publishErrors is r's sutra_outbox_publish_errors_total by reason.
-func publishErrors(t *testing.T, r *replica) map[string]float64 {
-	out := map[string]float64{}
-	for _, reason := range []string{metrics.PublishUnavailable, metrics.PublishNacked, metrics.PublishReturned} {
-		if n := counter(t, r.m.OutboxPublishErrors.WithLabelValues(reason)); n > 0 {
-			out[reason] = n
-		}
-	}
-	return out
-}
-
-func TestARowHandedOverBehindARowItsPreviousProcessHeldIsSentOnlyAfterIt(t *testing.T) {
-	t.Parallel()
-	b := newBench(t)
-	ids := []string{b.relay(t, "x", "x/1", "m.x")} // forward's class
-	b.heldByAPreviousProcess(t)
-	r := b.handing(t, outbox.Config{})
-	b.sentOnlyAfterThePreviousProcess(t, r, append(ids, b.forward(t, "x", 2)))
-}
-
-func TestAStoppedPublisherLeasesNothingAtCommitAndHandsBackRowsHandedToItLate(t *testing.T) {
-	t.Parallel()
-	b := newBench(t)
-	ctx, cancel := context.WithTimeout(testkit.Ctx(t), 5*time.Second)
-	defer cancel()
-	// A commit that asked before the stop who leases its rows.
-	late := b.commit(t, "x", 1, 1, func(int) string { return "m.x" })
-	rows, err := b.st.LeaseOutbox(ctx, "r1", 1, time.Minute)
-	if err != nil || len(rows) != 1 {
-		t.Fatalf("leased %v, %v", rows, err)
-	}
-	r := b.handing(t, outbox.Config{})
-	if err := r.stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if owner, _ := r.pub.Lessee(); owner != "" {
-		t.Fatalf("a stopped publisher is lessee %q", owner)
-	}
-	r.pub.Written(store.OutboxWritten{At: time.Now(), Leased: rows})
-	if n := b.env.Int(t, "SELECT count(*) FROM outbox WHERE locked_by IS NOT NULL OR locked_until IS NOT NULL"); n != 0 {
-		t.Fatalf("%d rows still leased to the stopped publisher", n)
-	}
-	// Commits now leave their rows to another replica.
-	ids := append(late, b.forward(t, "y", 1))
-	b.publisher(t, "r2", testkit.AMQPURL(), outbox.Config{RelayExchange: b.env.Config.OutboxExchange}, nil)
-	b.allPublishedInCommitOrder(t, ids)
-}
-
-func TestARowHandedOverAfterTheRowBeforeItWasMarkedPublishedGoesAtOnce(t *testing.T) {
-	t.Parallel()
-	b := newBench(t)
-	r := b.handing(t, outbox.Config{})
-	ids := []string{b.forward(t, "x", 1)}
-	b.down.waitFor(ids)
-	b.waitPublished(t)
-	// A commit leased x's next row while the first was still unpublished
-	// and hands it over only now.
-	ctx := testkit.Ctx(t)
-	var seq1 int64
-	if err := b.env.DB.QueryRow(ctx, "SELECT seq FROM outbox WHERE id = $1", ids[0]).Scan(&seq1); err != nil {
-		t.Fatal(err)
-	}
-	ids = append(ids, "x/2")
-	next := store.OutboxRow{ID: ids[1], InstanceID: "x", Target: store.TargetRelay, RoutingKey: "m.x", Body: []byte("{}"), After: seq1}
-	if err := b.env.DB.QueryRow(ctx, `INSERT INTO outbox (id, instance_id, message_name, target, routing_key, body, locked_by, locked_until)
-		VALUES ($1, 'x', 'relay', 'relay', 'm.x', '{}', 'r1', now() + interval '1 minute') RETURNING seq`, ids[1]).Scan(&next.Seq); err != nil {
-		t.Fatal(err)
-	}
-	r.pub.Written(store.OutboxWritten{At: time.Now(), Leased: []store.OutboxRow{next}})
-	for sent := false; !sent; {
-		s := r.pub.TestSignals.Settled.WaitOrTimeout(t)
-		if slices.Contains(s.Released, ids[1]) {
-			t.Fatalf("%s handed back: its publisher forgot that %s was confirmed", ids[1], ids[0])
-		}
-		sent = slices.Contains(s.Published, ids[1])
-	}
-	b.allPublishedInCommitOrder(t, ids)
+	b.allPublishedInCommitOrder(t, ids, r)
 }

@@ -8,28 +8,23 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sutra-run/worker/api/admin/adminapi"
 	"github.com/sutra-run/worker/engine"
 )
 
 // Queries of the admin API: what an operator reads about definitions,
-// instances, incidents and user tasks. None of them claims anything: reading
+// instances, incidents and user tasks, in the shapes the API answers with
+// (adminapi). None of them claims anything: reading
 // an instance's row while a step holds it shows the last committed step.
 
-// DefinitionVersions lists the versions of one definition key.
-type DefinitionVersions struct {
-	Key      string `json:"key"`
-	Versions []int  `json:"versions"`
-	Latest   int    `json:"latest"`
-}
-
 // ListDefinitions lists every definition key with its versions.
-func (s *Store) ListDefinitions(ctx context.Context) ([]DefinitionVersions, error) {
+func (s *Store) ListDefinitions(ctx context.Context) ([]adminapi.DefinitionVersions, error) {
 	rows, err := s.pool.Query(ctx, `SELECT key, array_agg(version ORDER BY version), max(version) FROM definitions GROUP BY key ORDER BY key`)
 	if err != nil {
 		return nil, translate(err, "listing definitions")
 	}
-	defs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DefinitionVersions, error) {
-		var d DefinitionVersions
+	defs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (adminapi.DefinitionVersions, error) {
+		var d adminapi.DefinitionVersions
 		var versions []int32
 		err := r.Scan(&d.Key, &versions, &d.Latest)
 		for _, v := range versions {
@@ -49,96 +44,12 @@ func (s *Store) DefinitionXML(ctx context.Context, key string, version int) (str
 	return xml, translate(err, fmt.Sprintf("reading definition %s@%d", key, version))
 }
 
-// DefinitionRef names a definition version.
-type DefinitionRef struct {
-	Key     string `json:"key"`
-	Version int    `json:"version"`
-}
-
-// InstanceDetail is what GET /v1/instances/{id} shows.
-type InstanceDetail struct {
-	ID         string         `json:"instance_id"`
-	Definition DefinitionRef  `json:"definition"`
-	Status     string         `json:"status"`
-	Version    int64          `json:"version"`
-	Variables  map[string]any `json:"variables"`
-	Tokens     []TokenView    `json:"tokens"`
-	Waits      Waits          `json:"waits"`
-	Incidents  []Incident     `json:"incidents"`
-	Claim      *ClaimView     `json:"claim"`
-	ParentID   *string        `json:"parent_id"`
-	CreatedAt  time.Time      `json:"created_at"`
-	UpdatedAt  time.Time      `json:"updated_at"`
-}
-
-// TokenView is one active token.
-type TokenView struct {
-	ID      string `json:"id"`
-	Element string `json:"element"`
-	Wait    string `json:"wait"`
-	Scope   string `json:"scope,omitempty"`
-}
-
-// ClaimView is a held claim.
-type ClaimView struct {
-	Owner      string  `json:"owner"`
-	AgeSeconds float64 `json:"age_seconds"`
-}
-
-// Waits are an instance's open waits.
-type Waits struct {
-	Subscriptions []SubscriptionView `json:"subscriptions"`
-	Timers        []TimerView        `json:"timers"`
-	Tasks         []TaskView         `json:"tasks"`
-}
-
-// SubscriptionView is an open message subscription.
-type SubscriptionView struct {
-	Token          string    `json:"token"`
-	Element        string    `json:"element"`
-	Message        string    `json:"message"`
-	CorrelationKey string    `json:"correlation_key"`
-	CreatedAt      time.Time `json:"created_at"`
-}
-
-// TimerView is an armed timer.
-type TimerView struct {
-	Token    string    `json:"token"`
-	Element  string    `json:"element"`
-	DueAt    time.Time `json:"due_at"`
-	Attempts int       `json:"attempts"`
-}
-
-// TaskView is an open task.
-type TaskView struct {
-	ID            string     `json:"id"`
-	Token         string     `json:"token"`
-	Element       string     `json:"element"`
-	Topic         string     `json:"topic"`
-	UserTask      bool       `json:"user_task"`
-	Retries       int        `json:"retries"`
-	LockedBy      *string    `json:"locked_by"`
-	LockExpiresAt *time.Time `json:"lock_expires_at"`
-}
-
-// Incident is one incident.
-type Incident struct {
-	ID         int64      `json:"id"`
-	InstanceID string     `json:"instance_id"`
-	Token      string     `json:"token"`
-	Element    string     `json:"element"`
-	Code       string     `json:"code"`
-	Message    string     `json:"message"`
-	CreatedAt  time.Time  `json:"created_at"`
-	ResolvedAt *time.Time `json:"resolved_at"`
-}
-
 // Instance reads an instance, its waits, incidents and claim, in one round
 // trip. ErrNotFound when it does not exist (or is a start that never
 // committed its first step).
-func (s *Store) Instance(ctx context.Context, id string) (InstanceDetail, error) {
-	d := InstanceDetail{ID: id, Tokens: []TokenView{}, Incidents: []Incident{},
-		Waits: Waits{Subscriptions: []SubscriptionView{}, Timers: []TimerView{}, Tasks: []TaskView{}}}
+func (s *Store) Instance(ctx context.Context, id string) (adminapi.Instance, error) {
+	d := adminapi.Instance{ID: id, Tokens: []adminapi.Token{}, Incidents: []adminapi.Incident{},
+		Waits: adminapi.Waits{Subscriptions: []adminapi.Subscription{}, Timers: []adminapi.Timer{}, Tasks: []adminapi.Task{}}}
 	var tokens []byte
 	var owner *string
 	var age *time.Duration
@@ -151,8 +62,8 @@ func (s *Store) Instance(ctx context.Context, id string) (InstanceDetail, error)
 	b.Queue(`SELECT token_id, element_id, message_name, correlation_key, created_at FROM subscriptions WHERE instance_id = $1 ORDER BY created_at`, id).
 		Query(func(rows pgx.Rows) error {
 			var err error
-			d.Waits.Subscriptions, err = pgx.AppendRows(d.Waits.Subscriptions, rows, func(r pgx.CollectableRow) (SubscriptionView, error) {
-				var v SubscriptionView
+			d.Waits.Subscriptions, err = pgx.AppendRows(d.Waits.Subscriptions, rows, func(r pgx.CollectableRow) (adminapi.Subscription, error) {
+				var v adminapi.Subscription
 				return v, r.Scan(&v.Token, &v.Element, &v.Message, &v.CorrelationKey, &v.CreatedAt)
 			})
 			return err
@@ -160,8 +71,8 @@ func (s *Store) Instance(ctx context.Context, id string) (InstanceDetail, error)
 	b.Queue(`SELECT token_id, element_id, due_at, attempts FROM timers WHERE instance_id = $1 ORDER BY due_at`, id).
 		Query(func(rows pgx.Rows) error {
 			var err error
-			d.Waits.Timers, err = pgx.AppendRows(d.Waits.Timers, rows, func(r pgx.CollectableRow) (TimerView, error) {
-				var v TimerView
+			d.Waits.Timers, err = pgx.AppendRows(d.Waits.Timers, rows, func(r pgx.CollectableRow) (adminapi.Timer, error) {
+				var v adminapi.Timer
 				return v, r.Scan(&v.Token, &v.Element, &v.DueAt, &v.Attempts)
 			})
 			return err
@@ -169,8 +80,8 @@ func (s *Store) Instance(ctx context.Context, id string) (InstanceDetail, error)
 	b.Queue(`SELECT id::text, token_id, element_id, type, user_task, retries, locked_by, lock_expires_at FROM tasks WHERE instance_id = $1 ORDER BY id`, id).
 		Query(func(rows pgx.Rows) error {
 			var err error
-			d.Waits.Tasks, err = pgx.AppendRows(d.Waits.Tasks, rows, func(r pgx.CollectableRow) (TaskView, error) {
-				var v TaskView
+			d.Waits.Tasks, err = pgx.AppendRows(d.Waits.Tasks, rows, func(r pgx.CollectableRow) (adminapi.Task, error) {
+				var v adminapi.Task
 				return v, r.Scan(&v.ID, &v.Token, &v.Element, &v.Topic, &v.UserTask, &v.Retries, &v.LockedBy, &v.LockExpiresAt)
 			})
 			return err
@@ -188,10 +99,10 @@ func (s *Store) Instance(ctx context.Context, id string) (InstanceDetail, error)
 		return d, fmt.Errorf("decoding tokens of %s: %w", id, err)
 	}
 	for _, t := range st.Tokens {
-		d.Tokens = append(d.Tokens, TokenView{ID: t.ID, Element: t.Element, Wait: string(t.Wait), Scope: t.Scope})
+		d.Tokens = append(d.Tokens, adminapi.Token{ID: t.ID, Element: t.Element, Wait: string(t.Wait), Scope: t.Scope})
 	}
 	if owner != nil {
-		d.Claim = &ClaimView{Owner: *owner}
+		d.Claim = &adminapi.Claim{Owner: *owner}
 		if age != nil {
 			d.Claim.AgeSeconds = age.Seconds()
 		}
@@ -204,19 +115,9 @@ func (s *Store) Instance(ctx context.Context, id string) (InstanceDetail, error)
 
 const incidentSelect = `SELECT id, instance_id, token_id, element_id, code, message, created_at, resolved_at FROM incidents`
 
-func scanIncident(r pgx.CollectableRow) (Incident, error) {
-	var i Incident
+func scanIncident(r pgx.CollectableRow) (adminapi.Incident, error) {
+	var i adminapi.Incident
 	return i, r.Scan(&i.ID, &i.InstanceID, &i.Token, &i.Element, &i.Code, &i.Message, &i.CreatedAt, &i.ResolvedAt)
-}
-
-// InstanceSummary is one row of an instance list.
-type InstanceSummary struct {
-	ID          string        `json:"instance_id"`
-	Definition  DefinitionRef `json:"definition"`
-	Status      string        `json:"status"`
-	Version     int64         `json:"version"`
-	HasIncident bool          `json:"has_incident"`
-	UpdatedAt   time.Time     `json:"updated_at"`
 }
 
 // InstanceFilter narrows an instance list; After is the cursor (the last id
@@ -230,7 +131,7 @@ type InstanceFilter struct {
 }
 
 // ListInstances pages through instances by id.
-func (s *Store) ListInstances(ctx context.Context, f InstanceFilter) ([]InstanceSummary, error) {
+func (s *Store) ListInstances(ctx context.Context, f InstanceFilter) ([]adminapi.InstanceSummary, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT i.id, i.definition_key, i.definition_version, i.status, i.version,
 		       EXISTS (SELECT 1 FROM incidents x WHERE x.instance_id = i.id AND x.resolved_at IS NULL), i.updated_at
@@ -242,8 +143,8 @@ func (s *Store) ListInstances(ctx context.Context, f InstanceFilter) ([]Instance
 	if err != nil {
 		return nil, translate(err, "listing instances")
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (InstanceSummary, error) {
-		var v InstanceSummary
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (adminapi.InstanceSummary, error) {
+		var v adminapi.InstanceSummary
 		return v, r.Scan(&v.ID, &v.Definition.Key, &v.Definition.Version, &v.Status, &v.Version, &v.HasIncident, &v.UpdatedAt)
 	})
 	return out, translate(err, "listing instances")
@@ -258,7 +159,7 @@ type IncidentFilter struct {
 }
 
 // ListIncidents pages through incidents by id.
-func (s *Store) ListIncidents(ctx context.Context, f IncidentFilter) ([]Incident, error) {
+func (s *Store) ListIncidents(ctx context.Context, f IncidentFilter) ([]adminapi.Incident, error) {
 	rows, err := s.pool.Query(ctx, incidentSelect+`
 		 WHERE id > $1 AND ($2 = '' OR instance_id = $2)
 		   AND ($3::boolean IS NULL OR $3 = (resolved_at IS NULL))
@@ -271,10 +172,10 @@ func (s *Store) ListIncidents(ctx context.Context, f IncidentFilter) ([]Incident
 }
 
 // IncidentByID reads one incident. ErrNotFound when there is none.
-func (s *Store) IncidentByID(ctx context.Context, id int64) (Incident, error) {
+func (s *Store) IncidentByID(ctx context.Context, id int64) (adminapi.Incident, error) {
 	rows, err := s.pool.Query(ctx, incidentSelect+` WHERE id = $1`, id)
 	if err != nil {
-		return Incident{}, translate(err, "reading incident")
+		return adminapi.Incident{}, translate(err, "reading incident")
 	}
 	inc, err := pgx.CollectExactlyOneRow(rows, scanIncident)
 	return inc, translate(err, fmt.Sprintf("reading incident %d", id))

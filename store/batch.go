@@ -177,21 +177,18 @@ func (s *Store) WriteGroup(ctx context.Context, cs []StepWrites) []error {
 	// A connection left inside the transaction (a failed ROLLBACK) is
 	// destroyed by the pool on release, never reused.
 	defer conn.Release()
-	// committed hands w over once the transaction committed. The hand-over
-	// may take a connection of its own (a stopped publisher hands the rows
-	// back at once): with this one held, commits doing so could take the
-	// whole pool and wait for each other.
+	// committed tells the outbox publisher of w once the transaction
+	// committed.
 	var w *outboxWrites
 	committed := func() []error {
 		conn.Release()
-		s.handOutbox(w)
+		s.notifyOutbox(w)
 		return errs
 	}
 
 	// Round trip 1: open the transaction (durable: it waits for the WAL
 	// flush, like WriteStep) and fence every step, learning which passed.
 	matched := make(map[string]bool, n)
-	began := time.Now() // before the transaction's now(), which its leases count from
 	b := &pgx.Batch{}
 	queueBegin(b)
 	b.Queue(groupFenceSQL, ids, owners, versions, statuses, vars, tokens).Query(func(rows pgx.Rows) error {
@@ -220,7 +217,6 @@ func (s *Store) WriteGroup(ctx context.Context, cs []StepWrites) []error {
 	}
 	b = &pgx.Batch{}
 	w = s.outboxWrites()
-	w.At = began // the publisher's deadline counts from it
 	if err := queueStepWrites(b, w, passed...); err != nil {
 		rollback(ctx, conn)
 		return fail(err)

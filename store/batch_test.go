@@ -1,10 +1,10 @@
 package store_test
 
 import (
-	"context"
 	"errors"
 	"os"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -373,84 +373,29 @@ func TestABatchCommitWritesEachStepsWaitsToItsOwnInstanceOnly(t *testing.T) {
 }
 
 // When a batch commit meets a lost claim it commits the others in a second
-// transaction, which began in the round trip that fenced them again: the
-// rows it hands over say they were written no later than that transaction's
-// start, which their leases count from (the publisher publishes for two
-// thirds of a lease past it).
-func TestAFencedBatchHandsItsOutboxRowsOverWithTheStartOfTheTransactionThatWroteThem(t *testing.T) {
+// transaction: that commit tells the outbox publisher of their rows, once.
+func TestAFencedBatchNotifiesThePublisherOfTheRowsItCommitted(t *testing.T) {
 	t.Parallel()
 	ids := []string{"o-a", "o-b"}
 	env, st, proc := batchEnv(t, ids...)
-	h := &handoff{owner: "r1"}
-	st.HandOutboxTo(h)
+	var n atomic.Int32
+	st.NotifyOutbox(func() { n.Add(1) })
 	ctx := testkit.Ctx(t)
 	cs := claimPaid(t, st, proc, "r/lane/1", ids)
 	for i := range cs {
 		cs[i].Effects.Publish = append(cs[i].Effects.Publish, engine.OutboxMessage{ID: "msg-" + ids[i], Element: "e", Message: "m", Variables: map[string]any{}})
 	}
-	// o-b's claim is taken over: the batch commits o-a alone, after a
-	// round trip that fences the steps again.
+	// o-b's claim is taken over: the batch commits o-a alone.
 	if _, err := env.DB.Exec(ctx, "UPDATE instances SET owner = 'r/lane/9' WHERE id = 'o-b'"); err != nil {
 		t.Fatal(err)
 	}
 	if errs := st.WriteGroup(ctx, cs); errs[0] != nil || fault.Code(errs[1]) != fault.StepFenced {
 		t.Fatalf("errs = %v, want [nil fenced]", errs)
 	}
-	w := h.last(t)
-	if len(w.Leased) != 1 || w.Leased[0].ID != "msg-o-a" {
-		t.Fatalf("handed over %+v, want o-a's message", w.Leased)
+	if n.Load() != 1 {
+		t.Fatalf("%d notifications, want 1", n.Load())
 	}
-	var began time.Time
-	if err := env.DB.QueryRow(ctx, "SELECT locked_until - interval '1 minute' FROM outbox WHERE id = 'msg-o-a'").Scan(&began); err != nil {
-		t.Fatal(err)
-	}
-	if w.At.After(began) {
-		t.Errorf("handed over as written at %s, after its transaction began at %s (its lease counts from then)", w.At.Format(time.StampMicro), began.Format(time.StampMicro))
-	}
-}
-
-// handingBack is the handoff of a publisher that stopped: it hands the rows
-// a commit leased to it back at once, with a statement of its own.
-type handingBack struct {
-	st  *store.Store
-	err error
-}
-
-func (h *handingBack) Lessee() (string, time.Duration) { return "r1", time.Minute }
-func (h *handingBack) Written(w store.OutboxWritten) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	var ids []string
-	for _, r := range w.Leased {
-		ids = append(ids, r.ID)
-	}
-	h.err = h.st.SettleOutbox(ctx, "r1", store.OutboxSettlement{Released: ids})
-}
-
-// A batch commit hands its outbox rows over once it gave its connection
-// back: holding it, a commit whose rows are handed back at once waited for a
-// connection of a pool that commits doing the same had taken whole.
-func TestABatchCommitHandsItsOutboxRowsOverHoldingNoConnection(t *testing.T) {
-	t.Parallel()
-	ids := []string{"o-a"}
-	env, _, proc := batchEnv(t, ids...)
-	ctx := testkit.Ctx(t)
-	st, err := store.Open(ctx, env.Config.DatabaseURL, store.Options{MaxConns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	h := &handingBack{st: st}
-	st.HandOutboxTo(h)
-	cs := claimPaid(t, st, proc, "r/lane/1", ids)
-	cs[0].Effects.Publish = append(cs[0].Effects.Publish, engine.OutboxMessage{ID: "msg-o-a", Element: "e", Message: "m", Variables: map[string]any{}})
-	if errs := st.WriteGroup(ctx, cs); errs[0] != nil {
-		t.Fatal(errs[0])
-	}
-	if h.err != nil {
-		t.Fatalf("handing the rows back from the hand-over: %v (the commit still held the pool's one connection)", h.err)
-	}
-	if n := env.Int(t, "SELECT count(*) FROM outbox WHERE id = 'msg-o-a' AND locked_by IS NULL"); n != 1 {
-		t.Error("the row is still leased: it was not handed back")
+	if got := env.Int(t, "SELECT count(*) FROM outbox WHERE id = 'msg-o-a' AND locked_by IS NULL"); got != 1 {
+		t.Fatal("o-a's message not written unleased")
 	}
 }

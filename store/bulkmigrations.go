@@ -6,29 +6,17 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sutra-run/worker/api/admin/adminapi"
 )
 
-// Migration is a bulk migration job and its progress.
+// Migration is a bulk migration job as its runner leases it.
 type Migration struct {
-	ID          string            `json:"id"`
-	Definition  string            `json:"definition"`
-	FromVersion int               `json:"from_version"`
-	ToVersion   int               `json:"to_version"`
-	Mapping     map[string]string `json:"-"`
-	State       string            `json:"state"`
-	Total       int               `json:"total"`
-	Migrated    int               `json:"migrated"`
-	Retrying    int               `json:"retrying"`
-	Refused     []Refusal         `json:"refused"`
-	CreatedAt   time.Time         `json:"created_at"`
-	UpdatedAt   time.Time         `json:"updated_at"`
-}
-
-// Refusal is an instance a bulk migration could not move.
-type Refusal struct {
-	InstanceID string `json:"instance_id"`
-	Code       string `json:"code"`
-	Detail     string `json:"detail"`
+	ID          string
+	Definition  string
+	FromVersion int
+	ToVersion   int
+	Mapping     map[string]string
 }
 
 // CreateMigration records a bulk migration of every active instance of
@@ -52,8 +40,8 @@ func (s *Store) CreateMigration(ctx context.Context, id, definition string, from
 
 // MigrationStatus reads a bulk migration and its progress. ErrNotFound when
 // there is none.
-func (s *Store) MigrationStatus(ctx context.Context, id string) (Migration, error) {
-	m := Migration{ID: id, Refused: []Refusal{}}
+func (s *Store) MigrationStatus(ctx context.Context, id string) (adminapi.Migration, error) {
+	m := adminapi.Migration{ID: id, Refused: []adminapi.Refusal{}}
 	b := &pgx.Batch{}
 	b.Queue(`SELECT definition_key, from_version, to_version, state, created_at, updated_at FROM migrations WHERE id = $1`, id).
 		QueryRow(func(r pgx.Row) error {
@@ -66,8 +54,8 @@ func (s *Store) MigrationStatus(ctx context.Context, id string) (Migration, erro
 	b.Queue(`SELECT instance_id, code, detail FROM migration_items WHERE migration_id = $1 AND state = 'refused' ORDER BY instance_id`, id).
 		Query(func(rows pgx.Rows) error {
 			var err error
-			m.Refused, err = pgx.AppendRows(m.Refused, rows, func(r pgx.CollectableRow) (Refusal, error) {
-				var x Refusal
+			m.Refused, err = pgx.AppendRows(m.Refused, rows, func(r pgx.CollectableRow) (adminapi.Refusal, error) {
+				var x adminapi.Refusal
 				return x, r.Scan(&x.InstanceID, &x.Code, &x.Detail)
 			})
 			return err

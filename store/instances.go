@@ -243,7 +243,7 @@ func (s *Store) WriteStep(ctx context.Context, c StepWrites) error {
 	}
 	err = s.pool.SendBatch(ctx, b).Close()
 	if err == nil {
-		s.handOutbox(w)
+		s.notifyOutbox(w)
 	}
 	if id, ok := matchedRow(err); ok {
 		m, rerr := s.bufferedRow(ctx, id)
@@ -514,9 +514,9 @@ func queueStepEffects(b *pgx.Batch, w *outboxWrites, id string, e engine.Effects
 	return nil
 }
 
-// insertMessageSQL writes a BPMN message to the outbox (leasedInsert).
-var insertMessageSQL = leasedInsert("", "id, instance_id, element_id, message_name, correlation_key, variables",
-	"VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::jsonb)", true, 7)
+// insertMessageSQL writes a BPMN message to the outbox (outboxInsert).
+var insertMessageSQL = outboxInsert("", "id, instance_id, element_id, message_name, correlation_key, variables",
+	"VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::jsonb)", true)
 
 // ResolveSubscription returns the instance whose oldest open subscription
 // waits for message name with key. A relay already applied (inboxID) is

@@ -6,10 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sutra-run/worker/api/admin/adminapi"
 )
 
 // Outbox targets (outbox.target).
@@ -39,11 +40,6 @@ type OutboxRow struct {
 	// Written is when the row was written, by this process's clock (the
 	// lease reads its age by the database's).
 	Written time.Time
-	// After is the seq of the latest earlier row of the instance and the
-	// row's Target that the same owner holds, to be published first (0:
-	// none). Of an instance's rows of one target leased or written together
-	// only the first one's After counts: the others follow it.
-	After int64
 }
 
 // Class is what the row is ordered within: an instance's rows are published
@@ -55,24 +51,6 @@ func (o OutboxRow) Class() string { return o.InstanceID + "\x00" + o.Target }
 const outboxColumns = `o.id, o.seq, o.instance_id, o.element_id, o.target, o.message_name, o.correlation_key,
 	o.variables, o.routing_key, o.body, o.attempts`
 
-// outboxAfter is OutboxRow.After of row o for the owner in parameter $n: the
-// seq of the latest earlier unpublished row of o's instance and target, if
-// that owner holds it (where it matters, the first row of a class in a lease
-// or a commit, every earlier unpublished row of the class is the owner's).
-//
-// The probes of an instance's unpublished rows of one target (here, in
-// leasedInsert and in the lease) read outbox_instance_unpublished
-// (migrations 0014, 0016 keep them off outbox_unpublished); here and in
-// leasedInsert they name the instance as a range and order by (instance_id,
-// target, seq), so that no other index gives their order either (with
-// instance_id = x it would be seq alone, which outbox_seq gives).
-func outboxAfter(n int) string {
-	return fmt.Sprintf(`COALESCE((SELECT CASE WHEN e.locked_by = $%d AND e.locked_until >= now() THEN e.seq END FROM outbox e
-	          WHERE e.instance_id BETWEEN o.instance_id AND o.instance_id AND e.target = o.target AND e.seq < o.seq
-	            AND e.published_at IS NULL
-	          ORDER BY e.instance_id DESC, e.target DESC, e.seq DESC LIMIT 1), 0)`, n)
-}
-
 // scanOutboxRow scans outboxColumns and then the columns more points to.
 func scanOutboxRow(r pgx.Row, more func(*OutboxRow) []any) (OutboxRow, error) {
 	var o OutboxRow
@@ -82,24 +60,26 @@ func scanOutboxRow(r pgx.Row, more func(*OutboxRow) []any) (OutboxRow, error) {
 }
 
 // leaseOutboxSQL leases up to $2 unpublished rows to $1 for $3, in commit
-// order (seq), never a row with an earlier unpublished row of its instance
-// and target (its class, OutboxRow.Class) that neither this statement nor an
-// earlier lease of $1 holds, so that one instance's messages of a class are
-// first published in commit order whoever publishes them:
+// order (seq), so that an instance's rows of one class (its target,
+// OutboxRow.Class) are in at most one live lease, and every lease of a
+// class holds its earliest unpublished rows; one instance's messages of a
+// class are then first published in commit order whoever publishes them:
 //
 //   - a candidate is free (never leased, or its lease or backoff is over)
-//     and no earlier row of its class is leased by another owner or
-//     backing off now (which also keeps such rows from crowding the batch
-//     out);
+//     and no earlier row of its class is leased (whoever holds it, $1 too)
+//     or backs off now (which also keeps such rows from crowding the batch
+//     out); since leases take a class's earliest rows, a class's live
+//     rows are before its free ones (only transactions of one instance
+//     that commit at once, a task outcome beside a child's end, may
+//     commit a row before one already leased: they have no order between
+//     them);
 //   - SKIP LOCKED keeps two publishers' statements apart, so a candidate
-//     may lose an earlier row of its class to a concurrent statement: it
-//     is then dropped (the second NOT EXISTS);
-//   - a row behind rows $1 still holds is returned with the seq of the
-//     latest of them: $1 must publish it only after those (the publisher
-//     chains its batches).
+//     may lose an earlier row of its class to a concurrent statement, or
+//     to the limit: it is then dropped (the second NOT EXISTS).
 //
 // Deferred rows (a failed publish) have no holder and locked_until in the
-// future: their backoff. OFFSET 0 keeps each NOT EXISTS a probe per row on
+// future: their backoff. Leases are on the database's clock, one for every
+// replica. OFFSET 0 keeps each NOT EXISTS a probe per row on
 // outbox_instance_unpublished: as an anti-join the planner may read every
 // unpublished row, or every candidate's earlier rows, on each lease. The
 // walk says seq > 0 to use outbox_unpublished, which the probes cannot
@@ -111,7 +91,7 @@ WITH cand AS (
 	   AND (o.locked_until IS NULL OR o.locked_until < now())
 	   AND NOT EXISTS (SELECT 1 FROM outbox e
 	                    WHERE e.instance_id = o.instance_id AND e.target = o.target AND e.seq < o.seq AND e.published_at IS NULL
-	                      AND e.locked_until >= now() AND e.locked_by IS DISTINCT FROM $1 OFFSET 0)
+	                      AND e.locked_until >= now() OFFSET 0)
 	 ORDER BY o.seq LIMIT $2
 	 FOR UPDATE SKIP LOCKED
 )
@@ -120,9 +100,8 @@ UPDATE outbox o SET locked_by = $1, locked_until = now() + $3::interval
  WHERE o.id = c.id
    AND NOT EXISTS (SELECT 1 FROM outbox e
                     WHERE e.instance_id = c.instance_id AND e.target = c.target AND e.seq < c.seq AND e.published_at IS NULL
-                      AND e.id NOT IN (SELECT id FROM cand)
-                      AND (e.locked_by IS DISTINCT FROM $1 OR e.locked_until < now()) OFFSET 0)
-RETURNING ` + outboxColumns + `, EXTRACT(EPOCH FROM now() - o.created_at)::float8, ` + outboxAfter(1)
+                      AND e.id NOT IN (SELECT id FROM cand) OFFSET 0)
+RETURNING ` + outboxColumns + `, EXTRACT(EPOCH FROM now() - o.created_at)::float8`
 
 // leaseOrderSQL makes the lease walk outbox_unpublished in seq order and stop
 // at its limit, whatever the table's statistics say: a table that grew
@@ -152,7 +131,7 @@ func (s *Store) LeaseOutbox(ctx context.Context, owner string, limit int, lease 
 	}
 	leased, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (OutboxRow, error) {
 		var age float64
-		o, err := scanOutboxRow(r, func(o *OutboxRow) []any { return []any{&age, &o.After} })
+		o, err := scanOutboxRow(r, func(*OutboxRow) []any { return []any{&age} })
 		o.Written = sent.Add(-time.Duration(age * float64(time.Second)))
 		return o, err
 	})
@@ -238,21 +217,6 @@ INSERT INTO outbox_parked (` + parkedColumns + `, code, reason)
 SELECT id, seq, instance_id, element_id, target, message_name, correlation_key, variables, routing_key, body,
        attempts + 1, created_at, code, reason FROM p`
 
-// ParkedOutboxRow is an outbox row parked after it failed for good.
-type ParkedOutboxRow struct {
-	ID             string    `json:"id"`
-	InstanceID     string    `json:"instance_id"`
-	ElementID      string    `json:"element_id"`
-	Target         string    `json:"target"`
-	Message        string    `json:"message"`
-	CorrelationKey string    `json:"correlation_key"`
-	Attempts       int       `json:"attempts"`
-	CreatedAt      time.Time `json:"created_at"`
-	ParkedAt       time.Time `json:"parked_at"`
-	Code           string    `json:"code"`
-	Reason         string    `json:"reason"`
-}
-
 // ParkedFilter selects parked rows: of one instance when InstanceID is set,
 // up to Limit rows with ids after After, in id order.
 type ParkedFilter struct {
@@ -262,15 +226,15 @@ type ParkedFilter struct {
 }
 
 // ListParkedOutbox lists parked outbox rows.
-func (s *Store) ListParkedOutbox(ctx context.Context, f ParkedFilter) ([]ParkedOutboxRow, error) {
+func (s *Store) ListParkedOutbox(ctx context.Context, f ParkedFilter) ([]adminapi.ParkedMessage, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, instance_id, element_id, target, message_name, correlation_key, attempts,
 		       created_at, parked_at, code, reason FROM outbox_parked
 		 WHERE ($1 = '' OR instance_id = $1) AND id > $2 ORDER BY id LIMIT $3`, f.InstanceID, f.After, f.Limit)
 	if err != nil {
 		return nil, translate(err, "listing parked outbox rows")
 	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ParkedOutboxRow, error) {
-		var p ParkedOutboxRow
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (adminapi.ParkedMessage, error) {
+		var p adminapi.ParkedMessage
 		err := r.Scan(&p.ID, &p.InstanceID, &p.ElementID, &p.Target, &p.Message, &p.CorrelationKey, &p.Attempts,
 			&p.CreatedAt, &p.ParkedAt, &p.Code, &p.Reason)
 		return p, err
@@ -321,115 +285,55 @@ func (s *Store) TrimOutbox(ctx context.Context, retention time.Duration, limit i
 	return tag.RowsAffected(), translate(err, "trimming outbox")
 }
 
-// OutboxHandoff is the publisher of this process, to which commits lease the
-// outbox rows they write, so that it publishes them without leasing them
-// first (Store.HandOutboxTo).
-type OutboxHandoff interface {
-	// Lessee is who leases the rows a transaction writes, and for how long;
-	// "" leaves them to any publisher's lease (a publisher that stops).
-	Lessee() (owner string, lease time.Duration)
-	// Written hears, once the transaction committed, what it wrote to the
-	// outbox. It runs on the committing goroutine: it must not wait for
-	// anything but a bounded final write.
-	Written(OutboxWritten)
-}
+// NotifyOutbox makes every commit that wrote outbox rows call written once
+// it committed (the publisher's Wake), so that an idle publisher leases them
+// at once rather than at its next poll. written must not block. Call it
+// before the store is used.
+func (s *Store) NotifyOutbox(written func()) { s.outboxWritten = written }
 
-// OutboxWritten is what one committed transaction wrote to the outbox.
-type OutboxWritten struct {
-	// At is when the transaction was sent: the leases of Leased last at
-	// least until At plus the lessee's lease.
-	At time.Time
-	// Leased are the rows leased to the lessee as they were written, in seq
-	// order. A row is leased so only when every earlier unpublished row of
-	// its class is held by the lessee too (After names the latest).
-	Leased []OutboxRow
-	// Unleased counts the rows left to any publisher's lease: behind a row
-	// another publisher holds or that backs off, or written with no lessee.
-	Unleased int
-}
-
-// HandOutboxTo makes every commit lease the outbox rows it writes to h's
-// lessee and hand them to h. Call it before the store is used.
-func (s *Store) HandOutboxTo(h OutboxHandoff) { s.handoff = h }
-
-// outboxWrites collects the outbox rows one transaction writes.
+// outboxWrites counts the outbox rows one transaction writes.
 type outboxWrites struct {
-	owner *string // nil: written unleased
-	lease time.Duration
-	OutboxWritten
-	last OutboxRow // the latest row written
+	rows int
+	last string // the message name of the latest row written
 }
 
-// outboxWrites starts the collection of a transaction about to be sent.
-func (s *Store) outboxWrites() *outboxWrites {
-	w := &outboxWrites{OutboxWritten: OutboxWritten{At: time.Now()}}
-	if s.handoff != nil {
-		if owner, lease := s.handoff.Lessee(); owner != "" {
-			w.owner, w.lease = &owner, lease
-		}
-	}
-	return w
-}
+// outboxWrites starts the count of a transaction about to be sent.
+func (s *Store) outboxWrites() *outboxWrites { return &outboxWrites{} }
 
-// queue queues an outbox insert made with leasedInsert, whose last two
-// parameters it adds, and collects the rows it returns.
+// queue queues an outbox insert made with outboxInsert and counts the rows
+// it wrote.
 func (w *outboxWrites) queue(b *pgx.Batch, sql string, args ...any) {
-	b.Queue(sql, append(args, w.owner, w.lease)...).Query(func(rows pgx.Rows) error {
+	b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
-			var leased bool
-			o, err := scanOutboxRow(rows, func(o *OutboxRow) []any { return []any{&leased, &o.After} })
-			if err != nil {
+			if err := rows.Scan(&w.last); err != nil {
 				return err
 			}
-			w.last = o
-			if !leased {
-				w.Unleased++
-				continue
-			}
-			o.Written = w.At
-			w.Leased = append(w.Leased, o)
+			w.rows++
 		}
 		return rows.Err()
 	})
 }
 
-// handOutbox tells the handoff what a committed transaction wrote.
-func (s *Store) handOutbox(w *outboxWrites) {
-	if s.handoff == nil || len(w.Leased) == 0 && w.Unleased == 0 {
-		return
+// notifyOutbox tells the publisher that a committed transaction wrote rows.
+func (s *Store) notifyOutbox(w *outboxWrites) {
+	if s.outboxWritten != nil && w.rows > 0 {
+		s.outboxWritten()
 	}
-	slices.SortFunc(w.Leased, func(a, b OutboxRow) int { return cmp.Compare(a.Seq, b.Seq) })
-	s.handoff.Written(w.OutboxWritten)
 }
 
-// leasedInsert makes an INSERT INTO outbox of the rows of sel (whose columns
-// are cols, instance_id among them, typed by casts; with, if set, are more
-// WITH queries, each ending in a comma; dedupe: a row whose id exists is
-// not written) that leases each row to the owner in
-// parameter $n for the interval in $n+1 when every earlier unpublished row
-// of its class (instance and target) is held by that owner, unexpired (an
-// owner of NULL leases nothing), and returns outboxColumns, whether it
-// leased the row, and After. Rows written in one transaction see the ones
-// before them, so a step's second message is leased behind its first.
-func leasedInsert(with, cols, sel string, dedupe bool, n int) string {
+// outboxInsert makes an INSERT INTO outbox of the rows of sel (whose columns
+// are cols, typed by casts; with, if set, are more WITH queries, each ending
+// in a comma; dedupe: a row whose id exists is not written) that returns
+// each row's message name. The rows are written unleased: any publisher's
+// lease takes them.
+func outboxInsert(with, cols, sel string, dedupe bool) string {
 	conflict := ""
 	if dedupe {
 		conflict = "ON CONFLICT (id) DO NOTHING"
 	}
-	// Rows that do not name their target get the column's default.
-	target := "'" + TargetOutbox + "'"
-	if slices.Contains(strings.Split(strings.ReplaceAll(cols, " ", ""), ","), "target") {
-		target = "v.target"
-	}
-	return fmt.Sprintf(`WITH %[7]s v (%[1]s) AS (%[2]s)
-INSERT INTO outbox AS o (%[1]s, locked_by, locked_until)
-SELECT v.*, l.owner, CASE WHEN l.owner IS NOT NULL THEN now() + $%[4]d::interval END
-  FROM v LEFT JOIN LATERAL (
-	SELECT true FROM outbox e
-	 WHERE e.instance_id BETWEEN v.instance_id AND v.instance_id AND e.target = %[9]s AND e.published_at IS NULL
-	   AND (e.locked_by IS DISTINCT FROM $%[3]d OR e.locked_until < now())
-	 ORDER BY e.instance_id, e.target, e.seq LIMIT 1) b (blocked) ON true
-  CROSS JOIN LATERAL (SELECT CASE WHEN b.blocked IS NULL THEN $%[3]d::text END) l (owner)
-%[8]s
-RETURNING %[5]s, o.locked_by IS NOT NULL, %[6]s`, cols, sel, n, n+1, outboxColumns, outboxAfter(n), with, conflict, target)
+	return fmt.Sprintf(`WITH %[3]s v (%[1]s) AS (%[2]s)
+INSERT INTO outbox AS o (%[1]s)
+SELECT v.* FROM v
+%[4]s
+RETURNING o.message_name`, cols, sel, with, conflict)
 }

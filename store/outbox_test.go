@@ -1,7 +1,9 @@
 package store_test
 
 import (
+	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,183 +96,56 @@ func TestOutboxLeasesKeepEachInstancesCommitOrderAcrossPublishers(t *testing.T) 
 	}
 }
 
+// lapse ends owner's leases now: the database's clock, which leases are
+// on, passes them.
+func lapse(t *testing.T, env *testkit.Env, owner string) {
+	t.Helper()
+	if _, err := env.DB.Exec(testkit.Ctx(t), "UPDATE outbox SET locked_until = now() - interval '1 millisecond' WHERE locked_by = $1",
+		owner); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A publisher that died holding leases leaves its rows to the others once
 // the leases lapse, and only then.
 func TestOutboxRowsOfADeadPublisherAreTakenWhenItsLeaseLapses(t *testing.T) {
 	t.Parallel()
 	env, ctx, st := open(t)
-	if _, err := env.DB.Exec(ctx, "INSERT INTO outbox (id, instance_id, message_name) VALUES ('a1', 'a', 'm')"); err != nil {
+	if _, err := env.DB.Exec(ctx, "INSERT INTO outbox (id, instance_id, message_name) VALUES ('a1', 'a', 'm'), ('a2', 'a', 'm')"); err != nil {
 		t.Fatal(err)
 	}
-	// Leased for 2 s: the check that nobody else may take it runs well
-	// inside that even on a busy machine.
-	if rows, err := st.LeaseOutbox(ctx, "dead", 10, 2*time.Second); err != nil || len(rows) != 1 {
-		t.Fatalf("leased %v, %v", rows, err)
+	if rows, err := st.LeaseOutbox(ctx, "dead", 1, time.Minute); err != nil || !slices.Equal(ids(rows), []string{"a1"}) {
+		t.Fatalf("leased %v, %v", ids(rows), err)
 	}
 	if rows, err := st.LeaseOutbox(ctx, "live", 10, time.Minute); err != nil || len(rows) != 0 {
-		t.Fatalf("a held row leased again: %v, %v", rows, err)
+		t.Fatalf("leased %v, %v while the dead publisher's lease lives; want nothing", ids(rows), err)
 	}
-	testkit.Eventually(t, 10*time.Second, "the dead publisher's row taken over", func() bool {
-		rows, err := st.LeaseOutbox(ctx, "live", 10, time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(rows) == 1
-	})
+	lapse(t, env, "dead")
+	if rows, err := st.LeaseOutbox(ctx, "live", 10, time.Minute); err != nil || !slices.Equal(ids(rows), []string{"a1", "a2"}) {
+		t.Fatalf("leased %v, %v once the lease lapsed; want a1 a2", ids(rows), err)
+	}
+	// The dead publisher's settlement, late, is fenced off.
+	if err := st.SettleOutbox(ctx, "dead", store.OutboxSettlement{Published: []string{"a1"}, Released: []string{"a2"}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := env.Int(t, "SELECT count(*) FROM outbox WHERE locked_by = 'live' AND published_at IS NULL"); n != 2 {
+		t.Fatalf("%d rows left to live, want both: a lapsed holder's settlement must change nothing", n)
+	}
 }
 
-// One owner may lease an instance's rows behind rows it holds already (its
-// batches in flight chain them), each naming the latest of those (After);
-// other owners still may not.
-func TestOutboxLeasesOfOneOwnerTakeRowsBehindItsOwnAndNameTheRowTheyFollow(t *testing.T) {
+// An instance's rows of a class are in at most one live lease, whoever
+// holds it: a publisher does not lease rows behind rows it holds itself
+// (its own batch in flight) until those are settled.
+func TestAnInstancesRowsAreInAtMostOneLiveLeaseEvenOfTheirHolder(t *testing.T) {
 	t.Parallel()
 	env, ctx, st := open(t)
 	// Commit order: a1 a2 b1 a3.
-	seq := map[string]int64{}
 	for _, r := range [][2]string{{"a", "a1"}, {"a", "a2"}, {"b", "b1"}, {"a", "a3"}} {
-		var n int64
-		if err := env.DB.QueryRow(ctx, "INSERT INTO outbox (id, instance_id, message_name) VALUES ($2, $1, 'm') RETURNING seq",
-			r[0], r[1]).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		seq[r[1]] = n
-	}
-	lease := func(owner string, limit int, lease time.Duration) map[string]int64 {
-		t.Helper()
-		rows, err := st.LeaseOutbox(ctx, owner, limit, lease)
-		if err != nil {
-			t.Fatal(err)
-		}
-		after := map[string]int64{}
-		for _, r := range rows {
-			after[r.ID] = r.After
-		}
-		return after
-	}
-	if got := lease("r1", 1, time.Minute); len(got) != 1 || got["a1"] != 0 {
-		t.Fatalf("first lease: %v, want a1 after nothing", got)
-	}
-	if got := lease("r2", 10, time.Minute); len(got) != 1 || got["b1"] != 0 {
-		t.Fatalf("another owner leased %v, want only b1: a2 and a3 wait behind r1's a1", got)
-	}
-	// a3 follows a2 in the same lease: only a2's After counts.
-	if got := lease("r1", 10, 100*time.Millisecond); len(got) != 2 || got["a2"] != seq["a1"] {
-		t.Fatalf("r1 leased %v, want a2 and a3, a2 after its a1 (seq %d)", got, seq["a1"])
-	}
-	// Once r1's leases of a2 and a3 lapse, r1 takes them again, now behind
-	// nothing of its own but a1; after a1 is published, behind nothing.
-	if err := st.SettleOutbox(ctx, "r1", store.OutboxSettlement{Published: []string{"a1"}}); err != nil {
-		t.Fatal(err)
-	}
-	testkit.Eventually(t, 10*time.Second, "r1's short leases lapse", func() bool {
-		got := lease("r1", 10, time.Minute)
-		if len(got) > 0 && (len(got) != 2 || got["a2"] != 0) {
-			t.Fatalf("r1 leased %v again, want a2 after nothing, and a3", got)
-		}
-		return len(got) == 2
-	})
-}
-
-// handoff is an OutboxHandoff that records what commits wrote.
-type handoff struct {
-	owner   string
-	written []store.OutboxWritten
-}
-
-func (h *handoff) Lessee() (string, time.Duration) { return h.owner, time.Minute }
-func (h *handoff) Written(w store.OutboxWritten)   { h.written = append(h.written, w) }
-func (h *handoff) last(t *testing.T) store.OutboxWritten {
-	t.Helper()
-	if len(h.written) == 0 {
-		t.Fatal("nothing handed over")
-	}
-	return h.written[len(h.written)-1]
-}
-
-// A commit leases the rows it writes to the lessee when every earlier
-// unpublished row of their instance is the lessee's, naming the latest of
-// those, and hands them over; rows behind another publisher's are left to
-// the lease, and so are rows written with no lessee.
-func TestCommitsLeaseTheirOutboxRowsToTheLesseeOnlyWhereNothingOfAnotherIsBefore(t *testing.T) {
-	t.Parallel()
-	env, ctx, st := open(t)
-	h := &handoff{owner: "r1"}
-	st.HandOutboxTo(h)
-	forward := func(inbox string, rs ...string) store.OutboxWritten {
-		t.Helper()
-		var out []store.RelayOut
-		for _, r := range rs {
-			out = append(out, store.RelayOut{ID: r, InstanceID: r[:1], RoutingKey: "k", Body: []byte("{}")})
-		}
-		n := len(h.written)
-		if err := st.Forward(ctx, inbox, "src", out); err != nil {
-			t.Fatal(err)
-		}
-		if len(h.written) != n+1 {
-			t.Fatalf("%d handoffs for one commit", len(h.written)-n)
-		}
-		return h.last(t)
-	}
-	seq := func(id string) int64 { return int64(env.Int(t, "SELECT seq FROM outbox WHERE id = '"+id+"'")) }
-	holder := func(id string) string {
-		var by *string
-		if err := env.DB.QueryRow(ctx, "SELECT locked_by FROM outbox WHERE id = $1", id).Scan(&by); err != nil {
-			t.Fatal(err)
-		}
-		if by == nil {
-			return ""
-		}
-		return *by
-	}
-
-	// a1 and a2 in one commit: both leased, a2 after a1; b1 after nothing.
-	start := time.Now()
-	w := forward("in-1", "a1", "a2", "b1")
-	if got := ids(w.Leased); !slices.Equal(got, []string{"a1", "a2", "b1"}) || w.Unleased != 0 {
-		t.Fatalf("leased %v, %d unleased; want a1 a2 b1, none", got, w.Unleased)
-	}
-	if l := w.Leased; l[0].After != 0 || l[1].After != seq("a1") || l[2].After != 0 || w.At.Before(start) || l[0].Written != w.At {
-		t.Fatalf("handed %+v", w)
-	}
-	// a3 after the lessee's a2, in a later commit.
-	if w := forward("in-2", "a3"); len(w.Leased) != 1 || w.Leased[0].After != seq("a2") {
-		t.Fatalf("a3 handed %+v, want leased after a2", w)
-	}
-	// Another publisher holds c1, a relay like c2: c2 waits for the lease.
-	if _, err := env.DB.Exec(ctx, "INSERT INTO outbox (id, instance_id, message_name, target) VALUES ('c1', 'c', 'm', 'relay')"); err != nil {
-		t.Fatal(err)
-	}
-	if rows, err := st.LeaseOutbox(ctx, "r2", 10, time.Minute); err != nil || !slices.Contains(ids(rows), "c1") {
-		t.Fatalf("r2 leased %v, %v", ids(rows), err)
-	}
-	if w := forward("in-3", "c2"); len(w.Leased) != 0 || w.Unleased != 1 || holder("c2") != "" {
-		t.Fatalf("c2 handed %+v, held by %q; want left to the lease", w, holder("c2"))
-	}
-	// No lessee (a publisher that stopped): left to the lease.
-	h.owner = ""
-	if w := forward("in-4", "d1"); len(w.Leased) != 0 || w.Unleased != 1 || holder("d1") != "" {
-		t.Fatalf("d1 handed %+v, held by %q; want left to the lease", w, holder("d1"))
-	}
-	for _, id := range []string{"a1", "a2", "a3", "b1"} {
-		if holder(id) != "r1" {
-			t.Fatalf("%s held by %q, want r1", id, holder(id))
-		}
-	}
-}
-
-// An instance's rows are ordered within their target class only: its
-// relays (task outcomes) are leased, and leased at commit, past its BPMN
-// messages held by another publisher or backing off, and the reverse.
-func TestOutboxOrderHoldsWithinATargetClassOnly(t *testing.T) {
-	t.Parallel()
-	env, ctx, st := open(t)
-	// Commit order: a1 (a message), ar1 (a relay), a2 (a message).
-	for _, r := range [][2]string{{"a1", "outbox"}, {"ar1", "relay"}, {"a2", "outbox"}} {
-		if _, err := env.DB.Exec(ctx, "INSERT INTO outbox (id, instance_id, message_name, target) VALUES ($1, 'a', 'm', $2)", r[0], r[1]); err != nil {
+		if _, err := env.DB.Exec(ctx, "INSERT INTO outbox (id, instance_id, message_name) VALUES ($2, $1, 'm')", r[0], r[1]); err != nil {
 			t.Fatal(err)
 		}
 	}
-	lease := func(owner string, limit int, want ...string) []store.OutboxRow {
+	lease := func(owner string, limit int, want ...string) {
 		t.Helper()
 		rows, err := st.LeaseOutbox(ctx, owner, limit, time.Minute)
 		if err != nil {
@@ -279,38 +154,86 @@ func TestOutboxOrderHoldsWithinATargetClassOnly(t *testing.T) {
 		if got := ids(rows); !slices.Equal(got, want) {
 			t.Fatalf("%s leased %v, want %v", owner, got, want)
 		}
-		return rows
 	}
 	lease("r1", 1, "a1")
-	// ar1 is not behind r1's a1; a2 is.
-	if rows := lease("r2", 10, "ar1"); rows[0].After != 0 {
-		t.Fatalf("ar1 after %d, want after nothing", rows[0].After)
-	}
-	if err := st.SettleOutbox(ctx, "r2", store.OutboxSettlement{Published: []string{"ar1"}}); err != nil {
+	lease("r1", 10, "b1") // a2 and a3 wait behind r1's own a1
+	lease("r2", 10)
+	// a1 handed back unsent: a's rows go in one lease again, a1 first.
+	if err := st.SettleOutbox(ctx, "r1", store.OutboxSettlement{Released: []string{"a1"}}); err != nil {
 		t.Fatal(err)
 	}
-	lease("r1", 10, "a2")
-	// A relay committed while r1 holds a1 and a2 is leased to r1 at
-	// commit, after nothing of its class.
-	h := &handoff{owner: "r1"}
-	st.HandOutboxTo(h)
-	if err := st.Forward(ctx, "in-1", "src", []store.RelayOut{{ID: "ar2", InstanceID: "a", RoutingKey: "k", Body: []byte("{}")}}); err != nil {
-		t.Fatal(err)
-	}
-	if w := h.last(t); len(w.Leased) != 1 || w.Leased[0].ID != "ar2" || w.Leased[0].After != 0 || w.Unleased != 0 {
-		t.Fatalf("ar2 handed %+v, want leased after nothing", w)
-	}
-	// a1 backs off: a2 waits behind it, the relays do not.
-	if err := st.SettleOutbox(ctx, "r1", store.OutboxSettlement{Published: []string{"ar2"},
-		Deferred: []store.OutboxDeferral{{ID: "a1", Delay: time.Hour}}, Released: []string{"a2"}}); err != nil {
+	lease("r2", 10, "a1", "a2", "a3")
+	// A row committed while they are held waits for their settlement.
+	if _, err := env.DB.Exec(ctx, "INSERT INTO outbox (id, instance_id, message_name) VALUES ('a4', 'a', 'm')"); err != nil {
 		t.Fatal(err)
 	}
 	lease("r2", 10)
-	h.owner = "r2"
-	if err := st.Forward(ctx, "in-2", "src", []store.RelayOut{{ID: "ar3", InstanceID: "a", RoutingKey: "k", Body: []byte("{}")}}); err != nil {
+	if err := st.SettleOutbox(ctx, "r2", store.OutboxSettlement{Published: []string{"a1", "a2", "a3"}}); err != nil {
 		t.Fatal(err)
 	}
-	if w := h.last(t); len(w.Leased) != 1 || w.Leased[0].ID != "ar3" || w.Unleased != 0 {
-		t.Fatalf("ar3 handed %+v, want leased", w)
+	lease("r1", 10, "a4")
+}
+
+// An instance's rows are ordered within their target class only: its
+// relays (task outcomes) are leased past its BPMN messages held by another
+// publisher or backing off, and the reverse.
+func TestOutboxOrderHoldsWithinATargetClassOnly(t *testing.T) {
+	t.Parallel()
+	env, ctx, st := open(t)
+	insert := func(id, target string) {
+		t.Helper()
+		if _, err := env.DB.Exec(ctx, "INSERT INTO outbox (id, instance_id, message_name, target) VALUES ($1, 'a', 'm', $2)", id, target); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Commit order: a1 (a message), ar1 (a relay), a2 (a message).
+	insert("a1", store.TargetOutbox)
+	insert("ar1", store.TargetRelay)
+	insert("a2", store.TargetOutbox)
+	lease := func(owner string, limit int, want ...string) {
+		t.Helper()
+		rows, err := st.LeaseOutbox(ctx, owner, limit, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ids(rows); !slices.Equal(got, want) {
+			t.Fatalf("%s leased %v, want %v", owner, got, want)
+		}
+	}
+	lease("r1", 1, "a1")
+	lease("r2", 10, "ar1") // not behind r1's a1; a2 is
+	if err := st.SettleOutbox(ctx, "r2", store.OutboxSettlement{Published: []string{"ar1"}}); err != nil {
+		t.Fatal(err)
+	}
+	// A relay committed while r1 holds a1 goes to another publisher.
+	insert("ar2", store.TargetRelay)
+	lease("r2", 10, "ar2")
+	if err := st.SettleOutbox(ctx, "r2", store.OutboxSettlement{Published: []string{"ar2"}}); err != nil {
+		t.Fatal(err)
+	}
+	// a1 backs off: a2 waits behind it, the relays do not.
+	if err := st.SettleOutbox(ctx, "r1", store.OutboxSettlement{Deferred: []store.OutboxDeferral{{ID: "a1", Delay: time.Hour}}}); err != nil {
+		t.Fatal(err)
+	}
+	insert("ar3", store.TargetRelay)
+	lease("r2", 10, "ar3")
+}
+
+// A commit that wrote outbox rows tells the publisher once it committed;
+// one that wrote none, or failed, does not.
+func TestACommitThatWroteOutboxRowsNotifiesThePublisher(t *testing.T) {
+	t.Parallel()
+	_, ctx, st := open(t)
+	var n atomic.Int32
+	st.NotifyOutbox(func() { n.Add(1) })
+	relay := []store.RelayOut{{ID: "ar1", InstanceID: "a", RoutingKey: "k", Body: []byte("{}")}, {ID: "ar2", InstanceID: "a", RoutingKey: "k", Body: []byte("{}")}}
+	if err := st.Forward(ctx, "in-1", "src", relay); err != nil || n.Load() != 1 {
+		t.Fatalf("forward: %v, %d notifications; want 1", err, n.Load())
+	}
+	if err := st.Forward(ctx, "in-1", "src", relay); !errors.Is(err, store.ErrDuplicate) || n.Load() != 1 {
+		t.Fatalf("duplicate forward: %v, %d notifications; want ErrDuplicate, no more", err, n.Load())
+	}
+	if err := st.Forward(ctx, "in-2", "src", nil); err != nil || n.Load() != 1 {
+		t.Fatalf("forward of nothing: %v, %d notifications; want none more", err, n.Load())
 	}
 }

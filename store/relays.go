@@ -118,9 +118,9 @@ func queueRelays(b *pgx.Batch, w *outboxWrites, rs []RelayOut) {
 	}
 }
 
-// insertRelaySQL writes a relay to the outbox (leasedInsert).
-var insertRelaySQL = leasedInsert("", "id, instance_id, message_name, target, routing_key, body",
-	"VALUES ($1::text, $2::text, 'relay', 'relay', $3::text, $4::bytea)", true, 5)
+// insertRelaySQL writes a relay to the outbox (outboxInsert).
+var insertRelaySQL = outboxInsert("", "id, instance_id, message_name, target, routing_key, body",
+	"VALUES ($1::text, $2::text, 'relay', 'relay', $3::text, $4::bytea)", true)
 
 // Forward answers a relay that no step applies by sending relays in its
 // place: it records inboxID as applied and queues rs in the outbox, in one
@@ -133,7 +133,7 @@ func (s *Store) Forward(ctx context.Context, inboxID, instanceID string, rs []Re
 	queueRelays(b, w, rs)
 	err := s.pool.SendBatch(ctx, b).Close()
 	if err == nil {
-		s.handOutbox(w)
+		s.notifyOutbox(w)
 	}
 	if isUniqueViolation(err, "inbox_pkey") {
 		return ErrDuplicate

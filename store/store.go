@@ -30,8 +30,9 @@ var migrations embed.FS
 type Store struct {
 	pool       *pgxpool.Pool
 	syncClaims bool
-	// handoff, when set, leases the outbox rows commits write (HandOutboxTo).
-	handoff OutboxHandoff
+	// outboxWritten, when set, hears of every commit that wrote outbox rows
+	// (NotifyOutbox).
+	outboxWritten func()
 	// processes caches parsed definitions by key+version; they are immutable.
 	processes sync.Map // defKey → *bpmn.Process
 	// maxVariablesBytes and maxCommitBytes are the limits of a step (limits.go).

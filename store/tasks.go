@@ -199,10 +199,10 @@ const taskRelayRoutingKey = "task"
 
 // recordOutcomeSQL records an outcome on the task, fenced on its lock holder,
 // and writes, in the same statement (one transaction, durable at commit), the
-// outbox row that carries it to the step pipeline as a relay (leasedInsert). The relay's
+// outbox row that carries it to the step pipeline as a relay (outboxInsert). The relay's
 // message id is unique per outcome of the row, so its inbox row dedupes a
 // redelivered copy.
-var recordOutcomeSQL = leasedInsert(`done AS (
+var recordOutcomeSQL = outboxInsert(`done AS (
 	UPDATE tasks SET outcome = $3::text, outcomes = outcomes + 1,
 	       error_message = COALESCE($6::text, error_message), error_details = COALESCE($7::text, error_details)
 	 WHERE id = $1 AND outcome IS NULL
@@ -216,7 +216,7 @@ SELECT 'task:' || id || ':' || outcomes, instance_id, element_id, type, 'relay',
                                      'error_code', $5::text, 'error_message', $6::text, 'error_details', $7::text, 'retries', $8::int,
                                      'retry_timeout_ms', $9::bigint),
            'variables', $4::jsonb)::text, 'UTF8')
-  FROM done`, false, 14)
+  FROM done`, false)
 
 // RecordOutcome records a worker's outcome of a task it holds and queues
 // the relay that applies it, durably, in one statement, and returns the
@@ -242,15 +242,15 @@ func (s *Store) RecordOutcome(ctx context.Context, o Outcome) (topic string, err
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return "", translate(err, fmt.Sprintf("recording the outcome of task %d", o.TaskID))
 	}
-	if len(w.Leased)+w.Unleased == 0 {
+	if w.rows == 0 {
 		if o.Human {
 			return "", s.whyNotCompleted(ctx, o.TaskID)
 		}
 		return "", s.whyNotHeld(ctx, o.TaskID, o.Worker)
 	}
-	s.handOutbox(w)
+	s.notifyOutbox(w)
 	// The relay's message name is the task's topic.
-	return w.last.Message, nil
+	return w.last, nil
 }
 
 // ExtendLock sets the lock of a task worker holds to expire d from now. A

@@ -4,31 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
-)
 
-// UserTask is a user task as humans' tools see it.
-type UserTask struct {
-	ID              string         `json:"id"`
-	InstanceID      string         `json:"instance_id"`
-	Element         string         `json:"element"`
-	Definition      DefinitionRef  `json:"definition"`
-	Assignee        *string        `json:"assignee"`
-	CandidateGroups []string       `json:"candidate_groups"`
-	CandidateUsers  []string       `json:"candidate_users"`
-	FormKey         *string        `json:"form_key"`
-	FormID          *string        `json:"form_id"`
-	DueDate         *string        `json:"due_date"`
-	FollowUpDate    *string        `json:"follow_up_date"`
-	Priority        int            `json:"priority"`
-	Variables       map[string]any `json:"variables"`
-	// State is created (open) or completing (its completion is on its way
-	// to the instance).
-	State     string    `json:"state"`
-	CreatedAt time.Time `json:"created_at"`
-}
+	"github.com/sutra-run/worker/api/admin/adminapi"
+)
 
 // UserTaskFilter narrows a user task list; After is the cursor (an id).
 type UserTaskFilter struct {
@@ -46,8 +26,8 @@ SELECT t.id::text, t.instance_id, t.element_id, i.definition_key, i.definition_v
        i.variables || t.variables, CASE WHEN t.outcome IS NULL THEN 'created' ELSE 'completing' END, t.created_at
   FROM tasks t JOIN instances i ON i.id = t.instance_id`
 
-func scanUserTask(r pgx.CollectableRow) (UserTask, error) {
-	var u UserTask
+func scanUserTask(r pgx.CollectableRow) (adminapi.UserTask, error) {
+	var u adminapi.UserTask
 	err := r.Scan(&u.ID, &u.InstanceID, &u.Element, &u.Definition.Key, &u.Definition.Version, &u.Assignee,
 		&u.CandidateGroups, &u.CandidateUsers, &u.FormKey, &u.FormID, &u.DueDate, &u.FollowUpDate, &u.Priority,
 		&u.Variables, &u.State, &u.CreatedAt)
@@ -55,7 +35,7 @@ func scanUserTask(r pgx.CollectableRow) (UserTask, error) {
 }
 
 // ListUserTasks pages through user tasks by id.
-func (s *Store) ListUserTasks(ctx context.Context, f UserTaskFilter) ([]UserTask, error) {
+func (s *Store) ListUserTasks(ctx context.Context, f UserTaskFilter) ([]adminapi.UserTask, error) {
 	rows, err := s.pool.Query(ctx, userTaskSelect+`
 		 WHERE t.user_task AND t.id > $1
 		   AND ($2 = '' OR t.assignee = $2)
@@ -71,10 +51,10 @@ func (s *Store) ListUserTasks(ctx context.Context, f UserTaskFilter) ([]UserTask
 }
 
 // UserTaskByID reads one user task. ErrNotFound when there is none.
-func (s *Store) UserTaskByID(ctx context.Context, id int64) (UserTask, error) {
+func (s *Store) UserTaskByID(ctx context.Context, id int64) (adminapi.UserTask, error) {
 	rows, err := s.pool.Query(ctx, userTaskSelect+` WHERE t.user_task AND t.id = $1`, id)
 	if err != nil {
-		return UserTask{}, translate(err, "reading user task")
+		return adminapi.UserTask{}, translate(err, "reading user task")
 	}
 	u, err := pgx.CollectExactlyOneRow(rows, scanUserTask)
 	return u, translate(err, fmt.Sprintf("reading user task %d", id))

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sutra-run/worker/broker"
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/clock"
 	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/internal/testsignal"
@@ -67,6 +68,16 @@ type Config struct {
 	// DeadQueue is counted for sutra_dead_letter_messages (default
 	// sutra.relays.dead).
 	DeadQueue string
+	// CallTimeout bounds each database statement of a sweep and of the
+	// census (default 5s, a third of the default LeaseTTL): a chore stuck on
+	// a lock or a dead connection gives up until the next sweep instead of
+	// holding the lease it can no longer renew meanwhile. Taking or renewing
+	// the lease is bounded by a third of LeaseTTL.
+	CallTimeout time.Duration
+	// Clock schedules the attempts, renewals and sweeps and measures the
+	// lease locally (default the real clock); claim ages are judged by the
+	// database's clock.
+	Clock clock.Clock
 }
 
 func (c *Config) setDefaults() {
@@ -76,6 +87,10 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.InboxRetention, 7*24*time.Hour)
 	defaults.Set(&c.OutboxRetention, 24*time.Hour)
 	defaults.Set(&c.BatchSize, 1000)
+	defaults.Set(&c.CallTimeout, 5*time.Second)
+	if c.Clock == nil {
+		c.Clock = clock.Real()
+	}
 	if c.DeadExchange == "" {
 		c.DeadExchange = "sutra.relays.dead"
 	}
@@ -204,19 +219,19 @@ func (s *Sweeper) run(ctx, _ context.Context) {
 	// A follower asks often, so that a dead holder's lease is taken soon
 	// after it lapses; a leader renews at a third of the TTL.
 	attempt, renew := max(s.cfg.LeaseTTL/10, 10*time.Millisecond), s.cfg.LeaseTTL/3
-	timer := time.NewTimer(0)
+	timer := s.cfg.Clock.NewTimer(0)
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			s.stop()
 			return
-		case <-timer.C:
+		case <-timer.C():
 		}
 		s.tick(ctx)
 		next := attempt
 		if s.state == leader {
-			next = min(renew, max(time.Until(s.lastSweep.Add(s.cfg.Interval)), 0))
+			next = min(renew, max(s.lastSweep.Add(s.cfg.Interval).Sub(s.cfg.Clock.Now()), 0))
 		}
 		timer.Reset(next)
 	}
@@ -225,8 +240,9 @@ func (s *Sweeper) run(ctx, _ context.Context) {
 // tick takes or renews the lease and, on the holder, sweeps when due.
 func (s *Sweeper) tick(ctx context.Context) {
 	log := s.deps.Logger
-	if s.state == follower || time.Until(s.leaseUntil) < s.cfg.LeaseTTL*2/3 {
-		asked := time.Now()
+	now := s.cfg.Clock.Now
+	if s.state == follower || s.leaseUntil.Sub(now()) < s.cfg.LeaseTTL*2/3 {
+		asked := now()
 		cctx, cancel := context.WithTimeout(ctx, s.cfg.LeaseTTL/3)
 		held, err := s.deps.Store.AcquireLease(cctx, LeaseName, s.cfg.Replica, s.cfg.LeaseTTL)
 		cancel()
@@ -244,13 +260,15 @@ func (s *Sweeper) tick(ctx context.Context) {
 			s.transition(follower)
 		case err != nil && ctx.Err() == nil:
 			log.Warn("acquiring lease", "lease", LeaseName, "code", fault.Code(err), "err", err)
-			if s.state == leader && time.Now().After(s.leaseUntil) {
+			// The lease is over at leaseUntil: a holder that stayed until then
+			// would neither sweep nor give up, and look again at once.
+			if s.state == leader && !now().Before(s.leaseUntil) {
 				s.transition(follower)
 			}
 		}
 	}
-	if s.state == leader && time.Since(s.lastSweep) >= s.cfg.Interval && time.Now().Before(s.leaseUntil) {
-		s.lastSweep = time.Now()
+	if s.state == leader && now().Sub(s.lastSweep) >= s.cfg.Interval && now().Before(s.leaseUntil) {
+		s.lastSweep = now()
 		s.sweep(ctx)
 	}
 }
@@ -281,7 +299,9 @@ func (s *Sweeper) sweep(ctx context.Context) {
 // over replicas is right.
 func (s *Sweeper) census(ctx context.Context) {
 	m, log := s.deps.Metrics, s.deps.Logger
-	c, err := s.deps.Store.Census(ctx)
+	cctx, cancel := s.call(ctx)
+	c, err := s.deps.Store.Census(cctx)
+	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
 			log.Warn("counting the census", "code", fault.Code(err), "err", err)
@@ -329,7 +349,9 @@ func (s *Sweeper) clearCensus() {
 // so that replicas dying mid-step are visible.
 func (s *Sweeper) sweepClaims(ctx context.Context) error {
 	for {
-		swept, err := s.deps.Store.SweepClaims(ctx, s.cfg.ClaimTimeout, s.cfg.BatchSize)
+		cctx, cancel := s.call(ctx)
+		swept, err := s.deps.Store.SweepClaims(cctx, s.cfg.ClaimTimeout, s.cfg.BatchSize)
+		cancel()
 		if err != nil {
 			return err
 		}
@@ -347,7 +369,9 @@ func (s *Sweeper) sweepClaims(ctx context.Context) error {
 
 func (s *Sweeper) trimInbox(ctx context.Context) error {
 	for {
-		n, err := s.deps.Store.TrimInbox(ctx, s.cfg.InboxRetention, s.cfg.BatchSize)
+		cctx, cancel := s.call(ctx)
+		n, err := s.deps.Store.TrimInbox(cctx, s.cfg.InboxRetention, s.cfg.BatchSize)
+		cancel()
 		if err != nil {
 			return err
 		}
@@ -362,7 +386,9 @@ func (s *Sweeper) trimInbox(ctx context.Context) error {
 // retention: past it a redelivered copy is not recognised either.
 func (s *Sweeper) trimRelayAttempts(ctx context.Context) error {
 	for {
-		n, err := s.deps.Store.TrimRelayAttempts(ctx, s.cfg.InboxRetention, s.cfg.BatchSize)
+		cctx, cancel := s.call(ctx)
+		n, err := s.deps.Store.TrimRelayAttempts(cctx, s.cfg.InboxRetention, s.cfg.BatchSize)
+		cancel()
 		if err != nil || n < int64(s.cfg.BatchSize) {
 			return err
 		}
@@ -371,7 +397,9 @@ func (s *Sweeper) trimRelayAttempts(ctx context.Context) error {
 
 func (s *Sweeper) trimOutbox(ctx context.Context) error {
 	for {
-		n, err := s.deps.Store.TrimOutbox(ctx, s.cfg.OutboxRetention, s.cfg.BatchSize)
+		cctx, cancel := s.call(ctx)
+		n, err := s.deps.Store.TrimOutbox(cctx, s.cfg.OutboxRetention, s.cfg.BatchSize)
+		cancel()
 		if err != nil {
 			return err
 		}
@@ -388,7 +416,9 @@ func (s *Sweeper) trimOutbox(ctx context.Context) error {
 // the broker did not confirm stays for the next sweep.
 func (s *Sweeper) expireBuffered(ctx context.Context) error {
 	for {
-		msgs, err := s.deps.Store.ExpiredBuffered(ctx, s.cfg.BatchSize)
+		cctx, cancel := s.call(ctx)
+		msgs, err := s.deps.Store.ExpiredBuffered(cctx, s.cfg.BatchSize)
+		cancel()
 		if err != nil || len(msgs) == 0 {
 			return err
 		}
@@ -417,7 +447,10 @@ func (s *Sweeper) expireBuffered(ctx context.Context) error {
 			}
 		}
 		if len(ids) > 0 {
-			if err := s.deps.Store.DeleteBuffered(ctx, ids); err != nil {
+			cctx, cancel := s.call(ctx)
+			err := s.deps.Store.DeleteBuffered(cctx, ids)
+			cancel()
+			if err != nil {
 				return err
 			}
 		}
@@ -434,6 +467,11 @@ func (s *Sweeper) expireBuffered(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// call bounds one database statement of a chore.
+func (s *Sweeper) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.cfg.CallTimeout)
 }
 
 // stop releases a held lease on the way out.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sutra-run/worker/broker"
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/clock"
 	"github.com/sutra-run/worker/internal/testkit"
 	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/store"
@@ -121,26 +122,61 @@ func (d *deadLetters) Publish(_ context.Context, msgs []broker.Message) []error 
 	return errs
 }
 
-// start starts a sweeper on st and dl with metrics of its own, stopped at the
-// test's end (Stop may be called more than once).
-func start(t *testing.T, st *fakeStore, dl *deadLetters) (*sweeper.Sweeper, *metrics.Metrics) {
+// loop drives a sweeper's loop by its fake clock, one tick at a time.
+type loop struct {
+	clk *clock.Fake
+	// next is the timer the idle loop set, once settle has seen it.
+	next   time.Duration
+	seeing bool
+}
+
+// settle waits until the loop has finished its tick and set its timer.
+func (l *loop) settle(t *testing.T) {
+	t.Helper()
+	if !l.seeing {
+		l.next, l.seeing = l.clk.Set.WaitOrTimeout(t), true
+	}
+}
+
+// tick moves the clock to the loop's timer and waits until that tick is
+// done: every signal it gave is queued when tick returns.
+func (l *loop) tick(t *testing.T) {
+	t.Helper()
+	l.settle(t)
+	l.seeing = false
+	l.clk.Advance(l.next)
+	l.settle(t)
+}
+
+// start starts a sweeper with the default intervals on st and dl, with
+// metrics of its own and a fake clock, and returns once its first tick is
+// done. It is stopped at the test's end (Stop may be called more than once).
+func start(t *testing.T, st *fakeStore, dl *deadLetters) (*sweeper.Sweeper, *metrics.Metrics, *loop) {
 	t.Helper()
 	m := metrics.New(prometheus.NewRegistry())
+	clk := clock.NewFake(time.Now())
+	clk.Set.Init()
 	s := sweeper.New(sweeper.Deps{Store: st, Broker: dl, Metrics: m, Logger: testkit.Logger(t)},
-		sweeper.Config{Replica: "r", Interval: 10 * time.Millisecond, LeaseTTL: 300 * time.Millisecond})
+		sweeper.Config{Replica: "r", Clock: clk})
 	s.TestSignals.Init()
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Stop(context.Background()) })
-	return s, m
+	clk.Set.WaitOrTimeout(t) // the first tick's timer, due at once
+	l := &loop{clk: clk}
+	l.settle(t)
+	return s, m, l
 }
 
 func TestOnlyTheLeaseHolderSweepsAndItGivesTheLeaseUpWhenItStops(t *testing.T) {
 	t.Parallel()
 	st := &fakeStore{lease: func() (bool, error) { return false, nil }}
-	s, _ := start(t, st, &deadLetters{})
-	for range 3 {
+	s, _, l := start(t, st, &deadLetters{})
+	for i := range 3 {
+		if i > 0 {
+			l.tick(t)
+		}
 		if s.TestSignals.Lease.WaitOrTimeout(t) {
 			t.Fatal("took a lease the store refused")
 		}
@@ -149,6 +185,7 @@ func TestOnlyTheLeaseHolderSweepsAndItGivesTheLeaseUpWhenItStops(t *testing.T) {
 		t.Fatalf("a follower swept %d times", n)
 	}
 	st.setLease(func() (bool, error) { return true, nil })
+	l.tick(t)
 	if got := s.TestSignals.State.WaitOrTimeout(t); got != "leader" {
 		t.Fatalf("state = %s, want leader", got)
 	}
@@ -166,21 +203,30 @@ func TestOnlyTheLeaseHolderSweepsAndItGivesTheLeaseUpWhenItStops(t *testing.T) {
 func TestAHolderThatCannotRenewStopsSweepingOnceItsLeaseRunsOut(t *testing.T) {
 	t.Parallel()
 	st := &fakeStore{lease: func() (bool, error) { return true, nil }}
-	s, _ := start(t, st, &deadLetters{})
+	s, _, l := start(t, st, &deadLetters{})
 	if got := s.TestSignals.State.WaitOrTimeout(t); got != "leader" {
 		t.Fatalf("state = %s, want leader", got)
 	}
+	renewed := l.clk.Now() // the first tick took the lease
 	// The database stops answering: the holder keeps its lease only until it
 	// runs out by its own clock, since another replica may take it then.
 	st.setLease(func() (bool, error) { return false, fault.New(fault.Unavailable, "connection refused") })
-	if got := s.TestSignals.State.WaitOrTimeout(t); got != "follower" {
-		t.Fatalf("state = %s, want follower", got)
+	const ttl = 15 * time.Second // the default LeaseTTL
+	for !slices.Contains(s.TestSignals.State.Drain(), "follower") {
+		if l.clk.Now().Sub(renewed) > 2*ttl {
+			t.Fatalf("still the holder %s after its last renewal, with a lease of %s", l.clk.Now().Sub(renewed), ttl)
+		}
+		l.tick(t)
+	}
+	if held := l.clk.Now().Sub(renewed); held < ttl {
+		t.Fatalf("gave the lease up %s after its last renewal, before it ran out (%s)", held, ttl)
 	}
 	swept := st.sweepCount()
 	// Another replica holds it now.
 	s.TestSignals.Lease.Drain() // the renewals before the outage
 	st.setLease(func() (bool, error) { return false, nil })
 	for range 3 {
+		l.tick(t)
 		if s.TestSignals.Lease.WaitOrTimeout(t) {
 			t.Fatal("lease held without a renewal")
 		}
@@ -195,10 +241,9 @@ func TestAnExpiredBufferedMessageIsDeletedOnlyOnceItsDeadLetterIsConfirmed(t *te
 	st := &fakeStore{lease: func() (bool, error) { return true, nil },
 		expired: []store.BufferedMessage{{ID: 7, MessageID: "m-7"}, {ID: 8, MessageID: "m-8", Applied: true}}}
 	dl := &deadLetters{err: errors.New("broker down")}
-	s, _ := start(t, st, dl)
-	for range 3 {
-		s.TestSignals.Swept.WaitOrTimeout(t) // three sweeps with the broker down
-	}
+	_, _, l := start(t, st, dl)
+	l.tick(t)
+	l.tick(t) // three sweeps with the broker down
 	st.mu.Lock()
 	deleted := slices.Contains(st.deleted, 7)
 	st.mu.Unlock()
@@ -208,11 +253,13 @@ func TestAnExpiredBufferedMessageIsDeletedOnlyOnceItsDeadLetterIsConfirmed(t *te
 	dl.mu.Lock()
 	dl.err = nil
 	dl.mu.Unlock()
-	testkit.Eventually(t, 10*time.Second, "the expired messages deleted", func() bool {
-		st.mu.Lock()
-		defer st.mu.Unlock()
-		return slices.Contains(st.deleted, 7) && slices.Contains(st.deleted, 8)
-	})
+	l.tick(t)
+	st.mu.Lock()
+	deleted = slices.Contains(st.deleted, 7) && slices.Contains(st.deleted, 8)
+	st.mu.Unlock()
+	if !deleted {
+		t.Fatal("the expired messages were not deleted by the sweep after the broker came back")
+	}
 	dl.mu.Lock()
 	defer dl.mu.Unlock()
 	if len(dl.got) != 1 || dl.got[0].MessageId != "m-7" {
@@ -226,9 +273,7 @@ func TestAnExpiredBufferedMessageIsDeletedOnlyOnceItsDeadLetterIsConfirmed(t *te
 func TestOnlyTheLeaseHolderReportsTheCensus(t *testing.T) {
 	t.Parallel()
 	st := &fakeStore{lease: func() (bool, error) { return true, nil }}
-	s, m := start(t, st, &deadLetters{})
-	s.TestSignals.Swept.WaitOrTimeout(t)
-	s.TestSignals.Swept.WaitOrTimeout(t) // the first sweep has counted
+	s, m, _ := start(t, st, &deadLetters{}) // the first tick swept and counted
 	held := map[string]prometheus.Gauge{"outbox backlog": m.OutboxBacklog, "oldest claim age": m.ClaimOldestAge,
 		"incidents open": m.IncidentsOpen, "dead-letter queue": m.DeadLetterMessages, "ship tasks open": m.TasksOpen.WithLabelValues("ship")}
 	want := map[string]float64{"outbox backlog": 7, "oldest claim age": 3, "incidents open": 2, "dead-letter queue": 5, "ship tasks open": 4}
@@ -259,7 +304,7 @@ func TestOnlyTheLeaseHolderReportsTheCensus(t *testing.T) {
 func TestATopicLeavesTheOpenTasksGaugeWhenItsLastTaskEnds(t *testing.T) {
 	t.Parallel()
 	st := &fakeStore{lease: func() (bool, error) { return true, nil }, tasksOpen: map[string]int64{"ship": 4, "bill": 1}}
-	s, m := start(t, st, &deadLetters{})
+	_, m, l := start(t, st, &deadLetters{}) // the first tick swept and counted
 	series := func() map[string]float64 {
 		ch := make(chan prometheus.Metric, 8)
 		m.TasksOpen.Collect(ch)
@@ -274,14 +319,11 @@ func TestATopicLeavesTheOpenTasksGaugeWhenItsLastTaskEnds(t *testing.T) {
 		}
 		return got
 	}
-	s.TestSignals.Swept.WaitOrTimeout(t)
-	s.TestSignals.Swept.WaitOrTimeout(t) // a whole census has run
 	if got := series(); !maps.Equal(got, map[string]float64{"ship": 4, "bill": 1}) {
 		t.Fatalf("sutra_tasks_open = %v, want ship = 4 and bill = 1", got)
 	}
 	st.setTasksOpen(map[string]int64{"ship": 2})
-	s.TestSignals.Swept.WaitOrTimeout(t)
-	s.TestSignals.Swept.WaitOrTimeout(t)
+	l.tick(t)
 	if got := series(); !maps.Equal(got, map[string]float64{"ship": 2}) {
 		t.Errorf("sutra_tasks_open = %v, want only ship = 2 once bill has no task left", got)
 	}
@@ -299,11 +341,7 @@ func gauge(t *testing.T, g prometheus.Gauge) float64 {
 func TestEachSweepTrimsRelayFailureCountsWithTheInboxRetention(t *testing.T) {
 	t.Parallel()
 	st := &fakeStore{lease: func() (bool, error) { return true, nil }}
-	s, _ := start(t, st, &deadLetters{})
-	// The trim follows the claim sweep: the second sweep's signal comes after
-	// the first sweep trimmed.
-	s.TestSignals.Swept.WaitOrTimeout(t)
-	s.TestSignals.Swept.WaitOrTimeout(t)
+	start(t, st, &deadLetters{}) // the first tick swept
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if len(st.attemptsTrimmed) == 0 || st.attemptsTrimmed[0] != 7*24*time.Hour {

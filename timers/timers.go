@@ -24,6 +24,7 @@ import (
 
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/backoff"
+	"github.com/sutra-run/worker/internal/clock"
 	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/internal/testsignal"
@@ -64,6 +65,16 @@ type Config struct {
 	// MaxAttempts is how many failed fires of one timer park it in an
 	// incident (default 10).
 	MaxAttempts int
+	// CallTimeout bounds each database statement of the poller (default
+	// 5s): a look stuck on a lock or a dead connection gives up and polls
+	// again, rather than stalling every fire of this replica. Half the
+	// default lease: the rows a slow take leased are still this replica's
+	// when it returns. The answers' writes are bounded by the stop's grace
+	// too (startstop.FinalContext).
+	CallTimeout time.Duration
+	// Clock schedules the looks (default the real clock); due_at is judged
+	// by the database's clock.
+	Clock clock.Clock
 }
 
 func (c *Config) setDefaults() {
@@ -74,6 +85,10 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.BatchSize, 128)
 	defaults.Set(&c.MaxInFlight, DefaultMaxInFlight)
 	defaults.Set(&c.MaxAttempts, 10)
+	defaults.Set(&c.CallTimeout, 5*time.Second)
+	if c.Clock == nil {
+		c.Clock = clock.Real()
+	}
 	c.BatchSize = min(c.BatchSize, c.MaxInFlight)
 }
 
@@ -102,6 +117,9 @@ type TestSignals struct {
 	Deferred testsignal.Signal[store.Deferral]
 	// Parked carries each timer parked in its incident.
 	Parked testsignal.Signal[store.ParkedTimer]
+	// Answered carries the number of fire outcomes each answer took, once
+	// they are counted and their rows written.
+	Answered testsignal.Signal[int]
 }
 
 // Init switches every signal on.
@@ -109,6 +127,7 @@ func (s *TestSignals) Init() {
 	s.Took.Init()
 	s.Deferred.Init()
 	s.Parked.Init()
+	s.Answered.Init()
 }
 
 // Poller fires due timers. Start it once; Stop it once or more.
@@ -159,7 +178,7 @@ func (p *Poller) Start(ctx context.Context) error {
 // sleep until the next due time, a wake-up, or the poll interval.
 func (p *Poller) run(ctx, hard context.Context) {
 	log := p.deps.Logger
-	timer := time.NewTimer(0)
+	timer := p.cfg.Clock.NewTimer(0)
 	defer timer.Stop()
 	inflight := 0
 	look := true // look for due timers now
@@ -172,7 +191,9 @@ func (p *Poller) run(ctx, hard context.Context) {
 			// A step that arms a timer while this look runs must wake the
 			// next one: the look's answer predates that timer.
 			p.sleepUntil.Store(math.MaxInt64)
-			due, next, ok, err := p.deps.Store.TakeDueTimers(ctx, p.cfg.Replica, limit, p.cfg.Lease)
+			cctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
+			due, next, ok, err := p.deps.Store.TakeDueTimers(cctx, p.cfg.Replica, limit, p.cfg.Lease)
+			cancel()
 			p.TestSignals.Took.Signal(len(due))
 			switch {
 			case ctx.Err() != nil:
@@ -189,7 +210,7 @@ func (p *Poller) run(ctx, hard context.Context) {
 			p.sleep(timer, next, ok)
 		}
 		select {
-		case <-timer.C:
+		case <-timer.C():
 			look = true
 		case <-p.wake:
 			look = true
@@ -204,12 +225,12 @@ func (p *Poller) run(ctx, hard context.Context) {
 
 // sleep sets the timer for the next look: when the next timer is due (ok),
 // but no later than the poll interval.
-func (p *Poller) sleep(timer *time.Timer, next time.Duration, ok bool) {
+func (p *Poller) sleep(timer clock.Timer, next time.Duration, ok bool) {
 	d := p.cfg.PollInterval
 	if ok && next < d {
 		d = max(next, 0)
 	}
-	p.sleepUntil.Store(time.Now().Add(d).UnixNano())
+	p.sleepUntil.Store(p.cfg.Clock.Now().Add(d).UnixNano())
 	timer.Reset(d) // since Go 1.23 a Reset timer never delivers a stale tick
 }
 
@@ -219,7 +240,7 @@ func (p *Poller) sleep(timer *time.Timer, next time.Duration, ok bool) {
 func (p *Poller) dispatch(t store.DueTimer) {
 	r := lanes.Resume{
 		Cause: lanes.Fire(t),
-		Done:  func(out lanes.Outcome) { p.results <- answered{t: t, out: out, at: time.Now()} },
+		Done:  func(out lanes.Outcome) { p.results <- answered{t: t, out: out, at: p.cfg.Clock.Now()} },
 	}
 	p.deps.Lanes.Dispatch(r)
 }
@@ -255,9 +276,12 @@ func (p *Poller) answer(ctx context.Context, first answered) int {
 		}
 	}
 	// Final writes of answered fires: they run even while stopping.
-	wctx, cancel := startstop.FinalContext(ctx)
+	fctx, cancel := startstop.FinalContext(ctx)
 	defer cancel()
-	if err := p.deps.Store.DeferTimers(wctx, p.cfg.Replica, deferrals); err != nil {
+	wctx, cancel := context.WithTimeout(fctx, p.cfg.CallTimeout)
+	err := p.deps.Store.DeferTimers(wctx, p.cfg.Replica, deferrals)
+	cancel()
+	if err != nil {
 		// The leases lapse and the timers are taken again: deferred all the same.
 		p.deps.Logger.Warn("deferring timers", "count", len(deferrals), "code", fault.Code(err), "err", err)
 	} else {
@@ -267,9 +291,11 @@ func (p *Poller) answer(ctx context.Context, first answered) int {
 	}
 	if len(deferrals) > 0 {
 		// Deferred rows are due again soon; the next look must not sleep past them.
-		p.wakeBy(time.Now().Add(p.cfg.Backoff))
+		p.wakeBy(p.cfg.Clock.Now().Add(p.cfg.Backoff))
 	}
+	wctx, cancel = context.WithTimeout(fctx, p.cfg.CallTimeout)
 	parked, err := p.deps.Store.ParkTimers(wctx, p.cfg.Replica, parkings)
+	cancel()
 	if err != nil {
 		// The leases lapse and the timers fire again; the next failure parks them.
 		p.deps.Logger.Warn("parking failed timers", "count", len(parkings), "code", fault.Code(err), "err", err)
@@ -279,13 +305,16 @@ func (p *Poller) answer(ctx context.Context, first answered) int {
 			"timer_id", pt.TimerID, "incident_id", pt.IncidentID, "code", fault.IncidentTimerFailed, "max_attempts", p.cfg.MaxAttempts)
 		p.TestSignals.Parked.Signal(pt)
 	}
+	wctx, cancel = context.WithTimeout(fctx, p.cfg.CallTimeout)
 	dropped, err := p.deps.Store.DropTimers(wctx, p.cfg.Replica, stale)
+	cancel()
 	if err != nil {
 		p.deps.Logger.Warn("dropping stale timers", "count", len(stale), "code", fault.Code(err), "err", err)
 	}
 	for _, id := range dropped {
 		p.deps.Logger.Warn("deleted a timer row whose wait no longer exists", "timer_id", id, "code", fault.NotWaiting)
 	}
+	p.TestSignals.Answered.Signal(n)
 	return n
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
+	"github.com/sutra-run/worker/internal/clock"
 	"github.com/sutra-run/worker/internal/testkit"
 	"github.com/sutra-run/worker/lanes"
 	"github.com/sutra-run/worker/metrics"
@@ -56,9 +57,12 @@ func (noLanes) Dispatch(r lanes.Resume) {}
 func TestATimerArmedWhileThePollerTakesABatchWakesItAtOnce(t *testing.T) {
 	t.Parallel()
 	st := &fakeStore{asked: make(chan struct{}), answer: make(chan take)}
-	// A poll interval no test waits out: only a wake-up makes the poller look.
+	// The clock moves only when the test moves it, and never as far as the
+	// poll interval: only the due time and wake-ups make the poller look.
+	clk := clock.NewFake(time.Now())
+	clk.Set.Init()
 	p := timers.New(timers.Deps{Store: st, Lanes: noLanes{}, Metrics: metrics.New(prometheus.NewRegistry()), Logger: testkit.Logger(t)},
-		timers.Config{Replica: "r", PollInterval: time.Hour})
+		timers.Config{Replica: "r", PollInterval: time.Hour, Clock: clk})
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -81,10 +85,18 @@ func TestATimerArmedWhileThePollerTakesABatchWakesItAtOnce(t *testing.T) {
 	look("at start")
 	// The earliest timer is due in 10 ms: the poller sleeps until then.
 	st.answer <- take{next: 10 * time.Millisecond, ok: true}
+	for clk.Set.WaitOrTimeout(t) != 10*time.Millisecond { // the first timer was the start's, due at once
+	}
+	select {
+	case <-st.asked:
+		t.Fatal("the poller looked before the earliest timer fell due")
+	default:
+	}
+	clk.Advance(10 * time.Millisecond)
 	look("when the earliest timer fell due")
 	// While that look runs, a step of this replica arms a timer due a little
 	// later: the look's answer predates it, so it cannot report it.
-	p.Armed(time.Now().Add(20 * time.Millisecond))
+	p.Armed(clk.Now().Add(20 * time.Millisecond))
 	st.answer <- take{}
 	look("after a timer was armed during the previous look")
 	st.answer <- take{}

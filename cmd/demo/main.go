@@ -43,6 +43,9 @@ const (
 	requests = 20   // approvals
 	shipped  = 20   // shipping-and-invoicing orders
 	token    = "demo-token"
+	// adminToken opens the replicas' admin API (/v1), for sutractl while
+	// the demo runs; the task worker carries token, which /v1 refuses.
+	adminToken = "demo-admin-token"
 )
 
 func main() {
@@ -116,7 +119,8 @@ func newDemo() (*demo, error) {
 
 // workerEnv is the environment every worker command of the demo runs with.
 func (d *demo) workerEnv() []string {
-	e := []string{"SUTRA_DATABASE_URL=" + d.dbURL, "SUTRA_AMQP_URL=" + d.amqpURL, "SUTRA_API_TOKEN=" + token}
+	e := []string{"SUTRA_DATABASE_URL=" + d.dbURL, "SUTRA_AMQP_URL=" + d.amqpURL, "SUTRA_API_TOKEN=" + token,
+		"SUTRA_ADMIN_TOKEN=" + adminToken}
 	for k, v := range d.names {
 		e = append(e, k+"="+v)
 	}

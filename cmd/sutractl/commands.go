@@ -10,120 +10,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
-)
 
-// The shapes of docs/openapi.yaml that tables show.
-type (
-	definitionRef struct {
-		Key     string `json:"key"`
-		Version int    `json:"version"`
-	}
-	instance struct {
-		InstanceID string                     `json:"instance_id"`
-		Definition definitionRef              `json:"definition"`
-		Status     string                     `json:"status"`
-		Version    int64                      `json:"version"`
-		Variables  map[string]json.RawMessage `json:"variables"`
-		Tokens     []struct {
-			ID      string `json:"id"`
-			Element string `json:"element"`
-			Wait    string `json:"wait"`
-			Scope   string `json:"scope"`
-		} `json:"tokens"`
-		Waits struct {
-			Subscriptions []struct {
-				Token          string `json:"token"`
-				Element        string `json:"element"`
-				Message        string `json:"message"`
-				CorrelationKey string `json:"correlation_key"`
-				CreatedAt      string `json:"created_at"`
-			} `json:"subscriptions"`
-			Timers []struct {
-				Token    string `json:"token"`
-				Element  string `json:"element"`
-				DueAt    string `json:"due_at"`
-				Attempts int    `json:"attempts"`
-			} `json:"timers"`
-			Tasks []struct {
-				ID            string  `json:"id"`
-				Token         string  `json:"token"`
-				Element       string  `json:"element"`
-				Topic         string  `json:"topic"`
-				UserTask      bool    `json:"user_task"`
-				Retries       int     `json:"retries"`
-				LockedBy      *string `json:"locked_by"`
-				LockExpiresAt *string `json:"lock_expires_at"`
-			} `json:"tasks"`
-		} `json:"waits"`
-		Incidents []incident `json:"incidents"`
-		Claim     *struct {
-			Owner      string  `json:"owner"`
-			AgeSeconds float64 `json:"age_seconds"`
-		} `json:"claim"`
-		ParentID  *string `json:"parent_id"`
-		CreatedAt string  `json:"created_at"`
-		UpdatedAt string  `json:"updated_at"`
-	}
-	instanceSummary struct {
-		InstanceID  string        `json:"instance_id"`
-		Definition  definitionRef `json:"definition"`
-		Status      string        `json:"status"`
-		Version     int64         `json:"version"`
-		HasIncident bool          `json:"has_incident"`
-		UpdatedAt   string        `json:"updated_at"`
-	}
-	incident struct {
-		ID         string  `json:"id"`
-		InstanceID string  `json:"instance_id"`
-		Token      string  `json:"token"`
-		Element    string  `json:"element"`
-		Code       string  `json:"code"`
-		Message    string  `json:"message"`
-		CreatedAt  string  `json:"created_at"`
-		ResolvedAt *string `json:"resolved_at"`
-	}
-	migration struct {
-		ID          string `json:"id"`
-		Definition  string `json:"definition"`
-		FromVersion int    `json:"from_version"`
-		ToVersion   int    `json:"to_version"`
-		State       string `json:"state"`
-		Total       int    `json:"total"`
-		Migrated    int    `json:"migrated"`
-		Retrying    int    `json:"retrying"`
-		Refused     []struct {
-			InstanceID string `json:"instance_id"`
-			Code       string `json:"code"`
-			Detail     string `json:"detail"`
-		} `json:"refused"`
-		UpdatedAt string `json:"updated_at"`
-	}
-	parkedMessage struct {
-		ID             string `json:"id"`
-		InstanceID     string `json:"instance_id"`
-		ElementID      string `json:"element_id"`
-		Message        string `json:"message"`
-		CorrelationKey string `json:"correlation_key"`
-		Attempts       int    `json:"attempts"`
-		ParkedAt       string `json:"parked_at"`
-		Reason         string `json:"reason"`
-	}
-	userTask struct {
-		ID              string                     `json:"id"`
-		InstanceID      string                     `json:"instance_id"`
-		Element         string                     `json:"element"`
-		Definition      definitionRef              `json:"definition"`
-		Assignee        *string                    `json:"assignee"`
-		CandidateGroups []string                   `json:"candidate_groups"`
-		CandidateUsers  []string                   `json:"candidate_users"`
-		FormKey         *string                    `json:"form_key"`
-		FormID          *string                    `json:"form_id"`
-		DueDate         *string                    `json:"due_date"`
-		Priority        int                        `json:"priority"`
-		Variables       map[string]json.RawMessage `json:"variables"`
-		State           string                     `json:"state"`
-		CreatedAt       string                     `json:"created_at"`
-	}
+	"github.com/sutra-run/worker/api/admin/adminapi"
 )
 
 // commands, in the order the help lists them.
@@ -177,7 +65,7 @@ func instancesGet(ctx context.Context, c *cli, args []string) error {
 	if err != nil || c.json() {
 		return c.done(data, err)
 	}
-	var in instance
+	var in adminapi.Instance
 	if err := decode(data, &in); err != nil {
 		return err
 	}
@@ -187,7 +75,7 @@ func instancesGet(ctx context.Context, c *cli, args []string) error {
 	}
 	w := &c.out
 	t := newTable(w, "INSTANCE", "DEFINITION", "STATUS", "STEP", "CLAIM", "PARENT", "CREATED", "UPDATED")
-	t.row(in.InstanceID, defRef(in.Definition), in.Status, strconv.FormatInt(in.Version, 10), claim, deref(in.ParentID), in.CreatedAt, in.UpdatedAt)
+	t.row(in.ID, defRef(in.Definition), in.Status, strconv.FormatInt(in.Version, 10), claim, deref(in.ParentID), stamp(in.CreatedAt), stamp(in.UpdatedAt))
 	t.flush()
 	if len(in.Tokens) > 0 {
 		t = section(w, "TOKENS", "ID", "ELEMENT", "WAIT", "SCOPE")
@@ -199,14 +87,14 @@ func instancesGet(ctx context.Context, c *cli, args []string) error {
 	if subs := in.Waits.Subscriptions; len(subs) > 0 {
 		t = section(w, "SUBSCRIPTIONS", "TOKEN", "ELEMENT", "MESSAGE", "CORRELATION_KEY", "CREATED")
 		for _, s := range subs {
-			t.row(s.Token, s.Element, s.Message, s.CorrelationKey, s.CreatedAt)
+			t.row(s.Token, s.Element, s.Message, s.CorrelationKey, stamp(s.CreatedAt))
 		}
 		t.flush()
 	}
 	if timers := in.Waits.Timers; len(timers) > 0 {
 		t = section(w, "TIMERS", "TOKEN", "ELEMENT", "DUE", "ATTEMPTS")
 		for _, tm := range timers {
-			t.row(tm.Token, tm.Element, tm.DueAt, strconv.Itoa(tm.Attempts))
+			t.row(tm.Token, tm.Element, stamp(tm.DueAt), strconv.Itoa(tm.Attempts))
 		}
 		t.flush()
 	}
@@ -217,14 +105,14 @@ func instancesGet(ctx context.Context, c *cli, args []string) error {
 			if tk.UserTask {
 				kind = "user"
 			}
-			t.row(tk.ID, tk.Token, tk.Element, kind, tk.Topic, strconv.Itoa(tk.Retries), deref(tk.LockedBy), deref(tk.LockExpiresAt))
+			t.row(tk.ID, tk.Token, tk.Element, kind, tk.Topic, strconv.Itoa(tk.Retries), deref(tk.LockedBy), stampOf(tk.LockExpiresAt))
 		}
 		t.flush()
 	}
 	if len(in.Incidents) > 0 {
 		t = section(w, "INCIDENTS", "ID", "TOKEN", "ELEMENT", "CODE", "CREATED", "RESOLVED", "MESSAGE")
 		for _, i := range in.Incidents {
-			t.row(i.ID, i.Token, i.Element, i.Code, i.CreatedAt, deref(i.ResolvedAt), i.Message)
+			t.row(strconv.FormatInt(i.ID, 10), i.Token, i.Element, i.Code, stamp(i.CreatedAt), stampOf(i.ResolvedAt), i.Message)
 		}
 		t.flush()
 	}
@@ -325,11 +213,11 @@ func instancesList(fs *flag.FlagSet) action {
 		}
 		t := newTable(&c.out, "INSTANCE", "DEFINITION", "STATUS", "STEP", "INCIDENT", "UPDATED")
 		for _, raw := range items {
-			var in instanceSummary
+			var in adminapi.InstanceSummary
 			if err := decode(raw, &in); err != nil {
 				return err
 			}
-			t.row(in.InstanceID, defRef(in.Definition), in.Status, strconv.FormatInt(in.Version, 10), yesNo(in.HasIncident), in.UpdatedAt)
+			t.row(in.ID, defRef(in.Definition), in.Status, strconv.FormatInt(in.Version, 10), yesNo(in.HasIncident), stamp(in.UpdatedAt))
 		}
 		t.flush()
 		return nil
@@ -347,19 +235,12 @@ func instancesStart(fs *flag.FlagSet) action {
 		if *definition == "" {
 			return usagef("--definition is required")
 		}
-		body := struct {
-			Definition string   `json:"definition"`
-			Version    *int     `json:"version,omitempty"`
-			InstanceID string   `json:"instance_id,omitempty"`
-			Variables  varsFlag `json:"variables,omitempty"`
-		}{*definition, version.ptr(), *id, vars}
+		body := adminapi.StartRequest{Definition: *definition, Version: version.v, InstanceID: *id, Variables: vars}
 		data, err := c.api.callJSON(ctx, http.MethodPost, "/v1/instances", nil, body)
 		if err != nil || c.json() {
 			return c.done(data, err)
 		}
-		var out struct {
-			InstanceID string `json:"instance_id"`
-		}
+		var out adminapi.Started
 		if err := decode(data, &out); err != nil {
 			return err
 		}
@@ -375,10 +256,7 @@ func cancel(ctx context.Context, c *cli, args []string) error {
 	if err != nil || c.json() {
 		return c.done(data, err)
 	}
-	var out struct {
-		InstanceID string `json:"instance_id"`
-		Status     string `json:"status"`
-	}
+	var out adminapi.Cancelled
 	if err := decode(data, &out); err != nil {
 		return err
 	}
@@ -399,9 +277,7 @@ func variablesSet(ctx context.Context, c *cli, args []string) error {
 	if err != nil || c.json() {
 		return c.done(data, err)
 	}
-	var out struct {
-		Variables map[string]json.RawMessage `json:"variables"`
-	}
+	var out adminapi.VariablesSet
 	if err := decode(data, &out); err != nil {
 		return err
 	}
@@ -420,18 +296,12 @@ func migrate(fs *flag.FlagSet) action {
 		if !to.set {
 			return usagef("--to is required")
 		}
-		body := struct {
-			TargetVersion int     `json:"target_version"`
-			Mapping       mapFlag `json:"mapping,omitempty"`
-		}{to.v, mapping}
+		body := adminapi.MigrateRequest{TargetVersion: to.v, Mapping: mapping}
 		data, err := c.api.callJSON(ctx, http.MethodPost, "/v1/instances/"+seg(args[0])+"/migrate", nil, body)
 		if err != nil || c.json() {
 			return c.done(data, err)
 		}
-		var out struct {
-			InstanceID string        `json:"instance_id"`
-			Definition definitionRef `json:"definition"`
-		}
+		var out adminapi.Migrated
 		if err := decode(data, &out); err != nil {
 			return err
 		}
@@ -453,19 +323,12 @@ func migrationsStart(fs *flag.FlagSet) action {
 		if *definition == "" || !from.set || !to.set {
 			return usagef("--definition, --from and --to are required")
 		}
-		body := struct {
-			Definition  string  `json:"definition"`
-			FromVersion int     `json:"from_version"`
-			ToVersion   int     `json:"to_version"`
-			Mapping     mapFlag `json:"mapping,omitempty"`
-		}{*definition, from.v, to.v, mapping}
+		body := adminapi.MigrationRequest{Definition: *definition, FromVersion: from.v, ToVersion: to.v, Mapping: mapping}
 		data, err := c.api.callJSON(ctx, http.MethodPost, "/v1/migrations", nil, body)
 		if err != nil || c.json() {
 			return c.done(data, err)
 		}
-		var out struct {
-			ID string `json:"id"`
-		}
+		var out adminapi.MigrationStarted
 		if err := decode(data, &out); err != nil {
 			return err
 		}
@@ -482,13 +345,13 @@ func migrationsGet(ctx context.Context, c *cli, args []string) error {
 	if err != nil || c.json() {
 		return c.done(data, err)
 	}
-	var m migration
+	var m adminapi.Migration
 	if err := decode(data, &m); err != nil {
 		return err
 	}
 	t := newTable(&c.out, "MIGRATION", "DEFINITION", "FROM", "TO", "STATE", "TOTAL", "MIGRATED", "RETRYING", "REFUSED", "UPDATED")
 	t.row(m.ID, m.Definition, strconv.Itoa(m.FromVersion), strconv.Itoa(m.ToVersion), m.State, strconv.Itoa(m.Total),
-		strconv.Itoa(m.Migrated), strconv.Itoa(m.Retrying), strconv.Itoa(len(m.Refused)), m.UpdatedAt)
+		strconv.Itoa(m.Migrated), strconv.Itoa(m.Retrying), strconv.Itoa(len(m.Refused)), stamp(m.UpdatedAt))
 	t.flush()
 	if len(m.Refused) > 0 {
 		t = section(&c.out, "REFUSED", "INSTANCE", "CODE", "DETAIL")
@@ -520,11 +383,11 @@ func incidentsList(fs *flag.FlagSet) action {
 		}
 		t := newTable(&c.out, "ID", "INSTANCE", "TOKEN", "ELEMENT", "CODE", "CREATED", "RESOLVED", "MESSAGE")
 		for _, raw := range items {
-			var i incident
+			var i adminapi.Incident
 			if err := decode(raw, &i); err != nil {
 				return err
 			}
-			t.row(i.ID, i.InstanceID, i.Token, i.Element, i.Code, i.CreatedAt, deref(i.ResolvedAt), i.Message)
+			t.row(strconv.FormatInt(i.ID, 10), i.InstanceID, i.Token, i.Element, i.Code, stamp(i.CreatedAt), stampOf(i.ResolvedAt), i.Message)
 		}
 		t.flush()
 		return nil
@@ -537,24 +400,17 @@ func incidentsRetry(fs *flag.FlagSet) action {
 	var retries optInt
 	fs.Var(&retries, "retries", "`N` attempts a failed task gets again (default: the retries its model gives it)")
 	return func(ctx context.Context, c *cli, args []string) error {
-		body := struct {
-			Variables varsFlag `json:"variables,omitempty"`
-			Retries   *int     `json:"retries,omitempty"`
-		}{vars, retries.ptr()}
+		body := adminapi.RetryRequest{Variables: vars, Retries: retries.v}
 		data, err := c.api.callJSON(ctx, http.MethodPost, "/v1/incidents/"+seg(args[0])+"/retry", nil, body)
 		if err != nil || c.json() {
 			return c.done(data, err)
 		}
-		var out struct {
-			IncidentID string `json:"incident_id"`
-			InstanceID string `json:"instance_id"`
-			Resolved   bool   `json:"resolved"`
-		}
+		var out adminapi.IncidentRetried
 		if err := decode(data, &out); err != nil {
 			return err
 		}
 		t := newTable(&c.out, "INCIDENT", "INSTANCE", "RESOLVED")
-		t.row(out.IncidentID, out.InstanceID, yesNo(out.Resolved))
+		t.row(strconv.FormatInt(out.IncidentID, 10), out.InstanceID, yesNo(out.Resolved))
 		t.flush()
 		return nil
 	}
@@ -575,11 +431,11 @@ func outboxParked(fs *flag.FlagSet) action {
 		}
 		t := newTable(&c.out, "ID", "INSTANCE", "ELEMENT", "MESSAGE", "CORRELATION_KEY", "ATTEMPTS", "PARKED", "REASON")
 		for _, raw := range items {
-			var m parkedMessage
+			var m adminapi.ParkedMessage
 			if err := decode(raw, &m); err != nil {
 				return err
 			}
-			t.row(m.ID, m.InstanceID, m.ElementID, m.Message, m.CorrelationKey, strconv.Itoa(m.Attempts), m.ParkedAt, m.Reason)
+			t.row(m.ID, m.InstanceID, m.ElementID, m.Message, m.CorrelationKey, strconv.Itoa(m.Attempts), stamp(m.ParkedAt), m.Reason)
 		}
 		t.flush()
 		return nil
@@ -593,10 +449,7 @@ func outboxSettle(op string) action {
 		if err != nil || c.json() {
 			return c.done(data, err)
 		}
-		var out struct {
-			ID     string `json:"id"`
-			Status string `json:"status"`
-		}
+		var out adminapi.ParkedSettled
 		if err := decode(data, &out); err != nil {
 			return err
 		}
@@ -616,13 +469,7 @@ func deploy(ctx context.Context, c *cli, args []string) error {
 	if err != nil || c.json() {
 		return c.done(data, err)
 	}
-	var out struct {
-		Definitions []struct {
-			Key       string `json:"key"`
-			Version   int    `json:"version"`
-			Unchanged bool   `json:"unchanged"`
-		} `json:"definitions"`
-	}
+	var out adminapi.Deployment
 	if err := decode(data, &out); err != nil {
 		return err
 	}
@@ -643,13 +490,7 @@ func definitionsList(ctx context.Context, c *cli, _ []string) error {
 	if err != nil || c.json() {
 		return c.done(data, err)
 	}
-	var out struct {
-		Definitions []struct {
-			Key      string `json:"key"`
-			Versions []int  `json:"versions"`
-			Latest   int    `json:"latest"`
-		} `json:"definitions"`
-	}
+	var out adminapi.Definitions
 	if err := decode(data, &out); err != nil {
 		return err
 	}
@@ -695,21 +536,13 @@ func messagesPublish(fs *flag.FlagSet) action {
 		case key.set && instanceID.set:
 			return usagef("--key and --instance exclude each other")
 		}
-		body := struct {
-			Message        string   `json:"message"`
-			CorrelationKey *string  `json:"correlation_key,omitempty"`
-			InstanceID     *string  `json:"instance_id,omitempty"`
-			Variables      varsFlag `json:"variables,omitempty"`
-			TTL            string   `json:"ttl,omitempty"`
-			MessageID      string   `json:"message_id,omitempty"`
-		}{*message, key.ptr(), instanceID.ptr(), vars, *ttl, *id}
+		body := adminapi.MessageRequest{Message: *message, CorrelationKey: key.v, InstanceID: instanceID.v, Variables: vars,
+			TTL: *ttl, MessageID: *id}
 		data, err := c.api.callJSON(ctx, http.MethodPost, "/v1/messages", nil, body)
 		if err != nil || c.json() {
 			return c.done(data, err)
 		}
-		var out struct {
-			MessageID string `json:"message_id"`
-		}
+		var out adminapi.MessagePublished
 		if err := decode(data, &out); err != nil {
 			return err
 		}
@@ -746,12 +579,12 @@ func userTasksList(fs *flag.FlagSet) action {
 		}
 		t := newTable(&c.out, "ID", "INSTANCE", "ELEMENT", "STATE", "ASSIGNEE", "CANDIDATE_GROUPS", "CANDIDATE_USERS", "PRIORITY", "DUE", "CREATED")
 		for _, raw := range items {
-			var u userTask
+			var u adminapi.UserTask
 			if err := decode(raw, &u); err != nil {
 				return err
 			}
 			t.row(u.ID, u.InstanceID, u.Element, u.State, deref(u.Assignee), strings.Join(u.CandidateGroups, ","),
-				strings.Join(u.CandidateUsers, ","), strconv.Itoa(u.Priority), deref(u.DueDate), u.CreatedAt)
+				strings.Join(u.CandidateUsers, ","), strconv.Itoa(u.Priority), deref(u.DueDate), stamp(u.CreatedAt))
 		}
 		t.flush()
 		return nil
@@ -763,7 +596,7 @@ func userTasksGet(ctx context.Context, c *cli, args []string) error {
 	if err != nil || c.json() {
 		return c.done(data, err)
 	}
-	var u userTask
+	var u adminapi.UserTask
 	if err := decode(data, &u); err != nil {
 		return err
 	}
@@ -773,7 +606,7 @@ func userTasksGet(ctx context.Context, c *cli, args []string) error {
 	}
 	t := newTable(&c.out, "ID", "INSTANCE", "ELEMENT", "DEFINITION", "STATE", "ASSIGNEE", "CANDIDATE_GROUPS", "CANDIDATE_USERS", "PRIORITY", "DUE", "FORM", "CREATED")
 	t.row(u.ID, u.InstanceID, u.Element, defRef(u.Definition), u.State, deref(u.Assignee), strings.Join(u.CandidateGroups, ","),
-		strings.Join(u.CandidateUsers, ","), strconv.Itoa(u.Priority), deref(u.DueDate), form, u.CreatedAt)
+		strings.Join(u.CandidateUsers, ","), strconv.Itoa(u.Priority), deref(u.DueDate), form, stamp(u.CreatedAt))
 	t.flush()
 	if len(u.Variables) > 0 {
 		t = section(&c.out, "VARIABLES", "NAME", "VALUE")
@@ -795,9 +628,7 @@ func userTasksAssign(fs *flag.FlagSet) action {
 		case !*unassign:
 			assignee = &args[1]
 		}
-		body := struct {
-			Assignee *string `json:"assignee"`
-		}{assignee}
+		body := adminapi.AssignmentRequest{Assignee: assignee}
 		if _, err := c.api.callJSON(ctx, http.MethodPost, "/v1/user-tasks/"+seg(args[0])+"/assignment", nil, body); err != nil {
 			return err
 		}
@@ -818,10 +649,7 @@ func userTasksComplete(fs *flag.FlagSet) action {
 	fs.Var(vars, "var", "a result variable `NAME=JSON` (repeatable)")
 	override := fs.Bool("override", false, "complete a task assigned to someone other than the caller")
 	return func(ctx context.Context, c *cli, args []string) error {
-		body := struct {
-			Variables varsFlag `json:"variables,omitempty"`
-			Override  bool     `json:"override,omitempty"`
-		}{vars, *override}
+		body := adminapi.CompletionRequest{Variables: vars, Override: *override}
 		if _, err := c.api.callJSON(ctx, http.MethodPost, "/v1/user-tasks/"+seg(args[0])+"/completion", nil, body); err != nil {
 			return err
 		}

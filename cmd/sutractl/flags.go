@@ -11,7 +11,7 @@ import (
 // varsFlag collects name=json pairs (--var, and the arguments of
 // "variables set"). The value must be JSON: guessing that "42" meant a
 // string or a number would set the wrong type on a live instance.
-type varsFlag map[string]json.RawMessage
+type varsFlag map[string]any
 
 func (v varsFlag) String() string { return "" }
 
@@ -60,7 +60,7 @@ func (b *optBool) Set(s string) error {
 	return nil
 }
 
-// optInt is an integer sent only when given.
+// optInt is an integer flag that commands tell given from absent.
 type optInt struct {
 	set bool
 	v   int
@@ -77,15 +77,8 @@ func (i *optInt) Set(s string) error {
 	return nil
 }
 
-// ptr is what a JSON body sends for an optional value: nothing when unset.
-func (i *optInt) ptr() *int {
-	if !i.set {
-		return nil
-	}
-	return &i.v
-}
-
-// optString is a string sent only when given (an empty one included).
+// optString is a string flag that commands tell given from absent (an
+// empty one included).
 type optString struct {
 	set bool
 	v   string
@@ -96,11 +89,4 @@ func (s *optString) String() string { return "" }
 func (s *optString) Set(v string) error {
 	s.set, s.v = true, v
 	return nil
-}
-
-func (s *optString) ptr() *string {
-	if !s.set {
-		return nil
-	}
-	return &s.v
 }

@@ -2,9 +2,10 @@
 // (docs/admin.md): look at instances and incidents, cancel, set variables,
 // migrate, retry, deploy, publish messages and work user tasks.
 //
-// It reads SUTRA_API_URL (default http://127.0.0.1:8080), SUTRA_API_TOKEN
-// (sent as a Bearer token) and SUTRA_CALLER (who calls, default the OS
-// user). Exit status: 0 done, 1 the API refused, 2 usage error, 3 the API
+// It reads SUTRA_API_URL (default http://127.0.0.1:8080), SUTRA_ADMIN_TOKEN
+// (the worker's admin token, sent as a Bearer token) and SUTRA_CALLER (who
+// calls, default the OS user). It never sends SUTRA_API_TOKEN, the task
+// workers' token, which the admin API refuses. Exit status: 0 done, 1 the API refused, 2 usage error, 3 the API
 // cannot be reached.
 package main
 
@@ -40,6 +41,9 @@ type cli struct {
 	output         string // table or json
 	caller         string
 	api            *client
+	// taskTokenOnly: the environment has SUTRA_API_TOKEN, not
+	// SUTRA_ADMIN_TOKEN (a refusal says which one to set).
+	taskTokenOnly bool
 }
 
 func (c *cli) json() bool { return c.output == "json" }
@@ -74,7 +78,8 @@ func usagef(format string, args ...any) error {
 var errHelpShown = errors.New("help shown")
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	c := &cli{stdout: stdout, stderr: stderr, output: "table", caller: getenv("SUTRA_CALLER")}
+	c := &cli{stdout: stdout, stderr: stderr, output: "table", caller: getenv("SUTRA_CALLER"),
+		taskTokenOnly: getenv("SUTRA_ADMIN_TOKEN") == "" && getenv("SUTRA_API_TOKEN") != ""}
 	if c.caller == "" {
 		c.caller = osUser(getenv)
 	}
@@ -87,7 +92,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		if base == "" {
 			base = defaultURL
 		}
-		if c.api, err = newClient(base, getenv("SUTRA_API_TOKEN"), c.caller); err == nil {
+		if c.api, err = newClient(base, getenv("SUTRA_ADMIN_TOKEN"), c.caller); err == nil {
 			err = act(ctx, c, pos)
 			var ue *usageError
 			if errors.As(err, &ue) {
@@ -234,9 +239,9 @@ Commands:
 	t.flush()
 	fmt.Fprint(w, `
 Environment:
-  SUTRA_API_URL    the worker's API listener (default `+defaultURL+`)
-  SUTRA_API_TOKEN  the API token, sent as a Bearer token
-  SUTRA_CALLER     who calls (default the OS user), logged with every admin action
+  SUTRA_API_URL      the worker's API listener (default `+defaultURL+`)
+  SUTRA_ADMIN_TOKEN  the worker's admin token, sent as a Bearer token
+  SUTRA_CALLER       who calls (default the OS user), logged with every admin action
 
 Exit status: 0 done, 1 the API refused, 2 usage error, 3 the API cannot be reached.
 Run 'sutractl COMMAND --help' for a command's flags.
@@ -308,10 +313,14 @@ func (c *cli) printRefusal(e *apiError) {
 	switch {
 	case e.status == 409 && strings.HasSuffix(e.code, ".CLAIM_HELD"):
 		fmt.Fprintln(c.stderr, "the instance is busy right now (a step or another admin call holds it): retry — this is a race, not a failure")
+	case e.status == 401 && c.taskTokenOnly:
+		fmt.Fprintln(c.stderr, "SUTRA_ADMIN_TOKEN is not set: sutractl sends the worker's admin token, not SUTRA_API_TOKEN (the task workers' token, which the admin API refuses)")
 	case e.status == 401:
-		fmt.Fprintln(c.stderr, "the token is missing or wrong: set SUTRA_API_TOKEN to the worker's token")
+		fmt.Fprintln(c.stderr, "the token is missing or wrong: set SUTRA_ADMIN_TOKEN to the worker's admin token")
+	case e.code == "SUTRA.API.FORBIDDEN":
+		fmt.Fprintln(c.stderr, "this token is the task workers' (SUTRA_API_TOKEN): set SUTRA_ADMIN_TOKEN to the worker's admin token")
 	case e.code == "SUTRA.ADMIN.DISABLED":
-		fmt.Fprintln(c.stderr, "the worker has no SUTRA_API_TOKEN, so its admin API is off: give it a token (or SUTRA_ADMIN_INSECURE=true on a trusted network)")
+		fmt.Fprintln(c.stderr, "the worker has no SUTRA_ADMIN_TOKEN, so its admin API is off: give it one (or SUTRA_ADMIN_INSECURE=true on a trusted network)")
 	case e.status == 503 && e.retryAfter != "":
 		fmt.Fprintf(c.stderr, "the worker cannot serve right now: retry in %s s\n", e.retryAfter)
 	}

@@ -162,7 +162,7 @@ func (f *fakeAPI) validate(r *http.Request, body []byte, x exchange) {
 // "oncall"; env overrides the environment.
 func sutractl(t *testing.T, api *fakeAPI, env map[string]string, args ...string) (int, string, string) {
 	t.Helper()
-	vars := map[string]string{"SUTRA_API_TOKEN": "tok", "SUTRA_CALLER": "oncall"}
+	vars := map[string]string{"SUTRA_ADMIN_TOKEN": "tok", "SUTRA_CALLER": "oncall"}
 	if api != nil {
 		vars["SUTRA_API_URL"] = api.srv.URL
 	}
@@ -394,8 +394,8 @@ m-1
 			stdout: `MESSAGE_ID
 2b9e
 `},
-		{name: "messages publish with an empty key", args: []string{"messages", "publish", "--message", "paid", "--key", ""},
-			api: []exchange{ok("POST", "/v1/messages", appJSON, `{"message":"paid","correlation_key":""}`, 202, `{"message_id":"2b9f"}`)},
+		{name: "messages publish with an empty key, which is no key", args: []string{"messages", "publish", "--message", "paid", "--key", ""},
+			api: []exchange{ok("POST", "/v1/messages", appJSON, `{"message":"paid"}`, 202, `{"message_id":"2b9f"}`)},
 			stdout: `MESSAGE_ID
 2b9f
 `},
@@ -529,11 +529,15 @@ func TestRefusalsExit1WithTheCodeAndDetail(t *testing.T) {
 				x.header = http.Header{"Www-Authenticate": {`Bearer realm="sutra", Basic realm="sutra"`}}
 				return x
 			}(),
-			stderr: "sutractl: SUTRA.API.UNAUTHORIZED: a valid token is required\nthe token is missing or wrong: set SUTRA_API_TOKEN to the worker's token\n"},
+			stderr: "sutractl: SUTRA.API.UNAUTHORIZED: a valid token is required\nthe token is missing or wrong: set SUTRA_ADMIN_TOKEN to the worker's admin token\n"},
+		{name: "the task workers' token", args: []string{"incidents", "list"},
+			api: problem("GET", "/v1/incidents", "", "", 403, "SUTRA.API.FORBIDDEN", "this token opens the task API, not this route"),
+			stderr: "sutractl: SUTRA.API.FORBIDDEN: this token opens the task API, not this route\n" +
+				"this token is the task workers' (SUTRA_API_TOKEN): set SUTRA_ADMIN_TOKEN to the worker's admin token\n"},
 		{name: "admin API off", args: []string{"incidents", "list"},
-			api: problem("GET", "/v1/incidents", "", "", 403, "SUTRA.ADMIN.DISABLED", "the admin API needs SUTRA_API_TOKEN"),
-			stderr: "sutractl: SUTRA.ADMIN.DISABLED: the admin API needs SUTRA_API_TOKEN\n" +
-				"the worker has no SUTRA_API_TOKEN, so its admin API is off: give it a token (or SUTRA_ADMIN_INSECURE=true on a trusted network)\n"},
+			api: problem("GET", "/v1/incidents", "", "", 403, "SUTRA.ADMIN.DISABLED", "the admin API is off"),
+			stderr: "sutractl: SUTRA.ADMIN.DISABLED: the admin API is off\n" +
+				"the worker has no SUTRA_ADMIN_TOKEN, so its admin API is off: give it one (or SUTRA_ADMIN_INSECURE=true on a trusted network)\n"},
 		{name: "outage", args: []string{"incidents", "list"},
 			api: func() exchange {
 				x := problem("GET", "/v1/incidents", "", "", 503, "SUTRA.RUNTIME.UNAVAILABLE", "the database is unreachable")
@@ -554,6 +558,19 @@ func TestRefusalsExit1WithTheCodeAndDetail(t *testing.T) {
 				t.Errorf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s\nwant:\n%s", code, stdout, stderr, c.stderr)
 			}
 		})
+	}
+}
+
+// SUTRA_API_TOKEN is the task workers' token: sutractl never sends it, and
+// says so when it is all the environment has.
+func TestTheTaskTokenIsNeverSentAndARefusalSaysToSetTheAdminToken(t *testing.T) {
+	x := problem("GET", "/v1/incidents", "", "", 401, "SUTRA.API.UNAUTHORIZED", "a valid token is required")
+	x.header = http.Header{"Www-Authenticate": {`Bearer realm="sutra"`}}
+	api := newFakeAPI(t, x)
+	api.auth = ""
+	code, _, stderr := sutractl(t, api, map[string]string{"SUTRA_ADMIN_TOKEN": "", "SUTRA_API_TOKEN": "task"}, "incidents", "list")
+	if code != exitRefused || !strings.Contains(stderr, "SUTRA_ADMIN_TOKEN is not set: sutractl sends the worker's admin token, not SUTRA_API_TOKEN") {
+		t.Errorf("exit %d: %s", code, stderr)
 	}
 }
 
@@ -683,7 +700,7 @@ func TestIDsAreEscaped(t *testing.T) {
 func TestCallerDefaultsToTheOSUserAndTheTokenIsOptional(t *testing.T) {
 	api := newFakeAPI(t, ok("POST", "/v1/instances/x/cancel", appJSON, "", 200, `{"instance_id":"x","status":"cancelled"}`))
 	api.auth, api.caller = "", osUser(os.Getenv)
-	env := map[string]string{"SUTRA_CALLER": "", "SUTRA_API_TOKEN": "", "SUTRA_API_URL": api.srv.URL + "/"}
+	env := map[string]string{"SUTRA_CALLER": "", "SUTRA_ADMIN_TOKEN": "", "SUTRA_API_URL": api.srv.URL + "/"}
 	if code, _, stderr := sutractl(t, api, env, "cancel", "x"); code != 0 {
 		t.Errorf("exit %d: %s", code, stderr)
 	}

@@ -10,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
+
+	"github.com/sutra-run/worker/api/admin/adminapi"
 )
 
 // table writes aligned columns under a header row.
@@ -56,14 +59,25 @@ func printJSON(w io.Writer, data []byte) error {
 }
 
 // variablesTable lists variables by name, each value as compact JSON.
-func variablesTable(t *table, vars map[string]json.RawMessage) {
+func variablesTable(t *table, vars map[string]any) {
 	for _, name := range slices.Sorted(maps.Keys(vars)) {
-		var buf bytes.Buffer
-		if json.Compact(&buf, vars[name]) != nil {
-			buf.Write(vars[name])
+		value, err := json.Marshal(vars[name])
+		if err != nil {
+			value = []byte(fmt.Sprint(vars[name]))
 		}
-		t.row(name, buf.String())
+		t.row(name, string(value))
 	}
+}
+
+// stamp shows a time as the API sent it (RFC 3339).
+func stamp(t time.Time) string { return t.Format(time.RFC3339Nano) }
+
+// stampOf shows an optional time; none is "".
+func stampOf(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return stamp(*t)
 }
 
 func deref(s *string) string {
@@ -80,4 +94,4 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-func defRef(d definitionRef) string { return d.Key + ":" + strconv.Itoa(d.Version) }
+func defRef(d adminapi.DefinitionRef) string { return d.Key + ":" + strconv.Itoa(d.Version) }

@@ -25,7 +25,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/sutra-run/worker/app"
 	"github.com/sutra-run/worker/store"
 )
 
@@ -60,10 +59,25 @@ func randomName(prefix string) string {
 
 var ensureOnce sync.Once
 
+// Config names what a test's components connect to: the test's schema and
+// broker names. The worker's whole configuration is built from it in
+// internal/testkit/apptest, so that the kit itself links only the store.
+type Config struct {
+	// DatabaseURL's search_path is the test's schema.
+	DatabaseURL string
+	AMQPURL     string
+	// ReplicaID is unique per test.
+	ReplicaID      string
+	RelayExchange  string
+	RelayQueue     string
+	DeadExchange   string
+	DeadQueue      string
+	OutboxExchange string
+}
+
 // Env is one test's isolated environment.
 type Env struct {
-	// Config points a worker at this test's schema and broker names.
-	Config app.Config
+	Config Config
 	Schema string
 	// DB is a pool on the test schema for assertions and fault injection.
 	DB *pgxpool.Pool
@@ -98,22 +112,18 @@ func New(t testing.TB) *Env {
 	u.RawQuery = q.Encode()
 
 	names := randomName("sutra.test.")
-	e := &Env{Schema: schema, Config: app.Config{
+	e := &Env{Schema: schema, Config: Config{
 		DatabaseURL: u.String(), AMQPURL: AMQPURL(), ReplicaID: randomName("r"),
-		// The API on loopback, open: tests of the token set one.
-		Lanes: 4, Prefetch: 64, HTTPAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", APIInsecure: true,
-		ClaimTimeout: 30 * time.Second, ShutdownTimeout: 10 * time.Second,
-		RelayExchange: names, RelayQueue: names, RelayBindingKey: "#",
+		RelayExchange: names, RelayQueue: names,
 		DeadExchange: names + ".dead", DeadQueue: names + ".dead", OutboxExchange: names + ".outbox",
-		RequeueBackoff: 20 * time.Millisecond, RequeueBackoffMax: 500 * time.Millisecond,
-		Migrate: true, LogLevel: "info",
 	}}
 	err = whileBusy(ctx, func() error {
-		st, err := app.OpenStore(ctx, e.Config)
-		if err == nil {
-			st.Close()
+		st, err := store.Open(ctx, e.Config.DatabaseURL, store.Options{MaxConns: 1})
+		if err != nil {
+			return err
 		}
-		return err
+		defer st.Close()
+		return st.Migrate(ctx)
 	})
 	if err != nil {
 		t.Fatalf("migrating test schema: %v", err)
@@ -406,7 +416,12 @@ func (p *Publisher) QueueDepth(queue string) int {
 	return q.Messages
 }
 
-// Eventually polls cond until it holds or timeout passes.
+// Eventually polls cond until it holds or timeout passes. It is for effects
+// no component of this process signals: a worker process the test runs, the
+// database server's own state (a statement waiting on a lock), readiness as
+// a probe sees it through a cut proxy or a blocked broker. A wait for what a
+// component did waits on that component's TestSignals instead
+// (testsignal.Signal.Until for a condition read from the database).
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)

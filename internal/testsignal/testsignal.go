@@ -89,3 +89,18 @@ func (s *Signal[T]) Drain() []T {
 	s.queue = nil
 	return q
 }
+
+// Until waits until cond holds: it checks cond now and again after each
+// value s carries (the event that may have made it true), taking those
+// values, and fails the test if cond does not hold within Timeout. It is
+// for a condition read elsewhere (a row, a counter) that the component
+// signals when it may have changed.
+func (s *Signal[T]) Until(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(Timeout)
+	for !cond() {
+		if _, ok := s.Wait(time.Until(deadline)); !ok {
+			t.Fatalf("testsignal: %s: not within %s", what, Timeout)
+		}
+	}
+}

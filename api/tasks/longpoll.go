@@ -1,4 +1,4 @@
-package api
+package tasks
 
 import (
 	"context"
@@ -209,27 +209,28 @@ func wakeFor(g *group, n int) {
 // expired, due after a retry timeout, or of a topic that long polls wait for
 // with a definition filter). One statement, only while long polls wait,
 // under the API's cap of database connections like any call.
-func (s *Server) lookForTasks(ctx context.Context) {
-	groups := s.waiters.groups()
+func (a *API) lookForTasks(ctx context.Context) {
+	groups := a.waiters.groups()
 	if len(groups) == 0 {
-		s.TestSignals.Looked.Signal(0)
+		a.TestSignals.Looked.Signal(0)
 		return
 	}
-	defer s.TestSignals.Looked.Signal(1)
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.PollInterval*4)
+	defer a.TestSignals.Looked.Signal(1)
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.PollInterval*4)
 	defer cancel()
-	if err := s.budgets.acquireDB(ctx); err != nil {
+	release, err := a.srv.AcquireDB(ctx)
+	if err != nil {
 		return // the API's calls use every connection it may: they fetch already
 	}
-	defer s.budgets.db.Release(1)
+	defer release()
 	asks, limits := make([]store.TopicLock, len(groups)), make([]int, len(groups))
 	for i, g := range groups {
 		asks[i], limits[i] = g.ask, g.want
 	}
-	counts, err := s.deps.Store.CountFetchable(ctx, asks, limits)
+	counts, err := a.deps.Store.CountFetchable(ctx, asks, limits)
 	if err != nil {
 		if ctx.Err() == nil {
-			s.deps.Logger.Warn("looking for tasks for waiting long polls", "code", fault.Code(err), "err", err)
+			a.deps.Logger.Warn("looking for tasks for waiting long polls", "code", fault.Code(err), "err", err)
 		}
 		return
 	}

@@ -1,4 +1,17 @@
-package api
+// Package admin serves the admin API under /v1 on the API listener:
+// operators read instances and act on them, and the tools people work user
+// tasks with list, assign and complete them. Its bodies are declared once,
+// in adminapi, for the server and its clients; its errors are RFC 9457
+// problem documents.
+//
+// The admin routes take SUTRA_ADMIN_TOKEN (api.Admin) alone; the user-task
+// routes take SUTRA_API_TOKEN too (api.Tasks), the credential of task
+// workers, since working a user task is a task worker's job.
+//
+// Every call that changes an instance runs as a step through the lanes under
+// the replica's admin owner, refused with 409 SUTRA.ADMIN.<OP>.CLAIM_HELD,
+// having read and written nothing, when another owner holds the instance.
+package admin
 
 import (
 	"context"
@@ -8,46 +21,134 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"regexp"
 	"strconv"
 	"time"
 
+	// The worker's admin operations, which this package serves: "admin"
+	// below names them, not this package.
 	"github.com/sutra-run/worker/admin"
+	"github.com/sutra-run/worker/api"
+	"github.com/sutra-run/worker/api/admin/adminapi"
 	"github.com/sutra-run/worker/claims"
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/lanes"
+	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/store"
 )
 
-// The admin API under /v1: operators read instances and act on them. Every
-// call that changes an instance runs as a step through the lanes under the
-// replica's admin owner, refused with 409 SUTRA.ADMIN.<OP>.CLAIM_HELD, having
-// read and written nothing, when another owner holds the instance.
+// Store is what the admin API needs from the database (*store.Store).
+type Store interface {
+	Deploy(ctx context.Context, xml []byte) ([]store.Deployed, error)
+	ListDefinitions(ctx context.Context) ([]adminapi.DefinitionVersions, error)
+	DefinitionXML(ctx context.Context, key string, version int) (string, error)
+	Instance(ctx context.Context, id string) (adminapi.Instance, error)
+	ListInstances(ctx context.Context, f store.InstanceFilter) ([]adminapi.InstanceSummary, error)
+	ListIncidents(ctx context.Context, f store.IncidentFilter) ([]adminapi.Incident, error)
+	IncidentByID(ctx context.Context, id int64) (adminapi.Incident, error)
+	RetryTimer(ctx context.Context, incidentID int64) error
+	CreateMigration(ctx context.Context, id, definition string, from, to int, mapping map[string]string) error
+	MigrationStatus(ctx context.Context, id string) (adminapi.Migration, error)
+	ListUserTasks(ctx context.Context, f store.UserTaskFilter) ([]adminapi.UserTask, error)
+	UserTaskByID(ctx context.Context, id int64) (adminapi.UserTask, error)
+	AssignUserTask(ctx context.Context, id int64, assignee *string) error
+	RecordOutcome(ctx context.Context, o store.Outcome) (topic string, err error)
+	ListParkedOutbox(ctx context.Context, f store.ParkedFilter) ([]adminapi.ParkedMessage, error)
+	RetryParkedOutbox(ctx context.Context, id string) error
+	DiscardParkedOutbox(ctx context.Context, id string) error
+}
 
-func (s *Server) adminRoutes() {
-	s.handle("GET /v1/openapi.yaml", s.admin("openapi", s.openapi))
-	s.handle("POST /v1/definitions", s.admin("deploy", s.deploy))
-	s.handle("GET /v1/definitions", s.admin("definitions", s.definitions))
-	s.handle("GET /v1/definitions/{key}/versions/{version}", s.admin("definition", s.definitionXML))
-	s.handle("POST /v1/instances", s.admin(admin.OpStart, s.startInstance))
-	s.handle("GET /v1/instances", s.admin("instances", s.listInstances))
-	s.handle("GET /v1/instances/{id}", s.admin("instance", s.getInstance))
-	s.handle("POST /v1/instances/{id}/cancel", s.admin(admin.OpCancel, s.cancel))
-	s.handle("PATCH /v1/instances/{id}/variables", s.admin(admin.OpVariables, s.setVariables))
-	s.handle("POST /v1/instances/{id}/migrate", s.admin(admin.OpMigrate, s.migrate))
-	s.handle("POST /v1/migrations", s.admin("migrations", s.startMigration))
-	s.handle("GET /v1/migrations/{id}", s.admin("migration", s.getMigration))
-	s.handle("GET /v1/incidents", s.admin("incidents", s.listIncidents))
-	s.handle("POST /v1/incidents/{id}/retry", s.admin(admin.OpRetry, s.retryIncident))
-	s.handle("POST /v1/messages", s.admin("message", s.publishMessage))
-	s.handle("GET /v1/user-tasks", s.admin("user_tasks", s.listUserTasks))
-	s.handle("GET /v1/user-tasks/{id}", s.admin("user_task", s.getUserTask))
-	s.handle("POST /v1/user-tasks/{id}/assignment", s.admin("assign", s.assignUserTask))
-	s.handle("POST /v1/user-tasks/{id}/completion", s.admin("complete", s.completeUserTask))
-	s.handle("GET /v1/outbox/parked", s.admin("outbox_parked", s.listParked))
-	s.handle("POST /v1/outbox/parked/{id}/retry", s.admin("outbox_retry", s.retryParked))
-	s.handle("POST /v1/outbox/parked/{id}/discard", s.admin("outbox_discard", s.discardParked))
+// Dispatcher runs administrative steps (the lanes).
+type Dispatcher interface {
+	Dispatch(lanes.Resume)
+}
+
+// Config configures the admin API.
+type Config struct {
+	// Replica names the admin owner in logs (claims.AdminOwner).
+	Replica string
+	// OpenAPI is the document served at /v1/openapi.yaml.
+	OpenAPI []byte
+	// MaxBody caps the body of the calls that carry variables (default
+	// 1 MiB).
+	MaxBody int64
+	// MaxDeployBody caps a deploy's body (default 4 MiB).
+	MaxDeployBody int64
+}
+
+func (c *Config) setDefaults() {
+	defaults.Set(&c.MaxBody, 1<<20)
+	defaults.Set(&c.MaxDeployBody, 4<<20)
+}
+
+// Deps are the admin API's collaborators.
+type Deps struct {
+	Store   Store
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
+	// Lanes run the admin calls' steps.
+	Lanes Dispatcher
+	// MigrationCreated, when set, wakes the bulk migration runner.
+	MigrationCreated func()
+	// PublishRelay publishes a relay body under messageID to the relay
+	// exchange with routingKey and returns once the broker confirmed it.
+	PublishRelay func(ctx context.Context, routingKey, messageID string, body []byte) error
+}
+
+// API is the admin API, served on an api.Server.
+type API struct {
+	cfg  Config
+	deps Deps
+}
+
+// protocol writes the listener's refusals as problems. A 401 challenges
+// with Bearer only: a Basic challenge makes a browser ask for credentials
+// and then send them with every call to the origin, a form posted from
+// another page included.
+var protocol = api.Protocol{
+	Refuse: func(w http.ResponseWriter, status int, code, msg string) {
+		api.WriteProblem(w, status, api.Problem{Code: code, Detail: msg})
+	},
+	Challenge: `Bearer realm="sutra"`,
+}
+
+// New registers the admin API's routes on srv.
+func New(srv *api.Server, deps Deps, cfg Config) *API {
+	cfg.setDefaults()
+	s := &API{cfg: cfg, deps: deps}
+	adminRoute := func(pattern, op string, h func(c *adminCall) (answer, error)) {
+		srv.Handle(protocol, api.Route{Pattern: pattern, Scopes: api.Admin, BodyLimit: cfg.MaxBody, Handler: s.admin(op, h)})
+	}
+	userTaskRoute := func(pattern, op string, h func(c *adminCall) (answer, error)) {
+		srv.Handle(protocol, api.Route{Pattern: pattern, Scopes: api.Tasks | api.Admin, BodyLimit: cfg.MaxBody, Handler: s.admin(op, h)})
+	}
+	adminRoute("GET /v1/openapi.yaml", "openapi", s.openapi)
+	srv.Handle(protocol, api.Route{Pattern: "POST /v1/definitions", Scopes: api.Admin, BodyLimit: cfg.MaxDeployBody,
+		BodyTypes: []string{"application/xml", "text/xml", "application/octet-stream"}, Handler: s.admin("deploy", s.deploy)})
+	adminRoute("GET /v1/definitions", "definitions", s.definitions)
+	adminRoute("GET /v1/definitions/{key}/versions/{version}", "definition", s.definitionXML)
+	adminRoute("POST /v1/instances", admin.OpStart, s.startInstance)
+	adminRoute("GET /v1/instances", "instances", s.listInstances)
+	adminRoute("GET /v1/instances/{id}", "instance", s.getInstance)
+	adminRoute("POST /v1/instances/{id}/cancel", admin.OpCancel, s.cancel)
+	adminRoute("PATCH /v1/instances/{id}/variables", admin.OpVariables, s.setVariables)
+	adminRoute("POST /v1/instances/{id}/migrate", admin.OpMigrate, s.migrate)
+	adminRoute("POST /v1/migrations", "migrations", s.startMigration)
+	adminRoute("GET /v1/migrations/{id}", "migration", s.getMigration)
+	adminRoute("GET /v1/incidents", "incidents", s.listIncidents)
+	adminRoute("POST /v1/incidents/{id}/retry", admin.OpRetry, s.retryIncident)
+	adminRoute("POST /v1/messages", "message", s.publishMessage)
+	userTaskRoute("GET /v1/user-tasks", "user_tasks", s.listUserTasks)
+	userTaskRoute("GET /v1/user-tasks/{id}", "user_task", s.getUserTask)
+	userTaskRoute("POST /v1/user-tasks/{id}/assignment", "assign", s.assignUserTask)
+	userTaskRoute("POST /v1/user-tasks/{id}/completion", "complete", s.completeUserTask)
+	adminRoute("GET /v1/outbox/parked", "outbox_parked", s.listParked)
+	adminRoute("POST /v1/outbox/parked/{id}/retry", "outbox_retry", s.retryParked)
+	adminRoute("POST /v1/outbox/parked/{id}/discard", "outbox_discard", s.discardParked)
+	return s
 }
 
 // adminCall is one admin request being served.
@@ -69,24 +170,19 @@ type answer struct {
 
 var callerName = regexp.MustCompile(`^[A-Za-z0-9._@:/ -]{1,64}$`)
 
-// admin wraps an admin handler: the token (or the explicit insecure mode),
-// the caller's name, the problem answers, the metric and the log line every
-// admin action leaves.
-func (s *Server) admin(op string, h func(c *adminCall) (answer, error)) http.HandlerFunc {
+// admin wraps an admin handler: the caller's name, the problem answers,
+// the metric and the log line every admin action leaves. The listener has
+// checked the caller's token.
+func (s *API) admin(op string, h func(c *adminCall) (answer, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		c := &adminCall{w: w, r: r, caller: "anonymous"}
-		if s.cfg.Token != "" {
+		if api.ScopeOf(r) != 0 {
 			c.caller = "token"
 		}
 		if name := r.Header.Get("X-Sutra-Caller"); callerName.MatchString(name) {
 			c.caller = name
 		}
-		var ans answer
-		err := error(refuse(http.StatusForbidden, fault.AdminDisabled,
-			"the admin API is off: set SUTRA_API_TOKEN (or SUTRA_ADMIN_INSECURE=true on a trusted network)"))
-		if s.cfg.Token != "" || s.cfg.AdminInsecure {
-			ans, err = h(c)
-		}
+		ans, err := h(c)
 		code := "OK"
 		if err != nil {
 			p := asProblem(err)
@@ -97,13 +193,13 @@ func (s *Server) admin(op string, h func(c *adminCall) (answer, error)) http.Han
 			if p.p.InstanceID == "" {
 				p.p.InstanceID = c.instanceID
 			}
-			writeProblem(w, p)
+			api.WriteProblem(w, p.status, p.p)
 		} else if ans.raw != nil {
 			w.Header().Set("Content-Type", ans.contentType)
 			w.WriteHeader(ans.status)
 			_, _ = w.Write(ans.raw)
 		} else if ans.body != nil {
-			writeJSON(w, ans.status, ans.body)
+			api.WriteJSON(w, ans.status, ans.body)
 		} else {
 			w.WriteHeader(ans.status)
 		}
@@ -117,13 +213,13 @@ func (s *Server) admin(op string, h func(c *adminCall) (answer, error)) http.Han
 
 // step runs an administrative resume through the lanes and waits for its
 // outcome: a held claim is 409 SUTRA.ADMIN.<OP>.CLAIM_HELD, never a wait.
-func (s *Server) step(c *adminCall, op string, res lanes.Resume) error {
+func (s *API) step(c *adminCall, op string, res lanes.Resume) error {
 	// The step runs on the admin lane with the lanes' connections: the call
 	// gives its body bytes and its API connection back while it waits, so
 	// that admin steps slow up to the step deadline cannot starve the task
 	// API. What it reads afterwards is one statement.
-	if cl := callOf(c.r); cl != nil {
-		cl.idle()
+	if cl := api.CallOf(c.r); cl != nil {
+		cl.Idle()
 	}
 	done := make(chan lanes.Outcome, 1)
 	res.Done = func(o lanes.Outcome) { done <- o }
@@ -160,61 +256,52 @@ func upper(op string) string {
 }
 
 // decodeAdmin reads a JSON body into v (see decode); an empty body leaves v.
-func (s *Server) decodeAdmin(c *adminCall, v any) error {
+func (s *API) decodeAdmin(c *adminCall, v any) error {
 	if c.r.ContentLength == 0 {
 		return nil
 	}
-	return s.decode(c.w, c.r, v)
+	return api.Decode(c.r, v)
 }
 
-func (s *Server) openapi(*adminCall) (answer, error) {
+func (s *API) openapi(*adminCall) (answer, error) {
 	return answer{status: http.StatusOK, raw: s.cfg.OpenAPI, contentType: "application/yaml"}, nil
 }
 
-type deployed struct {
-	Key       string `json:"key"`
-	Version   int    `json:"version"`
-	Unchanged bool   `json:"unchanged"`
-}
-
-func (s *Server) deploy(c *adminCall) (answer, error) {
-	xml, err := io.ReadAll(http.MaxBytesReader(c.w, c.r.Body, s.cfg.MaxBody))
+func (s *API) deploy(c *adminCall) (answer, error) {
+	xml, err := io.ReadAll(http.MaxBytesReader(c.w, c.r.Body, s.cfg.MaxDeployBody))
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
 		return answer{}, err
 	case err != nil:
-		return answer{}, invalidf("reading the BPMN file: %v", err)
+		return answer{}, api.Invalidf("reading the BPMN file: %v", err)
 	}
 	ds, err := s.deps.Store.Deploy(c.r.Context(), xml)
 	if err != nil {
 		return answer{}, err
 	}
-	body := struct {
-		deployed
-		Definitions []deployed `json:"definitions"`
-	}{}
+	var body adminapi.Deployment
 	status := http.StatusOK
 	for _, d := range ds {
-		body.Definitions = append(body.Definitions, deployed{Key: d.Key, Version: d.Version, Unchanged: !d.Created})
+		body.Definitions = append(body.Definitions, adminapi.Deployed{Key: d.Key, Version: d.Version, Unchanged: !d.Created})
 		if d.Created {
 			status = http.StatusCreated
 		}
 	}
-	body.deployed = body.Definitions[0]
+	body.Deployed = body.Definitions[0]
 	body.Unchanged = status == http.StatusOK
 	return answer{status: status, body: body}, nil
 }
 
-func (s *Server) definitions(c *adminCall) (answer, error) {
+func (s *API) definitions(c *adminCall) (answer, error) {
 	defs, err := s.deps.Store.ListDefinitions(c.r.Context())
 	if defs == nil {
-		defs = []store.DefinitionVersions{}
+		defs = []adminapi.DefinitionVersions{}
 	}
-	return answer{status: http.StatusOK, body: map[string]any{"definitions": defs}}, err
+	return answer{status: http.StatusOK, body: adminapi.Definitions{Definitions: defs}}, err
 }
 
-func (s *Server) definitionXML(c *adminCall) (answer, error) {
+func (s *API) definitionXML(c *adminCall) (answer, error) {
 	v, err := strconv.Atoi(c.r.PathValue("version"))
 	if err != nil {
 		return answer{}, refuse(http.StatusNotFound, fault.AdminNotFound, "no such version")
@@ -223,22 +310,15 @@ func (s *Server) definitionXML(c *adminCall) (answer, error) {
 	return answer{status: http.StatusOK, raw: []byte(xml), contentType: "application/xml"}, err
 }
 
-type startRequest struct {
-	Definition string         `json:"definition"`
-	Version    int            `json:"version"`
-	InstanceID string         `json:"instance_id"`
-	Variables  map[string]any `json:"variables"`
-}
-
-func (s *Server) startInstance(c *adminCall) (answer, error) {
-	var req startRequest
-	if err := s.decode(c.w, c.r, &req); err != nil {
+func (s *API) startInstance(c *adminCall) (answer, error) {
+	var req adminapi.StartRequest
+	if err := api.Decode(c.r, &req); err != nil {
 		return answer{}, err
 	}
 	if req.Definition == "" || req.Version < 0 {
-		return answer{}, invalidf("definition is required and version, when set, positive")
+		return answer{}, api.Invalidf("definition is required and version, when set, positive")
 	}
-	if err := checkText("instance_id", req.InstanceID); err != nil {
+	if err := api.CheckText("instance_id", req.InstanceID); err != nil {
 		return answer{}, err
 	}
 	if req.InstanceID == "" {
@@ -248,7 +328,7 @@ func (s *Server) startInstance(c *adminCall) (answer, error) {
 	if err := s.step(c, admin.OpStart, admin.Start(req.InstanceID, req.Definition, req.Version, req.Variables)); err != nil {
 		return answer{}, err
 	}
-	return answer{status: http.StatusCreated, body: map[string]string{"instance_id": req.InstanceID}}, nil
+	return answer{status: http.StatusCreated, body: adminapi.Started{InstanceID: req.InstanceID}}, nil
 }
 
 // newID is a random UUID (version 4).
@@ -260,7 +340,7 @@ func newID() string {
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
 
-func (s *Server) getInstance(c *adminCall) (answer, error) {
+func (s *API) getInstance(c *adminCall) (answer, error) {
 	c.instanceID = c.r.PathValue("id")
 	d, err := s.deps.Store.Instance(c.r.Context(), c.instanceID)
 	if err != nil {
@@ -279,7 +359,7 @@ func page(c *adminCall) (int, string, error) {
 	if l := q.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > 500 {
-			return 0, "", invalidf("limit %q is not between 1 and 500", l)
+			return 0, "", api.Invalidf("limit %q is not between 1 and 500", l)
 		}
 		limit = n
 	}
@@ -293,12 +373,12 @@ func optBool(c *adminCall, name string) (*bool, error) {
 	}
 	b, err := strconv.ParseBool(v)
 	if err != nil {
-		return nil, invalidf("%s %q is not true or false", name, v)
+		return nil, api.Invalidf("%s %q is not true or false", name, v)
 	}
 	return &b, nil
 }
 
-func (s *Server) listInstances(c *adminCall) (answer, error) {
+func (s *API) listInstances(c *adminCall) (answer, error) {
 	limit, after, err := page(c)
 	if err != nil {
 		return answer{}, err
@@ -313,21 +393,21 @@ func (s *Server) listInstances(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	return pageOf("instances", list, limit, func(i store.InstanceSummary) string { return i.ID }), nil
+	return pageOf("instances", list, limit, func(i adminapi.InstanceSummary) string { return i.ID }), nil
 }
 
-func (s *Server) cancel(c *adminCall) (answer, error) {
+func (s *API) cancel(c *adminCall) (answer, error) {
 	c.instanceID = c.r.PathValue("id")
 	if err := s.step(c, admin.OpCancel, admin.Cancel(c.instanceID)); err != nil {
 		return answer{}, err
 	}
-	return answer{status: http.StatusOK, body: map[string]string{"instance_id": c.instanceID, "status": "cancelled"}}, nil
+	return answer{status: http.StatusOK, body: adminapi.Cancelled{InstanceID: c.instanceID, Status: "cancelled"}}, nil
 }
 
-func (s *Server) setVariables(c *adminCall) (answer, error) {
+func (s *API) setVariables(c *adminCall) (answer, error) {
 	c.instanceID = c.r.PathValue("id")
 	var vars map[string]any
-	if err := s.decode(c.w, c.r, &vars); err != nil {
+	if err := api.Decode(c.r, &vars); err != nil {
 		return answer{}, err
 	}
 	if err := s.step(c, admin.OpVariables, admin.Variables(c.instanceID, vars)); err != nil {
@@ -337,22 +417,17 @@ func (s *Server) setVariables(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	return answer{status: http.StatusOK, body: map[string]any{"instance_id": c.instanceID, "variables": d.Variables}}, nil
+	return answer{status: http.StatusOK, body: adminapi.VariablesSet{InstanceID: c.instanceID, Variables: d.Variables}}, nil
 }
 
-type migrateRequest struct {
-	TargetVersion int               `json:"target_version"`
-	Mapping       map[string]string `json:"mapping"`
-}
-
-func (s *Server) migrate(c *adminCall) (answer, error) {
+func (s *API) migrate(c *adminCall) (answer, error) {
 	c.instanceID = c.r.PathValue("id")
-	var req migrateRequest
-	if err := s.decode(c.w, c.r, &req); err != nil {
+	var req adminapi.MigrateRequest
+	if err := api.Decode(c.r, &req); err != nil {
 		return answer{}, err
 	}
 	if req.TargetVersion < 1 {
-		return answer{}, invalidf("target_version is required")
+		return answer{}, api.Invalidf("target_version is required")
 	}
 	if err := s.step(c, admin.OpMigrate, admin.Migrate(c.instanceID, req.TargetVersion, req.Mapping)); err != nil {
 		return answer{}, err
@@ -361,23 +436,16 @@ func (s *Server) migrate(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	return answer{status: http.StatusOK, body: map[string]any{"instance_id": c.instanceID, "definition": d.Definition}}, nil
+	return answer{status: http.StatusOK, body: adminapi.Migrated{InstanceID: c.instanceID, Definition: d.Definition}}, nil
 }
 
-type migrationRequest struct {
-	Definition  string            `json:"definition"`
-	FromVersion int               `json:"from_version"`
-	ToVersion   int               `json:"to_version"`
-	Mapping     map[string]string `json:"mapping"`
-}
-
-func (s *Server) startMigration(c *adminCall) (answer, error) {
-	var req migrationRequest
-	if err := s.decode(c.w, c.r, &req); err != nil {
+func (s *API) startMigration(c *adminCall) (answer, error) {
+	var req adminapi.MigrationRequest
+	if err := api.Decode(c.r, &req); err != nil {
 		return answer{}, err
 	}
 	if req.Definition == "" || req.FromVersion < 1 || req.ToVersion < 1 {
-		return answer{}, invalidf("definition, from_version and to_version are required")
+		return answer{}, api.Invalidf("definition, from_version and to_version are required")
 	}
 	id := newID()
 	if err := s.deps.Store.CreateMigration(c.r.Context(), id, req.Definition, req.FromVersion, req.ToVersion, req.Mapping); err != nil {
@@ -386,15 +454,15 @@ func (s *Server) startMigration(c *adminCall) (answer, error) {
 	if s.deps.MigrationCreated != nil {
 		s.deps.MigrationCreated()
 	}
-	return answer{status: http.StatusAccepted, body: map[string]string{"id": id}}, nil
+	return answer{status: http.StatusAccepted, body: adminapi.MigrationStarted{ID: id}}, nil
 }
 
-func (s *Server) getMigration(c *adminCall) (answer, error) {
+func (s *API) getMigration(c *adminCall) (answer, error) {
 	m, err := s.deps.Store.MigrationStatus(c.r.Context(), c.r.PathValue("id"))
 	return answer{status: http.StatusOK, body: m}, err
 }
 
-func (s *Server) listIncidents(c *adminCall) (answer, error) {
+func (s *API) listIncidents(c *adminCall) (answer, error) {
 	limit, after, err := page(c)
 	if err != nil {
 		return answer{}, err
@@ -402,7 +470,7 @@ func (s *Server) listIncidents(c *adminCall) (answer, error) {
 	var from int64
 	if after != "" {
 		if from, err = strconv.ParseInt(after, 10, 64); err != nil {
-			return answer{}, invalidf("after %q is not an incident id", after)
+			return answer{}, api.Invalidf("after %q is not an incident id", after)
 		}
 	}
 	open, err := optBool(c, "open")
@@ -414,16 +482,11 @@ func (s *Server) listIncidents(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	return pageOf("incidents", list, limit, func(i store.Incident) string { return strconv.FormatInt(i.ID, 10) }), nil
+	return pageOf("incidents", list, limit, func(i adminapi.Incident) string { return strconv.FormatInt(i.ID, 10) }), nil
 }
 
-type retryRequest struct {
-	Variables map[string]any `json:"variables"`
-	Retries   int            `json:"retries"`
-}
-
-func (s *Server) retryIncident(c *adminCall) (answer, error) {
-	var req retryRequest
+func (s *API) retryIncident(c *adminCall) (answer, error) {
+	var req adminapi.RetryRequest
 	if err := s.decodeAdmin(c, &req); err != nil {
 		return answer{}, err
 	}
@@ -446,15 +509,15 @@ func (s *Server) retryIncident(c *adminCall) (answer, error) {
 	} else if err := s.step(c, admin.OpRetry, admin.Retry(inc.InstanceID, inc.Token, req.Variables, req.Retries)); err != nil {
 		return answer{}, err
 	}
-	return answer{status: http.StatusOK, body: map[string]any{"incident_id": id, "instance_id": inc.InstanceID, "resolved": true}}, nil
+	return answer{status: http.StatusOK, body: adminapi.IncidentRetried{IncidentID: id, InstanceID: inc.InstanceID, Resolved: true}}, nil
 }
 
 // retryTimer arms the timer parked in incident inc to fire now: the fire
 // then runs as any timer's does, through the claim. Nothing of the instance
 // is read or written here, so no claim is taken.
-func (s *Server) retryTimer(c *adminCall, inc store.Incident, req retryRequest) error {
+func (s *API) retryTimer(c *adminCall, inc adminapi.Incident, req adminapi.RetryRequest) error {
 	if len(req.Variables) > 0 || req.Retries > 0 {
-		return invalidf("a timer incident's retry arms the timer again and takes no variables or retries: set variables with PATCH /v1/instances/{id}/variables first")
+		return api.Invalidf("a timer incident's retry arms the timer again and takes no variables or retries: set variables with PATCH /v1/instances/{id}/variables first")
 	}
 	err := s.deps.Store.RetryTimer(c.r.Context(), inc.ID)
 	if isNotFound(err) {
@@ -463,32 +526,23 @@ func (s *Server) retryTimer(c *adminCall, inc store.Incident, req retryRequest) 
 	return err
 }
 
-type messageRequest struct {
-	Message        string         `json:"message"`
-	CorrelationKey string         `json:"correlation_key,omitempty"`
-	InstanceID     string         `json:"instance_id,omitempty"`
-	Variables      map[string]any `json:"variables,omitempty"`
-	TTL            string         `json:"ttl,omitempty"`
-	MessageID      string         `json:"message_id,omitempty"`
-}
-
 // publishMessage publishes a relay to the relay exchange with confirms: a
 // caller with no AMQP client still goes through the spine.
-func (s *Server) publishMessage(c *adminCall) (answer, error) {
-	var req messageRequest
-	if err := s.decode(c.w, c.r, &req); err != nil {
+func (s *API) publishMessage(c *adminCall) (answer, error) {
+	var req adminapi.MessageRequest
+	if err := api.Decode(c.r, &req); err != nil {
 		return answer{}, err
 	}
 	switch {
 	case req.Message == "":
-		return answer{}, invalidf("message is required")
+		return answer{}, api.Invalidf("message is required")
 	case req.CorrelationKey != "" && req.InstanceID != "":
-		return answer{}, invalidf("name correlation_key or instance_id, not both")
+		return answer{}, api.Invalidf("name correlation_key or instance_id, not both")
 	case s.deps.PublishRelay == nil:
 		return answer{}, refuse(http.StatusServiceUnavailable, fault.Unavailable, "no broker publisher")
 	}
 	for name, id := range map[string]string{"instance_id": req.InstanceID, "message_id": req.MessageID, "correlation_key": req.CorrelationKey} {
-		if err := checkText(name, id); err != nil {
+		if err := api.CheckText(name, id); err != nil {
 			return answer{}, err
 		}
 	}
@@ -506,7 +560,7 @@ func (s *Server) publishMessage(c *adminCall) (answer, error) {
 	if err := s.deps.PublishRelay(ctx, req.Message, id, body); err != nil {
 		return answer{}, err
 	}
-	return answer{status: http.StatusAccepted, body: map[string]string{"message_id": id}}, nil
+	return answer{status: http.StatusAccepted, body: adminapi.MessagePublished{MessageID: id}}, nil
 }
 
 func userTaskID(c *adminCall) (int64, error) {
@@ -517,7 +571,7 @@ func userTaskID(c *adminCall) (int64, error) {
 	return id, nil
 }
 
-func (s *Server) listUserTasks(c *adminCall) (answer, error) {
+func (s *API) listUserTasks(c *adminCall) (answer, error) {
 	limit, after, err := page(c)
 	if err != nil {
 		return answer{}, err
@@ -525,19 +579,19 @@ func (s *Server) listUserTasks(c *adminCall) (answer, error) {
 	var from int64
 	if after != "" {
 		if from, err = strconv.ParseInt(after, 10, 64); err != nil {
-			return answer{}, invalidf("after %q is not a user task id", after)
+			return answer{}, api.Invalidf("after %q is not a user task id", after)
 		}
 	}
 	q := c.r.URL.Query()
 	if st := q.Get("state"); st != "" && st != "created" && st != "completing" {
-		return answer{}, invalidf("state %q is not created or completing", st)
+		return answer{}, api.Invalidf("state %q is not created or completing", st)
 	}
 	list, err := s.deps.Store.ListUserTasks(c.r.Context(), store.UserTaskFilter{Assignee: q.Get("assignee"),
 		CandidateGroup: q.Get("candidate_group"), CandidateUser: q.Get("candidate_user"), State: q.Get("state"), Limit: limit, After: from})
 	if err != nil {
 		return answer{}, err
 	}
-	return pageOf("user_tasks", list, limit, func(t store.UserTask) string { return t.ID }), nil
+	return pageOf("user_tasks", list, limit, func(t adminapi.UserTask) string { return t.ID }), nil
 }
 
 // pageOf answers one page of a list under key: a full page names the cursor of
@@ -554,7 +608,7 @@ func pageOf[T any](key string, list []T, limit int, id func(T) string) answer {
 	return answer{status: http.StatusOK, body: map[string]any{key: list, "next": next}}
 }
 
-func (s *Server) getUserTask(c *adminCall) (answer, error) {
+func (s *API) getUserTask(c *adminCall) (answer, error) {
 	id, err := userTaskID(c)
 	if err != nil {
 		return answer{}, err
@@ -566,15 +620,13 @@ func (s *Server) getUserTask(c *adminCall) (answer, error) {
 	return answer{status: http.StatusOK, body: u}, err
 }
 
-func (s *Server) assignUserTask(c *adminCall) (answer, error) {
+func (s *API) assignUserTask(c *adminCall) (answer, error) {
 	id, err := userTaskID(c)
 	if err != nil {
 		return answer{}, err
 	}
-	var req struct {
-		Assignee *string `json:"assignee"`
-	}
-	if err := s.decode(c.w, c.r, &req); err != nil {
+	var req adminapi.AssignmentRequest
+	if err := api.Decode(c.r, &req); err != nil {
 		return answer{}, err
 	}
 	err = s.deps.Store.AssignUserTask(c.r.Context(), id, req.Assignee)
@@ -587,16 +639,12 @@ func (s *Server) assignUserTask(c *adminCall) (answer, error) {
 // completeUserTask records the completion with its relay, durably, and
 // answers 204 then: the completion re-enters the instance as a fresh
 // delivery, exactly like an external task's.
-func (s *Server) completeUserTask(c *adminCall) (answer, error) {
+func (s *API) completeUserTask(c *adminCall) (answer, error) {
 	id, err := userTaskID(c)
 	if err != nil {
 		return answer{}, err
 	}
-	var req struct {
-		Variables map[string]any `json:"variables"`
-		// Override completes a task assigned to someone else.
-		Override bool `json:"override"`
-	}
+	var req adminapi.CompletionRequest
 	if err := s.decodeAdmin(c, &req); err != nil {
 		return answer{}, err
 	}
@@ -628,7 +676,7 @@ func (s *Server) completeUserTask(c *adminCall) (answer, error) {
 
 // listParked lists the outbox rows parked after the broker returned them on
 // every attempt (SUTRA.OUTBOX.UNROUTABLE), in id order.
-func (s *Server) listParked(c *adminCall) (answer, error) {
+func (s *API) listParked(c *adminCall) (answer, error) {
 	limit, after, err := page(c)
 	if err != nil {
 		return answer{}, err
@@ -638,23 +686,23 @@ func (s *Server) listParked(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	return pageOf("parked", list, limit, func(p store.ParkedOutboxRow) string { return p.ID }), nil
+	return pageOf("parked", list, limit, func(p adminapi.ParkedMessage) string { return p.ID }), nil
 }
 
 // retryParked puts a parked row back in the outbox, behind every row of its
 // class written since: any replica's publisher publishes it within
 // SUTRA_OUTBOX_POLL_INTERVAL, and parks it again if it is still returned
 // SUTRA_OUTBOX_MAX_ATTEMPTS times.
-func (s *Server) retryParked(c *adminCall) (answer, error) {
+func (s *API) retryParked(c *adminCall) (answer, error) {
 	return s.settleParked(c, "requeued", s.deps.Store.RetryParkedOutbox)
 }
 
 // discardParked deletes a parked row: its message is never published.
-func (s *Server) discardParked(c *adminCall) (answer, error) {
+func (s *API) discardParked(c *adminCall) (answer, error) {
 	return s.settleParked(c, "discarded", s.deps.Store.DiscardParkedOutbox)
 }
 
-func (s *Server) settleParked(c *adminCall, status string, act func(ctx context.Context, id string) error) (answer, error) {
+func (s *API) settleParked(c *adminCall, status string, act func(ctx context.Context, id string) error) (answer, error) {
 	id := c.r.PathValue("id")
 	err := act(c.r.Context(), id)
 	if isNotFound(err) {
@@ -663,5 +711,5 @@ func (s *Server) settleParked(c *adminCall, status string, act func(ctx context.
 	if err != nil {
 		return answer{}, err
 	}
-	return answer{status: http.StatusOK, body: map[string]string{"id": id, "status": status}}, nil
+	return answer{status: http.StatusOK, body: adminapi.ParkedSettled{ID: id, Status: status}}, nil
 }

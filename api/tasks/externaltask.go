@@ -1,32 +1,19 @@
-package api
+package tasks
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
 	"time"
 
+	"github.com/sutra-run/worker/api"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/store"
 )
-
-// base is the Camunda REST base path the external-task clients default to.
-const base = "/engine-rest"
-
-func (s *Server) routes() {
-	s.handle("POST "+base+"/external-task/fetchAndLock", s.fetchAndLock)
-	s.handle("POST "+base+"/external-task/{id}/complete", s.complete)
-	s.handle("POST "+base+"/external-task/{id}/failure", s.failure)
-	s.handle("POST "+base+"/external-task/{id}/bpmnError", s.bpmnError)
-	s.handle("POST "+base+"/external-task/{id}/extendLock", s.extendLock)
-	s.handle("POST "+base+"/external-task/{id}/unlock", s.unlock)
-}
 
 // fetchRequest is Camunda's FetchExternalTasksDto. Every field Camunda has is
 // accepted (an unknown one is refused); what Sutra has no use for is said in
@@ -89,42 +76,14 @@ type lockedTask struct {
 // camundaTime is Camunda's date format (yyyy-MM-dd'T'HH:mm:ss.SSSZ).
 const camundaTime = "2006-01-02T15:04:05.000-0700"
 
-// invalid is a 400 with the reason.
-type invalid struct{ msg string }
-
-func (e invalid) Error() string { return e.msg }
-
-func invalidf(format string, args ...any) error { return invalid{fmt.Sprintf(format, args...)} }
-
-// decode reads a JSON body into v: within the size cap, one object, no
-// unknown fields, no NUL in a string (handle has checked the Content-Type).
-func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
-	body, err := io.ReadAll(r.Body) // read whole by guard, within the route's limit
-	if err != nil {
-		return invalidf("reading the body: %v", err)
-	}
-	if hasNUL(body) {
-		return invalidf("the body holds \\u0000, which no stored text can hold")
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return invalidf("the body is not a valid request: %v", err)
-	}
-	if dec.More() {
-		return invalidf("the body has data after its JSON object")
-	}
-	return nil
-}
-
 // fail answers err with Camunda's status and error body.
-func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var inv invalid
+func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var inv api.Invalid
 	var lock *store.LockError
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &inv):
-		writeError(w, http.StatusBadRequest, "InvalidRequestException", fault.APIInvalid, inv.msg)
+		writeError(w, http.StatusBadRequest, "InvalidRequestException", fault.APIInvalid, inv.Msg)
 	case errors.As(err, &tooLarge):
 		writeError(w, http.StatusRequestEntityTooLarge, "InvalidRequestException", fault.APITooLarge,
 			fmt.Sprintf("the body is larger than %d bytes", tooLarge.Limit))
@@ -136,28 +95,28 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case fault.Code(err) == fault.Unavailable || fault.Code(err) == fault.Transient || r.Context().Err() != nil:
 		writeError(w, http.StatusServiceUnavailable, "RestException", fault.Unavailable, fault.Reason(err))
 	default:
-		s.deps.Logger.Error("task API call failed", "path", r.URL.Path, "code", fault.Code(err), "err", err)
+		a.deps.Logger.Error("task API call failed", "path", r.URL.Path, "code", fault.Code(err), "err", err)
 		writeError(w, http.StatusInternalServerError, "RestException", fault.StepFailed, "the call failed; the worker's log has the reason")
 	}
 }
 
-func (s *Server) fetchAndLock(w http.ResponseWriter, r *http.Request) {
+func (a *API) fetchAndLock(w http.ResponseWriter, r *http.Request) {
 	var req fetchRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.fail(w, r, err)
+	if err := api.Decode(r, &req); err != nil {
+		a.fail(w, r, err)
 		return
 	}
-	q, err := s.lockQuery(req)
+	q, err := a.lockQuery(req)
 	if err != nil {
-		s.fail(w, r, err)
+		a.fail(w, r, err)
 		return
 	}
-	tasks, err := s.fetch(r, q)
+	tasks, err := a.fetch(r, q)
 	if err != nil {
-		s.fail(w, r, err)
+		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, tasks)
+	api.WriteJSON(w, http.StatusOK, tasks)
 }
 
 // lockQuery is a validated fetchAndLock request.
@@ -178,46 +137,46 @@ type topicAnswer struct {
 	extensions bool
 }
 
-func (s *Server) lockQuery(req fetchRequest) (lockQuery, error) {
+func (a *API) lockQuery(req fetchRequest) (lockQuery, error) {
 	q := lockQuery{byPriority: req.UsePriority, answers: map[string]topicAnswer{}}
 	switch {
 	case req.WorkerID == nil || *req.WorkerID == "":
-		return q, invalidf("workerId is required")
+		return q, api.Invalidf("workerId is required")
 	case req.MaxTasks == nil:
-		return q, invalidf("maxTasks is required")
-	case *req.MaxTasks < 0 || *req.MaxTasks > s.cfg.MaxTasks:
-		return q, invalidf("maxTasks %d is not between 0 and %d (SUTRA_API_MAX_TASKS)", *req.MaxTasks, s.cfg.MaxTasks)
-	case len(req.Topics) > s.cfg.Limits.MaxTopics:
-		return q, invalidf("%d topics: a fetch asks for at most %d (SUTRA_API_MAX_TOPICS)", len(req.Topics), s.cfg.Limits.MaxTopics)
+		return q, api.Invalidf("maxTasks is required")
+	case *req.MaxTasks < 0 || *req.MaxTasks > a.cfg.MaxTasks:
+		return q, api.Invalidf("maxTasks %d is not between 0 and %d (SUTRA_API_MAX_TASKS)", *req.MaxTasks, a.cfg.MaxTasks)
+	case len(req.Topics) > a.cfg.MaxTopics:
+		return q, api.Invalidf("%d topics: a fetch asks for at most %d (SUTRA_API_MAX_TOPICS)", len(req.Topics), a.cfg.MaxTopics)
 	}
 	q.worker, q.max = *req.WorkerID, *req.MaxTasks
 	if t := req.AsyncResponseTimeout; t != nil {
 		q.wait = time.Duration(*t) * time.Millisecond
-		if *t < 0 || q.wait > s.cfg.MaxAsyncResponseTimeout {
-			return q, invalidf("asyncResponseTimeout %d ms is not between 0 and %d", *t, s.cfg.MaxAsyncResponseTimeout.Milliseconds())
+		if *t < 0 || q.wait > a.cfg.MaxAsyncResponseTimeout {
+			return q, api.Invalidf("asyncResponseTimeout %d ms is not between 0 and %d", *t, a.cfg.MaxAsyncResponseTimeout.Milliseconds())
 		}
 	}
 	for _, so := range req.Sorting {
 		if so.SortBy != "createTime" || (so.SortOrder != "asc" && so.SortOrder != "desc") {
-			return q, invalidf("sorting by %q %q is not supported: sortBy createTime, sortOrder asc or desc", so.SortBy, so.SortOrder)
+			return q, api.Invalidf("sorting by %q %q is not supported: sortBy createTime, sortOrder asc or desc", so.SortBy, so.SortOrder)
 		}
 		q.newestFirst = so.SortOrder == "desc"
 	}
 	for _, t := range req.Topics {
 		switch {
 		case t.TopicName == "":
-			return q, invalidf("a topic has no topicName")
+			return q, api.Invalidf("a topic has no topicName")
 		case t.LockDuration == nil:
-			return q, invalidf("topic %q has no lockDuration", t.TopicName)
-		case *t.LockDuration <= 0 || time.Duration(*t.LockDuration)*time.Millisecond > s.cfg.MaxLockDuration:
-			return q, invalidf("lockDuration %d ms of topic %q is not between 1 and %d", *t.LockDuration, t.TopicName, s.cfg.MaxLockDuration.Milliseconds())
+			return q, api.Invalidf("topic %q has no lockDuration", t.TopicName)
+		case *t.LockDuration <= 0 || time.Duration(*t.LockDuration)*time.Millisecond > a.cfg.MaxLockDuration:
+			return q, api.Invalidf("lockDuration %d ms of topic %q is not between 1 and %d", *t.LockDuration, t.TopicName, a.cfg.MaxLockDuration.Milliseconds())
 		case len(t.ProcessVariables) > 0:
-			return q, invalidf("topic %q: filtering by processVariables is not supported", t.TopicName)
+			return q, api.Invalidf("topic %q: filtering by processVariables is not supported", t.TopicName)
 		case t.ProcessDefinitionVersionTag != nil:
-			return q, invalidf("topic %q: filtering by processDefinitionVersionTag is not supported", t.TopicName)
+			return q, api.Invalidf("topic %q: filtering by processDefinitionVersionTag is not supported", t.TopicName)
 		}
 		if _, dup := q.answers[t.TopicName]; dup {
-			return q, invalidf("topic %q is asked for twice", t.TopicName)
+			return q, api.Invalidf("topic %q is asked for twice", t.TopicName)
 		}
 		q.answers[t.TopicName] = topicAnswer{variables: t.Variables, extensions: t.IncludeExtensionProperties}
 		keys := t.ProcessDefinitionKeyIn
@@ -256,42 +215,42 @@ func cutVersion(id string) (string, int, bool) {
 // fetch locks tasks for q, waiting for them up to q.wait (a long poll). A
 // long poll over SUTRA_API_MAX_LONG_POLLS does not wait: it answers what one
 // fetch locked, maybe nothing. While it waits, a long poll holds neither its
-// body's bytes nor a database connection (call.idle).
-func (s *Server) fetch(r *http.Request, q lockQuery) ([]lockedTask, error) {
+// body's bytes nor a database connection (api.Call.Idle).
+func (a *API) fetch(r *http.Request, q lockQuery) ([]lockedTask, error) {
 	if q.max == 0 || len(q.topics) == 0 {
 		return []lockedTask{}, nil
 	}
 	var w *waiter
 	passOn := false // see waiters
 	if q.wait > 0 {
-		if w = s.waiters.add(q.topics, q.max); w != nil {
-			defer func() { s.waiters.remove(w, passOn) }()
+		if w = a.waiters.add(q.topics, q.max); w != nil {
+			defer func() { a.waiters.remove(w, passOn) }()
 		} else {
-			s.deps.Metrics.APILongPollsOver.Inc()
+			a.deps.Metrics.APILongPollsOver.Inc()
 		}
 	}
-	c := callOf(r)
+	c := api.CallOf(r)
 	deadline := time.NewTimer(q.wait)
 	defer deadline.Stop()
 	for woken := false; ; {
-		tasks, err := s.lock(r.Context(), q)
+		tasks, err := a.lock(r.Context(), q)
 		if err != nil || len(tasks) > 0 || w == nil {
 			passOn = woken && (err != nil || (len(q.topics) > 1 && len(tasks) == q.max))
 			return tasks, err
 		}
-		c.idle()
-		s.TestSignals.Waiting.Signal(w.topics())
+		c.Idle()
+		a.TestSignals.Waiting.Signal(w.topics())
 		select {
 		case <-w.wake:
 			woken = true
 		case <-deadline.C:
 			return []lockedTask{}, nil
-		case <-s.waiters.closed:
+		case <-a.waiters.closed:
 			return []lockedTask{}, nil
 		case <-r.Context().Done():
 			return nil, r.Context().Err()
 		}
-		if c.useDB(r.Context()) != nil { // the API's calls use every connection it may
+		if c.UseDB(r.Context()) != nil { // the API's calls use every connection it may
 			passOn = true
 			return []lockedTask{}, nil
 		}
@@ -299,10 +258,10 @@ func (s *Server) fetch(r *http.Request, q lockQuery) ([]lockedTask, error) {
 }
 
 // lock runs one fetchAndLock statement and builds Camunda's answer.
-func (s *Server) lock(ctx context.Context, q lockQuery) ([]lockedTask, error) {
+func (a *API) lock(ctx context.Context, q lockQuery) ([]lockedTask, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	got, err := s.deps.Store.FetchAndLock(ctx, q.worker, q.topics, q.max, q.byPriority)
+	got, err := a.deps.Store.FetchAndLock(ctx, q.worker, q.topics, q.max, q.byPriority)
 	if err != nil {
 		return nil, err
 	}
@@ -310,7 +269,7 @@ func (s *Server) lock(ctx context.Context, q lockQuery) ([]lockedTask, error) {
 		slices.Reverse(got)
 	}
 	out := make([]lockedTask, 0, len(got))
-	m := s.deps.Metrics
+	m := a.deps.Metrics
 	for _, t := range got {
 		m.TasksLocked.WithLabelValues(t.Topic).Inc()
 		m.TaskWait.Observe(t.Waited.Seconds())
@@ -354,10 +313,10 @@ type completeRequest struct {
 	LocalVariables map[string]typedValue `json:"localVariables"`
 }
 
-func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
+func (a *API) complete(w http.ResponseWriter, r *http.Request) {
 	var req completeRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.fail(w, r, err)
+	if err := api.Decode(r, &req); err != nil {
+		a.fail(w, r, err)
 		return
 	}
 	vars, err := fromTyped(req.Variables)
@@ -370,10 +329,10 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
-		s.fail(w, r, invalidf("%v", err))
+		a.fail(w, r, api.Invalidf("%v", err))
 		return
 	}
-	s.record(w, r, store.Outcome{Worker: req.WorkerID, Kind: store.TaskCompleted, Variables: vars})
+	a.record(w, r, store.Outcome{Worker: req.WorkerID, Kind: store.TaskCompleted, Variables: vars})
 }
 
 type failureRequest struct {
@@ -388,22 +347,22 @@ type failureRequest struct {
 	LocalVariables map[string]typedValue `json:"localVariables"`
 }
 
-func (s *Server) failure(w http.ResponseWriter, r *http.Request) {
+func (a *API) failure(w http.ResponseWriter, r *http.Request) {
 	var req failureRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.fail(w, r, err)
+	if err := api.Decode(r, &req); err != nil {
+		a.fail(w, r, err)
 		return
 	}
 	switch {
 	case req.Retries == nil:
-		s.fail(w, r, invalidf("retries is required"))
+		a.fail(w, r, api.Invalidf("retries is required"))
 		return
 	case *req.Retries < 0:
-		s.fail(w, r, invalidf("retries %d is negative", *req.Retries))
+		a.fail(w, r, api.Invalidf("retries %d is negative", *req.Retries))
 		return
-	case req.RetryTimeout != nil && (*req.RetryTimeout < 0 || *req.RetryTimeout > s.cfg.Limits.MaxRetryTimeout.Milliseconds()):
-		s.fail(w, r, invalidf("retryTimeout %d ms is not between 0 and %d (SUTRA_API_MAX_RETRY_TIMEOUT)",
-			*req.RetryTimeout, s.cfg.Limits.MaxRetryTimeout.Milliseconds()))
+	case req.RetryTimeout != nil && (*req.RetryTimeout < 0 || *req.RetryTimeout > a.cfg.MaxRetryTimeout.Milliseconds()):
+		a.fail(w, r, api.Invalidf("retryTimeout %d ms is not between 0 and %d (SUTRA_API_MAX_RETRY_TIMEOUT)",
+			*req.RetryTimeout, a.cfg.MaxRetryTimeout.Milliseconds()))
 		return
 	}
 	o := store.Outcome{Worker: req.WorkerID, Kind: store.TaskFailed, ErrorMessage: req.ErrorMessage,
@@ -411,7 +370,7 @@ func (s *Server) failure(w http.ResponseWriter, r *http.Request) {
 	if req.RetryTimeout != nil {
 		o.RetryTimeout = time.Duration(*req.RetryTimeout) * time.Millisecond
 	}
-	s.record(w, r, o)
+	a.record(w, r, o)
 }
 
 type bpmnErrorRequest struct {
@@ -421,46 +380,46 @@ type bpmnErrorRequest struct {
 	Variables    map[string]typedValue `json:"variables"`
 }
 
-func (s *Server) bpmnError(w http.ResponseWriter, r *http.Request) {
+func (a *API) bpmnError(w http.ResponseWriter, r *http.Request) {
 	var req bpmnErrorRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.fail(w, r, err)
+	if err := api.Decode(r, &req); err != nil {
+		a.fail(w, r, err)
 		return
 	}
 	if req.ErrorCode == "" {
-		s.fail(w, r, invalidf("errorCode is required"))
+		a.fail(w, r, api.Invalidf("errorCode is required"))
 		return
 	}
 	vars, err := fromTyped(req.Variables)
 	if err != nil {
-		s.fail(w, r, invalidf("%v", err))
+		a.fail(w, r, api.Invalidf("%v", err))
 		return
 	}
-	s.record(w, r, store.Outcome{Worker: req.WorkerID, Kind: store.TaskBPMNError, ErrorCode: req.ErrorCode,
+	a.record(w, r, store.Outcome{Worker: req.WorkerID, Kind: store.TaskBPMNError, ErrorCode: req.ErrorCode,
 		ErrorMessage: req.ErrorMessage, Variables: vars})
 }
 
 // record records an outcome durably, with the relay that applies it, and
 // answers 204 only then.
-func (s *Server) record(w http.ResponseWriter, r *http.Request, o store.Outcome) {
+func (a *API) record(w http.ResponseWriter, r *http.Request, o store.Outcome) {
 	id, err := taskID(r)
 	if err != nil {
-		s.fail(w, r, err)
+		a.fail(w, r, err)
 		return
 	}
 	if o.Worker == "" {
-		s.fail(w, r, invalidf("workerId is required"))
+		a.fail(w, r, api.Invalidf("workerId is required"))
 		return
 	}
 	o.TaskID = id
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	topic, err := s.deps.Store.RecordOutcome(ctx, o)
+	topic, err := a.deps.Store.RecordOutcome(ctx, o)
 	if err != nil {
-		s.fail(w, r, err)
+		a.fail(w, r, err)
 		return
 	}
-	s.deps.Metrics.TasksCompleted.WithLabelValues(topic, o.Kind).Inc()
+	a.deps.Metrics.TasksCompleted.WithLabelValues(topic, o.Kind).Inc()
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -469,38 +428,38 @@ type extendLockRequest struct {
 	NewDuration *int64 `json:"newDuration"`
 }
 
-func (s *Server) extendLock(w http.ResponseWriter, r *http.Request) {
+func (a *API) extendLock(w http.ResponseWriter, r *http.Request) {
 	var req extendLockRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.fail(w, r, err)
+	if err := api.Decode(r, &req); err != nil {
+		a.fail(w, r, err)
 		return
 	}
 	id, err := taskID(r)
 	switch {
 	case err != nil:
-		s.fail(w, r, err)
+		a.fail(w, r, err)
 		return
 	case req.WorkerID == "":
-		s.fail(w, r, invalidf("workerId is required"))
+		a.fail(w, r, api.Invalidf("workerId is required"))
 		return
-	case req.NewDuration == nil || *req.NewDuration <= 0 || time.Duration(*req.NewDuration)*time.Millisecond > s.cfg.MaxLockDuration:
-		s.fail(w, r, invalidf("newDuration must be between 1 and %d ms", s.cfg.MaxLockDuration.Milliseconds()))
+	case req.NewDuration == nil || *req.NewDuration <= 0 || time.Duration(*req.NewDuration)*time.Millisecond > a.cfg.MaxLockDuration:
+		a.fail(w, r, api.Invalidf("newDuration must be between 1 and %d ms", a.cfg.MaxLockDuration.Milliseconds()))
 		return
 	}
-	if err := s.deps.Store.ExtendLock(r.Context(), id, req.WorkerID, time.Duration(*req.NewDuration)*time.Millisecond); err != nil {
-		s.fail(w, r, err)
+	if err := a.deps.Store.ExtendLock(r.Context(), id, req.WorkerID, time.Duration(*req.NewDuration)*time.Millisecond); err != nil {
+		a.fail(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Server) unlock(w http.ResponseWriter, r *http.Request) {
+func (a *API) unlock(w http.ResponseWriter, r *http.Request) {
 	id, err := taskID(r)
 	if err == nil {
-		err = s.deps.Store.Unlock(r.Context(), id)
+		err = a.deps.Store.Unlock(r.Context(), id)
 	}
 	if err != nil {
-		s.fail(w, r, err)
+		a.fail(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -1,0 +1,288 @@
+// Package adminapi holds the bodies of the admin API's calls and answers
+// (/v1, docs/openapi.yaml): the server (api/admin and the store's queries
+// behind it) and its clients (cmd/sutractl) share these declarations, so
+// that neither can drift from the other. It imports nothing of the worker,
+// so a client links none of it.
+package adminapi
+
+import "time"
+
+// StartRequest is the body of POST /v1/instances.
+type StartRequest struct {
+	Definition string         `json:"definition"`
+	Version    int            `json:"version,omitempty"`
+	InstanceID string         `json:"instance_id,omitempty"`
+	Variables  map[string]any `json:"variables,omitempty"`
+}
+
+// MigrateRequest is the body of POST /v1/instances/{id}/migrate.
+type MigrateRequest struct {
+	TargetVersion int               `json:"target_version"`
+	Mapping       map[string]string `json:"mapping,omitempty"`
+}
+
+// MigrationRequest is the body of POST /v1/migrations.
+type MigrationRequest struct {
+	Definition  string            `json:"definition"`
+	FromVersion int               `json:"from_version"`
+	ToVersion   int               `json:"to_version"`
+	Mapping     map[string]string `json:"mapping,omitempty"`
+}
+
+// RetryRequest is the body of POST /v1/incidents/{id}/retry.
+type RetryRequest struct {
+	Variables map[string]any `json:"variables,omitempty"`
+	// Retries are the attempts a failed task gets again (0: the retries
+	// its model gives it).
+	Retries int `json:"retries,omitempty"`
+}
+
+// MessageRequest is the body of POST /v1/messages.
+type MessageRequest struct {
+	Message        string         `json:"message"`
+	CorrelationKey string         `json:"correlation_key,omitempty"`
+	InstanceID     string         `json:"instance_id,omitempty"`
+	Variables      map[string]any `json:"variables,omitempty"`
+	TTL            string         `json:"ttl,omitempty"`
+	MessageID      string         `json:"message_id,omitempty"`
+}
+
+// AssignmentRequest is the body of POST /v1/user-tasks/{id}/assignment; a
+// null assignee unassigns.
+type AssignmentRequest struct {
+	Assignee *string `json:"assignee"`
+}
+
+// CompletionRequest is the body of POST /v1/user-tasks/{id}/completion.
+type CompletionRequest struct {
+	Variables map[string]any `json:"variables,omitempty"`
+	// Override completes a task assigned to someone else.
+	Override bool `json:"override,omitempty"`
+}
+
+// Deployed is one definition a deploy created or found unchanged.
+type Deployed struct {
+	Key       string `json:"key"`
+	Version   int    `json:"version"`
+	Unchanged bool   `json:"unchanged"`
+}
+
+// Deployment answers POST /v1/definitions: the first definition of the
+// file, and every one.
+type Deployment struct {
+	Deployed
+	Definitions []Deployed `json:"definitions"`
+}
+
+// DefinitionVersions lists the versions of one definition key.
+type DefinitionVersions struct {
+	Key      string `json:"key"`
+	Versions []int  `json:"versions"`
+	Latest   int    `json:"latest"`
+}
+
+// Definitions answers GET /v1/definitions.
+type Definitions struct {
+	Definitions []DefinitionVersions `json:"definitions"`
+}
+
+// DefinitionRef names a definition version.
+type DefinitionRef struct {
+	Key     string `json:"key"`
+	Version int    `json:"version"`
+}
+
+// Instance answers GET /v1/instances/{id}.
+type Instance struct {
+	ID         string         `json:"instance_id"`
+	Definition DefinitionRef  `json:"definition"`
+	Status     string         `json:"status"`
+	Version    int64          `json:"version"`
+	Variables  map[string]any `json:"variables"`
+	Tokens     []Token        `json:"tokens"`
+	Waits      Waits          `json:"waits"`
+	Incidents  []Incident     `json:"incidents"`
+	Claim      *Claim         `json:"claim"`
+	ParentID   *string        `json:"parent_id"`
+	CreatedAt  time.Time      `json:"created_at"`
+	UpdatedAt  time.Time      `json:"updated_at"`
+}
+
+// Token is one active token.
+type Token struct {
+	ID      string `json:"id"`
+	Element string `json:"element"`
+	Wait    string `json:"wait"`
+	Scope   string `json:"scope,omitempty"`
+}
+
+// Claim is a held claim.
+type Claim struct {
+	Owner      string  `json:"owner"`
+	AgeSeconds float64 `json:"age_seconds"`
+}
+
+// Waits are an instance's open waits.
+type Waits struct {
+	Subscriptions []Subscription `json:"subscriptions"`
+	Timers        []Timer        `json:"timers"`
+	Tasks         []Task         `json:"tasks"`
+}
+
+// Subscription is an open message subscription.
+type Subscription struct {
+	Token          string    `json:"token"`
+	Element        string    `json:"element"`
+	Message        string    `json:"message"`
+	CorrelationKey string    `json:"correlation_key"`
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+// Timer is an armed timer.
+type Timer struct {
+	Token    string    `json:"token"`
+	Element  string    `json:"element"`
+	DueAt    time.Time `json:"due_at"`
+	Attempts int       `json:"attempts"`
+}
+
+// Task is an open task.
+type Task struct {
+	ID            string     `json:"id"`
+	Token         string     `json:"token"`
+	Element       string     `json:"element"`
+	Topic         string     `json:"topic"`
+	UserTask      bool       `json:"user_task"`
+	Retries       int        `json:"retries"`
+	LockedBy      *string    `json:"locked_by"`
+	LockExpiresAt *time.Time `json:"lock_expires_at"`
+}
+
+// Incident is one incident; its id travels as a string of digits, like
+// every row id.
+type Incident struct {
+	ID         int64      `json:"id,string"`
+	InstanceID string     `json:"instance_id"`
+	Token      string     `json:"token"`
+	Element    string     `json:"element"`
+	Code       string     `json:"code"`
+	Message    string     `json:"message"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ResolvedAt *time.Time `json:"resolved_at"`
+}
+
+// InstanceSummary is one item of GET /v1/instances.
+type InstanceSummary struct {
+	ID          string        `json:"instance_id"`
+	Definition  DefinitionRef `json:"definition"`
+	Status      string        `json:"status"`
+	Version     int64         `json:"version"`
+	HasIncident bool          `json:"has_incident"`
+	UpdatedAt   time.Time     `json:"updated_at"`
+}
+
+// Started answers POST /v1/instances.
+type Started struct {
+	InstanceID string `json:"instance_id"`
+}
+
+// Cancelled answers POST /v1/instances/{id}/cancel.
+type Cancelled struct {
+	InstanceID string `json:"instance_id"`
+	Status     string `json:"status"`
+}
+
+// VariablesSet answers PATCH /v1/instances/{id}/variables: every variable
+// of the instance after the merge.
+type VariablesSet struct {
+	InstanceID string         `json:"instance_id"`
+	Variables  map[string]any `json:"variables"`
+}
+
+// Migrated answers POST /v1/instances/{id}/migrate.
+type Migrated struct {
+	InstanceID string        `json:"instance_id"`
+	Definition DefinitionRef `json:"definition"`
+}
+
+// MigrationStarted answers POST /v1/migrations.
+type MigrationStarted struct {
+	ID string `json:"id"`
+}
+
+// Migration answers GET /v1/migrations/{id}: a bulk migration's progress.
+type Migration struct {
+	ID          string    `json:"id"`
+	Definition  string    `json:"definition"`
+	FromVersion int       `json:"from_version"`
+	ToVersion   int       `json:"to_version"`
+	State       string    `json:"state"`
+	Total       int       `json:"total"`
+	Migrated    int       `json:"migrated"`
+	Retrying    int       `json:"retrying"`
+	Refused     []Refusal `json:"refused"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// Refusal is an instance a bulk migration could not move.
+type Refusal struct {
+	InstanceID string `json:"instance_id"`
+	Code       string `json:"code"`
+	Detail     string `json:"detail"`
+}
+
+// IncidentRetried answers POST /v1/incidents/{id}/retry.
+type IncidentRetried struct {
+	IncidentID int64  `json:"incident_id,string"`
+	InstanceID string `json:"instance_id"`
+	Resolved   bool   `json:"resolved"`
+}
+
+// MessagePublished answers POST /v1/messages.
+type MessagePublished struct {
+	MessageID string `json:"message_id"`
+}
+
+// UserTask is a user task as the tools people work them with see it.
+type UserTask struct {
+	ID              string         `json:"id"`
+	InstanceID      string         `json:"instance_id"`
+	Element         string         `json:"element"`
+	Definition      DefinitionRef  `json:"definition"`
+	Assignee        *string        `json:"assignee"`
+	CandidateGroups []string       `json:"candidate_groups"`
+	CandidateUsers  []string       `json:"candidate_users"`
+	FormKey         *string        `json:"form_key"`
+	FormID          *string        `json:"form_id"`
+	DueDate         *string        `json:"due_date"`
+	FollowUpDate    *string        `json:"follow_up_date"`
+	Priority        int            `json:"priority"`
+	Variables       map[string]any `json:"variables"`
+	// State is created (open) or completing (its completion is on its way
+	// to the instance).
+	State     string    `json:"state"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// ParkedMessage is a BPMN message parked after the broker returned it on
+// every attempt (SUTRA.OUTBOX.UNROUTABLE).
+type ParkedMessage struct {
+	ID             string    `json:"id"`
+	InstanceID     string    `json:"instance_id"`
+	ElementID      string    `json:"element_id"`
+	Target         string    `json:"target"`
+	Message        string    `json:"message"`
+	CorrelationKey string    `json:"correlation_key"`
+	Attempts       int       `json:"attempts"`
+	CreatedAt      time.Time `json:"created_at"`
+	ParkedAt       time.Time `json:"parked_at"`
+	Code           string    `json:"code"`
+	Reason         string    `json:"reason"`
+}
+
+// ParkedSettled answers POST /v1/outbox/parked/{id}/retry and /discard.
+type ParkedSettled struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+}

@@ -1,0 +1,138 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/lanes"
+)
+
+// Invalid is a call a protocol refuses as a bad request (400), with the
+// reason.
+type Invalid struct{ Msg string }
+
+func (e Invalid) Error() string { return e.Msg }
+
+// Invalidf is an Invalid with a formatted reason.
+func Invalidf(format string, args ...any) error { return Invalid{fmt.Sprintf(format, args...)} }
+
+// Decode reads a JSON body into v: one object, no unknown fields, no NUL in
+// a string. The guard has read the body whole within the route's limit
+// and checked its media type.
+func Decode(r *http.Request, v any) error {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return Invalidf("reading the body: %v", err)
+	}
+	if hasNUL(body) {
+		return Invalidf("the body holds \\u0000, which no stored text can hold")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return Invalidf("the body is not a valid request: %v", err)
+	}
+	if dec.More() {
+		return Invalidf("the body has data after its JSON object")
+	}
+	return nil
+}
+
+// CheckText refuses an id (or any text used as one) that the store cannot
+// hold or that is longer than lanes.MaxIDBytes; what names it in the reason,
+// which never echoes the text.
+func CheckText(what, v string) error {
+	switch {
+	case strings.IndexByte(v, 0) >= 0:
+		return Invalidf("%s holds a NUL character", what)
+	case len(v) > lanes.MaxIDBytes:
+		return Invalidf("%s is %d bytes long; ids are at most %d", what, len(v), lanes.MaxIDBytes)
+	}
+	return nil
+}
+
+// hasNUL reports whether a JSON document holds the escape \u0000 in a
+// string: PostgreSQL's text and jsonb cannot store it.
+func hasNUL(doc []byte) bool {
+	for i := 0; ; {
+		j := bytes.Index(doc[i:], []byte(`\u0000`))
+		if j < 0 {
+			return false
+		}
+		j += i
+		// An escape when the backslash is not itself escaped: an even
+		// number of backslashes before it.
+		n := 0
+		for k := j - 1; k >= 0 && doc[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
+			return true
+		}
+		i = j + 1
+	}
+}
+
+// screen refuses a path or query that no id can be: a NUL (PostgreSQL
+// text cannot hold one) or a part longer than lanes.MaxIDBytes, so that
+// neither reaches the database or a log line.
+func screen(p Protocol, next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		for _, part := range strings.Split(r.URL.Path, "/") {
+			if err := CheckText("a part of the path", part); err != nil {
+				p.Refuse(w, http.StatusBadRequest, fault.APIInvalid, err.Error())
+				return
+			}
+		}
+		for name, values := range r.URL.Query() {
+			for _, v := range append(values, name) {
+				if err := CheckText("a query parameter", v); err != nil {
+					p.Refuse(w, http.StatusBadRequest, fault.APIInvalid, err.Error())
+					return
+				}
+			}
+		}
+		next(w, r)
+	}
+}
+
+// mediaType refuses a call whose Content-Type is not one of types (415). A
+// protocol may let a call with no body name no type; a browser sends such a
+// call only with an Origin, which sameOrigin checks.
+func mediaType(p Protocol, types []string, next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		mt, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
+		mt = strings.ToLower(strings.TrimSpace(mt))
+		bodiless := mt == "" && r.ContentLength == 0 && p.UntypedBodiless
+		if !bodiless && !slices.Contains(types, mt) {
+			p.Refuse(w, http.StatusUnsupportedMediaType, fault.APIMediaType,
+				fmt.Sprintf("Content-Type %q: this call takes %s, even with no body", mt, strings.Join(types, " or ")))
+			return
+		}
+		next(w, r)
+	}
+}
+
+// sameOrigin refuses a call that a page of another origin made (403): a
+// browser names the page's origin in Origin, and other clients send none.
+func sameOrigin(p Protocol, next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if origin := r.Header.Get("Origin"); origin != "" {
+			if u, err := url.Parse(origin); err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
+				p.Refuse(w, http.StatusForbidden, fault.APICrossOrigin,
+					fmt.Sprintf("a call from the origin %.100q is refused: only pages this listener serves may change state", origin))
+				return
+			}
+		}
+		next(w, r)
+	}
+}
+
+func jsonEncode(w io.Writer, v any) error { return json.NewEncoder(w).Encode(v) }

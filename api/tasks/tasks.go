@@ -1,0 +1,183 @@
+// Package tasks serves Camunda 7's external-task protocol under
+// /engine-rest on the API listener, which Camunda's external-task clients
+// speak unchanged, so that pull tasks are worked by the clients users
+// already have. Its callers present SUTRA_API_TOKEN (api.Tasks); its errors
+// have Camunda's shape, {"type", "message", "code"}.
+//
+// Nothing here claims an instance: a worker's outcome is recorded on the
+// task row, fenced on the lock holder, together with the outbox row that
+// carries it to the step pipeline as a relay, and answered only once that is
+// durable. The step then runs like any other (claim, engine, commit).
+package tasks
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/sutra-run/worker/api"
+	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/defaults"
+	"github.com/sutra-run/worker/internal/testsignal"
+	"github.com/sutra-run/worker/metrics"
+	"github.com/sutra-run/worker/store"
+)
+
+// Store is what the task API needs from the database (*store.Store).
+type Store interface {
+	FetchAndLock(ctx context.Context, worker string, topics []store.TopicLock, max int, byPriority bool) ([]store.LockedTask, error)
+	RecordOutcome(ctx context.Context, o store.Outcome) (topic string, err error)
+	ExtendLock(ctx context.Context, id int64, worker string, d time.Duration) error
+	Unlock(ctx context.Context, id int64) error
+	CountFetchable(ctx context.Context, asks []store.TopicLock, limits []int) ([]int, error)
+}
+
+// Config configures the task API.
+type Config struct {
+	// MaxTasks caps fetchAndLock's maxTasks (default 100).
+	MaxTasks int
+	// MaxTopics caps the topics of one fetchAndLock (default 100); its body
+	// is capped by FetchBodyLimit.
+	MaxTopics int
+	// MaxAsyncResponseTimeout caps a long poll (default 30 min, Camunda's cap).
+	MaxAsyncResponseTimeout time.Duration
+	// MaxLongPolls caps the long polls waiting at once (default 256). A
+	// long poll over it is served as a fetch that does not wait: it answers
+	// at once, with what it locked or an empty list, which Camunda's clients
+	// take as "nothing now" and poll again after their back-off.
+	MaxLongPolls int
+	// MaxLockDuration caps a task lock (default 24h), so that no client can
+	// lock a task for ever.
+	MaxLockDuration time.Duration
+	// MaxRetryTimeout caps a failure's retryTimeout (default 24h).
+	MaxRetryTimeout time.Duration
+	// MaxBody caps the body of a completion, a failure and a BPMN error
+	// (default 1 MiB).
+	MaxBody int64
+	// PollInterval is how often waiting long polls look for tasks that other
+	// replicas created (default 250ms); tasks this replica creates wake them
+	// at once.
+	PollInterval time.Duration
+}
+
+func (c *Config) setDefaults() {
+	defaults.Set(&c.MaxTasks, 100)
+	defaults.Set(&c.MaxTopics, 100)
+	defaults.Set(&c.MaxAsyncResponseTimeout, 30*time.Minute)
+	defaults.Set(&c.MaxLongPolls, 256)
+	defaults.Set(&c.MaxLockDuration, 24*time.Hour)
+	defaults.Set(&c.MaxRetryTimeout, 24*time.Hour)
+	defaults.Set(&c.MaxBody, 1<<20)
+	defaults.Set(&c.PollInterval, 250*time.Millisecond)
+}
+
+// Deps are the task API's collaborators.
+type Deps struct {
+	Store   Store
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
+}
+
+// TestSignals tell tests what the task API did; inert unless Init'ed.
+type TestSignals struct {
+	// Waiting carries the topics of every long poll that found nothing and
+	// starts to wait.
+	Waiting testsignal.Signal[[]string]
+	// Looked carries, after each look of the waiting long polls for tasks
+	// (lookForTasks), the number of statements it ran (0 or 1).
+	Looked testsignal.Signal[int]
+}
+
+// Init switches every signal on.
+func (s *TestSignals) Init() { s.Waiting.Init(); s.Looked.Init() }
+
+// API is the task API, served on an api.Server.
+type API struct {
+	TestSignals TestSignals
+	cfg         Config
+	deps        Deps
+	srv         *api.Server
+	waiters     *waiters
+}
+
+// base is the Camunda REST base path the external-task clients default to.
+const base = "/engine-rest"
+
+// smallBody caps the bodies of extendLock and unlock, which carry a worker
+// id and a duration.
+const smallBody = 4 << 10
+
+// FetchBodyLimit caps a fetchAndLock's body: 512 bytes per topic allowed
+// (a name, a lock duration, a few variable names and definition keys), and
+// 1 KiB for the rest. A long poll keeps what it decoded of it while it
+// waits (about four times its size).
+func FetchBodyLimit(maxTopics int) int64 { return 1<<10 + int64(maxTopics)<<9 }
+
+// protocol writes the listener's refusals in Camunda's error shape. A 401
+// challenges with Basic too, which Camunda's clients use; a bodiless call
+// may name no media type, as Camunda's Node client sends its unlock.
+var protocol = api.Protocol{
+	Refuse: func(w http.ResponseWriter, status int, code, msg string) {
+		typ := "InvalidRequestException"
+		if code == fault.APIUnauthorized || code == fault.APIForbidden {
+			typ = "AuthenticationException"
+		}
+		writeError(w, status, typ, code, msg)
+	},
+	Challenge:       `Bearer realm="sutra", Basic realm="sutra"`,
+	UntypedBodiless: true,
+}
+
+// New registers the task API's routes on srv, and its look for tasks that
+// waiting long polls may take beside them.
+func New(srv *api.Server, deps Deps, cfg Config) *API {
+	cfg.setDefaults()
+	a := &API{cfg: cfg, deps: deps, srv: srv, waiters: newWaiters(cfg.MaxLongPolls, deps.Metrics.APILongPolls.Set)}
+	route := func(pattern string, limit int64, h http.HandlerFunc) {
+		srv.Handle(protocol, api.Route{Pattern: "POST " + base + pattern, Scopes: api.Tasks, BodyLimit: limit, Handler: h})
+	}
+	route("/external-task/fetchAndLock", FetchBodyLimit(cfg.MaxTopics), a.fetchAndLock)
+	route("/external-task/{id}/complete", cfg.MaxBody, a.complete)
+	route("/external-task/{id}/failure", cfg.MaxBody, a.failure)
+	route("/external-task/{id}/bpmnError", cfg.MaxBody, a.bpmnError)
+	route("/external-task/{id}/extendLock", smallBody, a.extendLock)
+	route("/external-task/{id}/unlock", smallBody, a.unlock)
+	srv.Serves(cfg.MaxAsyncResponseTimeout)
+	srv.Go(a.look)
+	return a
+}
+
+// TasksCreated wakes long polls for the tasks a step of this replica
+// created: topics holds the topic of each task, once per task. It never
+// blocks.
+func (a *API) TasksCreated(topics []string) { a.waiters.wakeOne(topics) }
+
+// look looks for tasks for the waiting long polls every poll interval and
+// when asked, until the listener stops; then the long polls answer at once.
+func (a *API) look(soft context.Context) {
+	poll := time.NewTicker(a.cfg.PollInterval)
+	defer poll.Stop()
+	for {
+		select {
+		case <-poll.C:
+			a.lookForTasks(soft)
+		case <-a.waiters.look:
+			a.lookForTasks(soft)
+		case <-soft.Done():
+			a.waiters.close()
+			return
+		}
+	}
+}
+
+// restError is Camunda's error body, with our code.
+type restError struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+	Code    string `json:"code"`
+}
+
+func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
+	api.WriteJSON(w, status, restError{Type: typ, Message: msg, Code: code})
+}
