@@ -118,7 +118,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}),
 		BatchSteps: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "sutra_batch_steps",
-			Help:    "Steps of each lane batch that committed (SUTRA_BATCH_MAX; the committer may put several lanes' batches in one transaction); steps committed one at a time are not counted.",
+			Help:    "Steps of each lane batch that committed (SUTRA_BATCH_MAX; the writer may put several lanes' batches in one group transaction); steps committed one at a time are not counted.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
 		}),
 		LaneDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
