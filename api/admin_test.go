@@ -60,6 +60,7 @@ func setupAdmin(t *testing.T, hooks *lanes.Hooks, tweak func(*app.Config)) *admi
 		t.Fatal(err)
 	}
 	w.Consumer().TestSignals.Init()
+	w.Outbox().TestSignals.Init()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -77,7 +77,7 @@ func (b *adminBundle) parked(t *testing.T) []parkedMessage {
 func (b *adminBundle) waitParked(t *testing.T, id string) parkedMessage {
 	t.Helper()
 	var got parkedMessage
-	testkit.Eventually(t, 60*time.Second, "the notice of "+id+" parked", func() bool {
+	b.w.Outbox().TestSignals.Settled.Until(t, "the notice of "+id+" parked", func() bool {
 		for _, p := range b.parked(t) {
 			if p.InstanceID == id {
 				got = p
@@ -135,7 +135,7 @@ func TestAnUnroutableMessageIsParkedAndTheAdminAPIRetriesOrDiscardsIt(t *testing
 	case <-time.After(30 * time.Second):
 		t.Fatal("the retried message was not published")
 	}
-	testkit.Eventually(t, 30*time.Second, "the retried message marked published", func() bool {
+	b.w.Outbox().TestSignals.Settled.Until(t, "the retried message marked published", func() bool {
 		return b.env.Int(t, "SELECT count(*) FROM outbox WHERE id = $1 AND published_at IS NOT NULL", retried.ID) == 1
 	})
 	if list := b.parked(t); len(list) != 0 {
