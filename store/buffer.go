@@ -48,7 +48,7 @@ func (m *BufferedMatch) Error() string {
 // snapshot, taken once the locks are held, sees a message buffered by a
 // transaction that committed while this one waited for its lock. A match
 // raises SU003 with the buffered row's id (sutra_buffered_found, migration
-// 0019), which rolls the transaction back; the store then reads the row
+// 0018), which rolls the transaction back; the store then reads the row
 // (bufferedRow).
 const (
 	// The locks, in one order for every locker (no deadlock between two
