@@ -28,7 +28,7 @@ type Data struct {
 	VariableBytes int
 }
 
-// DataSets are the sizes the benchmark knows by name (bench/load -data).
+// DataSets are the sizes the benchmark knows by name (tools/bench/load -data).
 var DataSets = map[string]Data{
 	"small": {},
 	// large is issue 10's table: a million instances, a tenth on timers and
