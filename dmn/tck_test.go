@@ -23,7 +23,7 @@ var tckUpdate = flag.Bool("tck.update", false, "rewrite testdata/tck/*.pass with
 const nsXSI = "http://www.w3.org/2001/XMLSchema-instance"
 
 func TestTCK(t *testing.T) {
-	for _, level := range []string{"compliance-level-2"} {
+	for _, level := range []string{"compliance-level-2", "compliance-level-3"} {
 		t.Run(level, func(t *testing.T) { runLevel(t, level) })
 	}
 }
