@@ -189,13 +189,21 @@ func (ev *evaluation) defaults(t *table) (any, error) {
 		}
 		row[i], some = v, true
 	}
-	if !some {
-		if t.hitPolicy == RuleOrder || t.hitPolicy == OutputOrder || t.hitPolicy == Collect && t.aggregation == "" {
-			return []any{}, nil
-		}
+	// A table whose result is a list keeps that type when no rule matched.
+	switch {
+	case !some && t.listed():
+		return []any{}, nil
+	case !some:
 		return nil, nil
+	case t.listed():
+		return []any{t.shape(row)}, nil
 	}
 	return t.shape(row), nil
+}
+
+// listed reports whether the table's result is a list of its rules'.
+func (t *table) listed() bool {
+	return t.hitPolicy == RuleOrder || t.hitPolicy == OutputOrder || t.hitPolicy == Collect && t.aggregation == ""
 }
 
 // shape is one rule's result: the value of a single output, or a context
