@@ -84,6 +84,7 @@ func TestHitPolicies(t *testing.T) {
 		{"two outputs", ``, two, []string{`[1..5]|"x"|x * 2`}, 3, map[string]any{"a": "x", "b": 6.0}, []string{"r1"}},
 		{"default", ``, []string{`<output id="o" name="out"><defaultOutputEntry><text>"none"</text></defaultOutputEntry></output>`}, []string{`<0|"neg"`}, 3, "none", nil},
 		{"default listed", `hitPolicy="COLLECT"`, []string{`<output id="o" name="out"><defaultOutputEntry><text>"none"</text></defaultOutputEntry></output>`}, []string{`<0|"neg"`}, 3, []any{"none"}, nil},
+		{"question mark", ``, []string{oneOut}, []string{`? > 5 and ? < 10|"mid"`, `not(? > 5 and ? < 10)|"out"`}, 7, "mid", []string{"r1"}},
 		{"not and list", ``, []string{oneOut}, []string{`not(1, 2, 3)|"other"`, `1, 2, 3|"few"`}, 3, "few", []string{"r2"}},
 	}
 	for _, c := range cases {

@@ -11,12 +11,21 @@ import (
 // must equal or, when it is a list, be in), or not(...) around such a list.
 // It is what "x in (...)" tests x against, compiled on its own so that the
 // dmn package evaluates it under the same limits as every expression.
+//
+// A source that mentions "?" is instead one boolean expression in which
+// "?" is the value tested (? > 5 and ? < 10, contains(?, "x")), as DMN
+// 1.2 and later allow: it matches when it evaluates to true.
 type UnaryTests struct {
 	src    string
 	any    bool // "-": matches every value, null included
 	negate bool // not(...)
 	tests  []unaryTest
+	expr   node // the boolean expression over "?", when the source has one
 }
+
+// questionName is the name "?" is read as: feel reads any name in
+// backticks, and no variable of a caller can be named so by accident.
+const questionName = "?"
 
 // CompileUnaryTests compiles src (without a leading "="). A refusal carries
 // fault.BPMNExpression, as Compile's do.
@@ -26,6 +35,14 @@ func CompileUnaryTests(src string) (*UnaryTests, error) {
 		return &UnaryTests{src: src, any: true}, nil
 	}
 	u := &UnaryTests{src: src}
+	if quoted, ok := quoteQuestion(body); ok {
+		_, root, err := parse("=" + quoted)
+		if err != nil {
+			return nil, err
+		}
+		u.expr = root
+		return u, nil
+	}
 	full := "=" + body
 	toks, err := lex(full)
 	if err != nil {
@@ -55,6 +72,34 @@ func CompileUnaryTests(src string) (*UnaryTests, error) {
 		return nil, p.unexpected(t)
 	}
 	return u, nil
+}
+
+// quoteQuestion puts every "?" of src outside strings and backticks in
+// backticks, reporting whether there was one.
+func quoteQuestion(src string) (string, bool) {
+	var b strings.Builder
+	found := false
+	for i := 0; i < len(src); i++ {
+		switch c := src[i]; c {
+		case '"', '`':
+			j := i + 1
+			for j < len(src) && src[j] != c {
+				if c == '"' && src[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			j = min(j, len(src)-1)
+			b.WriteString(src[i : j+1])
+			i = j
+		case '?':
+			b.WriteString("`" + questionName + "`")
+			found = true
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String(), found
 }
 
 // closesAtEnd reports whether the parenthesis opened at toks[open] closes
@@ -93,6 +138,13 @@ func (u *UnaryTests) Test(x any, vars map[string]any, env Env) (ok bool, err err
 		}
 	}()
 	c := newEvalCtx(vars, env)
+	if u.expr != nil {
+		v, err := u.expr.eval(c, &scope{name: questionName, val: x})
+		if err != nil && (IsLimit(err) || env.Ctx != nil && env.Ctx.Err() != nil) {
+			return false, fmt.Errorf("feel: testing %s: %w", quoteSource(u.src), err)
+		}
+		return v == true, nil
+	}
 	for _, t := range u.tests {
 		m, err := t.test(c, nil, x)
 		if err != nil {

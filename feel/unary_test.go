@@ -41,6 +41,15 @@ func TestUnaryTests(t *testing.T) {
 		{"<5", "x", false},
 		{`not(<5)`, nil, true},
 		{"1, <5", nil, false},
+		// "?" is the value tested, in one boolean expression.
+		{"? > 5 and ? < 10", 7.0, true},
+		{"? > 5 and ? < 10", 12.0, false},
+		{"? < limit", 9.0, true},
+		{`contains(?, "b")`, "abc", true},
+		{`not(? = "a")`, "a", false},
+		{`? = "what?"`, "what?", true},
+		{"? > 5", nil, false},
+		{"? + 1", 1.0, false},
 	}
 	for _, c := range cases {
 		u, err := CompileUnaryTests(c.src)
@@ -59,7 +68,7 @@ func TestUnaryTests(t *testing.T) {
 }
 
 func TestUnaryTestsRefused(t *testing.T) {
-	for _, src := range []string{"<", "[1..", "1,", `"a" "b"`, "not(1) 2", "x ** 2"} {
+	for _, src := range []string{"<", "[1..", "1,", `"a" "b"`, "not(1) 2", "x ** 2", "? >", "?? 1"} {
 		if _, err := CompileUnaryTests(src); !fault.HasCode(err, fault.BPMNExpression) {
 			t.Errorf("CompileUnaryTests(%q) = %v, want %s", src, err, fault.BPMNExpression)
 		}
