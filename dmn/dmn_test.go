@@ -270,8 +270,8 @@ func TestQuote(t *testing.T) {
 		`"esc \" Monthly Salary"`:             `"esc \" Monthly Salary"`,
 	}
 	for in, want := range cases {
-		if got := q.quote(in); got != want {
-			t.Errorf("quote(%q) = %q, want %q", in, got, want)
+		if got, err := q.quote(in); err != nil || got != want {
+			t.Errorf("quote(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
 }
@@ -292,5 +292,25 @@ func TestConcurrentEvaluate(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// Many names sharing a first word, written in a long expression, would take
+// time quadratic in the file's size to find: refused once over the budget.
+func TestQuoteWorkBounded(t *testing.T) {
+	var b strings.Builder
+	for i := range 2000 {
+		fmt.Fprintf(&b, `<inputData id="i%d" name="a %s%d"/>`, i, strings.Repeat("b", 100), i)
+	}
+	b.WriteString(`<decision id="d" name="D"><literalExpression><text>`)
+	b.WriteString(strings.Repeat("a + ", 250_000) + "a")
+	b.WriteString(`</text></literalExpression></decision>`)
+	start := time.Now()
+	_, err := Parse(strings.NewReader(doc(b.String())))
+	if !fault.HasCode(err, fault.DMNInvalid) || !strings.Contains(err.Error(), "too much work") {
+		t.Fatalf("error = %v, want %s for too much work", err, fault.DMNInvalid)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("refusing took %v", took)
 	}
 }

@@ -199,7 +199,11 @@ func compileExpr(src string, q *quoter, dec *Decision, where string) (*feel.Expr
 	if src == "" {
 		return nil, fault.New(fault.DMNInvalid, "decision %q: the %s is empty", dec.ID, where)
 	}
-	e, err := feel.Compile("=" + q.quote(src))
+	quoted, err := q.quote(src)
+	if err != nil {
+		return nil, err
+	}
+	e, err := feel.Compile("=" + quoted)
 	if err != nil {
 		return nil, fault.Wrap(fault.DMNInvalid, err, "decision %q: %s", dec.ID, where)
 	}
@@ -272,7 +276,11 @@ func parseTable(n *node, q *quoter, dec *Decision) (*table, error) {
 			return nil, fault.New(fault.DMNInvalid, "decision %q: rule %q has %d input and %d output entries, the table %d and %d", dec.ID, ru.id, len(ins), len(outs), len(t.inputs), len(t.outputs))
 		}
 		for j, e := range ins {
-			u, err := feel.CompileUnaryTests(q.quote(e.textOf()))
+			quoted, err := q.quote(e.textOf())
+			if err != nil {
+				return nil, err
+			}
+			u, err := feel.CompileUnaryTests(quoted)
 			if err != nil {
 				return nil, fault.Wrap(fault.DMNInvalid, err, "decision %q: rule %q input entry %d", dec.ID, ru.id, j+1)
 			}
@@ -312,24 +320,51 @@ func constList(src string, q *quoter, dec *Decision, where string) ([]any, error
 // "Monthly Salary") in backticks, so that the feel package reads each as
 // one name: FEEL's grammar needs to know the names in scope to read them,
 // and these are the names a decision's scope holds.
+//
+// Names are found by their first word, and the bytes compared are charged
+// to a budget for the whole file (maxQuoteWork): a hostile file of many
+// names sharing a first word, used in long expressions, is refused rather
+// than read in time quadratic in its size.
 type quoter struct {
-	names []string // longest first, so "Loan Amount Max" wins over "Loan Amount"
+	// byWord holds the names by their first word (or first character when
+	// it starts with no word), longest first, so that "Loan Amount Max"
+	// wins over "Loan Amount".
+	byWord map[string][]string
+	work   int
 }
 
+// maxQuoteWork bounds the bytes compared while finding names in one file:
+// far above what a Modeler file needs (a few per name written), far below
+// a second of work.
+const maxQuoteWork = 1 << 26
+
 func newQuoter(names map[string]bool) *quoter {
-	q := &quoter{}
+	q := &quoter{byWord: map[string][]string{}}
 	for n := range names {
 		if n != "" && !plainName(n) && !strings.ContainsAny(n, "\"`") {
-			q.names = append(q.names, n)
+			w := firstWord(n)
+			q.byWord[w] = append(q.byWord[w], n)
 		}
 	}
-	sort.Slice(q.names, func(i, j int) bool {
-		if len(q.names[i]) != len(q.names[j]) {
-			return len(q.names[i]) > len(q.names[j])
-		}
-		return q.names[i] < q.names[j]
-	})
+	for _, ns := range q.byWord {
+		sort.Slice(ns, func(i, j int) bool {
+			if len(ns[i]) != len(ns[j]) {
+				return len(ns[i]) > len(ns[j])
+			}
+			return ns[i] < ns[j]
+		})
+	}
 	return q
+}
+
+// firstWord is the run of identifier bytes s starts with, or its first
+// byte when it starts with none.
+func firstWord(s string) string {
+	j := 0
+	for j < len(s) && identRune(s[j]) {
+		j++
+	}
+	return s[:max(j, 1)]
 }
 
 func plainName(s string) bool {
@@ -348,9 +383,9 @@ func identRune(b byte) bool {
 // quote rewrites src with the names in backticks, outside string literals
 // and names already in backticks, where a name starts and ends at a word
 // boundary.
-func (q *quoter) quote(src string) string {
-	if len(q.names) == 0 {
-		return src
+func (q *quoter) quote(src string) (string, error) {
+	if len(q.byWord) == 0 {
+		return src, nil
 	}
 	var b strings.Builder
 	for i := 0; i < len(src); {
@@ -369,7 +404,11 @@ func (q *quoter) quote(src string) string {
 			continue
 		}
 		if i == 0 || !identRune(src[i-1]) {
-			if n := q.at(src, i); n != "" {
+			n, err := q.at(src, i)
+			if err != nil {
+				return "", err
+			}
+			if n != "" {
 				b.WriteString("`" + n + "`")
 				i += len(n)
 				continue
@@ -378,16 +417,19 @@ func (q *quoter) quote(src string) string {
 		b.WriteByte(src[i])
 		i++
 	}
-	return b.String()
+	return b.String(), nil
 }
 
 // at returns the longest name that starts at src[i] and ends at a word
 // boundary, or "".
-func (q *quoter) at(src string, i int) string {
-	for _, n := range q.names {
+func (q *quoter) at(src string, i int) (string, error) {
+	for _, n := range q.byWord[firstWord(src[i:])] {
+		if q.work += len(n); q.work > maxQuoteWork {
+			return "", fault.New(fault.DMNInvalid, "the file's names with spaces take too much work to find in its expressions (over %d bytes compared)", maxQuoteWork)
+		}
 		if strings.HasPrefix(src[i:], n) && (i+len(n) == len(src) || !identRune(src[i+len(n)]) || !identRune(n[len(n)-1])) {
-			return n
+			return n, nil
 		}
 	}
-	return ""
+	return "", nil
 }
