@@ -164,7 +164,9 @@ func TestRequiredDecisions(t *testing.T) {
 	}
 	want := []DecisionResult{
 		{ID: "yearly", Name: "Yearly Salary", Output: 60000.0},
-		{ID: "band", Name: "Salary Band", Output: "low 60000", Matched: []MatchedRule{{ID: "low", Index: 2, Outputs: map[string]any{"band": "low 60000"}}}},
+		{ID: "band", Name: "Salary Band", Output: "low 60000",
+			Inputs:  []Evaluated{{ID: "in1", Name: "Yearly", Value: 60000.0}},
+			Matched: []MatchedRule{{ID: "low", Index: 2, Outputs: []Evaluated{{ID: "out1", Name: "band", Value: "low 60000"}}}}},
 	}
 	if !reflect.DeepEqual(res.Decisions, want) {
 		t.Errorf("decisions = %+v\nwant %+v", res.Decisions, want)
@@ -312,5 +314,19 @@ func TestQuoteWorkBounded(t *testing.T) {
 	}
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("refusing took %v", took)
+	}
+}
+
+// An input without a label is named by its expression, as the Modeler
+// shows it.
+func TestInputNames(t *testing.T) {
+	d := mustParse(t, doc(`<decision id="d" name="D"><decisionTable><input id="i"><inputExpression><text>x + 1</text></inputExpression></input>`+
+		oneOut+`<rule id="r"><inputEntry><text>-</text></inputEntry><outputEntry><text>"a"</text></outputEntry></rule></decisionTable></decision>`))
+	res, err := d.Evaluate(context.Background(), "d", map[string]any{"x": 1.0}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := res.Decisions[0].Inputs, []Evaluated{{ID: "i", Name: "x + 1", Value: 2.0}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("inputs = %+v, want %+v", got, want)
 	}
 }

@@ -36,9 +36,20 @@ type Result struct {
 type DecisionResult struct {
 	ID, Name string
 	Output   any
+	// Inputs are a decision table's inputs as evaluated, in column order
+	// (empty for a literal expression).
+	Inputs []Evaluated
 	// Matched are the rules of a decision table that matched, in rule order
 	// (empty for a literal expression).
 	Matched []MatchedRule
+}
+
+// Evaluated is the value of one input or output column of a table: its id,
+// its name (an input's label, or its expression when it has none) and the
+// value.
+type Evaluated struct {
+	ID, Name string
+	Value    any
 }
 
 // MatchedRule is one rule of a decision table that matched.
@@ -46,8 +57,8 @@ type MatchedRule struct {
 	ID string
 	// Index is the rule's position in the table, from 1.
 	Index int
-	// Outputs are the rule's output entries by output name.
-	Outputs map[string]any
+	// Outputs are the rule's output entries, in column order.
+	Outputs []Evaluated
 }
 
 // Evaluate evaluates the decision with id over vars (the input data by
@@ -103,7 +114,7 @@ func (ev *evaluation) decide(dec *Decision, res *Result) error {
 	if dec.literal != nil {
 		dr.Output, err = dec.literal.EvalIn(ev.scope, ev.env)
 	} else {
-		dr.Output, dr.Matched, err = ev.table(dec.table)
+		dr.Output, dr.Inputs, dr.Matched, err = ev.table(dec.table)
 	}
 	if err != nil {
 		return ev.fail(dec, err)
@@ -125,14 +136,16 @@ func (ev *evaluation) fail(dec *Decision, err error) error {
 
 // table evaluates a decision table: the inputs, the rules that match, and
 // the result its hit policy makes of them.
-func (ev *evaluation) table(t *table) (any, []MatchedRule, error) {
+func (ev *evaluation) table(t *table) (any, []Evaluated, []MatchedRule, error) {
 	in := make([]any, len(t.inputs))
-	for i, e := range t.inputs {
-		v, err := e.EvalIn(ev.scope, ev.env)
+	ins := make([]Evaluated, len(t.inputs))
+	for i, c := range t.inputs {
+		v, err := c.expr.EvalIn(ev.scope, ev.env)
 		if err != nil {
-			return nil, nil, fmt.Errorf("input %d: %w", i+1, err)
+			return nil, nil, nil, fmt.Errorf("input %d: %w", i+1, err)
 		}
 		in[i] = v
+		ins[i] = Evaluated{ID: c.id, Name: c.name, Value: v}
 	}
 	var matched []MatchedRule
 	var rows [][]any // the output values of each matched rule
@@ -141,21 +154,21 @@ rules:
 		for i, u := range r.in {
 			ok, err := u.Test(in[i], ev.scope, ev.env)
 			if err != nil {
-				return nil, nil, fmt.Errorf("rule %q input entry %d: %w", r.id, i+1, err)
+				return nil, nil, nil, fmt.Errorf("rule %q input entry %d: %w", r.id, i+1, err)
 			}
 			if !ok {
 				continue rules
 			}
 		}
 		row := make([]any, len(r.out))
-		outs := make(map[string]any, len(r.out))
+		outs := make([]Evaluated, len(r.out))
 		for i, e := range r.out {
 			v, err := e.EvalIn(ev.scope, ev.env)
 			if err != nil {
-				return nil, nil, fmt.Errorf("rule %q output entry %d: %w", r.id, i+1, err)
+				return nil, nil, nil, fmt.Errorf("rule %q output entry %d: %w", r.id, i+1, err)
 			}
 			row[i] = v
-			outs[t.outputs[i].name] = v
+			outs[i] = Evaluated{ID: t.outputs[i].id, Name: t.outputs[i].name, Value: v}
 		}
 		matched = append(matched, MatchedRule{ID: r.id, Index: ri + 1, Outputs: outs})
 		rows = append(rows, row)
@@ -165,10 +178,10 @@ rules:
 	}
 	if len(rows) == 0 {
 		out, err := ev.defaults(t)
-		return out, matched, err
+		return out, ins, matched, err
 	}
 	out, err := t.hit(rows, matched)
-	return out, matched, err
+	return out, ins, matched, err
 }
 
 // defaults is a table's result when no rule matched: its default output

@@ -53,13 +53,18 @@ const (
 type table struct {
 	hitPolicy   string
 	aggregation string // SUM, MIN, MAX, COUNT or "" (COLLECT only)
-	inputs      []*feel.Expr
+	inputs      []input
 	outputs     []output
 	rules       []rule
 }
 
+type input struct {
+	id, name string // the name is the label, or the expression's text
+	expr     *feel.Expr
+}
+
 type output struct {
-	name string
+	id, name string
 	// values are the output's allowed values in priority order (highest
 	// first), for PRIORITY and OUTPUT ORDER; nil when none are given.
 	values []any
@@ -229,15 +234,20 @@ func parseTable(n *node, q *quoter, dec *Decision) (*table, error) {
 		return nil, fault.New(fault.DMNInvalid, "decision %q: aggregation %s needs the hit policy COLLECT, not %s", dec.ID, t.aggregation, t.hitPolicy)
 	}
 	for i, in := range n.children("input") {
-		e, err := compileExpr(in.child("inputExpression").textOf(), q, dec, fmt.Sprintf("input %d", i+1))
+		src := in.child("inputExpression").textOf()
+		e, err := compileExpr(src, q, dec, fmt.Sprintf("input %d", i+1))
 		if err != nil {
 			return nil, err
 		}
-		t.inputs = append(t.inputs, e)
+		name := in.attr["label"]
+		if name == "" {
+			name = src
+		}
+		t.inputs = append(t.inputs, input{id: in.attr["id"], name: name, expr: e})
 	}
 	outs := n.children("output")
 	for i, o := range outs {
-		out := output{name: o.attr["name"]}
+		out := output{id: o.attr["id"], name: o.attr["name"]}
 		if out.name == "" && len(outs) == 1 {
 			out.name = dec.Name
 		}
