@@ -330,3 +330,22 @@ func TestInputNames(t *testing.T) {
 		t.Errorf("inputs = %+v, want %+v", got, want)
 	}
 }
+
+// A decision sees the results of the decisions it requires directly, and
+// not those of their own requirements.
+func TestScopeIsDirectRequirements(t *testing.T) {
+	d := mustParse(t, doc(`
+<decision id="c" name="C"><literalExpression><text>1</text></literalExpression></decision>
+<decision id="b" name="B"><informationRequirement><requiredDecision href="#c"/></informationRequirement><literalExpression><text>C + 1</text></literalExpression></decision>
+<decision id="a" name="A"><informationRequirement><requiredDecision href="#b"/></informationRequirement><literalExpression><text>[B, c = null, C = null]</text></literalExpression></decision>`))
+	res, err := d.Evaluate(context.Background(), "a", map[string]any{"C": nil}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []any{2.0, true, true}; !reflect.DeepEqual(res.Output, want) {
+		t.Errorf("output = %#v, want %#v", res.Output, want)
+	}
+	if len(res.Decisions) != 3 {
+		t.Errorf("decisions = %+v, want c, b and a", res.Decisions)
+	}
+}

@@ -63,8 +63,10 @@ type MatchedRule struct {
 
 // Evaluate evaluates the decision with id over vars (the input data by
 // name, JSON-shaped), after the decisions it requires, each once, in
-// dependency order; a required decision's result is in scope under its
-// name and under its id. A failure carries fault.IncidentDecisionFailed, or
+// dependency order. A decision sees vars and the results of the decisions
+// it requires directly, each under its name and under its id (a required
+// decision's result hides a variable of the same name); nothing else. A
+// failure carries fault.IncidentDecisionFailed, or
 // fault.IncidentExpressionLimit when an expression was cut off by its
 // limits or ctx's deadline.
 func (d *Definitions) Evaluate(ctx context.Context, id string, vars map[string]any, opts Options) (*Result, error) {
@@ -74,10 +76,7 @@ func (d *Definitions) Evaluate(ctx context.Context, id string, vars map[string]a
 	}
 	env := opts.Env
 	env.Ctx = ctx
-	ev := &evaluation{d: d, env: env, scope: make(map[string]any, len(vars)+len(d.Decisions)), done: map[string]bool{}}
-	for k, v := range vars {
-		ev.scope[k] = v
-	}
+	ev := &evaluation{d: d, env: env, vars: vars, results: map[string]any{}}
 	res := &Result{}
 	if err := ev.decide(dec, res); err != nil {
 		return nil, err
@@ -87,16 +86,18 @@ func (d *Definitions) Evaluate(ctx context.Context, id string, vars map[string]a
 }
 
 type evaluation struct {
-	d     *Definitions
-	env   feel.Env
+	d       *Definitions
+	env     feel.Env
+	vars    map[string]any
+	results map[string]any // by decision id, once evaluated
+	// scope is what the decision being evaluated sees.
 	scope map[string]any
-	done  map[string]bool
 }
 
 // decide evaluates dec's required decisions, then dec. Parse refused
 // cycles, so the recursion ends.
 func (ev *evaluation) decide(dec *Decision, res *Result) error {
-	if ev.done[dec.ID] {
+	if _, done := ev.results[dec.ID]; done {
 		return nil
 	}
 	for _, r := range dec.Requires {
@@ -109,6 +110,18 @@ func (ev *evaluation) decide(dec *Decision, res *Result) error {
 	} else if err != nil {
 		return ev.fail(dec, fmt.Errorf("the evaluation was cancelled: %w", context.Cause(ev.env.Ctx)))
 	}
+	ev.scope = ev.vars
+	if len(dec.Requires) > 0 {
+		ev.scope = make(map[string]any, len(ev.vars)+2*len(dec.Requires))
+		for k, v := range ev.vars {
+			ev.scope[k] = v
+		}
+		for _, r := range dec.Requires {
+			req := ev.d.byID[r]
+			ev.scope[req.Name] = ev.results[r]
+			ev.scope[r] = ev.results[r]
+		}
+	}
 	dr := DecisionResult{ID: dec.ID, Name: dec.Name}
 	var err error
 	if dec.literal != nil {
@@ -119,9 +132,7 @@ func (ev *evaluation) decide(dec *Decision, res *Result) error {
 	if err != nil {
 		return ev.fail(dec, err)
 	}
-	ev.scope[dec.Name] = dr.Output
-	ev.scope[dec.ID] = dr.Output
-	ev.done[dec.ID] = true
+	ev.results[dec.ID] = dr.Output
 	res.Decisions = append(res.Decisions, dr)
 	return nil
 }
