@@ -84,6 +84,8 @@ func TestHitPolicies(t *testing.T) {
 		{"two outputs", ``, two, []string{`[1..5]|"x"|x * 2`}, 3, map[string]any{"a": "x", "b": 6.0}, []string{"r1"}},
 		{"default", ``, []string{`<output id="o" name="out"><defaultOutputEntry><text>"none"</text></defaultOutputEntry></output>`}, []string{`<0|"neg"`}, 3, "none", nil},
 		{"default listed", `hitPolicy="COLLECT"`, []string{`<output id="o" name="out"><defaultOutputEntry><text>"none"</text></defaultOutputEntry></output>`}, []string{`<0|"neg"`}, 3, []any{"none"}, nil},
+		{"empty output cell", `hitPolicy="COLLECT"`, two, []string{`-|"x"|`, `-||`}, 3, []any{map[string]any{"a": "x", "b": nil}, map[string]any{"a": nil, "b": nil}}, []string{"r1", "r2"}},
+		{"empty default", ``, []string{`<output id="o" name="out"><defaultOutputEntry><text></text></defaultOutputEntry></output>`}, []string{`<0|"neg"`}, 3, nil, nil},
 		{"question mark", ``, []string{oneOut}, []string{`? > 5 and ? < 10|"mid"`, `not(? > 5 and ? < 10)|"out"`}, 7, "mid", []string{"r1"}},
 		{"not and list", ``, []string{oneOut}, []string{`not(1, 2, 3)|"other"`, `1, 2, 3|"few"`}, 3, "few", []string{"r2"}},
 	}

@@ -261,7 +261,7 @@ func parseTable(n *node, q *quoter, dec *Decision) (*table, error) {
 			}
 			out.values = vals
 		}
-		if def := o.child("defaultOutputEntry"); def != nil {
+		if def := o.child("defaultOutputEntry"); def.textOf() != "" {
 			e, err := compileExpr(def.textOf(), q, dec, fmt.Sprintf("output %q default", out.name))
 			if err != nil {
 				return nil, err
@@ -297,7 +297,13 @@ func parseTable(n *node, q *quoter, dec *Decision) (*table, error) {
 			ru.in = append(ru.in, u)
 		}
 		for j, e := range outs {
-			x, err := compileExpr(e.textOf(), q, dec, fmt.Sprintf("rule %q output entry %d", ru.id, j+1))
+			src := e.textOf()
+			if src == "" {
+				// An empty cell, as the Modeler leaves one: null, as in
+				// Camunda's engines.
+				src = "null"
+			}
+			x, err := compileExpr(src, q, dec, fmt.Sprintf("rule %q output entry %d", ru.id, j+1))
 			if err != nil {
 				return nil, err
 			}
