@@ -3,6 +3,8 @@ package dmn
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -349,5 +351,45 @@ func TestScopeIsDirectRequirements(t *testing.T) {
 	}
 	if len(res.Decisions) != 3 {
 		t.Errorf("decisions = %+v, want c, b and a", res.Decisions)
+	}
+}
+
+// A DRG as Camunda Modeler 5 saves it for Camunda 8 (modeled on Camunda's
+// dish example): the result of the required decision "dish" is read by
+// its id, empty input cells match anything, COLLECT lists the beverages.
+func TestModelerDRG(t *testing.T) {
+	f, err := os.Open(filepath.Join("testdata", "dinner.dmn"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	d, err := Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		season   string
+		guests   float64
+		children bool
+		want     []any
+	}{
+		{"Fall", 4, false, []any{"Aecht Schlenkerla Rauchbier", "Water"}},
+		{"Winter", 10, true, []any{"Guiness", "Apple Juice", "Water"}},
+		{"Summer", 2, false, []any{"Pinot Noir", "Water"}},
+	}
+	for _, c := range cases {
+		vars := map[string]any{"season": c.season, "guestCount": c.guests, "guestsWithChildren": c.children}
+		res, err := d.Evaluate(context.Background(), "beverages", vars, Options{})
+		if err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		if !reflect.DeepEqual(res.Output, c.want) {
+			t.Errorf("%+v: beverages = %#v, want %#v", c, res.Output, c.want)
+		}
+	}
+	// No rule of the unique table matches: null, and no beverage but water.
+	res, err := d.Evaluate(context.Background(), "beverages", map[string]any{"season": "Monsoon", "guestCount": 3.0, "guestsWithChildren": false}, Options{})
+	if err != nil || !reflect.DeepEqual(res.Output, []any{"Water"}) || res.Decisions[0].Output != nil {
+		t.Errorf("unknown season: %+v, %v", res, err)
 	}
 }

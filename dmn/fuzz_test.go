@@ -17,6 +17,8 @@ import (
 // limits, to a result or an error with a code.
 func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "tck", "compliance-level-2", "*", "*.dmn"))
+	modeler, _ := filepath.Glob(filepath.Join("testdata", "*.dmn"))
+	files = append(files, modeler...)
 	for _, name := range files {
 		b, err := os.ReadFile(name)
 		if err != nil {
