@@ -183,7 +183,7 @@ rules:
 		}
 		matched = append(matched, MatchedRule{ID: r.id, Index: ri + 1, Outputs: outs})
 		rows = append(rows, row)
-		if t.hitPolicy == First {
+		if t.hitPolicy == hitFirst {
 			break
 		}
 	}
@@ -227,7 +227,7 @@ func (ev *evaluation) defaults(t *table) (any, error) {
 
 // listed reports whether the table's result is a list of its rules'.
 func (t *table) listed() bool {
-	return t.hitPolicy == RuleOrder || t.hitPolicy == OutputOrder || t.hitPolicy == Collect && t.aggregation == ""
+	return t.hitPolicy == hitRuleOrder || t.hitPolicy == hitOutputOrder || t.hitPolicy == hitCollect && t.aggregation == ""
 }
 
 // shape is one rule's result: the value of a single output, or a context
@@ -246,25 +246,25 @@ func (t *table) shape(row []any) any {
 // hit applies the hit policy to the rows of the matched rules (at least one).
 func (t *table) hit(rows [][]any, matched []MatchedRule) (any, error) {
 	switch t.hitPolicy {
-	case Unique:
+	case hitUnique:
 		if len(rows) > 1 {
 			return nil, fmt.Errorf("hit policy UNIQUE: %d rules matched (%s)", len(rows), ruleIDs(matched))
 		}
 		return t.shape(rows[0]), nil
-	case Any:
+	case hitAny:
 		for _, r := range rows[1:] {
 			if !reflect.DeepEqual(r, rows[0]) {
 				return nil, fmt.Errorf("hit policy ANY: the matched rules (%s) disagree", ruleIDs(matched))
 			}
 		}
 		return t.shape(rows[0]), nil
-	case First:
+	case hitFirst:
 		return t.shape(rows[0]), nil
-	case Priority:
+	case hitPriority:
 		return t.shape(t.byPriority(rows)[0]), nil
-	case OutputOrder:
+	case hitOutputOrder:
 		return t.list(t.byPriority(rows)), nil
-	case RuleOrder:
+	case hitRuleOrder:
 		return t.list(rows), nil
 	}
 	if t.aggregation == "" {

@@ -1,3 +1,9 @@
+// Package dmn reads DMN 1.3 to 1.5 decision models as Camunda Modeler
+// writes them and evaluates their decisions on the project's FEEL. Like
+// package engine it only computes: Parse turns a file into immutable
+// Definitions (or refuses it with a SUTRA.DMN.* code), and Evaluate runs a
+// decision with its required decisions under the FEEL limits and the
+// caller's deadline. docs/dmn.md says what is supported.
 package dmn
 
 import (
@@ -40,13 +46,13 @@ func (d *Definitions) Decision(id string) *Decision { return d.byID[id] }
 
 // Hit policies, as DMN names them in the hitPolicy attribute.
 const (
-	Unique      = "UNIQUE"
-	Any         = "ANY"
-	Priority    = "PRIORITY"
-	First       = "FIRST"
-	RuleOrder   = "RULE ORDER"
-	OutputOrder = "OUTPUT ORDER"
-	Collect     = "COLLECT"
+	hitUnique      = "UNIQUE"
+	hitAny         = "ANY"
+	hitPriority    = "PRIORITY"
+	hitFirst       = "FIRST"
+	hitRuleOrder   = "RULE ORDER"
+	hitOutputOrder = "OUTPUT ORDER"
+	hitCollect     = "COLLECT"
 )
 
 // table is a decision table.
@@ -218,10 +224,10 @@ func compileExpr(src string, q *quoter, dec *Decision, where string) (*feel.Expr
 func parseTable(n *node, q *quoter, dec *Decision) (*table, error) {
 	t := &table{hitPolicy: n.attr["hitPolicy"], aggregation: n.attr["aggregation"]}
 	if t.hitPolicy == "" {
-		t.hitPolicy = Unique
+		t.hitPolicy = hitUnique
 	}
 	switch t.hitPolicy {
-	case Unique, Any, Priority, First, RuleOrder, OutputOrder, Collect:
+	case hitUnique, hitAny, hitPriority, hitFirst, hitRuleOrder, hitOutputOrder, hitCollect:
 	default:
 		return nil, fault.New(fault.DMNInvalid, "decision %q: unknown hit policy %q", dec.ID, t.hitPolicy)
 	}
@@ -230,7 +236,7 @@ func parseTable(n *node, q *quoter, dec *Decision) (*table, error) {
 	default:
 		return nil, fault.New(fault.DMNInvalid, "decision %q: unknown aggregation %q", dec.ID, t.aggregation)
 	}
-	if t.aggregation != "" && t.hitPolicy != Collect {
+	if t.aggregation != "" && t.hitPolicy != hitCollect {
 		return nil, fault.New(fault.DMNInvalid, "decision %q: aggregation %s needs the hit policy COLLECT, not %s", dec.ID, t.aggregation, t.hitPolicy)
 	}
 	for i, in := range n.children("input") {
