@@ -79,6 +79,10 @@ const (
 	BPMNInvalid     = "SUTRA.BPMN.INVALID"
 	BPMNUnsupported = "SUTRA.BPMN.UNSUPPORTED"
 	BPMNExpression  = "SUTRA.BPMN.EXPRESSION"
+	// Deploy-time DMN errors: a file that is not DMN the worker reads, or
+	// over the parser's limits (package dmn).
+	DMNInvalid     = "SUTRA.DMN.INVALID"
+	DMNUnsupported = "SUTRA.DMN.UNSUPPORTED"
 	// Admin operations.
 	MigrateUnreachable = "SUTRA.ADMIN.MIGRATE.UNREACHABLE"
 	// Run-time incidents.
@@ -101,6 +105,9 @@ const (
 	// A timer whose fire failed SUTRA_TIMER_MAX_ATTEMPTS times: parked until
 	// an admin retry arms it again.
 	IncidentTimerFailed = "SUTRA.INCIDENT.TIMER_FAILED"
+	// A decision could not be evaluated: no such decision, an expression
+	// that failed, no rule of a unique table or several that disagree.
+	IncidentDecisionFailed = "SUTRA.INCIDENT.DECISION_FAILED"
 )
 
 // Error is an error with a stable code.

@@ -113,11 +113,15 @@ const maxQuoted = 200
 
 // quoted is the source in quotes for an error, cut after maxQuoted
 // characters.
-func (e *Expr) quoted() string {
-	if utf8.RuneCountInString(e.src) <= maxQuoted {
-		return strconv.Quote(e.src)
+func (e *Expr) quoted() string { return quoteSource(e.src) }
+
+// quoteSource is src in quotes for an error, cut after maxQuoted
+// characters.
+func quoteSource(src string) string {
+	if utf8.RuneCountInString(src) <= maxQuoted {
+		return strconv.Quote(src)
 	}
-	return strconv.Quote(string([]rune(e.src)[:maxQuoted])) + "…"
+	return strconv.Quote(string([]rune(src)[:maxQuoted])) + "…"
 }
 
 // IsStatic reports whether the source is a literal string rather than an

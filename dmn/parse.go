@@ -1,0 +1,457 @@
+// Package dmn reads DMN 1.3 to 1.5 decision models as Camunda Modeler
+// writes them and evaluates their decisions on the project's FEEL. Like
+// package engine it only computes: Parse turns a file into immutable
+// Definitions (or refuses it with a SUTRA.DMN.* code), and Evaluate runs a
+// decision with its required decisions under the FEEL limits and the
+// caller's deadline. docs/dmn.md says what is supported.
+package dmn
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/feel"
+)
+
+// Definitions is a parsed DMN file: its decisions and what they require.
+// It is immutable and safe for concurrent use.
+type Definitions struct {
+	ID, Name string
+	// Version is the DMN version the file's namespace names ("1.3" to "1.5").
+	Version string
+	// Decisions in document order.
+	Decisions []*Decision
+	// InputData are the names of the file's input data, in document order:
+	// the variables a caller supplies.
+	InputData []string
+	byID      map[string]*Decision
+}
+
+// Decision is one decision: its logic is a decision table or a literal
+// expression.
+type Decision struct {
+	ID, Name string
+	// Requires are the ids of the decisions whose results this one reads,
+	// in document order.
+	Requires []string
+	table    *table
+	literal  *feel.Expr
+}
+
+// Decision returns the decision with id, or nil.
+func (d *Definitions) Decision(id string) *Decision { return d.byID[id] }
+
+// Hit policies, as DMN names them in the hitPolicy attribute.
+const (
+	hitUnique      = "UNIQUE"
+	hitAny         = "ANY"
+	hitPriority    = "PRIORITY"
+	hitFirst       = "FIRST"
+	hitRuleOrder   = "RULE ORDER"
+	hitOutputOrder = "OUTPUT ORDER"
+	hitCollect     = "COLLECT"
+)
+
+// table is a decision table.
+type table struct {
+	hitPolicy   string
+	aggregation string // SUM, MIN, MAX, COUNT or "" (COLLECT only)
+	inputs      []input
+	outputs     []output
+	rules       []rule
+}
+
+type input struct {
+	id, name string // the name is the label, or the expression's text
+	expr     *feel.Expr
+}
+
+type output struct {
+	id, name string
+	// values are the output's allowed values in priority order (highest
+	// first), for PRIORITY and OUTPUT ORDER; nil when none are given.
+	values []any
+	def    *feel.Expr // the default output entry, or nil
+}
+
+type rule struct {
+	id  string
+	in  []*feel.UnaryTests
+	out []*feel.Expr
+}
+
+// Parse reads a DMN 1.3, 1.4 or 1.5 file. A file that is not one, is over
+// the parser's caps (MaxBytes, MaxDepth, MaxElements) or holds an
+// expression that does not compile is refused with fault.DMNInvalid; one
+// that uses a part of DMN the package does not evaluate with
+// fault.DMNUnsupported.
+func Parse(r io.Reader) (*Definitions, error) {
+	root, err := readTree(r)
+	if err != nil {
+		return nil, fault.Wrap(fault.DMNInvalid, err, "reading the DMN file")
+	}
+	version, ok := versions[root.name.Space]
+	if root.name.Local != "definitions" || !ok {
+		return nil, fault.New(fault.DMNInvalid, "the root element is <%s> in namespace %q, not the definitions of DMN 1.3, 1.4 or 1.5", root.name.Local, root.name.Space)
+	}
+	d := &Definitions{ID: root.attr["id"], Name: root.attr["name"], Version: version, byID: map[string]*Decision{}}
+	names := map[string]bool{}
+	for _, k := range root.kids {
+		if k.name.Space != root.name.Space {
+			continue
+		}
+		switch k.name.Local {
+		case "inputData":
+			d.InputData = append(d.InputData, k.attr["name"])
+			names[k.attr["name"]] = true
+		case "decision":
+			names[k.attr["name"]] = true
+		case "businessKnowledgeModel", "decisionService":
+			return nil, fault.New(fault.DMNUnsupported, "<%s> %q is not supported", k.name.Local, k.attr["id"])
+		}
+	}
+	q := newQuoter(names)
+	for _, k := range root.children("decision") {
+		dec, err := parseDecision(k, q)
+		if err != nil {
+			return nil, err
+		}
+		if dec.ID == "" {
+			return nil, fault.New(fault.DMNInvalid, "decision %q has no id", dec.Name)
+		}
+		if d.byID[dec.ID] != nil {
+			return nil, fault.New(fault.DMNInvalid, "two decisions have the id %q", dec.ID)
+		}
+		d.byID[dec.ID] = dec
+		d.Decisions = append(d.Decisions, dec)
+	}
+	for _, dec := range d.Decisions {
+		for _, id := range dec.Requires {
+			if d.byID[id] == nil {
+				return nil, fault.New(fault.DMNInvalid, "decision %q requires decision %q, which the file does not have", dec.ID, id)
+			}
+		}
+	}
+	if err := d.checkAcyclic(); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// checkAcyclic refuses a requirement graph with a cycle, which no order of
+// evaluation could satisfy.
+func (d *Definitions) checkAcyclic() error {
+	const (
+		visiting = 1
+		done     = 2
+	)
+	state := map[string]int{}
+	var visit func(id string) error
+	visit = func(id string) error {
+		switch state[id] {
+		case visiting:
+			return fault.New(fault.DMNInvalid, "decision %q requires itself through its required decisions", id)
+		case done:
+			return nil
+		}
+		state[id] = visiting
+		for _, r := range d.byID[id].Requires {
+			if err := visit(r); err != nil {
+				return err
+			}
+		}
+		state[id] = done
+		return nil
+	}
+	for _, dec := range d.Decisions {
+		if err := visit(dec.ID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func parseDecision(n *node, q *quoter) (*Decision, error) {
+	dec := &Decision{ID: n.attr["id"], Name: n.attr["name"]}
+	for _, ir := range n.children("informationRequirement") {
+		if rd := ir.child("requiredDecision"); rd != nil {
+			dec.Requires = append(dec.Requires, strings.TrimPrefix(rd.attr["href"], "#"))
+		}
+	}
+	for _, k := range n.kids {
+		if k.name.Space != n.name.Space {
+			continue
+		}
+		var err error
+		switch k.name.Local {
+		case "decisionTable":
+			dec.table, err = parseTable(k, q, dec)
+		case "literalExpression":
+			dec.literal, err = compileExpr(k.textOf(), q, dec, "literal expression")
+		case "context", "invocation", "relation", "list", "functionDefinition", "conditional", "filter", "for", "some", "every":
+			return nil, fault.New(fault.DMNUnsupported, "decision %q: the boxed expression <%s> is not supported", dec.ID, k.name.Local)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if dec.table == nil && dec.literal == nil {
+		return nil, fault.New(fault.DMNInvalid, "decision %q has neither a decision table nor a literal expression", dec.ID)
+	}
+	return dec, nil
+}
+
+// compileExpr compiles the FEEL expression src of dec; where names the
+// place in the decision for the error.
+func compileExpr(src string, q *quoter, dec *Decision, where string) (*feel.Expr, error) {
+	if src == "" {
+		return nil, fault.New(fault.DMNInvalid, "decision %q: the %s is empty", dec.ID, where)
+	}
+	quoted, err := q.quote(src)
+	if err != nil {
+		return nil, err
+	}
+	e, err := feel.Compile("=" + quoted)
+	if err != nil {
+		return nil, fault.Wrap(fault.DMNInvalid, err, "decision %q: %s", dec.ID, where)
+	}
+	return e, nil
+}
+
+func parseTable(n *node, q *quoter, dec *Decision) (*table, error) {
+	t := &table{hitPolicy: n.attr["hitPolicy"], aggregation: n.attr["aggregation"]}
+	if t.hitPolicy == "" {
+		t.hitPolicy = hitUnique
+	}
+	switch t.hitPolicy {
+	case hitUnique, hitAny, hitPriority, hitFirst, hitRuleOrder, hitOutputOrder, hitCollect:
+	default:
+		return nil, fault.New(fault.DMNInvalid, "decision %q: unknown hit policy %q", dec.ID, t.hitPolicy)
+	}
+	switch t.aggregation {
+	case "", "SUM", "MIN", "MAX", "COUNT":
+	default:
+		return nil, fault.New(fault.DMNInvalid, "decision %q: unknown aggregation %q", dec.ID, t.aggregation)
+	}
+	if t.aggregation != "" && t.hitPolicy != hitCollect {
+		return nil, fault.New(fault.DMNInvalid, "decision %q: aggregation %s needs the hit policy COLLECT, not %s", dec.ID, t.aggregation, t.hitPolicy)
+	}
+	for i, in := range n.children("input") {
+		src := in.child("inputExpression").textOf()
+		e, err := compileExpr(src, q, dec, fmt.Sprintf("input %d", i+1))
+		if err != nil {
+			return nil, err
+		}
+		name := in.attr["label"]
+		if name == "" {
+			name = src
+		}
+		t.inputs = append(t.inputs, input{id: in.attr["id"], name: name, expr: e})
+	}
+	outs := n.children("output")
+	for i, o := range outs {
+		out := output{id: o.attr["id"], name: o.attr["name"]}
+		if out.name == "" && len(outs) == 1 {
+			out.name = dec.Name
+		}
+		if out.name == "" {
+			return nil, fault.New(fault.DMNInvalid, "decision %q: output %d of several has no name", dec.ID, i+1)
+		}
+		if src := o.child("outputValues").textOf(); src != "" {
+			vals, err := constList(src, q, dec, fmt.Sprintf("output %q values", out.name))
+			if err != nil {
+				return nil, err
+			}
+			out.values = vals
+		}
+		if def := o.child("defaultOutputEntry"); def.textOf() != "" {
+			e, err := compileExpr(def.textOf(), q, dec, fmt.Sprintf("output %q default", out.name))
+			if err != nil {
+				return nil, err
+			}
+			out.def = e
+		}
+		t.outputs = append(t.outputs, out)
+	}
+	if len(t.outputs) == 0 {
+		return nil, fault.New(fault.DMNInvalid, "decision %q: the decision table has no output", dec.ID)
+	}
+	if t.aggregation != "" && len(t.outputs) > 1 {
+		return nil, fault.New(fault.DMNInvalid, "decision %q: aggregation %s needs a single output, the table has %d", dec.ID, t.aggregation, len(t.outputs))
+	}
+	for i, r := range n.children("rule") {
+		ru := rule{id: r.attr["id"]}
+		if ru.id == "" {
+			ru.id = fmt.Sprintf("rule %d", i+1)
+		}
+		ins, outs := r.children("inputEntry"), r.children("outputEntry")
+		if len(ins) != len(t.inputs) || len(outs) != len(t.outputs) {
+			return nil, fault.New(fault.DMNInvalid, "decision %q: rule %q has %d input and %d output entries, the table %d and %d", dec.ID, ru.id, len(ins), len(outs), len(t.inputs), len(t.outputs))
+		}
+		for j, e := range ins {
+			quoted, err := q.quote(e.textOf())
+			if err != nil {
+				return nil, err
+			}
+			u, err := feel.CompileUnaryTests(quoted)
+			if err != nil {
+				return nil, fault.Wrap(fault.DMNInvalid, err, "decision %q: rule %q input entry %d", dec.ID, ru.id, j+1)
+			}
+			ru.in = append(ru.in, u)
+		}
+		for j, e := range outs {
+			src := e.textOf()
+			if src == "" {
+				// An empty cell, as the Modeler leaves one: null, as in
+				// Camunda's engines.
+				src = "null"
+			}
+			x, err := compileExpr(src, q, dec, fmt.Sprintf("rule %q output entry %d", ru.id, j+1))
+			if err != nil {
+				return nil, err
+			}
+			ru.out = append(ru.out, x)
+		}
+		t.rules = append(t.rules, ru)
+	}
+	return t, nil
+}
+
+// constList evaluates the output values src ("a", "b", ...) as the list of
+// constants they are, in the order written: the order of priority.
+func constList(src string, q *quoter, dec *Decision, where string) ([]any, error) {
+	e, err := compileExpr("["+src+"]", q, dec, where)
+	if err != nil {
+		return nil, err
+	}
+	if e.UsesVariables() || e.UsesClock() || e.UsesSeed() {
+		return nil, fault.New(fault.DMNInvalid, "decision %q: the %s are not constants", dec.ID, where)
+	}
+	v, err := e.Eval(nil)
+	if err != nil {
+		return nil, fault.Wrap(fault.DMNInvalid, err, "decision %q: %s", dec.ID, where)
+	}
+	l, _ := v.([]any)
+	return l, nil
+}
+
+// quoter puts the model's names that are not plain FEEL names (DMN allows
+// "Monthly Salary") in backticks, so that the feel package reads each as
+// one name: FEEL's grammar needs to know the names in scope to read them,
+// and these are the names a decision's scope holds.
+//
+// Names are found by their first word, and the bytes compared are charged
+// to a budget for the whole file (maxQuoteWork): a hostile file of many
+// names sharing a first word, used in long expressions, is refused rather
+// than read in time quadratic in its size.
+type quoter struct {
+	// byWord holds the names by their first word (or first character when
+	// it starts with no word), longest first, so that "Loan Amount Max"
+	// wins over "Loan Amount".
+	byWord map[string][]string
+	work   int
+}
+
+// maxQuoteWork bounds the bytes compared while finding names in one file:
+// far above what a Modeler file needs (a few per name written), far below
+// a second of work.
+const maxQuoteWork = 1 << 26
+
+func newQuoter(names map[string]bool) *quoter {
+	q := &quoter{byWord: map[string][]string{}}
+	for n := range names {
+		if n != "" && !plainName(n) && !strings.ContainsAny(n, "\"`") {
+			w := firstWord(n)
+			q.byWord[w] = append(q.byWord[w], n)
+		}
+	}
+	for _, ns := range q.byWord {
+		sort.Slice(ns, func(i, j int) bool {
+			if len(ns[i]) != len(ns[j]) {
+				return len(ns[i]) > len(ns[j])
+			}
+			return ns[i] < ns[j]
+		})
+	}
+	return q
+}
+
+// firstWord is the run of identifier bytes s starts with, or its first
+// byte when it starts with none.
+func firstWord(s string) string {
+	j := 0
+	for j < len(s) && identRune(s[j]) {
+		j++
+	}
+	return s[:max(j, 1)]
+}
+
+func plainName(s string) bool {
+	for i, r := range s {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9' || r > 0x7f && r != 0xa0) {
+			return false
+		}
+	}
+	return true
+}
+
+func identRune(b byte) bool {
+	return b == '_' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b >= 0x80
+}
+
+// quote rewrites src with the names in backticks, outside string literals
+// and names already in backticks, where a name starts and ends at a word
+// boundary.
+func (q *quoter) quote(src string) (string, error) {
+	if len(q.byWord) == 0 {
+		return src, nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(src); {
+		switch c := src[i]; c {
+		case '"', '`':
+			j := i + 1
+			for j < len(src) && src[j] != c {
+				if c == '"' && src[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			j = min(j+1, len(src))
+			b.WriteString(src[i:j])
+			i = j
+			continue
+		}
+		if i == 0 || !identRune(src[i-1]) {
+			n, err := q.at(src, i)
+			if err != nil {
+				return "", err
+			}
+			if n != "" {
+				b.WriteString("`" + n + "`")
+				i += len(n)
+				continue
+			}
+		}
+		b.WriteByte(src[i])
+		i++
+	}
+	return b.String(), nil
+}
+
+// at returns the longest name that starts at src[i] and ends at a word
+// boundary, or "".
+func (q *quoter) at(src string, i int) (string, error) {
+	for _, n := range q.byWord[firstWord(src[i:])] {
+		if q.work += len(n); q.work > maxQuoteWork {
+			return "", fault.New(fault.DMNInvalid, "the file's names with spaces take too much work to find in its expressions (over %d bytes compared)", maxQuoteWork)
+		}
+		if strings.HasPrefix(src[i:], n) && (i+len(n) == len(src) || !identRune(src[i+len(n)]) || !identRune(n[len(n)-1])) {
+			return n, nil
+		}
+	}
+	return "", nil
+}

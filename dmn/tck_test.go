@@ -1,0 +1,259 @@
+package dmn
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The DMN TCK's compliance cases (github.com/dmn-tck/tck, vendored under
+// testdata/tck with its licence) run offline. testdata/tck/<level>.pass
+// lists the cases that pass: one that stops passing fails the test, one
+// that starts passing is reported, and -tck.update rewrites the lists.
+var tckUpdate = flag.Bool("tck.update", false, "rewrite testdata/tck/*.pass with today's passing TCK cases")
+
+const nsXSI = "http://www.w3.org/2001/XMLSchema-instance"
+
+func TestTCK(t *testing.T) {
+	for _, level := range []string{"compliance-level-2", "compliance-level-3"} {
+		t.Run(level, func(t *testing.T) { runLevel(t, level) })
+	}
+}
+
+func runLevel(t *testing.T, level string) {
+	dir := filepath.Join("testdata", "tck", level)
+	dirs, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := map[string]string{} // case -> "" when it passes, else why not
+	for _, d := range dirs {
+		if d.IsDir() {
+			runDir(t, filepath.Join(dir, d.Name()), d.Name(), results)
+		}
+	}
+	var cases, passed []string
+	for c, why := range results {
+		cases = append(cases, c)
+		if why == "" {
+			passed = append(passed, c)
+		}
+	}
+	sort.Strings(cases)
+	sort.Strings(passed)
+	for _, c := range cases {
+		if why := results[c]; why != "" {
+			t.Logf("FAIL %s: %s", c, why)
+		}
+	}
+	t.Logf("%s: %d of %d cases pass", level, len(passed), len(cases))
+	list := filepath.Join("testdata", "tck", level+".pass")
+	if *tckUpdate {
+		if err := os.WriteFile(list, []byte(strings.Join(passed, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := readList(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range want {
+		if why, ok := results[c]; !ok {
+			t.Errorf("%s is listed in %s but is no case", c, list)
+		} else if why != "" {
+			t.Errorf("regression: %s passed and now fails: %s", c, why)
+		}
+	}
+	listed := map[string]bool{}
+	for _, c := range want {
+		listed[c] = true
+	}
+	for _, c := range passed {
+		if !listed[c] {
+			t.Logf("new pass: %s (run with -tck.update to list it)", c)
+		}
+	}
+}
+
+func readList(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if line := strings.TrimSpace(s.Text()); line != "" {
+			out = append(out, line)
+		}
+	}
+	return out, s.Err()
+}
+
+// runDir runs the test files of one TCK directory, recording each test
+// case as "<dir>/<file>/<id>".
+func runDir(t *testing.T, dir, name string, results map[string]string) {
+	files, err := filepath.Glob(filepath.Join(dir, "*-test-*.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range files {
+		doc := readXML(t, file)
+		model := filepath.Join(dir, doc.child("modelName").text.String())
+		defs, perr := parseFile(model)
+		for _, tc := range doc.children("testCase") {
+			id := name + "/" + strings.TrimSuffix(filepath.Base(file), ".xml") + "/" + tc.attr["id"]
+			if perr != nil {
+				results[id] = "parse: " + perr.Error()
+				continue
+			}
+			results[id] = runCase(defs, tc)
+		}
+	}
+}
+
+func parseFile(path string) (*Definitions, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return Parse(f)
+}
+
+func readXML(t *testing.T, path string) *node {
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n, err := readTree(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return n
+}
+
+// runCase evaluates one test case's result nodes; "" when all agree.
+func runCase(defs *Definitions, tc *node) string {
+	if tc.attr["type"] != "" && tc.attr["type"] != "decision" {
+		return "test case type " + tc.attr["type"] + " is not run"
+	}
+	vars := map[string]any{}
+	for _, in := range tc.children("inputNode") {
+		vars[in.attr["name"]] = tckValue(in)
+	}
+	for _, rn := range tc.children("resultNode") {
+		var dec *Decision
+		for _, d := range defs.Decisions {
+			if d.Name == rn.attr["name"] {
+				dec = d
+			}
+		}
+		if dec == nil {
+			return fmt.Sprintf("no decision %q", rn.attr["name"])
+		}
+		res, err := defs.Evaluate(context.Background(), dec.ID, vars, Options{})
+		if rn.attr["errorResult"] == "true" {
+			if err == nil {
+				return fmt.Sprintf("%s: want an error, got %v", dec.Name, res.Output)
+			}
+			continue
+		}
+		want := tckValue(rn.child("expected"))
+		if err != nil {
+			if want == nil {
+				// DMN makes a failed decision null; the worker reports it.
+				continue
+			}
+			return fmt.Sprintf("%s: %v", dec.Name, err)
+		}
+		if !sameValue(res.Output, want) {
+			return fmt.Sprintf("%s: got %#v, want %#v", dec.Name, res.Output, want)
+		}
+	}
+	return ""
+}
+
+// tckValue reads the value a TCK inputNode or expected element holds: a
+// <value>, <component>s (a context) or a <list> of <item>s.
+func tckValue(n *node) any {
+	if n == nil {
+		return nil
+	}
+	if v := n.child("value"); v != nil {
+		if v.attr["{"+nsXSI+"}nil"] == "true" {
+			return nil
+		}
+		s := v.text.String()
+		switch v.attr["{"+nsXSI+"}type"] {
+		case "xsd:decimal", "xsd:double", "xsd:integer", "xsd:int", "xsd:long":
+			f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+			if err != nil {
+				return s
+			}
+			return f
+		case "xsd:boolean":
+			return strings.TrimSpace(s) == "true"
+		}
+		return s
+	}
+	if l := n.child("list"); l != nil {
+		out := []any{}
+		for _, it := range l.children("item") {
+			out = append(out, tckValue(it))
+		}
+		return out
+	}
+	if cs := n.children("component"); len(cs) > 0 {
+		m := map[string]any{}
+		for _, c := range cs {
+			m[c.attr["name"]] = tckValue(c)
+		}
+		return m
+	}
+	return nil
+}
+
+// sameValue compares a result with an expected value; numbers agree to
+// within the rounding of decimal to binary.
+func sameValue(got, want any) bool {
+	switch w := want.(type) {
+	case float64:
+		g, ok := got.(float64)
+		return ok && (g == w || math.Abs(g-w) <= 1e-9*math.Max(math.Abs(g), math.Abs(w)))
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !sameValue(g[i], w[i]) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok || len(g) != len(w) {
+			return false
+		}
+		for k, v := range w {
+			if !sameValue(g[k], v) {
+				return false
+			}
+		}
+		return true
+	}
+	return got == want
+}
