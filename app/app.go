@@ -21,6 +21,7 @@ import (
 	"github.com/sutra-run/worker/api"
 	apiadmin "github.com/sutra-run/worker/api/admin"
 	"github.com/sutra-run/worker/api/tasks"
+	"github.com/sutra-run/worker/api/zeebe"
 	"github.com/sutra-run/worker/broker"
 	"github.com/sutra-run/worker/consumer"
 	"github.com/sutra-run/worker/docs"
@@ -63,6 +64,7 @@ type Worker struct {
 	outbox     *outbox.Publisher
 	api        *api.Server
 	tasks      *tasks.API
+	gateway    *zeebe.Gateway
 	migrations *admin.Runner
 	http       *http.Server
 	listener   net.Listener
@@ -135,10 +137,11 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		inflight = timers.DefaultMaxInFlight
 	}
 	armed := func(due time.Time) { w.timers.Armed(due) }
+	credentials := api.Credentials{TaskToken: cfg.APIToken, TaskInsecure: cfg.APIInsecure,
+		AdminToken: cfg.AdminToken, AdminInsecure: cfg.AdminInsecure}
 	w.api = api.New(api.Deps{Metrics: w.metrics, Logger: log}, api.Config{
 		Addr: cfg.APIAddr, TLSCert: cfg.APITLSCert, TLSKey: cfg.APITLSKey,
-		Credentials: api.Credentials{TaskToken: cfg.APIToken, TaskInsecure: cfg.APIInsecure,
-			AdminToken: cfg.AdminToken, AdminInsecure: cfg.AdminInsecure},
+		Credentials: credentials,
 		Limits: api.Limits{MaxConns: cfg.APIMaxConns, MaxBody: cfg.APIMaxBody,
 			MaxBytesInFlight: cfg.APIMaxBytesInFlight, MaxDBConns: cfg.APIMaxDBConns},
 	})
@@ -157,6 +160,10 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		Replica: cfg.ReplicaID, Lanes: cfg.Lanes, InboxSize: cfg.Prefetch + inflight + 1,
 		ClaimTimeout: cfg.ClaimTimeout, BatchMax: cfg.BatchMax, StepTimeout: cfg.StepTimeout,
 		FeelLimits: feel.Limits{MaxSteps: cfg.FeelMaxSteps, MaxBytes: cfg.FeelMaxBytes},
+	})
+	w.gateway = zeebe.New(zeebe.Deps{Metrics: w.metrics, Logger: log}, zeebe.Config{
+		Addr: cfg.GatewayAddr, TLSCert: cfg.GatewayTLSCert, TLSKey: cfg.GatewayTLSKey, Credentials: credentials,
+		MaxStreams: cfg.GatewayMaxStreams, MaxJobsToActivate: cfg.GatewayMaxJobs, MaxMessageSize: cfg.GatewayMaxMessageSize,
 	})
 	w.migrations = admin.NewRunner(admin.RunnerDeps{Store: st, Lanes: w.lanes, Metrics: w.metrics, Logger: log},
 		admin.RunnerConfig{Replica: cfg.ReplicaID})
@@ -197,6 +204,9 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	services := []startstop.Service{w.broker, w.lanes, w.timers, w.sweeper, w.outbox, w.consumer, w.migrations}
 	if cfg.APIAddr != "" { // empty: no API listener (Stop of a server never started is a no-op)
 		services = append(services, w.api)
+	}
+	if cfg.GatewayAddr != "" { // empty: no Zeebe gateway
+		services = append(services, w.gateway)
 	}
 	for _, c := range services {
 		if err := c.Start(ctx); err != nil {
@@ -307,6 +317,9 @@ func (w *Worker) Lanes() *lanes.Pool { return w.lanes }
 
 // APIAddr is the bound address of the HTTP API ("" when it is off).
 func (w *Worker) APIAddr() string { return w.api.Addr() }
+
+// GatewayAddr is the bound address of the Zeebe gateway ("" when it is off).
+func (w *Worker) GatewayAddr() string { return w.gateway.Addr() }
 
 // API is the worker's API listener (for tests: its TestSignals, its routes).
 func (w *Worker) API() *api.Server { return w.api }
@@ -439,7 +452,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 		// every resume they accepted is answered, the consumer and the
 		// poller keep answering until theirs are, and the outbox publisher
 		// finishes its batch. Rows committed meanwhile wait for a replica.
-		stopped := startstop.StopAllParallel(ctx, w.consumer, w.timers, w.lanes, w.sweeper, w.outbox, w.migrations, w.api, httpStop)
+		stopped := startstop.StopAllParallel(ctx, w.consumer, w.timers, w.lanes, w.sweeper, w.outbox, w.migrations, w.api, w.gateway, httpStop)
 		// Everything that publishes or consumes has stopped: the connection
 		// may close (a relay still unanswered is redelivered elsewhere).
 		bctx, cancel := startstop.FinalContext(ctx)

@@ -39,6 +39,13 @@ type Config struct {
 	APIMaxDBConns       int           `envconfig:"API_MAX_DB_CONNS" default:"4" desc:"database connections API calls use at once; a call that gets none within 1s is refused (503 SUTRA.API.BUSY); the pool has SUTRA_LANES + 2 + this many"`
 	APIMaxRetryTimeout  time.Duration `envconfig:"API_MAX_RETRY_TIMEOUT" default:"24h" desc:"longest retryTimeout a task failure may ask for (400 SUTRA.API.INVALID_REQUEST)"`
 
+	GatewayAddr           string `envconfig:"GATEWAY_ADDR" default:":26500" desc:"listen address of the Zeebe gateway (gRPC; Camunda 8 clients, zbctl); it takes the tokens of the API listener; empty: no gateway"`
+	GatewayTLSCert        string `envconfig:"GATEWAY_TLS_CERT" desc:"PEM certificate (chain) file of the Zeebe gateway; with SUTRA_GATEWAY_TLS_KEY it serves TLS (set both or neither)"`
+	GatewayTLSKey         string `envconfig:"GATEWAY_TLS_KEY" desc:"PEM private key file of SUTRA_GATEWAY_TLS_CERT"`
+	GatewayMaxStreams     int    `envconfig:"GATEWAY_MAX_STREAMS" default:"256" desc:"job streams and ActivateJobs long polls open at once on this replica's Zeebe gateway; one over it is refused (ResourceExhausted)"`
+	GatewayMaxJobs        int    `envconfig:"GATEWAY_MAX_JOBS" default:"1000" desc:"largest maxJobsToActivate an ActivateJobs may ask for (ResourceExhausted)"`
+	GatewayMaxMessageSize int    `envconfig:"GATEWAY_MAX_MESSAGE_SIZE" default:"4194304" desc:"largest gRPC request message in bytes the Zeebe gateway reads (ResourceExhausted)"`
+
 	MaxVariablesBytes int `envconfig:"MAX_VARIABLES_BYTES" default:"4194304" desc:"largest an instance's variables may grow, in bytes of JSON; a step past it is refused, nothing written (SUTRA.RUNTIME.STEP.TOO_LARGE: a relay is dead-lettered, an admin call answered 422)"`
 	MaxCommitBytes    int `envconfig:"MAX_COMMIT_BYTES" default:"16777216" desc:"most bytes of JSON one step's commit may write (variables, tokens, task inputs, messages, child starts); a step past it is refused like one past SUTRA_MAX_VARIABLES_BYTES"`
 

@@ -1460,7 +1460,7 @@ func TestScrapeOfARealWorkerLints(t *testing.T) {
 	cmd := exec.Command(bin, "run")
 	cmd.Env = append(os.Environ(),
 		"SUTRA_DATABASE_URL="+cfg.DatabaseURL, "SUTRA_AMQP_URL="+cfg.AMQPURL, "SUTRA_REPLICA_ID=opscheck",
-		"SUTRA_LANES=2", "SUTRA_PREFETCH=16", "SUTRA_HTTP_ADDR=127.0.0.1:0", "SUTRA_API_ADDR=", "SUTRA_MIGRATE=false",
+		"SUTRA_LANES=2", "SUTRA_PREFETCH=16", "SUTRA_HTTP_ADDR=127.0.0.1:0", "SUTRA_API_ADDR=", "SUTRA_GATEWAY_ADDR=", "SUTRA_MIGRATE=false",
 		"SUTRA_RELAY_EXCHANGE="+cfg.RelayExchange, "SUTRA_RELAY_QUEUE="+cfg.RelayQueue,
 		"SUTRA_DEAD_EXCHANGE="+cfg.DeadExchange, "SUTRA_DEAD_QUEUE="+cfg.DeadQueue, "SUTRA_LOG_FORMAT=json")
 	stderr, err := cmd.StderrPipe()

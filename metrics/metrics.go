@@ -61,6 +61,10 @@ type Metrics struct {
 	APILongPollsOver   prometheus.Counter
 	MigrationInstances *prometheus.CounterVec
 
+	GatewayRequests *prometheus.CounterVec
+	GatewayStreams  prometheus.Gauge
+	JobActivation   *prometheus.HistogramVec
+
 	ClaimsSwept      prometheus.Counter
 	LeaseHeld        *prometheus.GaugeVec
 	InboxTrimmed     prometheus.Counter
@@ -191,6 +195,19 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "sutra_api_long_polls_over_cap_total",
 		Help: "Long polls answered at once, without waiting, because SUTRA_API_MAX_LONG_POLLS were waiting.",
 	})
+	m.GatewayRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sutra_gateway_requests_total",
+		Help: "Calls of the Zeebe gateway (gRPC), by RPC and gRPC status code name (OK, NotFound, ResourceExhausted, ...).",
+	}, []string{"rpc", "code"})
+	m.GatewayStreams = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sutra_gateway_streams_open",
+		Help: "Job streams (StreamActivatedJobs) and ActivateJobs long polls open on this replica's Zeebe gateway.",
+	})
+	m.JobActivation = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "sutra_job_activation_seconds",
+		Help:    "Time from a job's (task's) creation to its activation (lock) by a worker, by protocol (zeebe, engine-rest).",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 16),
+	}, []string{"protocol"})
 	m.MigrationInstances = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sutra_migrations_instances_total",
 		Help: "Instances handled by bulk migrations, by outcome (migrated, retried, refused).",
@@ -274,7 +291,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.Relays, m.RelayRequeues, m.ClaimBounces, m.StepDuration, m.BatchSteps, m.LaneDepth, m.LaneWait, m.StepsFenced, m.LanePanics,
 		m.TimersFired, m.TimerDeferrals, m.TimersStale, m.TimerFireLag,
 		m.TasksLocked, m.TasksCompleted, m.TasksLockExpired, m.TaskWait, m.AdminRequests, m.MigrationInstances,
-		m.APIBusy, m.APILongPolls, m.APILongPollsOver,
+		m.APIBusy, m.APILongPolls, m.APILongPollsOver, m.GatewayRequests, m.GatewayStreams, m.JobActivation,
 		m.ClaimsSwept, m.LeaseHeld, m.InboxTrimmed, m.BufferedConsumed, m.BufferedExpired,
 		m.OutboxPublished, m.OutboxPublishErrors, m.OutboxLag, m.OutboxBacklog, m.OutboxParked, m.OutboxParkedRows, m.OutboxTrimmed,
 		m.ClaimOldestAge, m.DeadLetterMessages, m.IncidentsOpen, m.TasksOpen, m.DeadLetters)

@@ -42,7 +42,7 @@ func startReplica(binary, dir, id string, env []string) (*replica, error) {
 	r := &replica{id: id, log: log, started: make(chan struct{}), exited: make(chan struct{}), readyTimeoutDur: 60 * time.Second}
 	r.cmd = exec.Command(binary, "run")
 	r.cmd.Env = append(append(os.Environ(), env...),
-		"SUTRA_REPLICA_ID="+id, "SUTRA_HTTP_ADDR=127.0.0.1:0", "SUTRA_API_ADDR=127.0.0.1:0",
+		"SUTRA_REPLICA_ID="+id, "SUTRA_HTTP_ADDR=127.0.0.1:0", "SUTRA_API_ADDR=127.0.0.1:0", "SUTRA_GATEWAY_ADDR=127.0.0.1:0",
 		"SUTRA_MIGRATE=false", "SUTRA_LOG_FORMAT=text")
 	out := &startWatcher{w: log, r: r}
 	r.cmd.Stdout, r.cmd.Stderr = out, out

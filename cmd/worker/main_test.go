@@ -41,7 +41,7 @@ func environ(env *testkit.Env, replica string) []string {
 	c := env.Config
 	return append(os.Environ(),
 		"SUTRA_DATABASE_URL="+c.DatabaseURL, "SUTRA_AMQP_URL="+c.AMQPURL,
-		"SUTRA_REPLICA_ID="+replica, "SUTRA_LANES=4", "SUTRA_PREFETCH=64", "SUTRA_HTTP_ADDR=127.0.0.1:0", "SUTRA_API_ADDR=127.0.0.1:0",
+		"SUTRA_REPLICA_ID="+replica, "SUTRA_LANES=4", "SUTRA_PREFETCH=64", "SUTRA_HTTP_ADDR=127.0.0.1:0", "SUTRA_API_ADDR=127.0.0.1:0", "SUTRA_GATEWAY_ADDR=127.0.0.1:0",
 		"SUTRA_API_TOKEN="+apiToken,
 		"SUTRA_RELAY_EXCHANGE="+c.RelayExchange, "SUTRA_RELAY_QUEUE="+c.RelayQueue,
 		"SUTRA_DEAD_EXCHANGE="+c.DeadExchange, "SUTRA_DEAD_QUEUE="+c.DeadQueue,

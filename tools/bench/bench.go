@@ -117,7 +117,7 @@ func NewEnv(ctx context.Context, serverURL, amqpURL, label string, k int, proces
 	u.RawQuery = q.Encode()
 	queue := "sutra.bench." + name
 	e := &Env{Schema: name, Instances: k, serverURL: serverURL, process: process, SinkQueue: queue + ".outbox", Config: app.Config{
-		DatabaseURL: u.String(), AMQPURL: amqpURL, ReplicaID: "bench", HTTPAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", APIInsecure: true,
+		DatabaseURL: u.String(), AMQPURL: amqpURL, ReplicaID: "bench", HTTPAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", GatewayAddr: "127.0.0.1:0", APIInsecure: true,
 		ClaimTimeout: ClaimTimeout, ShutdownTimeout: 10 * time.Second,
 		RelayExchange: queue, RelayQueue: queue, RelayBindingKey: "#",
 		DeadExchange: queue + ".dead", DeadQueue: queue + ".dead", OutboxExchange: queue + ".outbox",

@@ -17,7 +17,7 @@ func Config(env *testkit.Env) app.Config {
 	c := env.Config
 	return app.Config{
 		DatabaseURL: c.DatabaseURL, AMQPURL: c.AMQPURL, ReplicaID: c.ReplicaID,
-		Lanes: 4, Prefetch: 64, HTTPAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", APIInsecure: true,
+		Lanes: 4, Prefetch: 64, HTTPAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", GatewayAddr: "127.0.0.1:0", APIInsecure: true,
 		ClaimTimeout: 30 * time.Second, ShutdownTimeout: 10 * time.Second,
 		RelayExchange: c.RelayExchange, RelayQueue: c.RelayQueue, RelayBindingKey: "#",
 		DeadExchange: c.DeadExchange, DeadQueue: c.DeadQueue, OutboxExchange: c.OutboxExchange,

@@ -1,0 +1,157 @@
+// Package zeebe serves the Zeebe gateway protocol (gRPC,
+// gateway_protocol.Gateway) on its own listener (SUTRA_GATEWAY_ADDR), so
+// that the job workers and clients Camunda 8 users already have — the Java
+// and Go clients, zbctl, Camunda's Node.js SDK — work against Sutra
+// unchanged. The types and the server interface are the ones Zeebe's Go
+// client ships (github.com/camunda/zeebe/clients/go/v8/pkg/pb), not a copy
+// of the proto.
+//
+// Like every protocol, nothing here claims an instance: a job's outcome is
+// recorded durably on its task row, fenced on the lock holder, with the
+// relay that applies it; a start, a cancel or a variables update is handed
+// to the lanes' one resume core.
+//
+// Zeebe clients address everything by int64 keys: definitions and
+// instances have a zeebe_key column, and the ids of tasks (jobs), incidents
+// and buffered messages are their keys (store migration 0019).
+package zeebe
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/sutra-run/worker/api"
+	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/defaults"
+	"github.com/sutra-run/worker/internal/startstop"
+	"github.com/sutra-run/worker/metrics"
+)
+
+// Config configures the gateway.
+type Config struct {
+	// Addr is the listen address (SUTRA_GATEWAY_ADDR, default :26500,
+	// Zeebe's port); app does not start the gateway when it is empty.
+	Addr string
+	// TLSCert and TLSKey, when set, are PEM files: the gateway serves TLS.
+	TLSCert, TLSKey string
+	// Credentials admit callers, as on the API listener: the same tokens,
+	// and the tokens /oauth/token issues for them.
+	Credentials api.Credentials
+	// MaxStreams caps the job streams and ActivateJobs long polls open at
+	// once on this replica (default 256); one over it is refused with
+	// ResourceExhausted.
+	MaxStreams int
+	// MaxJobsToActivate caps an ActivateJobs' maxJobsToActivate (default
+	// 1000); more is refused with ResourceExhausted.
+	MaxJobsToActivate int
+	// MaxMessageSize caps a request message in bytes (default 4 MiB, gRPC's
+	// own default); a larger one is refused with ResourceExhausted.
+	MaxMessageSize int
+}
+
+func (c *Config) setDefaults() {
+	defaults.Set(&c.Addr, ":26500")
+	defaults.Set(&c.MaxStreams, 256)
+	defaults.Set(&c.MaxJobsToActivate, 1000)
+	defaults.Set(&c.MaxMessageSize, 4<<20)
+}
+
+// Deps are the gateway's collaborators.
+type Deps struct {
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
+}
+
+// Gateway is the Zeebe gateway. Every RPC it does not implement answers
+// Unimplemented, naming the method (pb.UnimplementedGatewayServer).
+type Gateway struct {
+	pb.UnimplementedGatewayServer
+	startstop.Base
+	cfg  Config
+	deps Deps
+	ln   net.Listener
+	srv  *grpc.Server
+	// stopping is closed at the soft stop: long polls and job streams
+	// answer and end, so that the graceful stop does not wait for them.
+	stopping chan struct{}
+}
+
+// New builds the gateway; Start binds its listener.
+func New(deps Deps, cfg Config) *Gateway {
+	cfg.setDefaults()
+	return &Gateway{cfg: cfg, deps: deps, stopping: make(chan struct{})}
+}
+
+// keepaliveMinTime is the shortest ping interval the gateway tolerates.
+// Zeebe's clients ping every 45 s (30 s for some versions); gRPC's default
+// enforcement (5 min) would answer them GOAWAY "too_many_pings".
+const keepaliveMinTime = 10 * time.Second
+
+// Start binds the listener (an address in use fails Start) and serves until
+// Stop, which lets calls finish until its deadline and then cuts them.
+func (g *Gateway) Start(ctx context.Context) error {
+	opts := []grpc.ServerOption{
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
+		grpc.MaxRecvMsgSize(g.cfg.MaxMessageSize),
+		grpc.ChainUnaryInterceptor(g.unaryInterceptor),
+		grpc.ChainStreamInterceptor(g.streamInterceptor),
+	}
+	if g.cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(g.cfg.TLSCert, g.cfg.TLSKey)
+		if err != nil {
+			return fault.Wrap(fault.ConfigInvalid, err, "SUTRA_GATEWAY_TLS_CERT and SUTRA_GATEWAY_TLS_KEY")
+		}
+		opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})))
+	}
+	ln, err := net.Listen("tcp", g.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("Zeebe gateway listener on %s: %w", g.cfg.Addr, err)
+	}
+	g.ln = ln
+	g.srv = grpc.NewServer(opts...)
+	pb.RegisterGatewayServer(g.srv, g)
+	return g.Run(ctx, "zeebe gateway", g.run)
+}
+
+func (g *Gateway) run(soft, hard context.Context) {
+	served := make(chan error, 1)
+	go func() { served <- g.srv.Serve(g.ln) }()
+	select {
+	case err := <-served:
+		if err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			g.deps.Logger.Error("Zeebe gateway listener failed", "err", err)
+		}
+	case <-soft.Done():
+		close(g.stopping)
+		stopped := make(chan struct{})
+		go func() {
+			g.srv.GracefulStop()
+			close(stopped)
+		}()
+		select {
+		case <-stopped:
+		case <-hard.Done():
+			g.srv.Stop()
+			<-stopped
+		}
+		<-served
+	}
+}
+
+// Addr is the bound listen address, once started ("" before).
+func (g *Gateway) Addr() string {
+	if g.ln == nil {
+		return ""
+	}
+	return g.ln.Addr().String()
+}
