@@ -3,7 +3,6 @@ package api_test
 import (
 	"encoding/base64"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -26,25 +25,12 @@ import (
 // body as they came; fetchAndLock and the admin calls take their own bodies.
 func bearer(t *testing.T, b *adminBundle, method, path, accessToken string) (int, string) {
 	t.Helper()
-	var body io.Reader
+	var contentType, body string
 	if method == http.MethodPost {
-		body = strings.NewReader(`{"workerId":"w","maxTasks":1,"topics":[]}`)
+		contentType, body = "application/json", `{"workerId":"w","maxTasks":1,"topics":[]}`
 	}
-	req, err := http.NewRequest(method, "http://"+b.w.APIAddr()+path, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+accessToken)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(out)
+	status, _, out := b.raw(t, method, "http://"+b.w.APIAddr()+path, contentType, body, "Authorization", "Bearer "+accessToken)
+	return status, out
 }
 
 const fetchPath = "/engine-rest/external-task/fetchAndLock"
@@ -174,25 +160,11 @@ func issue(t *testing.T, b *adminBundle, contentType, body string) (string, map[
 	return tok, answer
 }
 
-// postToken posts body to /oauth/token with no Authorization unless
-// header names one.
+// postToken posts body to /oauth/token (with the Bearer token raw sends,
+// which is no client secret).
 func postToken(t *testing.T, b *adminBundle, contentType, body string, header ...string) (int, http.Header, string) {
 	t.Helper()
-	req, err := http.NewRequest("POST", "http://"+b.w.APIAddr()+"/oauth/token", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", contentType)
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, string(out)
+	return b.raw(t, "POST", "http://"+b.w.APIAddr()+"/oauth/token", contentType, body, header...)
 }
 
 // A token changed anywhere, claiming another scope, signed with another
@@ -283,7 +255,6 @@ func TestAnAccessTokenOpensEveryReplicaUntilItsSecretIsRotated(t *testing.T) {
 // a secret that is no token is 401 invalid_client (challenging with Basic
 // when the client sent Basic); another grant is unsupported_grant_type;
 // any other mistake, and what the listener refuses, is invalid_request.
-// It takes JSON as well as a form, and no bearer token.
 func TestTheTokenEndpointRefusesInOAuthTerms(t *testing.T) {
 	t.Parallel()
 	b := setupAdmin(t, nil, nil)
@@ -301,7 +272,7 @@ func TestTheTokenEndpointRefusesInOAuthTerms(t *testing.T) {
 		{"a wrong secret", form, "grant_type=client_credentials&client_id=w&client_secret=nope", nil, 401, "invalid_client", fault.APIUnauthorized, false},
 		{"a wrong secret in Basic", form, "grant_type=client_credentials", []string{"Authorization", basic("w", "nope")}, 401, "invalid_client", fault.APIUnauthorized, true},
 		{"no secret", form, "grant_type=client_credentials&client_id=w", nil, 401, "invalid_client", fault.APIUnauthorized, false},
-		{"a Bearer token is no client secret", form, "grant_type=client_credentials", []string{"Authorization", "Bearer " + token}, 401, "invalid_client", fault.APIUnauthorized, false},
+		{"a Bearer token is no client secret", form, "grant_type=client_credentials", nil, 401, "invalid_client", fault.APIUnauthorized, false},
 		{"a wrong secret in JSON", "application/json", `{"grant_type":"client_credentials","client_secret":"nope"}`, nil, 401, "invalid_client", fault.APIUnauthorized, false},
 		{"another grant", form, "grant_type=password&client_secret=" + token, nil, 400, "unsupported_grant_type", fault.APIInvalid, false},
 		{"no grant", form, "client_id=w&client_secret=" + token, nil, 400, "invalid_request", fault.APIInvalid, false},
