@@ -93,7 +93,8 @@ type Route struct {
 	// (default application/json). None of them may be a type a browser
 	// sends without asking the server first (CORS), so that a form or a
 	// script on another page cannot make the call with the credentials the
-	// browser holds.
+	// browser holds (POST /oauth/token, which holds none, takes a form:
+	// oauth.go).
 	BodyTypes []string
 	// BodyLimit is the largest body the route takes (default
 	// Limits.MaxBody).
