@@ -129,6 +129,18 @@ func TestAnAccessTokenExpiresAfterItsTTL(t *testing.T) {
 	if answer["expires_in"] != float64(600) {
 		t.Errorf("expires_in %v, want 600", answer["expires_in"])
 	}
+	// Camunda's Node SDK reads the expiry from the token itself, a JWT.
+	var claims struct {
+		Exp   int64
+		Scope string
+	}
+	if parts := strings.Split(tok, "."); len(parts) == 3 {
+		payload, _ := base64.RawURLEncoding.DecodeString(parts[1])
+		_ = json.Unmarshal(payload, &claims)
+	}
+	if want := clk.Now().Add(10 * time.Minute).Unix(); claims.Exp != want || claims.Scope != "tasks" {
+		t.Errorf("the token's claims say exp %d, scope %q; want %d, tasks", claims.Exp, claims.Scope, want)
+	}
 	clk.Advance(10*time.Minute - time.Second)
 	if status, body := bearer(t, b, "POST", fetchPath, tok); status != http.StatusOK {
 		t.Fatalf("a second before its expiry: %d %s", status, body)
