@@ -47,6 +47,13 @@ func tokenFor(path string) string {
 
 func setupAdmin(t *testing.T, hooks *lanes.Hooks, tweak func(*app.Config)) *adminBundle {
 	t.Helper()
+	return setupAdminWith(t, app.Options{Hooks: hooks}, tweak)
+}
+
+// setupAdminWith is setupAdmin with the worker's options (a clock); their
+// logger and registry are the test's.
+func setupAdminWith(t *testing.T, opt app.Options, tweak func(*app.Config)) *adminBundle {
+	t.Helper()
 	env := testkit.New(t)
 	env.Deploy(t, "testdata/tasks.bpmn")
 	env.Deploy(t, "testdata/shop-v1.bpmn")
@@ -55,7 +62,8 @@ func setupAdmin(t *testing.T, hooks *lanes.Hooks, tweak func(*app.Config)) *admi
 	if tweak != nil {
 		tweak(&b.cfg)
 	}
-	w, err := app.Start(testkit.Ctx(t), b.cfg, app.Options{Logger: testkit.Logger(t), Registry: b.reg, Hooks: hooks})
+	opt.Logger, opt.Registry = testkit.Logger(t), b.reg
+	w, err := app.Start(testkit.Ctx(t), b.cfg, opt)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,7 +93,8 @@ type Route struct {
 	// (default application/json). None of them may be a type a browser
 	// sends without asking the server first (CORS), so that a form or a
 	// script on another page cannot make the call with the credentials the
-	// browser holds.
+	// browser holds (POST /oauth/token, which holds none, takes a form:
+	// oauth.go).
 	BodyTypes []string
 	// BodyLimit is the largest body the route takes (default
 	// Limits.MaxBody).
@@ -126,13 +127,22 @@ type Server struct {
 // listens.
 func New(deps Deps, cfg Config) *Server {
 	cfg.setDefaults()
-	return &Server{cfg: cfg, deps: deps, mux: http.NewServeMux(), budgets: newBudgets(cfg.Limits), longestCall: time.Minute}
+	s := &Server{cfg: cfg, deps: deps, mux: http.NewServeMux(), budgets: newBudgets(cfg.Limits), longestCall: time.Minute}
+	s.serveTokens()
+	return s
 }
 
-// Handle serves route in protocol p's format: the route's credentials, no
-// path or query that no id can be, its media types and no call from a page of another origin for a state-changing
-// route, its body limit and the replica-wide caps (guard).
+// Handle serves route in protocol p's format: the route's credentials, then
+// what chain checks.
 func (s *Server) Handle(p Protocol, route Route) {
+	s.mux.HandleFunc(route.Pattern, s.authorize(p, route.Scopes, s.chain(p, route)))
+}
+
+// chain serves route to every caller, in protocol p's format: no path or
+// query that no id can be, its media types and no call from a page of
+// another origin for a state-changing route, its body limit and the
+// replica-wide caps (guard).
+func (s *Server) chain(p Protocol, route Route) http.HandlerFunc {
 	s.patterns = append(s.patterns, route.Pattern)
 	if route.BodyLimit == 0 {
 		route.BodyLimit = s.cfg.Limits.MaxBody
@@ -145,7 +155,7 @@ func (s *Server) Handle(p Protocol, route Route) {
 		}
 		h = sameOrigin(p, mediaType(p, types, h))
 	}
-	s.mux.HandleFunc(route.Pattern, s.authorize(p, route.Scopes, screen(p, h)))
+	return screen(p, h)
 }
 
 // Go runs f beside the calls from Start until the listener stops: soft ends

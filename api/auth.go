@@ -4,12 +4,17 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/clock"
 )
 
 // Scope is what one credential opens. A route takes the credentials of one
@@ -26,14 +31,16 @@ const (
 	Admin
 )
 
-// scopes describe each scope to the operator, in the order checked.
+// scopes describe each scope to the operator, in the order checked; claim
+// names it in the tokens POST /oauth/token issues (oauth.go).
 var scopes = []struct {
 	scope                       Scope
 	name, tokenVar, insecureVar string
 	offCode                     string
+	claim                       string
 }{
-	{Tasks, "task API", "SUTRA_API_TOKEN", "SUTRA_API_INSECURE", fault.APIForbidden},
-	{Admin, "admin API", "SUTRA_ADMIN_TOKEN", "SUTRA_ADMIN_INSECURE", fault.AdminDisabled},
+	{Tasks, "task API", "SUTRA_API_TOKEN", "SUTRA_API_INSECURE", fault.APIForbidden, "tasks"},
+	{Admin, "admin API", "SUTRA_ADMIN_TOKEN", "SUTRA_ADMIN_INSECURE", fault.AdminDisabled, "admin"},
 }
 
 // Credentials admit callers to each scope. A scope with a token serves the
@@ -41,11 +48,21 @@ var scopes = []struct {
 // is insecure (a trusted network only), and is off otherwise: its routes
 // answer 403 (SUTRA.ADMIN.DISABLED for the admin API). app.Start refuses a
 // task API without a token unless it is insecure, and tokens that are equal.
+//
+// A scope's token also buys access tokens of that scope from POST
+// /oauth/token (oauth.go), which Admit takes as it takes the token itself
+// until they expire.
 type Credentials struct {
 	TaskToken     string
 	TaskInsecure  bool
 	AdminToken    string
 	AdminInsecure bool
+	// TokenTTL is how long an access token issued by POST /oauth/token
+	// lasts (default 1h).
+	TokenTTL time.Duration
+	// Clock stamps issued tokens and judges their expiry (default the real
+	// clock).
+	Clock clock.Clock
 }
 
 func (c Credentials) token(sc Scope) string {
@@ -90,9 +107,11 @@ func ScopeOf(r *http.Request) Scope {
 // a gRPC gateway's metadata next). It returns the scope the token opened
 // (0 when one of allowed's scopes is insecure, so every caller is served)
 // or an error whose code the protocol answers with: SUTRA.API.UNAUTHORIZED
-// (no valid token), SUTRA.API.FORBIDDEN (a token of another scope), or the
-// off code of a scope that is off (SUTRA.ADMIN.DISABLED). Every token is
-// compared in constant time.
+// (no valid token, or an issued one that expired), SUTRA.API.FORBIDDEN (a
+// token of another scope), or the off code of a scope that is off
+// (SUTRA.ADMIN.DISABLED). A configured token, or an access token that POST
+// /oauth/token issued for one and that has not expired, opens its scope.
+// Every token and signature is compared in constant time.
 func (c Credentials) Admit(token []byte, allowed Scope) (Scope, error) {
 	on := false
 	for _, d := range scopes {
@@ -123,13 +142,25 @@ func (c Credentials) Admit(token []byte, allowed Scope) (Scope, error) {
 			other = d.scope
 		}
 	}
+	if matched == 0 && other == 0 {
+		sc, err := c.verify(token)
+		switch {
+		case errors.Is(err, jwt.ErrTokenExpired):
+			return 0, fault.New(fault.APIUnauthorized, "this access token expired: get a new one from POST /oauth/token")
+		case err != nil:
+		case allowed&sc != 0:
+			matched = sc
+		default:
+			other = sc
+		}
+	}
 	switch {
 	case matched != 0:
 		return matched, nil
 	case other != 0:
 		return 0, fault.New(fault.APIForbidden, "this token opens the %s, not this route: call it with %s", nameOf(other), tokenVars(allowed))
 	}
-	return 0, fault.New(fault.APIUnauthorized, "a valid token is required: %s", tokenVars(allowed))
+	return 0, fault.New(fault.APIUnauthorized, "a valid token is required: %s, or an access token from POST /oauth/token", tokenVars(allowed))
 }
 
 // authorize serves next to the callers Credentials.Admit admits. The token

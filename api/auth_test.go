@@ -41,3 +41,43 @@ func TestATokenOpensItsOwnScopeOnlyAndAScopeWithoutATokenIsOffUnlessInsecure(t *
 		}
 	}
 }
+
+// Only a configured token buys an access token, of its own scope, which
+// Admit then takes wherever the same tokens are configured (nothing is
+// stored). A scope with no token, insecure or off, has no secret to
+// present: with no token at all, every request is refused.
+func TestOnlyAConfiguredTokenBuysAnAccessTokenOfItsScope(t *testing.T) {
+	both := api.Credentials{TaskToken: "task", AdminToken: "admin"}
+	taskOpen := api.Credentials{TaskInsecure: true, AdminToken: "admin"}
+	allOpen := api.Credentials{TaskInsecure: true, AdminInsecure: true}
+	for _, tt := range []struct {
+		name   string
+		creds  api.Credentials
+		secret string
+		scope  api.Scope
+	}{
+		{"task token", both, "task", api.Tasks},
+		{"admin token", both, "admin", api.Admin},
+		{"a wrong secret", both, "tas", 0},
+		{"no secret", both, "", 0},
+		{"task insecure, admin token", taskOpen, "admin", api.Admin},
+		{"task insecure, no secret", taskOpen, "", 0},
+		{"task insecure, another secret", taskOpen, "task", 0},
+		{"all insecure, no secret", allOpen, "", 0},
+		{"all insecure, a secret", allOpen, "task", 0},
+		{"all off", api.Credentials{}, "", 0},
+	} {
+		tok, scope, err := tt.creds.Issue([]byte(tt.secret))
+		if scope != tt.scope || (tt.scope == 0) != (fault.Code(err) == fault.APIUnauthorized) {
+			t.Errorf("%s: scope %v, %v; want scope %v", tt.name, scope, err, tt.scope)
+			continue
+		}
+		if tt.scope == 0 {
+			continue
+		}
+		replica := tt.creds // another replica, configured alike
+		if admitted, err := replica.Admit([]byte(tok), tt.scope); admitted != tt.scope || err != nil {
+			t.Errorf("%s: the access token admitted to scope %v, %v; want %v", tt.name, admitted, err, tt.scope)
+		}
+	}
+}

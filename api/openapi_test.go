@@ -179,6 +179,13 @@ func TestRealAnswersMatchTheSpec(t *testing.T) {
 	v.call("POST", "/engine-rest/external-task/"+id+"/complete", map[string]any{"workerId": "w"}, jsonCT)
 	v.call("POST", "/engine-rest/external-task/fetchAndLock", []byte("{"), jsonCT)
 
+	// The token endpoint (the Bearer token v.call sends is no client secret).
+	const formCT = "application/x-www-form-urlencoded"
+	v.call("POST", "/oauth/token", []byte("grant_type=client_credentials&client_id=w&audience=a&client_secret="+adminToken), formCT)
+	v.call("POST", "/oauth/token", []byte(`{"grant_type":"client_credentials","client_id":"w","client_secret":"`+token+`"}`), jsonCT)
+	v.call("POST", "/oauth/token", []byte("grant_type=client_credentials&client_id=w&client_secret=nope"), formCT)
+	v.call("POST", "/oauth/token", []byte("grant_type=password&client_id=w&client_secret=nope"), formCT)
+
 	for _, r := range b.w.API().Routes() {
 		if !v.seen[r] {
 			t.Errorf("route %s was not exercised by this test", r)

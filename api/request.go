@@ -108,8 +108,7 @@ func screen(p Protocol, next http.HandlerFunc) http.HandlerFunc {
 // call only with an Origin, which sameOrigin checks.
 func mediaType(p Protocol, types []string, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		mt, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
-		mt = strings.ToLower(strings.TrimSpace(mt))
+		mt := mediaTypeOf(r)
 		bodiless := mt == "" && r.ContentLength == 0 && p.UntypedBodiless
 		if !bodiless && !slices.Contains(types, mt) {
 			p.Refuse(w, http.StatusUnsupportedMediaType, fault.APIMediaType,
@@ -118,6 +117,13 @@ func mediaType(p Protocol, types []string, next http.HandlerFunc) http.HandlerFu
 		}
 		next(w, r)
 	}
+}
+
+// mediaTypeOf is the media type of r's body, lower case, without
+// parameters.
+func mediaTypeOf(r *http.Request) string {
+	mt, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
+	return strings.ToLower(strings.TrimSpace(mt))
 }
 
 // sameOrigin refuses a call that a page of another origin made (403): a

@@ -27,6 +27,7 @@ import (
 	"github.com/sutra-run/worker/docs"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/feel"
+	"github.com/sutra-run/worker/internal/clock"
 	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/lanes"
 	"github.com/sutra-run/worker/metrics"
@@ -47,6 +48,9 @@ type Options struct {
 	// SyncClaims makes claims and releases wait for the WAL flush too (the
 	// benchmark measures what skipping it saves).
 	SyncClaims bool
+	// Clock, when set, stamps and checks the access tokens of POST
+	// /oauth/token (tests move it past their expiry); default the real one.
+	Clock clock.Clock
 }
 
 // Worker is a running worker.
@@ -138,7 +142,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	}
 	armed := func(due time.Time) { w.timers.Armed(due) }
 	credentials := api.Credentials{TaskToken: cfg.APIToken, TaskInsecure: cfg.APIInsecure,
-		AdminToken: cfg.AdminToken, AdminInsecure: cfg.AdminInsecure}
+		AdminToken: cfg.AdminToken, AdminInsecure: cfg.AdminInsecure, TokenTTL: cfg.OAuthTokenTTL, Clock: opt.Clock}
 	w.api = api.New(api.Deps{Metrics: w.metrics, Logger: log}, api.Config{
 		Addr: cfg.APIAddr, TLSCert: cfg.APITLSCert, TLSKey: cfg.APITLSKey,
 		Credentials: credentials,

@@ -26,6 +26,8 @@ type Config struct {
 	APITLSCert    string `envconfig:"API_TLS_CERT" desc:"PEM certificate (chain) file of the API listener; with SUTRA_API_TLS_KEY it serves HTTPS (set both or neither)"`
 	APITLSKey     string `envconfig:"API_TLS_KEY" desc:"PEM private key file of SUTRA_API_TLS_CERT"`
 
+	OAuthTokenTTL time.Duration `envconfig:"OAUTH_TOKEN_TTL" default:"1h" desc:"how long an access token from POST /oauth/token lasts (OAuth 2.0 client credentials: the client secret is SUTRA_API_TOKEN or SUTRA_ADMIN_TOKEN, and the token opens that token's routes); whole seconds, at least 1s"`
+
 	APIMaxTasks        int           `envconfig:"API_MAX_TASKS" default:"100" desc:"largest maxTasks a fetchAndLock may ask for"`
 	APIMaxLockDuration time.Duration `envconfig:"API_MAX_LOCK_DURATION" default:"24h" desc:"longest lock a task worker may take or extend to"`
 	TaskPollInterval   time.Duration `envconfig:"TASK_POLL_INTERVAL" default:"250ms" desc:"how often waiting long polls look for tasks other replicas created (this replica's own wake them at once)"`

@@ -72,6 +72,10 @@ func (c Config) Validate() error {
 	} {
 		positive(name, d)
 	}
+	if c.OAuthTokenTTL < time.Second || c.OAuthTokenTTL%time.Second != 0 {
+		// expires_in is whole seconds, and so is the token's expiry.
+		bad("OAUTH_TOKEN_TTL", "%s is not a whole number of seconds, at least 1s", c.OAuthTokenTTL)
+	}
 	if c.StepTimeout >= c.ClaimTimeout {
 		// The sweep would take the claim of a step still within its deadline.
 		bad("STEP_TIMEOUT", "%s is not below SUTRA_CLAIM_TIMEOUT (%s)", c.StepTimeout, c.ClaimTimeout)

@@ -65,6 +65,7 @@ var routes = []string{
 	"POST /engine-rest/external-task/{id}/bpmnError",
 	"POST /engine-rest/external-task/{id}/extendLock",
 	"POST /engine-rest/external-task/{id}/unlock",
+	"POST /oauth/token",
 }
 
 func TestTheSpecHasExactlyTheRoutesOfTheAPI(t *testing.T) {
@@ -238,6 +239,10 @@ func TestTheSpecAcceptsCorrectResponses(t *testing.T) {
 		{"task unauthorized", "POST", "/engine-rest/external-task/17/unlock", 401, appJSON, wwwAuth, `{"type":"AuthenticationException","message":"m","code":"SUTRA.API.UNAUTHORIZED"}`},
 		{"task too large", "POST", "/engine-rest/external-task/17/complete", 413, appJSON, nil, `{"type":"InvalidRequestException","message":"m","code":"SUTRA.API.TOO_LARGE"}`},
 		{"task unavailable", "POST", "/engine-rest/external-task/fetchAndLock", 503, appJSON, nil, `{"type":"RestException","message":"m","code":"SUTRA.RUNTIME.UNAVAILABLE"}`},
+		{"token", "POST", "/oauth/token", 200, appJSON, http.Header{"Cache-Control": {"no-store"}}, `{"access_token":"a.b.c","token_type":"Bearer","expires_in":3600,"scope":"tasks"}`},
+		{"token wrong secret", "POST", "/oauth/token", 401, appJSON, nil, `{"error":"invalid_client","error_description":"d","code":"SUTRA.API.UNAUTHORIZED"}`},
+		{"token another grant", "POST", "/oauth/token", 400, appJSON, nil, `{"error":"unsupported_grant_type","error_description":"d","code":"SUTRA.API.INVALID_REQUEST"}`},
+		{"token too large", "POST", "/oauth/token", 413, appJSON, nil, `{"error":"invalid_request","error_description":"d","code":"SUTRA.API.TOO_LARGE"}`},
 	} {
 		if err := validate(t, doc, router, s); err != nil {
 			t.Errorf("%s: refused: %v", s.name, err)
@@ -278,6 +283,9 @@ func TestTheSpecRefusesWrongResponses(t *testing.T) {
 		{"typed value mismatch", "POST", "/engine-rest/external-task/fetchAndLock", 200, appJSON, nil, strings.Replace(lockedTaskJSON, `{"value":42,"type":"Integer"`, `{"value":"42","type":"Integer"`, 1)},
 		{"integer out of range", "POST", "/engine-rest/external-task/fetchAndLock", 200, appJSON, nil, strings.Replace(lockedTaskJSON, `{"value":42,"type":"Integer"`, `{"value":4294967296,"type":"Integer"`, 1)},
 		{"camunda time", "POST", "/engine-rest/external-task/fetchAndLock", 200, appJSON, nil, strings.Replace(lockedTaskJSON, `"2026-12-01T03:08:00.000+0000"`, `"2026-12-01T03:08:00Z"`, 1)},
+		{"token without expiry", "POST", "/oauth/token", 200, appJSON, nil, `{"access_token":"a.b.c","token_type":"Bearer","scope":"tasks"}`},
+		{"token of another scope", "POST", "/oauth/token", 200, appJSON, nil, `{"access_token":"a.b.c","token_type":"Bearer","expires_in":3600,"scope":"all"}`},
+		{"token error unknown", "POST", "/oauth/token", 401, appJSON, nil, `{"error":"access_denied","error_description":"d","code":"SUTRA.API.UNAUTHORIZED"}`},
 	} {
 		if err := validate(t, doc, router, s); err == nil {
 			t.Errorf("%s: accepted", s.name)
@@ -321,6 +329,8 @@ func TestTheSpecValidatesRequests(t *testing.T) {
 		{"failure without retries", "POST", "/engine-rest/external-task/17/failure", appJSON, `{"workerId":"w"}`, false},
 		{"bpmnError", "POST", "/engine-rest/external-task/17/bpmnError", appJSON, `{"workerId":"w","errorCode":"E1"}`, true},
 		{"extendLock", "POST", "/engine-rest/external-task/17/extendLock", appJSON, `{"workerId":"w","newDuration":1000}`, true},
+		{"token as a form", "POST", "/oauth/token", "application/x-www-form-urlencoded", "grant_type=client_credentials&client_id=zeebe&client_secret=s&audience=zeebe-api&scope=", true},
+		{"token as JSON", "POST", "/oauth/token", appJSON, `{"grant_type":"client_credentials","client_id":"zeebe","client_secret":"s"}`, true},
 	} {
 		var body io.Reader
 		if c.body != "" {

@@ -24,6 +24,8 @@ func TestAConfigurationThatCannotWorkExitsWithStatus2NamingTheVariable(t *testin
 		{"SUTRA_FEEL_MAX_BYTES=100", "SUTRA_FEEL_MAX_BYTES"},
 		{"SUTRA_DATABASE_URL=notaurl", "SUTRA_DATABASE_URL"},
 		{"SUTRA_AMQP_URL=http://127.0.0.1:5672/", "SUTRA_AMQP_URL"},
+		{"SUTRA_OAUTH_TOKEN_TTL=0s", "SUTRA_OAUTH_TOKEN_TTL"},
+		{"SUTRA_OAUTH_TOKEN_TTL=1500ms", "SUTRA_OAUTH_TOKEN_TTL"}, // expires_in is whole seconds
 		// TLS on the API listener: both files or neither, and they must load.
 		{"SUTRA_API_TLS_CERT=/nonexistent/cert.pem", "SUTRA_API_TLS_KEY together"},
 		{"SUTRA_API_TLS_CERT=/nonexistent/cert.pem SUTRA_API_TLS_KEY=/nonexistent/key.pem", "do not load"},
