@@ -279,6 +279,47 @@ func scriptTask(el *Element, x *extensions) error {
 	return nil
 }
 
+// businessRuleTask makes el a DMN decision the engine evaluates
+// (zeebe:calledDecision), or a pull task (zeebe:taskDefinition), as Zeebe
+// allows both.
+func (p *parser) businessRuleTask(el *Element, x *extensions) error {
+	if x.has("taskDefinition") {
+		return jobTask(el, x, true)
+	}
+	n := x.take("calledDecision")
+	if n == nil {
+		return invalid("businessRuleTask %q has neither a zeebe:calledDecision nor a zeebe:taskDefinition", el.ID)
+	}
+	d := &CalledDecision{DecisionRef: DecisionRef{DecisionID: strings.TrimSpace(n.Attr("decisionId")), Binding: n.Attr("bindingType"),
+		VersionTag: strings.TrimSpace(n.Attr("versionTag"))}, ResultVariable: strings.TrimSpace(n.Attr("resultVariable"))}
+	switch {
+	case d.DecisionID == "" || d.ResultVariable == "":
+		return invalid("zeebe:calledDecision of %q needs a decisionId and a resultVariable", el.ID)
+	case strings.HasPrefix(d.DecisionID, "="):
+		// The lanes find the deployed decision before the step, by its id.
+		return unsupported(el.ID, el.Type, "a decisionId that is an expression")
+	}
+	switch d.Binding {
+	case "":
+		d.Binding = BindingLatest
+	case BindingLatest, BindingDeployment:
+	case BindingVersionTag:
+		if d.VersionTag == "" {
+			return invalid("zeebe:calledDecision of %q has bindingType versionTag and no versionTag", el.ID)
+		}
+	default:
+		return invalid("zeebe:calledDecision of %q has an unknown bindingType %q", el.ID, d.Binding)
+	}
+	if d.Binding != BindingVersionTag {
+		d.VersionTag = ""
+	}
+	if !slices.Contains(p.proc.decisions, d.DecisionRef) {
+		p.proc.decisions = append(p.proc.decisions, d.DecisionRef)
+	}
+	el.Kind, el.Decision = KindDecision, d
+	return nil
+}
+
 func callActivity(el *Element, x *extensions) error {
 	n := x.take("calledElement")
 	if n == nil {

@@ -501,10 +501,7 @@ func (p *parser) element(n *node, parent *Element) (*Element, error) {
 	case "scriptTask":
 		err = scriptTask(el, x)
 	case "businessRuleTask":
-		if x.take("calledDecision") != nil {
-			return nil, unsupported(id, typ, "a DMN decision (zeebe:calledDecision)")
-		}
-		err = jobTask(el, x, true)
+		err = p.businessRuleTask(el, x)
 	case "task", "manualTask":
 		// Zeebe completes undefined and manual tasks at once.
 		el.Kind = KindThrow
@@ -573,7 +570,7 @@ func checkMappings(el *Element) error {
 	if len(el.Inputs) > 0 {
 		ok := false
 		switch el.Kind {
-		case KindTask, KindScript, KindSubProcess, KindEventSubProcess, KindCallActivity, KindMessageCatch, KindTimerCatch:
+		case KindTask, KindScript, KindDecision, KindSubProcess, KindEventSubProcess, KindCallActivity, KindMessageCatch, KindTimerCatch:
 			ok = true
 		case KindThrow, KindEnd:
 			// A publishing event's inputs are its payload; an undefined or

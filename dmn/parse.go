@@ -35,6 +35,9 @@ type Definitions struct {
 // expression.
 type Decision struct {
 	ID, Name string
+	// VersionTag is the decision's zeebe:versionTag ("" when it has none):
+	// a business rule task may call the version so tagged.
+	VersionTag string
 	// Requires are the ids of the decisions whose results this one reads,
 	// in document order.
 	Requires []string
@@ -176,7 +179,7 @@ func (d *Definitions) checkAcyclic() error {
 }
 
 func parseDecision(n *node, q *quoter) (*Decision, error) {
-	dec := &Decision{ID: n.Attr("id"), Name: n.Attr("name")}
+	dec := &Decision{ID: n.Attr("id"), Name: n.Attr("name"), VersionTag: versionTag(n)}
 	for _, ir := range n.Children("informationRequirement") {
 		if rd := ir.Child("requiredDecision"); rd != nil {
 			dec.Requires = append(dec.Requires, strings.TrimPrefix(rd.Attr("href"), "#"))
