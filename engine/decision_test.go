@@ -9,6 +9,7 @@ import (
 	"github.com/sutra-run/worker/bpmn"
 	"github.com/sutra-run/worker/dmn"
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/feel"
 )
 
 func dinner(t *testing.T) *dmn.Definitions {
@@ -84,6 +85,21 @@ func TestAMissingOrFailingDecisionIsAnIncidentThatARetryResolves(t *testing.T) {
 	y.step(Trigger{Kind: TriggerStart, Variables: map[string]any{"season": "Winter"}})
 	if inc := y.token("Rule").Incident; inc == nil || inc.Code != fault.IncidentDecisionFailed || !strings.Contains(inc.Message, "version 3") {
 		t.Errorf("incident = %+v, want %s naming the version", inc, fault.IncidentDecisionFailed)
+	}
+
+	// A decision runs under the step's expression limits: past them, the
+	// incident says so.
+	long, err := dmn.Parse(strings.NewReader(`<definitions xmlns="https://www.omg.org/spec/DMN/20191111/MODEL/" id="d">
+		<decision id="beverages" name="Beverages"><literalExpression><text>[` + strings.Repeat("1, ", 200) + `1]</text></literalExpression></decision></definitions>`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	z := newInstance(t, def)
+	z.decisions = Decisions{ref: {Definitions: long, Version: 1}}
+	z.limits = feel.Limits{MaxSteps: 50}
+	z.step(Trigger{Kind: TriggerStart})
+	if inc := z.token("Rule").Incident; inc == nil || inc.Code != fault.IncidentExpressionLimit {
+		t.Errorf("incident = %+v, want %s", inc, fault.IncidentExpressionLimit)
 	}
 }
 
