@@ -343,7 +343,7 @@ func TestAdminRoutesRefuseBadCallsWithProblemsNever500(t *testing.T) {
 		{"PATCH", "/instances/o-1/variables"}, {"POST", "/instances/o-1/migrate"}, {"POST", "/migrations"},
 		{"GET", "/migrations/x"}, {"GET", "/incidents"}, {"POST", "/incidents/1/retry"}, {"POST", "/messages"},
 		{"GET", "/user-tasks"}, {"GET", "/user-tasks/1"}, {"POST", "/user-tasks/1/assignment"}, {"POST", "/user-tasks/1/completion"},
-		{"GET", "/openapi.yaml"},
+		{"GET", "/openapi.yaml"}, {"GET", "/decisions"}, {"POST", "/decisions/d/evaluation"},
 	}
 	for _, r := range routes {
 		req, _ := http.NewRequest(r.method, b.v1+r.path, strings.NewReader("{}"))

@@ -120,6 +120,16 @@ func TestRealAnswersMatchTheSpec(t *testing.T) {
 	v.call("POST", "/v1/definitions", xml, "application/xml")
 	v.call("POST", "/v1/definitions", xml, "application/xml") // unchanged: 200
 	v.call("POST", "/v1/definitions", []byte("<nope/>"), "application/xml")
+	drg, err := os.ReadFile("../dmn/testdata/dinner.dmn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.call("POST", "/v1/definitions", drg, "application/xml")
+	v.call("GET", "/v1/decisions?limit=1", nil, "")
+	v.call("GET", "/v1/decisions?after=nope", nil, "")
+	v.call("POST", "/v1/decisions/beverages/evaluation", map[string]any{"variables": map[string]any{"season": "Fall", "guestCount": 3}}, jsonCT)
+	v.call("POST", "/v1/decisions/beverages/evaluation", map[string]any{"version": 7}, jsonCT)
+	v.call("POST", "/v1/decisions/dish/evaluation", nil, jsonCT) // no season: no rule of the UNIQUE table, output null
 	v.call("GET", "/v1/definitions", nil, "")
 	v.call("GET", "/v1/definitions/shop/versions/1", nil, "")
 	v.call("GET", "/v1/definitions/shop/versions/99", nil, "")

@@ -36,7 +36,7 @@ type Config struct {
 	APIMaxLongPolls     int           `envconfig:"API_MAX_LONG_POLLS" default:"256" desc:"long polls waiting at once on this replica; one over it is answered at once with what one fetch locked, maybe an empty list"`
 	APIMaxConns         int           `envconfig:"API_MAX_CONNS" default:"1024" desc:"open connections of the API listener; more wait in the kernel's accept queue"`
 	APIMaxBody          int64         `envconfig:"API_MAX_BODY" default:"1048576" desc:"largest body in bytes of a task completion, failure or BPMN error and of the admin calls that carry variables (413 SUTRA.API.TOO_LARGE)"`
-	APIMaxDeployBody    int64         `envconfig:"API_MAX_DEPLOY_BODY" default:"4194304" desc:"largest BPMN file in bytes a deploy may send (413 SUTRA.API.TOO_LARGE)"`
+	APIMaxDeployBody    int64         `envconfig:"API_MAX_DEPLOY_BODY" default:"4194304" desc:"largest BPMN or DMN file in bytes a deploy may send (413 SUTRA.API.TOO_LARGE)"`
 	APIMaxBytesInFlight int64         `envconfig:"API_MAX_BYTES_IN_FLIGHT" default:"8388608" desc:"request body bytes the API reads and decodes at once on this replica; a call that finds no room within 1s is refused (503 SUTRA.API.BUSY)"`
 	APIMaxDBConns       int           `envconfig:"API_MAX_DB_CONNS" default:"4" desc:"database connections API calls use at once; a call that gets none within 1s is refused (503 SUTRA.API.BUSY); the pool has SUTRA_LANES + 2 + this many"`
 	APIMaxRetryTimeout  time.Duration `envconfig:"API_MAX_RETRY_TIMEOUT" default:"24h" desc:"longest retryTimeout a task failure may ask for (400 SUTRA.API.INVALID_REQUEST)"`

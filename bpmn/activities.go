@@ -23,12 +23,12 @@ type extensions struct {
 
 func readExtensions(n *node, el *Element) *extensions {
 	x := &extensions{el: el}
-	for _, k := range n.kids {
-		if !k.is(nsBPMN, "extensionElements") {
+	for _, k := range n.Kids {
+		if !k.Is(nsBPMN, "extensionElements") {
 			continue
 		}
-		for _, e := range k.kids {
-			if e.name.Space == nsZeebe && !ignoredExtension(e.name.Local) {
+		for _, e := range k.Kids {
+			if e.Name.Space == nsZeebe && !ignoredExtension(e.Name.Local) {
 				x.nodes = append(x.nodes, e)
 			}
 		}
@@ -40,7 +40,7 @@ func readExtensions(n *node, el *Element) *extensions {
 // take returns the first untaken zeebe:local, marking it taken, or nil.
 func (x *extensions) take(local string) *node {
 	for i, n := range x.nodes {
-		if !x.taken[i] && n.name.Local == local {
+		if !x.taken[i] && n.Name.Local == local {
 			x.taken[i] = true
 			return n
 		}
@@ -49,14 +49,14 @@ func (x *extensions) take(local string) *node {
 }
 
 func (x *extensions) has(local string) bool {
-	return slices.ContainsFunc(x.nodes, func(n *node) bool { return n.name.Local == local })
+	return slices.ContainsFunc(x.nodes, func(n *node) bool { return n.Name.Local == local })
 }
 
 // leftover refuses the first extension nothing took.
 func (x *extensions) leftover() error {
 	for i, n := range x.nodes {
 		if !x.taken[i] {
-			return unsupported(x.el.ID, x.el.Type, "extension zeebe:"+n.name.Local)
+			return unsupported(x.el.ID, x.el.Type, "extension zeebe:"+n.Name.Local)
 		}
 	}
 	return nil
@@ -69,13 +69,13 @@ func (x *extensions) ioMapping(el *Element) error {
 	if n == nil {
 		return nil
 	}
-	for _, k := range n.kids {
-		output := k.is(nsZeebe, "output")
-		if !output && !k.is(nsZeebe, "input") {
+	for _, k := range n.Kids {
+		output := k.Is(nsZeebe, "output")
+		if !output && !k.Is(nsZeebe, "input") {
 			continue
 		}
-		target := strings.TrimSpace(k.attr("target"))
-		src := strings.TrimSpace(k.attr("source"))
+		target := strings.TrimSpace(k.Attr("target"))
+		src := strings.TrimSpace(k.Attr("source"))
 		path := strings.Split(target, ".")
 		if slices.Contains(path, "") {
 			return invalid("mapping of %q has an invalid target %q", el.ID, target)
@@ -111,11 +111,11 @@ func jobTask(el *Element, x *extensions, required bool) error {
 		}
 		return nil
 	}
-	typ := strings.TrimSpace(n.attr("type"))
+	typ := strings.TrimSpace(n.Attr("type"))
 	if typ == "" {
 		return invalid("zeebe:taskDefinition of %q has no type", el.ID)
 	}
-	t, err := taskDefinition(el.ID, typ, strings.TrimSpace(n.attr("retries")))
+	t, err := taskDefinition(el.ID, typ, strings.TrimSpace(n.Attr("retries")))
 	if err != nil {
 		return err
 	}
@@ -151,9 +151,9 @@ func headers(x *extensions) map[string]string {
 		return nil
 	}
 	h := map[string]string{}
-	for _, k := range n.kids {
-		if k.is(nsZeebe, "header") {
-			h[k.attr("key")] = k.attr("value")
+	for _, k := range n.Kids {
+		if k.Is(nsZeebe, "header") {
+			h[k.Attr("key")] = k.Attr("value")
 		}
 	}
 	return h
@@ -177,33 +177,33 @@ func userTask(el *Element, x *extensions) error {
 	}
 	t.Headers = headers(x)
 	if f := x.take("formDefinition"); f != nil {
-		u.FormKey = f.attr("formKey")
+		u.FormKey = f.Attr("formKey")
 		if u.FormKey == "" {
-			u.FormKey = f.attr("externalReference")
+			u.FormKey = f.Attr("externalReference")
 		}
-		u.FormID = f.attr("formId")
+		u.FormID = f.Attr("formId")
 	}
 	if a := x.take("assignmentDefinition"); a != nil {
-		if u.Assignee, err = optional(el.ID, "assignee", a.attr("assignee")); err != nil {
+		if u.Assignee, err = optional(el.ID, "assignee", a.Attr("assignee")); err != nil {
 			return err
 		}
-		if u.CandidateGroups, err = optional(el.ID, "candidate groups", a.attr("candidateGroups")); err != nil {
+		if u.CandidateGroups, err = optional(el.ID, "candidate groups", a.Attr("candidateGroups")); err != nil {
 			return err
 		}
-		if u.CandidateUsers, err = optional(el.ID, "candidate users", a.attr("candidateUsers")); err != nil {
+		if u.CandidateUsers, err = optional(el.ID, "candidate users", a.Attr("candidateUsers")); err != nil {
 			return err
 		}
 	}
 	if s := x.take("taskSchedule"); s != nil {
-		if u.DueDate, err = dateTime(el.ID, "due date", s.attr("dueDate")); err != nil {
+		if u.DueDate, err = dateTime(el.ID, "due date", s.Attr("dueDate")); err != nil {
 			return err
 		}
-		if u.FollowUpDate, err = dateTime(el.ID, "follow-up date", s.attr("followUpDate")); err != nil {
+		if u.FollowUpDate, err = dateTime(el.ID, "follow-up date", s.Attr("followUpDate")); err != nil {
 			return err
 		}
 	}
 	if pd := x.take("priorityDefinition"); pd != nil {
-		if u.Priority, err = optional(el.ID, "priority", pd.attr("priority")); err != nil {
+		if u.Priority, err = optional(el.ID, "priority", pd.Attr("priority")); err != nil {
 			return err
 		}
 		if u.Priority != nil && u.Priority.IsStatic() {
@@ -266,8 +266,8 @@ func scriptTask(el *Element, x *extensions) error {
 	if n == nil {
 		return invalid("scriptTask %q has neither a zeebe:script nor a zeebe:taskDefinition", el.ID)
 	}
-	src := strings.TrimSpace(n.attr("expression"))
-	result := strings.TrimSpace(n.attr("resultVariable"))
+	src := strings.TrimSpace(n.Attr("expression"))
+	result := strings.TrimSpace(n.Attr("resultVariable"))
 	if src == "" || result == "" {
 		return invalid("zeebe:script of %q needs an expression and a resultVariable", el.ID)
 	}
@@ -279,16 +279,57 @@ func scriptTask(el *Element, x *extensions) error {
 	return nil
 }
 
+// businessRuleTask makes el a DMN decision the engine evaluates
+// (zeebe:calledDecision), or a pull task (zeebe:taskDefinition), as Zeebe
+// allows both.
+func (p *parser) businessRuleTask(el *Element, x *extensions) error {
+	if x.has("taskDefinition") {
+		return jobTask(el, x, true)
+	}
+	n := x.take("calledDecision")
+	if n == nil {
+		return invalid("businessRuleTask %q has neither a zeebe:calledDecision nor a zeebe:taskDefinition", el.ID)
+	}
+	d := &CalledDecision{DecisionRef: DecisionRef{DecisionID: strings.TrimSpace(n.Attr("decisionId")), Binding: n.Attr("bindingType"),
+		VersionTag: strings.TrimSpace(n.Attr("versionTag"))}, ResultVariable: strings.TrimSpace(n.Attr("resultVariable"))}
+	switch {
+	case d.DecisionID == "" || d.ResultVariable == "":
+		return invalid("zeebe:calledDecision of %q needs a decisionId and a resultVariable", el.ID)
+	case strings.HasPrefix(d.DecisionID, "="):
+		// The lanes find the deployed decision before the step, by its id.
+		return unsupported(el.ID, el.Type, "a decisionId that is an expression")
+	}
+	switch d.Binding {
+	case "":
+		d.Binding = BindingLatest
+	case BindingLatest, BindingDeployment:
+	case BindingVersionTag:
+		if d.VersionTag == "" {
+			return invalid("zeebe:calledDecision of %q has bindingType versionTag and no versionTag", el.ID)
+		}
+	default:
+		return invalid("zeebe:calledDecision of %q has an unknown bindingType %q", el.ID, d.Binding)
+	}
+	if d.Binding != BindingVersionTag {
+		d.VersionTag = ""
+	}
+	if !slices.Contains(p.proc.decisions, d.DecisionRef) {
+		p.proc.decisions = append(p.proc.decisions, d.DecisionRef)
+	}
+	el.Kind, el.Decision = KindDecision, d
+	return nil
+}
+
 func callActivity(el *Element, x *extensions) error {
 	n := x.take("calledElement")
 	if n == nil {
 		return invalid("callActivity %q has no zeebe:calledElement", el.ID)
 	}
-	src := strings.TrimSpace(n.attr("processId"))
+	src := strings.TrimSpace(n.Attr("processId"))
 	if src == "" {
 		return invalid("zeebe:calledElement of %q has no processId", el.ID)
 	}
-	switch b := n.attr("bindingType"); b {
+	switch b := n.Attr("bindingType"); b {
 	case "", "latest":
 	default:
 		// Sutra starts the latest version of the called process; another
@@ -302,8 +343,8 @@ func callActivity(el *Element, x *extensions) error {
 	el.Kind = KindCallActivity
 	el.Call = &CallDefinition{
 		ProcessID:                   id,
-		PropagateAllChildVariables:  n.attr("propagateAllChildVariables") != "false",
-		PropagateAllParentVariables: n.attr("propagateAllParentVariables") != "false",
+		PropagateAllChildVariables:  n.Attr("propagateAllChildVariables") != "false",
+		PropagateAllParentVariables: n.Attr("propagateAllParentVariables") != "false",
 	}
 	return nil
 }
@@ -311,11 +352,11 @@ func callActivity(el *Element, x *extensions) error {
 // loopCharacteristics reads a multi-instance marker of activity el.
 func loopCharacteristics(el *Element, n *node) error {
 	var mi *node
-	for _, k := range n.kids {
+	for _, k := range n.Kids {
 		switch {
-		case k.is(nsBPMN, "multiInstanceLoopCharacteristics"):
+		case k.Is(nsBPMN, "multiInstanceLoopCharacteristics"):
 			mi = k
-		case k.is(nsBPMN, "standardLoopCharacteristics"):
+		case k.Is(nsBPMN, "standardLoopCharacteristics"):
 			return unsupported(el.ID, el.Type, "a loop marker (standardLoopCharacteristics)")
 		}
 	}
@@ -325,41 +366,41 @@ func loopCharacteristics(el *Element, n *node) error {
 	if !isActivity(el) {
 		return unsupported(el.ID, el.Type, "multiInstanceLoopCharacteristics")
 	}
-	l := &Loop{Sequential: mi.attr("isSequential") == "true"}
+	l := &Loop{Sequential: mi.Attr("isSequential") == "true"}
 	var zl *node
-	for _, k := range mi.kids {
+	for _, k := range mi.Kids {
 		switch {
-		case k.is(nsBPMN, "loopCardinality"):
+		case k.Is(nsBPMN, "loopCardinality"):
 			return unsupported(el.ID, el.Type, "a multi-instance loopCardinality (Zeebe iterates over an inputCollection)")
-		case k.is(nsBPMN, "completionCondition"):
-			if src := strings.TrimSpace(k.text.String()); src != "" {
+		case k.Is(nsBPMN, "completionCondition"):
+			if src := strings.TrimSpace(k.Text.String()); src != "" {
 				c, err := compile(el.ID, "completion condition", src)
 				if err != nil {
 					return err
 				}
 				l.CompletionCondition = c
 			}
-		case k.is(nsBPMN, "extensionElements"):
-			for _, e := range k.kids {
+		case k.Is(nsBPMN, "extensionElements"):
+			for _, e := range k.Kids {
 				switch {
-				case e.is(nsZeebe, "loopCharacteristics"):
+				case e.Is(nsZeebe, "loopCharacteristics"):
 					zl = e
-				case e.name.Space == nsZeebe && !ignoredExtension(e.name.Local):
-					return unsupported(el.ID, el.Type, "extension zeebe:"+e.name.Local+" on its multi-instance marker")
+				case e.Name.Space == nsZeebe && !ignoredExtension(e.Name.Local):
+					return unsupported(el.ID, el.Type, "extension zeebe:"+e.Name.Local+" on its multi-instance marker")
 				}
 			}
 		}
 	}
-	if zl == nil || strings.TrimSpace(zl.attr("inputCollection")) == "" {
+	if zl == nil || strings.TrimSpace(zl.Attr("inputCollection")) == "" {
 		return invalid("multi-instance %s %q has no inputCollection", el.Type, el.ID)
 	}
 	var err error
-	if l.InputCollection, err = compile(el.ID, "input collection", strings.TrimSpace(zl.attr("inputCollection"))); err != nil {
+	if l.InputCollection, err = compile(el.ID, "input collection", strings.TrimSpace(zl.Attr("inputCollection"))); err != nil {
 		return err
 	}
-	l.InputElement = strings.TrimSpace(zl.attr("inputElement"))
-	l.OutputCollection = strings.TrimSpace(zl.attr("outputCollection"))
-	out := strings.TrimSpace(zl.attr("outputElement"))
+	l.InputElement = strings.TrimSpace(zl.Attr("inputElement"))
+	l.OutputCollection = strings.TrimSpace(zl.Attr("outputCollection"))
+	out := strings.TrimSpace(zl.Attr("outputElement"))
 	if (l.OutputCollection == "") != (out == "") {
 		return invalid("multi-instance %s %q needs both outputCollection and outputElement, or neither", el.Type, el.ID)
 	}

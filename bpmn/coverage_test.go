@@ -253,6 +253,10 @@ func TestParsePassThroughTasksScriptsAndCallActivities(t *testing.T) {
 		<bpmn:scriptTask id="Script"><bpmn:extensionElements><zeebe:script expression="=a + 1" resultVariable="b" /></bpmn:extensionElements></bpmn:scriptTask>
 		<bpmn:scriptTask id="ScriptJob"><bpmn:extensionElements><zeebe:taskDefinition type="script" /></bpmn:extensionElements></bpmn:scriptTask>
 		<bpmn:businessRuleTask id="RuleJob"><bpmn:extensionElements><zeebe:taskDefinition type="rules" /></bpmn:extensionElements></bpmn:businessRuleTask>
+		<bpmn:businessRuleTask id="Rule"><bpmn:extensionElements><zeebe:calledDecision decisionId="dish" resultVariable="d" /></bpmn:extensionElements></bpmn:businessRuleTask>
+		<bpmn:businessRuleTask id="RuleAgain"><bpmn:extensionElements><zeebe:calledDecision decisionId="dish" resultVariable="e" bindingType="latest" /></bpmn:extensionElements></bpmn:businessRuleTask>
+		<bpmn:businessRuleTask id="RuleTagged"><bpmn:extensionElements><zeebe:calledDecision decisionId="dish" resultVariable="d" bindingType="versionTag" versionTag="v2" /></bpmn:extensionElements></bpmn:businessRuleTask>
+		<bpmn:businessRuleTask id="RulePinned"><bpmn:extensionElements><zeebe:calledDecision decisionId="drink" resultVariable="d" bindingType="deployment" versionTag="ignored" /></bpmn:extensionElements></bpmn:businessRuleTask>
 		<bpmn:callActivity id="Call"><bpmn:extensionElements><zeebe:calledElement processId="=child" propagateAllChildVariables="false" /></bpmn:extensionElements></bpmn:callActivity>
 		<bpmn:callActivity id="CallDefaults"><bpmn:extensionElements><zeebe:calledElement processId="child" propagateAllParentVariables="false" /></bpmn:extensionElements></bpmn:callActivity>`, "")
 	for _, id := range []string{"Undefined", "Manual"} {
@@ -268,6 +272,15 @@ func TestParsePassThroughTasksScriptsAndCallActivities(t *testing.T) {
 			t.Errorf("%s = %+v, want a pull task", id, el)
 		}
 	}
+	if el := p.Element("Rule"); el.Kind != KindDecision || *el.Decision != (CalledDecision{DecisionRef{"dish", BindingLatest, ""}, "d"}) {
+		t.Errorf("business rule task = %+v", el.Decision)
+	}
+	// The references are distinct, in document order; a tag counts only
+	// with bindingType versionTag.
+	want := []DecisionRef{{"dish", BindingLatest, ""}, {"dish", BindingVersionTag, "v2"}, {"drink", BindingDeployment, ""}}
+	if got := p.CalledDecisions(); !slices.Equal(got, want) {
+		t.Errorf("called decisions = %v, want %v", got, want)
+	}
 	if c := p.Element("Call").Call; p.Element("Call").Kind != KindCallActivity || c.ProcessID.Source() != "=child" ||
 		c.PropagateAllChildVariables || !c.PropagateAllParentVariables {
 		t.Errorf("call = %+v", c)
@@ -279,7 +292,13 @@ func TestParsePassThroughTasksScriptsAndCallActivities(t *testing.T) {
 		{`<bpmn:scriptTask id="X" />`, `scriptTask "X" has neither a zeebe:script nor a zeebe:taskDefinition`},
 		{`<bpmn:scriptTask id="X"><bpmn:extensionElements><zeebe:script expression="=1" /></bpmn:extensionElements></bpmn:scriptTask>`, "needs an expression and a resultVariable"},
 		{`<bpmn:callActivity id="X" />`, `callActivity "X" has no zeebe:calledElement`},
-		{`<bpmn:businessRuleTask id="X" />`, `businessRuleTask "X" has no zeebe:taskDefinition`},
+		{`<bpmn:businessRuleTask id="X" />`, `businessRuleTask "X" has neither a zeebe:calledDecision nor a zeebe:taskDefinition`},
+		{`<bpmn:businessRuleTask id="X"><bpmn:extensionElements><zeebe:calledDecision decisionId="d" /></bpmn:extensionElements></bpmn:businessRuleTask>`,
+			"needs a decisionId and a resultVariable"},
+		{`<bpmn:businessRuleTask id="X"><bpmn:extensionElements><zeebe:calledDecision decisionId="d" resultVariable="r" bindingType="versionTag" /></bpmn:extensionElements></bpmn:businessRuleTask>`,
+			"has bindingType versionTag and no versionTag"},
+		{`<bpmn:businessRuleTask id="X"><bpmn:extensionElements><zeebe:calledDecision decisionId="d" resultVariable="r" bindingType="newest" /></bpmn:extensionElements></bpmn:businessRuleTask>`,
+			`unknown bindingType "newest"`},
 	} {
 		_, err := Parse(strings.NewReader(doc(`<bpmn:startEvent id="S" />`+bad.body, "")))
 		if !fault.HasCode(err, fault.BPMNInvalid) || !strings.Contains(err.Error(), bad.want) {

@@ -11,22 +11,22 @@ func (p *parser) startEvent(el *Element, n, def *node, x *extensions) error {
 	// A start form is shown by Tasklist to start an instance; the engine
 	// has nothing to do with it.
 	x.take("formDefinition")
-	el.Interrupting = n.attr("isInterrupting") != "false"
+	el.Interrupting = n.Attr("isInterrupting") != "false"
 	if def == nil {
 		return nil
 	}
 	var err error
-	switch def.name.Local {
+	switch def.Name.Local {
 	case "messageEventDefinition":
-		el.Message, err = p.message(el.ID, def.attr("messageRef"))
+		el.Message, err = p.message(el.ID, def.Attr("messageRef"))
 	case "timerEventDefinition":
 		el.Timer, err = p.timer(el.ID, def)
 	case "errorEventDefinition":
-		el.Error, err = p.code(el.ID, def.attr("errorRef"), p.doc.errNodes, "error", "errorCode", false)
+		el.Error, err = p.code(el.ID, def.Attr("errorRef"), p.doc.errNodes, "error", "errorCode", false)
 	case "escalationEventDefinition":
-		el.Escalation, err = p.code(el.ID, def.attr("escalationRef"), p.doc.escNodes, "escalation", "escalationCode", false)
+		el.Escalation, err = p.code(el.ID, def.Attr("escalationRef"), p.doc.escNodes, "escalation", "escalationCode", false)
 	default:
-		return unsupported(el.ID, el.Type, def.name.Local)
+		return unsupported(el.ID, el.Type, def.Name.Local)
 	}
 	return err
 }
@@ -37,24 +37,24 @@ func (p *parser) endEvent(el *Element, def *node, x *extensions) error {
 		return nil
 	}
 	var err error
-	switch def.name.Local {
+	switch def.Name.Local {
 	case "terminateEventDefinition":
 		el.Kind = KindTerminateEnd
 	case "errorEventDefinition":
 		el.Kind = KindErrorEnd
-		el.Error, err = p.code(el.ID, def.attr("errorRef"), p.doc.errNodes, "error", "errorCode", true)
+		el.Error, err = p.code(el.ID, def.Attr("errorRef"), p.doc.errNodes, "error", "errorCode", true)
 	case "escalationEventDefinition":
 		el.Kind = KindEnd
-		el.Escalation, err = p.code(el.ID, def.attr("escalationRef"), p.doc.escNodes, "escalation", "escalationCode", true)
+		el.Escalation, err = p.code(el.ID, def.Attr("escalationRef"), p.doc.escNodes, "escalation", "escalationCode", true)
 	case "messageEventDefinition":
-		if err := p.sender(el, def.attr("messageRef"), x); err != nil {
+		if err := p.sender(el, def.Attr("messageRef"), x); err != nil {
 			return err
 		}
 		if el.Kind == KindThrow {
 			el.Kind = KindEnd
 		}
 	default:
-		return unsupported(el.ID, el.Type, def.name.Local)
+		return unsupported(el.ID, el.Type, def.Name.Local)
 	}
 	return err
 }
@@ -64,23 +64,23 @@ func (p *parser) throwEvent(el *Element, def *node, x *extensions) error {
 		el.Kind = KindThrow
 		return nil
 	}
-	switch def.name.Local {
+	switch def.Name.Local {
 	case "messageEventDefinition":
-		return p.sender(el, def.attr("messageRef"), x)
+		return p.sender(el, def.Attr("messageRef"), x)
 	case "escalationEventDefinition":
 		el.Kind = KindThrow
 		var err error
-		el.Escalation, err = p.code(el.ID, def.attr("escalationRef"), p.doc.escNodes, "escalation", "escalationCode", true)
+		el.Escalation, err = p.code(el.ID, def.Attr("escalationRef"), p.doc.escNodes, "escalation", "escalationCode", true)
 		return err
 	case "linkEventDefinition":
 		el.Kind = KindLink
 		return p.linkName(el, def, true)
 	}
-	return unsupported(el.ID, el.Type, def.name.Local)
+	return unsupported(el.ID, el.Type, def.Name.Local)
 }
 
 func (p *parser) linkName(el *Element, def *node, throw bool) error {
-	name := strings.TrimSpace(def.attr("name"))
+	name := strings.TrimSpace(def.Attr("name"))
 	if name == "" {
 		return invalid("link event %q has no link name", el.ID)
 	}
@@ -111,10 +111,10 @@ func (p *parser) catchEvent(el *Element, def *node) error {
 	if def == nil {
 		return invalid("intermediateCatchEvent %q has no event definition", el.ID)
 	}
-	switch def.name.Local {
+	switch def.Name.Local {
 	case "messageEventDefinition":
 		el.Kind = KindMessageCatch
-		m, err := p.message(el.ID, def.attr("messageRef"))
+		m, err := p.message(el.ID, def.Attr("messageRef"))
 		el.Message = m
 		return err
 	case "timerEventDefinition":
@@ -132,20 +132,20 @@ func (p *parser) catchEvent(el *Element, def *node) error {
 		el.Kind = KindThrow // passes the token on
 		return p.linkName(el, def, false)
 	default:
-		return unsupported(el.ID, el.Type, def.name.Local)
+		return unsupported(el.ID, el.Type, def.Name.Local)
 	}
 }
 
 func (p *parser) boundaryEvent(el *Element, n *node, def *node) error {
 	el.Kind = KindBoundary
-	el.Interrupting = n.attr("cancelActivity") != "false"
+	el.Interrupting = n.Attr("cancelActivity") != "false"
 	if def == nil {
 		return invalid("boundaryEvent %q has no event definition", el.ID)
 	}
 	var err error
-	switch def.name.Local {
+	switch def.Name.Local {
 	case "messageEventDefinition":
-		el.Message, err = p.message(el.ID, def.attr("messageRef"))
+		el.Message, err = p.message(el.ID, def.Attr("messageRef"))
 	case "timerEventDefinition":
 		el.Timer, err = p.timer(el.ID, def)
 		if err == nil && el.Timer.Kind == TimerCycle && el.Interrupting {
@@ -155,16 +155,16 @@ func (p *parser) boundaryEvent(el *Element, n *node, def *node) error {
 		if !el.Interrupting {
 			return invalid("error boundary event %q must interrupt its activity", el.ID)
 		}
-		el.Error, err = p.code(el.ID, def.attr("errorRef"), p.doc.errNodes, "error", "errorCode", false)
+		el.Error, err = p.code(el.ID, def.Attr("errorRef"), p.doc.errNodes, "error", "errorCode", false)
 	case "escalationEventDefinition":
-		el.Escalation, err = p.code(el.ID, def.attr("escalationRef"), p.doc.escNodes, "escalation", "escalationCode", false)
+		el.Escalation, err = p.code(el.ID, def.Attr("escalationRef"), p.doc.escNodes, "escalation", "escalationCode", false)
 	default:
-		return unsupported(el.ID, el.Type, def.name.Local)
+		return unsupported(el.ID, el.Type, def.Name.Local)
 	}
 	if err != nil {
 		return err
 	}
-	p.attached = append(p.attached, pendingBoundary{event: el, attachedTo: n.attr("attachedToRef")})
+	p.attached = append(p.attached, pendingBoundary{event: el, attachedTo: n.Attr("attachedToRef")})
 	return nil
 }
 
@@ -183,7 +183,7 @@ func (p *parser) code(id, ref string, nodes map[string]*node, what, attr string,
 	if !ok {
 		return nil, invalid("element %q references %s %q, which is not defined", id, what, ref)
 	}
-	c := n.attr(attr)
+	c := n.Attr(attr)
 	if strings.HasPrefix(c, "=") {
 		if !throw {
 			return nil, fault.New(fault.BPMNUnsupported, "element %q catches %s %q, whose %s is an expression (%q): a catch event's code must be static, as in Zeebe",
@@ -248,7 +248,7 @@ func (p *parser) message(id, ref string) (*Message, error) {
 	if !ok {
 		return nil, invalid("element %q references message %q, which is not defined", id, ref)
 	}
-	m := &Message{ID: ref, Name: n.attr("name")}
+	m := &Message{ID: ref, Name: n.Attr("name")}
 	if m.Name == "" {
 		return nil, invalid("message %q has no name", ref)
 	}
@@ -257,18 +257,18 @@ func (p *parser) message(id, ref string) (*Message, error) {
 			return nil, err
 		}
 	}
-	for _, k := range n.kids {
-		if !k.is(nsBPMN, "extensionElements") {
+	for _, k := range n.Kids {
+		if !k.Is(nsBPMN, "extensionElements") {
 			continue
 		}
-		for _, x := range k.kids {
-			if x.name.Space != nsZeebe || ignoredExtension(x.name.Local) {
+		for _, x := range k.Kids {
+			if x.Name.Space != nsZeebe || ignoredExtension(x.Name.Local) {
 				continue
 			}
-			if x.name.Local != "subscription" {
-				return nil, unsupported(ref, "message", "extension zeebe:"+x.name.Local)
+			if x.Name.Local != "subscription" {
+				return nil, unsupported(ref, "message", "extension zeebe:"+x.Name.Local)
 			}
-			if src := strings.TrimSpace(x.attr("correlationKey")); src != "" {
+			if src := strings.TrimSpace(x.Attr("correlationKey")); src != "" {
 				c, err := compile(ref, "correlation key", src)
 				if err != nil {
 					return nil, err

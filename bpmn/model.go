@@ -71,6 +71,9 @@ const (
 	// KindInclusive takes every outgoing flow whose condition holds, else
 	// its default flow (a diverging inclusive gateway).
 	KindInclusive
+	// KindDecision evaluates a DMN decision (a business rule task with
+	// zeebe:calledDecision) and completes at once.
+	KindDecision
 )
 
 // Process is one executable BPMN process.
@@ -89,6 +92,7 @@ type Process struct {
 	messages      []string
 	messageStarts []*Element
 	timerStarts   []*Element
+	decisions     []DecisionRef
 }
 
 // Key is the definition key under which the store versions this process.
@@ -124,6 +128,10 @@ func (p *Process) MessageStarts() []*Element { return p.messageStarts }
 // those of event subprocesses), in document order: each starts an instance
 // whenever its timer fires (see engine.NextStart for the schedule).
 func (p *Process) TimerStarts() []*Element { return p.timerStarts }
+
+// CalledDecisions returns the distinct decisions the business rule tasks
+// of the process call, in document order: what a step may evaluate.
+func (p *Process) CalledDecisions() []DecisionRef { return p.decisions }
 
 // Element is one flow node.
 type Element struct {
@@ -161,6 +169,8 @@ type Element struct {
 	Script *Script
 	// Call is set on call activities.
 	Call *CallDefinition
+	// Decision is set on business rule tasks the engine evaluates itself.
+	Decision *CalledDecision
 	// Loop is set on multi-instance activities.
 	Loop *Loop
 
@@ -246,6 +256,34 @@ type Timer struct {
 	Kind TimerKind
 	// Value yields the ISO-8601 or RFC 3339 text; static text was validated at Parse.
 	Value *feel.Expr
+}
+
+// Bindings of a called decision: which deployed version a business rule
+// task evaluates (zeebe:calledDecision bindingType).
+const (
+	// BindingLatest is the latest version deployed when the step runs.
+	BindingLatest = "latest"
+	// BindingDeployment is the latest version deployed when the process's
+	// own version was deployed, never a later one (docs/dmn.md).
+	BindingDeployment = "deployment"
+	// BindingVersionTag is the latest version tagged VersionTag.
+	BindingVersionTag = "versionTag"
+)
+
+// DecisionRef names the deployed decision a business rule task calls.
+type DecisionRef struct {
+	DecisionID string
+	// Binding is BindingLatest, BindingDeployment or BindingVersionTag.
+	Binding string
+	// VersionTag is set with BindingVersionTag.
+	VersionTag string
+}
+
+// CalledDecision is a zeebe:calledDecision.
+type CalledDecision struct {
+	DecisionRef
+	// ResultVariable receives the decision's output.
+	ResultVariable string
 }
 
 // TaskDefinition is a zeebe:taskDefinition.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/feel"
+	"github.com/sutra-run/worker/internal/xmltree"
 )
 
 // ParseAll reads a BPMN 2.0 document and returns every executable process
@@ -43,7 +44,7 @@ func Parse(r io.Reader) (*Process, error) {
 	if len(executable) > 1 {
 		ids := make([]string, len(executable))
 		for i, n := range executable {
-			ids[i] = strconv.Quote(n.attr("id"))
+			ids[i] = strconv.Quote(n.Attr("id"))
 		}
 		return nil, invalid("the file holds %d executable processes (%s); Parse reads one, ParseAll reads each as its own definition",
 			len(executable), strings.Join(ids, ", "))
@@ -62,33 +63,33 @@ type document struct {
 // readDocument reads the file and returns its executable processes (at
 // least one).
 func readDocument(r io.Reader) (*document, []*node, error) {
-	root, err := readTree(r)
+	root, err := xmltree.Read(r, caps)
 	if err != nil {
 		return nil, nil, fault.Wrap(fault.BPMNInvalid, err, "reading BPMN XML")
 	}
-	if !root.is(nsBPMN, "definitions") {
-		return nil, nil, invalid("root element is <%s>, want BPMN 2.0 <definitions>", root.name.Local)
+	if !root.Is(nsBPMN, "definitions") {
+		return nil, nil, invalid("root element is <%s>, want BPMN 2.0 <definitions>", root.Name.Local)
 	}
 	if err := refuseCamunda7(root); err != nil {
 		return nil, nil, err
 	}
 	d := &document{msgNodes: map[string]*node{}, errNodes: map[string]*node{}, escNodes: map[string]*node{}}
 	var executable []*node
-	for _, k := range root.kids {
-		if k.name.Space != nsBPMN {
+	for _, k := range root.Kids {
+		if k.Name.Space != nsBPMN {
 			continue
 		}
-		switch k.name.Local {
+		switch k.Name.Local {
 		case "process":
-			if k.attr("isExecutable") == "true" {
+			if k.Attr("isExecutable") == "true" {
 				executable = append(executable, k)
 			}
 		case "message":
-			d.msgNodes[k.attr("id")] = k
+			d.msgNodes[k.Attr("id")] = k
 		case "error":
-			d.errNodes[k.attr("id")] = k
+			d.errNodes[k.Attr("id")] = k
 		case "escalation":
-			d.escNodes[k.attr("id")] = k
+			d.escNodes[k.Attr("id")] = k
 		}
 	}
 	if len(executable) == 0 {
@@ -108,7 +109,7 @@ func refuseCamunda7(root *node) error {
 	const why = "this is a Camunda 7 (Camunda Platform) file%s: Sutra runs the Camunda 8 (Zeebe) dialect; " +
 		"migrate the file to Camunda 8 (for example with Camunda's migration analyzer) and deploy it again"
 	cloud := false
-	for _, a := range root.attrs {
+	for _, a := range root.Attrs {
 		if a.Name.Space == nsModeler && a.Name.Local == "executionPlatform" {
 			switch a.Value {
 			case "Camunda Platform":
@@ -123,7 +124,7 @@ func refuseCamunda7(root *node) error {
 	var c7 *node
 	var what string
 	zeebe := cloud
-	for _, k := range root.kids {
+	for _, k := range root.Kids {
 		if c7 == nil {
 			c7, what = firstUse(k, nsCamunda7)
 		}
@@ -141,15 +142,15 @@ func refuseCamunda7(root *node) error {
 // firstUse returns the first node, in document order, that is or carries
 // something of namespace space, and what that is.
 func firstUse(n *node, space string) (*node, string) {
-	if n.name.Space == space {
-		return n, n.name.Local
+	if n.Name.Space == space {
+		return n, n.Name.Local
 	}
-	for _, a := range n.attrs {
+	for _, a := range n.Attrs {
 		if a.Name.Space == space {
 			return n, a.Name.Local
 		}
 	}
-	for _, k := range n.kids {
+	for _, k := range n.Kids {
 		if found, what := firstUse(k, space); found != nil {
 			return found, what
 		}
@@ -158,10 +159,10 @@ func firstUse(n *node, space string) (*node, string) {
 }
 
 func describeNode(n *node) string {
-	if id := n.attr("id"); id != "" {
-		return fmt.Sprintf("%s %q", n.name.Local, id)
+	if id := n.Attr("id"); id != "" {
+		return fmt.Sprintf("%s %q", n.Name.Local, id)
 	}
-	return n.name.Local
+	return n.Name.Local
 }
 
 func invalid(format string, args ...any) error {
@@ -220,13 +221,13 @@ type pendingLink struct {
 }
 
 func (p *parser) process(n *node) (*Process, error) {
-	id := n.attr("id")
+	id := n.Attr("id")
 	if id == "" {
 		return nil, invalid("an executable process has no id")
 	}
 	p.proc = &Process{
 		ID:       id,
-		Name:     n.attr("name"),
+		Name:     n.Attr("name"),
 		elements: map[string]*Element{},
 		flows:    map[string]*Flow{},
 	}
@@ -250,13 +251,13 @@ func (p *parser) process(n *node) (*Process, error) {
 // process runs. zeebe:userTaskForm holds the JSON of a form embedded for a
 // user task: a Tasklist matter, kept out of the model.
 func (p *parser) processExtensions(n *node) error {
-	for _, k := range n.kids {
-		if !k.is(nsBPMN, "extensionElements") {
+	for _, k := range n.Kids {
+		if !k.Is(nsBPMN, "extensionElements") {
 			continue
 		}
-		for _, x := range k.kids {
-			if x.name.Space == nsZeebe && !ignoredExtension(x.name.Local) && x.name.Local != "userTaskForm" {
-				return unsupported(p.proc.ID, "process", "extension zeebe:"+x.name.Local)
+		for _, x := range k.Kids {
+			if x.Name.Space == nsZeebe && !ignoredExtension(x.Name.Local) && x.Name.Local != "userTaskForm" {
+				return unsupported(p.proc.ID, "process", "extension zeebe:"+x.Name.Local)
 			}
 		}
 	}
@@ -284,11 +285,11 @@ var ignoredChild = map[string]bool{
 // process (parent nil), a subprocess or an event subprocess.
 func (p *parser) scope(n *node, parent *Element) error {
 	var starts []*Element
-	for _, k := range n.kids {
-		if k.name.Space != nsBPMN || ignoredChild[k.name.Local] {
+	for _, k := range n.Kids {
+		if k.Name.Space != nsBPMN || ignoredChild[k.Name.Local] {
 			continue
 		}
-		if k.name.Local == "sequenceFlow" {
+		if k.Name.Local == "sequenceFlow" {
 			if err := p.sequenceFlow(k, parent); err != nil {
 				return err
 			}
@@ -398,7 +399,7 @@ func scopeName(parent *Element) string {
 }
 
 func (p *parser) sequenceFlow(n *node, scope *Element) error {
-	id := n.attr("id")
+	id := n.Attr("id")
 	if id == "" {
 		return invalid("a sequenceFlow has no id")
 	}
@@ -406,11 +407,11 @@ func (p *parser) sequenceFlow(n *node, scope *Element) error {
 		return err
 	}
 	f := &Flow{ID: id}
-	for _, k := range n.kids {
-		if !k.is(nsBPMN, "conditionExpression") {
+	for _, k := range n.Kids {
+		if !k.Is(nsBPMN, "conditionExpression") {
 			continue
 		}
-		src := strings.TrimSpace(k.text.String())
+		src := strings.TrimSpace(k.Text.String())
 		if src == "" {
 			continue
 		}
@@ -421,7 +422,7 @@ func (p *parser) sequenceFlow(n *node, scope *Element) error {
 		f.Condition = c
 	}
 	p.proc.flows[id] = f
-	p.flows = append(p.flows, pendingFlow{flow: f, source: n.attr("sourceRef"), target: n.attr("targetRef"), scope: scope})
+	p.flows = append(p.flows, pendingFlow{flow: f, source: n.Attr("sourceRef"), target: n.Attr("targetRef"), scope: scope})
 	return nil
 }
 
@@ -456,15 +457,15 @@ var refusedTypes = map[string]string{
 // element parses one flow node. Its type is checked before anything it
 // carries, so that a refusal names the element itself.
 func (p *parser) element(n *node, parent *Element) (*Element, error) {
-	typ := n.name.Local
-	id := n.attr("id")
+	typ := n.Name.Local
+	id := n.Attr("id")
 	if id == "" {
 		return nil, invalid("a %s has no id", typ)
 	}
 	if err := p.claimID(id); err != nil {
 		return nil, err
 	}
-	el := &Element{ID: id, Name: n.attr("name"), Type: typ, Parent: parent}
+	el := &Element{ID: id, Name: n.Attr("name"), Type: typ, Parent: parent}
 	if why, refused := refusedTypes[typ]; refused {
 		return nil, unsupported(id, typ, why)
 	}
@@ -494,21 +495,18 @@ func (p *parser) element(n *node, parent *Element) (*Element, error) {
 		err = userTask(el, x)
 	case "receiveTask":
 		el.Kind = KindMessageCatch
-		el.Message, err = p.message(id, n.attr("messageRef"))
+		el.Message, err = p.message(id, n.Attr("messageRef"))
 	case "sendTask":
-		err = p.sender(el, n.attr("messageRef"), x)
+		err = p.sender(el, n.Attr("messageRef"), x)
 	case "scriptTask":
 		err = scriptTask(el, x)
 	case "businessRuleTask":
-		if x.take("calledDecision") != nil {
-			return nil, unsupported(id, typ, "a DMN decision (zeebe:calledDecision)")
-		}
-		err = jobTask(el, x, true)
+		err = p.businessRuleTask(el, x)
 	case "task", "manualTask":
 		// Zeebe completes undefined and manual tasks at once.
 		el.Kind = KindThrow
 	case "subProcess":
-		if n.attr("triggeredByEvent") == "true" {
+		if n.Attr("triggeredByEvent") == "true" {
 			el.Kind = KindEventSubProcess
 		} else {
 			el.Kind = KindSubProcess
@@ -521,13 +519,13 @@ func (p *parser) element(n *node, parent *Element) (*Element, error) {
 		if typ == "inclusiveGateway" {
 			el.Kind = KindInclusive
 		}
-		if d := n.attr("default"); d != "" {
+		if d := n.Attr("default"); d != "" {
 			p.defaults = append(p.defaults, pendingDefault{gateway: el, flow: d})
 		}
 	case "parallelGateway":
 		el.Kind = KindParallel
 	case "eventBasedGateway":
-		if n.attr("instantiate") == "true" || n.attr("eventGatewayType") == "Parallel" {
+		if n.Attr("instantiate") == "true" || n.Attr("eventGatewayType") == "Parallel" {
 			return nil, unsupported(id, typ, "an instantiating or parallel event-based gateway")
 		}
 		el.Kind = KindEventGateway
@@ -554,8 +552,8 @@ func (p *parser) element(n *node, parent *Element) (*Element, error) {
 // several on one event are refused.
 func eventDefinition(n *node, el *Element) (*node, error) {
 	var def *node
-	for _, k := range n.kids {
-		if k.name.Space != nsBPMN || !strings.HasSuffix(k.name.Local, "EventDefinition") {
+	for _, k := range n.Kids {
+		if k.Name.Space != nsBPMN || !strings.HasSuffix(k.Name.Local, "EventDefinition") {
 			continue
 		}
 		if def != nil {
@@ -572,7 +570,7 @@ func checkMappings(el *Element) error {
 	if len(el.Inputs) > 0 {
 		ok := false
 		switch el.Kind {
-		case KindTask, KindScript, KindSubProcess, KindEventSubProcess, KindCallActivity, KindMessageCatch, KindTimerCatch:
+		case KindTask, KindScript, KindDecision, KindSubProcess, KindEventSubProcess, KindCallActivity, KindMessageCatch, KindTimerCatch:
 			ok = true
 		case KindThrow, KindEnd:
 			// A publishing event's inputs are its payload; an undefined or

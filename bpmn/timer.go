@@ -13,12 +13,12 @@ import (
 // a malformed one is refused at deploy; expressions are checked when armed.
 func (p *parser) timer(id string, def *node) (*Timer, error) {
 	var t *Timer
-	for _, k := range def.kids {
-		if k.name.Space != nsBPMN {
+	for _, k := range def.Kids {
+		if k.Name.Space != nsBPMN {
 			continue
 		}
 		var kind TimerKind
-		switch k.name.Local {
+		switch k.Name.Local {
 		case "timeDuration":
 			kind = TimerDuration
 		case "timeDate":
@@ -31,17 +31,17 @@ func (p *parser) timer(id string, def *node) (*Timer, error) {
 		if t != nil {
 			return nil, invalid("timer %q has more than one of timeDuration, timeDate, timeCycle", id)
 		}
-		src := strings.TrimSpace(k.text.String())
+		src := strings.TrimSpace(k.Text.String())
 		if src == "" {
-			return nil, invalid("timer %q has an empty %s", id, k.name.Local)
+			return nil, invalid("timer %q has an empty %s", id, k.Name.Local)
 		}
-		v, err := compile(id, k.name.Local, src)
+		v, err := compile(id, k.Name.Local, src)
 		if err != nil {
 			return nil, err
 		}
 		if v.IsStatic() {
 			if err := checkTimerValue(kind, src); err != nil {
-				return nil, fault.Wrap(fault.BPMNInvalid, bare{err}, "timer %q: %s", id, k.name.Local)
+				return nil, fault.Wrap(fault.BPMNInvalid, bare{err}, "timer %q: %s", id, k.Name.Local)
 			}
 		}
 		t = &Timer{Kind: kind, Value: v}

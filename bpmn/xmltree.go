@@ -1,12 +1,6 @@
 package bpmn
 
-import (
-	"encoding/xml"
-	"errors"
-	"fmt"
-	"io"
-	"strings"
-)
+import "github.com/sutra-run/worker/internal/xmltree"
 
 // Namespaces of the elements the parser reads; everything is matched by
 // namespace URI, never by prefix, because files choose their own prefixes.
@@ -22,26 +16,7 @@ const (
 
 // node is one XML element. The parser walks a tree rather than decoding into
 // structs so that it can refuse any element it does not know, by name and id.
-type node struct {
-	name  xml.Name
-	attrs []xml.Attr
-	kids  []*node
-	text  strings.Builder
-}
-
-// attr returns the value of the unqualified attribute local, or "".
-func (n *node) attr(local string) string {
-	for _, a := range n.attrs {
-		if a.Name.Space == "" && a.Name.Local == local {
-			return a.Value
-		}
-	}
-	return ""
-}
-
-func (n *node) is(space, local string) bool {
-	return n.name.Space == space && n.name.Local == local
-}
+type node = xmltree.Node
 
 // The caps of a document, fixed rather than configured: a definition read
 // again from the store must parse as it did at deploy. Modeler files stay far
@@ -56,50 +31,5 @@ const (
 	MaxElements = 100_000
 )
 
-// readTree reads the whole document into a tree, refusing one past MaxDepth
-// or MaxElements as soon as it gets there.
-func readTree(r io.Reader) (*node, error) {
-	d := xml.NewDecoder(r)
-	var root *node
-	var stack []*node
-	elements := 0
-	for {
-		tok, err := d.Token()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		switch t := tok.(type) {
-		case xml.StartElement:
-			if elements++; elements > MaxElements {
-				return nil, fmt.Errorf("the document holds more than %d elements (the parser's cap, bpmn.MaxElements)", MaxElements)
-			}
-			if len(stack) >= MaxDepth {
-				return nil, fmt.Errorf("<%s> nests deeper than %d elements (the parser's cap, bpmn.MaxDepth)", t.Name.Local, MaxDepth)
-			}
-			n := &node{name: t.Name, attrs: t.Attr}
-			if len(stack) == 0 {
-				if root != nil {
-					return nil, errors.New("more than one root element")
-				}
-				root = n
-			} else {
-				parent := stack[len(stack)-1]
-				parent.kids = append(parent.kids, n)
-			}
-			stack = append(stack, n)
-		case xml.EndElement:
-			stack = stack[:len(stack)-1]
-		case xml.CharData:
-			if len(stack) > 0 {
-				stack[len(stack)-1].text.Write(t)
-			}
-		}
-	}
-	if root == nil {
-		return nil, errors.New("no root element")
-	}
-	return root, nil
-}
+// caps are the caps for xmltree.Read.
+var caps = xmltree.Caps{Package: "bpmn", MaxDepth: MaxDepth, MaxElements: MaxElements}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/feel"
+	"github.com/sutra-run/worker/internal/xmltree"
 )
 
 // Definitions is a parsed DMN file: its decisions and what they require.
@@ -34,6 +35,9 @@ type Definitions struct {
 // expression.
 type Decision struct {
 	ID, Name string
+	// VersionTag is the decision's zeebe:versionTag ("" when it has none):
+	// a business rule task may call the version so tagged.
+	VersionTag string
 	// Requires are the ids of the decisions whose results this one reads,
 	// in document order.
 	Requires []string
@@ -89,32 +93,32 @@ type rule struct {
 // that uses a part of DMN the package does not evaluate with
 // fault.DMNUnsupported.
 func Parse(r io.Reader) (*Definitions, error) {
-	root, err := readTree(r)
+	root, err := xmltree.Read(r, caps)
 	if err != nil {
 		return nil, fault.Wrap(fault.DMNInvalid, err, "reading the DMN file")
 	}
-	version, ok := versions[root.name.Space]
-	if root.name.Local != "definitions" || !ok {
-		return nil, fault.New(fault.DMNInvalid, "the root element is <%s> in namespace %q, not the definitions of DMN 1.3, 1.4 or 1.5", root.name.Local, root.name.Space)
+	version, ok := versions[root.Name.Space]
+	if root.Name.Local != "definitions" || !ok {
+		return nil, fault.New(fault.DMNInvalid, "the root element is <%s> in namespace %q, not the definitions of DMN 1.3, 1.4 or 1.5", root.Name.Local, root.Name.Space)
 	}
-	d := &Definitions{ID: root.attr["id"], Name: root.attr["name"], Version: version, byID: map[string]*Decision{}}
+	d := &Definitions{ID: root.Attr("id"), Name: root.Attr("name"), Version: version, byID: map[string]*Decision{}}
 	names := map[string]bool{}
-	for _, k := range root.kids {
-		if k.name.Space != root.name.Space {
+	for _, k := range root.Kids {
+		if k.Name.Space != root.Name.Space {
 			continue
 		}
-		switch k.name.Local {
+		switch k.Name.Local {
 		case "inputData":
-			d.InputData = append(d.InputData, k.attr["name"])
-			names[k.attr["name"]] = true
+			d.InputData = append(d.InputData, k.Attr("name"))
+			names[k.Attr("name")] = true
 		case "decision":
-			names[k.attr["name"]] = true
+			names[k.Attr("name")] = true
 		case "businessKnowledgeModel", "decisionService":
-			return nil, fault.New(fault.DMNUnsupported, "<%s> %q is not supported", k.name.Local, k.attr["id"])
+			return nil, fault.New(fault.DMNUnsupported, "<%s> %q is not supported", k.Name.Local, k.Attr("id"))
 		}
 	}
 	q := newQuoter(names)
-	for _, k := range root.children("decision") {
+	for _, k := range root.Children("decision") {
 		dec, err := parseDecision(k, q)
 		if err != nil {
 			return nil, err
@@ -175,24 +179,24 @@ func (d *Definitions) checkAcyclic() error {
 }
 
 func parseDecision(n *node, q *quoter) (*Decision, error) {
-	dec := &Decision{ID: n.attr["id"], Name: n.attr["name"]}
-	for _, ir := range n.children("informationRequirement") {
-		if rd := ir.child("requiredDecision"); rd != nil {
-			dec.Requires = append(dec.Requires, strings.TrimPrefix(rd.attr["href"], "#"))
+	dec := &Decision{ID: n.Attr("id"), Name: n.Attr("name"), VersionTag: versionTag(n)}
+	for _, ir := range n.Children("informationRequirement") {
+		if rd := ir.Child("requiredDecision"); rd != nil {
+			dec.Requires = append(dec.Requires, strings.TrimPrefix(rd.Attr("href"), "#"))
 		}
 	}
-	for _, k := range n.kids {
-		if k.name.Space != n.name.Space {
+	for _, k := range n.Kids {
+		if k.Name.Space != n.Name.Space {
 			continue
 		}
 		var err error
-		switch k.name.Local {
+		switch k.Name.Local {
 		case "decisionTable":
 			dec.table, err = parseTable(k, q, dec)
 		case "literalExpression":
-			dec.literal, err = compileExpr(k.textOf(), q, dec, "literal expression")
+			dec.literal, err = compileExpr(textOf(k), q, dec, "literal expression")
 		case "context", "invocation", "relation", "list", "functionDefinition", "conditional", "filter", "for", "some", "every":
-			return nil, fault.New(fault.DMNUnsupported, "decision %q: the boxed expression <%s> is not supported", dec.ID, k.name.Local)
+			return nil, fault.New(fault.DMNUnsupported, "decision %q: the boxed expression <%s> is not supported", dec.ID, k.Name.Local)
 		}
 		if err != nil {
 			return nil, err
@@ -222,7 +226,7 @@ func compileExpr(src string, q *quoter, dec *Decision, where string) (*feel.Expr
 }
 
 func parseTable(n *node, q *quoter, dec *Decision) (*table, error) {
-	t := &table{hitPolicy: n.attr["hitPolicy"], aggregation: n.attr["aggregation"]}
+	t := &table{hitPolicy: n.Attr("hitPolicy"), aggregation: n.Attr("aggregation")}
 	if t.hitPolicy == "" {
 		t.hitPolicy = hitUnique
 	}
@@ -239,36 +243,36 @@ func parseTable(n *node, q *quoter, dec *Decision) (*table, error) {
 	if t.aggregation != "" && t.hitPolicy != hitCollect {
 		return nil, fault.New(fault.DMNInvalid, "decision %q: aggregation %s needs the hit policy COLLECT, not %s", dec.ID, t.aggregation, t.hitPolicy)
 	}
-	for i, in := range n.children("input") {
-		src := in.child("inputExpression").textOf()
+	for i, in := range n.Children("input") {
+		src := textOf(in.Child("inputExpression"))
 		e, err := compileExpr(src, q, dec, fmt.Sprintf("input %d", i+1))
 		if err != nil {
 			return nil, err
 		}
-		name := in.attr["label"]
+		name := in.Attr("label")
 		if name == "" {
 			name = src
 		}
-		t.inputs = append(t.inputs, input{id: in.attr["id"], name: name, expr: e})
+		t.inputs = append(t.inputs, input{id: in.Attr("id"), name: name, expr: e})
 	}
-	outs := n.children("output")
+	outs := n.Children("output")
 	for i, o := range outs {
-		out := output{id: o.attr["id"], name: o.attr["name"]}
+		out := output{id: o.Attr("id"), name: o.Attr("name")}
 		if out.name == "" && len(outs) == 1 {
 			out.name = dec.Name
 		}
 		if out.name == "" {
 			return nil, fault.New(fault.DMNInvalid, "decision %q: output %d of several has no name", dec.ID, i+1)
 		}
-		if src := o.child("outputValues").textOf(); src != "" {
+		if src := textOf(o.Child("outputValues")); src != "" {
 			vals, err := constList(src, q, dec, fmt.Sprintf("output %q values", out.name))
 			if err != nil {
 				return nil, err
 			}
 			out.values = vals
 		}
-		if def := o.child("defaultOutputEntry"); def.textOf() != "" {
-			e, err := compileExpr(def.textOf(), q, dec, fmt.Sprintf("output %q default", out.name))
+		if def := o.Child("defaultOutputEntry"); textOf(def) != "" {
+			e, err := compileExpr(textOf(def), q, dec, fmt.Sprintf("output %q default", out.name))
 			if err != nil {
 				return nil, err
 			}
@@ -282,17 +286,17 @@ func parseTable(n *node, q *quoter, dec *Decision) (*table, error) {
 	if t.aggregation != "" && len(t.outputs) > 1 {
 		return nil, fault.New(fault.DMNInvalid, "decision %q: aggregation %s needs a single output, the table has %d", dec.ID, t.aggregation, len(t.outputs))
 	}
-	for i, r := range n.children("rule") {
-		ru := rule{id: r.attr["id"]}
+	for i, r := range n.Children("rule") {
+		ru := rule{id: r.Attr("id")}
 		if ru.id == "" {
 			ru.id = fmt.Sprintf("rule %d", i+1)
 		}
-		ins, outs := r.children("inputEntry"), r.children("outputEntry")
+		ins, outs := r.Children("inputEntry"), r.Children("outputEntry")
 		if len(ins) != len(t.inputs) || len(outs) != len(t.outputs) {
 			return nil, fault.New(fault.DMNInvalid, "decision %q: rule %q has %d input and %d output entries, the table %d and %d", dec.ID, ru.id, len(ins), len(outs), len(t.inputs), len(t.outputs))
 		}
 		for j, e := range ins {
-			quoted, err := q.quote(e.textOf())
+			quoted, err := q.quote(textOf(e))
 			if err != nil {
 				return nil, err
 			}
@@ -303,7 +307,7 @@ func parseTable(n *node, q *quoter, dec *Decision) (*table, error) {
 			ru.in = append(ru.in, u)
 		}
 		for j, e := range outs {
-			src := e.textOf()
+			src := textOf(e)
 			if src == "" {
 				// An empty cell, as the Modeler leaves one: null, as in
 				// Camunda's engines.

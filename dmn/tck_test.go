@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sutra-run/worker/internal/xmltree"
 )
 
 // The DMN TCK's compliance cases (github.com/dmn-tck/tck, vendored under
@@ -109,10 +111,10 @@ func runDir(t *testing.T, dir, name string, results map[string]string) {
 	}
 	for _, file := range files {
 		doc := readXML(t, file)
-		model := filepath.Join(dir, doc.child("modelName").text.String())
+		model := filepath.Join(dir, doc.Child("modelName").Text.String())
 		defs, perr := parseFile(model)
-		for _, tc := range doc.children("testCase") {
-			id := name + "/" + strings.TrimSuffix(filepath.Base(file), ".xml") + "/" + tc.attr["id"]
+		for _, tc := range doc.Children("testCase") {
+			id := name + "/" + strings.TrimSuffix(filepath.Base(file), ".xml") + "/" + tc.Attr("id")
 			if perr != nil {
 				results[id] = "parse: " + perr.Error()
 				continue
@@ -137,7 +139,7 @@ func readXML(t *testing.T, path string) *node {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	n, err := readTree(f)
+	n, err := xmltree.Read(f, caps)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
@@ -146,31 +148,31 @@ func readXML(t *testing.T, path string) *node {
 
 // runCase evaluates one test case's result nodes; "" when all agree.
 func runCase(defs *Definitions, tc *node) string {
-	if tc.attr["type"] != "" && tc.attr["type"] != "decision" {
-		return "test case type " + tc.attr["type"] + " is not run"
+	if tc.Attr("type") != "" && tc.Attr("type") != "decision" {
+		return "test case type " + tc.Attr("type") + " is not run"
 	}
 	vars := map[string]any{}
-	for _, in := range tc.children("inputNode") {
-		vars[in.attr["name"]] = tckValue(in)
+	for _, in := range tc.Children("inputNode") {
+		vars[in.Attr("name")] = tckValue(in)
 	}
-	for _, rn := range tc.children("resultNode") {
+	for _, rn := range tc.Children("resultNode") {
 		var dec *Decision
 		for _, d := range defs.Decisions {
-			if d.Name == rn.attr["name"] {
+			if d.Name == rn.Attr("name") {
 				dec = d
 			}
 		}
 		if dec == nil {
-			return fmt.Sprintf("no decision %q", rn.attr["name"])
+			return fmt.Sprintf("no decision %q", rn.Attr("name"))
 		}
 		res, err := defs.Evaluate(context.Background(), dec.ID, vars, Options{})
-		if rn.attr["errorResult"] == "true" {
+		if rn.Attr("errorResult") == "true" {
 			if err == nil {
 				return fmt.Sprintf("%s: want an error, got %v", dec.Name, res.Output)
 			}
 			continue
 		}
-		want := tckValue(rn.child("expected"))
+		want := tckValue(rn.Child("expected"))
 		if err != nil {
 			if want == nil {
 				// DMN makes a failed decision null; the worker reports it.
@@ -191,12 +193,12 @@ func tckValue(n *node) any {
 	if n == nil {
 		return nil
 	}
-	if v := n.child("value"); v != nil {
-		if v.attr["{"+nsXSI+"}nil"] == "true" {
+	if v := n.Child("value"); v != nil {
+		if v.AttrNS(nsXSI, "nil") == "true" {
 			return nil
 		}
-		s := v.text.String()
-		switch v.attr["{"+nsXSI+"}type"] {
+		s := v.Text.String()
+		switch v.AttrNS(nsXSI, "type") {
 		case "xsd:decimal", "xsd:double", "xsd:integer", "xsd:int", "xsd:long":
 			f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 			if err != nil {
@@ -208,17 +210,17 @@ func tckValue(n *node) any {
 		}
 		return s
 	}
-	if l := n.child("list"); l != nil {
+	if l := n.Child("list"); l != nil {
 		out := []any{}
-		for _, it := range l.children("item") {
+		for _, it := range l.Children("item") {
 			out = append(out, tckValue(it))
 		}
 		return out
 	}
-	if cs := n.children("component"); len(cs) > 0 {
+	if cs := n.Children("component"); len(cs) > 0 {
 		m := map[string]any{}
 		for _, c := range cs {
-			m[c.attr["name"]] = tckValue(c)
+			m[c.Attr("name")] = tckValue(c)
 		}
 		return m
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sutra-run/worker/bpmn"
+	"github.com/sutra-run/worker/dmn"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/feel"
 	"github.com/sutra-run/worker/iso8601"
@@ -303,6 +304,35 @@ func (s *stepper) script(i int, el *bpmn.Element) {
 	s.complete(i, el, map[string]any{el.Script.ResultVariable: v})
 }
 
+// decide evaluates a business rule task's decision over the variables
+// visible to the token; its output, under the result variable, is the
+// task's result. A decision not deployed, or one that fails, stops the
+// token in an incident that a retry resolves by evaluating again.
+func (s *stepper) decide(i int, el *bpmn.Element) {
+	cd := el.Decision
+	d, ok := s.decisions[cd.DecisionRef]
+	if !ok {
+		d.Missing = "it was not looked up for this step"
+	}
+	if d.Definitions == nil {
+		s.incident(i, fault.IncidentDecisionFailed, fmt.Sprintf("decision %q of %s: %s", cd.DecisionID, el.ID, d.Missing), StageActivate)
+		return
+	}
+	// A decision's expressions are not known to the step, so every
+	// evaluation gets a seed, as an expression calling uuid() does.
+	env := feel.Env{Now: s.now, Limits: s.limits, Seed: s.seed(el, s.tokens[i].ID)}
+	res, err := d.Definitions.Evaluate(s.ctx, cd.DecisionID, s.view(i), dmn.Options{Env: env})
+	if err != nil {
+		code := fault.Code(err)
+		if code != fault.IncidentExpressionLimit {
+			code = fault.IncidentDecisionFailed
+		}
+		s.incident(i, code, fmt.Sprintf("decision %q version %d of %s: %s", cd.DecisionID, d.Version, el.ID, fault.Reason(err)), StageActivate)
+		return
+	}
+	s.complete(i, el, map[string]any{cd.ResultVariable: res.Output})
+}
+
 // publish writes el's message to the outbox if el sends one. The payload is
 // exactly el's input mappings when it has some, the visible variables otherwise.
 func (s *stepper) publish(i int, el *bpmn.Element) bool {
@@ -372,10 +402,15 @@ func (s *stepper) outboxID(i int, el *bpmn.Element) string {
 func (s *stepper) env(e *feel.Expr, el *bpmn.Element, token string) feel.Env {
 	env := feel.Env{Now: s.now, Limits: s.limits, Ctx: s.ctx}
 	if e.UsesSeed() {
-		s.seeds++
-		env.Seed = s.in.ID + "/" + strconv.FormatInt(s.in.Version+1, 10) + "/" + el.ID + "/" + token + "/" + strconv.Itoa(s.seeds)
+		env.Seed = s.seed(el, token)
 	}
 	return env
+}
+
+// seed numbers one more evaluation that reads a seed (see env).
+func (s *stepper) seed(el *bpmn.Element, token string) string {
+	s.seeds++
+	return s.in.ID + "/" + strconv.FormatInt(s.in.Version+1, 10) + "/" + el.ID + "/" + token + "/" + strconv.Itoa(s.seeds)
 }
 
 // errorVariables evaluates an error end event's output mappings: the

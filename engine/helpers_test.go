@@ -71,6 +71,8 @@ type instance struct {
 	now time.Time
 	// limits bound each evaluation (zero: the defaults).
 	limits feel.Limits
+	// decisions are what the business rule tasks call.
+	decisions Decisions
 }
 
 func newInstance(t testing.TB, def *bpmn.Process) *instance {
@@ -82,7 +84,7 @@ func newInstance(t testing.TB, def *bpmn.Process) *instance {
 func (x *instance) step(tr Trigger) Effects {
 	x.t.Helper()
 	before := snapshot(x.t, x.in.State)
-	opt := Options{Now: x.now, Limits: x.limits}
+	opt := Options{Now: x.now, Limits: x.limits, Decisions: x.decisions}
 	st, eff, err := StepContext(context.Background(), x.def, x.in, tr, opt)
 	if err != nil {
 		x.t.Fatalf("Step(%+v): %v", tr, err)

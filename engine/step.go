@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sutra-run/worker/bpmn"
+	"github.com/sutra-run/worker/dmn"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/feel"
 )
@@ -41,6 +42,26 @@ type Options struct {
 	Now time.Time
 	// Limits bound each evaluation of an expression (zero: feel's defaults).
 	Limits feel.Limits
+	// Decisions are the deployed decisions the process's business rule
+	// tasks call (bpmn.Process.CalledDecisions), found by the caller before
+	// the step, since the engine reads no database. A task whose decision
+	// is missing here stops in an incident.
+	Decisions Decisions
+}
+
+// Decisions are called decisions by reference.
+type Decisions map[bpmn.DecisionRef]Decision
+
+// Decision is a called decision as the caller found it: the deployed
+// decision requirements graph that holds it, or why there is none.
+type Decision struct {
+	// Definitions holds the decision; nil when none is deployed that the
+	// reference's binding accepts.
+	Definitions *dmn.Definitions
+	// Version is the decision's deployed version (0 when missing).
+	Version int
+	// Missing says why Definitions is nil: the incident's reason.
+	Missing string
 }
 
 // StepContext is Step under ctx. Once ctx's deadline passes, the
@@ -51,7 +72,7 @@ type Options struct {
 // abandons the step with an error.
 func StepContext(ctx context.Context, def *bpmn.Process, in Instance, tr Trigger, opt Options) (State, Effects, error) {
 	s := newStepper(def, &in, opt.Now)
-	s.ctx, s.limits = ctx, opt.Limits
+	s.ctx, s.limits, s.decisions = ctx, opt.Limits, opt.Decisions
 	if err := s.apply(tr); err != nil {
 		return State{}, Effects{}, err
 	}
@@ -71,8 +92,9 @@ type stepper struct {
 	in  *Instance
 	now time.Time
 	// ctx bounds the step (StepContext); limits bound each evaluation.
-	ctx    context.Context
-	limits feel.Limits
+	ctx       context.Context
+	limits    feel.Limits
+	decisions Decisions
 
 	tokens []Token
 	queue  []int
@@ -418,6 +440,8 @@ func (s *stepper) execute(i int) {
 		s.park(i, el, WaitChild)
 	case bpmn.KindScript:
 		s.script(i, el)
+	case bpmn.KindDecision:
+		s.decide(i, el)
 	case bpmn.KindSubProcess:
 		if s.park(i, el, WaitScope) {
 			s.spawn(el.SubStart, s.tokens[i].ID, "")

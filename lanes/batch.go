@@ -197,14 +197,10 @@ func (l *lane) compute(ctx context.Context, r *Resume, h *claims.Held) (b batche
 			p = &panicked{value: v, stack: debug.Stack()}
 		}
 	}()
-	inst := h.Instance
-	cctx, cancel := l.call(ctx)
-	proc, err := l.pool.deps.Store.Process(cctx, inst.DefinitionKey, inst.DefinitionVersion)
-	cancel()
+	c, err := l.load(ctx, h)
 	if err != nil {
 		return b, false, nil
 	}
-	c := loaded{held: h, proc: proc}
 	res, err := r.Cause.compute(ctx, l, r, c)
 	if err != nil {
 		return b, false, nil

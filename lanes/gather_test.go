@@ -218,6 +218,9 @@ type poolStore struct{ *groupStore }
 func (poolStore) Process(context.Context, string, int) (*bpmn.Process, error) {
 	return nil, errors.New("no definitions here")
 }
+func (poolStore) CalledDecisions(context.Context, *bpmn.Process, int) (engine.Decisions, error) {
+	return nil, errors.New("no decisions here")
+}
 func (poolStore) ResolveSubscription(context.Context, string, string, string) (string, error) {
 	return "", nil
 }

@@ -123,7 +123,7 @@ func (l *lane) panicked(r *Resume, v any, stack []byte) Outcome {
 //	messageStart: same, no ttl         Rejected   never taken
 //	claim: replica registration lapsed Retry      never taken
 //	claim: error, outcome unknown      by class   released by the claim helper
-//	definition load fails              by class   released
+//	definition or decisions load fails by class   released
 //	start on an existing id            Rejected   released
 //	Correlate: instance not waiting    (looked up again, handed on; after
 //	                                   maxResolves: Retry)  released
@@ -167,13 +167,10 @@ func (l *lane) step(ctx context.Context, r *Resume) (Outcome, bool) {
 	}()
 
 	inst := held.Instance
-	cctx, cancel = l.call(ctx)
-	proc, err := l.pool.deps.Store.Process(cctx, inst.DefinitionKey, inst.DefinitionVersion)
-	cancel()
+	c, err := l.load(ctx, held)
 	if err != nil {
 		return l.failure(ctx, r, err), true
 	}
-	c := loaded{held: held, proc: proc}
 	res, err := r.Cause.compute(ctx, l, r, c)
 	if err != nil && ctx.Err() != nil {
 		return Outcome{Kind: Retry, Code: fault.Unavailable, Reason: ReasonShutdown, Err: err}, true
@@ -199,10 +196,29 @@ func (l *lane) step(ctx context.Context, r *Resume) (Outcome, bool) {
 	return l.finish(ctx, r, held, start, err), true
 }
 
+// load reads the definition the claimed instance runs on and, when its
+// business rule tasks call decisions, finds those deployed now by their
+// bindings: the engine reads no database, so a step is handed what it may
+// evaluate. Both are cached parses; the decisions cost one statement.
+func (l *lane) load(ctx context.Context, held *claims.Held) (loaded, error) {
+	inst := held.Instance
+	cctx, cancel := l.call(ctx)
+	defer cancel()
+	proc, err := l.pool.deps.Store.Process(cctx, inst.DefinitionKey, inst.DefinitionVersion)
+	if err != nil {
+		return loaded{}, err
+	}
+	c := loaded{held: held, proc: proc}
+	if len(proc.CalledDecisions()) > 0 {
+		c.decisions, err = l.pool.deps.Store.CalledDecisions(cctx, proc, inst.DefinitionVersion)
+	}
+	return c, err
+}
+
 // stepOn computes an engine step from the state the claim loaded.
 func (l *lane) stepOn(ctx context.Context, c loaded, tr engine.Trigger) (OpResult, error) {
 	inst := c.held.Instance
-	st, eff, err := l.engine(ctx, c.proc, engine.Instance{ID: inst.ID, Version: inst.Version, State: inst.State}, tr)
+	st, eff, err := l.engine(ctx, c.proc, c.decisions, engine.Instance{ID: inst.ID, Version: inst.Version, State: inst.State}, tr)
 	return OpResult{State: st, Effects: eff}, err
 }
 
@@ -215,7 +231,7 @@ func (l *lane) startOn(ctx context.Context, c loaded, tr engine.Trigger) (OpResu
 		return OpResult{}, fault.New(fault.InstanceExists, "instance %s already exists", inst.ID)
 	}
 	tr.Kind = engine.TriggerStart
-	st, eff, err := l.engine(ctx, c.proc, engine.Instance{ID: inst.ID, Version: inst.Version}, tr)
+	st, eff, err := l.engine(ctx, c.proc, c.decisions, engine.Instance{ID: inst.ID, Version: inst.Version}, tr)
 	return OpResult{State: st, Effects: eff}, err
 }
 
@@ -240,11 +256,11 @@ func (l *lane) finish(ctx context.Context, r *Resume, held *claims.Held, start t
 }
 
 // engine computes a step under the step's deadline and the expression
-// limits (engine.StepContext).
-func (l *lane) engine(ctx context.Context, proc *bpmn.Process, in engine.Instance, tr engine.Trigger) (engine.State, engine.Effects, error) {
+// limits (engine.StepContext), with the decisions load found.
+func (l *lane) engine(ctx context.Context, proc *bpmn.Process, decisions engine.Decisions, in engine.Instance, tr engine.Trigger) (engine.State, engine.Effects, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.pool.cfg.StepTimeout)
 	defer cancel()
-	return engine.StepContext(ctx, proc, in, tr, engine.Options{Now: l.pool.deps.Now(), Limits: l.pool.cfg.FeelLimits})
+	return engine.StepContext(ctx, proc, in, tr, engine.Options{Now: l.pool.deps.Now(), Limits: l.pool.cfg.FeelLimits, Decisions: decisions})
 }
 
 // call bounds one database call of a step. Canceling ctx (the stop's
@@ -325,7 +341,7 @@ func (l *lane) writeStep(ctx context.Context, c loaded, r *Resume, res OpResult,
 		case errors.As(err, &m):
 			in := engine.Instance{ID: held.Instance.ID, Version: held.Instance.Version, State: st}
 			tr := engine.Trigger{Kind: engine.TriggerMessage, Message: m.Message, CorrelationKey: m.CorrelationKey, Variables: m.Variables}
-			withMessage, more, serr := l.engine(ctx, proc, in, tr)
+			withMessage, more, serr := l.engine(ctx, proc, c.decisions, in, tr)
 			if serr != nil {
 				// The subscription is open in st, so the engine should accept the
 				// message. If it does not (a bug), the step is written without it

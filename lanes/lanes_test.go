@@ -87,6 +87,11 @@ func (f *fakeStore) WriteStep(ctx context.Context, c store.StepWrites) error {
 
 func (f *fakeStore) Process(context.Context, string, int) (*bpmn.Process, error) { return f.proc, nil }
 
+// CalledDecisions is never asked: the fake's process calls no decision.
+func (f *fakeStore) CalledDecisions(context.Context, *bpmn.Process, int) (engine.Decisions, error) {
+	return nil, errors.New("the fake store holds no decisions")
+}
+
 func (f *fakeStore) ResolveSubscription(ctx context.Context, name, key, _ string) (string, error) {
 	return f.resolve(ctx, name, key)
 }

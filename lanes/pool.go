@@ -17,6 +17,7 @@ import (
 
 	"github.com/sutra-run/worker/bpmn"
 	"github.com/sutra-run/worker/claims"
+	"github.com/sutra-run/worker/engine"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/feel"
 	"github.com/sutra-run/worker/internal/defaults"
@@ -81,6 +82,7 @@ type Hooks struct {
 type Store interface {
 	claims.Store
 	Process(ctx context.Context, key string, version int) (*bpmn.Process, error)
+	CalledDecisions(ctx context.Context, proc *bpmn.Process, version int) (engine.Decisions, error)
 	ResolveSubscription(ctx context.Context, name, key, inboxID string) (string, error)
 	ResolveOrBuffer(ctx context.Context, b store.Buffer) (string, error)
 	Applied(ctx context.Context, inboxID string) (bool, error)

@@ -105,10 +105,12 @@ const (
 	handedOn             // another lane runs the resume and answers it
 )
 
-// loaded is a step's claim and the definition its instance runs on.
+// loaded is a step's claim, the definition its instance runs on and the
+// decisions the definition's business rule tasks call (nil when none).
 type loaded struct {
-	held *claims.Held
-	proc *bpmn.Process
+	held      *claims.Held
+	proc      *bpmn.Process
+	decisions engine.Decisions
 }
 
 // stepWrites are the writes of an engine step: the relay it applies, and

@@ -21,39 +21,44 @@ type defKey struct {
 	version int
 }
 
-// Deployed names a stored definition.
+// Deployed names a stored process definition or decision.
 type Deployed struct {
+	// Kind is the file's: KindBPMN (Key is a process id) or KindDMN (Key
+	// is a decision id).
+	Kind    string
 	Key     string
 	Version int
 	// Created is false when identical content was already deployed.
 	Created bool
+	// Name and VersionTag are a decision's.
+	Name, VersionTag string
 }
 
-// Deploy validates xml and stores each executable process in it as the next
-// version of its process key, in one transaction. The file is stored once
-// (deployed_files, by checksum), and each process's definition names it. A
-// process whose file is identical to the one an existing version came from
-// is not stored again: its entry reports that version with Created false.
-func (s *Store) Deploy(ctx context.Context, xml []byte) ([]Deployed, error) {
-	procs, err := bpmn.ParseAll(bytes.NewReader(xml))
+// Deploy validates a BPMN or a DMN file, told apart by its root element
+// (FileKind), and stores each executable process or decision in it as the
+// next version of its id, in one transaction. The file is stored once
+// (deployed_files, by checksum), and each process or decision names it. One
+// whose file is identical to the one an existing version came from is not
+// stored again: its entry reports that version with Created false.
+func (s *Store) Deploy(ctx context.Context, doc []byte) ([]Deployed, error) {
+	sum := sha256.Sum256(doc)
+	checksum := hex.EncodeToString(sum[:])
+	if FileKind(doc) == KindDMN {
+		return s.deployDecisions(ctx, doc, checksum)
+	}
+	procs, err := bpmn.ParseAll(bytes.NewReader(doc))
 	if err != nil {
 		return nil, err
 	}
 	deployed := time.Now()
-	sum := sha256.Sum256(xml)
-	checksum := hex.EncodeToString(sum[:])
-	// A concurrent deploy of other content can take our version number; the
-	// unique key then tells us to read again and retry.
-	for attempt := 0; attempt < 5; attempt++ {
+	return retryDeploy(ctx, func() ([]Deployed, error) {
 		var out []Deployed
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			out = out[:0]
-			if _, err := tx.Exec(ctx, `INSERT INTO deployed_files (checksum, xml) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
-				checksum, string(xml)); err != nil {
+			if err := storeFile(ctx, tx, checksum, doc); err != nil {
 				return err
 			}
 			for _, proc := range procs {
-				d := Deployed{Key: proc.ID}
+				d := Deployed{Kind: KindBPMN, Key: proc.ID}
 				err := tx.QueryRow(ctx, `
 					WITH existing AS (
 						SELECT version FROM definitions WHERE key = $1 AND checksum = $2
@@ -88,16 +93,9 @@ func (s *Store) Deploy(ctx context.Context, xml []byte) ([]Deployed, error) {
 			for i, proc := range procs {
 				s.processes.Store(defKey{proc.ID, out[i].Version}, proc)
 			}
-			return out, nil
 		}
-		if fault.Code(err) != "" {
-			return nil, err
-		}
-		if err = translate(err, "deploying"); !errors.Is(err, ErrConflict) {
-			return nil, err
-		}
-	}
-	return nil, fmt.Errorf("deploying: too many concurrent deploys")
+		return out, err
+	})
 }
 
 // schedule replaces the timer start schedule of proc's key with that of its

@@ -35,6 +35,8 @@ type Store struct {
 	outboxWritten func()
 	// processes caches parsed definitions by key+version; they are immutable.
 	processes sync.Map // defKey → *bpmn.Process
+	// drgs caches parsed DMN files by checksum; they are immutable.
+	drgs sync.Map // checksum → *dmn.Definitions
 	// maxVariablesBytes and maxCommitBytes are the limits of a step (limits.go).
 	maxVariablesBytes, maxCommitBytes int
 }

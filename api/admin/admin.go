@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	// The worker's admin operations, which this package serves: "admin"
@@ -33,7 +34,9 @@ import (
 	"github.com/sutra-run/worker/api"
 	"github.com/sutra-run/worker/api/admin/adminapi"
 	"github.com/sutra-run/worker/claims"
+	"github.com/sutra-run/worker/dmn"
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/feel"
 	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/lanes"
 	"github.com/sutra-run/worker/metrics"
@@ -45,6 +48,8 @@ type Store interface {
 	Deploy(ctx context.Context, xml []byte) ([]store.Deployed, error)
 	ListDefinitions(ctx context.Context) ([]adminapi.DefinitionVersions, error)
 	DefinitionXML(ctx context.Context, key string, version int) (string, error)
+	ListDecisions(ctx context.Context, f store.DecisionFilter) ([]adminapi.Decision, error)
+	Decision(ctx context.Context, id string, version int) (*dmn.Definitions, int, error)
 	Instance(ctx context.Context, id string) (adminapi.Instance, error)
 	ListInstances(ctx context.Context, f store.InstanceFilter) ([]adminapi.InstanceSummary, error)
 	ListIncidents(ctx context.Context, f store.IncidentFilter) ([]adminapi.Incident, error)
@@ -77,11 +82,16 @@ type Config struct {
 	MaxBody int64
 	// MaxDeployBody caps a deploy's body (default 4 MiB).
 	MaxDeployBody int64
+	// StepTimeout and FeelLimits bound a decision's evaluation as they
+	// bound a step's (defaults: 10s, feel's).
+	StepTimeout time.Duration
+	FeelLimits  feel.Limits
 }
 
 func (c *Config) setDefaults() {
 	defaults.Set(&c.MaxBody, 1<<20)
 	defaults.Set(&c.MaxDeployBody, 4<<20)
+	defaults.Set(&c.StepTimeout, 10*time.Second)
 }
 
 // Deps are the admin API's collaborators.
@@ -130,6 +140,8 @@ func New(srv *api.Server, deps Deps, cfg Config) *API {
 		BodyTypes: []string{"application/xml", "text/xml", "application/octet-stream"}, Handler: s.admin("deploy", s.deploy)})
 	adminRoute("GET /v1/definitions", "definitions", s.definitions)
 	adminRoute("GET /v1/definitions/{key}/versions/{version}", "definition", s.definitionXML)
+	adminRoute("GET /v1/decisions", "decisions", s.listDecisions)
+	adminRoute("POST /v1/decisions/{id}/evaluation", "evaluate", s.evaluate)
 	adminRoute("POST /v1/instances", admin.OpStart, s.startInstance)
 	adminRoute("GET /v1/instances", "instances", s.listInstances)
 	adminRoute("GET /v1/instances/{id}", "instance", s.getInstance)
@@ -274,23 +286,90 @@ func (s *API) deploy(c *adminCall) (answer, error) {
 	case errors.As(err, &tooLarge):
 		return answer{}, err
 	case err != nil:
-		return answer{}, api.Invalidf("reading the BPMN file: %v", err)
+		return answer{}, api.Invalidf("reading the file: %v", err)
 	}
 	ds, err := s.deps.Store.Deploy(c.r.Context(), xml)
 	if err != nil {
 		return answer{}, err
 	}
-	var body adminapi.Deployment
+	body := adminapi.Deployment{Kind: ds[0].Kind, Definitions: []adminapi.Deployed{}, Decisions: []adminapi.DeployedDecision{}}
 	status := http.StatusOK
 	for _, d := range ds {
-		body.Definitions = append(body.Definitions, adminapi.Deployed{Key: d.Key, Version: d.Version, Unchanged: !d.Created})
+		if d.Kind == store.KindDMN {
+			body.Decisions = append(body.Decisions, adminapi.DeployedDecision{DecisionID: d.Key, Name: d.Name, Version: d.Version,
+				VersionTag: d.VersionTag, Unchanged: !d.Created})
+		} else {
+			body.Definitions = append(body.Definitions, adminapi.Deployed{Key: d.Key, Version: d.Version, Unchanged: !d.Created})
+		}
 		if d.Created {
 			status = http.StatusCreated
 		}
 	}
-	body.Deployed = body.Definitions[0]
-	body.Unchanged = status == http.StatusOK
+	body.Deployed = adminapi.Deployed{Key: ds[0].Key, Version: ds[0].Version, Unchanged: status == http.StatusOK}
 	return answer{status: status, body: body}, nil
+}
+
+// listDecisions lists deployed decisions by id, then version; the cursor
+// of a page is its last decision's id and version ("id:version").
+func (s *API) listDecisions(c *adminCall) (answer, error) {
+	limit, after, err := page(c)
+	if err != nil {
+		return answer{}, err
+	}
+	f := store.DecisionFilter{Limit: limit}
+	if after != "" {
+		i := strings.LastIndexByte(after, ':')
+		v, err := strconv.Atoi(after[i+1:])
+		if i < 1 || err != nil {
+			return answer{}, api.Invalidf("after %q is not a decision cursor (id:version)", after)
+		}
+		f.AfterID, f.AfterVersion = after[:i], v
+	}
+	list, err := s.deps.Store.ListDecisions(c.r.Context(), f)
+	if err != nil {
+		return answer{}, err
+	}
+	return pageOf("decisions", list, limit, func(d adminapi.Decision) string { return d.DecisionID + ":" + strconv.Itoa(d.Version) }), nil
+}
+
+// evaluate evaluates a deployed decision over the variables, as a business
+// rule task would, under the same expression limits and step deadline, and
+// answers its output and the rules that matched. It writes nothing.
+func (s *API) evaluate(c *adminCall) (answer, error) {
+	var req adminapi.EvaluationRequest
+	if err := s.decodeAdmin(c, &req); err != nil {
+		return answer{}, err
+	}
+	if req.Version < 0 {
+		return answer{}, api.Invalidf("version, when set, is positive")
+	}
+	id := c.r.PathValue("id")
+	defs, version, err := s.deps.Store.Decision(c.r.Context(), id, req.Version)
+	if isNotFound(err) {
+		return answer{}, refuse(http.StatusNotFound, fault.AdminNotFound, fmt.Sprintf("decision %q version %d is not deployed (0: any)", id, req.Version))
+	}
+	if err != nil {
+		return answer{}, err
+	}
+	ctx, cancel := context.WithTimeout(c.r.Context(), s.cfg.StepTimeout)
+	defer cancel()
+	res, err := defs.Evaluate(ctx, id, req.Variables, dmn.Options{Env: feel.Env{Now: time.Now(), Limits: s.cfg.FeelLimits}})
+	if err != nil {
+		return answer{}, err
+	}
+	body := adminapi.Evaluation{DecisionID: id, Version: version, Output: res.Output, Decisions: []adminapi.EvaluatedDecision{}}
+	for _, d := range res.Decisions {
+		e := adminapi.EvaluatedDecision{DecisionID: d.ID, Name: d.Name, Output: d.Output, MatchedRules: []adminapi.MatchedRule{}}
+		for _, m := range d.Matched {
+			outs := make(map[string]any, len(m.Outputs))
+			for _, o := range m.Outputs {
+				outs[o.Name] = o.Value
+			}
+			e.MatchedRules = append(e.MatchedRules, adminapi.MatchedRule{RuleID: m.ID, Index: m.Index, Outputs: outs})
+		}
+		body.Decisions = append(body.Decisions, e)
+	}
+	return answer{status: http.StatusOK, body: body}, nil
 }
 
 func (s *API) definitions(c *adminCall) (answer, error) {

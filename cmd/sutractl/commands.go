@@ -36,12 +36,16 @@ var commands = []command{
 		summary: "List incidents, oldest first.", maxArgs: 0, setup: incidentsList},
 	{name: "incidents retry", synopsis: "ID [--var NAME=JSON ...] [--retries N]", summary: "Resolve an incident and run its element again.",
 		minArgs: 1, maxArgs: 1, setup: incidentsRetry},
-	{name: "deploy", synopsis: "FILE", summary: "Deploy a BPMN file (each process becomes a new version unless unchanged).",
+	{name: "deploy", synopsis: "FILE", summary: "Deploy a BPMN or DMN file (each process or decision becomes a new version unless unchanged).",
 		minArgs: 1, maxArgs: 1, setup: func(*flag.FlagSet) action { return deploy }},
 	{name: "definitions list", synopsis: "", summary: "List deployed definitions and their versions.", maxArgs: 0,
 		setup: func(*flag.FlagSet) action { return definitionsList }},
 	{name: "definitions get", synopsis: "KEY VERSION", summary: "Print the BPMN XML of a deployed version.", minArgs: 2, maxArgs: 2,
 		setup: func(*flag.FlagSet) action { return definitionsGet }},
+	{name: "decisions list", synopsis: "[--limit N] [--after CURSOR] [--all]", summary: "List deployed decisions by id and version.",
+		maxArgs: 0, setup: decisionsList},
+	{name: "decisions evaluate", synopsis: "ID [--version VERSION] [--var NAME=JSON ...]",
+		summary: "Evaluate a deployed decision: its output and the rules that matched.", minArgs: 1, maxArgs: 1, setup: decisionsEvaluate},
 	{name: "messages publish", synopsis: "--message NAME [--key KEY | --instance ID] [--var NAME=JSON ...] [--ttl DURATION] [--id ID]",
 		summary: "Publish a BPMN message (by correlation key, to an instance, or by name to a message start).", maxArgs: 0, setup: messagesPublish},
 	{name: "user-tasks list", synopsis: "[--assignee USER] [--candidate-group GROUP] [--candidate-user USER] [--state STATE] [--limit N] [--after CURSOR] [--all]",
@@ -473,16 +477,83 @@ func deploy(ctx context.Context, c *cli, args []string) error {
 	if err := decode(data, &out); err != nil {
 		return err
 	}
+	result := func(unchanged bool) string {
+		if unchanged {
+			return "unchanged"
+		}
+		return "deployed"
+	}
+	if out.Kind == "dmn" {
+		t := newTable(&c.out, "DECISION", "VERSION", "VERSION_TAG", "RESULT")
+		for _, d := range out.Decisions {
+			t.row(d.DecisionID, strconv.Itoa(d.Version), d.VersionTag, result(d.Unchanged))
+		}
+		t.flush()
+		return nil
+	}
 	t := newTable(&c.out, "DEFINITION", "VERSION", "RESULT")
 	for _, d := range out.Definitions {
-		result := "deployed"
-		if d.Unchanged {
-			result = "unchanged"
-		}
-		t.row(d.Key, strconv.Itoa(d.Version), result)
+		t.row(d.Key, strconv.Itoa(d.Version), result(d.Unchanged))
 	}
 	t.flush()
 	return nil
+}
+
+func decisionsList(fs *flag.FlagSet) action {
+	var p pageFlags
+	p.register(fs)
+	return func(ctx context.Context, c *cli, _ []string) error {
+		items, err := c.list(ctx, "/v1/decisions", "decisions", url.Values{}, &p)
+		if err != nil || c.json() {
+			return err
+		}
+		t := newTable(&c.out, "DECISION", "VERSION", "VERSION_TAG", "NAME", "DEPLOYED")
+		for _, raw := range items {
+			var d adminapi.Decision
+			if err := decode(raw, &d); err != nil {
+				return err
+			}
+			tag := ""
+			if d.VersionTag != nil {
+				tag = *d.VersionTag
+			}
+			t.row(d.DecisionID, strconv.Itoa(d.Version), tag, d.Name, stamp(d.DeployedAt))
+		}
+		t.flush()
+		return nil
+	}
+}
+
+func decisionsEvaluate(fs *flag.FlagSet) action {
+	vars := varsFlag{}
+	fs.Var(vars, "var", "an input variable `NAME=JSON` (repeatable)")
+	var version optInt
+	fs.Var(&version, "version", "evaluate this `VERSION` (default: the latest)")
+	return func(ctx context.Context, c *cli, args []string) error {
+		body := adminapi.EvaluationRequest{Variables: vars, Version: version.v}
+		data, err := c.api.callJSON(ctx, http.MethodPost, "/v1/decisions/"+seg(args[0])+"/evaluation", nil, body)
+		if err != nil || c.json() {
+			return c.done(data, err)
+		}
+		var out adminapi.Evaluation
+		if err := decode(data, &out); err != nil {
+			return err
+		}
+		t := newTable(&c.out, "DECISION", "OUTPUT", "MATCHED_RULES")
+		for _, d := range out.Decisions {
+			output, err := json.Marshal(d.Output)
+			if err != nil {
+				return err
+			}
+			rules := make([]string, len(d.MatchedRules))
+			for i, r := range d.MatchedRules {
+				rules[i] = r.RuleID
+			}
+			t.row(d.DecisionID, string(output), strings.Join(rules, ","))
+		}
+		t.flush()
+		return nil
+	}
 }
 
 func definitionsList(ctx context.Context, c *cli, _ []string) error {

@@ -368,10 +368,33 @@ order-42/3/ship/t1  discarded
 `},
 		{name: "deploy", args: []string{"deploy", bpmn},
 			api: []exchange{ok("POST", "/v1/definitions", "application/xml", "<definitions/>\n", 201,
-				`{"key":"order","version":4,"unchanged":false,"definitions":[{"key":"order","version":4,"unchanged":false},{"key":"refund","version":1,"unchanged":true}]}`)},
+				`{"key":"order","version":4,"unchanged":false,"kind":"bpmn","decisions":[],"definitions":[{"key":"order","version":4,"unchanged":false},{"key":"refund","version":1,"unchanged":true}]}`)},
 			stdout: `DEFINITION  VERSION  RESULT
 order       4        deployed
 refund      1        unchanged
+`},
+		{name: "deploy a DMN file", args: []string{"deploy", bpmn},
+			api: []exchange{ok("POST", "/v1/definitions", "application/xml", "<definitions/>\n", 201,
+				`{"key":"dish","version":2,"unchanged":false,"kind":"dmn","definitions":[],"decisions":[{"decision_id":"dish","name":"Dish","version":2,"version_tag":"v2","unchanged":false},{"decision_id":"beverages","name":"Beverages","version":1,"unchanged":true}]}`)},
+			stdout: `DECISION   VERSION  VERSION_TAG  RESULT
+dish       2        v2           deployed
+beverages  1        -            unchanged
+`},
+		{name: "decisions list", args: []string{"decisions", "list", "--limit", "2"},
+			api: []exchange{ok("GET", "/v1/decisions?limit=2", "", "", 200, `{"decisions":[{"decision_id":"beverages","name":"Beverages","version":1,"version_tag":null,"deployed_at":"2026-12-01T03:10:00Z"},`+
+				`{"decision_id":"dish","name":"Dish","version":2,"version_tag":"v2","deployed_at":"2026-12-01T03:11:00Z"}],"next":"dish:2"}`)},
+			stdout: `DECISION   VERSION  VERSION_TAG  NAME       DEPLOYED
+beverages  1        -            Beverages  2026-12-01T03:10:00Z
+dish       2        v2           Dish       2026-12-01T03:11:00Z
+`, stderr: "more: --after dish:2 (or --all)\n"},
+		{name: "decisions evaluate", args: []string{"decisions", "evaluate", "beverages", "--version", "1", "--var", `season="Winter"`},
+			api: []exchange{ok("POST", "/v1/decisions/beverages/evaluation", appJSON, `{"variables":{"season":"Winter"},"version":1}`, 200,
+				`{"decision_id":"beverages","version":1,"output":["Bordeaux","Water"],"decisions":[`+
+					`{"decision_id":"dish","name":"Dish","output":"Roastbeef","matched_rules":[{"rule_id":"r2","index":2,"outputs":{"desiredDish":"Roastbeef"}}]},`+
+					`{"decision_id":"beverages","name":"Beverages","output":["Bordeaux","Water"],"matched_rules":[{"rule_id":"b3","index":3,"outputs":{"beverages":"Bordeaux"}},{"rule_id":"b6","index":6,"outputs":{"beverages":"Water"}}]}]}`)},
+			stdout: `DECISION   OUTPUT                MATCHED_RULES
+dish       "Roastbeef"           r2
+beverages  ["Bordeaux","Water"]  b3,b6
 `},
 		{name: "definitions list", args: []string{"definitions", "list"},
 			api: []exchange{ok("GET", "/v1/definitions", "", "", 200, `{"definitions":[{"key":"order","versions":[1,2,3],"latest":3},{"key":"refund","versions":[1],"latest":1}]}`)},

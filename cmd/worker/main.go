@@ -20,6 +20,7 @@ import (
 	"github.com/sutra-run/worker/app"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/buildinfo"
+	"github.com/sutra-run/worker/store"
 )
 
 const usage = `Usage: worker [command]
@@ -27,8 +28,9 @@ const usage = `Usage: worker [command]
 Commands:
   run                 consume relays and run steps (default)
   migrate             create the database if missing and apply migrations
-  deploy FILE|DIR...  deploy BPMN files (a directory: every *.bpmn in it);
-                      prints each process's key and version
+  deploy FILE|DIR...  deploy BPMN and DMN files (a directory: every *.dmn,
+                      then every *.bpmn in it); prints each process's key
+                      and version, and each decision's id and version
   help                show this help
 
 Exit status: 0 done; 1 failed (the reason on stderr); 2 a configuration
@@ -91,7 +93,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	case "deploy":
 		if len(args) < 2 {
-			fmt.Fprintln(stderr, "usage: worker deploy FILE.bpmn|DIR...")
+			fmt.Fprintln(stderr, "usage: worker deploy FILE.bpmn|FILE.dmn|DIR...")
 			return 2
 		}
 		err = deploy(ctx, cfg, args[1:], stdout)
@@ -141,8 +143,10 @@ func runWorker(ctx context.Context, stopSignals context.CancelFunc, cfg app.Conf
 	return lost
 }
 
-// deploy deploys every file named, and every *.bpmn file of every directory
-// named, one after another; it stops at the first refusal.
+// deploy deploys every file named, and every *.dmn then *.bpmn file of
+// every directory named, one after another; it stops at the first refusal.
+// Decisions go first so that a process calling them with bindingType
+// deployment finds them (docs/dmn.md).
 func deploy(ctx context.Context, cfg app.Config, paths []string, stdout io.Writer) error {
 	var files []string
 	for _, p := range paths {
@@ -154,12 +158,16 @@ func deploy(ctx context.Context, cfg app.Config, paths []string, stdout io.Write
 			files = append(files, p)
 			continue
 		}
-		found, err := filepath.Glob(filepath.Join(p, "*.bpmn"))
-		if err != nil {
-			return err
+		var found []string
+		for _, ext := range []string{"*.dmn", "*.bpmn"} {
+			m, err := filepath.Glob(filepath.Join(p, ext))
+			if err != nil {
+				return err
+			}
+			found = append(found, m...)
 		}
 		if len(found) == 0 {
-			return fmt.Errorf("%s holds no .bpmn file", p)
+			return fmt.Errorf("%s holds no .bpmn or .dmn file", p)
 		}
 		files = append(files, found...)
 	}
@@ -181,6 +189,9 @@ func deploy(ctx context.Context, cfg app.Config, paths []string, stdout io.Write
 			note := "deployed"
 			if !d.Created {
 				note = "unchanged"
+			}
+			if d.Kind == store.KindDMN {
+				note = "decision " + note
 			}
 			fmt.Fprintf(stdout, "%s %d %s\n", d.Key, d.Version, note)
 		}

@@ -152,8 +152,8 @@ func twoReplicasUnderLoad(t *testing.T, extra ...string) {
 func TestDeployPrintsKeyAndVersionAndIsIdempotent(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
-	deploy := func() string {
-		cmd := exec.Command(binary, "deploy", "../../examples/order.bpmn")
+	deploy := func(files ...string) string {
+		cmd := exec.Command(binary, append([]string{"deploy"}, files...)...)
 		cmd.Env = environ(env, "cli")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
@@ -161,11 +161,16 @@ func TestDeployPrintsKeyAndVersionAndIsIdempotent(t *testing.T) {
 		}
 		return strings.TrimSpace(string(out))
 	}
-	if got := deploy(); got != "order 1 deployed" {
+	if got := deploy("../../examples/order.bpmn"); got != "order 1 deployed" {
 		t.Errorf("first deploy printed %q", got)
 	}
-	if got := deploy(); got != "order 1 unchanged" {
+	if got := deploy("../../examples/order.bpmn"); got != "order 1 unchanged" {
 		t.Errorf("second deploy printed %q", got)
+	}
+	// A DMN file is told from its content; each decision of the DRG gets
+	// its version.
+	if got := deploy("../../dmn/testdata/dinner.dmn", "../../examples/order.bpmn"); got != "dish 1 decision deployed\nbeverages 1 decision deployed\norder 1 unchanged" {
+		t.Errorf("deploying a DMN file printed %q", got)
 	}
 }
 

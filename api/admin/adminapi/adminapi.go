@@ -67,11 +67,67 @@ type Deployed struct {
 	Unchanged bool   `json:"unchanged"`
 }
 
-// Deployment answers POST /v1/definitions: the first definition of the
-// file, and every one.
+// DeployedDecision is one decision a deploy created or found unchanged.
+type DeployedDecision struct {
+	DecisionID string `json:"decision_id"`
+	Name       string `json:"name"`
+	Version    int    `json:"version"`
+	VersionTag string `json:"version_tag,omitempty"`
+	Unchanged  bool   `json:"unchanged"`
+}
+
+// Deployment answers POST /v1/definitions: what the file was (Kind, "bpmn"
+// or "dmn"), the first process or decision it held (a decision's key is
+// its decision id), and every one.
 type Deployment struct {
 	Deployed
-	Definitions []Deployed `json:"definitions"`
+	Kind        string             `json:"kind"`
+	Definitions []Deployed         `json:"definitions"`
+	Decisions   []DeployedDecision `json:"decisions"`
+}
+
+// Decision is one deployed version of a decision (GET /v1/decisions).
+type Decision struct {
+	DecisionID string    `json:"decision_id"`
+	Name       string    `json:"name"`
+	Version    int       `json:"version"`
+	VersionTag *string   `json:"version_tag"`
+	DeployedAt time.Time `json:"deployed_at"`
+}
+
+// EvaluationRequest is the body of POST /v1/decisions/{id}/evaluation.
+type EvaluationRequest struct {
+	Variables map[string]any `json:"variables,omitempty"`
+	// Version is the version to evaluate (0: the latest).
+	Version int `json:"version,omitempty"`
+}
+
+// Evaluation answers POST /v1/decisions/{id}/evaluation: the decision's
+// output, as a business rule task's result variable receives it, and every
+// decision evaluated, required ones first.
+type Evaluation struct {
+	DecisionID string              `json:"decision_id"`
+	Version    int                 `json:"version"`
+	Output     any                 `json:"output"`
+	Decisions  []EvaluatedDecision `json:"decisions"`
+}
+
+// EvaluatedDecision is one decision of an evaluation.
+type EvaluatedDecision struct {
+	DecisionID string `json:"decision_id"`
+	Name       string `json:"name"`
+	Output     any    `json:"output"`
+	// MatchedRules are a decision table's rules that matched, in rule order
+	// (empty for a literal expression).
+	MatchedRules []MatchedRule `json:"matched_rules"`
+}
+
+// MatchedRule is a rule that matched: its id, its position in the table
+// (from 1) and its outputs by name.
+type MatchedRule struct {
+	RuleID  string         `json:"rule_id"`
+	Index   int            `json:"index"`
+	Outputs map[string]any `json:"outputs"`
 }
 
 // DefinitionVersions lists the versions of one definition key.
