@@ -36,6 +36,9 @@ type HandoffSignals struct {
 	Done testsignal.Signal[Handed]
 }
 
+// Init switches every signal on.
+func (s *HandoffSignals) Init() { s.Done.Init() }
+
 // Handed is one relay handed off and what its lane made of it.
 type Handed struct {
 	MessageID string

@@ -1,0 +1,161 @@
+package api_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/sutra-run/worker/app"
+	"github.com/sutra-run/worker/internal/testkit"
+	"github.com/sutra-run/worker/lanes"
+	"github.com/sutra-run/worker/metrics"
+)
+
+// The local fast path: a recorded outcome is handed to this replica's lanes
+// before the 204, and its outbox relay follows as the durable fallback.
+// Within one replica both reach the instance's lane, the fast path's first
+// (it is queued before the answer, the relay only once published and
+// consumed, and a lane takes its inbox in order).
+
+func fastPath(c *app.Config) { c.TaskFastPath = true }
+
+// handed waits for the fast path's outcome of relay id.
+func (b *bundle) handed(t *testing.T, id string) lanes.Outcome {
+	t.Helper()
+	for {
+		if h := b.w.Handoff().TestSignals.Done.WaitOrTimeout(t); h.MessageID == id {
+			return h.Outcome
+		}
+	}
+}
+
+// appliedOnce checks that relay id stepped instance once (one inbox row,
+// one step past version 1) and that no two steps overlapped.
+func (b *bundle) appliedOnce(t *testing.T, instance, id string) {
+	t.Helper()
+	if n := b.env.Int(t, "SELECT count(*) FROM inbox WHERE message_id = $1 AND instance_id = $2", id, instance); n != 1 {
+		t.Errorf("%d inbox rows for %s, want 1", n, id)
+	}
+	if v := b.env.Int(t, "SELECT version FROM instances WHERE id = $1", instance); v != 2 {
+		t.Errorf("%s is at version %d, want 2: one step for the outcome", instance, v)
+	}
+	b.env.AssertNoOverlap(t, false)
+	b.env.AssertNoClaimsHeld(t)
+}
+
+func (b *bundle) counter(t *testing.T, name, label, value string) float64 {
+	t.Helper()
+	return testkit.Counter(t, b.reg, name, label, value)
+}
+
+func TestACompletionOnTheFastPathIsAppliedOnceAndItsRelayAckedAsADuplicate(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fastPath)
+	b.w.Handoff().TestSignals.Init()
+	b.w.Lanes().TestSignals.Committed.Init()
+	b.start(t, "i-1", "ship", nil)
+	task := b.fetch(t, "w", "ship", 1, time.Minute, 0)[0]
+	b.answer(t, task.ID, "complete", map[string]any{"workerId": "w",
+		"variables": map[string]any{"tracking": map[string]any{"value": "TR-1", "type": "String"}}})
+	id := outcome(task.ID)
+	if out := b.handed(t, id); out.Kind != lanes.Applied {
+		t.Fatalf("the fast path's outcome: %v %s %v, want applied", out.Kind, out.Code, out.Err)
+	}
+	if got := b.w.Lanes().TestSignals.Committed.WaitOrTimeout(t); got != "i-1" { // the start's
+		t.Fatalf("committed %s first", got)
+	}
+	if got := b.w.Lanes().TestSignals.Committed.WaitOrTimeout(t); got != "i-1" { // the completion's
+		t.Fatalf("committed %s, want the completion of i-1", got)
+	}
+	b.applied(t, id) // the outbox relay, published and consumed after
+	if n := b.counter(t, "sutra_relays_total", "outcome", metrics.OutcomeDuplicate); n != 1 {
+		t.Errorf("sutra_relays_total{outcome=duplicate} = %v, want 1: the outbox relay", n)
+	}
+	if n := b.counter(t, "sutra_relays_total", "outcome", metrics.OutcomeCommitted); n != 1 {
+		t.Errorf("sutra_relays_total{outcome=committed} = %v, want 1: the start only", n)
+	}
+	if n := b.counter(t, "sutra_relays_total", "outcome", metrics.OutcomeDeadLettered); n != 0 {
+		t.Errorf("%v relays dead-lettered", n)
+	}
+	if n := b.counter(t, "sutra_task_fast_path_total", "outcome", "applied"); n != 1 {
+		t.Errorf("sutra_task_fast_path_total{outcome=applied} = %v, want 1", n)
+	}
+	if _, ok := b.w.Lanes().TestSignals.Committed.Wait(0); ok {
+		t.Error("a step committed for the duplicate")
+	}
+	b.appliedOnce(t, "i-1", id)
+	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'i-1' AND status = 'completed' AND variables->>'tracking' = 'TR-1'"); n != 1 {
+		t.Error("the completion's step did not complete i-1 with the worker's variables")
+	}
+}
+
+func TestAFastPathRefusedByAHeldClaimIsDroppedAndItsRelayAppliesItOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *app.Config) { fastPath(c); c.RequeueBackoffMax = 100 * time.Millisecond })
+	b.w.Handoff().TestSignals.Init()
+	b.start(t, "i-1", "held", nil)
+	task := b.fetch(t, "w", "held", 1, time.Minute, 0)[0]
+	ctx := testkit.Ctx(t)
+	if _, err := b.env.DB.Exec(ctx, "UPDATE instances SET owner = 'elsewhere/lane/0', claimed_at = now() WHERE id = 'i-1'"); err != nil {
+		t.Fatal(err)
+	}
+	b.answer(t, task.ID, "complete", map[string]any{"workerId": "w"})
+	id := outcome(task.ID)
+	if out := b.handed(t, id); out.Kind != lanes.Refused || out.Reason != lanes.ReasonClaimHeld {
+		t.Fatalf("the fast path under another's claim: %v %s, want refused (claim_held)", out.Kind, out.Reason)
+	}
+	b.requeued(t, id, 1) // the relay bounces too, and is kept
+	if v := b.env.Int(t, "SELECT version FROM instances WHERE id = 'i-1'"); v != 1 {
+		t.Fatalf("the instance stepped to version %d under another's claim", v)
+	}
+	if _, err := b.env.DB.Exec(ctx, "UPDATE instances SET owner = NULL, claimed_at = NULL WHERE id = 'i-1'"); err != nil {
+		t.Fatal(err)
+	}
+	b.stepped(t, "i-1", "completed", id)
+	if n := b.counter(t, "sutra_task_fast_path_total", "outcome", lanes.ReasonClaimHeld); n != 1 {
+		t.Errorf("sutra_task_fast_path_total{outcome=claim_held} = %v, want 1", n)
+	}
+	if n := b.counter(t, "sutra_relays_total", "outcome", metrics.OutcomeCommitted); n != 2 {
+		t.Errorf("sutra_relays_total{outcome=committed} = %v, want 2: the start and the outbox relay", n)
+	}
+	b.appliedOnce(t, "i-1", id)
+}
+
+func TestWithTheFastPathOffTheOutboxRelayAloneAppliesACompletion(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *app.Config) { c.TaskFastPath = false })
+	b.start(t, "i-1", "ship", nil)
+	task := b.fetch(t, "w", "ship", 1, time.Minute, 0)[0]
+	b.answer(t, task.ID, "complete", map[string]any{"workerId": "w"})
+	id := outcome(task.ID)
+	b.stepped(t, "i-1", "completed", id)
+	if n := b.counter(t, "sutra_relays_total", "outcome", metrics.OutcomeCommitted); n != 2 {
+		t.Errorf("sutra_relays_total{outcome=committed} = %v, want 2: the start and the completion", n)
+	}
+	if n := b.counter(t, "sutra_relays_total", "outcome", metrics.OutcomeDuplicate); n != 0 {
+		t.Errorf("sutra_relays_total{outcome=duplicate} = %v, want 0", n)
+	}
+	if n := b.counter(t, "sutra_task_fast_path_total", "", ""); n != 0 {
+		t.Errorf("the fast path ran %v times while off", n)
+	}
+	b.appliedOnce(t, "i-1", id)
+}
+
+func TestAUserTaskCompletionTakesTheFastPathToo(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, nil, fastPath)
+	b.w.Handoff().TestSignals.Init()
+	b.env.Deploy(t, "testdata/review.bpmn")
+	id := b.reviewTask(t, "c-1", "ada")
+	if status, code := b.completeAs(t, "ada", id, map[string]any{"variables": map[string]any{"approved": true}}); status != http.StatusNoContent {
+		t.Fatalf("completing: %d %s", status, code)
+	}
+	if out := b.handed(t, outcome(id)); out.Kind != lanes.Applied {
+		t.Fatalf("the fast path's outcome: %v %s %v, want applied", out.Kind, out.Code, out.Err)
+	}
+	b.stepped(t, "c-1", "completed", outcome(id)) // the relay, acked as a duplicate
+	if n := b.counter(t, "sutra_relays_total", "outcome", metrics.OutcomeDuplicate); n != 1 {
+		t.Errorf("sutra_relays_total{outcome=duplicate} = %v, want 1", n)
+	}
+	b.appliedOnce(t, "c-1", outcome(id))
+}
