@@ -1,7 +1,11 @@
 package api_test
 
 import (
+	"context"
 	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,10 +16,12 @@ import (
 )
 
 // The local fast path: a recorded outcome is handed to this replica's lanes
-// before the 204, and its outbox relay follows as the durable fallback.
-// Within one replica both reach the instance's lane, the fast path's first
-// (it is queued before the answer, the relay only once published and
-// consumed, and a lane takes its inbox in order).
+// before the 204, and its outbox row waits: the step that applies it marks it
+// published, and only what the lanes do not apply wakes the publisher. The
+// relay is the durable fallback. Within one replica the fast path's resume
+// reaches the instance's lane first (it is queued before the answer, the
+// relay only once published and consumed, and a lane takes its inbox in
+// order).
 
 func fastPath(c *app.Config) { c.TaskFastPath = true }
 
@@ -48,9 +54,10 @@ func (b *bundle) counter(t *testing.T, name, label, value string) float64 {
 	return testkit.Counter(t, b.reg, name, label, value)
 }
 
-func TestACompletionOnTheFastPathIsAppliedOnceAndItsRelayAckedAsADuplicate(t *testing.T) {
+func TestACompletionOnTheFastPathIsAppliedOnceAndItsRelayNeverSent(t *testing.T) {
 	t.Parallel()
-	b := setup(t, fastPath)
+	// The publisher looks only when woken: the fast path does not wake it.
+	b := setup(t, func(c *app.Config) { fastPath(c); c.OutboxPollInterval = time.Hour })
 	b.w.Handoff().TestSignals.Init()
 	b.w.Lanes().TestSignals.Committed.Init()
 	b.start(t, "i-1", "ship", nil)
@@ -61,15 +68,55 @@ func TestACompletionOnTheFastPathIsAppliedOnceAndItsRelayAckedAsADuplicate(t *te
 	if out := b.handed(t, id); out.Kind != lanes.Applied {
 		t.Fatalf("the fast path's outcome: %v %s %v, want applied", out.Kind, out.Code, out.Err)
 	}
-	if got := b.w.Lanes().TestSignals.Committed.WaitOrTimeout(t); got != "i-1" { // the start's
-		t.Fatalf("committed %s first", got)
+	for _, step := range []string{"start", "completion"} {
+		if got := b.w.Lanes().TestSignals.Committed.WaitOrTimeout(t); got != "i-1" {
+			t.Fatalf("committed %s, want the %s of i-1", got, step)
+		}
 	}
-	if got := b.w.Lanes().TestSignals.Committed.WaitOrTimeout(t); got != "i-1" { // the completion's
-		t.Fatalf("committed %s, want the completion of i-1", got)
+	if n := b.env.Int(t, "SELECT count(*) FROM outbox WHERE id = $1 AND published_at IS NOT NULL", id); n != 1 {
+		t.Error("the completion's outbox row is not marked published by its step")
 	}
-	b.applied(t, id) // the outbox relay, published and consumed after
+	if n := b.counter(t, "sutra_outbox_published_total", "", ""); n != 0 {
+		t.Errorf("%v outbox rows published: the applied relay was sent", n)
+	}
+	if n := b.counter(t, "sutra_task_fast_path_total", "outcome", "applied"); n != 1 {
+		t.Errorf("sutra_task_fast_path_total{outcome=applied} = %v, want 1", n)
+	}
+	b.appliedOnce(t, "i-1", id)
+	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'i-1' AND status = 'completed' AND variables->>'tracking' = 'TR-1'"); n != 1 {
+		t.Error("the completion's step did not complete i-1 with the worker's variables")
+	}
+}
+
+func TestARelayThatArrivesAfterTheFastPathAppliedItIsAckedAsADuplicate(t *testing.T) {
+	t.Parallel()
+	// The fast path's step waits before its commit until the publisher has
+	// sent the relay, which then queues behind it in the lane.
+	published := make(chan struct{})
+	var held atomic.Bool
+	hooks := &lanes.Hooks{BeforeCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
+		if strings.HasPrefix(r.InboxID(), "task:") && held.CompareAndSwap(false, true) {
+			select {
+			case <-published:
+			case <-ctx.Done():
+			}
+		}
+	}}
+	b := setupAdmin(t, hooks, func(c *app.Config) { fastPath(c); c.OutboxPollInterval = 20 * time.Millisecond })
+	b.w.Handoff().TestSignals.Init()
+	b.start(t, "i-1", "ship", nil)
+	task := b.fetch(t, "w", "ship", 1, time.Minute, 0)[0]
+	b.answer(t, task.ID, "complete", map[string]any{"workerId": "w"})
+	id := outcome(task.ID)
+	for !slices.Contains(b.w.Outbox().TestSignals.Settled.WaitOrTimeout(t).Published, id) {
+	}
+	close(published)
+	if out := b.handed(t, id); out.Kind != lanes.Applied {
+		t.Fatalf("the fast path's outcome: %v %s %v, want applied", out.Kind, out.Code, out.Err)
+	}
+	b.applied(t, id) // the relay, acked
 	if n := b.counter(t, "sutra_relays_total", "outcome", metrics.OutcomeDuplicate); n != 1 {
-		t.Errorf("sutra_relays_total{outcome=duplicate} = %v, want 1: the outbox relay", n)
+		t.Errorf("sutra_relays_total{outcome=duplicate} = %v, want 1: the relay", n)
 	}
 	if n := b.counter(t, "sutra_relays_total", "outcome", metrics.OutcomeCommitted); n != 1 {
 		t.Errorf("sutra_relays_total{outcome=committed} = %v, want 1: the start only", n)
@@ -77,16 +124,7 @@ func TestACompletionOnTheFastPathIsAppliedOnceAndItsRelayAckedAsADuplicate(t *te
 	if n := b.counter(t, "sutra_relays_total", "outcome", metrics.OutcomeDeadLettered); n != 0 {
 		t.Errorf("%v relays dead-lettered", n)
 	}
-	if n := b.counter(t, "sutra_task_fast_path_total", "outcome", "applied"); n != 1 {
-		t.Errorf("sutra_task_fast_path_total{outcome=applied} = %v, want 1", n)
-	}
-	if _, ok := b.w.Lanes().TestSignals.Committed.Wait(0); ok {
-		t.Error("a step committed for the duplicate")
-	}
 	b.appliedOnce(t, "i-1", id)
-	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'i-1' AND status = 'completed' AND variables->>'tracking' = 'TR-1'"); n != 1 {
-		t.Error("the completion's step did not complete i-1 with the worker's variables")
-	}
 }
 
 func TestAFastPathRefusedByAHeldClaimIsDroppedAndItsRelayAppliesItOnce(t *testing.T) {
@@ -143,7 +181,7 @@ func TestWithTheFastPathOffTheOutboxRelayAloneAppliesACompletion(t *testing.T) {
 
 func TestAUserTaskCompletionTakesTheFastPathToo(t *testing.T) {
 	t.Parallel()
-	b := setupAdmin(t, nil, fastPath)
+	b := setupAdmin(t, nil, func(c *app.Config) { fastPath(c); c.OutboxPollInterval = time.Hour })
 	b.w.Handoff().TestSignals.Init()
 	b.env.Deploy(t, "testdata/review.bpmn")
 	id := b.reviewTask(t, "c-1", "ada")
@@ -153,9 +191,14 @@ func TestAUserTaskCompletionTakesTheFastPathToo(t *testing.T) {
 	if out := b.handed(t, outcome(id)); out.Kind != lanes.Applied {
 		t.Fatalf("the fast path's outcome: %v %s %v, want applied", out.Kind, out.Code, out.Err)
 	}
-	b.stepped(t, "c-1", "completed", outcome(id)) // the relay, acked as a duplicate
-	if n := b.counter(t, "sutra_relays_total", "outcome", metrics.OutcomeDuplicate); n != 1 {
-		t.Errorf("sutra_relays_total{outcome=duplicate} = %v, want 1", n)
+	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'c-1' AND status = 'completed'"); n != 1 {
+		t.Error("c-1 is not completed by its user task's completion")
+	}
+	if n := b.env.Int(t, "SELECT count(*) FROM outbox WHERE id = $1 AND published_at IS NOT NULL", outcome(id)); n != 1 {
+		t.Error("the completion's outbox row is not marked published by its step")
+	}
+	if n := b.counter(t, "sutra_outbox_published_total", "", ""); n != 0 {
+		t.Errorf("%v outbox rows published: the applied relay was sent", n)
 	}
 	b.appliedOnce(t, "c-1", outcome(id))
 }

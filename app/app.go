@@ -143,19 +143,15 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		Limits: api.Limits{MaxConns: cfg.APIMaxConns, MaxBody: cfg.APIMaxBody,
 			MaxBytesInFlight: cfg.APIMaxBytesInFlight, MaxDBConns: cfg.APIMaxDBConns},
 	})
-	// The lanes exist only once the APIs are built (lanesDispatcher).
-	w.handoff = consumer.NewHandoff(lanesDispatcher{w}, w.metrics)
-	var handoff func(store.RelayOut)
-	if cfg.TaskFastPath {
-		handoff = w.handoff.Relay
-	}
-	w.tasks = tasks.New(w.api, tasks.Deps{Store: st, Metrics: w.metrics, Logger: log, Handoff: handoff}, tasks.Config{
+	// The lanes and the publisher exist only once the APIs are built.
+	w.handoff = consumer.NewHandoff(lanesDispatcher{w}, func() { w.outbox.Wake() }, w.metrics, cfg.TaskFastPath)
+	w.tasks = tasks.New(w.api, tasks.Deps{Store: st, Metrics: w.metrics, Logger: log, Handoff: w.handoff.Relay}, tasks.Config{
 		MaxTasks: cfg.APIMaxTasks, MaxTopics: cfg.APIMaxTopics, MaxLongPolls: cfg.APIMaxLongPolls,
 		MaxLockDuration: cfg.APIMaxLockDuration, MaxRetryTimeout: cfg.APIMaxRetryTimeout, MaxBody: cfg.APIMaxBody,
 		PollInterval: cfg.TaskPollInterval,
 	})
 	apiadmin.New(w.api, apiadmin.Deps{Store: st, Metrics: w.metrics, Logger: log, Lanes: lanesDispatcher{w},
-		PublishRelay: w.publishRelay, MigrationCreated: func() { w.migrations.Wake() }, Handoff: handoff}, apiadmin.Config{
+		PublishRelay: w.publishRelay, MigrationCreated: func() { w.migrations.Wake() }, Handoff: w.handoff.Relay}, apiadmin.Config{
 		Replica: cfg.ReplicaID, OpenAPI: docs.OpenAPI, MaxBody: cfg.APIMaxBody, MaxDeployBody: cfg.APIMaxDeployBody,
 	})
 	w.lanes = lanes.New(lanes.Deps{Store: st, Metrics: w.metrics, Logger: log, Hooks: opt.Hooks, TimerArmed: armed,

@@ -230,6 +230,11 @@ type Recorded struct {
 // the relay that applies it, durably, in one statement. Errors: ErrNotFound
 // (no such task, or it already has an outcome), *LockError (another worker
 // holds it, or nobody), and the usual classes.
+//
+// Unlike other writes of outbox rows, it does not wake the publisher: the
+// caller hands the relay to the lanes (consumer.Handoff), which apply it
+// without a publish, or wake the publisher when they do not. A relay never
+// handed off waits for a publisher's poll.
 func (s *Store) RecordOutcome(ctx context.Context, o Outcome) (Recorded, error) {
 	vars := o.Variables
 	if vars == nil {
@@ -257,7 +262,6 @@ func (s *Store) RecordOutcome(ctx context.Context, o Outcome) (Recorded, error) 
 		}
 		return Recorded{}, s.whyNotHeld(ctx, o.TaskID, o.Worker)
 	}
-	s.notifyOutbox(w)
 	// The relay's message name is the task's topic.
 	rec.Topic = w.last
 	return rec, nil

@@ -97,8 +97,8 @@ type Deps struct {
 	// exchange with routingKey and returns once the broker confirmed it.
 	PublishRelay func(ctx context.Context, routingKey, messageID string, body []byte) error
 	// Handoff, when set, hands a user task completion's relay to this
-	// replica's lanes at once (the fast path, as tasks.Deps.Handoff); it
-	// must not block.
+	// replica's lanes at once (the fast path), or wakes the outbox
+	// publisher, as tasks.Deps.Handoff; it must not block.
 	Handoff func(store.RelayOut)
 }
 

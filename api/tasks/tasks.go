@@ -80,8 +80,9 @@ type Deps struct {
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
 	// Handoff, when set, hands a recorded outcome's relay to this replica's
-	// lanes at once (the fast path); it must not block. Unset, the outbox
-	// relay alone applies it.
+	// lanes at once (the fast path), or wakes the outbox publisher
+	// (consumer.Handoff); it must not block. Unset, the relay waits for the
+	// publisher's poll.
 	Handoff func(store.RelayOut)
 }
 
