@@ -54,6 +54,16 @@ func (b *bundle) counter(t *testing.T, name, label, value string) float64 {
 	return testkit.Counter(t, b.reg, name, label, value)
 }
 
+// relays checks sutra_relays_total of each outcome of want.
+func (b *bundle) relays(t *testing.T, want map[string]float64) {
+	t.Helper()
+	for outcome, n := range want {
+		if got := b.counter(t, "sutra_relays_total", "outcome", outcome); got != n {
+			t.Errorf("sutra_relays_total{outcome=%s} = %v, want %v", outcome, got, n)
+		}
+	}
+}
+
 func TestACompletionOnTheFastPathIsAppliedOnceAndItsRelayNeverSent(t *testing.T) {
 	t.Parallel()
 	// The publisher looks only when woken: the fast path does not wake it.
@@ -115,15 +125,8 @@ func TestARelayThatArrivesAfterTheFastPathAppliedItIsAckedAsADuplicate(t *testin
 		t.Fatalf("the fast path's outcome: %v %s %v, want applied", out.Kind, out.Code, out.Err)
 	}
 	b.applied(t, id) // the relay, acked
-	if n := b.counter(t, "sutra_relays_total", "outcome", metrics.OutcomeDuplicate); n != 1 {
-		t.Errorf("sutra_relays_total{outcome=duplicate} = %v, want 1: the relay", n)
-	}
-	if n := b.counter(t, "sutra_relays_total", "outcome", metrics.OutcomeCommitted); n != 1 {
-		t.Errorf("sutra_relays_total{outcome=committed} = %v, want 1: the start only", n)
-	}
-	if n := b.counter(t, "sutra_relays_total", "outcome", metrics.OutcomeDeadLettered); n != 0 {
-		t.Errorf("%v relays dead-lettered", n)
-	}
+	// The start committed; the relay was a duplicate.
+	b.relays(t, map[string]float64{metrics.OutcomeCommitted: 1, metrics.OutcomeDuplicate: 1, metrics.OutcomeDeadLettered: 0})
 	b.appliedOnce(t, "i-1", id)
 }
 
@@ -153,9 +156,7 @@ func TestAFastPathRefusedByAHeldClaimIsDroppedAndItsRelayAppliesItOnce(t *testin
 	if n := b.counter(t, "sutra_task_fast_path_total", "outcome", lanes.ReasonClaimHeld); n != 1 {
 		t.Errorf("sutra_task_fast_path_total{outcome=claim_held} = %v, want 1", n)
 	}
-	if n := b.counter(t, "sutra_relays_total", "outcome", metrics.OutcomeCommitted); n != 2 {
-		t.Errorf("sutra_relays_total{outcome=committed} = %v, want 2: the start and the outbox relay", n)
-	}
+	b.relays(t, map[string]float64{metrics.OutcomeCommitted: 2, metrics.OutcomeDuplicate: 0}) // the start and the outbox relay
 	b.appliedOnce(t, "i-1", id)
 }
 
@@ -167,12 +168,7 @@ func TestWithTheFastPathOffTheOutboxRelayAloneAppliesACompletion(t *testing.T) {
 	b.answer(t, task.ID, "complete", map[string]any{"workerId": "w"})
 	id := outcome(task.ID)
 	b.stepped(t, "i-1", "completed", id)
-	if n := b.counter(t, "sutra_relays_total", "outcome", metrics.OutcomeCommitted); n != 2 {
-		t.Errorf("sutra_relays_total{outcome=committed} = %v, want 2: the start and the completion", n)
-	}
-	if n := b.counter(t, "sutra_relays_total", "outcome", metrics.OutcomeDuplicate); n != 0 {
-		t.Errorf("sutra_relays_total{outcome=duplicate} = %v, want 0", n)
-	}
+	b.relays(t, map[string]float64{metrics.OutcomeCommitted: 2, metrics.OutcomeDuplicate: 0}) // the start and the completion
 	if n := b.counter(t, "sutra_task_fast_path_total", "", ""); n != 0 {
 		t.Errorf("the fast path ran %v times while off", n)
 	}
