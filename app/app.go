@@ -65,6 +65,7 @@ type Worker struct {
 	sweeper    *sweeper.Sweeper
 	broker     *broker.Owner
 	consumer   *consumer.Consumer
+	handoff    *consumer.Handoff
 	outbox     *outbox.Publisher
 	api        *api.Server
 	tasks      *tasks.API
@@ -149,13 +150,15 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		Limits: api.Limits{MaxConns: cfg.APIMaxConns, MaxBody: cfg.APIMaxBody,
 			MaxBytesInFlight: cfg.APIMaxBytesInFlight, MaxDBConns: cfg.APIMaxDBConns},
 	})
-	w.tasks = tasks.New(w.api, tasks.Deps{Store: st, Metrics: w.metrics, Logger: log}, tasks.Config{
+	// The lanes and the publisher exist only once the APIs are built.
+	w.handoff = consumer.NewHandoff(lanesDispatcher{w}, func() { w.outbox.Wake() }, w.metrics, cfg.TaskFastPath)
+	w.tasks = tasks.New(w.api, tasks.Deps{Store: st, Metrics: w.metrics, Logger: log, Handoff: w.handoff.Relay}, tasks.Config{
 		MaxTasks: cfg.APIMaxTasks, MaxTopics: cfg.APIMaxTopics, MaxLongPolls: cfg.APIMaxLongPolls,
 		MaxLockDuration: cfg.APIMaxLockDuration, MaxRetryTimeout: cfg.APIMaxRetryTimeout, MaxBody: cfg.APIMaxBody,
 		PollInterval: cfg.TaskPollInterval,
 	})
 	apiadmin.New(w.api, apiadmin.Deps{Store: st, Metrics: w.metrics, Logger: log, Lanes: lanesDispatcher{w},
-		PublishRelay: w.publishRelay, MigrationCreated: func() { w.migrations.Wake() }}, apiadmin.Config{
+		PublishRelay: w.publishRelay, MigrationCreated: func() { w.migrations.Wake() }, Handoff: w.handoff.Relay}, apiadmin.Config{
 		Replica: cfg.ReplicaID, OpenAPI: docs.OpenAPI, MaxBody: cfg.APIMaxBody, MaxDeployBody: cfg.APIMaxDeployBody,
 		StepTimeout: cfg.StepTimeout, FeelLimits: feel.Limits{MaxSteps: cfg.FeelMaxSteps, MaxBytes: cfg.FeelMaxBytes},
 	})
@@ -344,6 +347,10 @@ func (w *Worker) Broker() *broker.Owner { return w.broker }
 // Sweeper is the worker's sweeper (for tests: its TestSignals).
 func (w *Worker) Sweeper() *sweeper.Sweeper { return w.sweeper }
 
+// Handoff is the worker's fast path of task outcomes (for tests: its
+// TestSignals).
+func (w *Worker) Handoff() *consumer.Handoff { return w.handoff }
+
 // Outbox is the worker's outbox publisher (for tests: its TestSignals).
 func (w *Worker) Outbox() *outbox.Publisher { return w.outbox }
 
@@ -480,8 +487,8 @@ func (w *Worker) Stop(ctx context.Context) error {
 	return w.stopErr
 }
 
-// lanesDispatcher hands the API's admin steps to the lanes, which exist only
-// once the API is built.
+// lanesDispatcher hands the API's admin steps and the fast path's relays to
+// the lanes, which exist only once the API is built.
 type lanesDispatcher struct{ w *Worker }
 
 func (d lanesDispatcher) Dispatch(r lanes.Resume) { d.w.lanes.Dispatch(r) }

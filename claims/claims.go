@@ -139,7 +139,10 @@ func (h *Held) Owner() string { return h.owner }
 // Extras are the writes of a step's transaction that depend on its kind.
 type Extras struct {
 	InboxID string
-	TimerID int64
+	// FromOutbox: InboxID is one of the worker's own outbox relay rows,
+	// which the commit marks published (store.StepWrites.FromOutbox).
+	FromOutbox bool
+	TimerID    int64
 	// RearmAt moves the timer row to its next fire instead of consuming it
 	// (a timer start event's schedule).
 	RearmAt time.Time
@@ -172,7 +175,7 @@ func (h *Held) WriteStep(ctx context.Context, st engine.State, eff engine.Effect
 func (h *Held) writes(st engine.State, eff engine.Effects, x Extras) store.StepWrites {
 	return store.StepWrites{
 		InstanceID: h.Instance.ID, Owner: h.owner, Version: h.Instance.Version,
-		State: st, Effects: eff, InboxID: x.InboxID, TimerID: x.TimerID, RearmAt: x.RearmAt, Consumed: x.Consumed, SkipBufferCheck: x.SkipBufferCheck,
+		State: st, Effects: eff, InboxID: x.InboxID, FromOutbox: x.FromOutbox, TimerID: x.TimerID, RearmAt: x.RearmAt, Consumed: x.Consumed, SkipBufferCheck: x.SkipBufferCheck,
 		DefinitionVersion: x.DefinitionVersion, CloseTables: x.CloseTables,
 	}
 }

@@ -122,8 +122,14 @@ func (c TaskOutcome) prepare(context.Context, *lane, *Resume) (claims.Request, O
 func (c TaskOutcome) compute(ctx context.Context, l *lane, _ *Resume, cl loaded) (OpResult, error) {
 	return l.stepOn(ctx, cl, c.Trigger)
 }
+
+// writes: the outcome's relay is an outbox row (store.RecordOutcome), which
+// the fast path may apply before it is published: the commit then marks it
+// published, so that it is not sent for nothing.
 func (c TaskOutcome) writes(_ *lane, _ *Resume, cl loaded, res OpResult) claims.Extras {
-	return stepWrites(c.MessageID, cl, res)
+	x := stepWrites(c.MessageID, cl, res)
+	x.FromOutbox = true
+	return x
 }
 
 // tooLarge commits, in place of a completion or BPMN error refused as too

@@ -33,6 +33,11 @@ const (
 	OutcomeStale = "stale"
 )
 
+// FastPathInvalid labels a task outcome's relay that the fast path could
+// not decode (sutra_task_fast_path_total); the consumer dead-letters its
+// published copy.
+const FastPathInvalid = "invalid"
+
 // Metrics holds the worker's collectors. Labels are bounded: no instance ids.
 type Metrics struct {
 	Relays        *prometheus.CounterVec
@@ -54,6 +59,7 @@ type Metrics struct {
 	TasksCompleted   *TopicCounter
 	TasksLockExpired prometheus.Counter
 	TaskWait         prometheus.Histogram
+	TaskFastPath     *prometheus.CounterVec
 
 	AdminRequests      *prometheus.CounterVec
 	APIBusy            *prometheus.CounterVec
@@ -179,6 +185,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help:    "Time from a pull task's creation to its (first or next) lock by a worker.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 16),
 	})
+	m.TaskFastPath = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sutra_task_fast_path_total",
+		Help: "Task outcomes handed to this replica's lanes at once (SUTRA_TASK_FAST_PATH), by outcome: applied, duplicate, stale, rejected, or why it was left to its outbox relay (claim_held, fenced, unavailable, transient, shutdown, lane_full), or invalid.",
+	}, []string{"outcome"})
 	m.AdminRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sutra_admin_requests_total",
 		Help: "Calls of the admin API, by operation and outcome code (OK, or the refusal's code).",
@@ -290,7 +300,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(build)
 	reg.MustRegister(m.Relays, m.RelayRequeues, m.ClaimBounces, m.StepDuration, m.BatchSteps, m.LaneDepth, m.LaneWait, m.StepsFenced, m.LanePanics,
 		m.TimersFired, m.TimerDeferrals, m.TimersStale, m.TimerFireLag,
-		m.TasksLocked, m.TasksCompleted, m.TasksLockExpired, m.TaskWait, m.AdminRequests, m.MigrationInstances,
+		m.TasksLocked, m.TasksCompleted, m.TasksLockExpired, m.TaskWait, m.TaskFastPath, m.AdminRequests, m.MigrationInstances,
 		m.APIBusy, m.APILongPolls, m.APILongPollsOver, m.GatewayRequests, m.GatewayStreams, m.JobActivation,
 		m.ClaimsSwept, m.LeaseHeld, m.InboxTrimmed, m.BufferedConsumed, m.BufferedExpired,
 		m.OutboxPublished, m.OutboxPublishErrors, m.OutboxLag, m.OutboxBacklog, m.OutboxParked, m.OutboxParkedRows, m.OutboxTrimmed,

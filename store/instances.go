@@ -193,6 +193,12 @@ type StepWrites struct {
 	Effects engine.Effects
 	// InboxID records the relay message id applied by this step.
 	InboxID string
+	// FromOutbox: the relay InboxID names is one of the worker's own outbox
+	// rows (a task outcome's, which the local fast path may apply before it
+	// is published). The commit marks the row published unless a publisher
+	// holds it, so that it is never sent: its copy would only be a
+	// duplicate (skipOutboxRelaySQL).
+	FromOutbox bool
 	// TimerID is the timer row this step's fire consumes. The commit fails
 	// with fault.NotWaiting when the row is gone (the wait was closed).
 	TimerID int64
@@ -284,6 +290,9 @@ func queueStepWrites(b *pgx.Batch, w *outboxWrites, cs ...StepWrites) error {
 		effects[i] = stepEffects{id: c.InstanceID, Effects: c.Effects, closeTables: c.CloseTables}
 		if c.InboxID != "" {
 			inbox, inboxOf = append(inbox, c.InboxID), append(inboxOf, c.InstanceID)
+		}
+		if c.FromOutbox && c.InboxID != "" {
+			b.Queue(skipOutboxRelaySQL, c.InboxID)
 		}
 	}
 	if err := queueEffects(b, w, effects...); err != nil {

@@ -303,9 +303,15 @@ func (s *Store) outboxWrites() *outboxWrites { return &outboxWrites{} }
 // queue queues an outbox insert made with outboxInsert and counts the rows
 // it wrote.
 func (w *outboxWrites) queue(b *pgx.Batch, sql string, args ...any) {
+	w.queueScan(b, nil, sql, args...)
+}
+
+// queueScan is queue for an insert that returns more columns after the
+// message name (outboxRelayReturning): each row's are scanned into more.
+func (w *outboxWrites) queueScan(b *pgx.Batch, more []any, sql string, args ...any) {
 	b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
-			if err := rows.Scan(&w.last); err != nil {
+			if err := rows.Scan(append([]any{&w.last}, more...)...); err != nil {
 				return err
 			}
 			w.rows++
@@ -324,8 +330,8 @@ func (s *Store) notifyOutbox(w *outboxWrites) {
 // outboxInsert makes an INSERT INTO outbox of the rows of sel (whose columns
 // are cols, typed by casts; with, if set, are more WITH queries, each ending
 // in a comma; dedupe: a row whose id exists is not written) that returns
-// each row's message name. The rows are written unleased: any publisher's
-// lease takes them.
+// each row's message name (outboxRelayReturning adds more). The rows are
+// written unleased: any publisher's lease takes them.
 func outboxInsert(with, cols, sel string, dedupe bool) string {
 	conflict := ""
 	if dedupe {
@@ -337,3 +343,7 @@ SELECT v.* FROM v
 %[4]s
 RETURNING o.message_name`, cols, sel, with, conflict)
 }
+
+// outboxRelayReturning, appended to an outboxInsert, also returns each
+// row's relay: its id, instance, routing key and body (RelayOut).
+const outboxRelayReturning = ", o.id, o.instance_id, o.routing_key, o.body"

@@ -12,6 +12,16 @@ const releaseSQL = `UPDATE instances SET owner = NULL, claimed_at = NULL WHERE i
 // ids, $2 their instances.
 const inboxInsertSQL = `INSERT INTO inbox (message_id, instance_id) SELECT * FROM unnest($1::text[], $2::text[])`
 
+// skipOutboxRelaySQL marks the outbox relay row $1, which the step applying
+// it records in the inbox, published without sending it: sent, it would be
+// acked as a duplicate. A row a publisher leased is left to it (it may be on
+// its way), and so is a row another transaction locks (SKIP LOCKED: the step
+// never waits on a publisher).
+const skipOutboxRelaySQL = `WITH r AS (
+	SELECT id FROM outbox WHERE id = $1 AND target = 'relay' AND published_at IS NULL AND locked_by IS NULL
+	   FOR UPDATE SKIP LOCKED)
+UPDATE outbox o SET published_at = now() FROM r WHERE o.id = r.id`
+
 // closeWaitsSQL deletes the steps' closed waits from table (subscriptions,
 // timers or tasks): $1, $2 and $3 the instances, tokens and elements (an
 // empty element closes every wait of the token).

@@ -216,14 +216,26 @@ SELECT 'task:' || id || ':' || outcomes, instance_id, element_id, type, 'relay',
                                      'error_code', $5::text, 'error_message', $6::text, 'error_details', $7::text, 'retries', $8::int,
                                      'retry_timeout_ms', $9::bigint),
            'variables', $4::jsonb)::text, 'UTF8')
-  FROM done`, false)
+  FROM done`, false) + outboxRelayReturning
+
+// Recorded is an outcome recorded: its task's topic, and the relay queued in
+// the outbox that applies it (what the consumer receives once it is
+// published, byte for byte).
+type Recorded struct {
+	Topic string
+	Relay RelayOut
+}
 
 // RecordOutcome records a worker's outcome of a task it holds and queues
-// the relay that applies it, durably, in one statement, and returns the
-// task's topic. Errors: ErrNotFound (no such task, or it already has an
-// outcome), *LockError (another worker holds it, or nobody), and the usual
-// classes.
-func (s *Store) RecordOutcome(ctx context.Context, o Outcome) (topic string, err error) {
+// the relay that applies it, durably, in one statement. Errors: ErrNotFound
+// (no such task, or it already has an outcome), *LockError (another worker
+// holds it, or nobody), and the usual classes.
+//
+// Unlike other writes of outbox rows, it does not wake the publisher: the
+// caller hands the relay to the lanes (consumer.Handoff), which apply it
+// without a publish, or wake the publisher when they do not. A relay never
+// handed off waits for a publisher's poll.
+func (s *Store) RecordOutcome(ctx context.Context, o Outcome) (Recorded, error) {
 	vars := o.Variables
 	if vars == nil {
 		vars = map[string]any{}
@@ -237,20 +249,22 @@ func (s *Store) RecordOutcome(ctx context.Context, o Outcome) (topic string, err
 	}
 	w := s.outboxWrites()
 	b := &pgx.Batch{}
-	w.queue(b, recordOutcomeSQL, o.TaskID, o.Worker, o.Kind, vars, o.ErrorCode, msg, details,
-		o.Retries, o.RetryTimeout.Milliseconds(), taskRelayRoutingKey, o.Human, o.User, o.Override)
+	var rec Recorded
+	r := &rec.Relay
+	w.queueScan(b, []any{&r.ID, &r.InstanceID, &r.RoutingKey, &r.Body}, recordOutcomeSQL, o.TaskID, o.Worker, o.Kind, vars,
+		o.ErrorCode, msg, details, o.Retries, o.RetryTimeout.Milliseconds(), taskRelayRoutingKey, o.Human, o.User, o.Override)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return "", translate(err, fmt.Sprintf("recording the outcome of task %d", o.TaskID))
+		return Recorded{}, translate(err, fmt.Sprintf("recording the outcome of task %d", o.TaskID))
 	}
 	if w.rows == 0 {
 		if o.Human {
-			return "", s.whyNotCompleted(ctx, o.TaskID)
+			return Recorded{}, s.whyNotCompleted(ctx, o.TaskID)
 		}
-		return "", s.whyNotHeld(ctx, o.TaskID, o.Worker)
+		return Recorded{}, s.whyNotHeld(ctx, o.TaskID, o.Worker)
 	}
-	s.notifyOutbox(w)
 	// The relay's message name is the task's topic.
-	return w.last, nil
+	rec.Topic = w.last
+	return rec, nil
 }
 
 // ExtendLock sets the lock of a task worker holds to expire d from now. A

@@ -1,6 +1,8 @@
 package store_test
 
 import (
+	"bytes"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -76,5 +78,61 @@ func TestFetchAndLockTakesTasksAcrossTopicsInOrderAndOnlyOpenOnesOfTheAskedDefin
 	}
 	if want := []int{3, 2, 1, 0, 2, 0}; !slices.Equal(counts, want) {
 		t.Errorf("counted %v tasks to fetch, want %v", counts, want)
+	}
+}
+
+// A recorded outcome returns the relay it queued, and the step that applies
+// that relay marks its outbox row published, so that it is never sent,
+// unless a publisher leased it first: then the row is the publisher's.
+func TestAStepApplyingAnOutcomesRelayMarksItsOutboxRowPublishedUnlessLeased(t *testing.T) {
+	t.Parallel()
+	env, ctx, st := open(t)
+	for _, sql := range []string{
+		`INSERT INTO deployed_files (checksum, xml) VALUES ('x', ''); INSERT INTO definitions (key, version, checksum) VALUES ('p', 1, 'x')`,
+		`INSERT INTO instances (id, definition_key, definition_version, status, version) VALUES ('a', 'p', 1, 'active', 1), ('b', 'p', 1, 'active', 1)`,
+		`INSERT INTO tasks (instance_id, token_id, element_id, type, retries) VALUES ('a', 't', 'e', 'ship', 3), ('b', 't', 'e', 'ship', 3)`,
+	} {
+		if _, err := env.DB.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	locked, err := st.FetchAndLock(ctx, "w", []store.TopicLock{{Topic: "ship", LockDuration: time.Minute}}, 2, false)
+	if err != nil || len(locked) != 2 {
+		t.Fatalf("locked %v, %v", locked, err)
+	}
+	var relays []store.RelayOut
+	for _, task := range locked {
+		rec, err := st.RecordOutcome(ctx, store.Outcome{TaskID: task.ID, Worker: "w", Kind: store.TaskCompleted})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("task:%d:1", task.ID); rec.Topic != "ship" || rec.Relay.ID != want || rec.Relay.InstanceID != task.InstanceID ||
+			rec.Relay.RoutingKey != "task" || !bytes.Contains(rec.Relay.Body, []byte(`"outcome" : "completed"`)) {
+			t.Fatalf("recorded %+v (body %s), want topic ship and relay %s of %s", rec, rec.Relay.Body, want, task.InstanceID)
+		}
+		relays = append(relays, rec.Relay)
+	}
+	// The publisher leases the first row only (commit order).
+	if rows, err := st.LeaseOutbox(ctx, "pub", 1, time.Minute); err != nil || len(rows) != 1 || rows[0].ID != relays[0].ID {
+		t.Fatalf("leased %v, %v; want %s", rows, err, relays[0].ID)
+	}
+	for _, r := range relays {
+		inst, err := st.Claim(ctx, store.ClaimRequest{InstanceID: r.InstanceID, Owner: "r/lane/0", Timeout: time.Minute, InboxID: r.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.WriteStep(ctx, store.StepWrites{InstanceID: inst.ID, Owner: "r/lane/0", Version: inst.Version, State: inst.State,
+			InboxID: r.ID, FromOutbox: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := env.Int(t, "SELECT count(*) FROM outbox WHERE id = $1 AND published_at IS NULL AND locked_by = 'pub'", relays[0].ID); n != 1 {
+		t.Error("the step took the leased row from its publisher")
+	}
+	if n := env.Int(t, "SELECT count(*) FROM outbox WHERE id = $1 AND published_at IS NOT NULL AND locked_by IS NULL", relays[1].ID); n != 1 {
+		t.Error("the row no publisher held is not marked published by the step that applied it")
+	}
+	if rows, err := st.LeaseOutbox(ctx, "pub2", 10, time.Minute); err != nil || len(rows) != 0 {
+		t.Errorf("leased %v, %v after the steps; want nothing", rows, err)
 	}
 }

@@ -60,7 +60,7 @@ type Store interface {
 	ListUserTasks(ctx context.Context, f store.UserTaskFilter) ([]adminapi.UserTask, error)
 	UserTaskByID(ctx context.Context, id int64) (adminapi.UserTask, error)
 	AssignUserTask(ctx context.Context, id int64, assignee *string) error
-	RecordOutcome(ctx context.Context, o store.Outcome) (topic string, err error)
+	RecordOutcome(ctx context.Context, o store.Outcome) (store.Recorded, error)
 	ListParkedOutbox(ctx context.Context, f store.ParkedFilter) ([]adminapi.ParkedMessage, error)
 	RetryParkedOutbox(ctx context.Context, id string) error
 	DiscardParkedOutbox(ctx context.Context, id string) error
@@ -106,6 +106,10 @@ type Deps struct {
 	// PublishRelay publishes a relay body under messageID to the relay
 	// exchange with routingKey and returns once the broker confirmed it.
 	PublishRelay func(ctx context.Context, routingKey, messageID string, body []byte) error
+	// Handoff, when set, hands a user task completion's relay to this
+	// replica's lanes at once (the fast path), or wakes the outbox
+	// publisher, as tasks.Deps.Handoff; it must not block.
+	Handoff func(store.RelayOut)
 }
 
 // API is the admin API, served on an api.Server.
@@ -717,7 +721,8 @@ func (s *API) assignUserTask(c *adminCall) (answer, error) {
 
 // completeUserTask records the completion with its relay, durably, and
 // answers 204 then: the completion re-enters the instance as a fresh
-// delivery, exactly like an external task's.
+// delivery, exactly like an external task's (handed to the lanes at once,
+// the outbox relay its fallback).
 func (s *API) completeUserTask(c *adminCall) (answer, error) {
 	id, err := userTaskID(c)
 	if err != nil {
@@ -733,7 +738,7 @@ func (s *API) completeUserTask(c *adminCall) (answer, error) {
 	if !callerName.MatchString(user) {
 		user = ""
 	}
-	topic, err := s.deps.Store.RecordOutcome(c.r.Context(), store.Outcome{TaskID: id, Worker: "user:" + c.caller,
+	rec, err := s.deps.Store.RecordOutcome(c.r.Context(), store.Outcome{TaskID: id, Worker: "user:" + c.caller,
 		Kind: store.TaskCompleted, Variables: req.Variables, Human: true, User: user, Override: req.Override})
 	var notAssignee *store.NotAssigneeError
 	switch {
@@ -749,7 +754,10 @@ func (s *API) completeUserTask(c *adminCall) (answer, error) {
 	if req.Override {
 		s.deps.Logger.Info("user task completed with override: its assignee, if any, was not asked", "task_id", id, "caller", c.caller)
 	}
-	s.deps.Metrics.TasksCompleted.WithLabelValues(topic, store.TaskCompleted).Inc()
+	s.deps.Metrics.TasksCompleted.WithLabelValues(rec.Topic, store.TaskCompleted).Inc()
+	if s.deps.Handoff != nil {
+		s.deps.Handoff(rec.Relay)
+	}
 	return answer{status: http.StatusNoContent}, nil
 }
 

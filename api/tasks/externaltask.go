@@ -400,7 +400,7 @@ func (a *API) bpmnError(w http.ResponseWriter, r *http.Request) {
 }
 
 // record records an outcome durably, with the relay that applies it, and
-// answers 204 only then.
+// answers 204 only then, handing the relay to the lanes as it does.
 func (a *API) record(w http.ResponseWriter, r *http.Request, o store.Outcome) {
 	id, err := taskID(r)
 	if err != nil {
@@ -414,12 +414,15 @@ func (a *API) record(w http.ResponseWriter, r *http.Request, o store.Outcome) {
 	o.TaskID = id
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	topic, err := a.deps.Store.RecordOutcome(ctx, o)
+	rec, err := a.deps.Store.RecordOutcome(ctx, o)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	a.deps.Metrics.TasksCompleted.WithLabelValues(topic, o.Kind).Inc()
+	a.deps.Metrics.TasksCompleted.WithLabelValues(rec.Topic, o.Kind).Inc()
+	if a.deps.Handoff != nil {
+		a.deps.Handoff(rec.Relay)
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 

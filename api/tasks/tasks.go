@@ -7,7 +7,9 @@
 // Nothing here claims an instance: a worker's outcome is recorded on the
 // task row, fenced on the lock holder, together with the outbox row that
 // carries it to the step pipeline as a relay, and answered only once that is
-// durable. The step then runs like any other (claim, engine, commit).
+// durable. The step then runs like any other (claim, engine, commit): the
+// relay is handed to this replica's lanes at once (Deps.Handoff), and the
+// outbox's copy, published later, applies it should that not.
 package tasks
 
 import (
@@ -27,7 +29,7 @@ import (
 // Store is what the task API needs from the database (*store.Store).
 type Store interface {
 	FetchAndLock(ctx context.Context, worker string, topics []store.TopicLock, max int, byPriority bool) ([]store.LockedTask, error)
-	RecordOutcome(ctx context.Context, o store.Outcome) (topic string, err error)
+	RecordOutcome(ctx context.Context, o store.Outcome) (store.Recorded, error)
 	ExtendLock(ctx context.Context, id int64, worker string, d time.Duration) error
 	Unlock(ctx context.Context, id int64) error
 	CountFetchable(ctx context.Context, asks []store.TopicLock, limits []int) ([]int, error)
@@ -77,6 +79,11 @@ type Deps struct {
 	Store   Store
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
+	// Handoff, when set, hands a recorded outcome's relay to this replica's
+	// lanes at once (the fast path), or wakes the outbox publisher
+	// (consumer.Handoff); it must not block. Unset, the relay waits for the
+	// publisher's poll.
+	Handoff func(store.RelayOut)
 }
 
 // TestSignals tell tests what the task API did; inert unless Init'ed.

@@ -166,13 +166,25 @@ func TestKilledReplicaIsSweptItsLeaseTakenOverAndEveryRelayAppliedOnce(t *testin
 
 // A replica that answered a task's completion 204 and then died (kill -9)
 // mid-step loses nothing: the completion was recorded, with its relay, before
-// the answer; another replica applies it once.
+// the answer; another replica applies it once. With the fast path on, the
+// step held is the fast path's: its resume entered the lane's inbox before
+// the 204, the outbox relay only once published and consumed, and a lane
+// takes its inbox in order. With it off, it is the relay's.
 func TestACompletionAnswered204IsAppliedOnceByAnotherReplicaAfterAKill(t *testing.T) {
 	t.Parallel()
+	for _, on := range []string{"true", "false"} {
+		t.Run("SUTRA_TASK_FAST_PATH="+on, func(t *testing.T) {
+			t.Parallel()
+			completionKilledMidStep(t, "SUTRA_TASK_FAST_PATH="+on)
+		})
+	}
+}
+
+func completionKilledMidStep(t *testing.T, fastPath string) {
 	env := testkit.New(t)
 	env.Deploy(t, "../../api/testdata/tasks.bpmn")
 	pub := env.Publisher(t)
-	fast := []string{"SUTRA_CLAIM_TIMEOUT=2s", "SUTRA_STEP_TIMEOUT=1500ms", "SUTRA_SWEEP_INTERVAL=200ms", "SUTRA_LEASE_TTL=2s"}
+	fast := []string{"SUTRA_CLAIM_TIMEOUT=2s", "SUTRA_STEP_TIMEOUT=1500ms", "SUTRA_SWEEP_INTERVAL=200ms", "SUTRA_LEASE_TTL=2s", fastPath}
 	api := freeAddr(t)
 	// Replica a holds every step of a task outcome open before its commit.
 	a := startProcess(t, env, "replica-a", append(fast, "SUTRA_API_ADDR="+api, "SUTRA_TEST_HOLD_STEP=task:")...)

@@ -66,6 +66,7 @@ type options struct {
 	taskLanes   int
 	taskWorkers int
 	taskLoads   []float64
+	taskRates   []int
 	// latencyLoads are the fixed rates, as fractions of the best lane
 	// count's steps/s, of the latency measurement; each lasts latencyTime.
 	latencyLoads []float64
@@ -101,11 +102,12 @@ func main() {
 	flag.DurationVar(&o.quietWait, "quiet-wait", 5*time.Second, "how long each run waits for other programs to leave the CPU idle")
 	flag.IntVar(&o.repeat, "repeat", 1, "measure everything this many times and keep the fastest run of each")
 	flag.IntVar(&o.outboxLanes, "outbox-lanes", 16, "lanes of the outbox measurement: steps that each write an outbox message (0: skip it)")
-	var loadsFlag, taskLoadsFlag string
+	var loadsFlag, taskLoadsFlag, taskRatesFlag string
 	flag.StringVar(&loadsFlag, "outbox-loads", "1,0.75,0.5", "loads of the outbox measurement: 1 (full) first, then fractions of its step rate")
 	flag.IntVar(&o.taskLanes, "task-lanes", 16, "lanes of the task round trip measurement (0: skip it)")
 	flag.IntVar(&o.taskWorkers, "task-workers", 16, "concurrent task workers of the task round trip")
 	flag.StringVar(&taskLoadsFlag, "task-loads", "1,0.5", "loads of the task round trip: 1 (full) first, then fractions of its task rate")
+	flag.StringVar(&taskRatesFlag, "task-rates", "100", "fixed task rates (tasks/s) of the task round trip, after its loads (empty: none)")
 	var latencyFlag, dataFlag string
 	flag.StringVar(&latencyFlag, "latency-loads", "0.5,0.1", "fixed rates of the latency measurement, as fractions of the best lane count's steps/s (empty: skip it)")
 	flag.DurationVar(&o.latencyTime, "latency-time", 5*time.Second, "duration of each fixed-rate run (at least 1000 relays, for p999)")
@@ -124,6 +126,9 @@ func main() {
 	}
 	if err == nil {
 		o.taskLoads, err = loads(taskLoadsFlag)
+	}
+	if err == nil {
+		o.taskRates, err = ints(taskRatesFlag)
 	}
 	if err == nil {
 		o.latencyLoads, err = fractions(latencyFlag)
@@ -285,7 +290,7 @@ func run(ctx context.Context, o options) error {
 	reportData(os.Stdout, b.results)
 	reportChurn(os.Stdout, b.results)
 	reportOutbox(os.Stdout, b.outboxRuns, o.outboxLanes)
-	reportTasks(os.Stdout, b.taskRuns, b.results, o.taskLanes)
+	reportTasks(os.Stdout, b.taskRuns, o.taskLanes)
 	return nil
 }
 
