@@ -25,6 +25,9 @@ type defKey struct {
 type Deployed struct {
 	Key     string
 	Version int
+	// ZeebeKey is the definition's key for Zeebe clients (its
+	// processDefinitionKey).
+	ZeebeKey int64
 	// Created is false when identical content was already deployed.
 	Created bool
 }
@@ -56,16 +59,16 @@ func (s *Store) Deploy(ctx context.Context, xml []byte) ([]Deployed, error) {
 				d := Deployed{Key: proc.ID}
 				err := tx.QueryRow(ctx, `
 					WITH existing AS (
-						SELECT version FROM definitions WHERE key = $1 AND checksum = $2
+						SELECT version, zeebe_key FROM definitions WHERE key = $1 AND checksum = $2
 					), inserted AS (
 						INSERT INTO definitions (key, version, checksum)
 						SELECT $1, COALESCE((SELECT max(version) FROM definitions WHERE key = $1), 0) + 1, $2
 						WHERE NOT EXISTS (SELECT 1 FROM existing)
-						RETURNING version
+						RETURNING version, zeebe_key
 					)
-					SELECT version, true FROM inserted
+					SELECT version, zeebe_key, true FROM inserted
 					UNION ALL
-					SELECT version, false FROM existing`, proc.ID, checksum).Scan(&d.Version, &d.Created)
+					SELECT version, zeebe_key, false FROM existing`, proc.ID, checksum).Scan(&d.Version, &d.ZeebeKey, &d.Created)
 				if err != nil {
 					return err
 				}
