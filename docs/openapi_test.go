@@ -150,17 +150,17 @@ func problem(code string, status int, extra string) string {
 }
 
 const (
-	instanceJSON = `{"instance_id":"order-42","definition":{"key":"order","version":3},"status":"active","version":7,
+	instanceJSON = `{"instance_id":"order-42","zeebe_key":"2251799813685251","definition":{"key":"order","version":3},"status":"active","version":7,
 		"variables":{"amount":42,"items":[1,2]},
 		"tokens":[{"id":"t1","element":"pay","wait":"task"},{"id":"t2","element":"inner","wait":"message","scope":"t0"}],
 		"waits":{"subscriptions":[{"token":"t2","element":"inner","message":"paid","correlation_key":"order-42","created_at":"2026-12-01T03:07:04.123456Z"}],
 		         "timers":[{"token":"","element":"tick","due_at":"2026-12-01T04:00:00Z","attempts":0}],
-		         "tasks":[{"id":"17","token":"t1","element":"pay","topic":"payments","user_task":false,"retries":3,"locked_by":"w-1","lock_expires_at":"2026-12-01T03:08:00Z"},
-		                  {"id":"18","token":"t3","element":"approve","topic":"","user_task":true,"retries":1,"locked_by":null,"lock_expires_at":null}]},
-		"incidents":[{"id":"5","token":"t1","element":"pay","code":"SUTRA.INCIDENT.TASK_FAILED","message":"boom","created_at":"2026-12-01T03:07:04Z","resolved_at":null}],
+		         "tasks":[{"id":"17","zeebe_key":"17","token":"t1","element":"pay","topic":"payments","user_task":false,"retries":3,"locked_by":"w-1","lock_expires_at":"2026-12-01T03:08:00Z"},
+		                  {"id":"18","zeebe_key":"18","token":"t3","element":"approve","topic":"","user_task":true,"retries":1,"locked_by":null,"lock_expires_at":null}]},
+		"incidents":[{"id":"5","zeebe_key":"5","token":"t1","element":"pay","code":"SUTRA.INCIDENT.TASK_FAILED","message":"boom","created_at":"2026-12-01T03:07:04Z","resolved_at":null}],
 		"claim":{"owner":"r1/admin","age_seconds":0.25},"parent_id":null,
 		"created_at":"2026-12-01T03:00:00Z","updated_at":"2026-12-01T03:07:04Z"}`
-	userTaskJSON = `{"id":"18","instance_id":"order-42","element":"approve","definition":{"key":"order","version":3},
+	userTaskJSON = `{"id":"18","zeebe_key":"18","instance_id":"order-42","element":"approve","definition":{"key":"order","version":3},
 		"assignee":null,"candidate_groups":["managers"],"candidate_users":[],"form_key":"camunda-forms:bpmn:approve","form_id":null,
 		"due_date":"2026-12-02T00:00:00Z","follow_up_date":null,"priority":50,"variables":{"amount":42},"state":"created",
 		"created_at":"2026-12-01T03:07:04Z"}`
@@ -185,10 +185,10 @@ func TestTheSpecAcceptsCorrectResponses(t *testing.T) {
 	doc, router := load(t)
 	for _, s := range []sample{
 		{"openapi", "GET", "/v1/openapi.yaml", 200, "application/yaml", nil, "openapi: 3.1.0\ninfo: {title: x, version: '1'}\npaths: {}\n"},
-		{"deploy new", "POST", "/v1/definitions", 201, appJSON, nil, `{"key":"order","version":3,"unchanged":false,"definitions":[{"key":"order","version":3,"unchanged":false},{"key":"refund","version":1,"unchanged":true}]}`},
-		{"deploy unchanged", "POST", "/v1/definitions", 200, appJSON, nil, `{"key":"order","version":3,"unchanged":true,"definitions":[{"key":"order","version":3,"unchanged":true}]}`},
+		{"deploy new", "POST", "/v1/definitions", 201, appJSON, nil, `{"key":"order","version":3,"zeebe_key":"2251799813685250","unchanged":false,"definitions":[{"key":"order","version":3,"zeebe_key":"2251799813685250","unchanged":false},{"key":"refund","version":1,"zeebe_key":"7","unchanged":true}]}`},
+		{"deploy unchanged", "POST", "/v1/definitions", 200, appJSON, nil, `{"key":"order","version":3,"zeebe_key":"2251799813685250","unchanged":true,"definitions":[{"key":"order","version":3,"zeebe_key":"2251799813685250","unchanged":true}]}`},
 		{"deploy invalid", "POST", "/v1/definitions", 422, problemJSON, nil, problem("SUTRA.BPMN.UNSUPPORTED", 422, `,"element_id":"Task_1"`)},
-		{"definitions", "GET", "/v1/definitions", 200, appJSON, nil, `{"definitions":[{"key":"order","versions":[1,2,3],"latest":3}]}`},
+		{"definitions", "GET", "/v1/definitions", 200, appJSON, nil, `{"definitions":[{"key":"order","versions":[1,2,3],"zeebe_keys":["3","4","2251799813685250"],"latest":3}]}`},
 		{"definition xml", "GET", "/v1/definitions/order/versions/3", 200, "application/xml", nil, `<?xml version="1.0"?><definitions/>`},
 		{"definition missing", "GET", "/v1/definitions/order/versions/9", 404, problemJSON, nil, problem("SUTRA.ADMIN.NOT_FOUND", 404, "")},
 		{"start", "POST", "/v1/instances", 201, appJSON, nil, `{"instance_id":"order-42"}`},
@@ -197,7 +197,7 @@ func TestTheSpecAcceptsCorrectResponses(t *testing.T) {
 		{"instance", "GET", "/v1/instances/order-42", 200, appJSON, nil, instanceJSON},
 		{"instance unclaimed", "GET", "/v1/instances/order-42", 200, appJSON, nil, strings.Replace(instanceJSON, `{"owner":"r1/admin","age_seconds":0.25}`, "null", 1)},
 		{"instance missing", "GET", "/v1/instances/nope", 404, problemJSON, nil, problem("SUTRA.RUNTIME.RESUME.NOT_FOUND", 404, `,"instance_id":"nope"`)},
-		{"instances", "GET", "/v1/instances?status=active&limit=2", 200, appJSON, nil, `{"instances":[{"instance_id":"a","definition":{"key":"order","version":3},"status":"active","version":2,"has_incident":true,"updated_at":"2026-12-01T03:07:04Z"}],"next":"c2"}`},
+		{"instances", "GET", "/v1/instances?status=active&limit=2", 200, appJSON, nil, `{"instances":[{"instance_id":"a","zeebe_key":"2251799813685251","definition":{"key":"order","version":3},"status":"active","version":2,"has_incident":true,"updated_at":"2026-12-01T03:07:04Z"}],"next":"c2"}`},
 		{"instances last page", "GET", "/v1/instances", 200, appJSON, nil, `{"instances":[],"next":null}`},
 		{"cancel", "POST", "/v1/instances/order-42/cancel", 200, appJSON, nil, `{"instance_id":"order-42","status":"cancelled"}`},
 		{"cancel busy", "POST", "/v1/instances/order-42/cancel", 409, problemJSON, nil, problem("SUTRA.ADMIN.CANCEL.CLAIM_HELD", 409, `,"instance_id":"order-42"`)},
@@ -210,7 +210,7 @@ func TestTheSpecAcceptsCorrectResponses(t *testing.T) {
 		{"migrate busy", "POST", "/v1/instances/order-42/migrate", 409, problemJSON, nil, problem("SUTRA.ADMIN.MIGRATE.CLAIM_HELD", 409, "")},
 		{"bulk migration", "POST", "/v1/migrations", 202, appJSON, nil, `{"id":"0d8b3a61-0bb0-4653-a5e1-5a64a3c0bc6c"}`},
 		{"bulk migration state", "GET", "/v1/migrations/3", 200, appJSON, nil, migrationJSON},
-		{"incidents", "GET", "/v1/incidents?open=true&instance_id=order-42", 200, appJSON, nil, `{"incidents":[{"id":"5","instance_id":"order-42","token":"t1","element":"pay","code":"SUTRA.INCIDENT.TASK_FAILED","message":"boom","created_at":"2026-12-01T03:07:04Z","resolved_at":"2026-12-01T03:09:00Z"}],"next":null}`},
+		{"incidents", "GET", "/v1/incidents?open=true&instance_id=order-42", 200, appJSON, nil, `{"incidents":[{"id":"5","zeebe_key":"5","instance_id":"order-42","token":"t1","element":"pay","code":"SUTRA.INCIDENT.TASK_FAILED","message":"boom","created_at":"2026-12-01T03:07:04Z","resolved_at":"2026-12-01T03:09:00Z"}],"next":null}`},
 		{"retry", "POST", "/v1/incidents/5/retry", 200, appJSON, nil, `{"incident_id":"5","instance_id":"order-42","resolved":true}`},
 		{"retry resolved", "POST", "/v1/incidents/5/retry", 409, problemJSON, nil, problem("SUTRA.RUNTIME.RESUME.NOT_WAITING", 409, "")},
 		{"message", "POST", "/v1/messages", 202, appJSON, nil, `{"message_id":"m-1"}`},
@@ -250,8 +250,8 @@ func TestTheSpecRefusesWrongResponses(t *testing.T) {
 	for _, s := range []sample{
 		{"unknown field", "GET", "/v1/instances", 200, appJSON, nil, `{"instances":[],"next":null,"total":0}`},
 		{"next missing", "GET", "/v1/instances", 200, appJSON, nil, `{"instances":[]}`},
-		{"bad status value", "GET", "/v1/instances", 200, appJSON, nil, `{"instances":[{"instance_id":"a","definition":{"key":"order","version":3},"status":"running","version":2,"has_incident":true,"updated_at":"2026-12-01T03:07:04Z"}],"next":null}`},
-		{"bad timestamp", "GET", "/v1/instances", 200, appJSON, nil, `{"instances":[{"instance_id":"a","definition":{"key":"order","version":3},"status":"active","version":2,"has_incident":true,"updated_at":"yesterday"}],"next":null}`},
+		{"bad status value", "GET", "/v1/instances", 200, appJSON, nil, `{"instances":[{"instance_id":"a","zeebe_key":"2251799813685251","definition":{"key":"order","version":3},"status":"running","version":2,"has_incident":true,"updated_at":"2026-12-01T03:07:04Z"}],"next":null}`},
+		{"bad timestamp", "GET", "/v1/instances", 200, appJSON, nil, `{"instances":[{"instance_id":"a","zeebe_key":"2251799813685251","definition":{"key":"order","version":3},"status":"active","version":2,"has_incident":true,"updated_at":"yesterday"}],"next":null}`},
 		{"numeric id", "GET", "/v1/user-tasks/18", 200, appJSON, nil, strings.Replace(userTaskJSON, `"id":"18"`, `"id":18`, 1)},
 		{"null where required", "GET", "/v1/instances/order-42", 200, appJSON, nil, strings.Replace(instanceJSON, `"variables":{"amount":42,"items":[1,2]}`, `"variables":null`, 1)},
 		{"unknown wait", "GET", "/v1/instances/order-42", 200, appJSON, nil, strings.Replace(instanceJSON, `"wait":"task"`, `"wait":"sleeping"`, 1)},
