@@ -235,7 +235,8 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		}
 		log.Warn("not consuming relays yet; starting not ready", "code", fault.Unavailable, "waited", firstConnectWait.String())
 	}
-	log.Info("worker started", "lanes", cfg.Lanes, "prefetch", cfg.Prefetch, "http", w.listener.Addr().String(), "api", w.api.Addr())
+	log.Info("worker started", "lanes", cfg.Lanes, "prefetch", cfg.Prefetch, "http", w.listener.Addr().String(), "api", w.api.Addr(),
+		"gateway", w.gateway.Addr())
 	return w, nil
 }
 

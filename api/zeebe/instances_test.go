@@ -41,7 +41,7 @@ func TestCreateProcessInstanceByIDVersionOrKey(t *testing.T) {
 		}
 		seen[resp.ProcessInstanceKey] = true
 		// /v1 shows the instance's key beside its id.
-		id := b.instanceID(t, resp.ProcessInstanceKey)
+		id := b.idOf(t, resp.ProcessInstanceKey)
 		in := b.v1(t, "/instances/"+id)
 		if in["zeebe_key"] != strconv.FormatInt(resp.ProcessInstanceKey, 10) || in["variables"].(map[string]any)["orderId"] != "o-1" {
 			t.Errorf("GET /v1/instances/%s: %v", id, in)
@@ -173,23 +173,34 @@ func TestCreateWithResultHearsOfAnEndOnAnotherReplica(t *testing.T) {
 	wantStatus(t, r.err, codes.FailedPrecondition, strconv.FormatInt(key, 10), "cancelled")
 }
 
+// createPayment starts a payment of orderID, waiting for its message, and
+// returns its key.
+func (b *bundle) createPayment(t *testing.T, orderID string) int64 {
+	t.Helper()
+	cmd, err := b.client.NewCreateInstanceCommand().BPMNProcessId("payment").LatestVersion().VariablesFromMap(map[string]any{"orderId": orderID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, err := cmd.Send(testkit.Ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return created.ProcessInstanceKey
+}
+
 func TestCancelProcessInstance(t *testing.T) {
 	b := setup(t, nil)
 	b.deploy(t, "payment.bpmn")
 	ctx := testkit.Ctx(t)
-	cmd, _ := b.client.NewCreateInstanceCommand().BPMNProcessId("payment").LatestVersion().VariablesFromMap(map[string]any{"orderId": "o-1"})
-	created, err := cmd.Send(ctx)
-	if err != nil {
+	key := b.createPayment(t, "o-1")
+	if _, err := b.client.NewCancelInstanceCommand().ProcessInstanceKey(key).Send(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.client.NewCancelInstanceCommand().ProcessInstanceKey(created.ProcessInstanceKey).Send(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if st := b.status(t, created.ProcessInstanceKey); st != "cancelled" {
+	if st := b.status(t, key); st != "cancelled" {
 		t.Errorf("instance is %s", st)
 	}
 	// Ended, it is gone for Zeebe clients; an unknown key never was.
-	_, err = b.client.NewCancelInstanceCommand().ProcessInstanceKey(created.ProcessInstanceKey).Send(ctx)
+	_, err := b.client.NewCancelInstanceCommand().ProcessInstanceKey(key).Send(ctx)
 	wantStatus(t, err, codes.NotFound, fault.NotFound, "ended")
 	_, err = b.client.NewCancelInstanceCommand().ProcessInstanceKey(12345).Send(ctx)
 	wantStatus(t, err, codes.NotFound, fault.NotFound, "12345")
@@ -199,12 +210,7 @@ func TestSetVariables(t *testing.T) {
 	b := setup(t, nil)
 	b.deploy(t, "payment.bpmn")
 	ctx := testkit.Ctx(t)
-	cmd, _ := b.client.NewCreateInstanceCommand().BPMNProcessId("payment").LatestVersion().VariablesFromMap(map[string]any{"orderId": "o-1"})
-	created, err := cmd.Send(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := created.ProcessInstanceKey
+	key := b.createPayment(t, "o-1")
 	for i, local := range []bool{false, true} {
 		set, err := b.client.NewSetVariablesCommand().ElementInstanceKey(key).VariablesFromMap(map[string]any{"step": i})
 		if err != nil {
@@ -217,12 +223,12 @@ func TestSetVariables(t *testing.T) {
 		if resp.Key < firstKey {
 			t.Errorf("update key %d", resp.Key)
 		}
-		vars := b.v1(t, "/instances/"+b.instanceID(t, key))["variables"].(map[string]any)
+		vars := b.v1(t, "/instances/"+b.idOf(t, key))["variables"].(map[string]any)
 		if vars["step"] != float64(i) || vars["orderId"] != "o-1" {
 			t.Errorf("local %v: variables %v", local, vars)
 		}
 	}
-	_, err = b.raw(t).SetVariables(ctxAs(t, adminToken), &pb.SetVariablesRequest{ElementInstanceKey: key, Variables: `{"a":`})
+	_, err := b.raw(t).SetVariables(ctxAs(t, adminToken), &pb.SetVariablesRequest{ElementInstanceKey: key, Variables: `{"a":`})
 	wantStatus(t, err, codes.InvalidArgument, "variables", "unexpected EOF")
 	set, _ := b.client.NewSetVariablesCommand().ElementInstanceKey(54321).VariablesFromMap(map[string]any{"a": 1})
 	_, err = set.Send(ctx)

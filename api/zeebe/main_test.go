@@ -170,33 +170,25 @@ func (b *bundle) v1(t *testing.T, path string) map[string]any {
 	return out
 }
 
-// instanceID is the id of the instance whose key is key.
-func (b *bundle) instanceID(t *testing.T, key int64) string {
+// instance is the id and status of the instance whose key is key.
+func (b *bundle) instance(t *testing.T, key int64) (id, status string) {
 	t.Helper()
-	var id string
-	if err := b.env.DB.QueryRow(testkit.Ctx(t), `SELECT id FROM instances WHERE zeebe_key = $1`, key).Scan(&id); err != nil {
+	if err := b.env.DB.QueryRow(testkit.Ctx(t), `SELECT id, status FROM instances WHERE zeebe_key = $1`, key).Scan(&id, &status); err != nil {
 		t.Fatalf("instance with key %d: %v", key, err)
 	}
+	return id, status
+}
+
+// idOf is the id of the instance whose key is key.
+func (b *bundle) idOf(t *testing.T, key int64) string {
+	t.Helper()
+	id, _ := b.instance(t, key)
 	return id
 }
 
 // status is the status of the instance whose key is key.
 func (b *bundle) status(t *testing.T, key int64) string {
 	t.Helper()
-	var st string
-	if err := b.env.DB.QueryRow(testkit.Ctx(t), `SELECT status FROM instances WHERE zeebe_key = $1`, key).Scan(&st); err != nil {
-		t.Fatalf("instance with key %d: %v", key, err)
-	}
+	_, st := b.instance(t, key)
 	return st
-}
-
-// subscribed waits until the instance whose key is key waits for a message.
-func (b *bundle) subscribed(t *testing.T, key int64) {
-	t.Helper()
-	testkit.Eventually(t, 30*time.Second, "the instance's message subscription", func() bool {
-		var n int
-		err := b.env.DB.QueryRow(testkit.Ctx(t), `SELECT count(*) FROM subscriptions s JOIN instances i ON i.id = s.instance_id
-			WHERE i.zeebe_key = $1`, key).Scan(&n)
-		return err == nil && n > 0
-	})
 }
