@@ -191,7 +191,7 @@ func TestTheSpecAcceptsCorrectResponses(t *testing.T) {
 		{"definitions", "GET", "/v1/definitions", 200, appJSON, nil, `{"definitions":[{"key":"order","versions":[1,2,3],"zeebe_keys":["3","4","2251799813685250"],"latest":3}]}`},
 		{"definition xml", "GET", "/v1/definitions/order/versions/3", 200, "application/xml", nil, `<?xml version="1.0"?><definitions/>`},
 		{"definition missing", "GET", "/v1/definitions/order/versions/9", 404, problemJSON, nil, problem("SUTRA.ADMIN.NOT_FOUND", 404, "")},
-		{"start", "POST", "/v1/instances", 201, appJSON, nil, `{"instance_id":"order-42"}`},
+		{"start", "POST", "/v1/instances", 201, appJSON, nil, `{"instance_id":"order-42","zeebe_key":"2251799813685251"}`},
 		{"start exists", "POST", "/v1/instances", 409, problemJSON, nil, problem("SUTRA.RUNTIME.RESUME.INSTANCE_EXISTS", 409, `,"instance_id":"order-42"`)},
 		{"start unknown", "POST", "/v1/instances", 404, problemJSON, nil, problem("SUTRA.RUNTIME.RELAY.UNKNOWN_DEFINITION", 404, "")},
 		{"instance", "GET", "/v1/instances/order-42", 200, appJSON, nil, instanceJSON},

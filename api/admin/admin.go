@@ -44,6 +44,7 @@ type Store interface {
 	ListDefinitions(ctx context.Context) ([]adminapi.DefinitionVersions, error)
 	DefinitionXML(ctx context.Context, key string, version int) (string, error)
 	Instance(ctx context.Context, id string) (adminapi.Instance, error)
+	InstanceKeys(ctx context.Context, id string, vars bool) (store.KeyedInstance, error)
 	ListInstances(ctx context.Context, f store.InstanceFilter) ([]adminapi.InstanceSummary, error)
 	ListIncidents(ctx context.Context, f store.IncidentFilter) ([]adminapi.Incident, error)
 	IncidentByID(ctx context.Context, id int64) (adminapi.Incident, error)
@@ -294,7 +295,11 @@ func (s *API) startInstance(c *adminCall) (answer, error) {
 	if err := s.step(c, admin.OpStart, admin.Start(req.InstanceID, req.Definition, req.Version, req.Variables)); err != nil {
 		return answer{}, err
 	}
-	return answer{status: http.StatusCreated, body: adminapi.Started{InstanceID: req.InstanceID}}, nil
+	in, err := s.deps.Store.InstanceKeys(c.r.Context(), req.InstanceID, false)
+	if err != nil {
+		return answer{}, err
+	}
+	return answer{status: http.StatusCreated, body: adminapi.Started{InstanceID: req.InstanceID, ZeebeKey: in.Key}}, nil
 }
 
 func (s *API) getInstance(c *adminCall) (answer, error) {

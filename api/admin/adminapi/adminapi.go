@@ -196,6 +196,7 @@ type InstanceSummary struct {
 // Started answers POST /v1/instances.
 type Started struct {
 	InstanceID string `json:"instance_id"`
+	ZeebeKey   int64  `json:"zeebe_key,string"`
 }
 
 // Cancelled answers POST /v1/instances/{id}/cancel.
