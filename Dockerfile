@@ -31,7 +31,8 @@ COPY --from=build /worker /worker
 COPY --from=wget /bin/busybox /usr/bin/wget
 COPY examples/ /examples/
 USER 65532:65532
-# 9464: /metrics, /healthz, /readyz (SUTRA_HTTP_ADDR); 8080: the task and admin API (SUTRA_API_ADDR).
-EXPOSE 9464 8080
+# 9464: /metrics, /healthz, /readyz (SUTRA_HTTP_ADDR); 8080: the task and admin API (SUTRA_API_ADDR);
+# 26500: the Zeebe gateway (SUTRA_GATEWAY_ADDR).
+EXPOSE 9464 8080 26500
 ENTRYPOINT ["/worker"]
 CMD ["run"]

@@ -9,6 +9,7 @@ package admin
 import (
 	"context"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/sutra-run/worker/bpmn"
@@ -26,6 +27,39 @@ const (
 	OpMigrate   = "migrate"
 	OpRetry     = "retry"
 )
+
+// ClaimHeld is the code of op's refusal when another owner holds the
+// instance: SUTRA.ADMIN.<OP>.CLAIM_HELD.
+func ClaimHeld(op string) string { return "SUTRA.ADMIN." + strings.ToUpper(op) + ".CLAIM_HELD" }
+
+// Run hands res to the lanes' admin lane and waits for its outcome, for
+// every protocol that serves admin operations: nil when the step applied;
+// ClaimHeld(op) when another owner holds the instance (a race to retry,
+// never a wait); fault.Unavailable when the lanes ask to retry later; the
+// step's own error otherwise. ctx ending ends the wait, not the step.
+func Run(ctx context.Context, d Dispatcher, op string, res lanes.Resume) error {
+	done := make(chan lanes.Outcome, 1)
+	res.Done = func(o lanes.Outcome) { done <- o }
+	d.Dispatch(res)
+	var o lanes.Outcome
+	select {
+	case o = <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	switch o.Kind {
+	case lanes.Applied:
+		return nil
+	case lanes.Refused:
+		return fault.New(ClaimHeld(op), "%s: retry — another step or admin call holds the instance right now (a race, not a failure)", fault.Reason(o.Err))
+	case lanes.Retry:
+		return fault.New(fault.Unavailable, "%s: retry", o.Reason)
+	}
+	if o.Err == nil {
+		return fault.New(fault.NotWaiting, "%s", o.Kind.String())
+	}
+	return o.Err
+}
 
 // Cancel is the resume that cancels instance id: every wait closed, its
 // children cancelled, its open incidents resolved.

@@ -2,6 +2,8 @@ package api
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -43,6 +45,30 @@ func Decode(r *http.Request, v any) error {
 		return Invalidf("the body has data after its JSON object")
 	}
 	return nil
+}
+
+// DecodeVariables reads a variables document, what names it in the
+// reason: a JSON object, or nothing (empty or blank: no variables), with no
+// NUL in a string.
+func DecodeVariables(what string, doc []byte) (map[string]any, error) {
+	if len(bytes.TrimSpace(doc)) == 0 {
+		return nil, nil
+	}
+	if hasNUL(doc) {
+		return nil, Invalidf("%s hold \\u0000, which no stored text can hold", what)
+	}
+	var vars map[string]any
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	if err := dec.Decode(&vars); err != nil {
+		return nil, Invalidf("%s are not a JSON object: %v", what, err)
+	}
+	if vars == nil {
+		return nil, Invalidf("%s are null, not a JSON object", what)
+	}
+	if dec.More() {
+		return nil, Invalidf("%s have data after their JSON object", what)
+	}
+	return vars, nil
 }
 
 // CheckText refuses an id (or any text used as one) that the store cannot
@@ -142,3 +168,13 @@ func sameOrigin(p Protocol, next http.HandlerFunc) http.HandlerFunc {
 }
 
 func jsonEncode(w io.Writer, v any) error { return json.NewEncoder(w).Encode(v) }
+
+// NewID is a random UUID (version 4): the id of an instance or message a
+// call did not name.
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}

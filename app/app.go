@@ -163,15 +163,16 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		StepTimeout: cfg.StepTimeout, FeelLimits: feel.Limits{MaxSteps: cfg.FeelMaxSteps, MaxBytes: cfg.FeelMaxBytes},
 	})
 	w.lanes = lanes.New(lanes.Deps{Store: st, Metrics: w.metrics, Logger: log, Hooks: opt.Hooks, TimerArmed: armed,
-		TasksCreated: w.tasks.TasksCreated, ClaimGuard: w.replica.Valid}, lanes.Config{
+		TasksCreated: w.tasks.TasksCreated, ClaimGuard: w.replica.Valid, Ended: func(id string) { w.gateway.Ended(id) }}, lanes.Config{
 		// Room for every resume that can be in flight: relays and timer fires.
 		Replica: cfg.ReplicaID, Lanes: cfg.Lanes, InboxSize: cfg.Prefetch + inflight + 1,
 		ClaimTimeout: cfg.ClaimTimeout, BatchMax: cfg.BatchMax, StepTimeout: cfg.StepTimeout,
 		FeelLimits: feel.Limits{MaxSteps: cfg.FeelMaxSteps, MaxBytes: cfg.FeelMaxBytes},
 	})
-	w.gateway = zeebe.New(zeebe.Deps{Metrics: w.metrics, Logger: log}, zeebe.Config{
+	w.gateway = zeebe.New(zeebe.Deps{Store: st, Lanes: lanesDispatcher{w}, Metrics: w.metrics, Logger: log, PublishRelay: w.publishRelay}, zeebe.Config{
 		Addr: cfg.GatewayAddr, TLSCert: cfg.GatewayTLSCert, TLSKey: cfg.GatewayTLSKey, Credentials: credentials,
 		MaxStreams: cfg.GatewayMaxStreams, MaxJobsToActivate: cfg.GatewayMaxJobs, MaxMessageSize: cfg.GatewayMaxMessageSize,
+		PollInterval: cfg.TaskPollInterval,
 	})
 	w.migrations = admin.NewRunner(admin.RunnerDeps{Store: st, Lanes: w.lanes, Metrics: w.metrics, Logger: log},
 		admin.RunnerConfig{Replica: cfg.ReplicaID})
@@ -242,7 +243,8 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		}
 		log.Warn("not consuming relays yet; starting not ready", "code", fault.Unavailable, "waited", firstConnectWait.String())
 	}
-	log.Info("worker started", "lanes", cfg.Lanes, "prefetch", cfg.Prefetch, "http", w.listener.Addr().String(), "api", w.api.Addr())
+	log.Info("worker started", "lanes", cfg.Lanes, "prefetch", cfg.Prefetch, "http", w.listener.Addr().String(), "api", w.api.Addr(),
+		"gateway", w.gateway.Addr())
 	return w, nil
 }
 

@@ -104,8 +104,12 @@ func httpPort(t *testing.T) int {
 	return p
 }
 
-// apiPort is SUTRA_API_ADDR's port (the task and admin API).
-const apiPort = 8080
+// apiPort is SUTRA_API_ADDR's port (the task and admin API), gatewayPort
+// SUTRA_GATEWAY_ADDR's (the Zeebe gateway).
+const (
+	apiPort     = 8080
+	gatewayPort = 26500
+)
 
 // The examples the image ships and the compose stack deploys.
 func examples(t *testing.T) []string {
@@ -167,6 +171,7 @@ func sortedKeys[V any](m map[string]V) []string {
 var reservedHostPorts = map[int]string{
 	5432: "PostgreSQL", 5672: "RabbitMQ", 15672: "RabbitMQ management", 25672: "RabbitMQ distribution", 4369: "epmd",
 	9464: "make demo (demo-a)", 9465: "make demo (demo-b)", 8080: "the worker API", 8081: "the worker API",
+	26500: "the Zeebe gateway",
 }
 
 func TestComposeRunsAsWritten(t *testing.T) {
@@ -286,6 +291,12 @@ func TestComposeRunsAsWritten(t *testing.T) {
 		} else if d, err := time.ParseDuration(hc.StartPeriod); err != nil || d < durationSetting(t, s.Environment, "SUTRA_LEASE_TTL") {
 			t.Errorf("worker %s health check start_period %q is shorter than SUTRA_LEASE_TTL (a restart waits that long for its id)", name, hc.StartPeriod)
 		}
+		// Zeebe clients reach every worker whose API is published.
+		for _, want := range []int{apiPort, gatewayPort} {
+			if !slices.ContainsFunc(s.Ports, func(p string) bool { return strings.HasSuffix(p, ":"+strconv.Itoa(want)) }) {
+				t.Errorf("worker %s does not publish container port %d", name, want)
+			}
+		}
 		if id := s.Environment["SUTRA_REPLICA_ID"]; id != "" {
 			if other, dup := ids[id]; dup {
 				t.Errorf("workers %s and %s share SUTRA_REPLICA_ID %s", other, name, id)
@@ -370,7 +381,7 @@ func TestDockerfileShipsTheWorkerAndTheExamples(t *testing.T) {
 			t.Errorf("the final stage lacks %q", l)
 		}
 	}
-	for _, p := range []int{httpPort(t), apiPort} {
+	for _, p := range []int{httpPort(t), apiPort, gatewayPort} {
 		if !slices.Contains(exposed, strconv.Itoa(p)) {
 			t.Errorf("the image does not EXPOSE %d (has %v)", p, exposed)
 		}
@@ -815,8 +826,8 @@ func TestKubernetesManifestsMatchTheWorker(t *testing.T) {
 	for _, p := range c.Ports {
 		ports[p.ContainerPort] = true
 	}
-	if !ports[httpPort(t)] || !ports[apiPort] {
-		t.Errorf("container ports %v, want %d (metrics, health) and %d (API)", c.Ports, httpPort(t), apiPort)
+	if !ports[httpPort(t)] || !ports[apiPort] || !ports[gatewayPort] {
+		t.Errorf("container ports %v, want %d (metrics, health), %d (API) and %d (Zeebe gateway)", c.Ports, httpPort(t), apiPort, gatewayPort)
 	}
 	checkProbe := func(what string, p *probe, wantPath string) {
 		t.Helper()

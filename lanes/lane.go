@@ -362,6 +362,7 @@ func (l *lane) writeStep(ctx context.Context, c loaded, r *Resume, res OpResult,
 			return err
 		default:
 			l.notify(eff, x.Consumed)
+			l.ended(held.Instance.ID, st.Status)
 			return nil
 		}
 		err = l.write(ctx, held, st, eff, x)
@@ -381,6 +382,14 @@ func (l *lane) notify(eff engine.Effects, consumed []store.Consumed) {
 	l.pool.deps.Metrics.BufferedConsumed.Add(float64(len(consumed)))
 	l.armed(eff, consumed)
 	l.tasksCreated(eff, consumed)
+}
+
+// ended tells who waits for instance id's end that a committed step ended
+// it.
+func (l *lane) ended(id string, status engine.Status) {
+	if notify := l.pool.deps.Ended; notify != nil && status != engine.StatusActive {
+		notify(id)
+	}
 }
 
 // armed tells the timer poller the earliest timer the commit armed.

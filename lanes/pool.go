@@ -106,6 +106,10 @@ type Deps struct {
 	// step created (once per task), so waiting long polls fetch them at
 	// once. It must not block.
 	TasksCreated func(topics []string)
+	// Ended, when set, hears the id of each instance a committed step of
+	// this replica ended (completed, terminated or cancelled), so that a
+	// call waiting for its end answers at once. It must not block.
+	Ended func(instanceID string)
 	// ClaimGuard, when set, runs before every claim and refuses it with its
 	// error (the replica's registration lapsed).
 	ClaimGuard func() error

@@ -19,14 +19,15 @@ import (
 
 // ListDefinitions lists every definition key with its versions.
 func (s *Store) ListDefinitions(ctx context.Context) ([]adminapi.DefinitionVersions, error) {
-	rows, err := s.pool.Query(ctx, `SELECT key, array_agg(version ORDER BY version), max(version) FROM definitions GROUP BY key ORDER BY key`)
+	rows, err := s.pool.Query(ctx, `SELECT key, array_agg(version ORDER BY version), array_agg(zeebe_key::text ORDER BY version), max(version)
+		FROM definitions GROUP BY key ORDER BY key`)
 	if err != nil {
 		return nil, translate(err, "listing definitions")
 	}
 	defs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (adminapi.DefinitionVersions, error) {
 		var d adminapi.DefinitionVersions
 		var versions []int32
-		err := r.Scan(&d.Key, &versions, &d.Latest)
+		err := r.Scan(&d.Key, &versions, &d.ZeebeKeys, &d.Latest)
 		for _, v := range versions {
 			d.Versions = append(d.Versions, int(v))
 		}
@@ -54,9 +55,9 @@ func (s *Store) Instance(ctx context.Context, id string) (adminapi.Instance, err
 	var owner *string
 	var age *time.Duration
 	b := &pgx.Batch{}
-	b.Queue(`SELECT definition_key, definition_version, status, version, variables, tokens, owner, now() - claimed_at,
+	b.Queue(`SELECT zeebe_key, definition_key, definition_version, status, version, variables, tokens, owner, now() - claimed_at,
 			parent_id, created_at, updated_at FROM instances WHERE id = $1 AND version > 0`, id).QueryRow(func(r pgx.Row) error {
-		return r.Scan(&d.Definition.Key, &d.Definition.Version, &d.Status, &d.Version, &d.Variables, &tokens, &owner, &age,
+		return r.Scan(&d.ZeebeKey, &d.Definition.Key, &d.Definition.Version, &d.Status, &d.Version, &d.Variables, &tokens, &owner, &age,
 			&d.ParentID, &d.CreatedAt, &d.UpdatedAt)
 	})
 	b.Queue(`SELECT token_id, element_id, message_name, correlation_key, created_at FROM subscriptions WHERE instance_id = $1 ORDER BY created_at`, id).
@@ -77,12 +78,12 @@ func (s *Store) Instance(ctx context.Context, id string) (adminapi.Instance, err
 			})
 			return err
 		})
-	b.Queue(`SELECT id::text, token_id, element_id, type, user_task, retries, locked_by, lock_expires_at FROM tasks WHERE instance_id = $1 ORDER BY id`, id).
+	b.Queue(`SELECT id::text, id::text, token_id, element_id, type, user_task, retries, locked_by, lock_expires_at FROM tasks WHERE instance_id = $1 ORDER BY id`, id).
 		Query(func(rows pgx.Rows) error {
 			var err error
 			d.Waits.Tasks, err = pgx.AppendRows(d.Waits.Tasks, rows, func(r pgx.CollectableRow) (adminapi.Task, error) {
 				var v adminapi.Task
-				return v, r.Scan(&v.ID, &v.Token, &v.Element, &v.Topic, &v.UserTask, &v.Retries, &v.LockedBy, &v.LockExpiresAt)
+				return v, r.Scan(&v.ID, &v.ZeebeKey, &v.Token, &v.Element, &v.Topic, &v.UserTask, &v.Retries, &v.LockedBy, &v.LockExpiresAt)
 			})
 			return err
 		})
@@ -117,7 +118,9 @@ const incidentSelect = `SELECT id, instance_id, token_id, element_id, code, mess
 
 func scanIncident(r pgx.CollectableRow) (adminapi.Incident, error) {
 	var i adminapi.Incident
-	return i, r.Scan(&i.ID, &i.InstanceID, &i.Token, &i.Element, &i.Code, &i.Message, &i.CreatedAt, &i.ResolvedAt)
+	err := r.Scan(&i.ID, &i.InstanceID, &i.Token, &i.Element, &i.Code, &i.Message, &i.CreatedAt, &i.ResolvedAt)
+	i.ZeebeKey = i.ID // an incident's id is drawn from sutra_keys
+	return i, err
 }
 
 // InstanceFilter narrows an instance list; After is the cursor (the last id
@@ -133,7 +136,7 @@ type InstanceFilter struct {
 // ListInstances pages through instances by id.
 func (s *Store) ListInstances(ctx context.Context, f InstanceFilter) ([]adminapi.InstanceSummary, error) {
 	rows, err := s.pool.Query(ctx, `
-		SELECT i.id, i.definition_key, i.definition_version, i.status, i.version,
+		SELECT i.id, i.zeebe_key, i.definition_key, i.definition_version, i.status, i.version,
 		       EXISTS (SELECT 1 FROM incidents x WHERE x.instance_id = i.id AND x.resolved_at IS NULL), i.updated_at
 		  FROM instances i
 		 WHERE i.version > 0 AND i.id > $1
@@ -145,7 +148,7 @@ func (s *Store) ListInstances(ctx context.Context, f InstanceFilter) ([]adminapi
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (adminapi.InstanceSummary, error) {
 		var v adminapi.InstanceSummary
-		return v, r.Scan(&v.ID, &v.Definition.Key, &v.Definition.Version, &v.Status, &v.Version, &v.HasIncident, &v.UpdatedAt)
+		return v, r.Scan(&v.ID, &v.ZeebeKey, &v.Definition.Key, &v.Definition.Version, &v.Status, &v.Version, &v.HasIncident, &v.UpdatedAt)
 	})
 	return out, translate(err, "listing instances")
 }

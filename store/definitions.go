@@ -28,6 +28,9 @@ type Deployed struct {
 	Kind    string
 	Key     string
 	Version int
+	// ZeebeKey is the definition's key for Zeebe clients (its
+	// processDefinitionKey).
+	ZeebeKey int64
 	// Created is false when identical content was already deployed.
 	Created bool
 	// Name and VersionTag are a decision's.
@@ -61,16 +64,16 @@ func (s *Store) Deploy(ctx context.Context, doc []byte) ([]Deployed, error) {
 				d := Deployed{Kind: KindBPMN, Key: proc.ID}
 				err := tx.QueryRow(ctx, `
 					WITH existing AS (
-						SELECT version FROM definitions WHERE key = $1 AND checksum = $2
+						SELECT version, zeebe_key FROM definitions WHERE key = $1 AND checksum = $2
 					), inserted AS (
 						INSERT INTO definitions (key, version, checksum)
 						SELECT $1, COALESCE((SELECT max(version) FROM definitions WHERE key = $1), 0) + 1, $2
 						WHERE NOT EXISTS (SELECT 1 FROM existing)
-						RETURNING version
+						RETURNING version, zeebe_key
 					)
-					SELECT version, true FROM inserted
+					SELECT version, zeebe_key, true FROM inserted
 					UNION ALL
-					SELECT version, false FROM existing`, proc.ID, checksum).Scan(&d.Version, &d.Created)
+					SELECT version, zeebe_key, false FROM existing`, proc.ID, checksum).Scan(&d.Version, &d.ZeebeKey, &d.Created)
 				if err != nil {
 					return err
 				}

@@ -21,14 +21,14 @@ type UserTaskFilter struct {
 }
 
 const userTaskSelect = `
-SELECT t.id::text, t.instance_id, t.element_id, i.definition_key, i.definition_version, t.assignee,
+SELECT t.id::text, t.id::text, t.instance_id, t.element_id, i.definition_key, i.definition_version, t.assignee,
        t.candidate_groups, t.candidate_users, t.form_key, t.form_id, t.due_date, t.follow_up_date, t.priority,
        i.variables || t.variables, CASE WHEN t.outcome IS NULL THEN 'created' ELSE 'completing' END, t.created_at
   FROM tasks t JOIN instances i ON i.id = t.instance_id`
 
 func scanUserTask(r pgx.CollectableRow) (adminapi.UserTask, error) {
 	var u adminapi.UserTask
-	err := r.Scan(&u.ID, &u.InstanceID, &u.Element, &u.Definition.Key, &u.Definition.Version, &u.Assignee,
+	err := r.Scan(&u.ID, &u.ZeebeKey, &u.InstanceID, &u.Element, &u.Definition.Key, &u.Definition.Version, &u.Assignee,
 		&u.CandidateGroups, &u.CandidateUsers, &u.FormKey, &u.FormID, &u.DueDate, &u.FollowUpDate, &u.Priority,
 		&u.Variables, &u.State, &u.CreatedAt)
 	return u, err

@@ -15,8 +15,6 @@ package admin
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,6 +49,7 @@ type Store interface {
 	ListDecisions(ctx context.Context, f store.DecisionFilter) ([]adminapi.Decision, error)
 	Decision(ctx context.Context, id string, version int) (*dmn.Definitions, int, error)
 	Instance(ctx context.Context, id string) (adminapi.Instance, error)
+	InstanceKeys(ctx context.Context, id string, vars bool) (store.KeyedInstance, error)
 	ListInstances(ctx context.Context, f store.InstanceFilter) ([]adminapi.InstanceSummary, error)
 	ListIncidents(ctx context.Context, f store.IncidentFilter) ([]adminapi.Incident, error)
 	IncidentByID(ctx context.Context, id int64) (adminapi.Incident, error)
@@ -64,11 +63,6 @@ type Store interface {
 	ListParkedOutbox(ctx context.Context, f store.ParkedFilter) ([]adminapi.ParkedMessage, error)
 	RetryParkedOutbox(ctx context.Context, id string) error
 	DiscardParkedOutbox(ctx context.Context, id string) error
-}
-
-// Dispatcher runs administrative steps (the lanes).
-type Dispatcher interface {
-	Dispatch(lanes.Resume)
 }
 
 // Config configures the admin API.
@@ -100,7 +94,7 @@ type Deps struct {
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
 	// Lanes run the admin calls' steps.
-	Lanes Dispatcher
+	Lanes admin.Dispatcher
 	// MigrationCreated, when set, wakes the bulk migration runner.
 	MigrationCreated func()
 	// PublishRelay publishes a relay body under messageID to the relay
@@ -237,38 +231,11 @@ func (s *API) step(c *adminCall, op string, res lanes.Resume) error {
 	if cl := api.CallOf(c.r); cl != nil {
 		cl.Idle()
 	}
-	done := make(chan lanes.Outcome, 1)
-	res.Done = func(o lanes.Outcome) { done <- o }
-	s.deps.Lanes.Dispatch(res)
-	var o lanes.Outcome
-	select {
-	case o = <-done:
-	case <-c.r.Context().Done():
-		return c.r.Context().Err()
+	err := admin.Run(c.r.Context(), s.deps.Lanes, op, res)
+	if code := fault.Code(err); code == admin.ClaimHeld(op) {
+		return refuse(http.StatusConflict, code, fault.Reason(err))
 	}
-	switch o.Kind {
-	case lanes.Applied:
-		return nil
-	case lanes.Refused:
-		return refuse(http.StatusConflict, "SUTRA.ADMIN."+upper(op)+".CLAIM_HELD",
-			fmt.Sprintf("%s: retry — another step or admin call holds the instance right now (a race, not a failure)", fault.Reason(o.Err)))
-	case lanes.Retry:
-		return refuse(http.StatusServiceUnavailable, fault.Unavailable, fmt.Sprintf("%s: retry", o.Reason))
-	}
-	if o.Err == nil {
-		return refuse(http.StatusConflict, fault.NotWaiting, o.Kind.String())
-	}
-	return o.Err
-}
-
-func upper(op string) string {
-	b := []byte(op)
-	for i, c := range b {
-		if 'a' <= c && c <= 'z' {
-			b[i] = c - 'a' + 'A'
-		}
-	}
-	return string(b)
+	return err
 }
 
 // decodeAdmin reads a JSON body into v (see decode); an empty body leaves v.
@@ -303,7 +270,7 @@ func (s *API) deploy(c *adminCall) (answer, error) {
 			body.Decisions = append(body.Decisions, adminapi.DeployedDecision{DecisionID: d.Key, Name: d.Name, Version: d.Version,
 				VersionTag: d.VersionTag, Unchanged: !d.Created})
 		} else {
-			body.Definitions = append(body.Definitions, adminapi.Deployed{Key: d.Key, Version: d.Version, Unchanged: !d.Created})
+			body.Definitions = append(body.Definitions, adminapi.Deployed{Key: d.Key, Version: d.Version, ZeebeKey: d.ZeebeKey, Unchanged: !d.Created})
 		}
 		if d.Created {
 			status = http.StatusCreated
@@ -405,22 +372,17 @@ func (s *API) startInstance(c *adminCall) (answer, error) {
 		return answer{}, err
 	}
 	if req.InstanceID == "" {
-		req.InstanceID = newID()
+		req.InstanceID = api.NewID()
 	}
 	c.instanceID = req.InstanceID
 	if err := s.step(c, admin.OpStart, admin.Start(req.InstanceID, req.Definition, req.Version, req.Variables)); err != nil {
 		return answer{}, err
 	}
-	return answer{status: http.StatusCreated, body: adminapi.Started{InstanceID: req.InstanceID}}, nil
-}
-
-// newID is a random UUID (version 4).
-func newID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+	in, err := s.deps.Store.InstanceKeys(c.r.Context(), req.InstanceID, false)
+	if err != nil {
+		return answer{}, err
+	}
+	return answer{status: http.StatusCreated, body: adminapi.Started{InstanceID: req.InstanceID, ZeebeKey: in.Key}}, nil
 }
 
 func (s *API) getInstance(c *adminCall) (answer, error) {
@@ -530,7 +492,7 @@ func (s *API) startMigration(c *adminCall) (answer, error) {
 	if req.Definition == "" || req.FromVersion < 1 || req.ToVersion < 1 {
 		return answer{}, api.Invalidf("definition, from_version and to_version are required")
 	}
-	id := newID()
+	id := api.NewID()
 	if err := s.deps.Store.CreateMigration(c.r.Context(), id, req.Definition, req.FromVersion, req.ToVersion, req.Mapping); err != nil {
 		return answer{}, err
 	}
@@ -616,34 +578,47 @@ func (s *API) publishMessage(c *adminCall) (answer, error) {
 	if err := api.Decode(c.r, &req); err != nil {
 		return answer{}, err
 	}
+	if s.deps.PublishRelay == nil {
+		return answer{}, refuse(http.StatusServiceUnavailable, fault.Unavailable, "no broker publisher")
+	}
+	id, err := PublishMessage(c.r.Context(), s.deps.PublishRelay, req)
+	if err != nil {
+		return answer{}, err
+	}
+	return answer{status: http.StatusAccepted, body: adminapi.MessagePublished{MessageID: id}}, nil
+}
+
+// PublishMessage checks req and publishes it as a relay with publish (a
+// Deps.PublishRelay), under its message id (a new one when it names none),
+// which it returns: POST /v1/messages and the Zeebe gateway's
+// PublishMessage both publish this way, so a message has the relay path's
+// semantics (buffered with its ttl, deduplicated by its message id)
+// whichever protocol sent it. Refusals are api.Invalid.
+func PublishMessage(ctx context.Context, publish func(ctx context.Context, routingKey, messageID string, body []byte) error,
+	req adminapi.MessageRequest) (string, error) {
 	switch {
 	case req.Message == "":
-		return answer{}, api.Invalidf("message is required")
+		return "", api.Invalidf("message is required")
 	case req.CorrelationKey != "" && req.InstanceID != "":
-		return answer{}, api.Invalidf("name correlation_key or instance_id, not both")
-	case s.deps.PublishRelay == nil:
-		return answer{}, refuse(http.StatusServiceUnavailable, fault.Unavailable, "no broker publisher")
+		return "", api.Invalidf("name correlation_key or instance_id, not both")
 	}
 	for name, id := range map[string]string{"instance_id": req.InstanceID, "message_id": req.MessageID, "correlation_key": req.CorrelationKey} {
 		if err := api.CheckText(name, id); err != nil {
-			return answer{}, err
+			return "", err
 		}
 	}
 	if req.MessageID == "" {
-		req.MessageID = newID()
+		req.MessageID = api.NewID()
 	}
 	id := req.MessageID
 	req.MessageID = ""
 	body, err := json.Marshal(req)
 	if err != nil {
-		return answer{}, err
+		return "", err
 	}
-	ctx, cancel := context.WithTimeout(c.r.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := s.deps.PublishRelay(ctx, req.Message, id, body); err != nil {
-		return answer{}, err
-	}
-	return answer{status: http.StatusAccepted, body: adminapi.MessagePublished{MessageID: id}}, nil
+	return id, publish(ctx, req.Message, id, body)
 }
 
 func userTaskID(c *adminCall) (int64, error) {

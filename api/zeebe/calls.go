@@ -110,7 +110,10 @@ func statusOf(err error) error {
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
+	var inv api.Invalid
 	switch {
+	case errors.As(err, &inv):
+		return status.Errorf(codes.InvalidArgument, "%s: %s", fault.APIInvalid, inv.Msg)
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
@@ -126,13 +129,18 @@ func statusOf(err error) error {
 	switch code {
 	case fault.NotFound, fault.AdminNotFound, fault.TaskNotFound, fault.UnknownDefinition:
 		return status.Error(codes.NotFound, msg)
-	case fault.APIInvalid, fault.BPMNInvalid, fault.BPMNUnsupported, fault.BPMNExpression, fault.DMNInvalid, fault.DMNUnsupported, fault.RelayInvalid:
+	case fault.APIInvalid, fault.BPMNInvalid, fault.BPMNUnsupported, fault.BPMNExpression, fault.DMNInvalid, fault.DMNUnsupported, fault.RelayInvalid,
+		fault.NoStartEvent:
 		return status.Error(codes.InvalidArgument, msg)
-	case fault.APITooLarge, fault.APIBusy:
+	case fault.APITooLarge, fault.APIBusy, fault.StepTooLarge:
 		return status.Error(codes.ResourceExhausted, msg)
 	case fault.TaskLockLost, fault.TaskNotAssignee, fault.NotWaiting, fault.InstanceExists:
 		return status.Error(codes.FailedPrecondition, msg)
 	case fault.ClaimHeld, fault.StepFenced, fault.Unavailable, fault.Transient:
+		return status.Error(codes.Unavailable, msg)
+	}
+	if strings.HasPrefix(code, "SUTRA.ADMIN.") && strings.HasSuffix(code, ".CLAIM_HELD") {
+		// admin.ClaimHeld: another step holds the instance, a race to retry.
 		return status.Error(codes.Unavailable, msg)
 	}
 	return status.Error(codes.Internal, msg)

@@ -30,11 +30,13 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/sutra-run/worker/admin"
 	"github.com/sutra-run/worker/api"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/metrics"
+	"github.com/sutra-run/worker/store"
 )
 
 // Config configures the gateway.
@@ -57,6 +59,10 @@ type Config struct {
 	// MaxMessageSize caps a request message in bytes (default 4 MiB, gRPC's
 	// own default); a larger one is refused with ResourceExhausted.
 	MaxMessageSize int
+	// PollInterval is how often calls waiting for something another
+	// replica may do look for it (default 250ms, SUTRA_TASK_POLL_INTERVAL);
+	// what this replica does wakes them at once.
+	PollInterval time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -64,12 +70,32 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.MaxStreams, 256)
 	defaults.Set(&c.MaxJobsToActivate, 1000)
 	defaults.Set(&c.MaxMessageSize, 4<<20)
+	defaults.Set(&c.PollInterval, 250*time.Millisecond)
+}
+
+// Store is what the gateway needs from the database (*store.Store).
+type Store interface {
+	Deploy(ctx context.Context, xml []byte) ([]store.Deployed, error)
+	DefinitionByKey(ctx context.Context, zeebeKey int64) (key string, version int, err error)
+	InstanceByKey(ctx context.Context, key int64, vars bool) (store.KeyedInstance, error)
+	InstanceKeys(ctx context.Context, id string, vars bool) (store.KeyedInstance, error)
+	Ended(ctx context.Context, ids []string) ([]string, error)
+	NextKey(ctx context.Context) (int64, error)
+	MessageSeen(ctx context.Context, id string) (bool, error)
 }
 
 // Deps are the gateway's collaborators.
 type Deps struct {
+	Store Store
+	// Lanes run the steps of starts, cancellations and variables updates,
+	// on the admin lane, as the admin API's do.
+	Lanes   admin.Dispatcher
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
+	// PublishRelay publishes a relay body under messageID to the relay
+	// exchange with routingKey and returns once the broker confirmed it
+	// (the admin API's PublishRelay).
+	PublishRelay func(ctx context.Context, routingKey, messageID string, body []byte) error
 }
 
 // Gateway is the Zeebe gateway. Every RPC it does not implement answers
@@ -81,15 +107,18 @@ type Gateway struct {
 	deps Deps
 	ln   net.Listener
 	srv  *grpc.Server
-	// stopping is closed at the soft stop: long polls and job streams
-	// answer and end, so that the graceful stop does not wait for them.
+	// stopping is closed at the soft stop: long polls, job streams and
+	// calls waiting for an instance's end answer and end, so that the
+	// graceful stop does not wait for them.
 	stopping chan struct{}
+	// ends are the calls waiting for an instance's end.
+	ends *ends
 }
 
 // New builds the gateway; Start binds its listener.
 func New(deps Deps, cfg Config) *Gateway {
 	cfg.setDefaults()
-	return &Gateway{cfg: cfg, deps: deps, stopping: make(chan struct{})}
+	return &Gateway{cfg: cfg, deps: deps, stopping: make(chan struct{}), ends: newEnds()}
 }
 
 // keepaliveMinTime is the shortest ping interval the gateway tolerates.
@@ -126,6 +155,15 @@ func (g *Gateway) Start(ctx context.Context) error {
 func (g *Gateway) run(soft, hard context.Context) {
 	served := make(chan error, 1)
 	go func() { served <- g.srv.Serve(g.ln) }()
+	// The look for ends other replicas committed stops with run.
+	polled := make(chan struct{})
+	defer func() { <-polled }()
+	pollCtx, stopPoll := context.WithCancel(soft)
+	defer stopPoll()
+	go func() {
+		defer close(polled)
+		g.pollEnds(pollCtx)
+	}()
 	select {
 	case err := <-served:
 		if err != nil && !errors.Is(err, grpc.ErrServerStopped) {

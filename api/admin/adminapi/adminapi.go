@@ -62,9 +62,11 @@ type CompletionRequest struct {
 
 // Deployed is one definition a deploy created or found unchanged.
 type Deployed struct {
-	Key       string `json:"key"`
-	Version   int    `json:"version"`
-	Unchanged bool   `json:"unchanged"`
+	Key     string `json:"key"`
+	Version int    `json:"version"`
+	// ZeebeKey is the version's key for Zeebe clients (processDefinitionKey).
+	ZeebeKey  int64 `json:"zeebe_key,string"`
+	Unchanged bool  `json:"unchanged"`
 }
 
 // DeployedDecision is one decision a deploy created or found unchanged.
@@ -134,7 +136,10 @@ type MatchedRule struct {
 type DefinitionVersions struct {
 	Key      string `json:"key"`
 	Versions []int  `json:"versions"`
-	Latest   int    `json:"latest"`
+	// ZeebeKeys are the versions' keys for Zeebe clients, in the order of
+	// Versions, as strings of digits.
+	ZeebeKeys []string `json:"zeebe_keys"`
+	Latest    int      `json:"latest"`
 }
 
 // Definitions answers GET /v1/definitions.
@@ -150,7 +155,9 @@ type DefinitionRef struct {
 
 // Instance answers GET /v1/instances/{id}.
 type Instance struct {
-	ID         string         `json:"instance_id"`
+	ID string `json:"instance_id"`
+	// ZeebeKey is the instance's key for Zeebe clients (processInstanceKey).
+	ZeebeKey   int64          `json:"zeebe_key,string"`
 	Definition DefinitionRef  `json:"definition"`
 	Status     string         `json:"status"`
 	Version    int64          `json:"version"`
@@ -202,9 +209,11 @@ type Timer struct {
 	Attempts int       `json:"attempts"`
 }
 
-// Task is an open task.
+// Task is an open task. Its id is its key for Zeebe clients (the job
+// key), given again as zeebe_key.
 type Task struct {
 	ID            string     `json:"id"`
+	ZeebeKey      string     `json:"zeebe_key"`
 	Token         string     `json:"token"`
 	Element       string     `json:"element"`
 	Topic         string     `json:"topic"`
@@ -215,9 +224,11 @@ type Task struct {
 }
 
 // Incident is one incident; its id travels as a string of digits, like
-// every row id.
+// every row id. Its id is its key for Zeebe clients, given again as
+// zeebe_key.
 type Incident struct {
 	ID         int64      `json:"id,string"`
+	ZeebeKey   int64      `json:"zeebe_key,string"`
 	InstanceID string     `json:"instance_id"`
 	Token      string     `json:"token"`
 	Element    string     `json:"element"`
@@ -230,6 +241,7 @@ type Incident struct {
 // InstanceSummary is one item of GET /v1/instances.
 type InstanceSummary struct {
 	ID          string        `json:"instance_id"`
+	ZeebeKey    int64         `json:"zeebe_key,string"`
 	Definition  DefinitionRef `json:"definition"`
 	Status      string        `json:"status"`
 	Version     int64         `json:"version"`
@@ -240,6 +252,7 @@ type InstanceSummary struct {
 // Started answers POST /v1/instances.
 type Started struct {
 	InstanceID string `json:"instance_id"`
+	ZeebeKey   int64  `json:"zeebe_key,string"`
 }
 
 // Cancelled answers POST /v1/instances/{id}/cancel.
@@ -300,9 +313,11 @@ type MessagePublished struct {
 	MessageID string `json:"message_id"`
 }
 
-// UserTask is a user task as the tools people work them with see it.
+// UserTask is a user task as the tools people work them with see it. Its
+// id is its key for Zeebe clients (the job key), given again as zeebe_key.
 type UserTask struct {
 	ID              string         `json:"id"`
+	ZeebeKey        string         `json:"zeebe_key"`
 	InstanceID      string         `json:"instance_id"`
 	Element         string         `json:"element"`
 	Definition      DefinitionRef  `json:"definition"`

@@ -1,0 +1,74 @@
+package zeebe
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/camunda/zeebe/clients/go/v8/pkg/pb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sutra-run/worker/api"
+	apiadmin "github.com/sutra-run/worker/api/admin"
+	"github.com/sutra-run/worker/api/admin/adminapi"
+	"github.com/sutra-run/worker/fault"
+)
+
+// PublishMessage publishes a message as POST /v1/messages does, as a relay
+// (apiadmin.PublishMessage), so it has the relay path's semantics: it
+// correlates to the subscription waiting with its name and correlation key,
+// or starts the definitions with a message start event of its name, or,
+// with a timeToLive and a correlation key, stays buffered that long for a
+// subscription to open. (A message without a correlation key is not
+// buffered: the relay contract buffers by key only.)
+//
+// Its key is drawn from the key sequence when it is published. A message
+// without messageId is published under its key (in decimal) as its relay
+// message id; one whose messageId was applied or is still buffered is
+// refused with AlreadyExists, as Zeebe refuses a message id it holds (two
+// racing publishes of one id both pass that look; the relay's inbox then
+// applies it once).
+func (g *Gateway) PublishMessage(ctx context.Context, req *pb.PublishMessageRequest) (*pb.PublishMessageResponse, error) {
+	if err := checkTenant(req.TenantId); err != nil {
+		return nil, err
+	}
+	vars, err := api.DecodeVariables("variables", []byte(req.Variables))
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	if req.TimeToLive < 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "%s: timeToLive %d is negative", fault.APIInvalid, req.TimeToLive)
+	}
+	if g.deps.PublishRelay == nil {
+		return nil, status.Errorf(codes.Unavailable, "%s: no broker publisher", fault.Unavailable)
+	}
+	if req.MessageId != "" {
+		if err := api.CheckText("messageId", req.MessageId); err != nil {
+			return nil, statusOf(err)
+		}
+		seen, err := g.deps.Store.MessageSeen(ctx, req.MessageId)
+		if err != nil {
+			return nil, statusOf(err)
+		}
+		if seen {
+			return nil, status.Errorf(codes.AlreadyExists, "%s: a message with id %q was already published", fault.APIInvalid, req.MessageId)
+		}
+	}
+	key, err := g.deps.Store.NextKey(ctx)
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	msg := adminapi.MessageRequest{Message: req.Name, CorrelationKey: req.CorrelationKey, Variables: vars, MessageID: req.MessageId}
+	if msg.MessageID == "" {
+		msg.MessageID = strconv.FormatInt(key, 10)
+	}
+	if req.TimeToLive > 0 && req.CorrelationKey != "" {
+		// Fixed notation: %g would write 1e+06 for long TTLs.
+		msg.TTL = "PT" + strconv.FormatFloat((time.Duration(req.TimeToLive)*time.Millisecond).Seconds(), 'f', -1, 64) + "S"
+	}
+	if _, err := apiadmin.PublishMessage(ctx, g.deps.PublishRelay, msg); err != nil {
+		return nil, statusOf(err)
+	}
+	return &pb.PublishMessageResponse{Key: key, TenantId: defaultTenant}, nil
+}
