@@ -66,6 +66,8 @@ var routes = []string{
 	"POST /engine-rest/external-task/{id}/extendLock",
 	"POST /engine-rest/external-task/{id}/unlock",
 	"POST /oauth/token",
+	"GET /v1/decisions",
+	"POST /v1/decisions/{id}/evaluation",
 }
 
 func TestTheSpecHasExactlyTheRoutesOfTheAPI(t *testing.T) {
@@ -186,8 +188,8 @@ func TestTheSpecAcceptsCorrectResponses(t *testing.T) {
 	doc, router := load(t)
 	for _, s := range []sample{
 		{"openapi", "GET", "/v1/openapi.yaml", 200, "application/yaml", nil, "openapi: 3.1.0\ninfo: {title: x, version: '1'}\npaths: {}\n"},
-		{"deploy new", "POST", "/v1/definitions", 201, appJSON, nil, `{"key":"order","version":3,"zeebe_key":"2251799813685250","unchanged":false,"definitions":[{"key":"order","version":3,"zeebe_key":"2251799813685250","unchanged":false},{"key":"refund","version":1,"zeebe_key":"7","unchanged":true}]}`},
-		{"deploy unchanged", "POST", "/v1/definitions", 200, appJSON, nil, `{"key":"order","version":3,"zeebe_key":"2251799813685250","unchanged":true,"definitions":[{"key":"order","version":3,"zeebe_key":"2251799813685250","unchanged":true}]}`},
+		{"deploy new", "POST", "/v1/definitions", 201, appJSON, nil, `{"key":"order","version":3,"zeebe_key":"2251799813685250","unchanged":false,"kind":"bpmn","definitions":[{"key":"order","version":3,"zeebe_key":"2251799813685250","unchanged":false},{"key":"refund","version":1,"zeebe_key":"7","unchanged":true}],"decisions":[]}`},
+		{"deploy unchanged", "POST", "/v1/definitions", 200, appJSON, nil, `{"key":"order","version":3,"zeebe_key":"2251799813685250","unchanged":true,"kind":"bpmn","definitions":[{"key":"order","version":3,"zeebe_key":"2251799813685250","unchanged":true}],"decisions":[]}`},
 		{"deploy invalid", "POST", "/v1/definitions", 422, problemJSON, nil, problem("SUTRA.BPMN.UNSUPPORTED", 422, `,"element_id":"Task_1"`)},
 		{"definitions", "GET", "/v1/definitions", 200, appJSON, nil, `{"definitions":[{"key":"order","versions":[1,2,3],"zeebe_keys":["3","4","2251799813685250"],"latest":3}]}`},
 		{"definition xml", "GET", "/v1/definitions/order/versions/3", 200, "application/xml", nil, `<?xml version="1.0"?><definitions/>`},

@@ -276,7 +276,7 @@ func (s *API) deploy(c *adminCall) (answer, error) {
 			status = http.StatusCreated
 		}
 	}
-	body.Deployed = adminapi.Deployed{Key: ds[0].Key, Version: ds[0].Version, Unchanged: status == http.StatusOK}
+	body.Deployed = adminapi.Deployed{Key: ds[0].Key, Version: ds[0].Version, ZeebeKey: ds[0].ZeebeKey, Unchanged: status == http.StatusOK}
 	return answer{status: status, body: body}, nil
 }
 

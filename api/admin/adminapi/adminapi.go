@@ -64,8 +64,9 @@ type CompletionRequest struct {
 type Deployed struct {
 	Key     string `json:"key"`
 	Version int    `json:"version"`
-	// ZeebeKey is the version's key for Zeebe clients (processDefinitionKey).
-	ZeebeKey  int64 `json:"zeebe_key,string"`
+	// ZeebeKey is the version's key for Zeebe clients (processDefinitionKey);
+	// none for a DMN file.
+	ZeebeKey  int64 `json:"zeebe_key,string,omitempty"`
 	Unchanged bool  `json:"unchanged"`
 }
 
