@@ -59,20 +59,24 @@ func (s *Store) deployDecisions(ctx context.Context, doc []byte, checksum string
 			if err := storeFile(ctx, tx, checksum, doc); err != nil {
 				return err
 			}
+			drg := DRG{ID: defs.ID, Name: defs.Name}
+			if err := tx.QueryRow(ctx, `SELECT zeebe_key FROM deployed_files WHERE checksum = $1`, checksum).Scan(&drg.Key); err != nil {
+				return err
+			}
 			for _, dec := range defs.Decisions {
-				d := Deployed{Kind: KindDMN, Key: dec.ID, Name: dec.Name, VersionTag: dec.VersionTag}
+				d := Deployed{Kind: KindDMN, Key: dec.ID, Name: dec.Name, VersionTag: dec.VersionTag, DRG: drg}
 				err := tx.QueryRow(ctx, `
 					WITH existing AS (
-						SELECT version FROM decisions WHERE decision_id = $1 AND checksum = $2
+						SELECT version, zeebe_key FROM decisions WHERE decision_id = $1 AND checksum = $2
 					), inserted AS (
 						INSERT INTO decisions (decision_id, version, checksum, name, version_tag)
 						SELECT $1, COALESCE((SELECT max(version) FROM decisions WHERE decision_id = $1), 0) + 1, $2, $3, NULLIF($4, '')
 						WHERE NOT EXISTS (SELECT 1 FROM existing)
-						RETURNING version
+						RETURNING version, zeebe_key
 					)
-					SELECT version, true FROM inserted
+					SELECT version, zeebe_key, true FROM inserted
 					UNION ALL
-					SELECT version, false FROM existing`, dec.ID, checksum, dec.Name, dec.VersionTag).Scan(&d.Version, &d.Created)
+					SELECT version, zeebe_key, false FROM existing`, dec.ID, checksum, dec.Name, dec.VersionTag).Scan(&d.Version, &d.ZeebeKey, &d.Created)
 				if err != nil {
 					return err
 				}

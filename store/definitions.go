@@ -35,6 +35,16 @@ type Deployed struct {
 	Created bool
 	// Name and VersionTag are a decision's.
 	Name, VersionTag string
+	// DRG names a decision's file as a decision requirements graph, for
+	// Zeebe clients.
+	DRG DRG
+}
+
+// DRG is a deployed DMN file as Zeebe clients see it: its definitions' id
+// and name, and the file's key.
+type DRG struct {
+	ID, Name string
+	Key      int64
 }
 
 // Deploy validates a BPMN or a DMN file, told apart by its root element

@@ -1,15 +1,14 @@
 package zeebe
 
 import (
-	"bytes"
 	"context"
-	"strings"
 
 	"github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/store"
 )
 
 // DeployResource deploys each resource as POST /v1/definitions deploys a
@@ -44,13 +43,10 @@ func (g *Gateway) DeployResource(ctx context.Context, req *pb.DeployResourceRequ
 	return resp, nil
 }
 
-// deployResource deploys one resource by its kind: the one place where a
-// resource is routed to what deploys it.
+// deployResource deploys one resource, BPMN or DMN alike (store.Deploy
+// tells them by their root element): a DMN file answers its decision
+// requirements graph, then each decision.
 func (g *Gateway) deployResource(ctx context.Context, r *pb.Resource) ([]*pb.Deployment, error) {
-	if isDMN(r) {
-		return nil, status.Errorf(codes.InvalidArgument, "%s: resource %q: deploying DMN decisions through the Zeebe gateway is not yet supported",
-			fault.DMNUnsupported, r.Name)
-	}
 	ds, err := g.deps.Store.Deploy(ctx, r.Content)
 	if err != nil {
 		if code := fault.Code(err); code != "" {
@@ -58,17 +54,27 @@ func (g *Gateway) deployResource(ctx context.Context, r *pb.Resource) ([]*pb.Dep
 		}
 		return nil, statusOf(err)
 	}
-	out := make([]*pb.Deployment, 0, len(ds))
-	for _, d := range ds {
-		out = append(out, &pb.Deployment{Metadata: &pb.Deployment_Process{Process: &pb.ProcessMetadata{
-			BpmnProcessId: d.Key, Version: int32(d.Version), ProcessDefinitionKey: d.ZeebeKey,
-			ResourceName: r.Name, TenantId: defaultTenant,
+	out := make([]*pb.Deployment, 0, len(ds)+1)
+	for i, d := range ds {
+		if d.Kind != store.KindDMN {
+			out = append(out, &pb.Deployment{Metadata: &pb.Deployment_Process{Process: &pb.ProcessMetadata{
+				BpmnProcessId: d.Key, Version: int32(d.Version), ProcessDefinitionKey: d.ZeebeKey,
+				ResourceName: r.Name, TenantId: defaultTenant,
+			}}})
+			continue
+		}
+		if i == 0 {
+			// A graph has no versions of its own here: it takes its first
+			// decision's.
+			out = append(out, &pb.Deployment{Metadata: &pb.Deployment_DecisionRequirements{DecisionRequirements: &pb.DecisionRequirementsMetadata{
+				DmnDecisionRequirementsId: d.DRG.ID, DmnDecisionRequirementsName: d.DRG.Name, Version: int32(d.Version),
+				DecisionRequirementsKey: d.DRG.Key, ResourceName: r.Name, TenantId: defaultTenant,
+			}}})
+		}
+		out = append(out, &pb.Deployment{Metadata: &pb.Deployment_Decision{Decision: &pb.DecisionMetadata{
+			DmnDecisionId: d.Key, DmnDecisionName: d.Name, Version: int32(d.Version), DecisionKey: d.ZeebeKey,
+			DmnDecisionRequirementsId: d.DRG.ID, DecisionRequirementsKey: d.DRG.Key, TenantId: defaultTenant,
 		}}})
 	}
 	return out, nil
-}
-
-// isDMN tells a DMN file by its name, as Zeebe does, or by its namespace.
-func isDMN(r *pb.Resource) bool {
-	return strings.HasSuffix(strings.ToLower(r.Name), ".dmn") || bytes.Contains(r.Content, []byte("www.omg.org/spec/DMN/"))
 }

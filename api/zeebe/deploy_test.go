@@ -50,14 +50,49 @@ func TestDeployResourceVersionsAndKeys(t *testing.T) {
 	}
 }
 
+func TestDeployResourceDeploysADecisionRequirementsGraphAndItsDecisions(t *testing.T) {
+	b := setup(t, nil)
+	ctx := testkit.Ctx(t)
+	resp, err := b.client.NewDeployResourceCommand().AddResourceFile("../../dmn/testdata/dinner.dmn").Send(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Deployments) < 2 {
+		t.Fatalf("deployments %v: want the graph and its decisions", resp.Deployments)
+	}
+	drg := resp.Deployments[0].GetDecisionRequirements()
+	if drg == nil || drg.DecisionRequirementsKey == 0 || drg.DmnDecisionRequirementsId == "" {
+		t.Fatalf("first deployment %v: want the decision requirements graph", resp.Deployments[0])
+	}
+	keys := map[int64]bool{drg.DecisionRequirementsKey: true}
+	for _, d := range resp.Deployments[1:] {
+		dec := d.GetDecision()
+		if dec == nil || dec.Version != 1 || dec.DecisionRequirementsKey != drg.DecisionRequirementsKey || keys[dec.DecisionKey] {
+			t.Errorf("decision %v: want version 1 of the graph %d, with a key of its own", d, drg.DecisionRequirementsKey)
+			continue
+		}
+		keys[dec.DecisionKey] = true
+	}
+	// The same file again keeps its versions and keys.
+	again, err := b.client.NewDeployResourceCommand().AddResourceFile("../../dmn/testdata/dinner.dmn").Send(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range again.Deployments[1:] {
+		if d.GetDecision().DecisionKey != resp.Deployments[i+1].GetDecision().DecisionKey {
+			t.Errorf("redeploy: decision %v, was %v", d, resp.Deployments[i+1])
+		}
+	}
+}
+
 func TestDeployResourceRefusals(t *testing.T) {
 	b := setup(t, nil)
 	ctx := testkit.Ctx(t)
 	_, err := b.client.NewDeployResourceCommand().AddResourceFile("testdata/bad.bpmn").Send(ctx)
 	wantStatus(t, err, codes.InvalidArgument, fault.BPMNInvalid, `"NoType"`, "testdata/bad.bpmn")
 
-	_, err = b.client.NewDeployResourceCommand().AddResource([]byte(`<definitions xmlns="https://www.omg.org/spec/DMN/20191111/MODEL/"/>`), "dish.dmn").Send(ctx)
-	wantStatus(t, err, codes.InvalidArgument, fault.DMNUnsupported, "dish.dmn")
+	_, err = b.client.NewDeployResourceCommand().AddResource([]byte(`<definitions xmlns="https://www.omg.org/spec/DMN/20191111/MODEL/" id="d"/>`), "dish.dmn").Send(ctx)
+	wantStatus(t, err, codes.InvalidArgument, fault.DMNInvalid, "dish.dmn")
 
 	_, err = b.client.NewDeployResourceCommand().AddResourceFile("testdata/payment.bpmn").TenantId("other").Send(ctx)
 	wantStatus(t, err, codes.InvalidArgument, "tenant", "other")
