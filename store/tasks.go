@@ -36,12 +36,16 @@ type LockedTask struct {
 	Element           string
 	DefinitionKey     string
 	DefinitionVersion int
-	Retries           int
-	Priority          int
-	Variables         map[string]any
-	Headers           map[string]string
-	CreatedAt         time.Time
-	LockExpires       time.Time
+	// InstanceKey and DefinitionZeebeKey are the instance's and the
+	// definition version's Zeebe keys (migration 0019).
+	InstanceKey        int64
+	DefinitionZeebeKey int64
+	Retries            int
+	Priority           int
+	Variables          map[string]any
+	Headers            map[string]string
+	CreatedAt          time.Time
+	LockExpires        time.Time
 	// Waited is how long the task waited from its creation to this lock
 	// (database clock).
 	Waited time.Duration
@@ -72,7 +76,8 @@ WITH want AS (
 ), cand AS (
 	SELECT c.* FROM want w CROSS JOIN LATERAL (
 		SELECT t.id, t.priority, t.locked_by AS prev, w.lock_secs, i.definition_key, i.definition_version,
-		       i.variables AS instance_variables
+		       i.variables AS instance_variables, i.zeebe_key AS instance_key,
+		       (SELECT d.zeebe_key FROM definitions d WHERE d.key = i.definition_key AND d.version = i.definition_version) AS definition_zeebe_key
 		  FROM tasks t
 		  JOIN instances i ON i.id = t.instance_id
 		 WHERE t.type = w.topic AND t.outcome IS NULL
@@ -90,7 +95,7 @@ UPDATE tasks t SET locked_by = $1, lock_expires_at = now() + make_interval(secs 
   FROM cand WHERE t.id = cand.id
 RETURNING t.id, t.type, t.instance_id, t.token_id, t.element_id, cand.definition_key, cand.definition_version,
 	t.retries, t.priority, cand.instance_variables || t.variables, t.headers, t.created_at, t.lock_expires_at, now() - t.created_at,
-	cand.prev IS NOT NULL, t.error_message, t.error_details`
+	cand.prev IS NOT NULL, t.error_message, t.error_details, cand.instance_key, cand.definition_zeebe_key`
 
 // fetchSetupSQL precedes a fetch in its transaction: a lock is soft state
 // (no WAL flush), and the fetch runs its cached generic plan. Left to
@@ -137,7 +142,7 @@ func (s *Store) FetchAndLock(ctx context.Context, worker string, topics []TopicL
 		var t LockedTask
 		err := r.Scan(&t.ID, &t.Topic, &t.InstanceID, &t.TokenID, &t.Element, &t.DefinitionKey, &t.DefinitionVersion,
 			&t.Retries, &t.Priority, &t.Variables, &t.Headers, &t.CreatedAt, &t.LockExpires, &t.Waited,
-			&t.Relocked, &t.ErrorMessage, &t.ErrorDetails)
+			&t.Relocked, &t.ErrorMessage, &t.ErrorDetails, &t.InstanceKey, &t.DefinitionZeebeKey)
 		return t, err
 	})
 	if err != nil {
@@ -192,6 +197,10 @@ type Outcome struct {
 	Human    bool
 	User     string
 	Override bool
+	// HolderPrefix, when set, fences on a lock holder that starts with it
+	// in place of Worker: a Zeebe job's outcome names no worker, only that
+	// a Zeebe worker holds it (api/zeebe locks as "zeebe:<worker>").
+	HolderPrefix string
 }
 
 // taskRelayRoutingKey is the routing key of task outcome relays.
@@ -206,7 +215,8 @@ var recordOutcomeSQL = outboxInsert(`done AS (
 	UPDATE tasks SET outcome = $3::text, outcomes = outcomes + 1,
 	       error_message = COALESCE($6::text, error_message), error_details = COALESCE($7::text, error_details)
 	 WHERE id = $1 AND outcome IS NULL
-	   AND (locked_by = $2 OR ($11 AND user_task AND ($13 OR assignee IS NULL OR assignee = $12)))
+	   AND (locked_by = $2 OR ($14 <> '' AND starts_with(locked_by, $14))
+	        OR ($11 AND user_task AND ($13 OR assignee IS NULL OR assignee = $12)))
 	RETURNING id, instance_id, token_id, element_id, outcomes, type
 ),`, "id, instance_id, element_id, message_name, target, routing_key, body", `
 SELECT 'task:' || id || ':' || outcomes, instance_id, element_id, type, 'relay', $10::text,
@@ -238,7 +248,7 @@ func (s *Store) RecordOutcome(ctx context.Context, o Outcome) (topic string, err
 	w := s.outboxWrites()
 	b := &pgx.Batch{}
 	w.queue(b, recordOutcomeSQL, o.TaskID, o.Worker, o.Kind, vars, o.ErrorCode, msg, details,
-		o.Retries, o.RetryTimeout.Milliseconds(), taskRelayRoutingKey, o.Human, o.User, o.Override)
+		o.Retries, o.RetryTimeout.Milliseconds(), taskRelayRoutingKey, o.Human, o.User, o.Override, o.HolderPrefix)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return "", translate(err, fmt.Sprintf("recording the outcome of task %d", o.TaskID))
 	}
@@ -263,6 +273,45 @@ func (s *Store) ExtendLock(ctx context.Context, id int64, worker string, d time.
 	}
 	if tag.RowsAffected() == 0 {
 		return s.whyNotHeld(ctx, id, worker)
+	}
+	return nil
+}
+
+// SetLockTimeout sets the lock of a locked task to expire d from now,
+// whoever holds it (Zeebe's UpdateJobTimeout names no worker). Errors:
+// ErrNotFound (no such task, or it has an outcome), *LockError (it is not
+// locked, or its lock expired).
+func (s *Store) SetLockTimeout(ctx context.Context, id int64, d time.Duration) error {
+	var holder *string
+	var live, found bool
+	err := s.pool.QueryRow(ctx, `WITH t AS (SELECT id, locked_by, lock_expires_at > now() AS live FROM tasks
+			WHERE id = $1 AND outcome IS NULL FOR UPDATE), u AS (
+		UPDATE tasks SET lock_expires_at = now() + make_interval(secs => $2)
+		  FROM t WHERE tasks.id = t.id AND t.locked_by IS NOT NULL AND t.live RETURNING tasks.id)
+		SELECT t.locked_by, COALESCE(t.live, false), true FROM t`, id, d.Seconds()).Scan(&holder, &live, &found)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("task %d does not exist or is finished: %w", id, ErrNotFound)
+	case err != nil:
+		return translate(err, fmt.Sprintf("setting the lock timeout of task %d", id))
+	case holder == nil:
+		return &LockError{TaskID: id}
+	case !live:
+		return &LockError{TaskID: id, Worker: *holder, Holder: *holder, Expired: true}
+	}
+	return nil
+}
+
+// SetRetries sets the retries an open task carries to its next worker (and
+// reports in a failure that leaves it with none). Errors: ErrNotFound (no
+// such task, or it has an outcome).
+func (s *Store) SetRetries(ctx context.Context, id int64, retries int) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE tasks SET retries = $2 WHERE id = $1 AND outcome IS NULL`, id, retries)
+	if err != nil {
+		return translate(err, fmt.Sprintf("setting the retries of task %d", id))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("task %d does not exist or is finished: %w", id, ErrNotFound)
 	}
 	return nil
 }
