@@ -31,9 +31,11 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/sutra-run/worker/api"
+	"github.com/sutra-run/worker/api/jobs"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/internal/startstop"
+	"github.com/sutra-run/worker/internal/testsignal"
 	"github.com/sutra-run/worker/metrics"
 )
 
@@ -70,26 +72,49 @@ func (c *Config) setDefaults() {
 type Deps struct {
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
+	// JobStore serves the job RPCs; Waiters are where their long polls and
+	// streams wait for tasks, with /engine-rest's; Lanes run the steps the
+	// gateway asks for (ResolveIncident).
+	JobStore JobStore
+	Waiters  *jobs.Waiters
+	Lanes    Dispatcher
 }
+
+// TestSignals tell tests what the gateway did; inert unless Init'ed.
+type TestSignals struct {
+	// Waiting carries the job type of every ActivateJobs long poll that
+	// found nothing and starts to wait.
+	Waiting testsignal.Signal[string]
+	// Streaming carries the job type of every job stream that found nothing
+	// and waits (each time it does).
+	Streaming testsignal.Signal[string]
+}
+
+// Init switches every signal on.
+func (s *TestSignals) Init() { s.Waiting.Init(); s.Streaming.Init() }
 
 // Gateway is the Zeebe gateway. Every RPC it does not implement answers
 // Unimplemented, naming the method (pb.UnimplementedGatewayServer).
 type Gateway struct {
 	pb.UnimplementedGatewayServer
 	startstop.Base
-	cfg  Config
-	deps Deps
-	ln   net.Listener
-	srv  *grpc.Server
+	TestSignals TestSignals
+	cfg         Config
+	deps        Deps
+	ln          net.Listener
+	srv         *grpc.Server
 	// stopping is closed at the soft stop: long polls and job streams
 	// answer and end, so that the graceful stop does not wait for them.
 	stopping chan struct{}
+	// slots cap the job streams and long polls open at once (MaxStreams).
+	slots *jobs.Slots
 }
 
 // New builds the gateway; Start binds its listener.
 func New(deps Deps, cfg Config) *Gateway {
 	cfg.setDefaults()
-	return &Gateway{cfg: cfg, deps: deps, stopping: make(chan struct{})}
+	return &Gateway{cfg: cfg, deps: deps, stopping: make(chan struct{}),
+		slots: jobs.NewSlots(cfg.MaxStreams, deps.Metrics.GatewayStreams.Set)}
 }
 
 // keepaliveMinTime is the shortest ping interval the gateway tolerates.
