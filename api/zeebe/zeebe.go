@@ -28,6 +28,9 @@ import (
 	"github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	// Camunda's Node.js SDK compresses its calls with gzip: without the
+	// codec registered every call answers Unimplemented.
+	_ "google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/sutra-run/worker/api"
