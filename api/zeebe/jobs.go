@@ -162,6 +162,10 @@ func (g *Gateway) ActivateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_Ac
 		wait = defaultRequestTimeout
 	}
 	ctx := stream.Context()
+	answer := func(got []*pb.ActivatedJob) error {
+		g.TestSignals.Answered.Signal(len(got))
+		return stream.Send(&pb.ActivateJobsResponse{Jobs: got})
+	}
 	var w *jobs.Waiter
 	passOn := false // see jobs.Waiters
 	if wait > 0 {
@@ -180,16 +184,16 @@ func (g *Gateway) ActivateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_Ac
 			return statusOf(err)
 		}
 		if len(got) > 0 || w == nil {
-			return stream.Send(&pb.ActivateJobsResponse{Jobs: got})
+			return answer(got)
 		}
 		g.TestSignals.Waiting.Signal(q.ask.Topic)
 		select {
 		case <-w.Wake():
 			woken = true
 		case <-deadline.C:
-			return stream.Send(&pb.ActivateJobsResponse{})
+			return answer(nil)
 		case <-g.stopping:
-			return stream.Send(&pb.ActivateJobsResponse{})
+			return answer(nil)
 		case <-ctx.Done():
 			return statusOf(ctx.Err())
 		}

@@ -279,10 +279,12 @@ func TestAStreamingWorkerGetsAJobCreatedAfterItsStreamOpened(t *testing.T) {
 			t.Errorf("completing: %v", err)
 		}
 		jobs <- job
-	}).Timeout(time.Minute).StreamEnabled(true).PollInterval(time.Hour).Open()
+	}).Timeout(time.Minute).StreamEnabled(true).PollInterval(time.Hour).RequestTimeout(-time.Millisecond).Open()
 	defer func() { jw.Close(); jw.AwaitClose() }()
-	for b.w.Gateway().TestSignals.Streaming.WaitOrTimeout(t) != "push" {
-	}
+	// The worker's poll answers at once (no long poll) and is not repeated
+	// for an hour: only its stream can get the job.
+	b.w.Gateway().TestSignals.Answered.WaitOrTimeout(t)
+	b.w.Gateway().TestSignals.Streaming.WaitOrTimeout(t)
 	b.start(t, "i-1", "push", nil)
 	select {
 	case job := <-jobs:

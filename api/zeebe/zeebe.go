@@ -91,10 +91,12 @@ type TestSignals struct {
 	// Streaming carries the job type of every job stream that found nothing
 	// and waits (each time it does).
 	Streaming testsignal.Signal[string]
+	// Answered carries the number of jobs of every ActivateJobs answer.
+	Answered testsignal.Signal[int]
 }
 
 // Init switches every signal on.
-func (s *TestSignals) Init() { s.Waiting.Init(); s.Streaming.Init() }
+func (s *TestSignals) Init() { s.Waiting.Init(); s.Streaming.Init(); s.Answered.Init() }
 
 // Gateway is the Zeebe gateway. Every RPC it does not implement answers
 // Unimplemented, naming the method (pb.UnimplementedGatewayServer).
