@@ -165,7 +165,8 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		ClaimTimeout: cfg.ClaimTimeout, BatchMax: cfg.BatchMax, StepTimeout: cfg.StepTimeout,
 		FeelLimits: feel.Limits{MaxSteps: cfg.FeelMaxSteps, MaxBytes: cfg.FeelMaxBytes},
 	})
-	w.gateway = zeebe.New(zeebe.Deps{Metrics: w.metrics, Logger: log, JobStore: st, Waiters: w.waiters, Lanes: w.lanes}, zeebe.Config{
+	w.gateway = zeebe.New(zeebe.Deps{Metrics: w.metrics, Logger: log, JobStore: st, Waiters: w.waiters, Lanes: w.lanes,
+		AcquireDB: w.api.AcquireDB}, zeebe.Config{
 		Addr: cfg.GatewayAddr, TLSCert: cfg.GatewayTLSCert, TLSKey: cfg.GatewayTLSKey, Credentials: credentials,
 		MaxStreams: cfg.GatewayMaxStreams, MaxJobsToActivate: cfg.GatewayMaxJobs, MaxMessageSize: cfg.GatewayMaxMessageSize,
 	})

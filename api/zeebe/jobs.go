@@ -81,10 +81,31 @@ func exhausted(format string, args ...any) error {
 	return status.Errorf(codes.ResourceExhausted, "%s: %s", fault.APIBusy, fmt.Sprintf(format, args...))
 }
 
+// useDB takes one of the database connections API calls may use
+// (SUTRA_API_MAX_DB_CONNS, api.Server.AcquireDB), as an /engine-rest call
+// does, so that the gateway never takes a lane's: a job call that finds
+// none within a second is refused, ResourceExhausted (Zeebe's clients back
+// off and retry).
+func (g *Gateway) useDB(ctx context.Context) (release func(), err error) {
+	release, err = g.deps.AcquireDB(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, statusOf(ctx.Err())
+		}
+		return nil, exhausted("the API's calls use every database connection they may (SUTRA_API_MAX_DB_CONNS); retry")
+	}
+	return release, nil
+}
+
 // activate locks up to max jobs for q and builds what the client reads.
 func (g *Gateway) activate(ctx context.Context, q jobQuery, max int) ([]*pb.ActivatedJob, error) {
 	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
 	defer cancel()
+	release, err := g.useDB(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	got, err := g.deps.JobStore.FetchAndLock(ctx, holderPrefix+q.worker, []store.TopicLock{q.ask}, max, false)
 	if err != nil {
 		return nil, err
@@ -259,6 +280,11 @@ func jobVariables(text string) (map[string]any, error) {
 // claim in the request.
 func (g *Gateway) record(ctx context.Context, o store.Outcome) error {
 	o.HolderPrefix = holderPrefix
+	release, err := g.useDB(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	topic, err := g.deps.JobStore.RecordOutcome(ctx, o)
 	if err != nil {
 		return jobStatus(o.TaskID, err)
@@ -345,6 +371,11 @@ func (g *Gateway) UpdateJobRetries(ctx context.Context, req *pb.UpdateJobRetries
 	if req.Retries < 1 {
 		return nil, invalid("retries %d: at least 1", req.Retries)
 	}
+	release, err := g.useDB(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	if err := g.deps.JobStore.SetRetries(ctx, req.JobKey, int(req.Retries)); err != nil {
 		return nil, jobStatus(req.JobKey, err)
 	}
@@ -357,6 +388,11 @@ func (g *Gateway) UpdateJobTimeout(ctx context.Context, req *pb.UpdateJobTimeout
 	if req.Timeout <= 0 {
 		return nil, invalid("timeout %d ms: a job's lock needs a positive timeout", req.Timeout)
 	}
+	release, err := g.useDB(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	if err := g.deps.JobStore.SetLockTimeout(ctx, req.JobKey, time.Duration(req.Timeout)*time.Millisecond); err != nil {
 		return nil, jobStatus(req.JobKey, err)
 	}
@@ -367,14 +403,14 @@ func (g *Gateway) UpdateJobTimeout(ctx context.Context, req *pb.UpdateJobTimeout
 // incident's element runs again, a failed job's task is created anew with
 // its definition's retries. It answers once the step committed.
 func (g *Gateway) ResolveIncident(ctx context.Context, req *pb.ResolveIncidentRequest) (*pb.ResolveIncidentResponse, error) {
-	inc, err := g.deps.JobStore.IncidentByID(ctx, req.IncidentKey)
+	inc, err := g.incident(ctx, req.IncidentKey)
 	switch {
 	case errors.Is(err, store.ErrNotFound) || err == nil && inc.ResolvedAt != nil:
 		return nil, status.Errorf(codes.NotFound, "%s: incident %d does not exist or is resolved", fault.NotFound, req.IncidentKey)
 	case err != nil:
 		return nil, statusOf(err)
 	case inc.Code == fault.IncidentTimerFailed:
-		if err := g.deps.JobStore.RetryTimer(ctx, inc.ID); err != nil {
+		if err := g.retryTimer(ctx, inc.ID); err != nil {
 			return nil, statusOf(err)
 		}
 		return &pb.ResolveIncidentResponse{}, nil
@@ -398,4 +434,25 @@ func (g *Gateway) ResolveIncident(ctx context.Context, req *pb.ResolveIncidentRe
 		return nil, statusOf(o.Err)
 	}
 	return nil, status.Errorf(codes.FailedPrecondition, "%s: incident %d: %s", fault.NotWaiting, req.IncidentKey, o.Kind)
+}
+
+// incident reads an incident, with one of the API's connections.
+func (g *Gateway) incident(ctx context.Context, id int64) (adminapi.Incident, error) {
+	release, err := g.useDB(ctx)
+	if err != nil {
+		return adminapi.Incident{}, err
+	}
+	defer release()
+	return g.deps.JobStore.IncidentByID(ctx, id)
+}
+
+// retryTimer arms a timer incident's timer again, with one of the API's
+// connections.
+func (g *Gateway) retryTimer(ctx context.Context, id int64) error {
+	release, err := g.useDB(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return g.deps.JobStore.RetryTimer(ctx, id)
 }

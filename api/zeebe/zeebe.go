@@ -81,6 +81,10 @@ type Deps struct {
 	JobStore JobStore
 	Waiters  *jobs.Waiters
 	Lanes    Dispatcher
+	// AcquireDB takes one of the database connections API calls may use
+	// (api.Server.AcquireDB): the gateway's calls share
+	// SUTRA_API_MAX_DB_CONNS with the API listener's.
+	AcquireDB func(ctx context.Context) (release func(), err error)
 }
 
 // TestSignals tell tests what the gateway did; inert unless Init'ed.
