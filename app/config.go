@@ -28,7 +28,7 @@ type Config struct {
 
 	APIMaxTasks        int           `envconfig:"API_MAX_TASKS" default:"100" desc:"largest maxTasks a fetchAndLock may ask for"`
 	APIMaxLockDuration time.Duration `envconfig:"API_MAX_LOCK_DURATION" default:"24h" desc:"longest lock a task worker may take or extend to"`
-	TaskPollInterval   time.Duration `envconfig:"TASK_POLL_INTERVAL" default:"250ms" desc:"how often waiting long polls look for tasks other replicas created (this replica's own wake them at once)"`
+	TaskPollInterval   time.Duration `envconfig:"TASK_POLL_INTERVAL" default:"250ms" desc:"how often waiting long polls and job streams (/engine-rest and Zeebe) look for tasks other replicas created (this replica's own wake them at once)"`
 
 	APIMaxTopics        int           `envconfig:"API_MAX_TOPICS" default:"100" desc:"most topics one fetchAndLock may ask for (its body may have 1 KiB plus 512 bytes per topic allowed)"`
 	APIMaxLongPolls     int           `envconfig:"API_MAX_LONG_POLLS" default:"256" desc:"long polls waiting at once on this replica; one over it is answered at once with what one fetch locked, maybe an empty list"`

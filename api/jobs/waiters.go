@@ -185,6 +185,11 @@ func (ws *Waiters) TasksCreated(topics []string) {
 	ws.wakeOneLocked(topics)
 }
 
+// PassOn wakes one waiter of topic (it may be the caller's own): a fetch
+// that took a task may have left more, which the woken waiter fetches. It
+// never blocks.
+func (ws *Waiters) PassOn(topic string) { ws.TasksCreated([]string{topic}) }
+
 func (ws *Waiters) wakeOneLocked(topics []string) {
 	for _, t := range topics {
 		woke, filtered := false, false

@@ -229,8 +229,10 @@ func (g *Gateway) StreamActivatedJobs(req *pb.StreamActivatedJobsRequest, stream
 	if err != nil {
 		return err
 	}
-	// A stream takes one job a fetch, so that a backlog is shared between
-	// the streams the look wakes, not drained by the first.
+	// A stream takes one job a fetch, then passes a wake-up on to one of
+	// the streams and long polls of its type (maybe itself) and waits: a
+	// backlog spreads over the workers, not queued behind the first one's
+	// (a stream has no flow control but gRPC's window).
 	w := g.deps.Waiters.Add([]store.TopicLock{q.ask}, 1, g.slots)
 	if w == nil {
 		return exhausted("%d job streams and long polls are open on this replica: SUTRA_GATEWAY_MAX_STREAMS", g.cfg.MaxStreams)
@@ -246,13 +248,15 @@ func (g *Gateway) StreamActivatedJobs(req *pb.StreamActivatedJobsRequest, stream
 		}
 		for _, j := range got {
 			if err := stream.Send(j); err != nil {
+				passOn = true
 				return err // the job stays locked until its timeout, as in Zeebe
 			}
 		}
 		if len(got) > 0 {
-			continue
+			g.deps.Waiters.PassOn(q.ask.Topic)
+		} else {
+			g.TestSignals.Streaming.Signal(q.ask.Topic)
 		}
-		g.TestSignals.Streaming.Signal(q.ask.Topic)
 		select {
 		case <-w.Wake():
 		case <-g.stopping:
