@@ -19,6 +19,7 @@ import (
 	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/internal/testsignal"
+	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/store"
 )
 
@@ -323,3 +324,14 @@ const (
 	Zeebe      = "zeebe"
 	EngineRest = "engine-rest"
 )
+
+// Locked counts a task a fetch of protocol locked in the metrics both
+// protocols share.
+func Locked(m *metrics.Metrics, protocol string, t store.LockedTask) {
+	m.TasksLocked.WithLabelValues(t.Topic).Inc()
+	m.TaskWait.Observe(t.Waited.Seconds())
+	m.JobActivation.WithLabelValues(protocol).Observe(t.Waited.Seconds())
+	if t.Relocked {
+		m.TasksLockExpired.Inc()
+	}
+}

@@ -270,14 +270,8 @@ func (a *API) lock(ctx context.Context, q lockQuery) ([]lockedTask, error) {
 		slices.Reverse(got)
 	}
 	out := make([]lockedTask, 0, len(got))
-	m := a.deps.Metrics
 	for _, t := range got {
-		m.TasksLocked.WithLabelValues(t.Topic).Inc()
-		m.TaskWait.Observe(t.Waited.Seconds())
-		m.JobActivation.WithLabelValues(jobs.EngineRest).Observe(t.Waited.Seconds())
-		if t.Relocked {
-			m.TasksLockExpired.Inc()
-		}
+		jobs.Locked(a.deps.Metrics, jobs.EngineRest, t)
 		ans := q.answers[t.Topic]
 		vars, err := toTyped(t.Variables, ans.variables)
 		if err != nil {

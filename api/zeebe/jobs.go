@@ -111,14 +111,8 @@ func (g *Gateway) activate(ctx context.Context, q jobQuery, max int) ([]*pb.Acti
 		return nil, err
 	}
 	out := make([]*pb.ActivatedJob, 0, len(got))
-	m := g.deps.Metrics
 	for _, t := range got {
-		m.TasksLocked.WithLabelValues(t.Topic).Inc()
-		m.TaskWait.Observe(t.Waited.Seconds())
-		m.JobActivation.WithLabelValues(jobs.Zeebe).Observe(t.Waited.Seconds())
-		if t.Relocked {
-			m.TasksLockExpired.Inc()
-		}
+		jobs.Locked(g.deps.Metrics, jobs.Zeebe, t)
 		j, err := activatedJob(t, q)
 		if err != nil {
 			return nil, err

@@ -119,11 +119,12 @@ func (b *bundle) instance(t *testing.T, id string) (status string, vars map[stri
 	return in.Status, in.Variables, incidents
 }
 
-// activate activates up to max jobs of typ without waiting.
-func (b *bundle) activate(t *testing.T, typ, worker string, max int32) ([]*pb.ActivatedJob, error) {
+// activate activates up to max jobs of typ, waiting up to wait ms for one
+// (negative: no wait).
+func (b *bundle) activate(t *testing.T, typ, worker string, max int32, wait int64) ([]*pb.ActivatedJob, error) {
 	t.Helper()
 	s, err := b.gw.ActivateJobs(testkit.Ctx(t), &pb.ActivateJobsRequest{Type: typ, Worker: worker, Timeout: 60_000,
-		MaxJobsToActivate: max, RequestTimeout: -1})
+		MaxJobsToActivate: max, RequestTimeout: wait})
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +143,7 @@ func (b *bundle) activate(t *testing.T, typ, worker string, max int32) ([]*pb.Ac
 
 func (b *bundle) one(t *testing.T, typ string) *pb.ActivatedJob {
 	t.Helper()
-	got, err := b.activate(t, typ, "w", 5)
+	got, err := b.activate(t, typ, "w", 5, -1)
 	if err != nil || len(got) != 1 {
 		t.Fatalf("activating %s: %d jobs, %v", typ, len(got), err)
 	}
@@ -204,16 +205,11 @@ func TestAFailedJobComesBackWithItsRetriesThenStopsInAnIncidentThatResolveRetrie
 	b.applied(t, outcome(job.Key, 1))
 	// Back after its backoff, with one retry fewer: the task is created
 	// anew, under a new key.
-	var again *pb.ActivatedJob
-	for again == nil {
-		got, err := b.activate(t, "flaky", "w", 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(got) == 1 {
-			again = got[0]
-		}
+	got, err := b.activate(t, "flaky", "w", 1, 30_000)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("the failed job did not come back: %d jobs, %v", len(got), err)
 	}
+	again := got[0]
 	if again.Retries != 2 || again.ElementId != "Work" || again.ProcessInstanceKey != job.ProcessInstanceKey {
 		t.Fatalf("the failed job came back as %+v, want Work of the same instance with 2 retries", again)
 	}
@@ -236,7 +232,7 @@ func TestAFailedJobComesBackWithItsRetriesThenStopsInAnIncidentThatResolveRetrie
 	if _, err := b.zb.NewResolveIncidentCommand().IncidentKey(incidents[0]).Send(ctx); err != nil {
 		t.Fatal(err)
 	}
-	_, err := b.zb.NewResolveIncidentCommand().IncidentKey(incidents[0]).Send(ctx)
+	_, err = b.zb.NewResolveIncidentCommand().IncidentKey(incidents[0]).Send(ctx)
 	codeOf(t, err, codes.NotFound, "is resolved")
 	next := b.one(t, "flaky")
 	if next.Retries != 3 {
@@ -327,7 +323,7 @@ func TestAJobIsLockedByOneProtocolAtATime(t *testing.T) {
 	if len(locked) != 1 {
 		t.Fatalf("fetchAndLock locked %d tasks, want 1", len(locked))
 	}
-	if got, err := b.activate(t, "both", "z", 5); err != nil || len(got) != 0 {
+	if got, err := b.activate(t, "both", "z", 5, -1); err != nil || len(got) != 0 {
 		t.Fatalf("ActivateJobs took %d jobs /engine-rest holds (%v)", len(got), err)
 	}
 	var key int64
@@ -368,14 +364,11 @@ func TestAJobWhoseActivationTimedOutGoesToAnotherAndCompletesOnce(t *testing.T) 
 	if _, err := b.gw.UpdateJobTimeout(ctx, &pb.UpdateJobTimeoutRequest{JobKey: first.Key, Timeout: 1}); err != nil {
 		t.Fatal(err)
 	}
-	var second []*pb.ActivatedJob
-	for len(second) == 0 {
-		var err error
-		if second, err = b.activate(t, "slow", "other", 1); err != nil {
-			t.Fatal(err)
-		}
+	second, err := b.activate(t, "slow", "other", 1, 30_000)
+	if err != nil || len(second) != 1 {
+		t.Fatalf("the timed-out job was not activated again: %d jobs, %v", len(second), err)
 	}
-	_, err := b.gw.UpdateJobTimeout(ctx, &pb.UpdateJobTimeoutRequest{JobKey: first.Key, Timeout: 60_000})
+	_, err = b.gw.UpdateJobTimeout(ctx, &pb.UpdateJobTimeoutRequest{JobKey: first.Key, Timeout: 60_000})
 	if err != nil {
 		t.Errorf("extending the lock of an activated job: %v", err)
 	}
@@ -413,9 +406,9 @@ func TestBadJobCallsAreRefusedWithZeebesCodes(t *testing.T) {
 	codeOf(t, err, codes.NotFound, "incident 42")
 	_, err = b.gw.CompleteJob(ctx, &pb.CompleteJobRequest{JobKey: job.Key, Variables: `{"big":"` + strings.Repeat("x", 64<<10) + `"}`})
 	codeOf(t, err, codes.ResourceExhausted, "larger than max")
-	_, err = b.activate(t, "bad", "w", 6)
+	_, err = b.activate(t, "bad", "w", 6, -1)
 	codeOf(t, err, codes.ResourceExhausted, "SUTRA_GATEWAY_MAX_JOBS")
-	_, err = b.activate(t, "", "w", 1)
+	_, err = b.activate(t, "", "w", 1, -1)
 	codeOf(t, err, codes.InvalidArgument, "type is required")
 	s, err := b.gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "bad", Timeout: 1000, MaxJobsToActivate: 1, TenantIds: []string{"acme"}})
 	if err == nil {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -95,10 +94,7 @@ func (b *bencher) jobRun(ctx context.Context, rate float64) (jobRun, error) {
 	defer client.Close()
 	var starts []loadgen.Relay
 	if rate > 0 {
-		for i := range b.o.instances {
-			id := "start-" + strconv.Itoa(i)
-			starts = append(starts, loadgen.Relay{ID: id, Body: map[string]any{"start": "tasks3", "instance_id": id}})
-		}
+		starts = tasks3Starts(b.o.instances)
 	}
 	pub, err := loadgen.Dial(env.Config.AMQPURL, env.Config.RelayExchange)
 	if err != nil {
