@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -228,6 +229,21 @@ SELECT 'task:' || id || ':' || outcomes, instance_id, element_id, type, 'relay',
            'variables', $4::jsonb)::text, 'UTF8')
   FROM done`, false)
 
+// jobOfRelay is the task whose outcome relay has message id id
+// ("task:<id>:<n>", recordOutcomeSQL), or 0.
+func jobOfRelay(id string) int64 {
+	rest, ok := strings.CutPrefix(id, "task:")
+	if !ok {
+		return 0
+	}
+	task, _, _ := strings.Cut(rest, ":")
+	n, err := strconv.ParseInt(task, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
 // RecordOutcome records a worker's outcome of a task it holds and queues
 // the relay that applies it, durably, in one statement, and returns the
 // task's topic. Errors: ErrNotFound (no such task, or it already has an
@@ -302,18 +318,34 @@ func (s *Store) SetLockTimeout(ctx context.Context, id int64, d time.Duration) e
 	return nil
 }
 
-// SetRetries sets the retries an open task carries to its next worker (and
-// reports in a failure that leaves it with none). Errors: ErrNotFound (no
-// such task, or it has an outcome).
+// SetRetries sets the retries an open task carries to its next worker, or,
+// for a task that failed into an open incident (incidents.job_key), the
+// retries of the task the incident's retry creates (JobRetries). Errors:
+// ErrNotFound (no such task, or it is finished and no open incident holds
+// it).
 func (s *Store) SetRetries(ctx context.Context, id int64, retries int) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE tasks SET retries = $2 WHERE id = $1 AND outcome IS NULL`, id, retries)
+	var n int
+	err := s.pool.QueryRow(ctx, `WITH t AS (
+			UPDATE tasks SET retries = $2 WHERE id = $1 AND outcome IS NULL RETURNING 1
+		), i AS (
+			UPDATE incidents SET job_retries = $2
+			 WHERE job_key = $1 AND resolved_at IS NULL AND NOT EXISTS (SELECT 1 FROM t) RETURNING 1
+		) SELECT (SELECT count(*) FROM t) + (SELECT count(*) FROM i)`, id, retries).Scan(&n)
 	if err != nil {
 		return translate(err, fmt.Sprintf("setting the retries of task %d", id))
 	}
-	if tag.RowsAffected() == 0 {
+	if n == 0 {
 		return fmt.Errorf("task %d does not exist or is finished: %w", id, ErrNotFound)
 	}
 	return nil
+}
+
+// JobRetries is the retries UpdateJobRetries set on the job that failed
+// into incident id (0: none set).
+func (s *Store) JobRetries(ctx context.Context, id int64) (int, error) {
+	var n int
+	err := s.pool.QueryRow(ctx, `SELECT COALESCE(job_retries, 0) FROM incidents WHERE id = $1`, id).Scan(&n)
+	return n, translate(err, fmt.Sprintf("reading incident %d", id))
 }
 
 // Unlock ends a task's lock, whoever holds it: the task is fetchable at once.

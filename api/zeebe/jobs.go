@@ -28,6 +28,7 @@ type JobStore interface {
 	RecordOutcome(ctx context.Context, o store.Outcome) (topic string, err error)
 	SetLockTimeout(ctx context.Context, id int64, d time.Duration) error
 	SetRetries(ctx context.Context, id int64, retries int) error
+	JobRetries(ctx context.Context, incidentID int64) (int, error)
 	IncidentByID(ctx context.Context, id int64) (adminapi.Incident, error)
 	RetryTimer(ctx context.Context, incidentID int64) error
 }
@@ -364,7 +365,9 @@ func (g *Gateway) ThrowError(ctx context.Context, req *pb.ThrowErrorRequest) (*p
 	return &pb.ThrowErrorResponse{}, nil
 }
 
-// UpdateJobRetries sets the retries of an open job.
+// UpdateJobRetries sets the retries of an open job, or of a job that failed
+// into an incident: its task, created again when the incident is resolved,
+// has them.
 func (g *Gateway) UpdateJobRetries(ctx context.Context, req *pb.UpdateJobRetriesRequest) (*pb.UpdateJobRetriesResponse, error) {
 	if req.Retries < 1 {
 		return nil, invalid("retries %d: at least 1", req.Retries)
@@ -399,9 +402,10 @@ func (g *Gateway) UpdateJobTimeout(ctx context.Context, req *pb.UpdateJobTimeout
 
 // ResolveIncident is the admin retry (POST /v1/incidents/{id}/retry): the
 // incident's element runs again, a failed job's task is created anew with
-// its definition's retries. It answers once the step committed.
+// the retries UpdateJobRetries set on the failed job, else its
+// definition's. It answers once the step committed.
 func (g *Gateway) ResolveIncident(ctx context.Context, req *pb.ResolveIncidentRequest) (*pb.ResolveIncidentResponse, error) {
-	inc, err := g.incident(ctx, req.IncidentKey)
+	inc, retries, err := g.incident(ctx, req.IncidentKey)
 	switch {
 	case errors.Is(err, store.ErrNotFound) || err == nil && inc.ResolvedAt != nil:
 		return nil, status.Errorf(codes.NotFound, "%s: incident %d does not exist or is resolved", fault.NotFound, req.IncidentKey)
@@ -414,7 +418,7 @@ func (g *Gateway) ResolveIncident(ctx context.Context, req *pb.ResolveIncidentRe
 		return &pb.ResolveIncidentResponse{}, nil
 	}
 	done := make(chan lanes.Outcome, 1)
-	res := admin.Retry(inc.InstanceID, inc.Token, nil, 0)
+	res := admin.Retry(inc.InstanceID, inc.Token, nil, retries)
 	res.Done = func(o lanes.Outcome) { done <- o }
 	g.deps.Lanes.Dispatch(res)
 	var o lanes.Outcome
@@ -434,14 +438,20 @@ func (g *Gateway) ResolveIncident(ctx context.Context, req *pb.ResolveIncidentRe
 	return nil, status.Errorf(codes.FailedPrecondition, "%s: incident %d: %s", fault.NotWaiting, req.IncidentKey, o.Kind)
 }
 
-// incident reads an incident, with one of the API's connections.
-func (g *Gateway) incident(ctx context.Context, id int64) (adminapi.Incident, error) {
+// incident reads an incident and the retries UpdateJobRetries set on its
+// failed job, with one of the API's connections.
+func (g *Gateway) incident(ctx context.Context, id int64) (adminapi.Incident, int, error) {
 	release, err := g.useDB(ctx)
 	if err != nil {
-		return adminapi.Incident{}, err
+		return adminapi.Incident{}, 0, err
 	}
 	defer release()
-	return g.deps.JobStore.IncidentByID(ctx, id)
+	inc, err := g.deps.JobStore.IncidentByID(ctx, id)
+	if err != nil {
+		return inc, 0, err
+	}
+	retries, err := g.deps.JobStore.JobRetries(ctx, id)
+	return inc, retries, err
 }
 
 // retryTimer arms a timer incident's timer again, with one of the API's

@@ -192,7 +192,7 @@ func TestAJobWorkerCompletesJobsWithWhatTheyCarry(t *testing.T) {
 	}
 }
 
-func TestAFailedJobComesBackWithItsRetriesThenStopsInAnIncidentThatResolveRetries(t *testing.T) {
+func TestAFailedJobComesBackThenStopsInAnIncidentThatRetriesAndResolveRetry(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	ctx := testkit.Ctx(t)
@@ -229,15 +229,21 @@ func TestAFailedJobComesBackWithItsRetriesThenStopsInAnIncidentThatResolveRetrie
 	if in.Incidents[0].Code != fault.IncidentTaskFailed || !strings.Contains(in.Incidents[0].Message, "gave up") {
 		t.Errorf("the incident is %+v", in.Incidents[0])
 	}
+	// As with Zeebe: the failed job's retries, then the incident resolved.
+	if _, err := b.zb.NewUpdateJobRetriesCommand().JobKey(again.Key).Retries(5).Send(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := b.zb.NewResolveIncidentCommand().IncidentKey(incidents[0]).Send(ctx); err != nil {
 		t.Fatal(err)
 	}
 	_, err = b.zb.NewResolveIncidentCommand().IncidentKey(incidents[0]).Send(ctx)
 	codeOf(t, err, codes.NotFound, "is resolved")
 	next := b.one(t, "flaky")
-	if next.Retries != 3 {
-		t.Errorf("the job the resolution created has %d retries, want its definition's 3", next.Retries)
+	if next.Retries != 5 {
+		t.Errorf("the job the resolution created has %d retries, want the 5 UpdateJobRetries set", next.Retries)
 	}
+	_, err = b.zb.NewUpdateJobRetriesCommand().JobKey(again.Key).Retries(5).Send(ctx)
+	codeOf(t, err, codes.NotFound, fault.TaskNotFound) // its incident is resolved
 	if _, err := b.zb.NewCompleteJobCommand().JobKey(next.Key).Send(ctx); err != nil {
 		t.Fatal(err)
 	}
