@@ -11,6 +11,7 @@ import (
 	"github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sutra-run/worker/admin"
 	"github.com/sutra-run/worker/api/admin/adminapi"
@@ -180,7 +181,7 @@ func (g *Gateway) ActivateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_Ac
 	ctx := stream.Context()
 	answer := func(got []*pb.ActivatedJob) error {
 		g.TestSignals.Answered.Signal(len(got))
-		return stream.Send(&pb.ActivateJobsResponse{Jobs: got})
+		return g.sendJobs(stream, got)
 	}
 	var w *jobs.Waiter
 	passOn := false // see jobs.Waiters
@@ -214,6 +215,26 @@ func (g *Gateway) ActivateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_Ac
 			return statusOf(ctx.Err())
 		}
 	}
+}
+
+// sendJobs answers an ActivateJobs with got in as many responses as keep
+// each within SUTRA_GATEWAY_MAX_MESSAGE_SIZE, as Zeebe's gateway splits
+// them: its clients read 4 MiB a message by default. A job larger than that
+// goes alone.
+func (g *Gateway) sendJobs(stream pb.Gateway_ActivateJobsServer, got []*pb.ActivatedJob) error {
+	var batch []*pb.ActivatedJob
+	size := 0
+	for _, j := range got {
+		n := proto.Size(j) + 8 // the field's tag and length
+		if len(batch) > 0 && size+n > g.cfg.MaxMessageSize {
+			if err := stream.Send(&pb.ActivateJobsResponse{Jobs: batch}); err != nil {
+				return err
+			}
+			batch, size = nil, 0
+		}
+		batch, size = append(batch, j), size+n
+	}
+	return stream.Send(&pb.ActivateJobsResponse{Jobs: batch})
 }
 
 // StreamActivatedJobs pushes jobs of a type to the worker as they become

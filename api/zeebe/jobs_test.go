@@ -422,6 +422,25 @@ func TestBadJobCallsAreRefusedWithZeebesCodes(t *testing.T) {
 	}
 	codeOf(t, err, codes.InvalidArgument, "tenant")
 
+	// Two jobs of 40 KiB of variables each: two answers under the 64 KiB
+	// message cap.
+	big := strings.Repeat("x", 40<<10)
+	b.start(t, "i-2", "big", map[string]any{"blob": big})
+	b.start(t, "i-3", "big", map[string]any{"blob": big})
+	s, err = b.gw.ActivateJobs(ctx, &pb.ActivateJobsRequest{Type: "big", Worker: "w", Timeout: 60_000, MaxJobsToActivate: 5, RequestTimeout: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []int{1, 1} {
+		r, err := s.Recv()
+		if err != nil || len(r.Jobs) != want {
+			t.Fatalf("an answer of %v jobs (%v), want %d a message", r, err, want)
+		}
+	}
+	if r, err := s.Recv(); err == nil {
+		t.Errorf("a third answer with %d jobs", len(r.Jobs))
+	}
+
 	// Completed once; twice is NotFound.
 	if _, err := b.gw.CompleteJob(ctx, &pb.CompleteJobRequest{JobKey: job.Key}); err != nil {
 		t.Fatal(err)
