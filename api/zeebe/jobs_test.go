@@ -473,3 +473,26 @@ func TestBadJobCallsAreRefusedWithZeebesCodes(t *testing.T) {
 	codeOf(t, err, codes.ResourceExhausted, "SUTRA_GATEWAY_MAX_STREAMS")
 	cancel()
 }
+
+// A user task without zeebe:userTask is a job of type
+// io.camunda.zeebe:userTask, activated and completed as any job, as Zeebe
+// 8.4 served it.
+func TestAJobWorkerUserTaskIsAJobOfZeebesUserTaskType(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx := testkit.Ctx(t)
+	b.env.Deploy(t, "testdata/jobusertask.bpmn")
+	b.pub.Publish(testkit.Relay{MessageID: "start-u", Body: map[string]any{"start": "jobusertask", "instance_id": "u-1"}})
+	b.applied(t, "start-u")
+	job := b.one(t, "io.camunda.zeebe:userTask")
+	if job.ElementId != "Review" || !strings.Contains(job.CustomHeaders, `"screen":"review"`) {
+		t.Errorf("the user task's job is %+v", job)
+	}
+	if _, err := b.gw.CompleteJob(ctx, &pb.CompleteJobRequest{JobKey: job.Key, Variables: `{"ok":true}`}); err != nil {
+		t.Fatal(err)
+	}
+	b.applied(t, outcome(job.Key, 1))
+	if st, vars, _ := b.instance(t, "u-1"); st != "completed" || vars["ok"] != true {
+		t.Errorf("the instance is %s with %v after its user task's job completed", st, vars)
+	}
+}
