@@ -6,6 +6,4 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"))
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
