@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sutra-run/worker/api"
+	"github.com/sutra-run/worker/api/jobs"
 	"github.com/sutra-run/worker/api/tasks"
 	"github.com/sutra-run/worker/app"
 	"github.com/sutra-run/worker/fault"
@@ -27,7 +28,7 @@ import (
 
 // countingStore counts the statements the API's fetches and looks run.
 type countingStore struct {
-	tasks.Store
+	*store.Store
 	fetches, looks atomic.Int64
 }
 
@@ -100,10 +101,16 @@ func TestIdleLongPollsFilteredByDefinitionCostOneStatementPerLookWhateverTheirNu
 	m := metrics.New(prometheus.NewRegistry())
 	srv := api.New(api.Deps{Metrics: m, Logger: testkit.Logger(t)}, api.Config{Addr: "127.0.0.1:0",
 		Credentials: api.Credentials{TaskInsecure: true}})
-	tasksAPI := tasks.New(srv, tasks.Deps{Store: cs, Metrics: m, Logger: testkit.Logger(t)}, tasks.Config{PollInterval: 10 * time.Millisecond})
+	waiters := jobs.New(jobs.Deps{Store: cs, Acquire: srv.AcquireDB, Logger: testkit.Logger(t)}, jobs.Config{PollInterval: 10 * time.Millisecond})
+	tasksAPI := tasks.New(srv, tasks.Deps{Store: cs, Waiters: waiters, Metrics: m, Logger: testkit.Logger(t)}, tasks.Config{})
 	sig := &tasksAPI.TestSignals
 	sig.Init()
+	lookSig := &waiters.TestSignals.Looked
+	lookSig.Init()
 	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := waiters.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	base := "http://" + srv.Addr() + "/engine-rest"
@@ -117,11 +124,11 @@ func TestIdleLongPollsFilteredByDefinitionCostOneStatementPerLookWhateverTheirNu
 		sig.Waiting.WaitOrTimeout(t) // each fetched nothing and waits
 	}
 	// Count over looks complete looks, from the end of the one in flight.
-	sig.Looked.Drain()
-	sig.Looked.WaitOrTimeout(t)
+	lookSig.Drain()
+	lookSig.WaitOrTimeout(t)
 	fetches, looked := cs.fetches.Load(), cs.looks.Load()
 	for n := 0; n < looks; {
-		n += sig.Looked.WaitOrTimeout(t)
+		n += lookSig.WaitOrTimeout(t)
 	}
 	fetches, looked = cs.fetches.Load()-fetches, cs.looks.Load()-looked
 	t.Logf("%d long polls over %d looks: %d look statements, %d fetches", polls, looks, looked, fetches)
@@ -135,6 +142,9 @@ func TestIdleLongPollsFilteredByDefinitionCostOneStatementPerLookWhateverTheirNu
 	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := srv.Stop(stopCtx); err != nil {
+		t.Fatal(err)
+	}
+	if err := waiters.Stop(stopCtx); err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range answers {

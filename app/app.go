@@ -20,6 +20,7 @@ import (
 	"github.com/sutra-run/worker/admin"
 	"github.com/sutra-run/worker/api"
 	apiadmin "github.com/sutra-run/worker/api/admin"
+	"github.com/sutra-run/worker/api/jobs"
 	"github.com/sutra-run/worker/api/tasks"
 	"github.com/sutra-run/worker/api/zeebe"
 	"github.com/sutra-run/worker/broker"
@@ -69,6 +70,7 @@ type Worker struct {
 	outbox     *outbox.Publisher
 	api        *api.Server
 	tasks      *tasks.API
+	waiters    *jobs.Waiters
 	gateway    *zeebe.Gateway
 	migrations *admin.Runner
 	http       *http.Server
@@ -152,10 +154,12 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	})
 	// The lanes and the publisher exist only once the APIs are built.
 	w.handoff = consumer.NewHandoff(lanesDispatcher{w}, func() { w.outbox.Wake() }, w.metrics, cfg.TaskFastPath)
-	w.tasks = tasks.New(w.api, tasks.Deps{Store: st, Metrics: w.metrics, Logger: log, Handoff: w.handoff.Relay}, tasks.Config{
+	// Both job protocols' long polls and streams wait for tasks in one
+	// place, which the lanes tell of the tasks they create.
+	w.waiters = jobs.New(jobs.Deps{Store: st, Acquire: w.api.AcquireDB, Logger: log}, jobs.Config{PollInterval: cfg.TaskPollInterval})
+	w.tasks = tasks.New(w.api, tasks.Deps{Store: st, Waiters: w.waiters, Metrics: w.metrics, Logger: log, Handoff: w.handoff.Relay}, tasks.Config{
 		MaxTasks: cfg.APIMaxTasks, MaxTopics: cfg.APIMaxTopics, MaxLongPolls: cfg.APIMaxLongPolls,
 		MaxLockDuration: cfg.APIMaxLockDuration, MaxRetryTimeout: cfg.APIMaxRetryTimeout, MaxBody: cfg.APIMaxBody,
-		PollInterval: cfg.TaskPollInterval,
 	})
 	apiadmin.New(w.api, apiadmin.Deps{Store: st, Metrics: w.metrics, Logger: log, Lanes: lanesDispatcher{w},
 		PublishRelay: w.publishRelay, MigrationCreated: func() { w.migrations.Wake() }, Handoff: w.handoff.Relay}, apiadmin.Config{
@@ -163,13 +167,14 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		StepTimeout: cfg.StepTimeout, FeelLimits: feel.Limits{MaxSteps: cfg.FeelMaxSteps, MaxBytes: cfg.FeelMaxBytes},
 	})
 	w.lanes = lanes.New(lanes.Deps{Store: st, Metrics: w.metrics, Logger: log, Hooks: opt.Hooks, TimerArmed: armed,
-		TasksCreated: w.tasks.TasksCreated, ClaimGuard: w.replica.Valid, Ended: func(id string) { w.gateway.Ended(id) }}, lanes.Config{
+		TasksCreated: w.waiters.TasksCreated, ClaimGuard: w.replica.Valid, Ended: func(id string) { w.gateway.Ended(id) }}, lanes.Config{
 		// Room for every resume that can be in flight: relays and timer fires.
 		Replica: cfg.ReplicaID, Lanes: cfg.Lanes, InboxSize: cfg.Prefetch + inflight + 1,
 		ClaimTimeout: cfg.ClaimTimeout, BatchMax: cfg.BatchMax, StepTimeout: cfg.StepTimeout,
 		FeelLimits: feel.Limits{MaxSteps: cfg.FeelMaxSteps, MaxBytes: cfg.FeelMaxBytes},
 	})
-	w.gateway = zeebe.New(zeebe.Deps{Store: st, Lanes: lanesDispatcher{w}, Metrics: w.metrics, Logger: log, PublishRelay: w.publishRelay}, zeebe.Config{
+	w.gateway = zeebe.New(zeebe.Deps{Store: st, Lanes: lanesDispatcher{w}, Metrics: w.metrics, Logger: log, PublishRelay: w.publishRelay,
+		Handoff: w.handoff.Relay, Waiters: w.waiters, AcquireDB: w.api.AcquireDB}, zeebe.Config{
 		Addr: cfg.GatewayAddr, TLSCert: cfg.GatewayTLSCert, TLSKey: cfg.GatewayTLSKey, Credentials: credentials,
 		MaxStreams: cfg.GatewayMaxStreams, MaxJobsToActivate: cfg.GatewayMaxJobs, MaxMessageSize: cfg.GatewayMaxMessageSize,
 		PollInterval: cfg.TaskPollInterval,
@@ -210,7 +215,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		w.abort()
 		return nil, err
 	}
-	services := []startstop.Service{w.broker, w.lanes, w.timers, w.sweeper, w.outbox, w.consumer, w.migrations}
+	services := []startstop.Service{w.broker, w.lanes, w.timers, w.sweeper, w.outbox, w.consumer, w.migrations, w.waiters}
 	if cfg.APIAddr != "" { // empty: no API listener (Stop of a server never started is a no-op)
 		services = append(services, w.api)
 	}
@@ -333,6 +338,13 @@ func (w *Worker) GatewayAddr() string { return w.gateway.Addr() }
 
 // API is the worker's API listener (for tests: its TestSignals, its routes).
 func (w *Worker) API() *api.Server { return w.api }
+
+// Gateway is the worker's Zeebe gateway (for tests: its TestSignals).
+func (w *Worker) Gateway() *zeebe.Gateway { return w.gateway }
+
+// Waiters are where the job protocols' fetches wait (for tests: their
+// TestSignals).
+func (w *Worker) Waiters() *jobs.Waiters { return w.waiters }
 
 // Tasks is the worker's task API (for tests: its TestSignals).
 func (w *Worker) Tasks() *tasks.API { return w.tasks }
@@ -466,7 +478,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 		// every resume they accepted is answered, the consumer and the
 		// poller keep answering until theirs are, and the outbox publisher
 		// finishes its batch. Rows committed meanwhile wait for a replica.
-		stopped := startstop.StopAllParallel(ctx, w.consumer, w.timers, w.lanes, w.sweeper, w.outbox, w.migrations, w.api, w.gateway, httpStop)
+		stopped := startstop.StopAllParallel(ctx, w.consumer, w.timers, w.lanes, w.sweeper, w.outbox, w.migrations, w.api, w.gateway, w.waiters, httpStop)
 		// Everything that publishes or consumes has stopped: the connection
 		// may close (a relay still unanswered is redelivered elsewhere).
 		bctx, cancel := startstop.FinalContext(ctx)

@@ -30,7 +30,7 @@ type Config struct {
 
 	APIMaxTasks        int           `envconfig:"API_MAX_TASKS" default:"100" desc:"largest maxTasks a fetchAndLock may ask for"`
 	APIMaxLockDuration time.Duration `envconfig:"API_MAX_LOCK_DURATION" default:"24h" desc:"longest lock a task worker may take or extend to"`
-	TaskPollInterval   time.Duration `envconfig:"TASK_POLL_INTERVAL" default:"250ms" desc:"how often waiting long polls look for tasks other replicas created, and the Zeebe gateway's CreateProcessInstanceWithResult for ends they committed (this replica's own wake them at once)"`
+	TaskPollInterval   time.Duration `envconfig:"TASK_POLL_INTERVAL" default:"250ms" desc:"how often waiting long polls and job streams (/engine-rest and Zeebe) look for tasks other replicas created, and the Zeebe gateway's CreateProcessInstanceWithResult for ends they committed (this replica's own wake them at once)"`
 	TaskFastPath       bool          `envconfig:"TASK_FAST_PATH" default:"true" desc:"hand a recorded task outcome (external task, user task) to this replica's lanes at once; its outbox relay still follows and is acked as a duplicate (false: the relay alone applies it, a broker round trip later)"`
 
 	APIMaxTopics        int           `envconfig:"API_MAX_TOPICS" default:"100" desc:"most topics one fetchAndLock may ask for (its body may have 1 KiB plus 512 bytes per topic allowed)"`

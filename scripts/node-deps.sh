@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# Installs, from its package-lock.json, Camunda's Node.js external-task client
-# that api/camunda_node_test.go drives against a worker. Idempotent and quick
-# when already installed; needs node and npm (on this kind of machine).
+# Installs, from their package-locks, the Camunda Node.js clients the tests
+# drive against a worker: Camunda 7's external-task client
+# (api/camunda_node_test.go) and Camunda 8's SDK as a Zeebe job worker
+# (api/zeebe/camunda8_node_test.go). Idempotent and quick when already
+# installed; needs node and npm (on this kind of machine).
 set -euo pipefail
-dir="$(dirname "$0")/../api/testdata/camunda-js"
-if [ -d "$dir/node_modules/camunda-external-task-client-js" ]; then
-	exit 0
-fi
+root="$(dirname "$0")/.."
+install() { # dir, a package whose presence means installed
+	if [ -d "$root/$1/node_modules/$2" ]; then
+		return 0
+	fi
+	npm ci --prefix "$root/$1" --no-audit --no-fund --loglevel=error
+}
 if ! command -v npm >/dev/null; then
-	echo "node-deps: npm not found: the Camunda Node.js client test will be skipped" >&2
+	echo "node-deps: npm not found: the Camunda Node.js client tests will be skipped" >&2
 	exit 0
 fi
-npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
+install api/testdata/camunda-js camunda-external-task-client-js
+install api/zeebe/testdata/camunda8-js @camunda8/sdk

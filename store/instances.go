@@ -287,7 +287,7 @@ func queueStepWrites(b *pgx.Batch, w *outboxWrites, cs ...StepWrites) error {
 		if c.DefinitionVersion > 0 {
 			b.Queue("UPDATE instances SET definition_version = $2 WHERE id = $1", c.InstanceID, c.DefinitionVersion)
 		}
-		effects[i] = stepEffects{id: c.InstanceID, Effects: c.Effects, closeTables: c.CloseTables}
+		effects[i] = stepEffects{id: c.InstanceID, Effects: c.Effects, closeTables: c.CloseTables, job: jobOfRelay(c.InboxID)}
 		if c.InboxID != "" {
 			inbox, inboxOf = append(inbox, c.InboxID), append(inboxOf, c.InstanceID)
 		}
@@ -361,6 +361,9 @@ type stepEffects struct {
 	id string
 	engine.Effects
 	closeTables []engine.WaitTables
+	// job is the task whose outcome the step applied (0: none): a
+	// SUTRA.INCIDENT.TASK_FAILED incident it opens records it (job_key).
+	job int64
 }
 
 // waitRows are rows of wait tables named by instance, token and element,
@@ -451,7 +454,7 @@ func queueEffects(b *pgx.Batch, w *outboxWrites, steps ...stepEffects) error {
 		b.Queue(armTimersSQL, armed.ids, armed.toks, armed.els, due, repeat, intervals)
 	}
 	for _, s := range steps {
-		if err := queueStepEffects(b, w, s.id, s.Effects); err != nil {
+		if err := queueStepEffects(b, w, s.id, s.Effects, s.job); err != nil {
 			return err
 		}
 	}
@@ -460,7 +463,7 @@ func queueEffects(b *pgx.Batch, w *outboxWrites, steps ...stepEffects) error {
 
 // queueStepEffects queues the writes of one step's effects that go per step,
 // after the waits of queueEffects.
-func queueStepEffects(b *pgx.Batch, w *outboxWrites, id string, e engine.Effects) error {
+func queueStepEffects(b *pgx.Batch, w *outboxWrites, id string, e engine.Effects, job int64) error {
 	for _, t := range e.Tasks {
 		vars := t.Variables
 		if vars == nil {
@@ -512,8 +515,12 @@ func queueStepEffects(b *pgx.Batch, w *outboxWrites, id string, e engine.Effects
 			id, e.ResolvedIncidents)
 	}
 	for _, inc := range e.Incidents {
-		b.Queue(`INSERT INTO incidents (instance_id, token_id, element_id, code, message)
-			VALUES ($1, $2, $3, $4, $5)`, id, inc.TokenID, inc.Element, inc.Code, inc.Message)
+		var jobKey *int64
+		if job != 0 && inc.Code == fault.IncidentTaskFailed {
+			jobKey = &job
+		}
+		b.Queue(`INSERT INTO incidents (instance_id, token_id, element_id, code, message, job_key)
+			VALUES ($1, $2, $3, $4, $5, $6)`, id, inc.TokenID, inc.Element, inc.Code, inc.Message, jobKey)
 	}
 	relays, err := childRelays(id, e)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,12 +37,16 @@ type LockedTask struct {
 	Element           string
 	DefinitionKey     string
 	DefinitionVersion int
-	Retries           int
-	Priority          int
-	Variables         map[string]any
-	Headers           map[string]string
-	CreatedAt         time.Time
-	LockExpires       time.Time
+	// InstanceKey and DefinitionZeebeKey are the instance's and the
+	// definition version's Zeebe keys (migration 0019).
+	InstanceKey        int64
+	DefinitionZeebeKey int64
+	Retries            int
+	Priority           int
+	Variables          map[string]any
+	Headers            map[string]string
+	CreatedAt          time.Time
+	LockExpires        time.Time
 	// Waited is how long the task waited from its creation to this lock
 	// (database clock).
 	Waited time.Duration
@@ -72,7 +77,8 @@ WITH want AS (
 ), cand AS (
 	SELECT c.* FROM want w CROSS JOIN LATERAL (
 		SELECT t.id, t.priority, t.locked_by AS prev, w.lock_secs, i.definition_key, i.definition_version,
-		       i.variables AS instance_variables
+		       i.variables AS instance_variables, i.zeebe_key AS instance_key,
+		       (SELECT d.zeebe_key FROM definitions d WHERE d.key = i.definition_key AND d.version = i.definition_version) AS definition_zeebe_key
 		  FROM tasks t
 		  JOIN instances i ON i.id = t.instance_id
 		 WHERE t.type = w.topic AND t.outcome IS NULL
@@ -90,7 +96,7 @@ UPDATE tasks t SET locked_by = $1, lock_expires_at = now() + make_interval(secs 
   FROM cand WHERE t.id = cand.id
 RETURNING t.id, t.type, t.instance_id, t.token_id, t.element_id, cand.definition_key, cand.definition_version,
 	t.retries, t.priority, cand.instance_variables || t.variables, t.headers, t.created_at, t.lock_expires_at, now() - t.created_at,
-	cand.prev IS NOT NULL, t.error_message, t.error_details`
+	cand.prev IS NOT NULL, t.error_message, t.error_details, cand.instance_key, cand.definition_zeebe_key`
 
 // fetchSetupSQL precedes a fetch in its transaction: a lock is soft state
 // (no WAL flush), and the fetch runs its cached generic plan. Left to
@@ -137,7 +143,7 @@ func (s *Store) FetchAndLock(ctx context.Context, worker string, topics []TopicL
 		var t LockedTask
 		err := r.Scan(&t.ID, &t.Topic, &t.InstanceID, &t.TokenID, &t.Element, &t.DefinitionKey, &t.DefinitionVersion,
 			&t.Retries, &t.Priority, &t.Variables, &t.Headers, &t.CreatedAt, &t.LockExpires, &t.Waited,
-			&t.Relocked, &t.ErrorMessage, &t.ErrorDetails)
+			&t.Relocked, &t.ErrorMessage, &t.ErrorDetails, &t.InstanceKey, &t.DefinitionZeebeKey)
 		return t, err
 	})
 	if err != nil {
@@ -192,6 +198,10 @@ type Outcome struct {
 	Human    bool
 	User     string
 	Override bool
+	// HolderPrefix, when set, fences on a lock holder that starts with it
+	// in place of Worker: a Zeebe job's outcome names no worker, only that
+	// a Zeebe worker holds it (api/zeebe locks as "zeebe:<worker>").
+	HolderPrefix string
 }
 
 // taskRelayRoutingKey is the routing key of task outcome relays.
@@ -206,7 +216,8 @@ var recordOutcomeSQL = outboxInsert(`done AS (
 	UPDATE tasks SET outcome = $3::text, outcomes = outcomes + 1,
 	       error_message = COALESCE($6::text, error_message), error_details = COALESCE($7::text, error_details)
 	 WHERE id = $1 AND outcome IS NULL
-	   AND (locked_by = $2 OR ($11 AND user_task AND ($13 OR assignee IS NULL OR assignee = $12)))
+	   AND (locked_by = $2 OR ($14 <> '' AND starts_with(locked_by, $14))
+	        OR ($11 AND user_task AND ($13 OR assignee IS NULL OR assignee = $12)))
 	RETURNING id, instance_id, token_id, element_id, outcomes, type
 ),`, "id, instance_id, element_id, message_name, target, routing_key, body", `
 SELECT 'task:' || id || ':' || outcomes, instance_id, element_id, type, 'relay', $10::text,
@@ -224,6 +235,21 @@ SELECT 'task:' || id || ':' || outcomes, instance_id, element_id, type, 'relay',
 type Recorded struct {
 	Topic string
 	Relay RelayOut
+}
+
+// jobOfRelay is the task whose outcome relay has message id id
+// ("task:<id>:<n>", recordOutcomeSQL), or 0.
+func jobOfRelay(id string) int64 {
+	rest, ok := strings.CutPrefix(id, "task:")
+	if !ok {
+		return 0
+	}
+	task, _, _ := strings.Cut(rest, ":")
+	n, err := strconv.ParseInt(task, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // RecordOutcome records a worker's outcome of a task it holds and queues
@@ -252,7 +278,7 @@ func (s *Store) RecordOutcome(ctx context.Context, o Outcome) (Recorded, error) 
 	var rec Recorded
 	r := &rec.Relay
 	w.queueScan(b, []any{&r.ID, &r.InstanceID, &r.RoutingKey, &r.Body}, recordOutcomeSQL, o.TaskID, o.Worker, o.Kind, vars,
-		o.ErrorCode, msg, details, o.Retries, o.RetryTimeout.Milliseconds(), taskRelayRoutingKey, o.Human, o.User, o.Override)
+		o.ErrorCode, msg, details, o.Retries, o.RetryTimeout.Milliseconds(), taskRelayRoutingKey, o.Human, o.User, o.Override, o.HolderPrefix)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return Recorded{}, translate(err, fmt.Sprintf("recording the outcome of task %d", o.TaskID))
 	}
@@ -279,6 +305,61 @@ func (s *Store) ExtendLock(ctx context.Context, id int64, worker string, d time.
 		return s.whyNotHeld(ctx, id, worker)
 	}
 	return nil
+}
+
+// SetLockTimeout sets the lock of a locked task to expire d from now,
+// whoever holds it (Zeebe's UpdateJobTimeout names no worker). Errors:
+// ErrNotFound (no such task, or it has an outcome), *LockError (it is not
+// locked, or its lock expired).
+func (s *Store) SetLockTimeout(ctx context.Context, id int64, d time.Duration) error {
+	var holder *string
+	var live, found bool
+	err := s.pool.QueryRow(ctx, `WITH t AS (SELECT id, locked_by, lock_expires_at > now() AS live FROM tasks
+			WHERE id = $1 AND outcome IS NULL FOR UPDATE), u AS (
+		UPDATE tasks SET lock_expires_at = now() + make_interval(secs => $2)
+		  FROM t WHERE tasks.id = t.id AND t.locked_by IS NOT NULL AND t.live RETURNING tasks.id)
+		SELECT t.locked_by, COALESCE(t.live, false), true FROM t`, id, d.Seconds()).Scan(&holder, &live, &found)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("task %d does not exist or is finished: %w", id, ErrNotFound)
+	case err != nil:
+		return translate(err, fmt.Sprintf("setting the lock timeout of task %d", id))
+	case holder == nil:
+		return &LockError{TaskID: id}
+	case !live:
+		return &LockError{TaskID: id, Worker: *holder, Holder: *holder, Expired: true}
+	}
+	return nil
+}
+
+// SetRetries sets the retries an open task carries to its next worker, or,
+// for a task that failed into an open incident (incidents.job_key), the
+// retries of the task the incident's retry creates (JobRetries). Errors:
+// ErrNotFound (no such task, or it is finished and no open incident holds
+// it).
+func (s *Store) SetRetries(ctx context.Context, id int64, retries int) error {
+	var n int
+	err := s.pool.QueryRow(ctx, `WITH t AS (
+			UPDATE tasks SET retries = $2 WHERE id = $1 AND outcome IS NULL RETURNING 1
+		), i AS (
+			UPDATE incidents SET job_retries = $2
+			 WHERE job_key = $1 AND resolved_at IS NULL AND NOT EXISTS (SELECT 1 FROM t) RETURNING 1
+		) SELECT (SELECT count(*) FROM t) + (SELECT count(*) FROM i)`, id, retries).Scan(&n)
+	if err != nil {
+		return translate(err, fmt.Sprintf("setting the retries of task %d", id))
+	}
+	if n == 0 {
+		return fmt.Errorf("task %d does not exist or is finished: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// JobRetries is the retries UpdateJobRetries set on the job that failed
+// into incident id (0: none set).
+func (s *Store) JobRetries(ctx context.Context, id int64) (int, error) {
+	var n int
+	err := s.pool.QueryRow(ctx, `SELECT COALESCE(job_retries, 0) FROM incidents WHERE id = $1`, id).Scan(&n)
+	return n, translate(err, fmt.Sprintf("reading incident %d", id))
 }
 
 // Unlock ends a task's lock, whoever holds it: the task is fetchable at once.

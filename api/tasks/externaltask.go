@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sutra-run/worker/api"
+	"github.com/sutra-run/worker/api/jobs"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/store"
 )
@@ -220,11 +221,11 @@ func (a *API) fetch(r *http.Request, q lockQuery) ([]lockedTask, error) {
 	if q.max == 0 || len(q.topics) == 0 {
 		return []lockedTask{}, nil
 	}
-	var w *waiter
-	passOn := false // see waiters
+	var w *jobs.Waiter
+	passOn := false // see jobs.Waiters
 	if q.wait > 0 {
-		if w = a.waiters.add(q.topics, q.max); w != nil {
-			defer func() { a.waiters.remove(w, passOn) }()
+		if w = a.deps.Waiters.Add(q.topics, q.max, a.slots); w != nil {
+			defer func() { a.deps.Waiters.Remove(w, passOn) }()
 		} else {
 			a.deps.Metrics.APILongPollsOver.Inc()
 		}
@@ -239,13 +240,13 @@ func (a *API) fetch(r *http.Request, q lockQuery) ([]lockedTask, error) {
 			return tasks, err
 		}
 		c.Idle()
-		a.TestSignals.Waiting.Signal(w.topics())
+		a.TestSignals.Waiting.Signal(w.Topics())
 		select {
-		case <-w.wake:
+		case <-w.Wake():
 			woken = true
 		case <-deadline.C:
 			return []lockedTask{}, nil
-		case <-a.waiters.closed:
+		case <-a.stopping:
 			return []lockedTask{}, nil
 		case <-r.Context().Done():
 			return nil, r.Context().Err()
@@ -269,13 +270,8 @@ func (a *API) lock(ctx context.Context, q lockQuery) ([]lockedTask, error) {
 		slices.Reverse(got)
 	}
 	out := make([]lockedTask, 0, len(got))
-	m := a.deps.Metrics
 	for _, t := range got {
-		m.TasksLocked.WithLabelValues(t.Topic).Inc()
-		m.TaskWait.Observe(t.Waited.Seconds())
-		if t.Relocked {
-			m.TasksLockExpired.Inc()
-		}
+		jobs.Locked(a.deps.Metrics, jobs.EngineRest, t)
 		ans := q.answers[t.Topic]
 		vars, err := toTyped(t.Variables, ans.variables)
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sutra-run/worker/api"
+	"github.com/sutra-run/worker/api/jobs"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/internal/testsignal"
@@ -32,7 +33,6 @@ type Store interface {
 	RecordOutcome(ctx context.Context, o store.Outcome) (store.Recorded, error)
 	ExtendLock(ctx context.Context, id int64, worker string, d time.Duration) error
 	Unlock(ctx context.Context, id int64) error
-	CountFetchable(ctx context.Context, asks []store.TopicLock, limits []int) ([]int, error)
 }
 
 // Config configures the task API.
@@ -57,10 +57,6 @@ type Config struct {
 	// MaxBody caps the body of a completion, a failure and a BPMN error
 	// (default 1 MiB).
 	MaxBody int64
-	// PollInterval is how often waiting long polls look for tasks that other
-	// replicas created (default 250ms); tasks this replica creates wake them
-	// at once.
-	PollInterval time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -71,12 +67,14 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.MaxLockDuration, 24*time.Hour)
 	defaults.Set(&c.MaxRetryTimeout, 24*time.Hour)
 	defaults.Set(&c.MaxBody, 1<<20)
-	defaults.Set(&c.PollInterval, 250*time.Millisecond)
 }
 
 // Deps are the task API's collaborators.
 type Deps struct {
-	Store   Store
+	Store Store
+	// Waiters are where long polls wait for tasks, with the Zeebe gateway's
+	// (jobs.Waiters: woken by this replica's new tasks and by its look).
+	Waiters *jobs.Waiters
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
 	// Handoff, when set, hands a recorded outcome's relay to this replica's
@@ -91,13 +89,10 @@ type TestSignals struct {
 	// Waiting carries the topics of every long poll that found nothing and
 	// starts to wait.
 	Waiting testsignal.Signal[[]string]
-	// Looked carries, after each look of the waiting long polls for tasks
-	// (lookForTasks), the number of statements it ran (0 or 1).
-	Looked testsignal.Signal[int]
 }
 
 // Init switches every signal on.
-func (s *TestSignals) Init() { s.Waiting.Init(); s.Looked.Init() }
+func (s *TestSignals) Init() { s.Waiting.Init() }
 
 // API is the task API, served on an api.Server.
 type API struct {
@@ -105,7 +100,10 @@ type API struct {
 	cfg         Config
 	deps        Deps
 	srv         *api.Server
-	waiters     *waiters
+	// slots cap the long polls waiting at once (MaxLongPolls).
+	slots *jobs.Slots
+	// stopping is closed when the listener stops: long polls answer at once.
+	stopping chan struct{}
 }
 
 // base is the Camunda REST base path the external-task clients default to.
@@ -136,11 +134,11 @@ var protocol = api.Protocol{
 	UntypedBodiless: true,
 }
 
-// New registers the task API's routes on srv, and its look for tasks that
-// waiting long polls may take beside them.
+// New registers the task API's routes on srv.
 func New(srv *api.Server, deps Deps, cfg Config) *API {
 	cfg.setDefaults()
-	a := &API{cfg: cfg, deps: deps, srv: srv, waiters: newWaiters(cfg.MaxLongPolls, deps.Metrics.APILongPolls.Set)}
+	a := &API{cfg: cfg, deps: deps, srv: srv, slots: jobs.NewSlots(cfg.MaxLongPolls, deps.Metrics.APILongPolls.Set),
+		stopping: make(chan struct{})}
 	route := func(pattern string, limit int64, h http.HandlerFunc) {
 		srv.Handle(protocol, api.Route{Pattern: "POST " + base + pattern, Scopes: api.Tasks, BodyLimit: limit, Handler: h})
 	}
@@ -151,31 +149,11 @@ func New(srv *api.Server, deps Deps, cfg Config) *API {
 	route("/external-task/{id}/extendLock", smallBody, a.extendLock)
 	route("/external-task/{id}/unlock", smallBody, a.unlock)
 	srv.Serves(cfg.MaxAsyncResponseTimeout)
-	srv.Go(a.look)
+	srv.Go(func(soft context.Context) {
+		<-soft.Done()
+		close(a.stopping)
+	})
 	return a
-}
-
-// TasksCreated wakes long polls for the tasks a step of this replica
-// created: topics holds the topic of each task, once per task. It never
-// blocks.
-func (a *API) TasksCreated(topics []string) { a.waiters.wakeOne(topics) }
-
-// look looks for tasks for the waiting long polls every poll interval and
-// when asked, until the listener stops; then the long polls answer at once.
-func (a *API) look(soft context.Context) {
-	poll := time.NewTicker(a.cfg.PollInterval)
-	defer poll.Stop()
-	for {
-		select {
-		case <-poll.C:
-			a.lookForTasks(soft)
-		case <-a.waiters.look:
-			a.lookForTasks(soft)
-		case <-soft.Done():
-			a.waiters.close()
-			return
-		}
-	}
 }
 
 // restError is Camunda's error body, with our code.

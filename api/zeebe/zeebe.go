@@ -28,13 +28,19 @@ import (
 	"github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	// Camunda's Node.js SDK compresses its calls with gzip: without the
+	// codec registered every call answers Unimplemented.
+	_ "google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/sutra-run/worker/admin"
 	"github.com/sutra-run/worker/api"
+	"github.com/sutra-run/worker/api/admin/adminapi"
+	"github.com/sutra-run/worker/api/jobs"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/internal/startstop"
+	"github.com/sutra-run/worker/internal/testsignal"
 	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/store"
 )
@@ -82,6 +88,16 @@ type Store interface {
 	Ended(ctx context.Context, ids []string) ([]string, error)
 	NextKey(ctx context.Context) (int64, error)
 	MessageSeen(ctx context.Context, id string) (bool, error)
+
+	// The job RPCs': a job is a task row, the one /engine-rest serves: one
+	// lock, whichever protocol takes it.
+	FetchAndLock(ctx context.Context, worker string, topics []store.TopicLock, max int, byPriority bool) ([]store.LockedTask, error)
+	RecordOutcome(ctx context.Context, o store.Outcome) (store.Recorded, error)
+	SetLockTimeout(ctx context.Context, id int64, d time.Duration) error
+	SetRetries(ctx context.Context, id int64, retries int) error
+	JobRetries(ctx context.Context, incidentID int64) (int, error)
+	IncidentByID(ctx context.Context, id int64) (adminapi.Incident, error)
+	RetryTimer(ctx context.Context, incidentID int64) error
 }
 
 // Deps are the gateway's collaborators.
@@ -96,29 +112,58 @@ type Deps struct {
 	// exchange with routingKey and returns once the broker confirmed it
 	// (the admin API's PublishRelay).
 	PublishRelay func(ctx context.Context, routingKey, messageID string, body []byte) error
+	// Handoff hands a recorded job outcome's relay to this replica's lanes
+	// (the fast path, consumer.Handoff.Relay), as /engine-rest does.
+	Handoff func(store.RelayOut)
+	// Waiters are where the job RPCs' long polls and streams wait for
+	// tasks, with /engine-rest's.
+	Waiters *jobs.Waiters
+	// AcquireDB takes one of the database connections API calls may use
+	// (api.Server.AcquireDB): the gateway's calls share
+	// SUTRA_API_MAX_DB_CONNS with the API listener's.
+	AcquireDB func(ctx context.Context) (release func(), err error)
 }
+
+// TestSignals tell tests what the gateway did; inert unless Init'ed.
+type TestSignals struct {
+	// Waiting carries the job type of every ActivateJobs long poll that
+	// found nothing and starts to wait.
+	Waiting testsignal.Signal[string]
+	// Streaming carries the job type of every job stream that found nothing
+	// and waits (each time it does).
+	Streaming testsignal.Signal[string]
+	// Answered carries the number of jobs of every ActivateJobs answer.
+	Answered testsignal.Signal[int]
+}
+
+// Init switches every signal on.
+func (s *TestSignals) Init() { s.Waiting.Init(); s.Streaming.Init(); s.Answered.Init() }
 
 // Gateway is the Zeebe gateway. Every RPC it does not implement answers
 // Unimplemented, naming the method (pb.UnimplementedGatewayServer).
 type Gateway struct {
 	pb.UnimplementedGatewayServer
 	startstop.Base
-	cfg  Config
-	deps Deps
-	ln   net.Listener
-	srv  *grpc.Server
+	TestSignals TestSignals
+	cfg         Config
+	deps        Deps
+	ln          net.Listener
+	srv         *grpc.Server
 	// stopping is closed at the soft stop: long polls, job streams and
 	// calls waiting for an instance's end answer and end, so that the
 	// graceful stop does not wait for them.
 	stopping chan struct{}
 	// ends are the calls waiting for an instance's end.
 	ends *ends
+	// slots cap the job streams and long polls open at once (MaxStreams).
+	slots *jobs.Slots
 }
 
 // New builds the gateway; Start binds its listener.
 func New(deps Deps, cfg Config) *Gateway {
 	cfg.setDefaults()
-	return &Gateway{cfg: cfg, deps: deps, stopping: make(chan struct{}), ends: newEnds()}
+	return &Gateway{cfg: cfg, deps: deps, stopping: make(chan struct{}), ends: newEnds(),
+		slots: jobs.NewSlots(cfg.MaxStreams, deps.Metrics.GatewayStreams.Set)}
 }
 
 // keepaliveMinTime is the shortest ping interval the gateway tolerates.

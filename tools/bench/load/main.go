@@ -67,6 +67,10 @@ type options struct {
 	taskWorkers int
 	taskLoads   []float64
 	taskRates   []int
+	// jobLanes and jobWorkers configure the job round trip over the Zeebe
+	// gateway (0 lanes: skip it).
+	jobLanes   int
+	jobWorkers int
 	// latencyLoads are the fixed rates, as fractions of the best lane
 	// count's steps/s, of the latency measurement; each lasts latencyTime.
 	latencyLoads []float64
@@ -108,6 +112,8 @@ func main() {
 	flag.IntVar(&o.taskWorkers, "task-workers", 16, "concurrent task workers of the task round trip")
 	flag.StringVar(&taskLoadsFlag, "task-loads", "1,0.5", "loads of the task round trip: 1 (full) first, then fractions of its task rate")
 	flag.StringVar(&taskRatesFlag, "task-rates", "100", "fixed task rates (tasks/s) of the task round trip, after its loads (empty: none)")
+	flag.IntVar(&o.jobLanes, "job-lanes", 16, "lanes of the job round trip over the Zeebe gateway (0: skip it)")
+	flag.IntVar(&o.jobWorkers, "job-workers", 16, "Go client job workers (streamed activation) of the job round trip")
 	var latencyFlag, dataFlag string
 	flag.StringVar(&latencyFlag, "latency-loads", "0.5,0.1", "fixed rates of the latency measurement, as fractions of the best lane count's steps/s (empty: skip it)")
 	flag.DurationVar(&o.latencyTime, "latency-time", 5*time.Second, "duration of each fixed-rate run (at least 1000 relays, for p999)")
@@ -291,6 +297,7 @@ func run(ctx context.Context, o options) error {
 	reportChurn(os.Stdout, b.results)
 	reportOutbox(os.Stdout, b.outboxRuns, o.outboxLanes)
 	reportTasks(os.Stdout, b.taskRuns, o.taskLanes)
+	reportJobs(os.Stdout, b.jobRuns, o.jobLanes, o.jobWorkers)
 	return nil
 }
 
@@ -314,7 +321,12 @@ func (b *bencher) measureAll(ctx context.Context) error {
 		}
 	}
 	if b.o.taskLanes > 0 {
-		return b.measureTasks(ctx)
+		if err := b.measureTasks(ctx); err != nil {
+			return err
+		}
+	}
+	if b.o.jobLanes > 0 {
+		return b.measureJobs(ctx)
 	}
 	return nil
 }
@@ -408,10 +420,11 @@ type bencher struct {
 	// syncLanes and syncClients are the worker's and pgbench's concurrency
 	// measured with synchronous claims.
 	syncLanes, syncClients int
-	// outboxRuns and taskRuns are every outbox and task round trip
+	// outboxRuns, taskRuns and jobRuns are every outbox, task and job round trip
 	// measurement so far.
 	outboxRuns []outboxRun
 	taskRuns   []taskRun
+	jobRuns    []jobRun
 }
 
 // measure records a run and shows it at once.

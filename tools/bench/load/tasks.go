@@ -114,10 +114,7 @@ func (b *bencher) taskRun(ctx context.Context, fastPath bool, load, rate float64
 	want := 3 * b.o.instances
 	var starts []loadgen.Relay
 	if rate > 0 {
-		for i := range b.o.instances {
-			id := "start-" + strconv.Itoa(i)
-			starts = append(starts, loadgen.Relay{ID: id, Body: map[string]any{"start": "tasks3", "instance_id": id}})
-		}
+		starts = tasks3Starts(b.o.instances)
 	}
 	pub, err := loadgen.Dial(env.Config.AMQPURL, env.Config.RelayExchange)
 	if err != nil {
@@ -173,6 +170,16 @@ func (b *bencher) taskRun(ctx context.Context, fastPath bool, load, rate float64
 	r.stepP99 = histogram(reg, "sutra_step_duration_seconds").quantile(0.99)
 	r.waitP99 = histogram(reg, "sutra_task_wait_seconds").quantile(0.99)
 	return r, nil
+}
+
+// tasks3Starts are the relays that start n instances of bench.TasksXML.
+func tasks3Starts(n int) []loadgen.Relay {
+	starts := make([]loadgen.Relay, n)
+	for i := range starts {
+		id := "start-" + strconv.Itoa(i)
+		starts[i] = loadgen.Relay{ID: id, Body: map[string]any{"start": "tasks3", "instance_id": id}}
+	}
+	return starts
 }
 
 // taskClient is the workers' shared state.

@@ -1,4 +1,4 @@
-package tasks
+package jobs
 
 import (
 	"strings"
@@ -8,7 +8,7 @@ import (
 )
 
 // pending counts the long polls that have a wake-up pending, taking them.
-func pending(ws []*waiter) (n int, woken []*waiter) {
+func pending(ws []*Waiter) (n int, woken []*Waiter) {
 	for _, w := range ws {
 		select {
 		case <-w.wake:
@@ -20,21 +20,29 @@ func pending(ws []*waiter) (n int, woken []*waiter) {
 	return n, woken
 }
 
+// newWaiters builds waiters with one protocol's slots, capped at max.
+func newWaiters(max int, gauge func(float64)) (*Waiters, *Slots) {
+	if gauge == nil {
+		gauge = func(float64) {}
+	}
+	return New(Deps{}, Config{}), NewSlots(max, gauge)
+}
+
 // addN adds n long polls fetching one task each, of topics, filtered to
 // the definitions keys (none: every definition).
-func addN(ws *waiters, n int, keys []string, topics ...string) []*waiter {
-	out := make([]*waiter, n)
+func addN(ws *Waiters, slots *Slots, n int, keys []string, topics ...string) []*Waiter {
+	out := make([]*Waiter, n)
 	for i := range out {
 		asks := make([]store.TopicLock, len(topics))
 		for j, t := range topics {
 			asks[j] = store.TopicLock{Topic: t, DefinitionKeys: keys}
 		}
-		out[i] = ws.add(asks, 1)
+		out[i] = ws.Add(asks, 1, slots)
 	}
 	return out
 }
 
-func looked(ws *waiters) bool {
+func looked(ws *Waiters) bool {
 	select {
 	case <-ws.look:
 		return true
@@ -44,10 +52,10 @@ func looked(ws *waiters) bool {
 }
 
 func TestATaskWakesOneLongPollOfItsTopicAndAsksALookForThoseThatFilter(t *testing.T) {
-	ws := newWaiters(100, nil)
-	plain, other := addN(ws, 16, nil, "t"), addN(ws, 3, nil, "u")
+	ws, slots := newWaiters(100, nil)
+	plain, other := addN(ws, slots, 16, nil, "t"), addN(ws, slots, 3, nil, "u")
 
-	ws.wakeOne([]string{"t"})
+	ws.TasksCreated([]string{"t"})
 	if n, _ := pending(plain); n != 1 {
 		t.Errorf("one task woke %d of 16 long polls of its topic, want 1", n)
 	}
@@ -60,15 +68,15 @@ func TestATaskWakesOneLongPollOfItsTopicAndAsksALookForThoseThatFilter(t *testin
 
 	// Three tasks: three distinct long polls, since one pending wake-up is
 	// one fetch.
-	ws.wakeOne([]string{"t", "t", "t"})
+	ws.TasksCreated([]string{"t", "t", "t"})
 	if n, _ := pending(plain); n != 3 {
 		t.Errorf("three tasks woke %d long polls, want 3", n)
 	}
 
 	// Long polls filtering by definition may not take the task: they are
 	// not woken by it, the look finds out which may.
-	filtered := addN(ws, 2, []string{"d"}, "t")
-	ws.wakeOne([]string{"t"})
+	filtered := addN(ws, slots, 2, []string{"d"}, "t")
+	ws.TasksCreated([]string{"t"})
 	if n, _ := pending(filtered); n != 0 {
 		t.Errorf("one task woke %d long polls that filter by definition, want none", n)
 	}
@@ -78,11 +86,11 @@ func TestATaskWakesOneLongPollOfItsTopicAndAsksALookForThoseThatFilter(t *testin
 }
 
 func TestTheLookGroupsLongPollsByTheirAskAndWakesAsManyAsTheTasksNeed(t *testing.T) {
-	ws := newWaiters(100, nil)
-	plain := addN(ws, 4, nil, "t")
-	d := addN(ws, 3, []string{"b", "a"}, "t")
-	d = append(d, addN(ws, 2, []string{"a", "b", "a"}, "t")...) // the same filter
-	e := addN(ws, 2, []string{"e"}, "t")
+	ws, slots := newWaiters(100, nil)
+	plain := addN(ws, slots, 4, nil, "t")
+	d := addN(ws, slots, 3, []string{"b", "a"}, "t")
+	d = append(d, addN(ws, slots, 2, []string{"a", "b", "a"}, "t")...) // the same filter
+	e := addN(ws, slots, 2, []string{"e"}, "t")
 	groups := ws.groups()
 	if len(groups) != 3 {
 		t.Fatalf("%d groups, want 3 (every definition; a and b; e)", len(groups))
@@ -112,35 +120,35 @@ func TestTheLookGroupsLongPollsByTheirAskAndWakesAsManyAsTheTasksNeed(t *testing
 
 func TestNoMoreLongPollsWaitThanTheCapAllows(t *testing.T) {
 	var gauge float64
-	ws := newWaiters(2, func(v float64) { gauge = v })
-	polls := addN(ws, 2, nil, "t")
-	if over := addN(ws, 1, nil, "t"); over[0] != nil || gauge != 2 {
+	ws, slots := newWaiters(2, func(v float64) { gauge = v })
+	polls := addN(ws, slots, 2, nil, "t")
+	if over := addN(ws, slots, 1, nil, "t"); over[0] != nil || gauge != 2 {
 		t.Fatalf("a third long poll was admitted under a cap of 2 (gauge %v)", gauge)
 	}
-	ws.remove(polls[0], false)
-	if again := addN(ws, 1, nil, "t"); again[0] == nil || gauge != 2 {
+	ws.Remove(polls[0], false)
+	if again := addN(ws, slots, 1, nil, "t"); again[0] == nil || gauge != 2 {
 		t.Fatalf("a long poll was refused with one place free (gauge %v)", gauge)
 	}
 }
 
 func TestAWakeUpALongPollLeavesUnusedGoesToAnother(t *testing.T) {
-	ws := newWaiters(100, nil)
-	polls := addN(ws, 2, nil, "t")
-	ws.wakeOne([]string{"t"})
+	ws, slots := newWaiters(100, nil)
+	polls := addN(ws, slots, 2, nil, "t")
+	ws.TasksCreated([]string{"t"})
 	woke := polls[0]
 	if len(polls[1].wake) == 1 {
 		woke = polls[1]
 	}
-	ws.remove(woke, false) // it answered with tasks fetched before it woke
+	ws.Remove(woke, false) // it answered with tasks fetched before it woke
 	if n, _ := pending(polls); n != 1 {
 		t.Fatalf("%d long polls hold the wake-up after the woken one left, want 1 (the other)", n)
 	}
 
 	// One that used its wake-up but may have left the task it was for.
-	rest := addN(ws, 1, nil, "t")
+	rest := addN(ws, slots, 1, nil, "t")
 	for _, w := range polls {
 		if w != woke {
-			ws.remove(w, true)
+			ws.Remove(w, true)
 		}
 	}
 	if n, _ := pending(rest); n != 1 {
@@ -148,15 +156,15 @@ func TestAWakeUpALongPollLeavesUnusedGoesToAnother(t *testing.T) {
 	}
 
 	// One that leaves with nothing pending and nothing to pass on wakes no one.
-	last := addN(ws, 1, nil, "t")[0]
-	ws.remove(rest[0], false)
-	if n, _ := pending([]*waiter{last}); n != 0 {
+	last := addN(ws, slots, 1, nil, "t")[0]
+	ws.Remove(rest[0], false)
+	if n, _ := pending([]*Waiter{last}); n != 0 {
 		t.Errorf("leaving without a wake-up woke %d long polls", n)
 	}
 	if got := ws.groups(); len(got) != 1 {
 		t.Errorf("asks waited for: %d, want 1", len(got))
 	}
-	ws.remove(last, false)
+	ws.Remove(last, false)
 	if got := ws.groups(); len(got) != 0 {
 		t.Errorf("asks waited for with no long poll: %d", len(got))
 	}

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/camunda/zeebe/clients/go/v8/pkg/entities"
+	"github.com/camunda/zeebe/clients/go/v8/pkg/worker"
+	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
+
+	"github.com/sutra-run/worker/internal/loadgen"
+	"github.com/sutra-run/worker/tools/bench"
+)
+
+// jobRun is one measurement of the job round trip over the Zeebe gateway:
+// instances of bench.TasksXML (three sequential service tasks) worked by
+// job workers of Zeebe's Go client (zbc) with streamed activation, each
+// completing one job at a time, until every instance has completed its
+// three jobs.
+//
+// At full load K instances wait on their first job before the clock starts
+// and the workers go as fast as they can. At a fixed rate, instances are
+// started by relays at a third of it, so the workers wait for jobs: the
+// latency is the round trip's own.
+type jobRun struct {
+	round int
+	// rate is the job rate offered (0: as fast as the workers go).
+	rate     float64
+	jobs     int
+	jobsPerS float64
+	// p50 and p99 are of the time from a CompleteJob's answer to the
+	// activation of the instance's next job, as the worker sees it.
+	p50, p99 time.Duration
+	// activationP99 is sutra_job_activation_seconds's p99: a job's creation
+	// to its lock.
+	activationP99 time.Duration
+	cpu           cpuUse
+}
+
+// measureJobs measures the job round trip as fast as the workers go, then
+// at 100 jobs/s and at half the full run's rate.
+func (b *bencher) measureJobs(ctx context.Context) error {
+	full, err := b.jobRun(ctx, 0)
+	if err != nil {
+		return fmt.Errorf("jobs at full load: %w", err)
+	}
+	runs := []jobRun{full}
+	for _, rate := range []float64{100, full.jobsPerS / 2} {
+		r, err := b.jobRun(ctx, rate)
+		if err != nil {
+			return fmt.Errorf("jobs at %.0f/s: %w", rate, err)
+		}
+		runs = append(runs, r)
+	}
+	for _, r := range runs {
+		r.round = b.round
+		fmt.Fprintf(os.Stderr, "  %s\n", r.row())
+		b.jobRuns = append(b.jobRuns, r)
+	}
+	return nil
+}
+
+// jobRun runs b.o.jobWorkers streaming job workers against a worker with
+// b.o.jobLanes lanes; rate > 0 starts instances at rate/3 a second.
+func (b *bencher) jobRun(ctx context.Context, rate float64) (jobRun, error) {
+	r := jobRun{rate: rate}
+	k := b.o.instances
+	if rate > 0 {
+		k = 0 // started by relays, at the rate
+	}
+	env, err := b.envOf(ctx, "jobs", bench.TasksXML, k)
+	if err != nil {
+		return r, err
+	}
+	defer env.Close()
+	env.Config.GatewayAddr = "127.0.0.1:0"
+	w, reg, stop, err := b.startWorker(ctx, env, b.o.jobLanes, false)
+	if err != nil {
+		return r, err
+	}
+	defer stop()
+	if err := waitReady(ctx, w, "job run"); err != nil {
+		return r, err
+	}
+	client, err := zbc.NewClient(&zbc.ClientConfig{GatewayAddress: w.GatewayAddr(), UsePlaintextConnection: true})
+	if err != nil {
+		return r, err
+	}
+	defer client.Close()
+	var starts []loadgen.Relay
+	if rate > 0 {
+		starts = tasks3Starts(b.o.instances)
+	}
+	pub, err := loadgen.Dial(env.Config.AMQPURL, env.Config.RelayExchange)
+	if err != nil {
+		return r, err
+	}
+	defer pub.Close()
+	b.waitQuiet(ctx, "jobs")
+	stopProfile, err := b.profile(r.name())
+	if err != nil {
+		return r, err
+	}
+	cpu := startCPU(b.dbName)
+	c := &jobClient{done: map[int64]time.Time{}, want: 3 * b.o.instances, all: make(chan struct{}), errs: make(chan error, 1)}
+	began := time.Now()
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if rate > 0 {
+		go func() {
+			if err := pub.PublishAt(rctx, starts, rate/3); err != nil && rctx.Err() == nil {
+				c.fail(err)
+			}
+		}()
+	}
+	workers := make([]worker.JobWorker, b.o.jobWorkers)
+	for i := range workers {
+		// One job at a time each, pushed by its stream; its poll is the
+		// client's fallback and answers at once.
+		workers[i] = client.NewJobWorker().JobType(bench.TaskTopic).Handler(c.handle).Name(fmt.Sprintf("bench-%d", i)).
+			Timeout(time.Minute).Concurrency(1).MaxJobsActive(1).StreamEnabled(true).RequestTimeout(-time.Millisecond).Open()
+	}
+	var err2 error
+	select {
+	case <-c.all:
+	case err2 = <-c.errs:
+	case <-ctx.Done():
+		err2 = ctx.Err()
+	}
+	for _, jw := range workers {
+		jw.Close()
+		jw.AwaitClose()
+	}
+	r.cpu = cpu.finish()
+	stopProfile()
+	if err2 != nil {
+		return r, err2
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r.jobs = c.completed
+	r.jobsPerS = float64(c.completed) / c.last.Sub(began).Seconds()
+	slices.Sort(c.latencies)
+	r.p50, r.p99 = percentile(c.latencies, 0.5), percentile(c.latencies, 0.99)
+	r.activationP99 = histogram(reg, "sutra_job_activation_seconds").quantile(0.99)
+	return r, nil
+}
+
+// jobClient is the job workers' shared state.
+type jobClient struct {
+	mu sync.Mutex
+	// done is when each instance's latest job's completion was answered.
+	done      map[int64]time.Time
+	latencies []time.Duration
+	completed int
+	want      int
+	last      time.Time
+	all       chan struct{} // closed at want completions
+	errs      chan error
+}
+
+func (c *jobClient) handle(jc worker.JobClient, job entities.Job) {
+	activated := time.Now()
+	c.mu.Lock()
+	if prev, ok := c.done[job.ProcessInstanceKey]; ok {
+		c.latencies = append(c.latencies, activated.Sub(prev))
+	}
+	c.mu.Unlock()
+	if _, err := jc.NewCompleteJobCommand().JobKey(job.Key).Send(context.Background()); err != nil {
+		c.fail(err)
+		return
+	}
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.done[job.ProcessInstanceKey], c.last = now, now
+	c.completed++
+	if c.completed == c.want {
+		close(c.all)
+	}
+}
+
+func (c *jobClient) fail(err error) {
+	select {
+	case c.errs <- err:
+	default:
+	}
+}
+
+func (r jobRun) name() string {
+	if r.rate == 0 {
+		return "jobs, full"
+	}
+	return fmt.Sprintf("jobs, %.0f/s", r.rate)
+}
+
+func (r jobRun) row() string {
+	ms := func(d time.Duration) time.Duration { return d.Round(100 * time.Microsecond) }
+	per := func(d time.Duration) int64 { return d.Microseconds() / int64(max(r.jobs, 1)) }
+	return fmt.Sprintf("%-26s %6d jobs %8.0f jobs/s   complete → next activation p50 %-9v p99 %-9v (activation p99 %v)"+
+		"   CPU µs/job: all %d, client %d, broker %d, postgres %d, foreign %d",
+		r.name(), r.jobs, r.jobsPerS, ms(r.p50), ms(r.p99), ms(r.activationP99),
+		per(r.cpu.machine), per(r.cpu.client), per(r.cpu.broker), per(r.cpu.postgres), per(r.cpu.foreign))
+}
+
+// reportJobs prints the job runs of the round with the fastest full run,
+// and the targets at 100 jobs/s.
+func reportJobs(w io.Writer, runs []jobRun, lanes, workers int) {
+	if len(runs) == 0 {
+		return
+	}
+	bestRound, fastest := 0, 0.0
+	for _, r := range runs {
+		if r.rate == 0 && r.jobsPerS > fastest {
+			bestRound, fastest = r.round, r.jobsPerS
+		}
+	}
+	fmt.Fprintf(w, "\nJob round trip (%d lanes, %d Go client job workers with streamed activation, 3 sequential service tasks per instance):\n", lanes, workers)
+	for _, r := range runs {
+		if r.round != bestRound {
+			continue
+		}
+		fmt.Fprintf(w, "  %s\n", r.row())
+		if r.rate == 100 {
+			fmt.Fprintf(w, "  target: at 100 jobs/s p50 ≤ 5 ms, p99 ≤ 50 ms: %v, %v\n", r.p50.Round(100*time.Microsecond), r.p99.Round(100*time.Microsecond))
+		}
+	}
+}
