@@ -204,6 +204,11 @@ func parseDecision(n *node, q *quoter) (*Decision, error) {
 	return dec, nil
 }
 
+// dialect is DMN's FEEL: an expression that cannot apply to the values it
+// meets is null, as the DMN specification and Camunda's engines make it,
+// rather than failing the decision.
+var dialect = feel.Options{Nulls: true}
+
 // compileExpr compiles the FEEL expression src of dec; where names the
 // place in the decision for the error.
 func compileExpr(src string, q *quoter, dec *Decision, where string) (*feel.Expr, error) {
@@ -214,7 +219,7 @@ func compileExpr(src string, q *quoter, dec *Decision, where string) (*feel.Expr
 	if err != nil {
 		return nil, err
 	}
-	e, err := feel.Compile("=" + quoted)
+	e, err := feel.CompileWith("="+quoted, dialect)
 	if err != nil {
 		return nil, fault.Wrap(fault.DMNInvalid, err, "decision %q: %s", dec.ID, where)
 	}
@@ -296,7 +301,7 @@ func parseTable(n *node, q *quoter, dec *Decision) (*table, error) {
 			if err != nil {
 				return nil, err
 			}
-			u, err := feel.CompileUnaryTests(quoted)
+			u, err := feel.CompileUnaryTestsWith(quoted, dialect)
 			if err != nil {
 				return nil, fault.Wrap(fault.DMNInvalid, err, "decision %q: rule %q input entry %d", dec.ID, ru.id, j+1)
 			}

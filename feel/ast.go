@@ -18,6 +18,7 @@ const (
 	precCmp
 	precAdd
 	precMul
+	precPow
 	precNeg
 	precPrimary
 )
@@ -126,6 +127,7 @@ var binOps = map[string]*binOp{
 	"-":   {"-", precAdd},
 	"*":   {"*", precMul},
 	"/":   {"/", precMul},
+	"**":  {"**", precPow},
 }
 
 func (literal) prec() int     { return precPrimary }
@@ -468,7 +470,22 @@ func (n name) eval(c *evalCtx, s *scope) (any, error) {
 // Every node but a literal or a name charges a step when evaluated, so a
 // loop's body costs what it evaluates (limits.go).
 
-func (n path) eval(c *evalCtx, s *scope) (any, error) {
+// The nodes that can fail on the values they meet compute their value in
+// value; eval makes a failure null under Options.Nulls.
+func (n path) eval(c *evalCtx, s *scope) (any, error)        { return c.orNull(n.value(c, s)) }
+func (n neg) eval(c *evalCtx, s *scope) (any, error)         { return c.orNull(n.value(c, s)) }
+func (n not) eval(c *evalCtx, s *scope) (any, error)         { return c.orNull(n.value(c, s)) }
+func (n binary) eval(c *evalCtx, s *scope) (any, error)      { return c.orNull(n.value(c, s)) }
+func (n filter) eval(c *evalCtx, s *scope) (any, error)      { return c.orNull(n.value(c, s)) }
+func (n betweenTest) eval(c *evalCtx, s *scope) (any, error) { return c.orNull(n.value(c, s)) }
+func (n inTest) eval(c *evalCtx, s *scope) (any, error)      { return c.orNull(n.value(c, s)) }
+func (n instanceOf) eval(c *evalCtx, s *scope) (any, error)  { return c.orNull(n.value(c, s)) }
+func (n call) eval(c *evalCtx, s *scope) (any, error)        { return c.orNull(n.value(c, s)) }
+func (n forLoop) eval(c *evalCtx, s *scope) (any, error)     { return c.orNull(n.value(c, s)) }
+func (n quantified) eval(c *evalCtx, s *scope) (any, error)  { return c.orNull(n.value(c, s)) }
+func (n sortBy) eval(c *evalCtx, s *scope) (any, error)      { return c.orNull(n.value(c, s)) }
+
+func (n path) value(c *evalCtx, s *scope) (any, error) {
 	if err := c.spend(1); err != nil {
 		return nil, err
 	}
@@ -479,7 +496,7 @@ func (n path) eval(c *evalCtx, s *scope) (any, error) {
 	return get(c, v, n.field)
 }
 
-func (n neg) eval(c *evalCtx, s *scope) (any, error) {
+func (n neg) value(c *evalCtx, s *scope) (any, error) {
 	if err := c.spend(1); err != nil {
 		return nil, err
 	}
@@ -497,7 +514,7 @@ func (n neg) eval(c *evalCtx, s *scope) (any, error) {
 	return noNegZero(-x), nil
 }
 
-func (n not) eval(c *evalCtx, s *scope) (any, error) {
+func (n not) value(c *evalCtx, s *scope) (any, error) {
 	if err := c.spend(1); err != nil {
 		return nil, err
 	}
@@ -509,7 +526,7 @@ func (n not) eval(c *evalCtx, s *scope) (any, error) {
 	return !x, err
 }
 
-func (n binary) eval(c *evalCtx, s *scope) (any, error) {
+func (n binary) value(c *evalCtx, s *scope) (any, error) {
 	if err := c.spend(1); err != nil {
 		return nil, err
 	}
@@ -517,7 +534,9 @@ func (n binary) eval(c *evalCtx, s *scope) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if op := n.op.feel; op == "and" || op == "or" {
+	if op := n.op.feel; (op == "and" || op == "or") && c.nulls {
+		return c.ternary(l, n.r, s, op == "or")
+	} else if op == "and" || op == "or" {
 		// Strictly boolean, left to right, stopping once the result is known.
 		x, err := boolean(l, op)
 		if err != nil || x == (op == "or") {
@@ -554,6 +573,26 @@ func (n binary) eval(c *evalCtx, s *scope) (any, error) {
 	default:
 		return arithmetic(c, l, r, op)
 	}
+}
+
+// ternary is DMN's three-valued and/or (Options.Nulls), l being the left
+// operand's value: the result is known once one side is false (and) or
+// true (or); otherwise two booleans give a boolean and anything else null.
+func (c *evalCtx) ternary(l any, right node, s *scope, or bool) (any, error) {
+	if l == or {
+		return or, nil
+	}
+	r, err := right.eval(c, s)
+	if err != nil {
+		return nil, err
+	}
+	if r == or {
+		return or, nil
+	}
+	if _, ok := l.(bool); ok && r == !or {
+		return !or, nil
+	}
+	return nil, nil
 }
 
 // eval takes the else branch unless the condition is true: feel-scala's
@@ -644,7 +683,7 @@ func each(c *evalCtx, s *scope, iters []iterator, f func(*scope) (bool, error)) 
 	return true, nil
 }
 
-func (n forLoop) eval(c *evalCtx, s *scope) (any, error) {
+func (n forLoop) value(c *evalCtx, s *scope) (any, error) {
 	if err := c.spend(1); err != nil {
 		return nil, err
 	}
@@ -667,7 +706,7 @@ func (n forLoop) eval(c *evalCtx, s *scope) (any, error) {
 
 // eval is strict like and/or: the condition must be boolean for every item
 // visited; some stops at the first true, every at the first false.
-func (n quantified) eval(c *evalCtx, s *scope) (any, error) {
+func (n quantified) value(c *evalCtx, s *scope) (any, error) {
 	if err := c.spend(1); err != nil {
 		return nil, err
 	}
@@ -730,7 +769,7 @@ func (n ctxLit) eval(c *evalCtx, s *scope) (any, error) {
 // condition is evaluated for each item (as "item", and a context item's
 // entries as names), and if it gives a number for the first item, that
 // number is the index. Items whose condition is not true are left out.
-func (n filter) eval(c *evalCtx, s *scope) (any, error) {
+func (n filter) value(c *evalCtx, s *scope) (any, error) {
 	if err := c.spend(1); err != nil {
 		return nil, err
 	}
@@ -799,7 +838,7 @@ func index(items []any, i any) (any, error) {
 	return items[int(f)], nil
 }
 
-func (n betweenTest) eval(c *evalCtx, s *scope) (any, error) {
+func (n betweenTest) value(c *evalCtx, s *scope) (any, error) {
 	if err := c.spend(1); err != nil {
 		return nil, err
 	}
@@ -824,7 +863,7 @@ func (n betweenTest) eval(c *evalCtx, s *scope) (any, error) {
 }
 
 // eval is true when any test is; tests are tried left to right.
-func (n inTest) eval(c *evalCtx, s *scope) (any, error) {
+func (n inTest) value(c *evalCtx, s *scope) (any, error) {
 	if err := c.spend(1); err != nil {
 		return nil, err
 	}
@@ -898,7 +937,7 @@ var typeNames = map[string]kind{
 	"years and months duration": kYMDuration, "days and time duration": kDTDuration,
 }
 
-func (n instanceOf) eval(c *evalCtx, s *scope) (any, error) {
+func (n instanceOf) value(c *evalCtx, s *scope) (any, error) {
 	if err := c.spend(1); err != nil {
 		return nil, err
 	}
@@ -916,7 +955,7 @@ func (n instanceOf) eval(c *evalCtx, s *scope) (any, error) {
 	return k == typeNames[n.typ], nil
 }
 
-func (n call) eval(c *evalCtx, s *scope) (any, error) {
+func (n call) value(c *evalCtx, s *scope) (any, error) {
 	if err := c.items(1 + len(n.args)); err != nil {
 		return nil, err
 	}
@@ -980,7 +1019,7 @@ func defined(c *evalCtx, s *scope, x node) (any, bool, error) {
 	return v, err == nil, err
 }
 
-func (n sortBy) eval(c *evalCtx, s *scope) (any, error) {
+func (n sortBy) value(c *evalCtx, s *scope) (any, error) {
 	if err := c.spend(1); err != nil {
 		return nil, err
 	}

@@ -315,6 +315,8 @@ func arithmetic(c *evalCtx, a, b any, op string) (any, error) {
 	}
 	var r float64
 	switch op {
+	case "**":
+		return power(c, x, y)
 	case "+":
 		r = x + y
 	case "-":
@@ -329,6 +331,35 @@ func arithmetic(c *evalCtx, a, b any, op string) (any, error) {
 	}
 	if math.IsInf(r, 0) {
 		return nil, fmt.Errorf("result of %s overflows", op)
+	}
+	return noNegZero(r), nil
+}
+
+// power is x ** y for a whole y, by repeated squaring, one step per bit of
+// y: IEEE multiplication gives the same bits on every platform, which
+// math.Pow does not promise (a fractional exponent is refused for that).
+func power(c *evalCtx, x, y float64) (any, error) {
+	if y != math.Trunc(y) || math.IsInf(y, 0) {
+		return nil, fmt.Errorf("the exponent must be a whole number, got %s", strconv.FormatFloat(y, 'g', -1, 64))
+	}
+	r, b := 1.0, x
+	for n := math.Abs(y); n >= 1; n = math.Floor(n / 2) {
+		if err := c.spend(1); err != nil {
+			return nil, err
+		}
+		if math.Mod(n, 2) == 1 {
+			r *= b
+		}
+		b *= b
+	}
+	if y < 0 {
+		if r == 0 && x == 0 {
+			return nil, errors.New("division by zero")
+		}
+		r = 1 / r
+	}
+	if math.IsInf(r, 0) {
+		return nil, errors.New("result of ** overflows")
 	}
 	return noNegZero(r), nil
 }

@@ -45,7 +45,22 @@ type Expr struct {
 	clock bool // calls now() or today()
 	// key is the canonical text uuid() derives ids from, set when the
 	// expression calls uuid(): reformatting the source changes no id.
-	key string
+	key  string
+	opts Options
+}
+
+// Options select the dialect an expression is compiled and evaluated in.
+// The zero value is the default: Camunda 8's FEEL as the package comment
+// describes it, strict about null.
+type Options struct {
+	// Nulls gives DMN's null semantics, as decisions need them: an
+	// operation that cannot apply to its operands' values (arithmetic or
+	// ordering with null or mismatched types, division by zero, overflow,
+	// a built-in given arguments it does not take, a path into a number)
+	// is null rather than an evaluation error; and, or and not are
+	// three-valued (false and null is false, true and null is null). Work
+	// cut off by a limit, the deadline or cancellation is still an error.
+	Nulls bool
 }
 
 // Env is what an evaluation reads besides the variables.
@@ -68,22 +83,26 @@ type Env struct {
 
 // Compile compiles src. src starting with "=" is an expression; otherwise it
 // is a static string literal.
-func Compile(src string) (*Expr, error) {
+func Compile(src string) (*Expr, error) { return CompileWith(src, Options{}) }
+
+// CompileWith is Compile in the dialect opts selects.
+func CompileWith(src string, opts Options) (*Expr, error) {
 	if !strings.HasPrefix(src, "=") {
-		return &Expr{src: src}, nil
+		return &Expr{src: src, opts: opts}, nil
 	}
 	p, root, err := parse(src)
 	if err != nil {
 		return nil, err
 	}
-	e := &Expr{src: src, root: root, vars: p.free > 0, clock: p.clock}
+	e := &Expr{src: src, root: root, vars: p.free > 0, clock: p.clock, opts: opts}
 	if p.seed {
 		e.key = e.String()
 	}
 	if p.free == 0 && !p.clock && !p.seed {
 		// Without variables, the clock or a seed the result can never
-		// change, so an error now (1 / 0, "a" < 1) is an error at every
-		// evaluation: refuse at deploy. So is a constant over the default
+		// change, so an error now (1 / 0, "a" < 1, or under Options.Nulls
+		// one no null absorbs) is an error at every evaluation: refuse at
+		// deploy. So is a constant over the default
 		// limits, which would otherwise be built at each evaluation.
 		if _, err := e.run(nil, Env{}); err != nil {
 			if IsLimit(err) {
@@ -193,6 +212,7 @@ func (e *Expr) run(vars map[string]any, env Env) (v any, err error) {
 		}
 	}()
 	c := newEvalCtx(vars, env)
+	c.nulls = e.opts.Nulls
 	if e.key != "" {
 		// Only then: every evaluation pays for a larger context otherwise.
 		c.ids = &idSource{seed: env.Seed, key: e.key}

@@ -63,6 +63,15 @@ func TestEval(t *testing.T) {
 		{`=true`, true},
 		{`=false`, false},
 		{`=null`, nil},
+		// exponentiation: whole exponents, tighter than * and looser than -
+		{`=2 ** 10`, 1024.0},
+		{`=n ** -1`, 0.2},
+		{`=n ** 0`, 1.0},
+		{`=-2 ** 2`, 4.0},
+		{`=2 ** 3 ** 2`, 64.0},
+		{`=3 * 2 ** 2`, 12.0},
+		{`=0.5 ** 3`, 0.125},
+		{`=(1 + 0.01) ** 12`, 1.1268250301319698},
 		// variables and paths
 		{`=n`, 5.0},
 		{`=s`, "paid"},
@@ -193,6 +202,9 @@ func TestEvalErrors(t *testing.T) {
 		{`=n.x`, "cannot read .x of a number"},
 		{`=list.x`, "cannot read .x of a number"}, // a path on a list reads each item
 		{`=order.status.x`, "cannot read .x of a string"},
+		{`=n ** 0.5`, "the exponent must be a whole number, got 0.5"},
+		{`=zero ** -1`, "division by zero"},
+		{`=n ** 1000`, "result of ** overflows"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.src, func(t *testing.T) {
@@ -244,7 +256,6 @@ func TestCompileRefused(t *testing.T) {
 		{`=a ?: b`, "?, ?: and ?? are not supported", 4},
 		{`=a ?? b`, "?, ?: and ?? are not supported", 4},
 		{`=a % 2`, "the % operator is not supported", 4},
-		{`=a ** 2`, "exponentiation (**) is not supported", 4},
 		{`=a ^ 2`, "the ^ operator is not supported", 4},
 		{"=`a b", "unterminated backtick-quoted name", 2},
 		{"=a + ``", "empty backtick-quoted name", 6},
@@ -475,6 +486,12 @@ func TestString(t *testing.T) {
 		{`=- -a`, `=- -a`},
 		{`=-(a*b)`, `=-(a * b)`},
 		{`=-a*b`, `=-a * b`},
+		{`=-a**2`, `=-a ** 2`},
+		{`=-(a**2)`, `=-(a ** 2)`},
+		{`=a**b**c`, `=a ** b ** c`},
+		{`=a**(b**c)`, `=a ** (b ** c)`},
+		{`=a*b**c`, `=a * b ** c`},
+		{`=(a*b)**c`, `=(a * b) ** c`},
 		{`=a and (b or c)`, `=a and (b or c)`},
 		{`=(a and b) or c`, `=a and b or c`},
 		{`=a and (b and c)`, `=a and (b and c)`},

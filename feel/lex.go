@@ -193,7 +193,7 @@ func lexOperator(src string, i int) (token, error) {
 		}
 	case '*':
 		if next == '*' {
-			return token{}, refuse(src, i, "exponentiation (**) is not supported")
+			op = "**"
 		}
 	case '/':
 		if next == '/' || next == '*' {

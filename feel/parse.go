@@ -306,7 +306,13 @@ func (p *parser) parseAdd() (node, error) {
 }
 
 func (p *parser) parseMul() (node, error) {
-	return p.parseLeftAssoc(p.parseUnary, func() bool { return p.peekOp("*", "/") })
+	return p.parseLeftAssoc(p.parsePow, func() bool { return p.peekOp("*", "/") })
+}
+
+// parsePow parses exponentiation, which binds tighter than * and looser
+// than negation (-2 ** 2 is 4), left to right, as DMN's grammar has it.
+func (p *parser) parsePow() (node, error) {
+	return p.parseLeftAssoc(p.parseUnary, func() bool { return p.peekOp("**") })
 }
 
 func (p *parser) parseLeftAssoc(operand func() (node, error), atOp func() bool) (node, error) {

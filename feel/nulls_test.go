@@ -1,0 +1,94 @@
+package feel
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+)
+
+var nulls = Options{Nulls: true}
+
+// Under Options.Nulls every failure TestEvalErrors expects is null instead.
+func TestNullsMakeAFailedOperationNull(t *testing.T) {
+	for _, src := range []string{
+		`=missing > 5`, `=n <= s`, `=missing + 1`, `=s - 1`, `=-s`, `=n / zero`,
+		`=big + 1`, `=n.x`, `=order.status.x`, `=n ** 0.5`, `=abs("a")`, `=substring(s, "a")`,
+		`=(10 + 20) / 0`, `=not(n)`, `=for x in n return x`, `=n[item > 1]`,
+		`=1 between "a" and 2`, `=every x in xs satisfies x`,
+	} {
+		e, err := CompileWith(src, nulls)
+		if err != nil {
+			t.Fatalf("CompileWith(%s): %v", src, err)
+		}
+		if v, err := e.Eval(vars()); err != nil || v != nil {
+			t.Errorf("%s = %#v, %v; want null", src, v, err)
+		}
+	}
+	// A null inside absorbs the failure, not the whole expression.
+	if v, err := compileNulls(t, `=[n / zero, n + 1]`).Eval(vars()); err != nil || !reflect.DeepEqual(v, []any{nil, 6.0}) {
+		t.Errorf("= %#v, %v; want [null, 6]", v, err)
+	}
+}
+
+func compileNulls(t *testing.T, src string) *Expr {
+	t.Helper()
+	e, err := CompileWith(src, nulls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func TestNullsMakeAndOrNotThreeValued(t *testing.T) {
+	vals := map[string]any{"T": true, "F": false, "N": nil, "S": "x"}
+	tests := []struct {
+		src  string
+		want any
+	}{
+		{`=T and T`, true}, {`=T and F`, false}, {`=T and N`, nil}, {`=F and N`, false},
+		{`=N and F`, false}, {`=N and T`, nil}, {`=N and N`, nil}, {`=S and F`, false},
+		{`=T or F`, true}, {`=F or F`, false}, {`=F or N`, nil}, {`=T or N`, true},
+		{`=N or T`, true}, {`=N or F`, nil}, {`=N or N`, nil}, {`=S or T`, true},
+		{`=not(N)`, nil}, {`=not(F)`, true},
+	}
+	for _, tt := range tests {
+		if v, err := compileNulls(t, tt.src).Eval(vals); err != nil || v != tt.want {
+			t.Errorf("%s = %#v, %v; want %#v", tt.src, v, err, tt.want)
+		}
+	}
+	// The default dialect stays strict.
+	if _, err := MustCompile(`=N or T`).Eval(vals); err == nil {
+		t.Error("=N or T succeeded without Options.Nulls")
+	}
+}
+
+// Limits, the deadline and cancellation are not nulled: every evaluation
+// stays bounded.
+func TestNullsKeepLimitsAndCancellation(t *testing.T) {
+	e := compileNulls(t, `=for i in 1..n return [i / 0, "ab" + string(i)]`)
+	_, err := e.EvalIn(map[string]any{"n": 100000.0}, Env{Limits: Limits{MaxSteps: 1000}})
+	wantLimit(t, err, LimitSteps, e.Source())
+	stopped, stop := context.WithCancelCause(context.Background())
+	cause := errors.New("stopping")
+	stop(cause)
+	if _, err := e.EvalIn(map[string]any{"n": 100000.0}, Env{Ctx: stopped}); !errors.Is(err, cause) {
+		t.Fatalf("cancelled: error = %v, want the cause", err)
+	}
+	// A constant over the limits is still refused at compile.
+	if _, err := CompileWith(`=for i in 1..100000000 return i / 0`, nulls); !IsLimit(err) {
+		t.Fatalf("CompileWith = %v, want a limit", err)
+	}
+}
+
+func TestNullsInUnaryTests(t *testing.T) {
+	u, err := CompileUnaryTestsWith(`? > 1 or ? = null`, nulls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for x, want := range map[any]bool{nil: true, 2.0: true, 0.0: false, "a": false} {
+		if got, err := u.Test(x, nil, Env{}); err != nil || got != want {
+			t.Errorf("%#v: %v, %v; want %v", x, got, err, want)
+		}
+	}
+}
