@@ -3,6 +3,7 @@ package dmn
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -152,6 +153,44 @@ const drg = `
   </decisionTable>
 </decision>`
 
+// bkm is a business knowledge model with a name and a parameter that have
+// spaces in them.
+const bkm = `<businessKnowledgeModel id="pmt" name="Monthly Payment"><encapsulatedLogic>
+  <formalParameter name="loan amount"/><formalParameter name="r"/><formalParameter name="n"/>
+  <literalExpression><text>(loan amount*r/12)/(1-(1+r/12)**-n)</text></literalExpression>
+</encapsulatedLogic></businessKnowledgeModel>`
+
+// A business knowledge model is called from a literal expression, in order
+// or by name, or by a boxed invocation.
+func TestKnowledgeModels(t *testing.T) {
+	d := mustParse(t, doc(bkm+`<inputData id="a" name="Amount"/>
+<decision id="call" name="Call"><literalExpression><text>Monthly Payment(Amount, 0.0375, 360)</text></literalExpression></decision>
+<decision id="named" name="Named"><literalExpression><text>Monthly Payment(n: 360, loan amount: Amount, r: 0.0375)</text></literalExpression></decision>
+<decision id="boxed" name="Boxed"><invocation>
+  <literalExpression><text>Monthly Payment</text></literalExpression>
+  <binding><parameter name="loan amount"/><literalExpression><text>Amount</text></literalExpression></binding>
+  <binding><parameter name="r"/><literalExpression><text>0.0375</text></literalExpression></binding>
+  <binding><parameter name="n"/><literalExpression><text>360</text></literalExpression></binding>
+</invocation></decision>
+<decision id="unbound" name="Unbound"><invocation>
+  <literalExpression><text>Monthly Payment</text></literalExpression>
+  <binding><parameter name="r"/></binding>
+</invocation></decision>`))
+	for id, want := range map[string]any{"call": 2778.69354943277, "named": 2778.69354943277, "boxed": 2778.69354943277, "unbound": nil} {
+		res, err := d.Evaluate(context.Background(), id, map[string]any{"Amount": 600000.0}, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		if f, ok := want.(float64); ok {
+			if g, ok := res.Output.(float64); !ok || math.Abs(g-f) > 1e-9 {
+				t.Errorf("%s = %#v, want %v", id, res.Output, want)
+			}
+		} else if res.Output != want {
+			t.Errorf("%s = %#v, want %v", id, res.Output, want)
+		}
+	}
+}
+
 func TestRequiredDecisions(t *testing.T) {
 	d := mustParse(t, doc(drg))
 	if d.Version != "1.3" || d.Name != "Dish" || !reflect.DeepEqual(d.InputData, []string{"Monthly Salary"}) {
@@ -241,7 +280,10 @@ func TestParseRefused(t *testing.T) {
 		{"aggregation without collect", doc(`<decision id="d" name="D"><decisionTable hitPolicy="FIRST" aggregation="SUM">` + in + oneOut + `</decisionTable></decision>`), fault.DMNInvalid, "COLLECT"},
 		{"no output", table(in), fault.DMNInvalid, "no output"},
 		{"variable output values", table(in + `<output name="o"><outputValues><text>x</text></outputValues></output>`), fault.DMNInvalid, "not constants"},
-		{"bkm", doc(`<businessKnowledgeModel id="k" name="K"/>`), fault.DMNUnsupported, "businessKnowledgeModel"},
+		{"bkm without logic", doc(`<businessKnowledgeModel id="k" name="K"/>`), fault.DMNInvalid, "no encapsulated logic"},
+		{"bkm table", doc(`<businessKnowledgeModel id="k" name="K"><encapsulatedLogic><decisionTable/></encapsulatedLogic></businessKnowledgeModel>`), fault.DMNUnsupported, "only a literal expression"},
+		{"bkm arity", doc(bkm + `<decision id="d" name="D"><literalExpression><text>Monthly Payment(1)</text></literalExpression></decision>`), fault.DMNInvalid, "takes 3 arguments"},
+		{"service", doc(`<decisionService id="s" name="S"/>`), fault.DMNUnsupported, "decisionService"},
 		{"context", doc(`<decision id="d" name="D"><context/></decision>`), fault.DMNUnsupported, "<context>"},
 	}
 	for _, c := range cases {

@@ -109,13 +109,23 @@ func Parse(r io.Reader) (*Definitions, error) {
 			names[k.attr["name"]] = true
 		case "decision":
 			names[k.attr["name"]] = true
-		case "businessKnowledgeModel", "decisionService":
+		case "businessKnowledgeModel":
+			names[k.attr["name"]] = true
+			if logic := k.child("encapsulatedLogic"); logic != nil {
+				for _, p := range logic.children("formalParameter") {
+					names[p.attr["name"]] = true
+				}
+			}
+		case "decisionService":
 			return nil, fault.New(fault.DMNUnsupported, "<%s> %q is not supported", k.name.Local, k.attr["id"])
 		}
 	}
-	q := newQuoter(names)
+	f := &file{q: newQuoter(names), opts: feel.Options{Nulls: true, Functions: map[string]*feel.Function{}}}
+	if err := f.knowledgeModels(root); err != nil {
+		return nil, err
+	}
 	for _, k := range root.children("decision") {
-		dec, err := parseDecision(k, q)
+		dec, err := parseDecision(k, f)
 		if err != nil {
 			return nil, err
 		}
@@ -174,7 +184,7 @@ func (d *Definitions) checkAcyclic() error {
 	return nil
 }
 
-func parseDecision(n *node, q *quoter) (*Decision, error) {
+func parseDecision(n *node, f *file) (*Decision, error) {
 	dec := &Decision{ID: n.attr["id"], Name: n.attr["name"]}
 	for _, ir := range n.children("informationRequirement") {
 		if rd := ir.child("requiredDecision"); rd != nil {
@@ -188,10 +198,15 @@ func parseDecision(n *node, q *quoter) (*Decision, error) {
 		var err error
 		switch k.name.Local {
 		case "decisionTable":
-			dec.table, err = parseTable(k, q, dec)
+			dec.table, err = parseTable(k, f, dec)
 		case "literalExpression":
-			dec.literal, err = compileExpr(k.textOf(), q, dec, "literal expression")
-		case "context", "invocation", "relation", "list", "functionDefinition", "conditional", "filter", "for", "some", "every":
+			dec.literal, err = compileExpr(k.textOf(), f, dec, "literal expression")
+		case "invocation":
+			var src string
+			if src, err = invocationSource(k, dec); err == nil {
+				dec.literal, err = compileExpr(src, f, dec, "invocation")
+			}
+		case "context", "relation", "list", "functionDefinition", "conditional", "filter", "for", "some", "every":
 			return nil, fault.New(fault.DMNUnsupported, "decision %q: the boxed expression <%s> is not supported", dec.ID, k.name.Local)
 		}
 		if err != nil {
@@ -204,29 +219,104 @@ func parseDecision(n *node, q *quoter) (*Decision, error) {
 	return dec, nil
 }
 
-// dialect is DMN's FEEL: an expression that cannot apply to the values it
-// meets is null, as the DMN specification and Camunda's engines make it,
-// rather than failing the decision.
-var dialect = feel.Options{Nulls: true}
+// file is what compiling a file's expressions needs: its names, and DMN's
+// FEEL with the file's business knowledge models as functions. In DMN's
+// FEEL an expression that cannot apply to the values it meets is null, as
+// the DMN specification and Camunda's engines make it, rather than failing
+// the decision.
+type file struct {
+	q    *quoter
+	opts feel.Options
+}
+
+// knowledgeModels declares the file's business knowledge models as FEEL
+// functions, then compiles their bodies. Declaring them all first lets one
+// call another, or itself. Every decision may call every one.
+func (f *file) knowledgeModels(root *node) error {
+	bkms := root.children("businessKnowledgeModel")
+	for _, k := range bkms {
+		logic := k.child("encapsulatedLogic")
+		if logic == nil {
+			return fault.New(fault.DMNInvalid, "business knowledge model %q has no encapsulated logic", k.attr["id"])
+		}
+		var params []string
+		for _, p := range logic.children("formalParameter") {
+			params = append(params, p.attr["name"])
+		}
+		name := k.attr["name"]
+		if f.opts.Functions[name] != nil {
+			return fault.New(fault.DMNInvalid, "two business knowledge models are named %q", name)
+		}
+		f.opts.Functions[name] = feel.NewFunction(name, params)
+	}
+	for _, k := range bkms {
+		body := k.child("encapsulatedLogic").child("literalExpression")
+		if body == nil {
+			return fault.New(fault.DMNUnsupported, "business knowledge model %q: only a literal expression is supported as its logic", k.attr["id"])
+		}
+		e, err := compileExpr(body.textOf(), f, &Decision{ID: k.attr["id"]}, "business knowledge model's literal expression")
+		if err != nil {
+			return err
+		}
+		f.opts.Functions[k.attr["name"]].Define(e)
+	}
+	return nil
+}
+
+// invocationSource is the FEEL call a boxed invocation stands for: the
+// function it names applied to its bindings by parameter name (a binding
+// without an expression passes null).
+func invocationSource(n *node, dec *Decision) (string, error) {
+	callee := n.child("literalExpression").textOf()
+	if callee == "" {
+		return "", fault.New(fault.DMNInvalid, "decision %q: the invocation names no function", dec.ID)
+	}
+	var b strings.Builder
+	b.WriteString(callee + "(")
+	for i, bind := range n.children("binding") {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		p := bind.child("parameter")
+		if p == nil || p.attr["name"] == "" {
+			return "", fault.New(fault.DMNInvalid, "decision %q: binding %d of the invocation names no parameter", dec.ID, i+1)
+		}
+		arg := "null"
+		for _, k := range bind.kids {
+			if k.name.Space != n.name.Space || k.name.Local == "parameter" {
+				continue
+			}
+			if k.name.Local != "literalExpression" {
+				return "", fault.New(fault.DMNUnsupported, "decision %q: the boxed expression <%s> is not supported in an invocation's binding", dec.ID, k.name.Local)
+			}
+			if t := k.textOf(); t != "" {
+				arg = "(" + t + ")"
+			}
+		}
+		b.WriteString(p.attr["name"] + ": " + arg)
+	}
+	b.WriteString(")")
+	return b.String(), nil
+}
 
 // compileExpr compiles the FEEL expression src of dec; where names the
 // place in the decision for the error.
-func compileExpr(src string, q *quoter, dec *Decision, where string) (*feel.Expr, error) {
+func compileExpr(src string, f *file, dec *Decision, where string) (*feel.Expr, error) {
 	if src == "" {
 		return nil, fault.New(fault.DMNInvalid, "decision %q: the %s is empty", dec.ID, where)
 	}
-	quoted, err := q.quote(src)
+	quoted, err := f.q.quote(src)
 	if err != nil {
 		return nil, err
 	}
-	e, err := feel.CompileWith("="+quoted, dialect)
+	e, err := feel.CompileWith("="+quoted, f.opts)
 	if err != nil {
 		return nil, fault.Wrap(fault.DMNInvalid, err, "decision %q: %s", dec.ID, where)
 	}
 	return e, nil
 }
 
-func parseTable(n *node, q *quoter, dec *Decision) (*table, error) {
+func parseTable(n *node, f *file, dec *Decision) (*table, error) {
 	t := &table{hitPolicy: n.attr["hitPolicy"], aggregation: n.attr["aggregation"]}
 	if t.hitPolicy == "" {
 		t.hitPolicy = hitUnique
@@ -246,7 +336,7 @@ func parseTable(n *node, q *quoter, dec *Decision) (*table, error) {
 	}
 	for i, in := range n.children("input") {
 		src := in.child("inputExpression").textOf()
-		e, err := compileExpr(src, q, dec, fmt.Sprintf("input %d", i+1))
+		e, err := compileExpr(src, f, dec, fmt.Sprintf("input %d", i+1))
 		if err != nil {
 			return nil, err
 		}
@@ -266,14 +356,14 @@ func parseTable(n *node, q *quoter, dec *Decision) (*table, error) {
 			return nil, fault.New(fault.DMNInvalid, "decision %q: output %d of several has no name", dec.ID, i+1)
 		}
 		if src := o.child("outputValues").textOf(); src != "" {
-			vals, err := constList(src, q, dec, fmt.Sprintf("output %q values", out.name))
+			vals, err := constList(src, f, dec, fmt.Sprintf("output %q values", out.name))
 			if err != nil {
 				return nil, err
 			}
 			out.values = vals
 		}
 		if def := o.child("defaultOutputEntry"); def.textOf() != "" {
-			e, err := compileExpr(def.textOf(), q, dec, fmt.Sprintf("output %q default", out.name))
+			e, err := compileExpr(def.textOf(), f, dec, fmt.Sprintf("output %q default", out.name))
 			if err != nil {
 				return nil, err
 			}
@@ -297,11 +387,11 @@ func parseTable(n *node, q *quoter, dec *Decision) (*table, error) {
 			return nil, fault.New(fault.DMNInvalid, "decision %q: rule %q has %d input and %d output entries, the table %d and %d", dec.ID, ru.id, len(ins), len(outs), len(t.inputs), len(t.outputs))
 		}
 		for j, e := range ins {
-			quoted, err := q.quote(e.textOf())
+			quoted, err := f.q.quote(e.textOf())
 			if err != nil {
 				return nil, err
 			}
-			u, err := feel.CompileUnaryTestsWith(quoted, dialect)
+			u, err := feel.CompileUnaryTestsWith(quoted, f.opts)
 			if err != nil {
 				return nil, fault.Wrap(fault.DMNInvalid, err, "decision %q: rule %q input entry %d", dec.ID, ru.id, j+1)
 			}
@@ -314,7 +404,7 @@ func parseTable(n *node, q *quoter, dec *Decision) (*table, error) {
 				// Camunda's engines.
 				src = "null"
 			}
-			x, err := compileExpr(src, q, dec, fmt.Sprintf("rule %q output entry %d", ru.id, j+1))
+			x, err := compileExpr(src, f, dec, fmt.Sprintf("rule %q output entry %d", ru.id, j+1))
 			if err != nil {
 				return nil, err
 			}
@@ -327,8 +417,8 @@ func parseTable(n *node, q *quoter, dec *Decision) (*table, error) {
 
 // constList evaluates the output values src ("a", "b", ...) as the list of
 // constants they are, in the order written: the order of priority.
-func constList(src string, q *quoter, dec *Decision, where string) ([]any, error) {
-	e, err := compileExpr("["+src+"]", q, dec, where)
+func constList(src string, f *file, dec *Decision, where string) ([]any, error) {
+	e, err := compileExpr("["+src+"]", f, dec, where)
 	if err != nil {
 		return nil, err
 	}

@@ -61,6 +61,9 @@ type Options struct {
 	// three-valued (false and null is false, true and null is null). Work
 	// cut off by a limit, the deadline or cancellation is still an error.
 	Nulls bool
+	// Functions are the functions the expression may call besides the
+	// built-ins, by name; a name here hides a built-in's.
+	Functions map[string]*Function
 }
 
 // Env is what an evaluation reads besides the variables.
@@ -90,7 +93,7 @@ func CompileWith(src string, opts Options) (*Expr, error) {
 	if !strings.HasPrefix(src, "=") {
 		return &Expr{src: src, opts: opts}, nil
 	}
-	p, root, err := parse(src)
+	p, root, err := parse(src, opts)
 	if err != nil {
 		return nil, err
 	}

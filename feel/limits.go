@@ -191,6 +191,7 @@ type evalCtx struct {
 	// nulls is Options.Nulls: an operation failing on its operands' values
 	// is null rather than an error.
 	nulls bool
+	calls int // Function calls under way, nested
 	// steps and bytes are charged so far; check is the step count at which
 	// ctx is looked at next.
 	steps, bytes, check int

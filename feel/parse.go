@@ -43,18 +43,19 @@ type parser struct {
 	clock bool     // calls now() or today()
 	seed  bool     // calls uuid()
 	bound []string // names bound by the enclosing for, some, every, filters and context literals
+	opts  Options
 	// noFilterAt is the depth at which "[" ends an interval's upper bound
 	// (]1..5[) instead of starting a filter; -1 when none.
 	noFilterAt int
 }
 
 // parse parses the expression part of src (which starts with "=").
-func parse(src string) (*parser, node, error) {
+func parse(src string, opts Options) (*parser, node, error) {
 	toks, err := lex(src)
 	if err != nil {
 		return nil, nil, err
 	}
-	p := &parser{src: src, toks: toks, noFilterAt: -1}
+	p := &parser{src: src, toks: toks, noFilterAt: -1, opts: opts}
 	if p.peek().kind == tEOF {
 		return nil, nil, refuse(src, len(src), "empty expression")
 	}
@@ -651,6 +652,9 @@ func (p *parser) parsePrimary() (node, error) {
 			return nil, err
 		}
 	case tName:
+		if uf := p.opts.Functions[t.text]; t.quoted && uf != nil && p.peek().kind == tLParen {
+			return p.parseUserCall(t, uf)
+		}
 		if t.quoted {
 			p.reference(t.text)
 			return p.add(name{t.text}, t)
@@ -793,6 +797,9 @@ func (p *parser) parseName(t token) (node, error) {
 
 // parseCall parses the arguments of fname, whose "(" is next.
 func (p *parser) parseCall(t token, fname string) (node, error) {
+	if uf := p.opts.Functions[fname]; uf != nil {
+		return p.parseUserCall(t, uf)
+	}
 	fn := builtins[fname]
 	if fn == nil {
 		return nil, refuseFunc(p.src, fname)
@@ -858,6 +865,10 @@ func (p *parser) parseCall(t token, fname string) (node, error) {
 // argName consumes "name:" (the name may have spaces) if a named argument
 // starts here.
 func (p *parser) argName() (string, bool) {
+	if t := p.peek(); t.kind == tName && t.quoted && p.toks[p.i+1].kind == tColon {
+		p.i += 2
+		return t.text, true
+	}
 	j := p.i
 	for isWord(p.toks[j]) {
 		j++

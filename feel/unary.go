@@ -42,7 +42,7 @@ func CompileUnaryTestsWith(src string, opts Options) (*UnaryTests, error) {
 	}
 	u := &UnaryTests{src: src, opts: opts}
 	if quoted, ok := quoteQuestion(body); ok {
-		_, root, err := parse("=" + quoted)
+		_, root, err := parse("="+quoted, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -54,7 +54,7 @@ func CompileUnaryTestsWith(src string, opts Options) (*UnaryTests, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &parser{src: full, toks: toks, noFilterAt: -1}
+	p := &parser{src: full, toks: toks, noFilterAt: -1, opts: opts}
 	// not(...) negates the whole list only when its parenthesis closes at
 	// the end; "not(a) or b" is an expression like any other.
 	if t := p.peek(); isWord(t) && t.text == "not" && p.toks[1].kind == tLParen && closesAtEnd(toks, 1) {
