@@ -833,6 +833,10 @@ func (p *parser) parseCall(t token, fname string) (node, error) {
 		return nil, err
 	}
 	if as, err = p.arrange(fn, as, names); err != nil {
+		if p.opts.Nulls && !(fn.variadic && names != nil) {
+			// DMN: a built-in given arguments it does not take is null.
+			return p.add(literal{nil}, t)
+		}
 		return nil, err
 	}
 	p.clock = p.clock || fn.clock
