@@ -1,6 +1,7 @@
 package feel
 
 import (
+	"errors"
 	"strings"
 )
 
@@ -628,7 +629,7 @@ func (p *parser) parsePrimary() (node, error) {
 	case tTemporal:
 		v, err := parseTemporal(t.str)
 		if err != nil {
-			return nil, refuse(p.src, t.pos, "%v", err)
+			return p.badTemporal(t, t.str, err)
 		}
 		n = literal{v}
 	case tLParen:
@@ -853,7 +854,7 @@ func (p *parser) parseCall(t token, fname string) (node, error) {
 			if s, ok := l.val.(string); ok {
 				v, err := fn.fn(&evalCtx{}, args{f: fn, v: []any{s}})
 				if err != nil {
-					return nil, refuse(p.src, t.pos, "%v", err)
+					return p.badTemporal(t, s, err)
 				}
 				return p.add(literal{v}, t)
 			}
@@ -1035,4 +1036,20 @@ func (p *parser) parseLambda(s *sortBy) error {
 	body, err := p.parseExpr()
 	s.a, s.b, s.body = params[0], params[1], body
 	return err
+}
+
+// badTemporal is what a date, time or duration literal s that does not
+// parse compiles to: a refusal, or under Options.Nulls null, as DMN makes
+// a conversion of an invalid string. A year outside 1..9999 or a named time
+// zone is valid DMN the package does not support: refused in any dialect,
+// since null would be a wrong answer.
+func (p *parser) badTemporal(t token, s string, err error) (node, error) {
+	wide := false // a year of more than four digits
+	if y := strings.IndexByte(s, '-'); y > 4 {
+		wide = strings.TrimLeft(s[:y], "0123456789") == ""
+	}
+	if !p.opts.Nulls || errors.Is(err, errNamedZone) || strings.HasPrefix(s, "-") || wide {
+		return nil, refuse(p.src, t.pos, "%v", err)
+	}
+	return p.add(literal{nil}, t)
 }
