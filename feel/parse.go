@@ -834,7 +834,7 @@ func (p *parser) parseCall(t token, fname string) (node, error) {
 		return nil, err
 	}
 	if as, err = p.arrange(fn, as, names); err != nil {
-		if p.opts.Nulls && !(fn.variadic && names != nil) {
+		if p.opts.Nulls && !(fn.variadic && names != nil && len(fn.sigs[0]) > 1) {
 			// DMN: a built-in given arguments it does not take is null.
 			return p.add(literal{nil}, t)
 		}
@@ -899,7 +899,12 @@ func (p *parser) arrange(fn *builtin, a []node, names []string) ([]node, error) 
 		return nil, refuseArity(p.src, fn, len(a))
 	}
 	if fn.variadic {
-		return nil, refuseCall(p.src, fn, "named arguments are not supported for it; pass the arguments in order")
+		// One named argument for the one parameter is the list it takes
+		// (sum(list: xs)), as a single positional argument is.
+		if sig := fn.sigs[0]; len(sig) == 1 && len(names) == 1 && names[0] == sig[0] {
+			return a, nil
+		}
+		return nil, refuseCall(p.src, fn, "named arguments are not supported for it but for a single list; pass the arguments in order")
 	}
 next:
 	for _, sig := range fn.sigs {
