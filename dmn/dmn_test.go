@@ -191,6 +191,43 @@ func TestKnowledgeModels(t *testing.T) {
 	}
 }
 
+// Boxed expressions evaluate as the FEEL they stand for.
+func TestBoxedExpressions(t *testing.T) {
+	lit := func(s string) string {
+		return `<literalExpression><text>` + xmlEscape(s) + `</text></literalExpression>`
+	}
+	entry := func(name, expr string) string {
+		v := ""
+		if name != "" {
+			v = `<variable name="` + name + `"/>`
+		}
+		return `<contextEntry>` + v + expr + `</contextEntry>`
+	}
+	cases := map[string]struct {
+		body string
+		want any
+	}{
+		"context":   {`<context>` + entry("unit price", lit("x")) + entry("total", lit("unit price * 2")) + `</context>`, map[string]any{"unit price": 3.0, "total": 6.0}},
+		"result":    {`<context>` + entry("a", lit("x + 1")) + entry("", lit("a * 10")) + `</context>`, 40.0},
+		"nested":    {`<context>` + entry("inner", `<context>`+entry("b", lit("1"))+`</context>`) + entry("", lit("inner.b")) + `</context>`, 1.0},
+		"list":      {`<list>` + lit("x") + lit(`"a"`) + `<literalExpression/></list>`, []any{3.0, "a", nil}},
+		"relation":  {`<relation><column name="n"/><column name="s"/><row>` + lit("1") + lit(`"a"`) + `</row><row>` + lit("x") + lit(`"b"`) + `</row></relation>`, []any{map[string]any{"n": 1.0, "s": "a"}, map[string]any{"n": 3.0, "s": "b"}}},
+		"if":        {`<conditional><if>` + lit("x > 2") + `</if><then>` + lit(`"big"`) + `</then><else>` + lit(`"small"`) + `</else></conditional>`, "big"},
+		"filter":    {`<filter><in>` + lit("[1, 2, 3, 4]") + `</in><match>` + lit("item >= x") + `</match></filter>`, []any{3.0, 4.0}},
+		"for":       {`<for iteratorVariable="i"><in>` + lit("[1, 2]") + `</in><return>` + lit("i * x") + `</return></for>`, []any{3.0, 6.0}},
+		"some":      {`<some iteratorVariable="i"><in>` + lit("[1, 2]") + `</in><satisfies>` + lit("i > x") + `</satisfies></some>`, false},
+		"every":     {`<every iteratorVariable="i"><in>` + lit("[4, 5]") + `</in><satisfies>` + lit("i > x") + `</satisfies></every>`, true},
+		"invoke in": {`<context>` + entry("p", `<invocation>`+lit("Monthly Payment")+`<binding><parameter name="loan amount"/>`+lit("x * 200000")+`</binding><binding><parameter name="r"/>`+lit("0.0375")+`</binding><binding><parameter name="n"/>`+lit("360")+`</binding></invocation>`) + entry("", lit("floor(p)")) + `</context>`, 2778.0},
+	}
+	for name, c := range cases {
+		d := mustParse(t, doc(bkm+`<decision id="d" name="D">`+c.body+`</decision>`))
+		res, err := d.Evaluate(context.Background(), "d", map[string]any{"x": 3.0}, Options{})
+		if err != nil || !reflect.DeepEqual(res.Output, c.want) {
+			t.Errorf("%s: %#v, %v; want %#v", name, res, err, c.want)
+		}
+	}
+}
+
 func TestRequiredDecisions(t *testing.T) {
 	d := mustParse(t, doc(drg))
 	if d.Version != "1.3" || d.Name != "Dish" || !reflect.DeepEqual(d.InputData, []string{"Monthly Salary"}) {
@@ -281,10 +318,11 @@ func TestParseRefused(t *testing.T) {
 		{"no output", table(in), fault.DMNInvalid, "no output"},
 		{"variable output values", table(in + `<output name="o"><outputValues><text>x</text></outputValues></output>`), fault.DMNInvalid, "not constants"},
 		{"bkm without logic", doc(`<businessKnowledgeModel id="k" name="K"/>`), fault.DMNInvalid, "no encapsulated logic"},
-		{"bkm table", doc(`<businessKnowledgeModel id="k" name="K"><encapsulatedLogic><decisionTable/></encapsulatedLogic></businessKnowledgeModel>`), fault.DMNUnsupported, "only a literal expression"},
+		{"bkm table", doc(`<businessKnowledgeModel id="k" name="K"><encapsulatedLogic><decisionTable/></encapsulatedLogic></businessKnowledgeModel>`), fault.DMNUnsupported, "a <decisionTable> as its logic is not supported"},
 		{"bkm arity", doc(bkm + `<decision id="d" name="D"><literalExpression><text>Monthly Payment(1)</text></literalExpression></decision>`), fault.DMNInvalid, "takes 3 arguments"},
 		{"service", doc(`<decisionService id="s" name="S"/>`), fault.DMNUnsupported, "decisionService"},
-		{"context", doc(`<decision id="d" name="D"><context/></decision>`), fault.DMNUnsupported, "<context>"},
+		{"function", doc(`<decision id="d" name="D"><functionDefinition/></decision>`), fault.DMNUnsupported, "<functionDefinition>"},
+		{"table in context", doc(`<decision id="d" name="D"><context><contextEntry><decisionTable/></contextEntry></context></decision>`), fault.DMNUnsupported, "<decisionTable> is not supported inside"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

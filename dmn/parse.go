@@ -120,6 +120,7 @@ func Parse(r io.Reader) (*Definitions, error) {
 			return nil, fault.New(fault.DMNUnsupported, "<%s> %q is not supported", k.name.Local, k.attr["id"])
 		}
 	}
+	boxedNames(root, names)
 	f := &file{q: newQuoter(names), opts: feel.Options{Nulls: true, Functions: map[string]*feel.Function{}}}
 	if err := f.knowledgeModels(root); err != nil {
 		return nil, err
@@ -201,12 +202,12 @@ func parseDecision(n *node, f *file) (*Decision, error) {
 			dec.table, err = parseTable(k, f, dec)
 		case "literalExpression":
 			dec.literal, err = compileExpr(k.textOf(), f, dec, "literal expression")
-		case "invocation":
+		case "invocation", "context", "relation", "list", "conditional", "filter", "for", "some", "every":
 			var src string
-			if src, err = invocationSource(k, dec); err == nil {
-				dec.literal, err = compileExpr(src, f, dec, "invocation")
+			if src, err = boxedSource(k, dec); err == nil {
+				dec.literal, err = compileExpr(src, f, dec, "boxed "+k.name.Local)
 			}
-		case "context", "relation", "list", "functionDefinition", "conditional", "filter", "for", "some", "every":
+		case "functionDefinition":
 			return nil, fault.New(fault.DMNUnsupported, "decision %q: the boxed expression <%s> is not supported", dec.ID, k.name.Local)
 		}
 		if err != nil {
@@ -250,17 +251,204 @@ func (f *file) knowledgeModels(root *node) error {
 		f.opts.Functions[name] = feel.NewFunction(name, params)
 	}
 	for _, k := range bkms {
-		body := k.child("encapsulatedLogic").child("literalExpression")
-		if body == nil {
-			return fault.New(fault.DMNUnsupported, "business knowledge model %q: only a literal expression is supported as its logic", k.attr["id"])
+		var body *node
+		for _, c := range sameSpace(k.child("encapsulatedLogic")) {
+			if c.name.Local != "formalParameter" {
+				body = c
+				break
+			}
 		}
-		e, err := compileExpr(body.textOf(), f, &Decision{ID: k.attr["id"]}, "business knowledge model's literal expression")
+		owner := &Decision{ID: k.attr["id"]}
+		src, err := "", error(nil)
+		switch {
+		case body == nil:
+			err = fault.New(fault.DMNInvalid, "business knowledge model %q has no body", owner.ID)
+		case body.name.Local == "decisionTable" || body.name.Local == "functionDefinition":
+			err = fault.New(fault.DMNUnsupported, "business knowledge model %q: a <%s> as its logic is not supported", owner.ID, body.name.Local)
+		default:
+			src, err = boxedSource(body, owner)
+		}
+		if err != nil {
+			return err
+		}
+		e, err := compileExpr(src, f, owner, "business knowledge model's "+body.name.Local)
 		if err != nil {
 			return err
 		}
 		f.opts.Functions[k.attr["name"]].Define(e)
 	}
 	return nil
+}
+
+// boxedSource is the FEEL expression a boxed expression stands for, so
+// that it compiles and evaluates like a literal expression: a context is a
+// context literal (its result entry, if any, picked out of it), a list a
+// list literal, a relation a list of contexts, an invocation a call by
+// parameter name, and conditional, filter, for, some and every their FEEL
+// forms. A decision table or a function definition inside is not
+// supported.
+func boxedSource(n *node, dec *Decision) (string, error) {
+	if n == nil {
+		return "null", nil
+	}
+	part := func(local string) (string, error) {
+		c := n.child(local)
+		if c == nil {
+			return "", fault.New(fault.DMNInvalid, "decision %q: <%s> has no <%s>", dec.ID, n.name.Local, local)
+		}
+		return boxedSource(expression(c), dec)
+	}
+	parts := func(locals ...string) ([]string, error) {
+		var out []string
+		for _, l := range locals {
+			src, err := part(l)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, src)
+		}
+		return out, nil
+	}
+	var b strings.Builder
+	switch n.name.Local {
+	case "literalExpression":
+		if t := n.textOf(); t != "" {
+			return "(" + t + ")", nil
+		}
+		return "null", nil
+	case "context":
+		result := ""
+		var entries []string
+		for _, e := range n.children("contextEntry") {
+			src, err := boxedSource(expression(e), dec)
+			if err != nil {
+				return "", err
+			}
+			if v := e.child("variable"); v != nil {
+				entries = append(entries, feelString(v.attr["name"])+": "+src)
+			} else {
+				result = src
+			}
+		}
+		if result == "" {
+			return "{" + strings.Join(entries, ", ") + "}", nil
+		}
+		// The result entry sees the others, under a key no name the
+		// quoter reads can be: one holding a backtick.
+		entries = append(entries, "\"`\": "+result)
+		return "get value({" + strings.Join(entries, ", ") + "}, \"`\")", nil
+	case "list":
+		b.WriteString("[")
+		for i, e := range sameSpace(n) {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			src, err := boxedSource(e, dec)
+			if err != nil {
+				return "", err
+			}
+			b.WriteString(src)
+		}
+		b.WriteString("]")
+		return b.String(), nil
+	case "relation":
+		var cols []string
+		for _, c := range n.children("column") {
+			cols = append(cols, feelString(c.attr["name"]))
+		}
+		b.WriteString("[")
+		for i, row := range n.children("row") {
+			cells := sameSpace(row)
+			if len(cells) != len(cols) {
+				return "", fault.New(fault.DMNInvalid, "decision %q: row %d of the relation has %d cells for %d columns", dec.ID, i+1, len(cells), len(cols))
+			}
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("{")
+			for j, cell := range cells {
+				src, err := boxedSource(cell, dec)
+				if err != nil {
+					return "", err
+				}
+				if j > 0 {
+					b.WriteString(", ")
+				}
+				b.WriteString(cols[j] + ": " + src)
+			}
+			b.WriteString("}")
+		}
+		b.WriteString("]")
+		return b.String(), nil
+	case "invocation":
+		return invocationSource(n, dec)
+	case "conditional":
+		p, err := parts("if", "then", "else")
+		if err != nil {
+			return "", err
+		}
+		return "(if " + p[0] + " then " + p[1] + " else " + p[2] + ")", nil
+	case "filter":
+		p, err := parts("in", "match")
+		if err != nil {
+			return "", err
+		}
+		return "(" + p[0] + "[" + p[1] + "])", nil
+	case "for", "some", "every":
+		last := map[string]string{"for": "return", "some": "satisfies", "every": "satisfies"}[n.name.Local]
+		p, err := parts("in", last)
+		if err != nil {
+			return "", err
+		}
+		return "(" + n.name.Local + " " + n.attr["iteratorVariable"] + " in " + p[0] + " " + last + " " + p[1] + ")", nil
+	}
+	return "", fault.New(fault.DMNUnsupported, "decision %q: the boxed expression <%s> is not supported inside another", dec.ID, n.name.Local)
+}
+
+// expression is the boxed expression n holds (a context entry, a binding,
+// a part of a conditional...): its child in the DMN namespace other than a
+// variable or parameter, or nil when it has none.
+func expression(n *node) *node {
+	for _, k := range n.kids {
+		if k.name.Space == n.name.Space && k.name.Local != "variable" && k.name.Local != "parameter" {
+			return k
+		}
+	}
+	return nil
+}
+
+// boxedNames adds the names boxed expressions bind under n (context
+// entries, iterators, relation columns) to names, for the quoter.
+func boxedNames(n *node, names map[string]bool) {
+	for _, k := range n.kids {
+		switch k.name.Local {
+		case "contextEntry":
+			if v := k.child("variable"); v != nil {
+				names[v.attr["name"]] = true
+			}
+		case "for", "some", "every":
+			names[k.attr["iteratorVariable"]] = true
+		case "column":
+			names[k.attr["name"]] = true
+		}
+		boxedNames(k, names)
+	}
+}
+
+// sameSpace is n's children in the DMN namespace.
+func sameSpace(n *node) []*node {
+	var out []*node
+	for _, k := range n.kids {
+		if k.name.Space == n.name.Space {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// feelString is s as a FEEL string literal.
+func feelString(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
 }
 
 // invocationSource is the FEEL call a boxed invocation stands for: the
@@ -281,17 +469,9 @@ func invocationSource(n *node, dec *Decision) (string, error) {
 		if p == nil || p.attr["name"] == "" {
 			return "", fault.New(fault.DMNInvalid, "decision %q: binding %d of the invocation names no parameter", dec.ID, i+1)
 		}
-		arg := "null"
-		for _, k := range bind.kids {
-			if k.name.Space != n.name.Space || k.name.Local == "parameter" {
-				continue
-			}
-			if k.name.Local != "literalExpression" {
-				return "", fault.New(fault.DMNUnsupported, "decision %q: the boxed expression <%s> is not supported in an invocation's binding", dec.ID, k.name.Local)
-			}
-			if t := k.textOf(); t != "" {
-				arg = "(" + t + ")"
-			}
+		arg, err := boxedSource(expression(bind), dec)
+		if err != nil {
+			return "", err
 		}
 		b.WriteString(p.attr["name"] + ": " + arg)
 	}
