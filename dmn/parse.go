@@ -131,7 +131,7 @@ func Parse(r io.Reader) (*Definitions, error) {
 			return nil, err
 		}
 		if dec.ID == "" {
-			return nil, fault.New(fault.DMNInvalid, "decision %q has no id", dec.Name)
+			return nil, fault.New(fault.DMNInvalid, "a decision has neither an id nor a name")
 		}
 		if d.byID[dec.ID] != nil {
 			return nil, fault.New(fault.DMNInvalid, "two decisions have the id %q", dec.ID)
@@ -187,6 +187,10 @@ func (d *Definitions) checkAcyclic() error {
 
 func parseDecision(n *node, f *file) (*Decision, error) {
 	dec := &Decision{ID: n.attr["id"], Name: n.attr["name"]}
+	if dec.ID == "" {
+		// DMN makes the id optional; the name then identifies it.
+		dec.ID = dec.Name
+	}
 	for _, ir := range n.children("informationRequirement") {
 		if rd := ir.child("requiredDecision"); rd != nil {
 			dec.Requires = append(dec.Requires, strings.TrimPrefix(rd.attr["href"], "#"))

@@ -15,7 +15,7 @@ func TestNullsMakeAFailedOperationNull(t *testing.T) {
 		`=missing > 5`, `=n <= s`, `=missing + 1`, `=s - 1`, `=-s`, `=n / zero`,
 		`=big + 1`, `=n.x`, `=order.status.x`, `=n ** 0.5`, `=abs("a")`, `=substring(s, "a")`,
 		`=(10 + 20) / 0`, `=not(n)`, `=for x in n return x`, `=n[item > 1]`,
-		`=1 between "a" and 2`, `=every x in xs satisfies x`,
+		`=1 between "a" and 2`, `=every x in xs satisfies x`, `=matches("a", "a", "p")`,
 	} {
 		e, err := CompileWith(src, nulls)
 		if err != nil {
@@ -24,6 +24,10 @@ func TestNullsMakeAFailedOperationNull(t *testing.T) {
 		if v, err := e.Eval(vars()); err != nil || v != nil {
 			t.Errorf("%s = %#v, %v; want null", src, v, err)
 		}
+	}
+	// Flags XPath has and Go's regular expressions lack stay refused.
+	if _, err := CompileWith(`=matches("a", "a", "x")`, nulls); err == nil {
+		t.Error(`matches with the flag x compiled`)
 	}
 	// A null inside absorbs the failure, not the whole expression.
 	if v, err := compileNulls(t, `=[n / zero, n + 1]`).Eval(vars()); err != nil || !reflect.DeepEqual(v, []any{nil, 6.0}) {

@@ -861,8 +861,10 @@ func (p *parser) parseCall(t token, fname string) (node, error) {
 		}
 	}
 	c := call{fn: fn, args: as}
-	if err := p.precompile(&c, t); err != nil {
+	if null, err := p.precompile(&c, t); err != nil {
 		return nil, err
+	} else if null {
+		return p.add(literal{nil}, t)
 	}
 	return p.add(c, t)
 }
@@ -939,12 +941,14 @@ func indexOf(s []string, x string) int {
 }
 
 // precompile compiles a literal regular expression once, at deploy time,
-// refusing an invalid one.
-func (p *parser) precompile(c *call, t token) error {
+// refusing an invalid one. Under Options.Nulls literal flags that are no
+// XPath flags at all make the call null (those XPath has but Go's regular
+// expressions lack, x and q, stay refused).
+func (p *parser) precompile(c *call, t token) (null bool, err error) {
 	flagsAt := map[string]int{"matches": 2, "replace": 3, "split": -1, "extract": -1}
 	at, ok := flagsAt[c.fn.name]
 	if !ok {
-		return nil
+		return false, nil
 	}
 	pattern, ok := c.args[1].(literal)
 	if s, isStr := pattern.val.(string); ok && isStr {
@@ -952,21 +956,24 @@ func (p *parser) precompile(c *call, t token) error {
 		if at > 0 && at < len(c.args) {
 			f, ok := c.args[at].(literal)
 			if !ok {
-				return nil
+				return false, nil
 			}
 			if f.val != nil {
 				if flags, ok = f.val.(string); !ok {
-					return nil
+					return false, nil
 				}
 			}
 		}
+		if p.opts.Nulls && strings.Trim(flags, "smixq") != "" {
+			return true, nil
+		}
 		re, err := compileRegex(s, flags)
 		if err != nil {
-			return refuse(p.src, t.pos, "%s: %v", c.fn.name, err)
+			return false, refuse(p.src, t.pos, "%s: %v", c.fn.name, err)
 		}
 		c.re = re
 	}
-	return nil
+	return false, nil
 }
 
 // parseSort parses sort(list, function(a, b) condition), positionally or
