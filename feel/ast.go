@@ -97,9 +97,10 @@ type (
 type unaryTestKind int
 
 const (
-	testEqual    unaryTestKind = iota // an expression: equal to it, or contained in it when it is a list
-	testCompare                       // < e, <= e, > e, >= e
-	testInterval                      // [a..b], (a..b), ]a..b[ and mixtures
+	testEqual     unaryTestKind = iota // an expression: equal to it, or contained in it when it is a list
+	testCompare                        // < e, <= e, > e, >= e
+	testInterval                       // [a..b], (a..b), ]a..b[ and mixtures
+	testIntervals                      // [[a..b], [c..d]]: in any of the intervals
 )
 
 type unaryTest struct {
@@ -107,6 +108,7 @@ type unaryTest struct {
 	op             *binOp // testCompare
 	a, b           node   // b: upper bound of an interval
 	openLo, openHi bool
+	any            []unaryTest // testIntervals
 }
 
 type binOp struct {
@@ -374,6 +376,15 @@ func (t unaryTest) feel(b *strings.Builder) {
 		b.WriteString(t.op.feel)
 		b.WriteString(" ")
 		operand(b, t.a, t.a.prec() < precAdd)
+	case testIntervals:
+		b.WriteString("[")
+		for i, it := range t.any {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			it.feel(b)
+		}
+		b.WriteString("]")
 	case testInterval:
 		// Open ends print as ( and ), never as ] and [.
 		if t.openLo {
@@ -881,6 +892,14 @@ func (n inTest) value(c *evalCtx, s *scope) (any, error) {
 }
 
 func (t unaryTest) test(c *evalCtx, s *scope, x any) (bool, error) {
+	if t.kind == testIntervals {
+		for _, it := range t.any {
+			if ok, err := it.test(c, s, x); err != nil || ok {
+				return ok, err
+			}
+		}
+		return false, nil
+	}
 	a, err := t.a.eval(c, s)
 	if err != nil {
 		return false, err
@@ -892,6 +911,13 @@ func (t unaryTest) test(c *evalCtx, s *scope, x any) (bool, error) {
 		}
 		return equal(c, x, a)
 	case testCompare:
+		switch t.op.feel {
+		case "=":
+			return equal(c, x, a)
+		case "!=":
+			eq, err := equal(c, x, a)
+			return !eq, err
+		}
 		cmp, err := compare(c, x, a, t.op.feel)
 		switch t.op.feel {
 		case "<":

@@ -147,6 +147,23 @@ func defineBooleans() {
 	// entries make the names and arities known.
 	def("not", sig("negand"), nil)
 	def("is defined", sig("value"), nil)
+	def("is", sig("value1", "value2"), func(c *evalCtx, a args) (any, error) {
+		// The same value of the same type: unlike "=", 10:00+01:00 is not
+		// 09:00Z, nor a date a date and time.
+		ka, err := kindOf(a.v[0])
+		if err != nil {
+			return nil, err
+		}
+		kb, err := kindOf(a.v[1])
+		if err != nil || ka != kb {
+			return false, err
+		}
+		eq, err := equal(c, a.v[0], a.v[1])
+		if err != nil || !eq || !isTemporal(a.v[0]) {
+			return eq, err
+		}
+		return fmt.Sprint(a.v[0]) == fmt.Sprint(a.v[1]), nil
+	})
 	def("get or else", sig("value", "default"), func(_ *evalCtx, a args) (any, error) {
 		if a.v[0] == nil {
 			return a.v[1], nil
@@ -891,6 +908,26 @@ func defineLists() {
 		}
 		r := make([]any, 0, len(l)+1)
 		return append(append(append(r, l[:i]...), a.v[2]), l[i:]...), nil
+	})
+	def("list replace", sig("list", "position", "newItem"), func(c *evalCtx, a args) (any, error) {
+		l, err := a.list(0)
+		if err != nil {
+			return nil, err
+		}
+		pos, err := a.whole(1)
+		if err != nil {
+			return nil, err
+		}
+		i := listIndex(l, pos)
+		if pos == 0 || i < 0 || i >= len(l) {
+			return nil, fmt.Errorf("position %d is outside the list of %d items", pos, len(l))
+		}
+		if err := c.items(len(l)); err != nil {
+			return nil, err
+		}
+		r := append([]any{}, l...)
+		r[i] = a.v[2]
+		return r, nil
 	})
 	def("remove", sig("list", "position"), func(c *evalCtx, a args) (any, error) {
 		l, err := a.list(0)

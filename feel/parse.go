@@ -482,13 +482,18 @@ func (p *parser) parseTests() ([]unaryTest, error) {
 // expression the value must equal (or, when it is a list, be in).
 func (p *parser) parseTest() (unaryTest, error) {
 	t := p.peek()
-	if p.peekOp("<", "<=", ">", ">=") {
+	if p.peekOp("<", "<=", ">", ">=", "=", "!=") {
 		p.next()
 		e, err := p.parseAdd()
 		return unaryTest{kind: testCompare, op: binOps[t.text], a: e}, err
 	}
 	if t.kind == tLParen || t.kind == tLBrack || t.kind == tRBrack {
 		if it, ok, err := p.tryInterval(); ok || err != nil {
+			return it, err
+		}
+	}
+	if t.kind == tLBrack {
+		if it, ok, err := p.tryIntervals(); ok || err != nil {
 			return it, err
 		}
 	}
@@ -535,6 +540,40 @@ func (p *parser) tryInterval() (unaryTest, bool, error) {
 		return unaryTest{}, true, refuse(p.src, closing.pos, "expected ] or ) to close the interval starting at position %d, found %s", column(p.src, open.pos), closing.describe())
 	}
 	return unaryTest{kind: testInterval, a: lo, b: hi, openLo: open.kind != tLBrack, openHi: closing.kind != tRBrack}, true, nil
+}
+
+// tryIntervals parses a list of intervals, [[1..5], [7..9]], which a value
+// is in when it is in any of them, if one starts here; otherwise it reports
+// false and leaves the parser where it was.
+func (p *parser) tryIntervals() (unaryTest, bool, error) {
+	saved := *p
+	open := p.next()
+	if err := p.enter(open); err != nil {
+		return unaryTest{}, true, err
+	}
+	defer p.leave()
+	var any []unaryTest
+	for {
+		if k := p.peek().kind; k != tLParen && k != tLBrack && k != tRBrack {
+			*p = saved
+			return unaryTest{}, false, nil
+		}
+		it, ok, err := p.tryInterval()
+		if !ok || err != nil {
+			*p = saved
+			return unaryTest{}, false, nil
+		}
+		any = append(any, it)
+		if p.peek().kind != tComma {
+			break
+		}
+		p.next()
+	}
+	if err := p.expectClose(open, tRBrack, "]"); err != nil {
+		*p = saved
+		return unaryTest{}, false, nil
+	}
+	return unaryTest{kind: testIntervals, any: any}, true, nil
 }
 
 func (p *parser) parseUnary() (node, error) {
