@@ -16,6 +16,7 @@ func TestNullsMakeAFailedOperationNull(t *testing.T) {
 		`=big + 1`, `=n.x`, `=order.status.x`, `=n ** 0.5`, `=abs("a")`, `=substring(s, "a")`,
 		`=(10 + 20) / 0`, `=not(n)`, `=for x in n return x`, `=n[item > 1]`,
 		`=1 between "a" and 2`, `=every x in xs satisfies x`, `=matches("a", "a", "p")`,
+		`={a: 1, a: 2}`,
 	} {
 		e, err := CompileWith(src, nulls)
 		if err != nil {

@@ -734,6 +734,7 @@ func (p *parser) parseContext(open token) (node, error) {
 	}
 	defer p.leave()
 	var c ctxLit
+	dup := false
 	defer func() { p.unbind(len(c.keys)) }()
 	err := p.commaList(tRBrace, func() error {
 		k, err := p.parseKey()
@@ -741,7 +742,10 @@ func (p *parser) parseContext(open token) (node, error) {
 			return err
 		}
 		if indexOf(c.keys, k) >= 0 {
-			return refuse(p.src, p.toks[p.i-1].pos, "key %q appears twice in the context", k)
+			if !p.opts.Nulls {
+				return refuse(p.src, p.toks[p.i-1].pos, "key %q appears twice in the context", k)
+			}
+			dup = true // DMN: an invalid context is null
 		}
 		v, err := p.parseExpr()
 		if err != nil {
@@ -754,6 +758,9 @@ func (p *parser) parseContext(open token) (node, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if dup {
+		return literal{nil}, p.expectClose(open, tRBrace, "}")
 	}
 	return c, p.expectClose(open, tRBrace, "}")
 }
