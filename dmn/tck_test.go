@@ -12,6 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sutra-run/worker/feel"
 )
 
 // The DMN TCK's compliance cases (github.com/dmn-tck/tck, vendored under
@@ -163,7 +166,7 @@ func runCase(defs *Definitions, tc *node) string {
 		if dec == nil {
 			return fmt.Sprintf("no decision %q", rn.attr["name"])
 		}
-		res, err := defs.Evaluate(context.Background(), dec.ID, vars, Options{})
+		res, err := defs.Evaluate(context.Background(), dec.ID, vars, Options{Env: feel.Env{Now: time.Now()}})
 		want := tckValue(rn.child("expected"))
 		if rn.attr["errorResult"] == "true" {
 			// An error, which DMN's FEEL reports as the null the TCK

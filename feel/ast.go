@@ -789,6 +789,10 @@ func (n filter) value(c *evalCtx, s *scope) (any, error) {
 		return nil, err
 	}
 	items, ok := v.([]any)
+	if !ok && c.nulls {
+		// DMN reads a single value as a list of that value.
+		items, ok = []any{v}, true
+	}
 	if !ok {
 		return nil, fmt.Errorf("cannot filter %s; only a list has items", describe(v))
 	}

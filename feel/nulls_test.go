@@ -14,7 +14,7 @@ func TestNullsMakeAFailedOperationNull(t *testing.T) {
 	for _, src := range []string{
 		`=missing > 5`, `=n <= s`, `=missing + 1`, `=s - 1`, `=-s`, `=n / zero`,
 		`=big + 1`, `=n.x`, `=order.status.x`, `=n ** 0.5`, `=abs("a")`, `=substring(s, "a")`,
-		`=(10 + 20) / 0`, `=not(n)`, `=for x in n return x`, `=n[item > 1]`,
+		`=(10 + 20) / 0`, `=not(n)`, `=for x in n return x`,
 		`=1 between "a" and 2`, `=every x in xs satisfies x`, `=matches("a", "a", "p")`,
 		`={a: 1, a: 2}`,
 	} {
@@ -24,6 +24,12 @@ func TestNullsMakeAFailedOperationNull(t *testing.T) {
 		}
 		if v, err := e.Eval(vars()); err != nil || v != nil {
 			t.Errorf("%s = %#v, %v; want null", src, v, err)
+		}
+	}
+	// A single value filters as a list of it.
+	for src, want := range map[string]any{`=n[item > 1]`: []any{5.0}, `=n[1]`: 5.0, `=n[item > 9]`: []any{}} {
+		if v, err := compileNulls(t, src).Eval(vars()); err != nil || !reflect.DeepEqual(v, want) {
+			t.Errorf("%s = %#v, %v; want %#v", src, v, err, want)
 		}
 	}
 	// Flags XPath has and Go's regular expressions lack stay refused.
