@@ -228,6 +228,35 @@ func TestBoxedExpressions(t *testing.T) {
 	}
 }
 
+// Input data of a temporal type, or a structure holding one, are read as
+// such from their strings; decisions pass dates on as dates and hand them
+// out as strings.
+func TestTemporalValues(t *testing.T) {
+	d := mustParse(t, doc(`<itemDefinition name="tOrder"><itemComponent name="due date"><typeRef>date</typeRef></itemComponent>
+<itemComponent name="n"><typeRef>number</typeRef></itemComponent></itemDefinition>
+<itemDefinition name="tDays" isCollection="true"><typeRef>date</typeRef></itemDefinition>
+<inputData id="i1" name="Start"><variable name="Start" typeRef="date"/></inputData>
+<inputData id="i2" name="Order"><variable name="Order" typeRef="tOrder"/></inputData>
+<inputData id="i3" name="Days"><variable name="Days" typeRef="tDays"/></inputData>
+<decision id="next" name="Next"><literalExpression><text>Start + duration("P1D")</text></literalExpression></decision>
+<decision id="after" name="After">
+  <informationRequirement><requiredDecision href="#next"/></informationRequirement>
+  <literalExpression><text>[Next + duration("P1D"), Order.due date - Next, Days[1] &lt; Days[2], Order.n]</text></literalExpression>
+</decision>`))
+	vars := map[string]any{"Start": "2024-01-31", "Order": map[string]any{"due date": "2024-02-11", "n": 3.0}, "Days": []any{"2024-01-01", "2024-01-02"}}
+	res, err := d.Evaluate(context.Background(), "after", vars, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []any{"2024-02-02", "P10D", true, 3.0}
+	if !reflect.DeepEqual(res.Output, want) || res.Decisions[0].Output != "2024-02-01" {
+		t.Errorf("output = %#v, decisions %+v; want %#v", res.Output, res.Decisions, want)
+	}
+	if vars["Start"] != "2024-01-31" {
+		t.Errorf("the caller's variables changed: %v", vars)
+	}
+}
+
 func TestRequiredDecisions(t *testing.T) {
 	d := mustParse(t, doc(drg))
 	if d.Version != "1.3" || d.Name != "Dish" || !reflect.DeepEqual(d.InputData, []string{"Monthly Salary"}) {

@@ -28,6 +28,23 @@ type Definitions struct {
 	// the variables a caller supplies.
 	InputData []string
 	byID      map[string]*Decision
+	// coerce converts the input data of a temporal type from strings.
+	coerce []coercion
+}
+
+// coercion reads the input data name as its declared type.
+type coercion struct {
+	name string
+	expr *feel.Expr
+}
+
+// temporalTypes are the FEEL conversion functions of the typeRefs of
+// temporal types, by typeRef (FEEL names, and the XML Schema names older
+// models use).
+var temporalTypes = map[string]string{
+	"date": "date", "time": "time", "dateTime": "date and time", "date and time": "date and time",
+	"dayTimeDuration": "duration", "days and time duration": "duration",
+	"yearMonthDuration": "duration", "years and months duration": "duration",
 }
 
 // Decision is one decision: its logic is a decision table or a literal
@@ -124,6 +141,23 @@ func Parse(r io.Reader) (*Definitions, error) {
 	f := &file{q: newQuoter(names), opts: feel.Options{Nulls: true, Functions: map[string]*feel.Function{}}}
 	if err := f.knowledgeModels(root); err != nil {
 		return nil, err
+	}
+	types := map[string]*node{}
+	for _, k := range root.children("itemDefinition") {
+		types[k.attr["name"]] = k
+	}
+	for _, k := range root.children("inputData") {
+		v := k.child("variable")
+		if v == nil || strings.Contains(k.attr["name"], "`") {
+			continue
+		}
+		if src, ok := coerceSource("`"+k.attr["name"]+"`", v.attr["typeRef"], false, types, 0); ok {
+			e, err := feel.CompileWith("="+src, f.opts)
+			if err != nil {
+				return nil, fault.Wrap(fault.DMNInvalid, err, "input data %q", k.attr["name"])
+			}
+			d.coerce = append(d.coerce, coercion{name: k.attr["name"], expr: e})
+		}
 	}
 	for _, k := range root.children("decision") {
 		dec, err := parseDecision(k, f)
@@ -421,8 +455,70 @@ func expression(n *node) *node {
 	return nil
 }
 
+// maxCoerceDepth bounds the nesting of item definitions coerceSource
+// follows (and so the size of what it writes); deeper parts stay as given.
+const maxCoerceDepth = 8
+
+// coerceSource is FEEL that reads the value of x as the type typeRef
+// names (a collection of it if list): strings as dates, times and
+// durations where the type, or a component of a structured type, is one.
+// It reports false when nothing of the type needs reading so. Each level
+// binds its value to a name of its own in a context, so that the source
+// grows with the type, not with its depth times x.
+func coerceSource(x, typeRef string, list bool, types map[string]*node, depth int) (string, bool) {
+	if depth > maxCoerceDepth {
+		return "", false
+	}
+	v := fmt.Sprintf("`%%v%d`", depth)
+	if list {
+		// The iterator needs a plain name; the body reads nothing else.
+		it := fmt.Sprintf("item%d", depth)
+		inner, ok := coerceSource(it, typeRef, false, types, depth+1)
+		if !ok {
+			return "", false
+		}
+		return fmt.Sprintf("{%q: %s, %q: if %s instance of list then (for %s in %s return %s) else %s}.`%%r%d`",
+			v[1:len(v)-1], x, fmt.Sprintf("%%r%d", depth), v, it, v, inner, v, depth), true
+	}
+	if conv := temporalTypes[typeRef]; conv != "" {
+		return fmt.Sprintf("{%q: %s, %q: if %s instance of string then %s(%s) else %s}.`%%r%d`",
+			v[1:len(v)-1], x, fmt.Sprintf("%%r%d", depth), v, conv, v, v, depth), true
+	}
+	t := types[typeRef]
+	if t == nil {
+		return "", false
+	}
+	if base := t.child("typeRef"); base != nil && len(t.children("itemComponent")) == 0 {
+		return coerceSource(x, strings.TrimSpace(base.text.String()), t.attr["isCollection"] == "true", types, depth+1)
+	}
+	put := v
+	for _, c := range t.children("itemComponent") {
+		ref := ""
+		if r := c.child("typeRef"); r != nil {
+			ref = strings.TrimSpace(r.text.String())
+		}
+		name := c.attr["name"]
+		if strings.Contains(name, "`") {
+			continue
+		}
+		src, ok := coerceSource(v+".`"+name+"`", ref, c.attr["isCollection"] == "true", types, depth+1)
+		if ok {
+			put = fmt.Sprintf("context put(%s, %s, %s)", put, feelString(name), src)
+		}
+	}
+	if put == v {
+		return "", false
+	}
+	if t.attr["isCollection"] == "true" {
+		return "", false // a list of structures: left as given
+	}
+	return fmt.Sprintf("{%q: %s, %q: if %s instance of context then %s else %s}.`%%r%d`",
+		v[1:len(v)-1], x, fmt.Sprintf("%%r%d", depth), v, put, v, depth), true
+}
+
 // boxedNames adds the names boxed expressions bind under n (context
-// entries, iterators, relation columns) to names, for the quoter.
+// entries, iterators, relation columns) and the components of structured
+// types to names, for the quoter.
 func boxedNames(n *node, names map[string]bool) {
 	for _, k := range n.kids {
 		switch k.name.Local {
@@ -432,7 +528,7 @@ func boxedNames(n *node, names map[string]bool) {
 			}
 		case "for", "some", "every":
 			names[k.attr["iteratorVariable"]] = true
-		case "column":
+		case "column", "itemComponent":
 			names[k.attr["name"]] = true
 		}
 		boxedNames(k, names)

@@ -107,7 +107,7 @@ func CompileWith(src string, opts Options) (*Expr, error) {
 		// one no null absorbs) is an error at every evaluation: refuse at
 		// deploy. So is a constant over the default
 		// limits, which would otherwise be built at each evaluation.
-		if _, err := e.run(nil, Env{}); err != nil {
+		if _, err := e.run(nil, Env{}, true); err != nil {
 			if IsLimit(err) {
 				return nil, fault.Wrap(fault.IncidentExpressionLimit, err, "expression %s", e.quoted())
 			}
@@ -185,7 +185,7 @@ func (e *Expr) EvalIn(vars map[string]any, env Env) (any, error) {
 	if e.root == nil {
 		return e.src, nil
 	}
-	v, err := e.run(vars, env)
+	v, err := e.run(vars, env, true)
 	if err != nil {
 		return nil, fmt.Errorf("feel: evaluating %s: %w", e.quoted(), err)
 	}
@@ -201,10 +201,31 @@ func (e *Expr) EvalAt(vars map[string]any, now time.Time) (any, error) {
 	return e.EvalIn(vars, Env{Now: now})
 }
 
-// run evaluates the tree and shapes its result as JSON. A panic would be a
-// bug here; it becomes an error (wrapping a runtime.Error when it is one)
-// rather than crashing the step.
-func (e *Expr) run(vars map[string]any, env Env) (v any, err error) {
+// EvalValue is EvalIn without shaping the result as JSON: a date, time or
+// duration in it stays a FEEL value, which an expression given it in its
+// variables reads as such rather than as its ISO 8601 string (DMN passes
+// decision results on so). JSON shapes it for output.
+func (e *Expr) EvalValue(vars map[string]any, env Env) (any, error) {
+	if e.root == nil {
+		return e.src, nil
+	}
+	v, err := e.run(vars, env, false)
+	if err != nil {
+		return nil, fmt.Errorf("feel: evaluating %s: %w", e.quoted(), err)
+	}
+	return v, nil
+}
+
+// JSON shapes a value EvalValue returned as JSON, as EvalIn does, within
+// env's limits: dates, times and durations become ISO 8601 strings.
+func JSON(v any, env Env) (any, error) {
+	return jsonShape(newEvalCtx(nil, env), v)
+}
+
+// run evaluates the tree and, when json is set, shapes its result as JSON.
+// A panic would be a bug here; it becomes an error (wrapping a
+// runtime.Error when it is one) rather than crashing the step.
+func (e *Expr) run(vars map[string]any, env Env, json bool) (v any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			if re, ok := r.(runtime.Error); ok {
@@ -220,8 +241,8 @@ func (e *Expr) run(vars map[string]any, env Env) (v any, err error) {
 		// Only then: every evaluation pays for a larger context otherwise.
 		c.ids = &idSource{seed: env.Seed, key: e.key}
 	}
-	if v, err = e.root.eval(c, nil); err != nil {
-		return nil, err
+	if v, err = e.root.eval(c, nil); err != nil || !json {
+		return v, err
 	}
 	return jsonShape(c, v)
 }
