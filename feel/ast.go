@@ -78,7 +78,7 @@ type (
 	}
 	instanceOf struct {
 		x   node
-		typ string
+		typ *feelType
 	}
 	call struct {
 		fn   *builtin
@@ -406,7 +406,7 @@ func (t unaryTest) feel(b *strings.Builder) {
 func (n instanceOf) feel(b *strings.Builder) {
 	operand(b, n.x, n.x.prec() < precAdd)
 	b.WriteString(" instance of ")
-	b.WriteString(n.typ)
+	n.typ.write(b)
 }
 
 func (n call) feel(b *strings.Builder) {
@@ -627,6 +627,9 @@ func (it iterator) domain(c *evalCtx, s *scope) ([]any, error) {
 	from, err := it.from.eval(c, s)
 	if err != nil {
 		return nil, err
+	}
+	if r, ok := from.(rangeVal); ok && it.to == nil {
+		return rangeItems(c, r)
 	}
 	if it.to == nil {
 		l, ok := from.([]any)
@@ -913,6 +916,9 @@ func (t unaryTest) test(c *evalCtx, s *scope, x any) (bool, error) {
 		if l, ok := a.([]any); ok {
 			return contains(c, l, x)
 		}
+		if r, ok := a.(rangeVal); ok {
+			return r.has(c, x)
+		}
 		return equal(c, x, a)
 	case testCompare:
 		switch t.op.feel {
@@ -953,6 +959,13 @@ func contains(c *evalCtx, l []any, x any) (bool, error) {
 		return false, err
 	}
 	for _, item := range l {
+		if r, ok := item.(rangeVal); ok {
+			// A list of ranges holds the values in any of them.
+			if in, err := r.has(c, x); err != nil || in {
+				return in, err
+			}
+			continue
+		}
 		if eq, err := equal(c, item, x); err != nil || eq {
 			return eq, err
 		}
@@ -964,7 +977,7 @@ func contains(c *evalCtx, l []any, x any) (bool, error) {
 var typeNames = map[string]kind{
 	"boolean": kBool, "number": kNumber, "string": kString, "list": kList, "context": kContext,
 	"date": kDate, "time": kTime, "date and time": kDateTime,
-	"years and months duration": kYMDuration, "days and time duration": kDTDuration,
+	"years and months duration": kYMDuration, "days and time duration": kDTDuration, "range": kRange,
 }
 
 func (n instanceOf) value(c *evalCtx, s *scope) (any, error) {
@@ -975,14 +988,7 @@ func (n instanceOf) value(c *evalCtx, s *scope) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	k, err := kindOf(v)
-	if err != nil {
-		return nil, err
-	}
-	if n.typ == "Any" {
-		return v != nil, nil
-	}
-	return k == typeNames[n.typ], nil
+	return n.typ.has(c, v)
 }
 
 func (n call) value(c *evalCtx, s *scope) (any, error) {

@@ -702,7 +702,7 @@ func key(c *evalCtx, b *strings.Builder, v any) error {
 	case dateTime:
 		// Zoned values are equal as instants, local ones as wall clocks.
 		fmt.Fprintf(b, "%v%d.%d", x.zoned, x.t.Unix(), x.t.Nanosecond())
-	case date, ymDuration, dtDuration:
+	case date, ymDuration, dtDuration, rangeVal:
 		b.WriteString(x.(fmt.Stringer).String())
 	case nil:
 	default: // a number, by kindOf
@@ -1251,7 +1251,7 @@ func toString(c *evalCtx, b *strings.Builder, v any, nested bool) error {
 			}
 		}
 		return write("}")
-	case date, timeOfDay, dateTime, ymDuration, dtDuration:
+	case date, timeOfDay, dateTime, ymDuration, dtDuration, rangeVal:
 		return write(x.(fmt.Stringer).String())
 	}
 	s, ok, err := formatNumber(v)

@@ -30,6 +30,7 @@ const (
 	kDateTime
 	kYMDuration
 	kDTDuration
+	kRange
 )
 
 // maxExact is 2^53: every integer of smaller magnitude is exact in float64.
@@ -59,12 +60,14 @@ func kindOf(v any) (kind, error) {
 		return kYMDuration, nil
 	case dtDuration:
 		return kDTDuration, nil
+	case rangeVal:
+		return kRange, nil
 	}
 	return 0, fmt.Errorf("unsupported value of Go type %T", v)
 }
 
 var kindNames = [...]string{"null", "a boolean", "a number", "a string", "a list", "a context",
-	"a date", "a time", "a date and time", "a years and months duration", "a days and time duration"}
+	"a date", "a time", "a date and time", "a years and months duration", "a days and time duration", "a range"}
 
 // describe names v's FEEL type for error messages, telling local times
 // from times with an offset, since they cannot be compared.
@@ -238,6 +241,16 @@ func equal(c *evalCtx, a, b any) (bool, error) {
 			}
 		}
 		return true, nil
+	}
+	if ka == kRange {
+		x, y := a.(rangeVal), b.(rangeVal)
+		if x.openLo != y.openLo || x.openHi != y.openHi {
+			return false, nil
+		}
+		if eq, err := equal(c, x.lo, y.lo); err != nil || !eq {
+			return false, err
+		}
+		return equal(c, x.hi, y.hi)
 	}
 	cmp, ok := compareTemporal(a, b)
 	return ok && cmp == 0, nil
@@ -467,7 +480,7 @@ func shape(c *evalCtx, v any, depth int) (any, bool, error) {
 	switch x := v.(type) {
 	case string:
 		return v, false, c.alloc(len(x))
-	case date, timeOfDay, dateTime, ymDuration, dtDuration:
+	case date, timeOfDay, dateTime, ymDuration, dtDuration, rangeVal:
 		return x.(fmt.Stringer).String(), true, nil
 	case []any:
 		if err := c.items(len(x)); err != nil {

@@ -403,7 +403,7 @@ func (p *parser) parseCmp() (node, error) {
 		if err := p.expectWord("of", "instance"); err != nil {
 			return nil, err
 		}
-		typ, err := p.parseTypeName()
+		typ, err := p.parseType()
 		if err != nil {
 			return nil, err
 		}
@@ -419,17 +419,6 @@ func (p *parser) parseCmp() (node, error) {
 		return nil, refuse(p.src, p.peek().pos, "comparisons do not chain; combine them with and")
 	}
 	return p.add(n, t)
-}
-
-// parseTypeName reads the type of instance of, the longest name first.
-func (p *parser) parseTypeName() (string, error) {
-	for k := maxFuncWords; k >= 1; k-- {
-		if w := p.words(k); w != "" && (typeNames[w] != 0 || w == "Any") {
-			p.i += k
-			return w, nil
-		}
-	}
-	return "", refuse(p.src, p.peek().pos, "expected a type after instance of (number, string, boolean, date, time, date and time, days and time duration, years and months duration, list, context or Any), found %s", p.peek().describe())
 }
 
 // words joins the next k tokens with spaces if they are all names.
@@ -608,9 +597,14 @@ func (p *parser) parsePostfix() (node, error) {
 				return nil, refuse(p.src, dot.pos, "expected a field name after ., found %s", f.describe())
 			}
 			field := f.text
+			// The properties whose names have a space.
 			if field == "time" && !f.quoted && p.peekWord("offset") {
-				p.next() // the one property whose name has a space
+				p.next()
 				field = "time offset"
+			}
+			if (field == "start" || field == "end") && !f.quoted && p.peekWord("included") {
+				p.next()
+				field += " included"
 			}
 			if p.peek().kind == tLParen {
 				return nil, refuse(p.src, f.pos, "calling a function through a path (%s(...)) is not supported", field)
@@ -657,6 +651,9 @@ func isNumber(n node) bool {
 }
 
 func (p *parser) parsePrimary() (node, error) {
+	if k := p.peek().kind; (k == tLBrack || k == tLParen || k == tRBrack) && p.rangeAhead() {
+		return p.parseRange()
+	}
 	t := p.next()
 	var n node
 	var err error
