@@ -217,6 +217,7 @@ func TestBoxedExpressions(t *testing.T) {
 		"for":       {`<for iteratorVariable="i"><in>` + lit("[1, 2]") + `</in><return>` + lit("i * x") + `</return></for>`, []any{3.0, 6.0}},
 		"some":      {`<some iteratorVariable="i"><in>` + lit("[1, 2]") + `</in><satisfies>` + lit("i > x") + `</satisfies></some>`, false},
 		"every":     {`<every iteratorVariable="i"><in>` + lit("[4, 5]") + `</in><satisfies>` + lit("i > x") + `</satisfies></every>`, true},
+		"function":  {`<context>` + entry("twice", `<functionDefinition><formalParameter name="v"/>`+lit("v * 2")+`</functionDefinition>`) + entry("", lit("twice(x)")) + `</context>`, 6.0},
 		"invoke in": {`<context>` + entry("p", `<invocation>`+lit("Monthly Payment")+`<binding><parameter name="loan amount"/>`+lit("x * 200000")+`</binding><binding><parameter name="r"/>`+lit("0.0375")+`</binding><binding><parameter name="n"/>`+lit("360")+`</binding></invocation>`) + entry("", lit("floor(p)")) + `</context>`, 2778.0},
 	}
 	for name, c := range cases {
@@ -350,7 +351,8 @@ func TestParseRefused(t *testing.T) {
 		{"bkm table", doc(`<businessKnowledgeModel id="k" name="K"><encapsulatedLogic><decisionTable/></encapsulatedLogic></businessKnowledgeModel>`), fault.DMNUnsupported, "a <decisionTable> as its logic is not supported"},
 		{"bkm arity", doc(bkm + `<decision id="d" name="D"><literalExpression><text>Monthly Payment(1)</text></literalExpression></decision>`), fault.DMNInvalid, "takes 3 arguments"},
 		{"service", doc(`<decisionService id="s" name="S"/>`), fault.DMNUnsupported, "decisionService"},
-		{"function", doc(`<decision id="d" name="D"><functionDefinition/></decision>`), fault.DMNUnsupported, "<functionDefinition>"},
+		{"function result", doc(`<decision id="d" name="D"><functionDefinition/></decision>`), fault.DMNInvalid, "a function has no JSON form"},
+		{"java function", doc(`<decision id="d" name="D"><functionDefinition kind="Java"/></decision>`), fault.DMNUnsupported, "kind Java"},
 		{"table in context", doc(`<decision id="d" name="D"><context><contextEntry><decisionTable/></contextEntry></context></decision>`), fault.DMNUnsupported, "<decisionTable> is not supported inside"},
 	}
 	for _, c := range cases {

@@ -240,13 +240,11 @@ func parseDecision(n *node, f *file) (*Decision, error) {
 			dec.table, err = parseTable(k, f, dec)
 		case "literalExpression":
 			dec.literal, err = compileExpr(k.textOf(), f, dec, "literal expression")
-		case "invocation", "context", "relation", "list", "conditional", "filter", "for", "some", "every":
+		case "invocation", "context", "relation", "list", "conditional", "filter", "for", "some", "every", "functionDefinition":
 			var src string
 			if src, err = boxedSource(k, dec); err == nil {
 				dec.literal, err = compileExpr(src, f, dec, "boxed "+k.name.Local)
 			}
-		case "functionDefinition":
-			return nil, fault.New(fault.DMNUnsupported, "decision %q: the boxed expression <%s> is not supported", dec.ID, k.name.Local)
 		}
 		if err != nil {
 			return nil, err
@@ -301,7 +299,7 @@ func (f *file) knowledgeModels(root *node) error {
 		switch {
 		case body == nil:
 			err = fault.New(fault.DMNInvalid, "business knowledge model %q has no body", owner.ID)
-		case body.name.Local == "decisionTable" || body.name.Local == "functionDefinition":
+		case body.name.Local == "decisionTable":
 			err = fault.New(fault.DMNUnsupported, "business knowledge model %q: a <%s> as its logic is not supported", owner.ID, body.name.Local)
 		default:
 			src, err = boxedSource(body, owner)
@@ -322,9 +320,9 @@ func (f *file) knowledgeModels(root *node) error {
 // that it compiles and evaluates like a literal expression: a context is a
 // context literal (its result entry, if any, picked out of it), a list a
 // list literal, a relation a list of contexts, an invocation a call by
-// parameter name, and conditional, filter, for, some and every their FEEL
-// forms. A decision table or a function definition inside is not
-// supported.
+// parameter name, a function definition a function value, and conditional,
+// filter, for, some and every their FEEL forms. A decision table inside is
+// not supported.
 func boxedSource(n *node, dec *Decision) (string, error) {
 	if n == nil {
 		return "null", nil
@@ -420,6 +418,24 @@ func boxedSource(n *node, dec *Decision) (string, error) {
 		return b.String(), nil
 	case "invocation":
 		return invocationSource(n, dec)
+	case "functionDefinition":
+		if kind := n.attr["kind"]; kind != "" && kind != "FEEL" {
+			return "", fault.New(fault.DMNUnsupported, "decision %q: a function definition of kind %s is not supported", dec.ID, kind)
+		}
+		var params []string
+		var body *node
+		for _, k := range sameSpace(n) {
+			if k.name.Local == "formalParameter" {
+				params = append(params, k.attr["name"])
+			} else if body == nil {
+				body = k
+			}
+		}
+		src, err := boxedSource(body, dec)
+		if err != nil {
+			return "", err
+		}
+		return "(function(" + strings.Join(params, ", ") + ") " + src + ")", nil
 	case "conditional":
 		p, err := parts("if", "then", "else")
 		if err != nil {
@@ -528,7 +544,7 @@ func boxedNames(n *node, names map[string]bool) {
 			}
 		case "for", "some", "every":
 			names[k.attr["iteratorVariable"]] = true
-		case "column", "itemComponent":
+		case "column", "itemComponent", "formalParameter":
 			names[k.attr["name"]] = true
 		}
 		boxedNames(k, names)

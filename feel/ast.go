@@ -977,7 +977,7 @@ func contains(c *evalCtx, l []any, x any) (bool, error) {
 var typeNames = map[string]kind{
 	"boolean": kBool, "number": kNumber, "string": kString, "list": kList, "context": kContext,
 	"date": kDate, "time": kTime, "date and time": kDateTime,
-	"years and months duration": kYMDuration, "days and time duration": kDTDuration, "range": kRange,
+	"years and months duration": kYMDuration, "days and time duration": kDTDuration, "range": kRange, "function": kFunction,
 }
 
 func (n instanceOf) value(c *evalCtx, s *scope) (any, error) {

@@ -909,10 +909,30 @@ func defineLists() {
 		r := make([]any, 0, len(l)+1)
 		return append(append(append(r, l[:i]...), a.v[2]), l[i:]...), nil
 	})
-	def("list replace", sig("list", "position", "newItem"), func(c *evalCtx, a args) (any, error) {
+	def("list replace", [][]string{{"list", "position", "newItem"}, {"list", "match", "newItem"}}, func(c *evalCtx, a args) (any, error) {
 		l, err := a.list(0)
 		if err != nil {
 			return nil, err
+		}
+		if match, ok := a.v[1].(closure); ok {
+			// Every item for which match(item, newItem) is true.
+			if err := c.items(len(l)); err != nil {
+				return nil, err
+			}
+			r := append([]any{}, l...)
+			for i, item := range l {
+				if len(match.params) != 2 {
+					return nil, errors.New("the match function must take 2 parameters")
+				}
+				v, err := match.call(c, []any{item, a.v[2]})
+				if err != nil {
+					return nil, err
+				}
+				if v == true {
+					r[i] = a.v[2]
+				}
+			}
+			return r, nil
 		}
 		pos, err := a.whole(1)
 		if err != nil {

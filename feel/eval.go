@@ -31,6 +31,7 @@ const (
 	kYMDuration
 	kDTDuration
 	kRange
+	kFunction
 )
 
 // maxExact is 2^53: every integer of smaller magnitude is exact in float64.
@@ -62,12 +63,14 @@ func kindOf(v any) (kind, error) {
 		return kDTDuration, nil
 	case rangeVal:
 		return kRange, nil
+	case closure:
+		return kFunction, nil
 	}
 	return 0, fmt.Errorf("unsupported value of Go type %T", v)
 }
 
 var kindNames = [...]string{"null", "a boolean", "a number", "a string", "a list", "a context",
-	"a date", "a time", "a date and time", "a years and months duration", "a days and time duration", "a range"}
+	"a date", "a time", "a date and time", "a years and months duration", "a days and time duration", "a range", "a function"}
 
 // describe names v's FEEL type for error messages, telling local times
 // from times with an offset, since they cannot be compared.
@@ -241,6 +244,9 @@ func equal(c *evalCtx, a, b any) (bool, error) {
 			}
 		}
 		return true, nil
+	}
+	if ka == kFunction {
+		return false, nil // functions are not compared
 	}
 	if ka == kRange {
 		x, y := a.(rangeVal), b.(rangeVal)
@@ -482,6 +488,8 @@ func shape(c *evalCtx, v any, depth int) (any, bool, error) {
 		return v, false, c.alloc(len(x))
 	case date, timeOfDay, dateTime, ymDuration, dtDuration, rangeVal:
 		return x.(fmt.Stringer).String(), true, nil
+	case closure:
+		return nil, false, errors.New("a function has no JSON form")
 	case []any:
 		if err := c.items(len(x)); err != nil {
 			return nil, false, err

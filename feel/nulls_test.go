@@ -121,3 +121,36 @@ func TestNullsMakeAnInvalidTemporalLiteralNull(t *testing.T) {
 		}
 	}
 }
+
+// Under Nulls functions are values: a name bound to one, or the expression
+// giving it, calls it.
+func TestNullsFunctionValues(t *testing.T) {
+	for src, want := range map[string]any{
+		`={f: function(x) x * 2, r: f(3)}.r`:                                       6.0,
+		`=(function(a, b) a - b)(b: 1, a: 5)`:                                      4.0,
+		`=-(function(a) a)(10)`:                                                    -10.0,
+		`={fact: function(n) if n <= 1 then 1 else n * fact(n - 1), r: fact(5)}.r`: 120.0,
+		`={loop: function(n) loop(n + 1), r: loop(0)}.r`:                           nil, // nested past maxCallDepth
+		`=(function(a) a)(1, 2)`:                                                   nil,
+		`=(1)(2)`:                                                                  nil,
+		`=list replace([2, 4, 7], function(item, newItem) item < newItem, 5)`:      []any{5.0, 5.0, 7.0},
+		`=(function(x: number) x + n)(1)`:                                          6.0,
+		`=(function() 1) = (function() 1)`:                                         false,
+		`=(function() 1) instance of function`:                                     true,
+	} {
+		if v, err := compileNulls(t, src).Eval(vars()); err != nil || !reflect.DeepEqual(v, want) {
+			t.Errorf("%s = %#v, %v; want %#v", src, v, err, want)
+		}
+	}
+	if v, err := compileNulls(t, `=function(x) x + n`).Eval(vars()); err == nil {
+		t.Errorf("a function result has no JSON form, but evaluated to %v", v)
+	}
+	e := compileNulls(t, `={f: function(a) a + 1}.f(1)`)
+	if e.String() != `={f: function(a) a + 1}.f(1)` {
+		t.Errorf("String() = %s", e.String())
+	}
+	// The default dialect keeps refusing them.
+	if _, err := Compile(`=(function(a) a)(1)`); err == nil {
+		t.Error("a function value compiled without Nulls")
+	}
+}

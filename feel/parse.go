@@ -45,6 +45,9 @@ type parser struct {
 	seed  bool     // calls uuid()
 	bound []string // names bound by the enclosing for, some, every, filters and context literals
 	opts  Options
+	// defining are the context keys whose values are being parsed: a
+	// function value there may call itself by its key (Options.Nulls).
+	defining []string
 	// noFilterAt is the depth at which "[" ends an interval's upper bound
 	// (]1..5[) instead of starting a filter; -1 when none.
 	noFilterAt int
@@ -606,7 +609,7 @@ func (p *parser) parsePostfix() (node, error) {
 				p.next()
 				field += " included"
 			}
-			if p.peek().kind == tLParen {
+			if p.peek().kind == tLParen && !p.opts.Nulls {
 				return nil, refuse(p.src, f.pos, "calling a function through a path (%s(...)) is not supported", field)
 			}
 			if n, err = p.add(path{n, field}, f); err != nil {
@@ -631,6 +634,14 @@ func (p *parser) parsePostfix() (node, error) {
 				return nil, err
 			}
 			if n, err = p.add(filter{base: n, cond: cond, index: isNumber(cond)}, open); err != nil {
+				return nil, err
+			}
+		case tLParen:
+			if !p.opts.Nulls {
+				return n, nil
+			}
+			// A call of the function value n gives (Options.Nulls).
+			if n, err = p.parseDynCall(p.peek(), n); err != nil {
 				return nil, err
 			}
 		default:
@@ -692,6 +703,9 @@ func (p *parser) parsePrimary() (node, error) {
 		if uf := p.opts.Functions[t.text]; t.quoted && uf != nil && p.peek().kind == tLParen {
 			return p.parseUserCall(t, uf)
 		}
+		if t.quoted && p.opts.Nulls && p.isBound(t.text) && p.peek().kind == tLParen {
+			return p.parseDynCall(t, name{t.text})
+		}
 		if t.quoted {
 			p.reference(t.text)
 			return p.add(name{t.text}, t)
@@ -744,7 +758,9 @@ func (p *parser) parseContext(open token) (node, error) {
 			}
 			dup = true // DMN: an invalid context is null
 		}
+		p.defining = append(p.defining, k)
 		v, err := p.parseExpr()
+		p.defining = p.defining[:len(p.defining)-1]
 		if err != nil {
 			return err
 		}
@@ -804,6 +820,9 @@ func (p *parser) parseName(t token) (node, error) {
 	case "if", "for", "some", "every":
 		return nil, refuse(p.src, t.pos, "%s must be in parentheses when it is an operand: (%s ...)", t.text, t.text)
 	case "function":
+		if p.opts.Nulls {
+			return p.parseFunction(t)
+		}
 		return nil, refuse(p.src, t.pos, "function definitions are only supported as the second argument of sort")
 	}
 	p.i-- // t is the first word of a possible function name
@@ -814,6 +833,9 @@ func (p *parser) parseName(t token) (node, error) {
 		}
 	}
 	p.i++
+	if p.peek().kind == tLParen && p.opts.Nulls && p.isBound(t.text) && builtins[t.text] == nil && p.opts.Functions[t.text] == nil {
+		return p.parseDynCall(t, name{t.text})
+	}
 	if p.peek().kind == tLParen && (!isKeyword(t.text) || t.text == "not") {
 		return p.parseCall(t, t.text)
 	}
