@@ -85,29 +85,8 @@ func (n userCall) value(c *evalCtx, s *scope) (any, error) {
 // parseUserCall parses the arguments of a call of fn, whose "(" is next,
 // arranging named arguments in parameter order (null for those not given).
 func (p *parser) parseUserCall(t token, fn *Function) (node, error) {
-	open := p.next()
-	if err := p.enter(open); err != nil {
-		return nil, err
-	}
-	defer p.leave()
-	var as []node
-	var names []string
-	err := p.commaList(tRParen, func() error {
-		at := p.peek()
-		if n, ok := p.argName(); ok {
-			names = append(names, n)
-		}
-		if len(names) > 0 && len(names) != len(as)+1 {
-			return refuse(p.src, at.pos, "arguments must be all named or all positional")
-		}
-		a, err := p.parseExpr()
-		as = append(as, a)
-		return err
-	})
+	as, names, err := p.parseArgs()
 	if err != nil {
-		return nil, err
-	}
-	if err := p.expectClose(open, tRParen, ")"); err != nil {
 		return nil, err
 	}
 	if names != nil {

@@ -166,29 +166,8 @@ func (p *parser) parseFunction(t token) (node, error) {
 // parseDynCall parses the arguments of a call of the function value callee
 // gives, whose "(" is next.
 func (p *parser) parseDynCall(t token, callee node) (node, error) {
-	open := p.next()
-	if err := p.enter(open); err != nil {
-		return nil, err
-	}
-	defer p.leave()
-	var as []node
-	var names []string
-	err := p.commaList(tRParen, func() error {
-		at := p.peek()
-		if n, ok := p.argName(); ok {
-			names = append(names, n)
-		}
-		if len(names) > 0 && len(names) != len(as)+1 {
-			return refuse(p.src, at.pos, "arguments must be all named or all positional")
-		}
-		a, err := p.parseExpr()
-		as = append(as, a)
-		return err
-	})
+	as, names, err := p.parseArgs()
 	if err != nil {
-		return nil, err
-	}
-	if err := p.expectClose(open, tRParen, ")"); err != nil {
 		return nil, err
 	}
 	return p.add(dynCall{callee: callee, args: as, names: names}, t)

@@ -873,29 +873,8 @@ func (p *parser) parseCall(t token, fname string) (node, error) {
 	if fname == "sort" {
 		return p.parseSort(t)
 	}
-	open := p.next()
-	if err := p.enter(open); err != nil {
-		return nil, err
-	}
-	defer p.leave()
-	var as []node
-	var names []string
-	err := p.commaList(tRParen, func() error {
-		at := p.peek()
-		if n, ok := p.argName(); ok {
-			names = append(names, n)
-		}
-		if len(names) > 0 && len(names) != len(as)+1 {
-			return refuse(p.src, at.pos, "arguments must be all named or all positional")
-		}
-		a, err := p.parseExpr()
-		as = append(as, a)
-		return err
-	})
+	as, names, err := p.parseArgs()
 	if err != nil {
-		return nil, err
-	}
-	if err := p.expectClose(open, tRParen, ")"); err != nil {
 		return nil, err
 	}
 	if as, err = p.arrange(fn, as, names); err != nil {
@@ -932,6 +911,32 @@ func (p *parser) parseCall(t token, fname string) (node, error) {
 		return p.add(literal{nil}, t)
 	}
 	return p.add(c, t)
+}
+
+// parseArgs parses the arguments of a call, whose "(" is next: all in
+// order, or all by name (names then holds them).
+func (p *parser) parseArgs() (as []node, names []string, err error) {
+	open := p.next()
+	if err := p.enter(open); err != nil {
+		return nil, nil, err
+	}
+	defer p.leave()
+	err = p.commaList(tRParen, func() error {
+		at := p.peek()
+		if n, ok := p.argName(); ok {
+			names = append(names, n)
+		}
+		if len(names) > 0 && len(names) != len(as)+1 {
+			return refuse(p.src, at.pos, "arguments must be all named or all positional")
+		}
+		a, err := p.parseExpr()
+		as = append(as, a)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return as, names, p.expectClose(open, tRParen, ")")
 }
 
 // argName consumes "name:" (the name may have spaces) if a named argument
