@@ -515,6 +515,16 @@ func (n neg) value(c *evalCtx, s *scope) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	switch d := v.(type) {
+	case ymDuration:
+		if d != math.MinInt64 {
+			return -d, nil
+		}
+	case dtDuration:
+		if d != math.MinInt64 {
+			return -d, nil
+		}
+	}
 	x, ok, err := number(v)
 	if err != nil {
 		return nil, err
