@@ -1,6 +1,7 @@
 package feel
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -50,8 +51,12 @@ func newRange(c *evalCtx, lo, hi any, openLo, openHi bool) (any, error) {
 		}
 	}
 	if lo != nil && hi != nil {
-		if _, err := compare(c, lo, hi, ".."); err != nil {
+		cmp, err := compare(c, lo, hi, "..")
+		if err != nil {
 			return nil, err
+		}
+		if cmp > 0 {
+			return nil, errors.New("a range must not start after its end")
 		}
 	}
 	return rangeVal{lo: lo, hi: hi, openLo: openLo, openHi: openHi}, nil
@@ -239,14 +244,15 @@ func readRange(c *evalCtx, src string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p.free > 0 || p.clock || p.seed {
-		return nil, fmt.Errorf("the ends of %q must be literals", src)
-	}
 	end := func(n node) (any, error) {
-		if n == nil {
-			return nil, nil
+		l, ok := n.(literal)
+		if !ok || l.val == nil {
+			return nil, fmt.Errorf("the ends of %q must be literals other than null", src)
 		}
-		return n.eval(c, nil)
+		return l.val, nil
+	}
+	if t.kind != testInterval && t.kind != testCompare {
+		return nil, fmt.Errorf("%q is not a range", src)
 	}
 	lo, err := end(t.a)
 	if err != nil {
