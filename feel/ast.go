@@ -1005,7 +1005,7 @@ func (n call) value(c *evalCtx, s *scope) (any, error) {
 	if err := c.items(1 + len(n.args)); err != nil {
 		return nil, err
 	}
-	a := args{f: n.fn, re: n.re, v: make([]any, len(n.args))}
+	a := args{f: n.fn, re: n.re, v: make([]any, len(n.args)), nulls: c.nulls}
 	for i, arg := range n.args {
 		var err error
 		if a.v[i], err = arg.eval(c, s); err != nil {

@@ -38,6 +38,9 @@ type args struct {
 	f  *builtin
 	v  []any
 	re *regexp.Regexp
+	// nulls is Options.Nulls: a single value passes as the list a
+	// parameter wants, as DMN converts it.
+	nulls bool
 }
 
 // param names parameter i for messages, from the form called (the last
@@ -94,6 +97,9 @@ func (a args) whole(i int) (int, error) {
 
 func (a args) list(i int) ([]any, error) {
 	l, ok := a.v[i].([]any)
+	if !ok && a.nulls && a.v[i] != nil {
+		return []any{a.v[i]}, nil
+	}
 	if !ok {
 		return nil, a.wrong(i, "a list")
 	}

@@ -32,6 +32,15 @@ func TestNullsMakeAFailedOperationNull(t *testing.T) {
 			t.Errorf("%s = %#v, %v; want %#v", src, v, err, want)
 		}
 	}
+	// A single value passes as the list a built-in wants.
+	for src, want := range map[string]any{`=count(n)`: 1.0, `=string join("a")`: "a", `=context({key: "k", value: 1})`: map[string]any{"k": 1.0}} {
+		if v, err := compileNulls(t, src).Eval(vars()); err != nil || !reflect.DeepEqual(v, want) {
+			t.Errorf("%s = %#v, %v; want %#v", src, v, err, want)
+		}
+	}
+	if _, err := MustCompile(`=count(n)`).Eval(vars()); err == nil {
+		t.Error("count(n) succeeded without Nulls")
+	}
 	// Flags XPath has and Go's regular expressions lack stay refused.
 	if _, err := CompileWith(`=matches("a", "a", "x")`, nulls); err == nil {
 		t.Error(`matches with the flag x compiled`)
