@@ -258,6 +258,26 @@ func TestTemporalValues(t *testing.T) {
 	}
 }
 
+// Types sharing components would multiply the coercion's source: past a
+// bound the input is left as given, and Parse stays quick.
+func TestCoercionOfWideTypesIsBounded(t *testing.T) {
+	var b strings.Builder
+	for i := 0; i < 8; i++ {
+		fmt.Fprintf(&b, `<itemDefinition name="t%d">`, i)
+		for j := 0; j < 10; j++ {
+			fmt.Fprintf(&b, `<itemComponent name="c%d"><typeRef>t%d</typeRef></itemComponent>`, j, i+1)
+		}
+		b.WriteString(`</itemDefinition>`)
+	}
+	b.WriteString(`<itemDefinition name="t8"><itemComponent name="d"><typeRef>date</typeRef></itemComponent></itemDefinition>
+<inputData id="i" name="In"><variable name="In" typeRef="t0"/></inputData>
+<decision id="d" name="D"><literalExpression><text>In</text></literalExpression></decision>`)
+	d := mustParse(t, doc(b.String()))
+	if len(d.coerce) != 0 {
+		t.Fatalf("coercions = %d, want none past the bound", len(d.coerce))
+	}
+}
+
 func TestRequiredDecisions(t *testing.T) {
 	d := mustParse(t, doc(drg))
 	if d.Version != "1.3" || d.Name != "Dish" || !reflect.DeepEqual(d.InputData, []string{"Monthly Salary"}) {

@@ -151,7 +151,8 @@ func Parse(r io.Reader) (*Definitions, error) {
 		if v == nil || strings.Contains(k.attr["name"], "`") {
 			continue
 		}
-		if src, ok := coerceSource("`"+k.attr["name"]+"`", v.attr["typeRef"], false, types, 0); ok {
+		work := maxCoerceWork
+		if src, ok := coerceSource("`"+k.attr["name"]+"`", v.attr["typeRef"], false, types, 0, &work); ok && work >= 0 {
 			e, err := feel.CompileWith("="+src, f.opts)
 			if err != nil {
 				return nil, fault.Wrap(fault.DMNInvalid, err, "input data %q", k.attr["name"])
@@ -472,8 +473,13 @@ func expression(n *node) *node {
 }
 
 // maxCoerceDepth bounds the nesting of item definitions coerceSource
-// follows (and so the size of what it writes); deeper parts stay as given.
-const maxCoerceDepth = 8
+// follows; deeper parts stay as given. maxCoerceWork bounds the types it
+// visits for one input, since types may share components (a type of ten
+// components of a type of ten...): past it the input is not coerced.
+const (
+	maxCoerceDepth = 8
+	maxCoerceWork  = 1000
+)
 
 // coerceSource is FEEL that reads the value of x as the type typeRef
 // names (a collection of it if list): strings as dates, times and
@@ -481,15 +487,15 @@ const maxCoerceDepth = 8
 // It reports false when nothing of the type needs reading so. Each level
 // binds its value to a name of its own in a context, so that the source
 // grows with the type, not with its depth times x.
-func coerceSource(x, typeRef string, list bool, types map[string]*node, depth int) (string, bool) {
-	if depth > maxCoerceDepth {
+func coerceSource(x, typeRef string, list bool, types map[string]*node, depth int, work *int) (string, bool) {
+	if *work--; depth > maxCoerceDepth || *work < 0 {
 		return "", false
 	}
 	v := fmt.Sprintf("`%%v%d`", depth)
 	if list {
 		// The iterator needs a plain name; the body reads nothing else.
 		it := fmt.Sprintf("item%d", depth)
-		inner, ok := coerceSource(it, typeRef, false, types, depth+1)
+		inner, ok := coerceSource(it, typeRef, false, types, depth+1, work)
 		if !ok {
 			return "", false
 		}
@@ -505,7 +511,7 @@ func coerceSource(x, typeRef string, list bool, types map[string]*node, depth in
 		return "", false
 	}
 	if base := t.child("typeRef"); base != nil && len(t.children("itemComponent")) == 0 {
-		return coerceSource(x, strings.TrimSpace(base.text.String()), t.attr["isCollection"] == "true", types, depth+1)
+		return coerceSource(x, strings.TrimSpace(base.text.String()), t.attr["isCollection"] == "true", types, depth+1, work)
 	}
 	put := v
 	for _, c := range t.children("itemComponent") {
@@ -517,7 +523,7 @@ func coerceSource(x, typeRef string, list bool, types map[string]*node, depth in
 		if strings.Contains(name, "`") {
 			continue
 		}
-		src, ok := coerceSource(v+".`"+name+"`", ref, c.attr["isCollection"] == "true", types, depth+1)
+		src, ok := coerceSource(v+".`"+name+"`", ref, c.attr["isCollection"] == "true", types, depth+1, work)
 		if ok {
 			put = fmt.Sprintf("context put(%s, %s, %s)", put, feelString(name), src)
 		}

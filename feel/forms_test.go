@@ -287,6 +287,7 @@ func TestBetweenInInstanceOf(t *testing.T) {
 		{src: `=[n..3]`, err: "must not start after its end"},
 		{src: `=range(s + ", 2")`, err: "unexpected"},
 		{src: `=range(due)`, err: "is not a range"},
+		{src: `=range("[1.." + string join(for i in 1..n * 60 return "1000") + "]")`, err: "over 1024"},
 		{src: `=n in (!= 5)`, want: false},
 		{src: `=s in ("paid", "open")`, want: true},
 		{src: `=n in (< 3, > 4)`, want: true},

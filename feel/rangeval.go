@@ -203,11 +203,19 @@ func (p *parser) parseRange() (node, error) {
 	return p.add(rangeLit{t}, at)
 }
 
+// maxRangeText bounds the text range() parses.
+const maxRangeText = 1024
+
 func init() {
 	def("range", sig("from"), func(c *evalCtx, a args) (any, error) {
 		src, err := a.str(0)
 		if err != nil {
 			return nil, err
+		}
+		if len(src) > maxRangeText {
+			// Parsing builds tokens and nodes the budget does not count:
+			// a range's text is short.
+			return nil, fmt.Errorf("the range text is %d bytes, over %d", len(src), maxRangeText)
 		}
 		if err := c.scan(len(src)); err != nil {
 			return nil, err
