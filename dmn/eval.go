@@ -77,12 +77,74 @@ func (d *Definitions) Evaluate(ctx context.Context, id string, vars map[string]a
 	env := opts.Env
 	env.Ctx = ctx
 	ev := &evaluation{d: d, env: env, vars: vars, results: map[string]any{}}
+	if err := ev.coerceInputs(); err != nil {
+		return nil, err
+	}
 	res := &Result{}
 	if err := ev.decide(dec, res); err != nil {
 		return nil, err
 	}
+	if err := ev.shape(res); err != nil {
+		return nil, ev.fail(dec, err)
+	}
 	res.Output = res.Decisions[len(res.Decisions)-1].Output
 	return res, nil
+}
+
+// coerceInputs reads the input data whose type is a date, time or
+// duration as one: a caller's JSON holds them as ISO 8601 strings.
+func (ev *evaluation) coerceInputs() error {
+	var vars map[string]any
+	for _, in := range ev.d.coerce {
+		if _, ok := ev.vars[in.name]; !ok {
+			continue
+		}
+		v, err := in.expr.EvalValue(ev.vars, ev.env)
+		if err != nil {
+			return fault.Wrap(fault.IncidentDecisionFailed, err, "input data %q", in.name)
+		}
+		if vars == nil {
+			vars = make(map[string]any, len(ev.vars))
+			for k, x := range ev.vars {
+				vars[k] = x
+			}
+		}
+		vars[in.name] = v
+	}
+	if vars != nil {
+		ev.vars = vars
+	}
+	return nil
+}
+
+// shape turns every value of res into JSON: decisions pass dates, times
+// and durations on to one another as FEEL values, and hand them out as
+// ISO 8601 strings.
+func (ev *evaluation) shape(res *Result) error {
+	json := func(v *any) error {
+		s, err := feel.JSON(*v, ev.env)
+		*v = s
+		return err
+	}
+	for i := range res.Decisions {
+		dr := &res.Decisions[i]
+		if err := json(&dr.Output); err != nil {
+			return err
+		}
+		for j := range dr.Inputs {
+			if err := json(&dr.Inputs[j].Value); err != nil {
+				return err
+			}
+		}
+		for j := range dr.Matched {
+			for k := range dr.Matched[j].Outputs {
+				if err := json(&dr.Matched[j].Outputs[k].Value); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }
 
 type evaluation struct {
@@ -125,7 +187,7 @@ func (ev *evaluation) decide(dec *Decision, res *Result) error {
 	dr := DecisionResult{ID: dec.ID, Name: dec.Name}
 	var err error
 	if dec.literal != nil {
-		dr.Output, err = dec.literal.EvalIn(ev.scope, ev.env)
+		dr.Output, err = dec.literal.EvalValue(ev.scope, ev.env)
 	} else {
 		dr.Output, dr.Inputs, dr.Matched, err = ev.table(dec.table)
 	}
@@ -151,7 +213,7 @@ func (ev *evaluation) table(t *table) (any, []Evaluated, []MatchedRule, error) {
 	in := make([]any, len(t.inputs))
 	ins := make([]Evaluated, len(t.inputs))
 	for i, c := range t.inputs {
-		v, err := c.expr.EvalIn(ev.scope, ev.env)
+		v, err := c.expr.EvalValue(ev.scope, ev.env)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("input %d: %w", i+1, err)
 		}
@@ -174,7 +236,7 @@ rules:
 		row := make([]any, len(r.out))
 		outs := make([]Evaluated, len(r.out))
 		for i, e := range r.out {
-			v, err := e.EvalIn(ev.scope, ev.env)
+			v, err := e.EvalValue(ev.scope, ev.env)
 			if err != nil {
 				return nil, nil, nil, fmt.Errorf("rule %q output entry %d: %w", r.id, i+1, err)
 			}
@@ -207,7 +269,7 @@ func (ev *evaluation) defaults(t *table) (any, error) {
 		if o.def == nil {
 			continue
 		}
-		v, err := o.def.EvalIn(ev.scope, ev.env)
+		v, err := o.def.EvalValue(ev.scope, ev.env)
 		if err != nil {
 			return nil, fmt.Errorf("output %q default: %w", o.name, err)
 		}

@@ -29,6 +29,23 @@ type Definitions struct {
 	// the variables a caller supplies.
 	InputData []string
 	byID      map[string]*Decision
+	// coerce converts the input data of a temporal type from strings.
+	coerce []coercion
+}
+
+// coercion reads the input data name as its declared type.
+type coercion struct {
+	name string
+	expr *feel.Expr
+}
+
+// temporalTypes are the FEEL conversion functions of the typeRefs of
+// temporal types, by typeRef (FEEL names, and the XML Schema names older
+// models use).
+var temporalTypes = map[string]string{
+	"date": "date", "time": "time", "dateTime": "date and time", "date and time": "date and time",
+	"dayTimeDuration": "duration", "days and time duration": "duration",
+	"yearMonthDuration": "duration", "years and months duration": "duration",
 }
 
 // Decision is one decision: its logic is a decision table or a literal
@@ -113,18 +130,47 @@ func Parse(r io.Reader) (*Definitions, error) {
 			names[k.Attr("name")] = true
 		case "decision":
 			names[k.Attr("name")] = true
-		case "businessKnowledgeModel", "decisionService":
+		case "businessKnowledgeModel":
+			names[k.Attr("name")] = true
+			if logic := k.Child("encapsulatedLogic"); logic != nil {
+				for _, p := range logic.Children("formalParameter") {
+					names[p.Attr("name")] = true
+				}
+			}
+		case "decisionService":
 			return nil, fault.New(fault.DMNUnsupported, "<%s> %q is not supported", k.Name.Local, k.Attr("id"))
 		}
 	}
-	q := newQuoter(names)
+	boxedNames(root, names)
+	f := &file{q: newQuoter(names), opts: feel.Options{Nulls: true, Functions: map[string]*feel.Function{}}}
+	if err := f.knowledgeModels(root); err != nil {
+		return nil, err
+	}
+	types := map[string]*node{}
+	for _, k := range root.Children("itemDefinition") {
+		types[k.Attr("name")] = k
+	}
+	for _, k := range root.Children("inputData") {
+		v := k.Child("variable")
+		if v == nil || strings.Contains(k.Attr("name"), "`") {
+			continue
+		}
+		work := maxCoerceWork
+		if src, ok := coerceSource("`"+k.Attr("name")+"`", v.Attr("typeRef"), false, types, 0, &work); ok && work >= 0 {
+			e, err := feel.CompileWith("="+src, f.opts)
+			if err != nil {
+				return nil, fault.Wrap(fault.DMNInvalid, err, "input data %q", k.Attr("name"))
+			}
+			d.coerce = append(d.coerce, coercion{name: k.Attr("name"), expr: e})
+		}
+	}
 	for _, k := range root.Children("decision") {
-		dec, err := parseDecision(k, q)
+		dec, err := parseDecision(k, f)
 		if err != nil {
 			return nil, err
 		}
 		if dec.ID == "" {
-			return nil, fault.New(fault.DMNInvalid, "decision %q has no id", dec.Name)
+			return nil, fault.New(fault.DMNInvalid, "a decision has neither an id nor a name")
 		}
 		if d.byID[dec.ID] != nil {
 			return nil, fault.New(fault.DMNInvalid, "two decisions have the id %q", dec.ID)
@@ -178,8 +224,12 @@ func (d *Definitions) checkAcyclic() error {
 	return nil
 }
 
-func parseDecision(n *node, q *quoter) (*Decision, error) {
+func parseDecision(n *node, f *file) (*Decision, error) {
 	dec := &Decision{ID: n.Attr("id"), Name: n.Attr("name"), VersionTag: versionTag(n)}
+	if dec.ID == "" {
+		// DMN makes the id optional; the name then identifies it.
+		dec.ID = dec.Name
+	}
 	for _, ir := range n.Children("informationRequirement") {
 		if rd := ir.Child("requiredDecision"); rd != nil {
 			dec.Requires = append(dec.Requires, strings.TrimPrefix(rd.Attr("href"), "#"))
@@ -192,11 +242,14 @@ func parseDecision(n *node, q *quoter) (*Decision, error) {
 		var err error
 		switch k.Name.Local {
 		case "decisionTable":
-			dec.table, err = parseTable(k, q, dec)
+			dec.table, err = parseTable(k, f, dec)
 		case "literalExpression":
-			dec.literal, err = compileExpr(textOf(k), q, dec, "literal expression")
-		case "context", "invocation", "relation", "list", "functionDefinition", "conditional", "filter", "for", "some", "every":
-			return nil, fault.New(fault.DMNUnsupported, "decision %q: the boxed expression <%s> is not supported", dec.ID, k.Name.Local)
+			dec.literal, err = compileExpr(textOf(k), f, dec, "literal expression")
+		case "invocation", "context", "relation", "list", "conditional", "filter", "for", "some", "every", "functionDefinition":
+			var src string
+			if src, err = boxedSource(k, dec); err == nil {
+				dec.literal, err = compileExpr(src, f, dec, "boxed "+k.Name.Local)
+			}
 		}
 		if err != nil {
 			return nil, err
@@ -208,24 +261,368 @@ func parseDecision(n *node, q *quoter) (*Decision, error) {
 	return dec, nil
 }
 
+// file is what compiling a file's expressions needs: its names, and DMN's
+// FEEL with the file's business knowledge models as functions. In DMN's
+// FEEL an expression that cannot apply to the values it meets is null, as
+// the DMN specification and Camunda's engines make it, rather than failing
+// the decision.
+type file struct {
+	q    *quoter
+	opts feel.Options
+}
+
+// knowledgeModels declares the file's business knowledge models as FEEL
+// functions, then compiles their bodies. Declaring them all first lets one
+// call another, or itself. Every decision may call every one.
+func (f *file) knowledgeModels(root *node) error {
+	bkms := root.Children("businessKnowledgeModel")
+	for _, k := range bkms {
+		logic := k.Child("encapsulatedLogic")
+		if logic == nil {
+			return fault.New(fault.DMNInvalid, "business knowledge model %q has no encapsulated logic", k.Attr("id"))
+		}
+		var params []string
+		for _, p := range logic.Children("formalParameter") {
+			params = append(params, p.Attr("name"))
+		}
+		name := k.Attr("name")
+		if f.opts.Functions[name] != nil {
+			return fault.New(fault.DMNInvalid, "two business knowledge models are named %q", name)
+		}
+		f.opts.Functions[name] = feel.NewFunction(name, params)
+	}
+	for _, k := range bkms {
+		var body *node
+		for _, c := range sameSpace(k.Child("encapsulatedLogic")) {
+			if c.Name.Local != "formalParameter" {
+				body = c
+				break
+			}
+		}
+		owner := &Decision{ID: k.Attr("id")}
+		src, err := "", error(nil)
+		switch {
+		case body == nil:
+			err = fault.New(fault.DMNInvalid, "business knowledge model %q has no body", owner.ID)
+		case body.Name.Local == "decisionTable":
+			err = fault.New(fault.DMNUnsupported, "business knowledge model %q: a <%s> as its logic is not supported", owner.ID, body.Name.Local)
+		default:
+			src, err = boxedSource(body, owner)
+		}
+		if err != nil {
+			return err
+		}
+		e, err := compileExpr(src, f, owner, "business knowledge model's "+body.Name.Local)
+		if err != nil {
+			return err
+		}
+		f.opts.Functions[k.Attr("name")].Define(e)
+	}
+	return nil
+}
+
+// boxedSource is the FEEL expression a boxed expression stands for, so
+// that it compiles and evaluates like a literal expression: a context is a
+// context literal (its result entry, if any, picked out of it), a list a
+// list literal, a relation a list of contexts, an invocation a call by
+// parameter name, a function definition a function value, and conditional,
+// filter, for, some and every their FEEL forms. A decision table inside is
+// not supported.
+func boxedSource(n *node, dec *Decision) (string, error) {
+	if n == nil {
+		return "null", nil
+	}
+	part := func(local string) (string, error) {
+		c := n.Child(local)
+		if c == nil {
+			return "", fault.New(fault.DMNInvalid, "decision %q: <%s> has no <%s>", dec.ID, n.Name.Local, local)
+		}
+		return boxedSource(expression(c), dec)
+	}
+	parts := func(locals ...string) ([]string, error) {
+		var out []string
+		for _, l := range locals {
+			src, err := part(l)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, src)
+		}
+		return out, nil
+	}
+	var b strings.Builder
+	switch n.Name.Local {
+	case "literalExpression":
+		if t := textOf(n); t != "" {
+			return "(" + t + ")", nil
+		}
+		return "null", nil
+	case "context":
+		result := ""
+		var entries []string
+		for _, e := range n.Children("contextEntry") {
+			src, err := boxedSource(expression(e), dec)
+			if err != nil {
+				return "", err
+			}
+			if v := e.Child("variable"); v != nil {
+				entries = append(entries, feelString(v.Attr("name"))+": "+src)
+			} else {
+				result = src
+			}
+		}
+		if result == "" {
+			return "{" + strings.Join(entries, ", ") + "}", nil
+		}
+		// The result entry sees the others, under a key no name the
+		// quoter reads can be: one holding a backtick.
+		entries = append(entries, "\"`\": "+result)
+		return "get value({" + strings.Join(entries, ", ") + "}, \"`\")", nil
+	case "list":
+		b.WriteString("[")
+		for i, e := range sameSpace(n) {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			src, err := boxedSource(e, dec)
+			if err != nil {
+				return "", err
+			}
+			b.WriteString(src)
+		}
+		b.WriteString("]")
+		return b.String(), nil
+	case "relation":
+		var cols []string
+		for _, c := range n.Children("column") {
+			cols = append(cols, feelString(c.Attr("name")))
+		}
+		b.WriteString("[")
+		for i, row := range n.Children("row") {
+			cells := sameSpace(row)
+			if len(cells) != len(cols) {
+				return "", fault.New(fault.DMNInvalid, "decision %q: row %d of the relation has %d cells for %d columns", dec.ID, i+1, len(cells), len(cols))
+			}
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("{")
+			for j, cell := range cells {
+				src, err := boxedSource(cell, dec)
+				if err != nil {
+					return "", err
+				}
+				if j > 0 {
+					b.WriteString(", ")
+				}
+				b.WriteString(cols[j] + ": " + src)
+			}
+			b.WriteString("}")
+		}
+		b.WriteString("]")
+		return b.String(), nil
+	case "invocation":
+		return invocationSource(n, dec)
+	case "functionDefinition":
+		if kind := n.Attr("kind"); kind != "" && kind != "FEEL" {
+			return "", fault.New(fault.DMNUnsupported, "decision %q: a function definition of kind %s is not supported", dec.ID, kind)
+		}
+		var params []string
+		var body *node
+		for _, k := range sameSpace(n) {
+			if k.Name.Local == "formalParameter" {
+				params = append(params, k.Attr("name"))
+			} else if body == nil {
+				body = k
+			}
+		}
+		src, err := boxedSource(body, dec)
+		if err != nil {
+			return "", err
+		}
+		return "(function(" + strings.Join(params, ", ") + ") " + src + ")", nil
+	case "conditional":
+		p, err := parts("if", "then", "else")
+		if err != nil {
+			return "", err
+		}
+		return "(if " + p[0] + " then " + p[1] + " else " + p[2] + ")", nil
+	case "filter":
+		p, err := parts("in", "match")
+		if err != nil {
+			return "", err
+		}
+		return "(" + p[0] + "[" + p[1] + "])", nil
+	case "for", "some", "every":
+		last := map[string]string{"for": "return", "some": "satisfies", "every": "satisfies"}[n.Name.Local]
+		p, err := parts("in", last)
+		if err != nil {
+			return "", err
+		}
+		return "(" + n.Name.Local + " " + n.Attr("iteratorVariable") + " in " + p[0] + " " + last + " " + p[1] + ")", nil
+	}
+	return "", fault.New(fault.DMNUnsupported, "decision %q: the boxed expression <%s> is not supported inside another", dec.ID, n.Name.Local)
+}
+
+// expression is the boxed expression n holds (a context entry, a binding,
+// a part of a conditional...): its child in the DMN namespace other than a
+// variable or parameter, or nil when it has none.
+func expression(n *node) *node {
+	for _, k := range n.Kids {
+		if k.Name.Space == n.Name.Space && k.Name.Local != "variable" && k.Name.Local != "parameter" {
+			return k
+		}
+	}
+	return nil
+}
+
+// maxCoerceDepth bounds the nesting of item definitions coerceSource
+// follows; deeper parts stay as given. maxCoerceWork bounds the types it
+// visits for one input, since types may share components (a type of ten
+// components of a type of ten...): past it the input is not coerced.
+const (
+	maxCoerceDepth = 8
+	maxCoerceWork  = 1000
+)
+
+// coerceSource is FEEL that reads the value of x as the type typeRef
+// names (a collection of it if list): strings as dates, times and
+// durations where the type, or a component of a structured type, is one.
+// It reports false when nothing of the type needs reading so. Each level
+// binds its value to a name of its own in a context, so that the source
+// grows with the type, not with its depth times x.
+func coerceSource(x, typeRef string, list bool, types map[string]*node, depth int, work *int) (string, bool) {
+	if *work--; depth > maxCoerceDepth || *work < 0 {
+		return "", false
+	}
+	v := fmt.Sprintf("`%%v%d`", depth)
+	if list {
+		// The iterator needs a plain name; the body reads nothing else.
+		it := fmt.Sprintf("item%d", depth)
+		inner, ok := coerceSource(it, typeRef, false, types, depth+1, work)
+		if !ok {
+			return "", false
+		}
+		return fmt.Sprintf("{%q: %s, %q: if %s instance of list then (for %s in %s return %s) else %s}.`%%r%d`",
+			v[1:len(v)-1], x, fmt.Sprintf("%%r%d", depth), v, it, v, inner, v, depth), true
+	}
+	if conv := temporalTypes[typeRef]; conv != "" {
+		return fmt.Sprintf("{%q: %s, %q: if %s instance of string then %s(%s) else %s}.`%%r%d`",
+			v[1:len(v)-1], x, fmt.Sprintf("%%r%d", depth), v, conv, v, v, depth), true
+	}
+	t := types[typeRef]
+	if t == nil {
+		return "", false
+	}
+	if base := t.Child("typeRef"); base != nil && len(t.Children("itemComponent")) == 0 {
+		return coerceSource(x, strings.TrimSpace(base.Text.String()), t.Attr("isCollection") == "true", types, depth+1, work)
+	}
+	put := v
+	for _, c := range t.Children("itemComponent") {
+		ref := ""
+		if r := c.Child("typeRef"); r != nil {
+			ref = strings.TrimSpace(r.Text.String())
+		}
+		name := c.Attr("name")
+		if strings.Contains(name, "`") {
+			continue
+		}
+		src, ok := coerceSource(v+".`"+name+"`", ref, c.Attr("isCollection") == "true", types, depth+1, work)
+		if ok {
+			put = fmt.Sprintf("context put(%s, %s, %s)", put, feelString(name), src)
+		}
+	}
+	if put == v {
+		return "", false
+	}
+	if t.Attr("isCollection") == "true" {
+		return "", false // a list of structures: left as given
+	}
+	return fmt.Sprintf("{%q: %s, %q: if %s instance of context then %s else %s}.`%%r%d`",
+		v[1:len(v)-1], x, fmt.Sprintf("%%r%d", depth), v, put, v, depth), true
+}
+
+// boxedNames adds the names boxed expressions bind under n (context
+// entries, iterators, relation columns) and the components of structured
+// types to names, for the quoter.
+func boxedNames(n *node, names map[string]bool) {
+	for _, k := range n.Kids {
+		switch k.Name.Local {
+		case "contextEntry":
+			if v := k.Child("variable"); v != nil {
+				names[v.Attr("name")] = true
+			}
+		case "for", "some", "every":
+			names[k.Attr("iteratorVariable")] = true
+		case "column", "itemComponent", "formalParameter":
+			names[k.Attr("name")] = true
+		}
+		boxedNames(k, names)
+	}
+}
+
+// sameSpace is n's children in the DMN namespace.
+func sameSpace(n *node) []*node {
+	var out []*node
+	for _, k := range n.Kids {
+		if k.Name.Space == n.Name.Space {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// feelString is s as a FEEL string literal.
+func feelString(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+}
+
+// invocationSource is the FEEL call a boxed invocation stands for: the
+// function it names applied to its bindings by parameter name (a binding
+// without an expression passes null).
+func invocationSource(n *node, dec *Decision) (string, error) {
+	callee := textOf(n.Child("literalExpression"))
+	if callee == "" {
+		return "", fault.New(fault.DMNInvalid, "decision %q: the invocation names no function", dec.ID)
+	}
+	var b strings.Builder
+	b.WriteString(callee + "(")
+	for i, bind := range n.Children("binding") {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		p := bind.Child("parameter")
+		if p == nil || p.Attr("name") == "" {
+			return "", fault.New(fault.DMNInvalid, "decision %q: binding %d of the invocation names no parameter", dec.ID, i+1)
+		}
+		arg, err := boxedSource(expression(bind), dec)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(p.Attr("name") + ": " + arg)
+	}
+	b.WriteString(")")
+	return b.String(), nil
+}
+
 // compileExpr compiles the FEEL expression src of dec; where names the
 // place in the decision for the error.
-func compileExpr(src string, q *quoter, dec *Decision, where string) (*feel.Expr, error) {
+func compileExpr(src string, f *file, dec *Decision, where string) (*feel.Expr, error) {
 	if src == "" {
 		return nil, fault.New(fault.DMNInvalid, "decision %q: the %s is empty", dec.ID, where)
 	}
-	quoted, err := q.quote(src)
+	quoted, err := f.q.quote(src)
 	if err != nil {
 		return nil, err
 	}
-	e, err := feel.Compile("=" + quoted)
+	e, err := feel.CompileWith("="+quoted, f.opts)
 	if err != nil {
 		return nil, fault.Wrap(fault.DMNInvalid, err, "decision %q: %s", dec.ID, where)
 	}
 	return e, nil
 }
 
-func parseTable(n *node, q *quoter, dec *Decision) (*table, error) {
+func parseTable(n *node, f *file, dec *Decision) (*table, error) {
 	t := &table{hitPolicy: n.Attr("hitPolicy"), aggregation: n.Attr("aggregation")}
 	if t.hitPolicy == "" {
 		t.hitPolicy = hitUnique
@@ -245,7 +642,7 @@ func parseTable(n *node, q *quoter, dec *Decision) (*table, error) {
 	}
 	for i, in := range n.Children("input") {
 		src := textOf(in.Child("inputExpression"))
-		e, err := compileExpr(src, q, dec, fmt.Sprintf("input %d", i+1))
+		e, err := compileExpr(src, f, dec, fmt.Sprintf("input %d", i+1))
 		if err != nil {
 			return nil, err
 		}
@@ -265,14 +662,14 @@ func parseTable(n *node, q *quoter, dec *Decision) (*table, error) {
 			return nil, fault.New(fault.DMNInvalid, "decision %q: output %d of several has no name", dec.ID, i+1)
 		}
 		if src := textOf(o.Child("outputValues")); src != "" {
-			vals, err := constList(src, q, dec, fmt.Sprintf("output %q values", out.name))
+			vals, err := constList(src, f, dec, fmt.Sprintf("output %q values", out.name))
 			if err != nil {
 				return nil, err
 			}
 			out.values = vals
 		}
 		if def := o.Child("defaultOutputEntry"); textOf(def) != "" {
-			e, err := compileExpr(textOf(def), q, dec, fmt.Sprintf("output %q default", out.name))
+			e, err := compileExpr(textOf(def), f, dec, fmt.Sprintf("output %q default", out.name))
 			if err != nil {
 				return nil, err
 			}
@@ -296,11 +693,11 @@ func parseTable(n *node, q *quoter, dec *Decision) (*table, error) {
 			return nil, fault.New(fault.DMNInvalid, "decision %q: rule %q has %d input and %d output entries, the table %d and %d", dec.ID, ru.id, len(ins), len(outs), len(t.inputs), len(t.outputs))
 		}
 		for j, e := range ins {
-			quoted, err := q.quote(textOf(e))
+			quoted, err := f.q.quote(textOf(e))
 			if err != nil {
 				return nil, err
 			}
-			u, err := feel.CompileUnaryTests(quoted)
+			u, err := feel.CompileUnaryTestsWith(quoted, f.opts)
 			if err != nil {
 				return nil, fault.Wrap(fault.DMNInvalid, err, "decision %q: rule %q input entry %d", dec.ID, ru.id, j+1)
 			}
@@ -313,7 +710,7 @@ func parseTable(n *node, q *quoter, dec *Decision) (*table, error) {
 				// Camunda's engines.
 				src = "null"
 			}
-			x, err := compileExpr(src, q, dec, fmt.Sprintf("rule %q output entry %d", ru.id, j+1))
+			x, err := compileExpr(src, f, dec, fmt.Sprintf("rule %q output entry %d", ru.id, j+1))
 			if err != nil {
 				return nil, err
 			}
@@ -326,8 +723,8 @@ func parseTable(n *node, q *quoter, dec *Decision) (*table, error) {
 
 // constList evaluates the output values src ("a", "b", ...) as the list of
 // constants they are, in the order written: the order of priority.
-func constList(src string, q *quoter, dec *Decision, where string) ([]any, error) {
-	e, err := compileExpr("["+src+"]", q, dec, where)
+func constList(src string, f *file, dec *Decision, where string) ([]any, error) {
+	e, err := compileExpr("["+src+"]", f, dec, where)
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ const (
 	precCmp
 	precAdd
 	precMul
+	precPow
 	precNeg
 	precPrimary
 )
@@ -77,7 +78,7 @@ type (
 	}
 	instanceOf struct {
 		x   node
-		typ string
+		typ *feelType
 	}
 	call struct {
 		fn   *builtin
@@ -96,9 +97,10 @@ type (
 type unaryTestKind int
 
 const (
-	testEqual    unaryTestKind = iota // an expression: equal to it, or contained in it when it is a list
-	testCompare                       // < e, <= e, > e, >= e
-	testInterval                      // [a..b], (a..b), ]a..b[ and mixtures
+	testEqual     unaryTestKind = iota // an expression: equal to it, or contained in it when it is a list
+	testCompare                        // < e, <= e, > e, >= e
+	testInterval                       // [a..b], (a..b), ]a..b[ and mixtures
+	testIntervals                      // [[a..b], [c..d]]: in any of the intervals
 )
 
 type unaryTest struct {
@@ -106,6 +108,7 @@ type unaryTest struct {
 	op             *binOp // testCompare
 	a, b           node   // b: upper bound of an interval
 	openLo, openHi bool
+	any            []unaryTest // testIntervals
 }
 
 type binOp struct {
@@ -126,6 +129,7 @@ var binOps = map[string]*binOp{
 	"-":   {"-", precAdd},
 	"*":   {"*", precMul},
 	"/":   {"/", precMul},
+	"**":  {"**", precPow},
 }
 
 func (literal) prec() int     { return precPrimary }
@@ -372,6 +376,15 @@ func (t unaryTest) feel(b *strings.Builder) {
 		b.WriteString(t.op.feel)
 		b.WriteString(" ")
 		operand(b, t.a, t.a.prec() < precAdd)
+	case testIntervals:
+		b.WriteString("[")
+		for i, it := range t.any {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			it.feel(b)
+		}
+		b.WriteString("]")
 	case testInterval:
 		// Open ends print as ( and ), never as ] and [.
 		if t.openLo {
@@ -393,7 +406,7 @@ func (t unaryTest) feel(b *strings.Builder) {
 func (n instanceOf) feel(b *strings.Builder) {
 	operand(b, n.x, n.x.prec() < precAdd)
 	b.WriteString(" instance of ")
-	b.WriteString(n.typ)
+	n.typ.write(b)
 }
 
 func (n call) feel(b *strings.Builder) {
@@ -468,7 +481,22 @@ func (n name) eval(c *evalCtx, s *scope) (any, error) {
 // Every node but a literal or a name charges a step when evaluated, so a
 // loop's body costs what it evaluates (limits.go).
 
-func (n path) eval(c *evalCtx, s *scope) (any, error) {
+// The nodes that can fail on the values they meet compute their value in
+// value; eval makes a failure null under Options.Nulls.
+func (n path) eval(c *evalCtx, s *scope) (any, error)        { return c.orNull(n.value(c, s)) }
+func (n neg) eval(c *evalCtx, s *scope) (any, error)         { return c.orNull(n.value(c, s)) }
+func (n not) eval(c *evalCtx, s *scope) (any, error)         { return c.orNull(n.value(c, s)) }
+func (n binary) eval(c *evalCtx, s *scope) (any, error)      { return c.orNull(n.value(c, s)) }
+func (n filter) eval(c *evalCtx, s *scope) (any, error)      { return c.orNull(n.value(c, s)) }
+func (n betweenTest) eval(c *evalCtx, s *scope) (any, error) { return c.orNull(n.value(c, s)) }
+func (n inTest) eval(c *evalCtx, s *scope) (any, error)      { return c.orNull(n.value(c, s)) }
+func (n instanceOf) eval(c *evalCtx, s *scope) (any, error)  { return c.orNull(n.value(c, s)) }
+func (n call) eval(c *evalCtx, s *scope) (any, error)        { return c.orNull(n.value(c, s)) }
+func (n forLoop) eval(c *evalCtx, s *scope) (any, error)     { return c.orNull(n.value(c, s)) }
+func (n quantified) eval(c *evalCtx, s *scope) (any, error)  { return c.orNull(n.value(c, s)) }
+func (n sortBy) eval(c *evalCtx, s *scope) (any, error)      { return c.orNull(n.value(c, s)) }
+
+func (n path) value(c *evalCtx, s *scope) (any, error) {
 	if err := c.spend(1); err != nil {
 		return nil, err
 	}
@@ -479,13 +507,23 @@ func (n path) eval(c *evalCtx, s *scope) (any, error) {
 	return get(c, v, n.field)
 }
 
-func (n neg) eval(c *evalCtx, s *scope) (any, error) {
+func (n neg) value(c *evalCtx, s *scope) (any, error) {
 	if err := c.spend(1); err != nil {
 		return nil, err
 	}
 	v, err := n.x.eval(c, s)
 	if err != nil {
 		return nil, err
+	}
+	switch d := v.(type) {
+	case ymDuration:
+		if d != math.MinInt64 {
+			return -d, nil
+		}
+	case dtDuration:
+		if d != math.MinInt64 {
+			return -d, nil
+		}
 	}
 	x, ok, err := number(v)
 	if err != nil {
@@ -497,7 +535,7 @@ func (n neg) eval(c *evalCtx, s *scope) (any, error) {
 	return noNegZero(-x), nil
 }
 
-func (n not) eval(c *evalCtx, s *scope) (any, error) {
+func (n not) value(c *evalCtx, s *scope) (any, error) {
 	if err := c.spend(1); err != nil {
 		return nil, err
 	}
@@ -509,7 +547,7 @@ func (n not) eval(c *evalCtx, s *scope) (any, error) {
 	return !x, err
 }
 
-func (n binary) eval(c *evalCtx, s *scope) (any, error) {
+func (n binary) value(c *evalCtx, s *scope) (any, error) {
 	if err := c.spend(1); err != nil {
 		return nil, err
 	}
@@ -517,7 +555,9 @@ func (n binary) eval(c *evalCtx, s *scope) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if op := n.op.feel; op == "and" || op == "or" {
+	if op := n.op.feel; (op == "and" || op == "or") && c.nulls {
+		return c.ternary(l, n.r, s, op == "or")
+	} else if op == "and" || op == "or" {
 		// Strictly boolean, left to right, stopping once the result is known.
 		x, err := boolean(l, op)
 		if err != nil || x == (op == "or") {
@@ -556,6 +596,26 @@ func (n binary) eval(c *evalCtx, s *scope) (any, error) {
 	}
 }
 
+// ternary is DMN's three-valued and/or (Options.Nulls), l being the left
+// operand's value: the result is known once one side is false (and) or
+// true (or); otherwise two booleans give a boolean and anything else null.
+func (c *evalCtx) ternary(l any, right node, s *scope, or bool) (any, error) {
+	if l == or {
+		return or, nil
+	}
+	r, err := right.eval(c, s)
+	if err != nil {
+		return nil, err
+	}
+	if r == or {
+		return or, nil
+	}
+	if _, ok := l.(bool); ok && r == !or {
+		return !or, nil
+	}
+	return nil, nil
+}
+
 // eval takes the else branch unless the condition is true: feel-scala's
 // rule, under which a null or non-boolean condition is not an error.
 func (n ifElse) eval(c *evalCtx, s *scope) (any, error) {
@@ -577,6 +637,9 @@ func (it iterator) domain(c *evalCtx, s *scope) ([]any, error) {
 	from, err := it.from.eval(c, s)
 	if err != nil {
 		return nil, err
+	}
+	if r, ok := from.(rangeVal); ok && it.to == nil {
+		return rangeItems(c, r)
 	}
 	if it.to == nil {
 		l, ok := from.([]any)
@@ -644,7 +707,7 @@ func each(c *evalCtx, s *scope, iters []iterator, f func(*scope) (bool, error)) 
 	return true, nil
 }
 
-func (n forLoop) eval(c *evalCtx, s *scope) (any, error) {
+func (n forLoop) value(c *evalCtx, s *scope) (any, error) {
 	if err := c.spend(1); err != nil {
 		return nil, err
 	}
@@ -667,7 +730,7 @@ func (n forLoop) eval(c *evalCtx, s *scope) (any, error) {
 
 // eval is strict like and/or: the condition must be boolean for every item
 // visited; some stops at the first true, every at the first false.
-func (n quantified) eval(c *evalCtx, s *scope) (any, error) {
+func (n quantified) value(c *evalCtx, s *scope) (any, error) {
 	if err := c.spend(1); err != nil {
 		return nil, err
 	}
@@ -730,7 +793,7 @@ func (n ctxLit) eval(c *evalCtx, s *scope) (any, error) {
 // condition is evaluated for each item (as "item", and a context item's
 // entries as names), and if it gives a number for the first item, that
 // number is the index. Items whose condition is not true are left out.
-func (n filter) eval(c *evalCtx, s *scope) (any, error) {
+func (n filter) value(c *evalCtx, s *scope) (any, error) {
 	if err := c.spend(1); err != nil {
 		return nil, err
 	}
@@ -739,6 +802,10 @@ func (n filter) eval(c *evalCtx, s *scope) (any, error) {
 		return nil, err
 	}
 	items, ok := v.([]any)
+	if !ok && c.nulls {
+		// DMN reads a single value as a list of that value.
+		items, ok = []any{v}, true
+	}
 	if !ok {
 		return nil, fmt.Errorf("cannot filter %s; only a list has items", describe(v))
 	}
@@ -799,7 +866,7 @@ func index(items []any, i any) (any, error) {
 	return items[int(f)], nil
 }
 
-func (n betweenTest) eval(c *evalCtx, s *scope) (any, error) {
+func (n betweenTest) value(c *evalCtx, s *scope) (any, error) {
 	if err := c.spend(1); err != nil {
 		return nil, err
 	}
@@ -824,7 +891,7 @@ func (n betweenTest) eval(c *evalCtx, s *scope) (any, error) {
 }
 
 // eval is true when any test is; tests are tried left to right.
-func (n inTest) eval(c *evalCtx, s *scope) (any, error) {
+func (n inTest) value(c *evalCtx, s *scope) (any, error) {
 	if err := c.spend(1); err != nil {
 		return nil, err
 	}
@@ -842,6 +909,14 @@ func (n inTest) eval(c *evalCtx, s *scope) (any, error) {
 }
 
 func (t unaryTest) test(c *evalCtx, s *scope, x any) (bool, error) {
+	if t.kind == testIntervals {
+		for _, it := range t.any {
+			if ok, err := it.test(c, s, x); err != nil || ok {
+				return ok, err
+			}
+		}
+		return false, nil
+	}
 	a, err := t.a.eval(c, s)
 	if err != nil {
 		return false, err
@@ -851,8 +926,18 @@ func (t unaryTest) test(c *evalCtx, s *scope, x any) (bool, error) {
 		if l, ok := a.([]any); ok {
 			return contains(c, l, x)
 		}
+		if r, ok := a.(rangeVal); ok {
+			return r.has(c, x)
+		}
 		return equal(c, x, a)
 	case testCompare:
+		switch t.op.feel {
+		case "=":
+			return equal(c, x, a)
+		case "!=":
+			eq, err := equal(c, x, a)
+			return !eq, err
+		}
 		cmp, err := compare(c, x, a, t.op.feel)
 		switch t.op.feel {
 		case "<":
@@ -884,6 +969,13 @@ func contains(c *evalCtx, l []any, x any) (bool, error) {
 		return false, err
 	}
 	for _, item := range l {
+		if r, ok := item.(rangeVal); ok {
+			// A list of ranges holds the values in any of them.
+			if in, err := r.has(c, x); err != nil || in {
+				return in, err
+			}
+			continue
+		}
 		if eq, err := equal(c, item, x); err != nil || eq {
 			return eq, err
 		}
@@ -895,10 +987,10 @@ func contains(c *evalCtx, l []any, x any) (bool, error) {
 var typeNames = map[string]kind{
 	"boolean": kBool, "number": kNumber, "string": kString, "list": kList, "context": kContext,
 	"date": kDate, "time": kTime, "date and time": kDateTime,
-	"years and months duration": kYMDuration, "days and time duration": kDTDuration,
+	"years and months duration": kYMDuration, "days and time duration": kDTDuration, "range": kRange, "function": kFunction,
 }
 
-func (n instanceOf) eval(c *evalCtx, s *scope) (any, error) {
+func (n instanceOf) value(c *evalCtx, s *scope) (any, error) {
 	if err := c.spend(1); err != nil {
 		return nil, err
 	}
@@ -906,21 +998,14 @@ func (n instanceOf) eval(c *evalCtx, s *scope) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	k, err := kindOf(v)
-	if err != nil {
-		return nil, err
-	}
-	if n.typ == "Any" {
-		return v != nil, nil
-	}
-	return k == typeNames[n.typ], nil
+	return n.typ.has(c, v)
 }
 
-func (n call) eval(c *evalCtx, s *scope) (any, error) {
+func (n call) value(c *evalCtx, s *scope) (any, error) {
 	if err := c.items(1 + len(n.args)); err != nil {
 		return nil, err
 	}
-	a := args{f: n.fn, re: n.re, v: make([]any, len(n.args))}
+	a := args{f: n.fn, re: n.re, v: make([]any, len(n.args)), nulls: c.nulls}
 	for i, arg := range n.args {
 		var err error
 		if a.v[i], err = arg.eval(c, s); err != nil {
@@ -980,7 +1065,7 @@ func defined(c *evalCtx, s *scope, x node) (any, bool, error) {
 	return v, err == nil, err
 }
 
-func (n sortBy) eval(c *evalCtx, s *scope) (any, error) {
+func (n sortBy) value(c *evalCtx, s *scope) (any, error) {
 	if err := c.spend(1); err != nil {
 		return nil, err
 	}

@@ -38,6 +38,9 @@ type args struct {
 	f  *builtin
 	v  []any
 	re *regexp.Regexp
+	// nulls is Options.Nulls: a single value passes as the list a
+	// parameter wants, as DMN converts it.
+	nulls bool
 }
 
 // param names parameter i for messages, from the form called (the last
@@ -94,6 +97,9 @@ func (a args) whole(i int) (int, error) {
 
 func (a args) list(i int) ([]any, error) {
 	l, ok := a.v[i].([]any)
+	if !ok && a.nulls && a.v[i] != nil {
+		return []any{a.v[i]}, nil
+	}
 	if !ok {
 		return nil, a.wrong(i, "a list")
 	}
@@ -147,6 +153,23 @@ func defineBooleans() {
 	// entries make the names and arities known.
 	def("not", sig("negand"), nil)
 	def("is defined", sig("value"), nil)
+	def("is", sig("value1", "value2"), func(c *evalCtx, a args) (any, error) {
+		// The same value of the same type: unlike "=", 10:00+01:00 is not
+		// 09:00Z, nor a date a date and time.
+		ka, err := kindOf(a.v[0])
+		if err != nil {
+			return nil, err
+		}
+		kb, err := kindOf(a.v[1])
+		if err != nil || ka != kb {
+			return false, err
+		}
+		eq, err := equal(c, a.v[0], a.v[1])
+		if err != nil || !eq || !isTemporal(a.v[0]) {
+			return eq, err
+		}
+		return fmt.Sprint(a.v[0]) == fmt.Sprint(a.v[1]), nil
+	})
 	def("get or else", sig("value", "default"), func(_ *evalCtx, a args) (any, error) {
 		if a.v[0] == nil {
 			return a.v[1], nil
@@ -685,7 +708,7 @@ func key(c *evalCtx, b *strings.Builder, v any) error {
 	case dateTime:
 		// Zoned values are equal as instants, local ones as wall clocks.
 		fmt.Fprintf(b, "%v%d.%d", x.zoned, x.t.Unix(), x.t.Nanosecond())
-	case date, ymDuration, dtDuration:
+	case date, ymDuration, dtDuration, rangeVal:
 		b.WriteString(x.(fmt.Stringer).String())
 	case nil:
 	default: // a number, by kindOf
@@ -891,6 +914,46 @@ func defineLists() {
 		}
 		r := make([]any, 0, len(l)+1)
 		return append(append(append(r, l[:i]...), a.v[2]), l[i:]...), nil
+	})
+	def("list replace", [][]string{{"list", "position", "newItem"}, {"list", "match", "newItem"}}, func(c *evalCtx, a args) (any, error) {
+		l, err := a.list(0)
+		if err != nil {
+			return nil, err
+		}
+		if match, ok := a.v[1].(closure); ok {
+			// Every item for which match(item, newItem) is true.
+			if err := c.items(len(l)); err != nil {
+				return nil, err
+			}
+			r := append([]any{}, l...)
+			for i, item := range l {
+				if len(match.params) != 2 {
+					return nil, errors.New("the match function must take 2 parameters")
+				}
+				v, err := match.call(c, []any{item, a.v[2]})
+				if err != nil {
+					return nil, err
+				}
+				if v == true {
+					r[i] = a.v[2]
+				}
+			}
+			return r, nil
+		}
+		pos, err := a.whole(1)
+		if err != nil {
+			return nil, err
+		}
+		i := listIndex(l, pos)
+		if pos == 0 || i < 0 || i >= len(l) {
+			return nil, fmt.Errorf("position %d is outside the list of %d items", pos, len(l))
+		}
+		if err := c.items(len(l)); err != nil {
+			return nil, err
+		}
+		r := append([]any{}, l...)
+		r[i] = a.v[2]
+		return r, nil
 	})
 	def("remove", sig("list", "position"), func(c *evalCtx, a args) (any, error) {
 		l, err := a.list(0)
@@ -1214,7 +1277,7 @@ func toString(c *evalCtx, b *strings.Builder, v any, nested bool) error {
 			}
 		}
 		return write("}")
-	case date, timeOfDay, dateTime, ymDuration, dtDuration:
+	case date, timeOfDay, dateTime, ymDuration, dtDuration, rangeVal:
 		return write(x.(fmt.Stringer).String())
 	}
 	s, ok, err := formatNumber(v)

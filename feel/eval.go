@@ -30,6 +30,8 @@ const (
 	kDateTime
 	kYMDuration
 	kDTDuration
+	kRange
+	kFunction
 )
 
 // maxExact is 2^53: every integer of smaller magnitude is exact in float64.
@@ -59,12 +61,16 @@ func kindOf(v any) (kind, error) {
 		return kYMDuration, nil
 	case dtDuration:
 		return kDTDuration, nil
+	case rangeVal:
+		return kRange, nil
+	case closure:
+		return kFunction, nil
 	}
 	return 0, fmt.Errorf("unsupported value of Go type %T", v)
 }
 
 var kindNames = [...]string{"null", "a boolean", "a number", "a string", "a list", "a context",
-	"a date", "a time", "a date and time", "a years and months duration", "a days and time duration"}
+	"a date", "a time", "a date and time", "a years and months duration", "a days and time duration", "a range", "a function"}
 
 // describe names v's FEEL type for error messages, telling local times
 // from times with an offset, since they cannot be compared.
@@ -239,6 +245,19 @@ func equal(c *evalCtx, a, b any) (bool, error) {
 		}
 		return true, nil
 	}
+	if ka == kFunction {
+		return false, nil // functions are not compared
+	}
+	if ka == kRange {
+		x, y := a.(rangeVal), b.(rangeVal)
+		if x.openLo != y.openLo || x.openHi != y.openHi {
+			return false, nil
+		}
+		if eq, err := equal(c, x.lo, y.lo); err != nil || !eq {
+			return false, err
+		}
+		return equal(c, x.hi, y.hi)
+	}
 	cmp, ok := compareTemporal(a, b)
 	return ok && cmp == 0, nil
 }
@@ -315,6 +334,8 @@ func arithmetic(c *evalCtx, a, b any, op string) (any, error) {
 	}
 	var r float64
 	switch op {
+	case "**":
+		return power(c, x, y)
 	case "+":
 		r = x + y
 	case "-":
@@ -329,6 +350,35 @@ func arithmetic(c *evalCtx, a, b any, op string) (any, error) {
 	}
 	if math.IsInf(r, 0) {
 		return nil, fmt.Errorf("result of %s overflows", op)
+	}
+	return noNegZero(r), nil
+}
+
+// power is x ** y for a whole y, by repeated squaring, one step per bit of
+// y: IEEE multiplication gives the same bits on every platform, which
+// math.Pow does not promise (a fractional exponent is refused for that).
+func power(c *evalCtx, x, y float64) (any, error) {
+	if y != math.Trunc(y) || math.IsInf(y, 0) {
+		return nil, fmt.Errorf("the exponent must be a whole number, got %s", strconv.FormatFloat(y, 'g', -1, 64))
+	}
+	r, b := 1.0, x
+	for n := math.Abs(y); n >= 1; n = math.Floor(n / 2) {
+		if err := c.spend(1); err != nil {
+			return nil, err
+		}
+		if math.Mod(n, 2) == 1 {
+			r *= b
+		}
+		b *= b
+	}
+	if y < 0 {
+		if r == 0 && x == 0 {
+			return nil, errors.New("division by zero")
+		}
+		r = 1 / r
+	}
+	if math.IsInf(r, 0) {
+		return nil, errors.New("result of ** overflows")
 	}
 	return noNegZero(r), nil
 }
@@ -436,8 +486,10 @@ func shape(c *evalCtx, v any, depth int) (any, bool, error) {
 	switch x := v.(type) {
 	case string:
 		return v, false, c.alloc(len(x))
-	case date, timeOfDay, dateTime, ymDuration, dtDuration:
+	case date, timeOfDay, dateTime, ymDuration, dtDuration, rangeVal:
 		return x.(fmt.Stringer).String(), true, nil
+	case closure:
+		return nil, false, errors.New("a function has no JSON form")
 	case []any:
 		if err := c.items(len(x)); err != nil {
 			return nil, false, err

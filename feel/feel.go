@@ -45,7 +45,25 @@ type Expr struct {
 	clock bool // calls now() or today()
 	// key is the canonical text uuid() derives ids from, set when the
 	// expression calls uuid(): reformatting the source changes no id.
-	key string
+	key  string
+	opts Options
+}
+
+// Options select the dialect an expression is compiled and evaluated in.
+// The zero value is the default: Camunda 8's FEEL as the package comment
+// describes it, strict about null.
+type Options struct {
+	// Nulls gives DMN's null semantics, as decisions need them: an
+	// operation that cannot apply to its operands' values (arithmetic or
+	// ordering with null or mismatched types, division by zero, overflow,
+	// a built-in given arguments it does not take, a path into a number)
+	// is null rather than an evaluation error; and, or and not are
+	// three-valued (false and null is false, true and null is null). Work
+	// cut off by a limit, the deadline or cancellation is still an error.
+	Nulls bool
+	// Functions are the functions the expression may call besides the
+	// built-ins, by name; a name here hides a built-in's.
+	Functions map[string]*Function
 }
 
 // Env is what an evaluation reads besides the variables.
@@ -68,24 +86,28 @@ type Env struct {
 
 // Compile compiles src. src starting with "=" is an expression; otherwise it
 // is a static string literal.
-func Compile(src string) (*Expr, error) {
+func Compile(src string) (*Expr, error) { return CompileWith(src, Options{}) }
+
+// CompileWith is Compile in the dialect opts selects.
+func CompileWith(src string, opts Options) (*Expr, error) {
 	if !strings.HasPrefix(src, "=") {
-		return &Expr{src: src}, nil
+		return &Expr{src: src, opts: opts}, nil
 	}
-	p, root, err := parse(src)
+	p, root, err := parse(src, opts)
 	if err != nil {
 		return nil, err
 	}
-	e := &Expr{src: src, root: root, vars: p.free > 0, clock: p.clock}
+	e := &Expr{src: src, root: root, vars: p.free > 0, clock: p.clock, opts: opts}
 	if p.seed {
 		e.key = e.String()
 	}
 	if p.free == 0 && !p.clock && !p.seed {
 		// Without variables, the clock or a seed the result can never
-		// change, so an error now (1 / 0, "a" < 1) is an error at every
-		// evaluation: refuse at deploy. So is a constant over the default
+		// change, so an error now (1 / 0, "a" < 1, or under Options.Nulls
+		// one no null absorbs) is an error at every evaluation: refuse at
+		// deploy. So is a constant over the default
 		// limits, which would otherwise be built at each evaluation.
-		if _, err := e.run(nil, Env{}); err != nil {
+		if _, err := e.run(nil, Env{}, true); err != nil {
 			if IsLimit(err) {
 				return nil, fault.Wrap(fault.IncidentExpressionLimit, err, "expression %s", e.quoted())
 			}
@@ -163,7 +185,7 @@ func (e *Expr) EvalIn(vars map[string]any, env Env) (any, error) {
 	if e.root == nil {
 		return e.src, nil
 	}
-	v, err := e.run(vars, env)
+	v, err := e.run(vars, env, true)
 	if err != nil {
 		return nil, fmt.Errorf("feel: evaluating %s: %w", e.quoted(), err)
 	}
@@ -179,10 +201,31 @@ func (e *Expr) EvalAt(vars map[string]any, now time.Time) (any, error) {
 	return e.EvalIn(vars, Env{Now: now})
 }
 
-// run evaluates the tree and shapes its result as JSON. A panic would be a
-// bug here; it becomes an error (wrapping a runtime.Error when it is one)
-// rather than crashing the step.
-func (e *Expr) run(vars map[string]any, env Env) (v any, err error) {
+// EvalValue is EvalIn without shaping the result as JSON: a date, time or
+// duration in it stays a FEEL value, which an expression given it in its
+// variables reads as such rather than as its ISO 8601 string (DMN passes
+// decision results on so). JSON shapes it for output.
+func (e *Expr) EvalValue(vars map[string]any, env Env) (any, error) {
+	if e.root == nil {
+		return e.src, nil
+	}
+	v, err := e.run(vars, env, false)
+	if err != nil {
+		return nil, fmt.Errorf("feel: evaluating %s: %w", e.quoted(), err)
+	}
+	return v, nil
+}
+
+// JSON shapes a value EvalValue returned as JSON, as EvalIn does, within
+// env's limits: dates, times and durations become ISO 8601 strings.
+func JSON(v any, env Env) (any, error) {
+	return jsonShape(newEvalCtx(nil, env), v)
+}
+
+// run evaluates the tree and, when json is set, shapes its result as JSON.
+// A panic would be a bug here; it becomes an error (wrapping a
+// runtime.Error when it is one) rather than crashing the step.
+func (e *Expr) run(vars map[string]any, env Env, json bool) (v any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			if re, ok := r.(runtime.Error); ok {
@@ -193,12 +236,13 @@ func (e *Expr) run(vars map[string]any, env Env) (v any, err error) {
 		}
 	}()
 	c := newEvalCtx(vars, env)
+	c.nulls = e.opts.Nulls
 	if e.key != "" {
 		// Only then: every evaluation pays for a larger context otherwise.
 		c.ids = &idSource{seed: env.Seed, key: e.key}
 	}
-	if v, err = e.root.eval(c, nil); err != nil {
-		return nil, err
+	if v, err = e.root.eval(c, nil); err != nil || !json {
+		return v, err
 	}
 	return jsonShape(c, v)
 }

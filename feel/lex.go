@@ -193,7 +193,7 @@ func lexOperator(src string, i int) (token, error) {
 		}
 	case '*':
 		if next == '*' {
-			return token{}, refuse(src, i, "exponentiation (**) is not supported")
+			op = "**"
 		}
 	case '/':
 		if next == '/' || next == '*' {
@@ -210,8 +210,9 @@ func lexOperator(src string, i int) (token, error) {
 	return token{kind: tOp, text: op, pos: i}, nil
 }
 
-// lexNumber reads digits with an optional fraction (FEEL has no exponent
-// notation). Numbers are float64, like the JSON variables they meet.
+// lexNumber reads digits with an optional fraction and exponent (1.2e-3,
+// as DMN 1.4 added). Numbers are float64, like the JSON variables they
+// meet.
 func lexNumber(src string, i int) (token, int, error) {
 	j := i
 	for j < len(src) && isDigit(src[j]) {
@@ -223,9 +224,21 @@ func lexNumber(src string, i int) (token, int, error) {
 			j++
 		}
 	}
+	if j < len(src) && (src[j] == 'e' || src[j] == 'E') {
+		k := j + 1
+		if k < len(src) && (src[k] == '+' || src[k] == '-') {
+			k++
+		}
+		if k < len(src) && isDigit(src[k]) {
+			j = k
+			for j < len(src) && isDigit(src[j]) {
+				j++
+			}
+		}
+	}
 	if j < len(src) {
 		if r, _ := utf8.DecodeRuneInString(src[j:]); r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r) {
-			return token{}, 0, refuse(src, i, "malformed number %q (exponents and digit separators are not supported)", src[i:j+utf8.RuneLen(r)])
+			return token{}, 0, refuse(src, i, "malformed number %q (digit separators are not supported)", src[i:j+utf8.RuneLen(r)])
 		}
 	}
 	text := src[i:j]

@@ -188,7 +188,27 @@ type evalCtx struct {
 	ids  *idSource // set when the expression calls uuid()
 	lim  Limits
 	ctx  context.Context // nil: no deadline
+	// nulls is Options.Nulls: an operation failing on its operands' values
+	// is null rather than an error.
+	nulls bool
+	calls int // Function calls under way, nested
 	// steps and bytes are charged so far; check is the step count at which
 	// ctx is looked at next.
 	steps, bytes, check int
+}
+
+// orNull applies Options.Nulls to an operation's outcome: a failure on the
+// values met becomes null. Work cut off by a limit or a cancelled context
+// stays an error, so the budget still bounds every evaluation.
+func (c *evalCtx) orNull(v any, err error) (any, error) {
+	if err != nil && c.nulls && !c.fatal(err) {
+		return nil, nil
+	}
+	return v, err
+}
+
+// fatal reports whether err ends the evaluation whatever the dialect: a
+// limit was reached or the context is done.
+func (c *evalCtx) fatal(err error) bool {
+	return IsLimit(err) || c.ctx != nil && c.ctx.Err() != nil
 }

@@ -1,6 +1,7 @@
 package feel
 
 import (
+	"errors"
 	"strings"
 )
 
@@ -43,18 +44,22 @@ type parser struct {
 	clock bool     // calls now() or today()
 	seed  bool     // calls uuid()
 	bound []string // names bound by the enclosing for, some, every, filters and context literals
+	opts  Options
+	// defining are the context keys whose values are being parsed: a
+	// function value there may call itself by its key (Options.Nulls).
+	defining []string
 	// noFilterAt is the depth at which "[" ends an interval's upper bound
 	// (]1..5[) instead of starting a filter; -1 when none.
 	noFilterAt int
 }
 
 // parse parses the expression part of src (which starts with "=").
-func parse(src string) (*parser, node, error) {
+func parse(src string, opts Options) (*parser, node, error) {
 	toks, err := lex(src)
 	if err != nil {
 		return nil, nil, err
 	}
-	p := &parser{src: src, toks: toks, noFilterAt: -1}
+	p := &parser{src: src, toks: toks, noFilterAt: -1, opts: opts}
 	if p.peek().kind == tEOF {
 		return nil, nil, refuse(src, len(src), "empty expression")
 	}
@@ -306,7 +311,13 @@ func (p *parser) parseAdd() (node, error) {
 }
 
 func (p *parser) parseMul() (node, error) {
-	return p.parseLeftAssoc(p.parseUnary, func() bool { return p.peekOp("*", "/") })
+	return p.parseLeftAssoc(p.parsePow, func() bool { return p.peekOp("*", "/") })
+}
+
+// parsePow parses exponentiation, which binds tighter than * and looser
+// than negation (-2 ** 2 is 4), left to right, as DMN's grammar has it.
+func (p *parser) parsePow() (node, error) {
+	return p.parseLeftAssoc(p.parseUnary, func() bool { return p.peekOp("**") })
 }
 
 func (p *parser) parseLeftAssoc(operand func() (node, error), atOp func() bool) (node, error) {
@@ -395,7 +406,7 @@ func (p *parser) parseCmp() (node, error) {
 		if err := p.expectWord("of", "instance"); err != nil {
 			return nil, err
 		}
-		typ, err := p.parseTypeName()
+		typ, err := p.parseType()
 		if err != nil {
 			return nil, err
 		}
@@ -411,17 +422,6 @@ func (p *parser) parseCmp() (node, error) {
 		return nil, refuse(p.src, p.peek().pos, "comparisons do not chain; combine them with and")
 	}
 	return p.add(n, t)
-}
-
-// parseTypeName reads the type of instance of, the longest name first.
-func (p *parser) parseTypeName() (string, error) {
-	for k := maxFuncWords; k >= 1; k-- {
-		if w := p.words(k); w != "" && (typeNames[w] != 0 || w == "Any") {
-			p.i += k
-			return w, nil
-		}
-	}
-	return "", refuse(p.src, p.peek().pos, "expected a type after instance of (number, string, boolean, date, time, date and time, days and time duration, years and months duration, list, context or Any), found %s", p.peek().describe())
 }
 
 // words joins the next k tokens with spaces if they are all names.
@@ -474,13 +474,18 @@ func (p *parser) parseTests() ([]unaryTest, error) {
 // expression the value must equal (or, when it is a list, be in).
 func (p *parser) parseTest() (unaryTest, error) {
 	t := p.peek()
-	if p.peekOp("<", "<=", ">", ">=") {
+	if p.peekOp("<", "<=", ">", ">=", "=", "!=") {
 		p.next()
 		e, err := p.parseAdd()
 		return unaryTest{kind: testCompare, op: binOps[t.text], a: e}, err
 	}
 	if t.kind == tLParen || t.kind == tLBrack || t.kind == tRBrack {
 		if it, ok, err := p.tryInterval(); ok || err != nil {
+			return it, err
+		}
+	}
+	if t.kind == tLBrack {
+		if it, ok, err := p.tryIntervals(); ok || err != nil {
 			return it, err
 		}
 	}
@@ -529,6 +534,40 @@ func (p *parser) tryInterval() (unaryTest, bool, error) {
 	return unaryTest{kind: testInterval, a: lo, b: hi, openLo: open.kind != tLBrack, openHi: closing.kind != tRBrack}, true, nil
 }
 
+// tryIntervals parses a list of intervals, [[1..5], [7..9]], which a value
+// is in when it is in any of them, if one starts here; otherwise it reports
+// false and leaves the parser where it was.
+func (p *parser) tryIntervals() (unaryTest, bool, error) {
+	saved := *p
+	open := p.next()
+	if err := p.enter(open); err != nil {
+		return unaryTest{}, true, err
+	}
+	defer p.leave()
+	var any []unaryTest
+	for {
+		if k := p.peek().kind; k != tLParen && k != tLBrack && k != tRBrack {
+			*p = saved
+			return unaryTest{}, false, nil
+		}
+		it, ok, err := p.tryInterval()
+		if !ok || err != nil {
+			*p = saved
+			return unaryTest{}, false, nil
+		}
+		any = append(any, it)
+		if p.peek().kind != tComma {
+			break
+		}
+		p.next()
+	}
+	if err := p.expectClose(open, tRBrack, "]"); err != nil {
+		*p = saved
+		return unaryTest{}, false, nil
+	}
+	return unaryTest{kind: testIntervals, any: any}, true, nil
+}
+
 func (p *parser) parseUnary() (node, error) {
 	if !p.peekOp("-") {
 		return p.parsePostfix()
@@ -561,11 +600,16 @@ func (p *parser) parsePostfix() (node, error) {
 				return nil, refuse(p.src, dot.pos, "expected a field name after ., found %s", f.describe())
 			}
 			field := f.text
+			// The properties whose names have a space.
 			if field == "time" && !f.quoted && p.peekWord("offset") {
-				p.next() // the one property whose name has a space
+				p.next()
 				field = "time offset"
 			}
-			if p.peek().kind == tLParen {
+			if (field == "start" || field == "end") && !f.quoted && p.peekWord("included") {
+				p.next()
+				field += " included"
+			}
+			if p.peek().kind == tLParen && !p.opts.Nulls {
 				return nil, refuse(p.src, f.pos, "calling a function through a path (%s(...)) is not supported", field)
 			}
 			if n, err = p.add(path{n, field}, f); err != nil {
@@ -592,6 +636,14 @@ func (p *parser) parsePostfix() (node, error) {
 			if n, err = p.add(filter{base: n, cond: cond, index: isNumber(cond)}, open); err != nil {
 				return nil, err
 			}
+		case tLParen:
+			if !p.opts.Nulls {
+				return n, nil
+			}
+			// A call of the function value n gives (Options.Nulls).
+			if n, err = p.parseDynCall(p.peek(), n); err != nil {
+				return nil, err
+			}
 		default:
 			return n, nil
 		}
@@ -610,6 +662,9 @@ func isNumber(n node) bool {
 }
 
 func (p *parser) parsePrimary() (node, error) {
+	if k := p.peek().kind; (k == tLBrack || k == tLParen || k == tRBrack) && p.rangeAhead() {
+		return p.parseRange()
+	}
 	t := p.next()
 	var n node
 	var err error
@@ -621,7 +676,7 @@ func (p *parser) parsePrimary() (node, error) {
 	case tTemporal:
 		v, err := parseTemporal(t.str)
 		if err != nil {
-			return nil, refuse(p.src, t.pos, "%v", err)
+			return p.badTemporal(t, t.str, err)
 		}
 		n = literal{v}
 	case tLParen:
@@ -645,6 +700,12 @@ func (p *parser) parsePrimary() (node, error) {
 			return nil, err
 		}
 	case tName:
+		if uf := p.opts.Functions[t.text]; t.quoted && uf != nil && p.peek().kind == tLParen {
+			return p.parseUserCall(t, uf)
+		}
+		if t.quoted && p.opts.Nulls && p.isBound(t.text) && p.peek().kind == tLParen {
+			return p.parseDynCall(t, name{t.text})
+		}
 		if t.quoted {
 			p.reference(t.text)
 			return p.add(name{t.text}, t)
@@ -684,6 +745,7 @@ func (p *parser) parseContext(open token) (node, error) {
 	}
 	defer p.leave()
 	var c ctxLit
+	dup := false
 	defer func() { p.unbind(len(c.keys)) }()
 	err := p.commaList(tRBrace, func() error {
 		k, err := p.parseKey()
@@ -691,9 +753,14 @@ func (p *parser) parseContext(open token) (node, error) {
 			return err
 		}
 		if indexOf(c.keys, k) >= 0 {
-			return refuse(p.src, p.toks[p.i-1].pos, "key %q appears twice in the context", k)
+			if !p.opts.Nulls {
+				return refuse(p.src, p.toks[p.i-1].pos, "key %q appears twice in the context", k)
+			}
+			dup = true // DMN: an invalid context is null
 		}
+		p.defining = append(p.defining, k)
 		v, err := p.parseExpr()
+		p.defining = p.defining[:len(p.defining)-1]
 		if err != nil {
 			return err
 		}
@@ -704,6 +771,9 @@ func (p *parser) parseContext(open token) (node, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if dup {
+		return literal{nil}, p.expectClose(open, tRBrace, "}")
 	}
 	return c, p.expectClose(open, tRBrace, "}")
 }
@@ -750,6 +820,9 @@ func (p *parser) parseName(t token) (node, error) {
 	case "if", "for", "some", "every":
 		return nil, refuse(p.src, t.pos, "%s must be in parentheses when it is an operand: (%s ...)", t.text, t.text)
 	case "function":
+		if p.opts.Nulls {
+			return p.parseFunction(t)
+		}
 		return nil, refuse(p.src, t.pos, "function definitions are only supported as the second argument of sort")
 	}
 	p.i-- // t is the first word of a possible function name
@@ -760,6 +833,9 @@ func (p *parser) parseName(t token) (node, error) {
 		}
 	}
 	p.i++
+	if p.peek().kind == tLParen && p.opts.Nulls && p.isBound(t.text) && builtins[t.text] == nil && p.opts.Functions[t.text] == nil {
+		return p.parseDynCall(t, name{t.text})
+	}
 	if p.peek().kind == tLParen && (!isKeyword(t.text) || t.text == "not") {
 		return p.parseCall(t, t.text)
 	}
@@ -787,6 +863,9 @@ func (p *parser) parseName(t token) (node, error) {
 
 // parseCall parses the arguments of fname, whose "(" is next.
 func (p *parser) parseCall(t token, fname string) (node, error) {
+	if uf := p.opts.Functions[fname]; uf != nil {
+		return p.parseUserCall(t, uf)
+	}
 	fn := builtins[fname]
 	if fn == nil {
 		return nil, refuseFunc(p.src, fname)
@@ -794,32 +873,15 @@ func (p *parser) parseCall(t token, fname string) (node, error) {
 	if fname == "sort" {
 		return p.parseSort(t)
 	}
-	open := p.next()
-	if err := p.enter(open); err != nil {
-		return nil, err
-	}
-	defer p.leave()
-	var as []node
-	var names []string
-	err := p.commaList(tRParen, func() error {
-		at := p.peek()
-		if n, ok := p.argName(); ok {
-			names = append(names, n)
-		}
-		if len(names) > 0 && len(names) != len(as)+1 {
-			return refuse(p.src, at.pos, "arguments must be all named or all positional")
-		}
-		a, err := p.parseExpr()
-		as = append(as, a)
-		return err
-	})
+	as, names, err := p.parseArgs()
 	if err != nil {
 		return nil, err
 	}
-	if err := p.expectClose(open, tRParen, ")"); err != nil {
-		return nil, err
-	}
 	if as, err = p.arrange(fn, as, names); err != nil {
+		if p.opts.Nulls && !(fn.variadic && names != nil && len(fn.sigs[0]) > 1) {
+			// DMN: a built-in given arguments it does not take is null.
+			return p.add(literal{nil}, t)
+		}
 		return nil, err
 	}
 	p.clock = p.clock || fn.clock
@@ -836,22 +898,54 @@ func (p *parser) parseCall(t token, fname string) (node, error) {
 			if s, ok := l.val.(string); ok {
 				v, err := fn.fn(&evalCtx{}, args{f: fn, v: []any{s}})
 				if err != nil {
-					return nil, refuse(p.src, t.pos, "%v", err)
+					return p.badTemporal(t, s, err)
 				}
 				return p.add(literal{v}, t)
 			}
 		}
 	}
 	c := call{fn: fn, args: as}
-	if err := p.precompile(&c, t); err != nil {
+	if null, err := p.precompile(&c, t); err != nil {
 		return nil, err
+	} else if null {
+		return p.add(literal{nil}, t)
 	}
 	return p.add(c, t)
+}
+
+// parseArgs parses the arguments of a call, whose "(" is next: all in
+// order, or all by name (names then holds them).
+func (p *parser) parseArgs() (as []node, names []string, err error) {
+	open := p.next()
+	if err := p.enter(open); err != nil {
+		return nil, nil, err
+	}
+	defer p.leave()
+	err = p.commaList(tRParen, func() error {
+		at := p.peek()
+		if n, ok := p.argName(); ok {
+			names = append(names, n)
+		}
+		if len(names) > 0 && len(names) != len(as)+1 {
+			return refuse(p.src, at.pos, "arguments must be all named or all positional")
+		}
+		a, err := p.parseExpr()
+		as = append(as, a)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return as, names, p.expectClose(open, tRParen, ")")
 }
 
 // argName consumes "name:" (the name may have spaces) if a named argument
 // starts here.
 func (p *parser) argName() (string, bool) {
+	if t := p.peek(); t.kind == tName && t.quoted && p.toks[p.i+1].kind == tColon {
+		p.i += 2
+		return t.text, true
+	}
 	j := p.i
 	for isWord(p.toks[j]) {
 		j++
@@ -877,7 +971,12 @@ func (p *parser) arrange(fn *builtin, a []node, names []string) ([]node, error) 
 		return nil, refuseArity(p.src, fn, len(a))
 	}
 	if fn.variadic {
-		return nil, refuseCall(p.src, fn, "named arguments are not supported for it; pass the arguments in order")
+		// One named argument for the one parameter is the list it takes
+		// (sum(list: xs)), as a single positional argument is.
+		if sig := fn.sigs[0]; len(sig) == 1 && len(names) == 1 && names[0] == sig[0] {
+			return a, nil
+		}
+		return nil, refuseCall(p.src, fn, "named arguments are not supported for it but for a single list; pass the arguments in order")
 	}
 next:
 	for _, sig := range fn.sigs {
@@ -912,12 +1011,14 @@ func indexOf(s []string, x string) int {
 }
 
 // precompile compiles a literal regular expression once, at deploy time,
-// refusing an invalid one.
-func (p *parser) precompile(c *call, t token) error {
+// refusing an invalid one. Under Options.Nulls literal flags that are no
+// XPath flags at all make the call null (those XPath has but Go's regular
+// expressions lack, x and q, stay refused).
+func (p *parser) precompile(c *call, t token) (null bool, err error) {
 	flagsAt := map[string]int{"matches": 2, "replace": 3, "split": -1, "extract": -1}
 	at, ok := flagsAt[c.fn.name]
 	if !ok {
-		return nil
+		return false, nil
 	}
 	pattern, ok := c.args[1].(literal)
 	if s, isStr := pattern.val.(string); ok && isStr {
@@ -925,21 +1026,24 @@ func (p *parser) precompile(c *call, t token) error {
 		if at > 0 && at < len(c.args) {
 			f, ok := c.args[at].(literal)
 			if !ok {
-				return nil
+				return false, nil
 			}
 			if f.val != nil {
 				if flags, ok = f.val.(string); !ok {
-					return nil
+					return false, nil
 				}
 			}
 		}
+		if p.opts.Nulls && strings.Trim(flags, "smixq") != "" {
+			return true, nil
+		}
 		re, err := compileRegex(s, flags)
 		if err != nil {
-			return refuse(p.src, t.pos, "%s: %v", c.fn.name, err)
+			return false, refuse(p.src, t.pos, "%s: %v", c.fn.name, err)
 		}
 		c.re = re
 	}
-	return nil
+	return false, nil
 }
 
 // parseSort parses sort(list, function(a, b) condition), positionally or
@@ -1014,4 +1118,20 @@ func (p *parser) parseLambda(s *sortBy) error {
 	body, err := p.parseExpr()
 	s.a, s.b, s.body = params[0], params[1], body
 	return err
+}
+
+// badTemporal is what a date, time or duration literal s that does not
+// parse compiles to: a refusal, or under Options.Nulls null, as DMN makes
+// a conversion of an invalid string. A year outside 1..9999 or a named time
+// zone is valid DMN the package does not support: refused in any dialect,
+// since null would be a wrong answer.
+func (p *parser) badTemporal(t token, s string, err error) (node, error) {
+	wide := false // a year of more than four digits
+	if y := strings.IndexByte(s, '-'); y > 4 {
+		wide = strings.TrimLeft(s[:y], "0123456789") == ""
+	}
+	if !p.opts.Nulls || errors.Is(err, errNamedZone) || strings.HasPrefix(s, "-") || wide {
+		return nil, refuse(p.src, t.pos, "%v", err)
+	}
+	return p.add(literal{nil}, t)
 }

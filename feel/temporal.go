@@ -437,6 +437,8 @@ func isTemporal(v any) bool {
 // properties). ok is false when v has no such property.
 func property(v any, name string) (any, bool) {
 	switch x := v.(type) {
+	case rangeVal:
+		return rangeProperty(x, name)
 	case date:
 		return dateProperty(x.t, name)
 	case timeOfDay:

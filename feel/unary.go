@@ -21,6 +21,7 @@ type UnaryTests struct {
 	negate bool // not(...)
 	tests  []unaryTest
 	expr   node // the boolean expression over "?", when the source has one
+	opts   Options
 }
 
 // questionName is the name "?" is read as: feel reads any name in
@@ -30,13 +31,18 @@ const questionName = "?"
 // CompileUnaryTests compiles src (without a leading "="). A refusal carries
 // fault.BPMNExpression, as Compile's do.
 func CompileUnaryTests(src string) (*UnaryTests, error) {
+	return CompileUnaryTestsWith(src, Options{})
+}
+
+// CompileUnaryTestsWith is CompileUnaryTests in the dialect opts selects.
+func CompileUnaryTestsWith(src string, opts Options) (*UnaryTests, error) {
 	body := strings.TrimSpace(src)
 	if body == "-" || body == "" {
-		return &UnaryTests{src: src, any: true}, nil
+		return &UnaryTests{src: src, any: true, opts: opts}, nil
 	}
-	u := &UnaryTests{src: src}
+	u := &UnaryTests{src: src, opts: opts}
 	if quoted, ok := quoteQuestion(body); ok {
-		_, root, err := parse("=" + quoted)
+		_, root, err := parse("="+quoted, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -48,7 +54,7 @@ func CompileUnaryTests(src string) (*UnaryTests, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &parser{src: full, toks: toks, noFilterAt: -1}
+	p := &parser{src: full, toks: toks, noFilterAt: -1, opts: opts}
 	// not(...) negates the whole list only when its parenthesis closes at
 	// the end; "not(a) or b" is an expression like any other.
 	if t := p.peek(); isWord(t) && t.text == "not" && p.toks[1].kind == tLParen && closesAtEnd(toks, 1) {
@@ -138,9 +144,10 @@ func (u *UnaryTests) Test(x any, vars map[string]any, env Env) (ok bool, err err
 		}
 	}()
 	c := newEvalCtx(vars, env)
+	c.nulls = u.opts.Nulls
 	if u.expr != nil {
 		v, err := u.expr.eval(c, &scope{name: questionName, val: x})
-		if err != nil && (IsLimit(err) || env.Ctx != nil && env.Ctx.Err() != nil) {
+		if err != nil && c.fatal(err) {
 			return false, fmt.Errorf("feel: testing %s: %w", quoteSource(u.src), err)
 		}
 		return v == true, nil
@@ -150,7 +157,7 @@ func (u *UnaryTests) Test(x any, vars map[string]any, env Env) (ok bool, err err
 		if err != nil {
 			// Only a value the test cannot compare is a miss; work cut
 			// off by a limit or a cancelled context is an error.
-			if IsLimit(err) || env.Ctx != nil && env.Ctx.Err() != nil {
+			if c.fatal(err) {
 				return false, fmt.Errorf("feel: testing %s: %w", quoteSource(u.src), err)
 			}
 			continue

@@ -22,6 +22,14 @@ func TestUnaryTests(t *testing.T) {
 		{"<5", 5.0, false},
 		{">= 18", 18.0, true},
 		{"[1..5]", 5.0, true},
+		{"= 5", 5.0, true},
+		{"= limit", 5.0, false},
+		{"!= 5", 5.0, false},
+		{`!= "a"`, nil, true},
+		{"[[1..2], (4..6]]", 6.0, true},
+		{"[[1..2], (4..6]]", 4.0, false},
+		{"[[1..2], [limit..11]]", 10.0, true},
+		{"[1, 2], 3", 2.0, true}, // a list, not intervals: 2 is in it
 		{"[1..5)", 5.0, false},
 		{"]1..5]", 1.0, false},
 		{`"High"`, "High", true},
@@ -68,7 +76,7 @@ func TestUnaryTests(t *testing.T) {
 }
 
 func TestUnaryTestsRefused(t *testing.T) {
-	for _, src := range []string{"<", "[1..", "1,", `"a" "b"`, "not(1) 2", "x ** 2", "? >", "?? 1"} {
+	for _, src := range []string{"<", "[1..", "1,", `"a" "b"`, "not(1) 2", "x **", "? >", "?? 1"} {
 		if _, err := CompileUnaryTests(src); !fault.HasCode(err, fault.BPMNExpression) {
 			t.Errorf("CompileUnaryTests(%q) = %v, want %s", src, err, fault.BPMNExpression)
 		}

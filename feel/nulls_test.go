@@ -1,0 +1,165 @@
+package feel
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+)
+
+var nulls = Options{Nulls: true}
+
+// Under Options.Nulls every failure TestEvalErrors expects is null instead.
+func TestNullsMakeAFailedOperationNull(t *testing.T) {
+	for _, src := range []string{
+		`=missing > 5`, `=n <= s`, `=missing + 1`, `=s - 1`, `=-s`, `=n / zero`,
+		`=big + 1`, `=n.x`, `=order.status.x`, `=n ** 0.5`, `=abs("a")`, `=substring(s, "a")`,
+		`=(10 + 20) / 0`, `=not(n)`, `=for x in n return x`,
+		`=1 between "a" and 2`, `=every x in xs satisfies x`, `=matches("a", "a", "p")`,
+		`={a: 1, a: 2}`,
+	} {
+		e, err := CompileWith(src, nulls)
+		if err != nil {
+			t.Fatalf("CompileWith(%s): %v", src, err)
+		}
+		if v, err := e.Eval(vars()); err != nil || v != nil {
+			t.Errorf("%s = %#v, %v; want null", src, v, err)
+		}
+	}
+	// A single value filters as a list of it.
+	for src, want := range map[string]any{`=n[item > 1]`: []any{5.0}, `=n[1]`: 5.0, `=n[item > 9]`: []any{}} {
+		if v, err := compileNulls(t, src).Eval(vars()); err != nil || !reflect.DeepEqual(v, want) {
+			t.Errorf("%s = %#v, %v; want %#v", src, v, err, want)
+		}
+	}
+	// A single value passes as the list a built-in wants.
+	for src, want := range map[string]any{`=count(n)`: 1.0, `=string join("a")`: "a", `=context({key: "k", value: 1})`: map[string]any{"k": 1.0}} {
+		if v, err := compileNulls(t, src).Eval(vars()); err != nil || !reflect.DeepEqual(v, want) {
+			t.Errorf("%s = %#v, %v; want %#v", src, v, err, want)
+		}
+	}
+	if _, err := MustCompile(`=count(n)`).Eval(vars()); err == nil {
+		t.Error("count(n) succeeded without Nulls")
+	}
+	// Flags XPath has and Go's regular expressions lack stay refused.
+	if _, err := CompileWith(`=matches("a", "a", "x")`, nulls); err == nil {
+		t.Error(`matches with the flag x compiled`)
+	}
+	// A null inside absorbs the failure, not the whole expression.
+	if v, err := compileNulls(t, `=[n / zero, n + 1]`).Eval(vars()); err != nil || !reflect.DeepEqual(v, []any{nil, 6.0}) {
+		t.Errorf("= %#v, %v; want [null, 6]", v, err)
+	}
+}
+
+func compileNulls(t *testing.T, src string) *Expr {
+	t.Helper()
+	e, err := CompileWith(src, nulls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func TestNullsMakeAndOrNotThreeValued(t *testing.T) {
+	vals := map[string]any{"T": true, "F": false, "N": nil, "S": "x"}
+	tests := []struct {
+		src  string
+		want any
+	}{
+		{`=T and T`, true}, {`=T and F`, false}, {`=T and N`, nil}, {`=F and N`, false},
+		{`=N and F`, false}, {`=N and T`, nil}, {`=N and N`, nil}, {`=S and F`, false},
+		{`=T or F`, true}, {`=F or F`, false}, {`=F or N`, nil}, {`=T or N`, true},
+		{`=N or T`, true}, {`=N or F`, nil}, {`=N or N`, nil}, {`=S or T`, true},
+		{`=not(N)`, nil}, {`=not(F)`, true},
+	}
+	for _, tt := range tests {
+		if v, err := compileNulls(t, tt.src).Eval(vals); err != nil || v != tt.want {
+			t.Errorf("%s = %#v, %v; want %#v", tt.src, v, err, tt.want)
+		}
+	}
+	// The default dialect stays strict.
+	if _, err := MustCompile(`=N or T`).Eval(vals); err == nil {
+		t.Error("=N or T succeeded without Options.Nulls")
+	}
+}
+
+// Limits, the deadline and cancellation are not nulled: every evaluation
+// stays bounded.
+func TestNullsKeepLimitsAndCancellation(t *testing.T) {
+	e := compileNulls(t, `=for i in 1..n return [i / 0, "ab" + string(i)]`)
+	_, err := e.EvalIn(map[string]any{"n": 100000.0}, Env{Limits: Limits{MaxSteps: 1000}})
+	wantLimit(t, err, LimitSteps, e.Source())
+	stopped, stop := context.WithCancelCause(context.Background())
+	cause := errors.New("stopping")
+	stop(cause)
+	if _, err := e.EvalIn(map[string]any{"n": 100000.0}, Env{Ctx: stopped}); !errors.Is(err, cause) {
+		t.Fatalf("cancelled: error = %v, want the cause", err)
+	}
+	// A constant over the limits is still refused at compile.
+	if _, err := CompileWith(`=for i in 1..100000000 return i / 0`, nulls); !IsLimit(err) {
+		t.Fatalf("CompileWith = %v, want a limit", err)
+	}
+}
+
+func TestNullsInUnaryTests(t *testing.T) {
+	u, err := CompileUnaryTestsWith(`? > 1 or ? = null`, nulls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for x, want := range map[any]bool{nil: true, 2.0: true, 0.0: false, "a": false} {
+		if got, err := u.Test(x, nil, Env{}); err != nil || got != want {
+			t.Errorf("%#v: %v, %v; want %v", x, got, err, want)
+		}
+	}
+}
+
+// A temporal literal the spec says is invalid is null under Nulls; one it
+// allows but the package does not support stays refused.
+func TestNullsMakeAnInvalidTemporalLiteralNull(t *testing.T) {
+	for _, src := range []string{`=date("2017-13-01")`, `=@"10:61:00"`, `=duration("P1Q")`, `=date and time("x")`} {
+		if v, err := compileNulls(t, src).Eval(nil); err != nil || v != nil {
+			t.Errorf("%s = %#v, %v; want null", src, v, err)
+		}
+		if _, err := Compile(src); err == nil {
+			t.Errorf("%s compiled without Nulls", src)
+		}
+	}
+	for _, src := range []string{`=@"2021-01-01T10:10:10@Europe/Paris"`, `=date("-2021-01-01")`, `=date("12021-01-01")`} {
+		if _, err := CompileWith(src, nulls); err == nil {
+			t.Errorf("%s compiled under Nulls", src)
+		}
+	}
+}
+
+// Under Nulls functions are values: a name bound to one, or the expression
+// giving it, calls it.
+func TestNullsFunctionValues(t *testing.T) {
+	for src, want := range map[string]any{
+		`={f: function(x) x * 2, r: f(3)}.r`:                                       6.0,
+		`=(function(a, b) a - b)(b: 1, a: 5)`:                                      4.0,
+		`=-(function(a) a)(10)`:                                                    -10.0,
+		`={fact: function(n) if n <= 1 then 1 else n * fact(n - 1), r: fact(5)}.r`: 120.0,
+		`={loop: function(n) loop(n + 1), r: loop(0)}.r`:                           nil, // nested past maxCallDepth
+		`=(function(a) a)(1, 2)`:                                                   nil,
+		`=(1)(2)`:                                                                  nil,
+		`=list replace([2, 4, 7], function(item, newItem) item < newItem, 5)`:      []any{5.0, 5.0, 7.0},
+		`=(function(x: number) x + n)(1)`:                                          6.0,
+		`=(function() 1) = (function() 1)`:                                         false,
+		`=(function() 1) instance of function`:                                     true,
+	} {
+		if v, err := compileNulls(t, src).Eval(vars()); err != nil || !reflect.DeepEqual(v, want) {
+			t.Errorf("%s = %#v, %v; want %#v", src, v, err, want)
+		}
+	}
+	if v, err := compileNulls(t, `=function(x) x + n`).Eval(vars()); err == nil {
+		t.Errorf("a function result has no JSON form, but evaluated to %v", v)
+	}
+	e := compileNulls(t, `={f: function(a) a + 1}.f(1)`)
+	if e.String() != `={f: function(a) a + 1}.f(1)` {
+		t.Errorf("String() = %s", e.String())
+	}
+	// The default dialect keeps refusing them.
+	if _, err := Compile(`=(function(a) a)(1)`); err == nil {
+		t.Error("a function value compiled without Nulls")
+	}
+}
