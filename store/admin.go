@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -121,33 +122,101 @@ func scanIncident(r pgx.CollectableRow) (adminapi.Incident, error) {
 }
 
 // InstanceFilter narrows an instance list; After is the cursor (the last id
-// of the previous page).
+// of the previous page). Empty fields do not filter.
 type InstanceFilter struct {
 	Definition  string
+	Version     int
 	Status      string
 	HasIncident *bool
-	Limit       int
-	After       string
+	// Variable, when set, keeps the instances whose variable of that name
+	// holds Value (JSON, compared as JSON: "1" matches the number 1).
+	Variable string
+	Value    json.RawMessage
+	// CreatedAfter and CreatedBefore bound the creation time [after, before).
+	CreatedAfter, CreatedBefore time.Time
+	Limit                       int
+	After                       string
 }
 
-// ListInstances pages through instances by id.
+// ListInstances pages through instances by id. The statement names only
+// the filters set, so that its plan walks the primary key or, for a
+// definition, instances_definition (0022) in id order, and stops at the
+// page's end. A variable's value has no index: its filter is checked on the
+// rows walked.
 func (s *Store) ListInstances(ctx context.Context, f InstanceFilter) ([]adminapi.InstanceSummary, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT i.id, i.definition_key, i.definition_version, i.status, i.version,
-		       EXISTS (SELECT 1 FROM incidents x WHERE x.instance_id = i.id AND x.resolved_at IS NULL), i.updated_at
+	const openIncident = `EXISTS (SELECT 1 FROM incidents x WHERE x.instance_id = i.id AND x.resolved_at IS NULL)`
+	where := []string{"i.version > 0", "i.id > $1"}
+	args := []any{f.After}
+	add := func(cond string, arg any) {
+		args = append(args, arg)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if f.Definition != "" {
+		add("i.definition_key = $%d", f.Definition)
+	}
+	if f.Version != 0 {
+		add("i.definition_version = $%d", f.Version)
+	}
+	if f.Status != "" {
+		add("i.status = $%d", f.Status)
+	}
+	if f.HasIncident != nil {
+		add("$%d = "+openIncident, *f.HasIncident)
+	}
+	if f.Variable != "" {
+		add("i.variables -> $%d", f.Variable)
+		args = append(args, string(f.Value))
+		where[len(where)-1] += fmt.Sprintf(" = $%d::jsonb", len(args))
+	}
+	if !f.CreatedAfter.IsZero() {
+		add("i.created_at >= $%d", f.CreatedAfter)
+	}
+	if !f.CreatedBefore.IsZero() {
+		add("i.created_at < $%d", f.CreatedBefore)
+	}
+	args = append(args, f.Limit)
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(`
+		SELECT i.id, i.definition_key, i.definition_version, i.status, i.version, %s, i.created_at, i.updated_at
 		  FROM instances i
-		 WHERE i.version > 0 AND i.id > $1
-		   AND ($2 = '' OR i.definition_key = $2) AND ($3 = '' OR i.status = $3)
-		   AND ($4::boolean IS NULL OR $4 = EXISTS (SELECT 1 FROM incidents x WHERE x.instance_id = i.id AND x.resolved_at IS NULL))
-		 ORDER BY i.id LIMIT $5`, f.After, f.Definition, f.Status, f.HasIncident, f.Limit)
+		 WHERE %s
+		 ORDER BY i.id LIMIT $%d`, openIncident, strings.Join(where, " AND "), len(args)), args...)
 	if err != nil {
 		return nil, translate(err, "listing instances")
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (adminapi.InstanceSummary, error) {
 		var v adminapi.InstanceSummary
-		return v, r.Scan(&v.ID, &v.Definition.Key, &v.Definition.Version, &v.Status, &v.Version, &v.HasIncident, &v.UpdatedAt)
+		return v, r.Scan(&v.ID, &v.Definition.Key, &v.Definition.Version, &v.Status, &v.Version, &v.HasIncident, &v.CreatedAt, &v.UpdatedAt)
 	})
 	return out, translate(err, "listing instances")
+}
+
+// ElementStatistics counts, for each element of definition key@version, the
+// tokens of its active instances there and the open incidents raised there
+// (the console's diagram overlay). It reads the active instances of that
+// version alone (instances_active_definition, 0022), not every instance.
+func (s *Store) ElementStatistics(ctx context.Context, key string, version int) ([]adminapi.ElementStatistics, error) {
+	rows, err := s.pool.Query(ctx, `
+		WITH t AS (
+			SELECT tok->>'el' AS element, count(*) AS active
+			  FROM instances i CROSS JOIN LATERAL jsonb_array_elements(i.tokens->'tokens') tok
+			 WHERE i.definition_key = $1 AND i.definition_version = $2 AND i.status = 'active' AND i.version > 0
+			 GROUP BY 1),
+		x AS (
+			SELECT x.element_id AS element, count(*) AS incidents
+			  FROM incidents x JOIN instances i ON i.id = x.instance_id
+			 WHERE x.resolved_at IS NULL AND i.definition_key = $1 AND i.definition_version = $2
+			 GROUP BY 1)
+		SELECT coalesce(t.element, x.element), coalesce(t.active, 0), coalesce(x.incidents, 0)
+		  FROM t FULL JOIN x ON x.element = t.element
+		 ORDER BY 1`, key, version)
+	if err != nil {
+		return nil, translate(err, "counting tokens by element")
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (adminapi.ElementStatistics, error) {
+		var v adminapi.ElementStatistics
+		return v, r.Scan(&v.Element, &v.Active, &v.Incidents)
+	})
+	return out, translate(err, "counting tokens by element")
 }
 
 // IncidentFilter narrows an incident list; After is the cursor (an id).
