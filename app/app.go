@@ -22,6 +22,7 @@ import (
 	apiadmin "github.com/sutra-run/worker/api/admin"
 	"github.com/sutra-run/worker/api/tasks"
 	"github.com/sutra-run/worker/broker"
+	"github.com/sutra-run/worker/console"
 	"github.com/sutra-run/worker/consumer"
 	"github.com/sutra-run/worker/docs"
 	"github.com/sutra-run/worker/fault"
@@ -151,6 +152,9 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		PublishRelay: w.publishRelay, MigrationCreated: func() { w.migrations.Wake() }}, apiadmin.Config{
 		Replica: cfg.ReplicaID, OpenAPI: docs.OpenAPI, MaxBody: cfg.APIMaxBody, MaxDeployBody: cfg.APIMaxDeployBody,
 	})
+	if cfg.UI {
+		w.api.Public("GET "+console.Prefix, console.Handler())
+	}
 	w.lanes = lanes.New(lanes.Deps{Store: st, Metrics: w.metrics, Logger: log, Hooks: opt.Hooks, TimerArmed: armed,
 		TasksCreated: w.tasks.TasksCreated, ClaimGuard: w.replica.Valid}, lanes.Config{
 		// Room for every resume that can be in flight: relays and timer fires.

@@ -23,6 +23,7 @@ type Config struct {
 	APIInsecure   bool   `envconfig:"API_INSECURE" default:"false" desc:"let a worker with no SUTRA_API_TOKEN serve its task API to every caller (a trusted network only: anyone who reaches the port may lock tasks and read their variables)"`
 	AdminToken    string `envconfig:"ADMIN_TOKEN" desc:"token of operators (Bearer) for the admin API under /v1 (sutractl sends it); must differ from SUTRA_API_TOKEN, which the admin API refuses (403 SUTRA.API.FORBIDDEN); unset: the admin API is off (403 SUTRA.ADMIN.DISABLED) unless SUTRA_ADMIN_INSECURE=true"`
 	AdminInsecure bool   `envconfig:"ADMIN_INSECURE" default:"false" desc:"with no SUTRA_ADMIN_TOKEN, open the admin API to every caller (a trusted network only: anyone who reaches the port may cancel instances); refused beside SUTRA_API_TOKEN or SUTRA_ADMIN_TOKEN"`
+	UI            bool   `envconfig:"UI" default:"true" desc:"serve the web console at /ui/ on the API listener (docs/console.md); its page and assets hold no data and are served without credentials, the page asks for a token"`
 	APITLSCert    string `envconfig:"API_TLS_CERT" desc:"PEM certificate (chain) file of the API listener; with SUTRA_API_TLS_KEY it serves HTTPS (set both or neither)"`
 	APITLSKey     string `envconfig:"API_TLS_KEY" desc:"PEM private key file of SUTRA_API_TLS_CERT"`
 
