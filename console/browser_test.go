@@ -1,0 +1,278 @@
+package console_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sutra-run/worker/app"
+	"github.com/sutra-run/worker/internal/testkit"
+	"github.com/sutra-run/worker/internal/testkit/apptest"
+)
+
+// update writes each page's screenshot into docs/console (docs/console.md).
+var update = flag.Bool("update", false, "write the pages' screenshots into docs/console")
+
+const (
+	taskToken  = "t0ken"
+	adminToken = "adm1n"
+)
+
+// consoleWorker is a worker with both tokens and the console on, over the
+// test's real PostgreSQL and RabbitMQ, with the console's test process
+// deployed.
+type consoleWorker struct {
+	env  *testkit.Env
+	base string
+}
+
+func startWorker(t *testing.T) *consoleWorker {
+	t.Helper()
+	if _, err := os.Stat("dist/app.js"); err != nil {
+		t.Skip("the console is not built: run make console (make test does)")
+	}
+	env := testkit.New(t)
+	env.Deploy(t, "testdata/review.bpmn")
+	cfg := apptest.Config(env)
+	cfg.APIToken, cfg.AdminToken, cfg.APIInsecure, cfg.UI = taskToken, adminToken, false, true
+	w, err := app.Start(testkit.Ctx(t), cfg, app.Options{Logger: testkit.Logger(t), Registry: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = w.Stop(ctx)
+	})
+	return &consoleWorker{env: env, base: "http://" + w.APIAddr()}
+}
+
+// v1 calls the admin API and decodes its answer into out (when not nil).
+func (c *consoleWorker) v1(t *testing.T, method, path string, body, out any) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		raw, _ := json.Marshal(body)
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, c.base+"/v1"+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, raw)
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("%s %s: %v: %s", method, path, err, raw)
+		}
+	}
+}
+
+// browser is a tab of a headless Chromium with a profile of its own.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path := os.Getenv("CHROMIUM")
+	if path == "" {
+		for _, name := range []string{"chromium", "chromium-browser"} {
+			if p, err := exec.LookPath(name); err == nil {
+				path = p
+				break
+			}
+		}
+	}
+	if path == "" {
+		t.Skip("no Chromium: run scripts/chromium.sh (make test does) or set CHROMIUM")
+	}
+	// The flags keep Chromium from reaching for Google's hosts, which a
+	// closed network refuses.
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900),
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(testkit.Ctx(t), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
+	return ctx
+}
+
+func run(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// eval evaluates a JavaScript expression in the page.
+func eval[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// signIn opens url, which shows the sign-in form first, and signs in.
+func signIn(url, token string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(
+		chromedp.Navigate(url),
+		chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), token),
+		chromedp.Click(chromedp.CSS("#signin")),
+	)
+}
+
+// screenshot saves the page as docs/console/name.png under -update.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	if !*update {
+		return
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err = os.WriteFile(filepath.Join("..", "docs", "console", name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func startExpense(t *testing.T, w *consoleWorker, id string, vars map[string]any) {
+	t.Helper()
+	w.v1(t, "POST", "/instances", map[string]any{"definition": "expense", "instance_id": id, "variables": vars}, nil)
+}
+
+func TestTheInstancePageMarksTheElementItWaitsAt(t *testing.T) {
+	t.Parallel()
+	w := startWorker(t)
+	startExpense(t, w, "e-1", map[string]any{"amount": 40})
+	ctx := browser(t)
+	run(t, ctx, signIn(w.base+"/ui/instances/e-1", adminToken),
+		chromedp.WaitVisible(chromedp.CSS(`g.djs-element.sutra-waiting[data-element-id="Review"]`)))
+	marked := eval[[]string](t, ctx, `[...document.querySelectorAll('.djs-element.sutra-waiting')].map(e => e.dataset.elementId)`)
+	if len(marked) != 1 || marked[0] != "Review" {
+		t.Errorf("marked waiting: %v, want [Review]", marked)
+	}
+	screenshot(t, ctx, "instance")
+
+	run(t, ctx, chromedp.Navigate(w.base+"/ui/processes/expense"),
+		chromedp.WaitVisible(chromedp.CSS(`.badges[data-element="Review"] .badge.active`)))
+	screenshot(t, ctx, "process")
+	run(t, ctx, chromedp.Navigate(w.base+"/ui/instances?definition=expense"),
+		chromedp.WaitVisible(chromedp.Search(`//a[text()="e-1"]`)))
+	screenshot(t, ctx, "instances")
+}
+
+func TestRetryingAnIncidentFromThePageResolvesIt(t *testing.T) {
+	t.Parallel()
+	w := startWorker(t)
+	// No amount: the gateway's condition fails and stops the token in an
+	// incident.
+	startExpense(t, w, "e-2", nil)
+	var list struct {
+		Incidents []struct {
+			ID string `json:"id"`
+		} `json:"incidents"`
+	}
+	w.v1(t, "GET", "/incidents?open=true&instance_id=e-2", nil, &list)
+	if len(list.Incidents) != 1 {
+		t.Fatalf("open incidents of e-2: %+v, want 1", list.Incidents)
+	}
+	ctx := browser(t)
+	run(t, ctx, signIn(w.base+"/ui/incidents", adminToken),
+		chromedp.WaitVisible(chromedp.Search(`//td[text()="Check"]`)))
+	screenshot(t, ctx, "incidents")
+
+	w.v1(t, "PATCH", "/instances/e-2/variables", map[string]any{"amount": 12}, nil)
+	retry := fmt.Sprintf(`button[data-incident="%s"]`, list.Incidents[0].ID)
+	run(t, ctx, chromedp.Navigate(w.base+"/ui/instances/e-2"),
+		chromedp.WaitVisible(chromedp.CSS(`g.djs-element.sutra-incident[data-element-id="Check"]`)),
+		chromedp.Click(chromedp.CSS(retry)),
+		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "retried")]`)),
+		chromedp.WaitVisible(chromedp.CSS(`g.djs-element.sutra-waiting[data-element-id="Review"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(retry)))
+	if open := w.env.Int(t, "SELECT count(*) FROM incidents WHERE instance_id = 'e-2' AND resolved_at IS NULL"); open != 0 {
+		t.Errorf("%d incidents of e-2 still open", open)
+	}
+}
+
+func TestAUserTaskCompletedThroughItsFormAdvancesItsInstance(t *testing.T) {
+	t.Parallel()
+	w := startWorker(t)
+	startExpense(t, w, "e-3", map[string]any{"amount": 7})
+	var list struct {
+		UserTasks []struct {
+			ID string `json:"id"`
+		} `json:"user_tasks"`
+	}
+	w.v1(t, "GET", "/user-tasks", nil, &list)
+	if len(list.UserTasks) != 1 {
+		t.Fatalf("user tasks: %+v, want 1", list.UserTasks)
+	}
+	ctx := browser(t)
+	// The task token sees the user tasks alone.
+	run(t, ctx, signIn(w.base+"/ui/tasks", taskToken),
+		chromedp.WaitVisible(chromedp.Search(`//a[contains(., "Review #")]`)))
+	nav := eval[[]string](t, ctx, `[...document.querySelectorAll('nav a')].map(a => a.textContent)`)
+	if len(nav) != 1 || nav[0] != "User tasks" {
+		t.Errorf("a task token's pages: %v, want [User tasks]", nav)
+	}
+	screenshot(t, ctx, "tasks")
+	run(t, ctx, chromedp.Navigate(w.base+"/ui/tasks/"+list.UserTasks[0].ID),
+		chromedp.WaitVisible(chromedp.CSS(`.fjs-form input`)),
+		chromedp.SendKeys(chromedp.CSS(`.fjs-form input`), "approved"))
+	screenshot(t, ctx, "task")
+	run(t, ctx, chromedp.Click(chromedp.CSS("#complete")),
+		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Completed")]`)))
+	// The completion reaches the instance through a relay: its page, which
+	// follows it, shows it complete.
+	run(t, ctx, chromedp.Click(chromedp.Search(`//button[text()="Sign out"]`)),
+		signIn(w.base+"/ui/instances/e-3", adminToken),
+		chromedp.WaitVisible(chromedp.Search(`//strong[@id="status" and text()="completed"]`)))
+	var inst struct {
+		Variables map[string]any `json:"variables"`
+	}
+	w.v1(t, "GET", "/instances/e-3", nil, &inst)
+	if inst.Variables["decision"] != "approved" {
+		t.Errorf("e-3's variables after the form: %v, want decision approved", inst.Variables)
+	}
+}
+
+func TestAWrongTokenIsRefused(t *testing.T) {
+	t.Parallel()
+	w := startWorker(t)
+	ctx := browser(t)
+	run(t, ctx, signIn(w.base+"/ui/instances", "wrong"),
+		chromedp.WaitVisible(chromedp.Search(`//p[@role="alert" and contains(., "This token is refused")]`)))
+	stored := eval[string](t, ctx, `sessionStorage.getItem('sutra.token') || ''`)
+	if stored != "" {
+		t.Errorf("the refused token was kept: %q", stored)
+	}
+	screenshot(t, ctx, "signin")
+}
