@@ -154,7 +154,7 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	if !*update {
 		return
 	}
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)
 	}

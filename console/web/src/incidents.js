@@ -1,6 +1,6 @@
 // Incidents: the open ones grouped by code and element, each group retried
 // at once.
-import { h, api, link, table, notice, button } from './lib.js';
+import { h, fill, api, link, table, notice, button } from './lib.js';
 
 // Open incidents read at most, in pages of 500.
 const MAX = 5000;
@@ -8,7 +8,7 @@ const MAX = 5000;
 export async function incidentsPage(main, page) {
   const out = h('div', { 'aria-live': 'polite' });
   const body = h('div', {});
-  main.replaceChildren(h('h1', {}, 'Incidents'), out, body);
+  fill(main, h('h1', {}, 'Incidents'), out, body);
   const refresh = async () => {
     const all = [];
     let after = '';
@@ -24,7 +24,7 @@ export async function incidentsPage(main, page) {
       groups.get(key).items.push(x);
     }
     const rows = [...groups.values()].sort((a, b) => b.items.length - a.items.length);
-    body.replaceChildren(
+    fill(body, 
       all.length >= MAX ? notice('info', `Showing the first ${MAX} open incidents.`) : null,
       table('Open incidents by code and element', [
         ['Code', (g) => g.code],
@@ -43,7 +43,7 @@ export async function incidentsPage(main, page) {
             } catch (e) {
               failed.push(`${x.instance_id}: ${e.message}`);
             }
-            out.replaceChildren(notice('info', `Retried ${done} of ${g.items.length}…`));
+            fill(out, notice('info', `Retried ${done} of ${g.items.length}…`));
           }
           await refresh();
           if (failed.length) throw new Error(`${done} retried, ${failed.length} refused: ${failed.slice(0, 3).join('; ')}`);

@@ -1,7 +1,7 @@
 // An instance: its diagram with the elements it waits at marked, its
 // variables (edited with PATCH), incidents (retried), waits, and the
 // actions cancel and migrate. It follows the instance every 2 s.
-import { h, api, link, table, notice, button, pretty, time } from './lib.js';
+import { h, fill, api, link, table, notice, button, pretty, time } from './lib.js';
 import { Diagram, elementIds } from './diagram.js';
 
 export async function instancePage(main, id, page) {
@@ -12,7 +12,7 @@ export async function instancePage(main, id, page) {
   const out = h('div', { 'aria-live': 'polite' });
   const details = h('div', {});
   const actions = h('div', {});
-  main.replaceChildren(h('h1', {}, `Instance ${id}`), header, out, canvas, actions, details);
+  fill(main, h('h1', {}, `Instance ${id}`), header, out, canvas, actions, details);
   const diagram = new Diagram(canvas);
   page.onLeave(() => diagram.destroy());
   let shown = null; // the definition version drawn
@@ -25,7 +25,7 @@ export async function instancePage(main, id, page) {
       shown = ref;
     }
     diagram.mark(markers(inst));
-    header.replaceChildren(h('p', { class: 'toolbar' },
+    fill(header, h('p', { class: 'toolbar' },
       'Process ', link(`/ui/processes/${encodeURIComponent(inst.definition.key)}?version=${inst.definition.version}`,
         `${inst.definition.key} v${inst.definition.version}`),
       ' · status ', h('strong', { id: 'status' }, inst.status),
@@ -33,7 +33,7 @@ export async function instancePage(main, id, page) {
       ' · created ', time(inst.created_at), ' · updated ', time(inst.updated_at),
       inst.parent_id ? [' · parent ', link(`/ui/instances/${encodeURIComponent(inst.parent_id)}`, inst.parent_id)] : null,
       inst.claim ? ` · claimed by ${inst.claim.owner} for ${inst.claim.age_seconds.toFixed(1)} s` : null));
-    if (!editing) details.replaceChildren(...sections());
+    if (!editing) fill(details, ...sections());
   };
 
   const reload = async () => {
@@ -87,7 +87,7 @@ export async function instancePage(main, id, page) {
       editing = true;
       const area = h('textarea', { id: 'variables', rows: 12, cols: 60, 'aria-label': 'Variables to set, as a JSON object' },
         pretty(inst.variables));
-      const done = () => { editing = false; details.replaceChildren(...sections()); };
+      const done = () => { editing = false; fill(details, ...sections()); };
       details.querySelector('.variables').replaceChildren(
         h('label', { for: 'variables' }, 'Variables to set (a JSON object; the names given are replaced, the others kept)'),
         area,
@@ -109,7 +109,7 @@ export async function instancePage(main, id, page) {
 
   const renderActions = async () => {
     if (inst.status !== 'active') {
-      actions.replaceChildren();
+      fill(actions, );
       return;
     }
     const { definitions } = await api('GET', '/v1/definitions');
@@ -121,16 +121,16 @@ export async function instancePage(main, id, page) {
     const showPreview = async () => {
       if (!target.value) return;
       let map;
-      try { map = JSON.parse(mapping.value || '{}'); } catch (e) { preview.replaceChildren(notice('error', `mapping: ${e.message}`)); return; }
+      try { map = JSON.parse(mapping.value || '{}'); } catch (e) { fill(preview, notice('error', `mapping: ${e.message}`)); return; }
       const ids = elementIds(await api('GET', `/v1/definitions/${encodeURIComponent(inst.definition.key)}/versions/${target.value}`));
       const rows = [...new Set(inst.tokens.map((t) => t.element))].map((el) => ({ el, to: map[el] || el, ok: ids.has(map[el] || el) }));
-      preview.replaceChildren(table(`Where the tokens would be in version ${target.value}`, [
+      fill(preview, table(`Where the tokens would be in version ${target.value}`, [
         ['From', (r) => r.el], ['To', (r) => r.to], ['', (r) => (r.ok ? 'exists' : h('span', { class: 'bad' }, 'missing: map it'))],
       ], rows));
     };
     target.addEventListener('change', showPreview);
     mapping.addEventListener('change', showPreview);
-    actions.replaceChildren(h('h2', {}, 'Actions'), h('div', { class: 'toolbar' },
+    fill(actions, h('h2', {}, 'Actions'), h('div', { class: 'toolbar' },
       button('Cancel instance', async () => {
         if (!confirm(`Cancel instance ${id}? Every token is killed.`)) return '';
         await api('POST', `${path}/cancel`, {});

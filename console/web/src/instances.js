@@ -1,6 +1,6 @@
 // Instances: filtered by process, version, status, open incident, a
 // variable's value and creation time; paged by cursor.
-import { h, api, link, table, query, go, time } from './lib.js';
+import { h, fill, api, link, table, query, go, time } from './lib.js';
 
 const FIELDS = ['definition', 'version', 'status', 'has_incident', 'variable', 'value', 'created_after', 'created_before'];
 
@@ -45,7 +45,7 @@ export async function instancesPage(main, params) {
   q.limit = 50;
   const { instances, next } = await api('GET', `/v1/instances${query(q)}`);
   const more = next ? link(`/ui/instances${query({ ...q, limit: undefined, after: next })}`, 'Next page →') : null;
-  main.replaceChildren(
+  fill(main, 
     h('h1', {}, 'Instances'), form,
     table('Instances, in id order', [
       ['Instance', (i) => link(`/ui/instances/${encodeURIComponent(i.instance_id)}`, i.instance_id)],

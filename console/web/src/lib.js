@@ -16,6 +16,13 @@ export function h(tag, attrs, ...children) {
   return el;
 }
 
+// fill replaces el's children; null, undefined and false are left out (the
+// DOM's own replaceChildren would show them as text).
+export function fill(el, ...children) {
+  el.replaceChildren();
+  append(el, children);
+}
+
 function append(el, children) {
   for (const c of children.flat(Infinity)) {
     if (c === undefined || c === null || c === false) continue;
@@ -137,9 +144,9 @@ export function button(label, action, out, attrs = {}) {
       b.disabled = true;
       try {
         const msg = await action();
-        if (out && msg) out.replaceChildren(notice('ok', msg));
+        if (out && msg) fill(out, notice('ok', msg));
       } catch (e) {
-        if (out) out.replaceChildren(notice('error', e.message));
+        if (out) fill(out, notice('error', e.message));
       } finally {
         b.disabled = false;
       }

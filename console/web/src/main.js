@@ -4,7 +4,7 @@ import 'bpmn-js/dist/assets/diagram-js.css';
 import 'bpmn-js/dist/assets/bpmn-js.css';
 import '@bpmn-io/form-js/dist/assets/form-js.css';
 import './style.css';
-import { h, api, session, link, notice, setRouter, setUnauthorizedHandler, ApiError } from './lib.js';
+import { h, fill, api, session, link, notice, setRouter, setUnauthorizedHandler, ApiError } from './lib.js';
 import { processesPage, processPage } from './processes.js';
 import { instancesPage } from './instances.js';
 import { instancePage } from './instance.js';
@@ -75,7 +75,7 @@ async function route() {
     return;
   }
   const main = h('main', { id: 'main', tabindex: -1 }, h('p', {}, 'Loading…'));
-  app.replaceChildren(shell(), main);
+  fill(app, shell(), main);
   const path = decodeURI(location.pathname);
   if (path === '/ui/' || path === '/ui') {
     history.replaceState(null, '', session.admin ? '/ui/processes' : '/ui/tasks');
@@ -84,12 +84,12 @@ async function route() {
   }
   const found = routes.find(([re]) => re.test(path));
   if (!found) {
-    main.replaceChildren(notice('error', `No page at ${path}.`));
+    fill(main, notice('error', `No page at ${path}.`));
     return;
   }
   const [re, needsAdmin, show] = found;
   if (needsAdmin && !session.admin) {
-    main.replaceChildren(notice('error', 'This token opens the user tasks only: sign in with the admin token to see this page.'),
+    fill(main, notice('error', 'This token opens the user tasks only: sign in with the admin token to see this page.'),
       h('p', {}, link('/ui/tasks', 'User tasks')));
     return;
   }
@@ -97,7 +97,7 @@ async function route() {
     await show(main, re.exec(path).slice(1), new URLSearchParams(location.search), page);
   } catch (e) {
     if (page.left) return;
-    main.replaceChildren(notice('error', e.message));
+    fill(main, notice('error', e.message));
   }
   if (!page.left && document.activeElement === document.body) main.focus({ preventScroll: true });
 }
@@ -124,13 +124,13 @@ function signIn(message) {
     class: 'signin',
     onsubmit: async (e) => {
       e.preventDefault();
-      out.replaceChildren(notice('info', 'Signing in…'));
+      fill(out, notice('info', 'Signing in…'));
       try {
         const { scope } = await api('GET', '/v1/whoami', undefined, token.value);
         session.set(token.value, scope, user.value.trim());
         route();
       } catch (err) {
-        out.replaceChildren(notice('error', err instanceof ApiError && err.status === 401
+        fill(out, notice('error', err instanceof ApiError && err.status === 401
           ? 'This token is refused.' : `Sign-in failed: ${err.message}`));
         token.select();
       }
@@ -142,7 +142,7 @@ function signIn(message) {
   h('p', {}, h('label', { for: 'user' }, 'Your name, for claiming user tasks (optional)'), user),
   h('p', {}, h('button', { type: 'submit', id: 'signin' }, 'Sign in')),
   out);
-  app.replaceChildren(h('main', {}, form));
+  fill(app, h('main', {}, form));
   token.focus();
 }
 

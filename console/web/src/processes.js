@@ -1,12 +1,12 @@
 // Processes: the deployed definitions and their versions; a version's
 // diagram with, on each element, the tokens of active instances there and
 // the open incidents raised there (Operate's heatmap).
-import { h, api, link, table, query, go } from './lib.js';
+import { h, fill, api, link, table, query, go } from './lib.js';
 import { Diagram } from './diagram.js';
 
 export async function processesPage(main) {
   const { definitions } = await api('GET', '/v1/definitions');
-  main.replaceChildren(
+  fill(main, 
     h('h1', {}, 'Processes'),
     table('Deployed definitions', [
       ['Process', (d) => link(`/ui/processes/${encodeURIComponent(d.key)}`, d.key)],
@@ -28,7 +28,7 @@ export async function processPage(main, key, params, page) {
   }, def.versions.map((v) => h('option', { value: v, selected: v === version }, `version ${v}`)));
   const canvas = h('div', { class: 'diagram', role: 'img', 'aria-label': `Diagram of ${key} version ${version}` });
   const counts = h('div', {});
-  main.replaceChildren(
+  fill(main, 
     h('h1', {}, `Process ${key}`),
     h('p', { class: 'toolbar' },
       h('label', { for: 'version' }, 'Version '), select, ' ',
@@ -40,7 +40,7 @@ export async function processPage(main, key, params, page) {
   const refresh = async () => {
     const { elements } = await api('GET', `/v1/definitions/${encodeURIComponent(key)}/versions/${version}/statistics`);
     diagram.badges(Object.fromEntries(elements.map((e) => [e.element, e])));
-    counts.replaceChildren(table('Where the active instances are', [
+    fill(counts, table('Where the active instances are', [
       ['Element', (e) => e.element],
       ['Active tokens', (e) => e.active],
       ['Open incidents', (e) => e.incidents],

@@ -2,7 +2,7 @@
 // assign, its Camunda Form rendered by form-js (or a JSON editor when it
 // names none), and completion.
 import { Form } from '@bpmn-io/form-js';
-import { h, api, link, table, notice, button, query, go, time, pretty, session, ApiError } from './lib.js';
+import { h, fill, api, link, table, notice, button, query, go, time, pretty, session, ApiError } from './lib.js';
 
 export async function tasksPage(main, params) {
   const get = (k) => params.get(k) || '';
@@ -27,7 +27,7 @@ export async function tasksPage(main, params) {
   const q = Object.fromEntries(Object.keys(inputs).map((k) => [k, params.get(k)]));
   q.after = params.get('after');
   const { user_tasks: list, next } = await api('GET', `/v1/user-tasks${query(q)}`);
-  main.replaceChildren(h('h1', {}, 'User tasks'), form,
+  fill(main, h('h1', {}, 'User tasks'), form,
     table('User tasks', [
       ['Task', (t) => link(`/ui/tasks/${t.id}`, `${t.element} #${t.id}`)],
       ['Process', (t) => `${t.definition.key} v${t.definition.version}`],
@@ -48,11 +48,11 @@ export async function taskPage(main, id) {
   const formBox = h('div', { class: 'form' });
   const complete = async (variables) => {
     await api('POST', `${path}/completion`, { variables, override: session.admin && !!task.assignee && task.assignee !== session.user });
-    main.replaceChildren(h('h1', {}, `User task ${task.element} #${task.id}`),
+    fill(main, h('h1', {}, `User task ${task.element} #${task.id}`),
       notice('ok', 'Completed: the instance moves on.'),
       h('p', {}, link('/ui/tasks', 'Back to the user tasks')));
   };
-  main.replaceChildren(
+  fill(main, 
     h('h1', {}, `User task ${task.element} #${task.id}`),
     h('p', {}, 'Instance ', session.admin ? link(`/ui/instances/${encodeURIComponent(task.instance_id)}`, task.instance_id) : task.instance_id,
       ` · ${task.definition.key} v${task.definition.version} · priority ${task.priority}`,
@@ -66,6 +66,10 @@ export async function taskPage(main, id) {
         await api('POST', `${path}/assignment`, { assignee: assignee.value || null });
         return `Assigned to ${assignee.value || 'nobody'}.`;
       }, out),
+      session.user && task.assignee !== session.user ? button(`Claim as ${session.user}`, async () => {
+        await api('POST', `${path}/assignment`, { assignee: session.user });
+        return `Claimed by ${session.user}.`;
+      }, out) : null,
       task.assignee ? button('Unassign', async () => {
         await api('POST', `${path}/assignment`, { assignee: null });
         return 'Unassigned.';
@@ -82,24 +86,24 @@ export async function taskPage(main, id) {
   }
   if (schema) {
     const container = h('div', {});
-    formBox.replaceChildren(container, h('p', {}, h('button', { type: 'button', id: 'complete', onclick: () => form.submit() }, 'Complete')));
+    fill(formBox, container, h('p', {}, h('button', { type: 'button', id: 'complete', onclick: () => form.submit() }, 'Complete')));
     const form = new Form({ container });
     await form.importSchema(schema, task.variables);
     form.on('submit', async ({ data, errors }) => {
       if (Object.keys(errors).length) {
-        out.replaceChildren(notice('error', 'The form has errors: see the fields marked.'));
+        fill(out, notice('error', 'The form has errors: see the fields marked.'));
         return;
       }
       try {
         await complete(data);
       } catch (e) {
-        out.replaceChildren(notice('error', e.message));
+        fill(out, notice('error', e.message));
       }
     });
     return;
   }
   const area = h('textarea', { id: 'result', rows: 10, cols: 60 }, pretty({}));
-  formBox.replaceChildren(
+  fill(formBox, 
     notice('info', task.form_id ? `This task names form ${task.form_id}, deployed apart from its process: set its variables as JSON.`
       : 'This task names no form: set its variables as JSON.'),
     h('details', {}, h('summary', {}, 'Its variables'), h('pre', {}, pretty(task.variables))),
