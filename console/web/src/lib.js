@@ -69,7 +69,9 @@ export function setUnauthorizedHandler(f) { onUnauthorized = f; }
 // api calls /v1 with the tab's token (or the one given, at sign-in) and
 // answers the parsed body; a refusal throws ApiError, and a 401 signs out.
 export async function api(method, path, body, token = session.token) {
-  const headers = { Authorization: `Bearer ${token}`, 'X-Sutra-Caller': 'console' };
+  // The caller names the person signed in: a user task assigned to them
+  // is completed only under their name (docs/admin.md).
+  const headers = { Authorization: `Bearer ${token}`, 'X-Sutra-Caller': session.user || 'console' };
   const init = { method, headers, cache: 'no-store' };
   if (body !== undefined) {
     headers['Content-Type'] = 'application/json';
