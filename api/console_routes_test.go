@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sutra-run/worker/app"
 	"github.com/sutra-run/worker/internal/testkit"
 )
 
@@ -79,6 +80,38 @@ func TestTheInstanceListFiltersByVersionVariableAndCreationTime(t *testing.T) {
 	}
 }
 
+func TestAnInstanceListPageEndsWhereItsWalkEnds(t *testing.T) {
+	t.Parallel()
+	// Each page walks 2 instances at most to check its filter.
+	b := setupAdmin(t, nil, func(c *app.Config) { c.APIMaxScan = 2 })
+	for i, amount := range []int{5, 6, 7, 5, 6} {
+		id := fmt.Sprintf("o-%d", i+1)
+		if status, out := b.do(t, "POST", "/instances", map[string]any{"definition": "shop", "instance_id": id,
+			"variables": map[string]any{"amount": amount}}); status != http.StatusCreated {
+			t.Fatalf("start %s: %d %v", id, status, out)
+		}
+	}
+	q := url.Values{"variable": {"amount"}, "value": {"5"}}
+	var pages [][]string
+	for {
+		ids, next := b.instanceIDs(t, q)
+		pages = append(pages, ids)
+		if next == nil || len(pages) > 5 {
+			break
+		}
+		q.Set("after", fmt.Sprint(next))
+	}
+	// Walks: o-1 o-2 | o-3 o-4 | o-5 (the last, short of the bound).
+	want := [][]string{{"o-1"}, {"o-4"}, nil}
+	if !slices.EqualFunc(pages, want, slices.Equal[[]string]) {
+		t.Errorf("pages: %v, want %v", pages, want)
+	}
+	// Unfiltered, a page is not bounded by the walk.
+	if ids, _ := b.instanceIDs(t, url.Values{"definition": {"shop"}}); len(ids) != 5 {
+		t.Errorf("unfiltered: %v, want all 5", ids)
+	}
+}
+
 func TestElementStatisticsCountTheTokensOfActiveInstancesAndOpenIncidents(t *testing.T) {
 	t.Parallel()
 	b := setupAdmin(t, nil, nil)
@@ -88,18 +121,26 @@ func TestElementStatisticsCountTheTokensOfActiveInstancesAndOpenIncidents(t *tes
 	if status, out := b.do(t, "POST", "/instances/o-3/cancel", nil); status != http.StatusOK {
 		t.Fatalf("cancel: %d %v", status, out)
 	}
+	// stats sums the pages of one instance each, as the console does.
 	stats := func() map[string][2]float64 {
 		t.Helper()
-		status, out := b.do(t, "GET", "/definitions/shop/versions/1/statistics", nil)
-		if status != http.StatusOK {
-			t.Fatalf("statistics: %d %v", status, out)
-		}
-		list, _ := asList(out["elements"])
 		m := map[string][2]float64{}
-		for _, e := range list {
-			m[fmt.Sprint(e["element"])] = [2]float64{e["active"].(float64), e["incidents"].(float64)}
+		after := ""
+		for pages := 0; ; pages++ {
+			status, out := b.do(t, "GET", "/definitions/shop/versions/1/statistics?limit=1&after="+after, nil)
+			if status != http.StatusOK || pages > 3 {
+				t.Fatalf("statistics page %d: %d %v", pages, status, out)
+			}
+			list, _ := asList(out["elements"])
+			for _, e := range list {
+				c := m[fmt.Sprint(e["element"])]
+				m[fmt.Sprint(e["element"])] = [2]float64{c[0] + e["active"].(float64), c[1] + e["incidents"].(float64)}
+			}
+			if out["next"] == nil {
+				return m
+			}
+			after = fmt.Sprint(out["next"])
 		}
-		return m
 	}
 	if got := stats(); len(got) != 1 || got["Event_Paid"] != [2]float64{2, 0} {
 		t.Errorf("two waiting for their payment, one cancelled: %v, want Event_Paid 2 active", got)

@@ -151,6 +151,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	apiadmin.New(w.api, apiadmin.Deps{Store: st, Metrics: w.metrics, Logger: log, Lanes: lanesDispatcher{w},
 		PublishRelay: w.publishRelay, MigrationCreated: func() { w.migrations.Wake() }}, apiadmin.Config{
 		Replica: cfg.ReplicaID, OpenAPI: docs.OpenAPI, MaxBody: cfg.APIMaxBody, MaxDeployBody: cfg.APIMaxDeployBody,
+		MaxScan: cfg.APIMaxScan,
 	})
 	if cfg.UI {
 		w.api.Public("GET "+console.Prefix, console.Handler())

@@ -38,6 +38,7 @@ type Config struct {
 	APIMaxDeployBody    int64         `envconfig:"API_MAX_DEPLOY_BODY" default:"4194304" desc:"largest BPMN file in bytes a deploy may send (413 SUTRA.API.TOO_LARGE)"`
 	APIMaxBytesInFlight int64         `envconfig:"API_MAX_BYTES_IN_FLIGHT" default:"8388608" desc:"request body bytes the API reads and decodes at once on this replica; a call that finds no room within 1s is refused (503 SUTRA.API.BUSY)"`
 	APIMaxDBConns       int           `envconfig:"API_MAX_DB_CONNS" default:"4" desc:"database connections API calls use at once; a call that gets none within 1s is refused (503 SUTRA.API.BUSY); the pool has SUTRA_LANES + 2 + this many"`
+	APIMaxScan          int           `envconfig:"API_MAX_SCAN" default:"5000" desc:"most instances one page of GET /v1/instances walks to check the filters no index serves (version, status, incident, a variable, creation time), and one page of a version's element statistics may count (500 unless it asks); past it the page answers what it found and the cursor to go on"`
 	APIMaxRetryTimeout  time.Duration `envconfig:"API_MAX_RETRY_TIMEOUT" default:"24h" desc:"longest retryTimeout a task failure may ask for (400 SUTRA.API.INVALID_REQUEST)"`
 
 	MaxVariablesBytes int `envconfig:"MAX_VARIABLES_BYTES" default:"4194304" desc:"largest an instance's variables may grow, in bytes of JSON; a step past it is refused, nothing written (SUTRA.RUNTIME.STEP.TOO_LARGE: a relay is dead-lettered, an admin call answered 422)"`

@@ -47,8 +47,9 @@ type Store interface {
 	ListDefinitions(ctx context.Context) ([]adminapi.DefinitionVersions, error)
 	DefinitionXML(ctx context.Context, key string, version int) (string, error)
 	Instance(ctx context.Context, id string) (adminapi.Instance, error)
-	ListInstances(ctx context.Context, f store.InstanceFilter) ([]adminapi.InstanceSummary, error)
-	ElementStatistics(ctx context.Context, key string, version int) ([]adminapi.ElementStatistics, error)
+	ListInstances(ctx context.Context, f store.InstanceFilter) (store.InstancePage, error)
+	ElementStatistics(ctx context.Context, key string, version int, after string, limit int) (
+		elements []adminapi.ElementStatistics, walked int, next string, err error)
 	ListIncidents(ctx context.Context, f store.IncidentFilter) ([]adminapi.Incident, error)
 	IncidentByID(ctx context.Context, id int64) (adminapi.Incident, error)
 	RetryTimer(ctx context.Context, incidentID int64) error
@@ -79,11 +80,16 @@ type Config struct {
 	MaxBody int64
 	// MaxDeployBody caps a deploy's body (default 4 MiB).
 	MaxDeployBody int64
+	// MaxScan is the most instances one instance list page walks to check
+	// the filters no index serves, and one statistics page counts (default
+	// 5,000).
+	MaxScan int
 }
 
 func (c *Config) setDefaults() {
 	defaults.Set(&c.MaxBody, 1<<20)
 	defaults.Set(&c.MaxDeployBody, 4<<20)
+	defaults.Set(&c.MaxScan, 5000)
 }
 
 // Deps are the admin API's collaborators.
@@ -329,21 +335,35 @@ func (s *API) whoami(c *adminCall) (answer, error) {
 	return answer{status: http.StatusOK, body: adminapi.WhoAmI{Scope: scope}}, nil
 }
 
+// statisticsPage is the active instances one statistics call counts by
+// default (store.ElementStatistics).
+const statisticsPage = 500
+
 func (s *API) statistics(c *adminCall) (answer, error) {
 	v, err := strconv.Atoi(c.r.PathValue("version"))
 	if err != nil {
 		return answer{}, refuse(http.StatusNotFound, fault.AdminNotFound, "no such version")
+	}
+	limit := min(statisticsPage, s.cfg.MaxScan)
+	if l := c.r.URL.Query().Get("limit"); l != "" {
+		if limit, err = strconv.Atoi(l); err != nil || limit < 1 || limit > s.cfg.MaxScan {
+			return answer{}, api.Invalidf("limit %q is not between 1 and %d (SUTRA_API_MAX_SCAN)", l, s.cfg.MaxScan)
+		}
 	}
 	key := c.r.PathValue("key")
 	// The version must exist: an unknown one is a 404, not an empty count.
 	if _, err := s.deps.Store.DefinitionXML(c.r.Context(), key, v); err != nil {
 		return answer{}, err
 	}
-	list, err := s.deps.Store.ElementStatistics(c.r.Context(), key, v)
-	if list == nil {
-		list = []adminapi.ElementStatistics{}
+	list, walked, next, err := s.deps.Store.ElementStatistics(c.r.Context(), key, v, c.r.URL.Query().Get("after"), limit)
+	if err != nil {
+		return answer{}, err
 	}
-	return answer{status: http.StatusOK, body: adminapi.Statistics{Elements: list}}, err
+	st := adminapi.Statistics{Elements: list, Instances: walked}
+	if next != "" {
+		st.Next = &next
+	}
+	return answer{status: http.StatusOK, body: st}, nil
 }
 
 func (s *API) startInstance(c *adminCall) (answer, error) {
@@ -445,11 +465,21 @@ func (s *API) listInstances(c *adminCall) (answer, error) {
 			}
 		}
 	}
-	list, err := s.deps.Store.ListInstances(c.r.Context(), f)
+	f.Scan = s.cfg.MaxScan
+	p, err := s.deps.Store.ListInstances(c.r.Context(), f)
 	if err != nil {
 		return answer{}, err
 	}
-	return pageOf("instances", list, limit, func(i adminapi.InstanceSummary) string { return i.ID }), nil
+	// A page the walk ended may hold fewer instances than the limit, and
+	// still name the next one.
+	var next *string
+	if p.Next != "" {
+		next = &p.Next
+	}
+	if p.Instances == nil {
+		p.Instances = []adminapi.InstanceSummary{}
+	}
+	return answer{status: http.StatusOK, body: map[string]any{"instances": p.Instances, "next": next}}, nil
 }
 
 func (s *API) cancel(c *adminCall) (answer, error) {

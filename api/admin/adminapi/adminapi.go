@@ -190,9 +190,13 @@ type ElementStatistics struct {
 	Incidents int64  `json:"incidents"`
 }
 
-// Statistics answers GET /v1/definitions/{key}/versions/{version}/statistics.
+// Statistics answers GET /v1/definitions/{key}/versions/{version}/statistics:
+// the counts over one page of the version's active instances (Instances of
+// them); Next is the cursor of the following page, null on the last.
 type Statistics struct {
-	Elements []ElementStatistics `json:"elements"`
+	Elements  []ElementStatistics `json:"elements"`
+	Instances int                 `json:"instances"`
+	Next      *string             `json:"next"`
 }
 
 // WhoAmI answers GET /v1/whoami: the scope the presented token opens
