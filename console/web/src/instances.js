@@ -1,6 +1,6 @@
 // Instances: filtered by process, version, status, open incident, a
 // variable's value and creation time; paged by cursor.
-import { h, fill, api, link, table, query, go, time } from './lib.js';
+import { h, fill, api, link, table, query, go, time, notice } from './lib.js';
 
 const FIELDS = ['definition', 'version', 'status', 'has_incident', 'variable', 'value', 'created_after', 'created_before'];
 
@@ -44,9 +44,12 @@ export async function instancesPage(main, params) {
   q.after = params.get('after');
   q.limit = 50;
   const { instances, next } = await api('GET', `/v1/instances${query(q)}`);
-  const more = next ? link(`/ui/instances${query({ ...q, limit: undefined, after: next })}`, 'Next page →') : null;
+  const more = next ? link(`/ui/instances${query({ ...q, limit: undefined, after: next })}`,
+    instances.length < q.limit ? `Search on after ${next} →` : 'Next page →') : null;
   fill(main, 
     h('h1', {}, 'Instances'), form,
+    next && instances.length < q.limit
+      ? notice('info', `This page searched the instances up to ${next} and found ${instances.length}: the filters are checked on a bounded walk per page.`) : null,
     table('Instances, in id order', [
       ['Instance', (i) => link(`/ui/instances/${encodeURIComponent(i.instance_id)}`, i.instance_id)],
       ['Process', (i) => link(`/ui/processes/${encodeURIComponent(i.definition.key)}?version=${i.definition.version}`,

@@ -37,15 +37,30 @@ export async function processPage(main, key, params, page) {
   const diagram = new Diagram(canvas);
   page.onLeave(() => diagram.destroy());
   await diagram.show(await api('GET', `/v1/definitions/${encodeURIComponent(key)}/versions/${version}`));
+  // The counts come a page of active instances at a time: the diagram
+  // fills in as they are summed.
   const refresh = async () => {
-    const { elements } = await api('GET', `/v1/definitions/${encodeURIComponent(key)}/versions/${version}/statistics`);
-    diagram.badges(Object.fromEntries(elements.map((e) => [e.element, e])));
-    fill(counts, table('Where the active instances are', [
-      ['Element', (e) => e.element],
-      ['Active tokens', (e) => e.active],
-      ['Open incidents', (e) => e.incidents],
-    ], elements));
+    const sum = {};
+    let instances = 0;
+    let after = '';
+    do {
+      const r = await api('GET', `/v1/definitions/${encodeURIComponent(key)}/versions/${version}/statistics${query({ after })}`);
+      for (const e of r.elements) {
+        const c = (sum[e.element] ||= { element: e.element, active: 0, incidents: 0 });
+        c.active += e.active;
+        c.incidents += e.incidents;
+      }
+      instances += r.instances;
+      after = r.next;
+      if (page.left) return;
+      diagram.badges(sum);
+      fill(counts, table(`Where the ${instances} active instances are${after ? ' (counting…)' : ''}`, [
+        ['Element', (e) => e.element],
+        ['Active tokens', (e) => e.active],
+        ['Open incidents', (e) => e.incidents],
+      ], Object.values(sum)));
+    } while (after);
   };
   await refresh();
-  page.every(5000, refresh);
+  page.every(15000, refresh);
 }
