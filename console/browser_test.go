@@ -91,6 +91,20 @@ func (c *consoleWorker) v1(t *testing.T, method, path string, body, out any) {
 	}
 }
 
+// onlyID is the id of the one item a list of /v1 holds under key.
+func (c *consoleWorker) onlyID(t *testing.T, path, key string) string {
+	t.Helper()
+	var page map[string]json.RawMessage
+	c.v1(t, "GET", path, nil, &page)
+	var items []struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(page[key], &items); err != nil || len(items) != 1 {
+		t.Fatalf("GET %s: %s, want one item (%v)", path, page[key], err)
+	}
+	return items[0].ID
+}
+
 // browser is a tab of a headless Chromium with a profile of its own.
 func browser(t *testing.T) context.Context {
 	t.Helper()
@@ -195,22 +209,14 @@ func TestRetryingAnIncidentFromThePageResolvesIt(t *testing.T) {
 	// No amount: the gateway's condition fails and stops the token in an
 	// incident.
 	startExpense(t, w, "e-2", nil)
-	var list struct {
-		Incidents []struct {
-			ID string `json:"id"`
-		} `json:"incidents"`
-	}
-	w.v1(t, "GET", "/incidents?open=true&instance_id=e-2", nil, &list)
-	if len(list.Incidents) != 1 {
-		t.Fatalf("open incidents of e-2: %+v, want 1", list.Incidents)
-	}
+	incident := w.onlyID(t, "/incidents?open=true&instance_id=e-2", "incidents")
 	ctx := browser(t)
 	run(t, ctx, signIn(w.base+"/ui/incidents", adminToken),
 		chromedp.WaitVisible(chromedp.Search(`//td[text()="Check"]`)))
 	screenshot(t, ctx, "incidents")
 
 	w.v1(t, "PATCH", "/instances/e-2/variables", map[string]any{"amount": 12}, nil)
-	retry := fmt.Sprintf(`button[data-incident="%s"]`, list.Incidents[0].ID)
+	retry := fmt.Sprintf(`button[data-incident="%s"]`, incident)
 	run(t, ctx, chromedp.Navigate(w.base+"/ui/instances/e-2"),
 		chromedp.WaitVisible(chromedp.CSS(`g.djs-element.sutra-incident[data-element-id="Check"]`)),
 		chromedp.Click(chromedp.CSS(retry)),
@@ -226,15 +232,7 @@ func TestAUserTaskCompletedThroughItsFormAdvancesItsInstance(t *testing.T) {
 	t.Parallel()
 	w := startWorker(t)
 	startExpense(t, w, "e-3", map[string]any{"amount": 7})
-	var list struct {
-		UserTasks []struct {
-			ID string `json:"id"`
-		} `json:"user_tasks"`
-	}
-	w.v1(t, "GET", "/user-tasks", nil, &list)
-	if len(list.UserTasks) != 1 {
-		t.Fatalf("user tasks: %+v, want 1", list.UserTasks)
-	}
+	task := w.onlyID(t, "/user-tasks", "user_tasks")
 	ctx := browser(t)
 	// The task token sees the user tasks alone.
 	run(t, ctx, signIn(w.base+"/ui/tasks", taskToken),
@@ -244,7 +242,7 @@ func TestAUserTaskCompletedThroughItsFormAdvancesItsInstance(t *testing.T) {
 		t.Errorf("a task token's pages: %v, want [User tasks]", nav)
 	}
 	screenshot(t, ctx, "tasks")
-	run(t, ctx, chromedp.Navigate(w.base+"/ui/tasks/"+list.UserTasks[0].ID),
+	run(t, ctx, chromedp.Navigate(w.base+"/ui/tasks/"+task),
 		chromedp.WaitVisible(chromedp.CSS(`.fjs-form input`)),
 		chromedp.SendKeys(chromedp.CSS(`.fjs-form input`), "approved"))
 	screenshot(t, ctx, "task")

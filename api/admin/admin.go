@@ -694,15 +694,22 @@ func pageOf[T any](key string, list []T, limit int, id func(T) string) answer {
 	return answer{status: http.StatusOK, body: map[string]any{key: list, "next": next}}
 }
 
-func (s *API) getUserTask(c *adminCall) (answer, error) {
+// userTask reads the user task the call's path names: 404
+// SUTRA.TASK.NOT_FOUND when there is none.
+func (s *API) userTask(c *adminCall) (adminapi.UserTask, error) {
 	id, err := userTaskID(c)
 	if err != nil {
-		return answer{}, err
+		return adminapi.UserTask{}, err
 	}
 	u, err := s.deps.Store.UserTaskByID(c.r.Context(), id)
 	if isNotFound(err) {
-		return answer{}, refuse(http.StatusNotFound, fault.TaskNotFound, fmt.Sprintf("user task %d does not exist", id))
+		return u, refuse(http.StatusNotFound, fault.TaskNotFound, fmt.Sprintf("user task %d does not exist", id))
 	}
+	return u, err
+}
+
+func (s *API) getUserTask(c *adminCall) (answer, error) {
+	u, err := s.userTask(c)
 	return answer{status: http.StatusOK, body: u}, err
 }
 
@@ -710,19 +717,12 @@ func (s *API) getUserTask(c *adminCall) (answer, error) {
 // BPMN file embeds it (zeebe:userTaskForm): what a task list renders. A
 // task with no form, or one deployed apart (formId), is a 404.
 func (s *API) getUserTaskForm(c *adminCall) (answer, error) {
-	id, err := userTaskID(c)
-	if err != nil {
-		return answer{}, err
-	}
-	u, err := s.deps.Store.UserTaskByID(c.r.Context(), id)
-	if isNotFound(err) {
-		return answer{}, refuse(http.StatusNotFound, fault.TaskNotFound, fmt.Sprintf("user task %d does not exist", id))
-	}
+	u, err := s.userTask(c)
 	if err != nil {
 		return answer{}, err
 	}
 	if u.FormKey == nil {
-		return answer{}, refuse(http.StatusNotFound, fault.AdminNotFound, fmt.Sprintf("user task %d names no embedded form", id))
+		return answer{}, refuse(http.StatusNotFound, fault.AdminNotFound, fmt.Sprintf("user task %s names no embedded form", u.ID))
 	}
 	file, err := s.deps.Store.DefinitionXML(c.r.Context(), u.Definition.Key, u.Definition.Version)
 	if err != nil {
@@ -733,7 +733,7 @@ func (s *API) getUserTaskForm(c *adminCall) (answer, error) {
 	case err != nil:
 		return answer{}, err
 	case !ok || !json.Valid([]byte(form)):
-		return answer{}, refuse(http.StatusNotFound, fault.AdminNotFound, fmt.Sprintf("form %s of user task %d is not embedded in its BPMN file", *u.FormKey, id))
+		return answer{}, refuse(http.StatusNotFound, fault.AdminNotFound, fmt.Sprintf("form %s of user task %s is not embedded in its BPMN file", *u.FormKey, u.ID))
 	}
 	return answer{status: http.StatusOK, raw: []byte(form), contentType: "application/json"}, nil
 }
