@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -130,8 +132,17 @@ func browser(t *testing.T) context.Context {
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(testkit.Ctx(t), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	// Every page records what its Content-Security-Policy refuses (shown).
+	// This first run starts the browser: it takes no timeout (Run's rule).
+	run(t, ctx, func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
+			Source: `window.violations = [];
+				document.addEventListener('securitypolicyviolation', (e) => violations.push(e.violatedDirective + ' ' + e.blockedURI));`})
+		return chromedp.Void{}, err
+	})
 	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
-	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
+	t.Cleanup(cancelTimeout)
 	return ctx
 }
 
@@ -162,9 +173,13 @@ func signIn(url, token string) chromedp.Action[chromedp.Void] {
 	)
 }
 
-// screenshot saves the page as docs/console/name.png under -update.
-func screenshot(t *testing.T, ctx context.Context, name string) {
+// shown checks the page on view loaded nothing its Content-Security-Policy
+// refused, and saves it as docs/console/name.png under -update.
+func shown(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
+	if v := eval[[]string](t, ctx, `Array.isArray(window.violations) ? window.violations : ['(the recorder did not run)']`); len(v) != 0 {
+		t.Errorf("page %s: the Content-Security-Policy refused %v", name, v)
+	}
 	if !*update {
 		return
 	}
@@ -193,14 +208,14 @@ func TestTheInstancePageMarksTheElementItWaitsAt(t *testing.T) {
 	if len(marked) != 1 || marked[0] != "Review" {
 		t.Errorf("marked waiting: %v, want [Review]", marked)
 	}
-	screenshot(t, ctx, "instance")
+	shown(t, ctx, "instance")
 
 	run(t, ctx, chromedp.Navigate(w.base+"/ui/processes/expense"),
 		chromedp.WaitVisible(chromedp.CSS(`.badges[data-element="Review"] .badge.active`)))
-	screenshot(t, ctx, "process")
+	shown(t, ctx, "process")
 	run(t, ctx, chromedp.Navigate(w.base+"/ui/instances?definition=expense"),
 		chromedp.WaitVisible(chromedp.Search(`//a[text()="e-1"]`)))
-	screenshot(t, ctx, "instances")
+	shown(t, ctx, "instances")
 }
 
 func TestRetryingAnIncidentFromThePageResolvesIt(t *testing.T) {
@@ -213,7 +228,7 @@ func TestRetryingAnIncidentFromThePageResolvesIt(t *testing.T) {
 	ctx := browser(t)
 	run(t, ctx, signIn(w.base+"/ui/incidents", adminToken),
 		chromedp.WaitVisible(chromedp.Search(`//td[text()="Check"]`)))
-	screenshot(t, ctx, "incidents")
+	shown(t, ctx, "incidents")
 
 	w.v1(t, "PATCH", "/instances/e-2/variables", map[string]any{"amount": 12}, nil)
 	retry := fmt.Sprintf(`button[data-incident="%s"]`, incident)
@@ -241,11 +256,11 @@ func TestAUserTaskCompletedThroughItsFormAdvancesItsInstance(t *testing.T) {
 	if len(nav) != 1 || nav[0] != "User tasks" {
 		t.Errorf("a task token's pages: %v, want [User tasks]", nav)
 	}
-	screenshot(t, ctx, "tasks")
+	shown(t, ctx, "tasks")
 	run(t, ctx, chromedp.Navigate(w.base+"/ui/tasks/"+task),
 		chromedp.WaitVisible(chromedp.CSS(`.fjs-form input`)),
 		chromedp.SendKeys(chromedp.CSS(`.fjs-form input`), "approved"))
-	screenshot(t, ctx, "task")
+	shown(t, ctx, "task")
 	run(t, ctx, chromedp.Click(chromedp.CSS("#complete")),
 		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Completed")]`)))
 	// The completion reaches the instance through a relay: its page, which
@@ -272,5 +287,5 @@ func TestAWrongTokenIsRefused(t *testing.T) {
 	if stored != "" {
 		t.Errorf("the refused token was kept: %q", stored)
 	}
-	screenshot(t, ctx, "signin")
+	shown(t, ctx, "signin")
 }
