@@ -105,13 +105,24 @@ async function route() {
 function shell() {
   const here = location.pathname;
   return h('header', {},
-    h('a', { class: 'skip', href: '#main' }, 'Skip to the page'),
+    h('a', {
+      class: 'skip',
+      href: '#main',
+      // Focused, not followed: a change of the address's hash would route.
+      onclick: (e) => { e.preventDefault(); document.getElementById('main').focus(); },
+    }, 'Skip to the page'),
     h('span', { class: 'brand' }, 'Sutra'),
     h('nav', { 'aria-label': 'Pages' }, h('ul', {},
       nav.filter(([, , admin]) => session.admin || !admin).map(([path, label]) =>
-        h('li', {}, link(path, label), here.startsWith(path) ? h('span', { class: 'sr-only' }, ' (this page)') : null)))),
+        h('li', {}, markCurrent(link(path, label), here.startsWith(path)))))),
     h('span', { class: 'who' }, `${session.scope === 'tasks' ? 'task token' : 'admin token'}${session.user ? ` · ${session.user}` : ''}`),
     h('button', { type: 'button', onclick: () => { session.clear(); route(); } }, 'Sign out'));
+}
+
+// current marks the link of the page shown, for screen readers and the eye.
+function markCurrent(a, yes) {
+  if (yes) a.setAttribute('aria-current', 'page');
+  return a;
 }
 
 // signIn asks for a token; /v1/whoami tells whether it is refused, and
