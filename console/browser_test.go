@@ -107,8 +107,9 @@ func (c *consoleWorker) onlyID(t *testing.T, path, key string) string {
 	return items[0].ID
 }
 
-// browser is a tab of a headless Chromium with a profile of its own.
-func browser(t *testing.T) context.Context {
+// browser is a tab of a headless Chromium with a profile of its own, 1280
+// CSS pixels wide unless width says otherwise.
+func browser(t *testing.T, width ...int) context.Context {
 	t.Helper()
 	path := os.Getenv("CHROMIUM")
 	if path == "" {
@@ -126,7 +127,7 @@ func browser(t *testing.T) context.Context {
 	// closed network refuses.
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900),
+		chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(append(width, 1280)[0], 900),
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
 	}
@@ -288,4 +289,30 @@ func TestAWrongTokenIsRefused(t *testing.T) {
 		t.Errorf("the refused token was kept: %q", stored)
 	}
 	shown(t, ctx, "signin")
+}
+
+func TestThePagesReflowAt200PercentZoom(t *testing.T) {
+	t.Parallel()
+	w := startWorker(t)
+	startExpense(t, w, "e-4", map[string]any{"amount": 3, "note": "a long note that must wrap rather than widen the page"})
+	// A 1280-pixel screen at 200% zoom is 640 CSS pixels wide.
+	ctx := browser(t, 640)
+	run(t, ctx, signIn(w.base+"/ui/instances/e-4", adminToken),
+		chromedp.WaitVisible(chromedp.CSS(`g.djs-element.sutra-waiting[data-element-id="Review"]`)))
+	if width := eval[float64](t, ctx, `window.innerWidth`); width > 640 {
+		t.Fatalf("the window is %v CSS pixels wide, want 640", width)
+	}
+	pages := []struct{ path, ready string }{
+		{"/ui/instances/e-4", `g.djs-element.sutra-waiting[data-element-id="Review"]`},
+		{"/ui/instances?definition=expense", `td a[href="/ui/instances/e-4"]`},
+		{"/ui/processes/expense", `.badges[data-element="Review"]`},
+		{"/ui/incidents", `table`},
+		{"/ui/tasks", `td a[href^="/ui/tasks/"]`},
+	}
+	for _, p := range pages {
+		run(t, ctx, chromedp.Navigate(w.base+p.path), chromedp.WaitVisible(chromedp.CSS(p.ready)))
+		if over := eval[float64](t, ctx, `document.documentElement.scrollWidth - window.innerWidth`); over > 0 {
+			t.Errorf("%s at 640 CSS pixels: %v pixels wider than the window", p.path, over)
+		}
+	}
 }
