@@ -219,7 +219,7 @@ func TestTheInstancePageMarksTheElementItWaitsAt(t *testing.T) {
 	shown(t, ctx, "instances")
 }
 
-func TestRetryingAnIncidentFromThePageResolvesIt(t *testing.T) {
+func TestRetryingIncidentsFromThePagesResolvesThem(t *testing.T) {
 	t.Parallel()
 	w := startWorker(t)
 	// No amount: the gateway's condition fails and stops the token in an
@@ -241,6 +241,18 @@ func TestRetryingAnIncidentFromThePageResolvesIt(t *testing.T) {
 		chromedp.WaitNotPresent(chromedp.CSS(retry)))
 	if open := w.env.Int(t, "SELECT count(*) FROM incidents WHERE instance_id = 'e-2' AND resolved_at IS NULL"); open != 0 {
 		t.Errorf("%d incidents of e-2 still open", open)
+	}
+
+	// Two more, grouped on the incidents page and retried at once.
+	for _, id := range []string{"e-5", "e-6"} {
+		startExpense(t, w, id, nil)
+		w.v1(t, "PATCH", "/instances/"+id+"/variables", map[string]any{"amount": 1}, nil)
+	}
+	run(t, ctx, chromedp.Navigate(w.base+"/ui/incidents"),
+		chromedp.Click(chromedp.Search(`//button[text()="Retry 2"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "2 incident(s) retried")]`)))
+	if open := w.env.Int(t, "SELECT count(*) FROM incidents WHERE resolved_at IS NULL"); open != 0 {
+		t.Errorf("%d incidents still open after the bulk retry", open)
 	}
 }
 
