@@ -7,11 +7,22 @@
 #   docker run --rm sutra-worker deploy /examples/order.bpmn
 # Kubernetes probes the HTTP endpoints itself; docker-compose.yml's health
 # check runs the one extra tool in the image, busybox's wget (see below).
+# The web console's bundle (console/web, pinned by its package-lock.json),
+# embedded by the build stage below.
+FROM node:20-bookworm-slim AS console
+WORKDIR /src
+COPY console/web/package.json console/web/package-lock.json console/web/
+COPY console/web/index.html console/web/
+COPY console/web/src/ console/web/src/
+COPY scripts/console.sh scripts/
+RUN --mount=type=cache,target=/root/.npm scripts/console.sh
+
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
+COPY --from=console /src/console/dist/ console/dist/
 # The context has no .git (.dockerignore), so Go cannot record the revision:
 # sutra_build_info and the first log line take these instead.
 ARG VERSION=unknown

@@ -5,10 +5,15 @@ PKGS      := ./...
 # A short fuzz run of each parser target in CI.
 FUZZTIME  ?= 10s
 
-.PHONY: build test demo bench bench-data bench-plans lint services fuzz clean check-deploy
+.PHONY: build console test demo bench bench-data bench-plans lint services fuzz clean check-deploy
 
-build:
+build: console
 	$(GO) build -o $(BIN) ./cmd/worker
+
+# The web console's bundle (console/web into console/dist, embedded in the
+# worker): its pinned npm packages are installed on first use.
+console:
+	@scripts/console.sh
 
 services:
 	@scripts/services.sh
@@ -16,8 +21,9 @@ services:
 test: services
 	$(GO) vet $(PKGS)
 	@scripts/node-deps.sh
+	@scripts/console.sh
 	$(MAKE) check-deploy
-	PROMTOOL="$$(scripts/promtool.sh)" $(GO) test -race -count=1 -timeout 20m $(PKGS)
+	PROMTOOL="$$(scripts/promtool.sh)" CHROMIUM="$$(scripts/chromium.sh)" $(GO) test -race -count=1 -timeout 20m $(PKGS)
 	$(MAKE) fuzz
 
 # The operations pack (deploy/, docker-compose.yml): the alert rules and their

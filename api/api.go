@@ -158,6 +158,11 @@ func (s *Server) chain(p Protocol, route Route) http.HandlerFunc {
 	return screen(p, h)
 }
 
+// Public serves h at pattern to every caller, without credentials: pages
+// and assets that hold no data (the console under /ui/). It is no protocol's
+// route and not in the OpenAPI document.
+func (s *Server) Public(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
 // Go runs f beside the calls from Start until the listener stops: soft ends
 // when Stop is called, and the listener waits for f to return.
 func (s *Server) Go(f func(soft context.Context)) { s.background = append(s.background, f) }

@@ -133,6 +133,7 @@ func TestRealAnswersMatchTheSpec(t *testing.T) {
 	v.call("GET", "/v1/definitions", nil, "")
 	v.call("GET", "/v1/definitions/shop/versions/1", nil, "")
 	v.call("GET", "/v1/definitions/shop/versions/99", nil, "")
+	v.call("GET", "/v1/whoami", nil, "")
 	v.call("POST", "/v1/instances", map[string]any{"definition": "shop", "version": 1, "instance_id": "o-1",
 		"variables": map[string]any{"orderId": "o-1", "topic": "ship"}}, jsonCT)
 	v.call("POST", "/v1/instances", map[string]any{"definition": "shop", "instance_id": "o-1"}, jsonCT) // exists: 409
@@ -140,6 +141,10 @@ func TestRealAnswersMatchTheSpec(t *testing.T) {
 	v.call("GET", "/v1/instances/o-1", nil, "")
 	v.call("GET", "/v1/instances/nope", nil, "")
 	v.call("GET", "/v1/instances?definition=shop&limit=1", nil, "")
+	v.call("GET", "/v1/instances?definition=shop&version=1&variable=orderId&value=%22o-1%22&created_after=2020-01-01T00:00:00Z", nil, "")
+	v.call("GET", "/v1/instances?value=1", nil, "") // no variable: 400
+	v.call("GET", "/v1/definitions/shop/versions/1/statistics", nil, "")
+	v.call("GET", "/v1/definitions/shop/versions/99/statistics", nil, "")
 	v.call("PATCH", "/v1/instances/o-1/variables", map[string]any{"note": "x"}, jsonCT)
 	v.call("POST", "/v1/instances/o-1/migrate", map[string]any{"target_version": 2, "mapping": map[string]string{"Event_Paid": "Nope"}}, jsonCT)
 	v.call("POST", "/v1/instances/o-1/migrate", map[string]any{"target_version": 2, "mapping": map[string]string{"Event_Paid": "Event_PaymentReceived"}}, jsonCT)
@@ -153,6 +158,7 @@ func TestRealAnswersMatchTheSpec(t *testing.T) {
 	v.call("POST", "/v1/messages", map[string]any{"message": "payment-received", "correlation_key": "o-1"}, jsonCT)
 	v.call("GET", "/v1/user-tasks?state=created", nil, "")
 	v.call("GET", "/v1/user-tasks/1", nil, "")
+	v.call("GET", "/v1/user-tasks/1/form", nil, "")
 	v.call("POST", "/v1/user-tasks/1/assignment", map[string]any{"assignee": "ada"}, jsonCT)
 	v.call("POST", "/v1/user-tasks/1/completion", map[string]any{}, jsonCT)
 	v.call("POST", "/v1/instances/o-1/cancel", nil, jsonCT)

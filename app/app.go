@@ -24,6 +24,7 @@ import (
 	"github.com/sutra-run/worker/api/tasks"
 	"github.com/sutra-run/worker/api/zeebe"
 	"github.com/sutra-run/worker/broker"
+	"github.com/sutra-run/worker/console"
 	"github.com/sutra-run/worker/consumer"
 	"github.com/sutra-run/worker/docs"
 	"github.com/sutra-run/worker/fault"
@@ -165,7 +166,11 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		PublishRelay: w.publishRelay, MigrationCreated: func() { w.migrations.Wake() }, Handoff: w.handoff.Relay}, apiadmin.Config{
 		Replica: cfg.ReplicaID, OpenAPI: docs.OpenAPI, MaxBody: cfg.APIMaxBody, MaxDeployBody: cfg.APIMaxDeployBody,
 		StepTimeout: cfg.StepTimeout, FeelLimits: feel.Limits{MaxSteps: cfg.FeelMaxSteps, MaxBytes: cfg.FeelMaxBytes},
+		MaxScan: cfg.APIMaxScan,
 	})
+	if cfg.UI {
+		w.api.Public("GET "+console.Prefix, console.Handler())
+	}
 	w.lanes = lanes.New(lanes.Deps{Store: st, Metrics: w.metrics, Logger: log, Hooks: opt.Hooks, TimerArmed: armed,
 		TasksCreated: w.waiters.TasksCreated, ClaimGuard: w.replica.Valid, Ended: func(id string) { w.gateway.Ended(id) }}, lanes.Config{
 		// Room for every resume that can be in flight: relays and timer fires.

@@ -23,6 +23,7 @@ type Config struct {
 	APIInsecure   bool   `envconfig:"API_INSECURE" default:"false" desc:"let a worker with no SUTRA_API_TOKEN serve its task API to every caller (a trusted network only: anyone who reaches the port may lock tasks and read their variables)"`
 	AdminToken    string `envconfig:"ADMIN_TOKEN" desc:"token of operators (Bearer) for the admin API under /v1 (sutractl sends it); must differ from SUTRA_API_TOKEN, which the admin API refuses (403 SUTRA.API.FORBIDDEN); unset: the admin API is off (403 SUTRA.ADMIN.DISABLED) unless SUTRA_ADMIN_INSECURE=true"`
 	AdminInsecure bool   `envconfig:"ADMIN_INSECURE" default:"false" desc:"with no SUTRA_ADMIN_TOKEN, open the admin API to every caller (a trusted network only: anyone who reaches the port may cancel instances); refused beside SUTRA_API_TOKEN or SUTRA_ADMIN_TOKEN"`
+	UI            bool   `envconfig:"UI" default:"true" desc:"serve the web console at /ui/ on the API listener (docs/console.md); its page and assets hold no data and are served without credentials, the page asks for a token"`
 	APITLSCert    string `envconfig:"API_TLS_CERT" desc:"PEM certificate (chain) file of the API listener; with SUTRA_API_TLS_KEY it serves HTTPS (set both or neither)"`
 	APITLSKey     string `envconfig:"API_TLS_KEY" desc:"PEM private key file of SUTRA_API_TLS_CERT"`
 
@@ -40,6 +41,7 @@ type Config struct {
 	APIMaxDeployBody    int64         `envconfig:"API_MAX_DEPLOY_BODY" default:"4194304" desc:"largest BPMN or DMN file in bytes a deploy may send (413 SUTRA.API.TOO_LARGE)"`
 	APIMaxBytesInFlight int64         `envconfig:"API_MAX_BYTES_IN_FLIGHT" default:"8388608" desc:"request body bytes the API reads and decodes at once on this replica; a call that finds no room within 1s is refused (503 SUTRA.API.BUSY)"`
 	APIMaxDBConns       int           `envconfig:"API_MAX_DB_CONNS" default:"4" desc:"database connections API calls use at once; a call that gets none within 1s is refused (503 SUTRA.API.BUSY); the pool has SUTRA_LANES + 2 + this many"`
+	APIMaxScan          int           `envconfig:"API_MAX_SCAN" default:"5000" desc:"most instances one page of GET /v1/instances walks to check the filters no index serves (version, status, incident, a variable, creation time), and one page of a version's element statistics may count (500 unless it asks); past it the page answers what it found and the cursor to go on"`
 	APIMaxRetryTimeout  time.Duration `envconfig:"API_MAX_RETRY_TIMEOUT" default:"24h" desc:"longest retryTimeout a task failure may ask for (400 SUTRA.API.INVALID_REQUEST)"`
 
 	GatewayAddr           string `envconfig:"GATEWAY_ADDR" default:":26500" desc:"listen address of the Zeebe gateway (gRPC; Camunda 8 clients, zbctl); it takes the tokens of the API listener; empty: no gateway"`

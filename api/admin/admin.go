@@ -31,6 +31,7 @@ import (
 	"github.com/sutra-run/worker/admin"
 	"github.com/sutra-run/worker/api"
 	"github.com/sutra-run/worker/api/admin/adminapi"
+	"github.com/sutra-run/worker/bpmn"
 	"github.com/sutra-run/worker/claims"
 	"github.com/sutra-run/worker/dmn"
 	"github.com/sutra-run/worker/fault"
@@ -50,7 +51,9 @@ type Store interface {
 	Decision(ctx context.Context, id string, version int) (*dmn.Definitions, int, error)
 	Instance(ctx context.Context, id string) (adminapi.Instance, error)
 	InstanceKeys(ctx context.Context, id string, vars bool) (store.KeyedInstance, error)
-	ListInstances(ctx context.Context, f store.InstanceFilter) ([]adminapi.InstanceSummary, error)
+	ListInstances(ctx context.Context, f store.InstanceFilter) (store.InstancePage, error)
+	ElementStatistics(ctx context.Context, key string, version int, after string, limit int) (
+		elements []adminapi.ElementStatistics, walked int, next string, err error)
 	ListIncidents(ctx context.Context, f store.IncidentFilter) ([]adminapi.Incident, error)
 	IncidentByID(ctx context.Context, id int64) (adminapi.Incident, error)
 	RetryTimer(ctx context.Context, incidentID int64) error
@@ -80,12 +83,17 @@ type Config struct {
 	// bound a step's (defaults: 10s, feel's).
 	StepTimeout time.Duration
 	FeelLimits  feel.Limits
+	// MaxScan is the most instances one instance list page walks to check
+	// the filters no index serves, and one statistics page counts (default
+	// 5,000).
+	MaxScan int
 }
 
 func (c *Config) setDefaults() {
 	defaults.Set(&c.MaxBody, 1<<20)
 	defaults.Set(&c.MaxDeployBody, 4<<20)
 	defaults.Set(&c.StepTimeout, 10*time.Second)
+	defaults.Set(&c.MaxScan, 5000)
 }
 
 // Deps are the admin API's collaborators.
@@ -134,12 +142,14 @@ func New(srv *api.Server, deps Deps, cfg Config) *API {
 		srv.Handle(protocol, api.Route{Pattern: pattern, Scopes: api.Tasks | api.Admin, BodyLimit: cfg.MaxBody, Handler: s.admin(op, h)})
 	}
 	adminRoute("GET /v1/openapi.yaml", "openapi", s.openapi)
+	userTaskRoute("GET /v1/whoami", "whoami", s.whoami)
 	srv.Handle(protocol, api.Route{Pattern: "POST /v1/definitions", Scopes: api.Admin, BodyLimit: cfg.MaxDeployBody,
 		BodyTypes: []string{"application/xml", "text/xml", "application/octet-stream"}, Handler: s.admin("deploy", s.deploy)})
 	adminRoute("GET /v1/definitions", "definitions", s.definitions)
 	adminRoute("GET /v1/definitions/{key}/versions/{version}", "definition", s.definitionXML)
 	adminRoute("GET /v1/decisions", "decisions", s.listDecisions)
 	adminRoute("POST /v1/decisions/{id}/evaluation", "evaluate", s.evaluate)
+	adminRoute("GET /v1/definitions/{key}/versions/{version}/statistics", "statistics", s.statistics)
 	adminRoute("POST /v1/instances", admin.OpStart, s.startInstance)
 	adminRoute("GET /v1/instances", "instances", s.listInstances)
 	adminRoute("GET /v1/instances/{id}", "instance", s.getInstance)
@@ -153,6 +163,7 @@ func New(srv *api.Server, deps Deps, cfg Config) *API {
 	adminRoute("POST /v1/messages", "message", s.publishMessage)
 	userTaskRoute("GET /v1/user-tasks", "user_tasks", s.listUserTasks)
 	userTaskRoute("GET /v1/user-tasks/{id}", "user_task", s.getUserTask)
+	userTaskRoute("GET /v1/user-tasks/{id}/form", "user_task_form", s.getUserTaskForm)
 	userTaskRoute("POST /v1/user-tasks/{id}/assignment", "assign", s.assignUserTask)
 	userTaskRoute("POST /v1/user-tasks/{id}/completion", "complete", s.completeUserTask)
 	adminRoute("GET /v1/outbox/parked", "outbox_parked", s.listParked)
@@ -360,6 +371,51 @@ func (s *API) definitionXML(c *adminCall) (answer, error) {
 	return answer{status: http.StatusOK, raw: []byte(xml), contentType: "application/xml"}, err
 }
 
+// whoami tells a client (the console) what its token opens, so that it
+// shows an operator the admin pages and a task worker's user the user tasks
+// alone.
+func (s *API) whoami(c *adminCall) (answer, error) {
+	scope := "open"
+	switch api.ScopeOf(c.r) {
+	case api.Admin:
+		scope = "admin"
+	case api.Tasks:
+		scope = "tasks"
+	}
+	return answer{status: http.StatusOK, body: adminapi.WhoAmI{Scope: scope}}, nil
+}
+
+// statisticsPage is the active instances one statistics call counts by
+// default (store.ElementStatistics).
+const statisticsPage = 500
+
+func (s *API) statistics(c *adminCall) (answer, error) {
+	v, err := strconv.Atoi(c.r.PathValue("version"))
+	if err != nil {
+		return answer{}, refuse(http.StatusNotFound, fault.AdminNotFound, "no such version")
+	}
+	limit := min(statisticsPage, s.cfg.MaxScan)
+	if l := c.r.URL.Query().Get("limit"); l != "" {
+		if limit, err = strconv.Atoi(l); err != nil || limit < 1 || limit > s.cfg.MaxScan {
+			return answer{}, api.Invalidf("limit %q is not between 1 and %d (SUTRA_API_MAX_SCAN)", l, s.cfg.MaxScan)
+		}
+	}
+	key := c.r.PathValue("key")
+	// The version must exist: an unknown one is a 404, not an empty count.
+	if _, err := s.deps.Store.DefinitionXML(c.r.Context(), key, v); err != nil {
+		return answer{}, err
+	}
+	list, walked, next, err := s.deps.Store.ElementStatistics(c.r.Context(), key, v, c.r.URL.Query().Get("after"), limit)
+	if err != nil {
+		return answer{}, err
+	}
+	st := adminapi.Statistics{Elements: list, Instances: walked}
+	if next != "" {
+		st.Next = &next
+	}
+	return answer{status: http.StatusOK, body: st}, nil
+}
+
 func (s *API) startInstance(c *adminCall) (answer, error) {
 	var req adminapi.StartRequest
 	if err := api.Decode(c.r, &req); err != nil {
@@ -433,12 +489,42 @@ func (s *API) listInstances(c *adminCall) (answer, error) {
 		return answer{}, err
 	}
 	q := c.r.URL.Query()
-	list, err := s.deps.Store.ListInstances(c.r.Context(), store.InstanceFilter{Definition: q.Get("definition"), Status: q.Get("status"),
-		HasIncident: inc, Limit: limit, After: after})
+	f := store.InstanceFilter{Definition: q.Get("definition"), Status: q.Get("status"), HasIncident: inc, Limit: limit, After: after}
+	if v := q.Get("version"); v != "" {
+		if f.Version, err = strconv.Atoi(v); err != nil || f.Version < 1 {
+			return answer{}, api.Invalidf("version %q is not a positive number", v)
+		}
+	}
+	if f.Variable = q.Get("variable"); f.Variable != "" {
+		f.Value = json.RawMessage(q.Get("value"))
+		if !json.Valid(f.Value) {
+			return answer{}, api.Invalidf("value %q of variable %s is not JSON (a string is quoted)", q.Get("value"), f.Variable)
+		}
+	} else if q.Has("value") {
+		return answer{}, api.Invalidf("value needs variable, the name of the variable it is compared with")
+	}
+	for name, t := range map[string]*time.Time{"created_after": &f.CreatedAfter, "created_before": &f.CreatedBefore} {
+		if v := q.Get(name); v != "" {
+			if *t, err = time.Parse(time.RFC3339, v); err != nil {
+				return answer{}, api.Invalidf("%s %q is not an RFC 3339 time", name, v)
+			}
+		}
+	}
+	f.Scan = s.cfg.MaxScan
+	p, err := s.deps.Store.ListInstances(c.r.Context(), f)
 	if err != nil {
 		return answer{}, err
 	}
-	return pageOf("instances", list, limit, func(i adminapi.InstanceSummary) string { return i.ID }), nil
+	// A page the walk ended may hold fewer instances than the limit, and
+	// still name the next one.
+	var next *string
+	if p.Next != "" {
+		next = &p.Next
+	}
+	if p.Instances == nil {
+		p.Instances = []adminapi.InstanceSummary{}
+	}
+	return answer{status: http.StatusOK, body: map[string]any{"instances": p.Instances, "next": next}}, nil
 }
 
 func (s *API) cancel(c *adminCall) (answer, error) {
@@ -666,16 +752,48 @@ func pageOf[T any](key string, list []T, limit int, id func(T) string) answer {
 	return answer{status: http.StatusOK, body: map[string]any{key: list, "next": next}}
 }
 
-func (s *API) getUserTask(c *adminCall) (answer, error) {
+// userTask reads the user task the call's path names: 404
+// SUTRA.TASK.NOT_FOUND when there is none.
+func (s *API) userTask(c *adminCall) (adminapi.UserTask, error) {
 	id, err := userTaskID(c)
 	if err != nil {
-		return answer{}, err
+		return adminapi.UserTask{}, err
 	}
 	u, err := s.deps.Store.UserTaskByID(c.r.Context(), id)
 	if isNotFound(err) {
-		return answer{}, refuse(http.StatusNotFound, fault.TaskNotFound, fmt.Sprintf("user task %d does not exist", id))
+		return u, refuse(http.StatusNotFound, fault.TaskNotFound, fmt.Sprintf("user task %d does not exist", id))
 	}
+	return u, err
+}
+
+func (s *API) getUserTask(c *adminCall) (answer, error) {
+	u, err := s.userTask(c)
 	return answer{status: http.StatusOK, body: u}, err
+}
+
+// getUserTaskForm answers the Camunda Form a user task names, when the
+// BPMN file embeds it (zeebe:userTaskForm): what a task list renders. A
+// task with no form, or one deployed apart (formId), is a 404.
+func (s *API) getUserTaskForm(c *adminCall) (answer, error) {
+	u, err := s.userTask(c)
+	if err != nil {
+		return answer{}, err
+	}
+	if u.FormKey == nil {
+		return answer{}, refuse(http.StatusNotFound, fault.AdminNotFound, fmt.Sprintf("user task %s names no embedded form", u.ID))
+	}
+	file, err := s.deps.Store.DefinitionXML(c.r.Context(), u.Definition.Key, u.Definition.Version)
+	if err != nil {
+		return answer{}, err
+	}
+	form, ok, err := bpmn.EmbeddedForm([]byte(file), *u.FormKey)
+	switch {
+	case err != nil:
+		return answer{}, err
+	case !ok || !json.Valid([]byte(form)):
+		return answer{}, refuse(http.StatusNotFound, fault.AdminNotFound, fmt.Sprintf("form %s of user task %s is not embedded in its BPMN file", *u.FormKey, u.ID))
+	}
+	return answer{status: http.StatusOK, raw: []byte(form), contentType: "application/json"}, nil
 }
 
 func (s *API) assignUserTask(c *adminCall) (answer, error) {

@@ -19,7 +19,7 @@ var commands = []command{
 	{name: "instances get", synopsis: "ID", summary: "Show an instance: tokens, waits, incidents, claim, variables.", minArgs: 1, maxArgs: 1,
 		setup: func(*flag.FlagSet) action { return instancesGet }},
 	{name: "instances list", synopsis: "[--definition KEY] [--status STATUS] [--has-incident] [--limit N] [--after CURSOR] [--all]",
-		summary: "List instances, most recently updated first.", maxArgs: 0, setup: instancesList},
+		summary: "List instances in id order.", maxArgs: 0, setup: instancesList},
 	{name: "instances start", synopsis: "--definition KEY [--version VERSION] [--id ID] [--var NAME=JSON ...]",
 		summary: "Start an instance at its none start event.", maxArgs: 0, setup: instancesStart},
 	{name: "cancel", synopsis: "ID", summary: "Cancel an active instance.", minArgs: 1, maxArgs: 1,

@@ -205,8 +205,8 @@ const (
 "incidents":[{"id":"5","token":"t1","element":"pay","code":"SUTRA.INCIDENT.TASK_FAILED","message":"card\ndeclined","created_at":"2026-12-01T03:07:04Z","resolved_at":null}],
 "claim":{"owner":"r1/admin","age_seconds":0.25},"parent_id":null,
 "created_at":"2026-12-01T03:00:00Z","updated_at":"2026-12-01T03:07:04Z"}`
-	summaryA     = `{"instance_id":"a","definition":{"key":"order","version":3},"status":"active","version":2,"has_incident":true,"updated_at":"2026-12-01T03:07:04Z"}`
-	summaryB     = `{"instance_id":"b","definition":{"key":"order","version":2},"status":"completed","version":9,"has_incident":false,"updated_at":"2026-12-01T03:00:00Z"}`
+	summaryA     = `{"instance_id":"a","definition":{"key":"order","version":3},"status":"active","version":2,"has_incident":true,"created_at":"2026-12-01T03:00:00Z","updated_at":"2026-12-01T03:07:04Z"}`
+	summaryB     = `{"instance_id":"b","definition":{"key":"order","version":2},"status":"completed","version":9,"has_incident":false,"created_at":"2026-12-01T02:00:00Z","updated_at":"2026-12-01T03:00:00Z"}`
 	userTaskJSON = `{"id":"18","instance_id":"order-42","element":"approve","definition":{"key":"order","version":3},
 "assignee":null,"candidate_groups":["managers","finance"],"candidate_users":[],"form_key":"camunda-forms:bpmn:approve","form_id":null,
 "due_date":"2026-12-02T00:00:00Z","follow_up_date":null,"priority":50,"variables":{"amount":42},"state":"created",

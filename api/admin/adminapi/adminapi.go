@@ -247,7 +247,31 @@ type InstanceSummary struct {
 	Status      string        `json:"status"`
 	Version     int64         `json:"version"`
 	HasIncident bool          `json:"has_incident"`
+	CreatedAt   time.Time     `json:"created_at"`
 	UpdatedAt   time.Time     `json:"updated_at"`
+}
+
+// ElementStatistics counts, for one element of a definition version, the
+// tokens of active instances at it and the open incidents raised at it.
+type ElementStatistics struct {
+	Element   string `json:"element"`
+	Active    int64  `json:"active"`
+	Incidents int64  `json:"incidents"`
+}
+
+// Statistics answers GET /v1/definitions/{key}/versions/{version}/statistics:
+// the counts over one page of the version's active instances (Instances of
+// them); Next is the cursor of the following page, null on the last.
+type Statistics struct {
+	Elements  []ElementStatistics `json:"elements"`
+	Instances int                 `json:"instances"`
+	Next      *string             `json:"next"`
+}
+
+// WhoAmI answers GET /v1/whoami: the scope the presented token opens
+// (admin or tasks), or open when the routes serve every caller.
+type WhoAmI struct {
+	Scope string `json:"scope"`
 }
 
 // Started answers POST /v1/instances.

@@ -1,0 +1,130 @@
+// Package console serves the web console at /ui/ on the API listener: a
+// page and its assets, bundled from console/web by scripts/console.sh (make
+// console) and embedded in the binary. They hold no data and are served
+// without credentials; the page asks for a token and reads and acts only
+// through the public /v1 API, like any client (docs/console.md).
+//
+// A binary built without the bundle serves, under /ui/, a page that says how
+// to build it.
+package console
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"io/fs"
+	"net/http"
+	"path"
+	"strings"
+	"time"
+)
+
+// dist is the bundle; only its README is committed, so a checkout that has
+// not run make console still compiles.
+//
+//go:embed all:dist
+var dist embed.FS
+
+// Prefix is where the console is served.
+const Prefix = "/ui/"
+
+// securityPolicy lets the page load and call nothing but its own origin: no
+// CDN, no external font, no inline script or style (bpmn-js and form-js set
+// styles through the DOM, which the policy allows; the browser tests check
+// that no page meets a refusal).
+const securityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; " +
+	"img-src 'self' data:; font-src 'self' data:; connect-src 'self'; object-src 'none'; " +
+	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+// Handler serves the embedded bundle.
+func Handler() http.Handler {
+	sub, err := fs.Sub(dist, "dist")
+	if err != nil {
+		panic(err) // "dist" is a valid path: fs.Sub cannot fail on it
+	}
+	return newHandler(sub)
+}
+
+// asset is one file of the bundle, read once.
+type asset struct {
+	body        []byte
+	etag        string
+	contentType string
+}
+
+type handler struct {
+	assets map[string]asset
+	index  *asset
+}
+
+func newHandler(fsys fs.FS) *handler {
+	h := &handler{assets: map[string]asset{}}
+	_ = fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		body, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(body)
+		h.assets[name] = asset{body: body, etag: `"` + hex.EncodeToString(sum[:8]) + `"`, contentType: contentType(name)}
+		return nil
+	})
+	if a, ok := h.assets["index.html"]; ok {
+		h.index = &a
+	}
+	return h
+}
+
+func contentType(name string) string {
+	switch path.Ext(name) {
+	case ".html":
+		return "text/html; charset=utf-8"
+	case ".js":
+		return "text/javascript; charset=utf-8"
+	case ".css":
+		return "text/css; charset=utf-8"
+	case ".png":
+		return "image/png"
+	case ".svg":
+		return "image/svg+xml"
+	}
+	return "application/octet-stream"
+}
+
+// ServeHTTP serves an asset by name, and the page itself for every other
+// path under /ui/, so that a deep link (/ui/instances/{id}) loads the page,
+// which routes on its path. Every answer is revalidated (no-cache, with an
+// ETag): the asset names carry no hash, and a new binary must not be served
+// an old bundle.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hdr := w.Header()
+	hdr.Set("Content-Security-Policy", securityPolicy)
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	hdr.Set("Referrer-Policy", "no-referrer")
+	hdr.Set("X-Frame-Options", "DENY")
+	if h.index == nil {
+		hdr.Set("Cache-Control", "no-store")
+		hdr.Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte(notBuilt))
+		return
+	}
+	a, ok := h.assets[strings.TrimPrefix(r.URL.Path, Prefix)]
+	if !ok || strings.HasSuffix(r.URL.Path, "/") || a.contentType == "application/octet-stream" {
+		a = *h.index
+	}
+	hdr.Set("Cache-Control", "no-cache")
+	hdr.Set("ETag", a.etag)
+	hdr.Set("Content-Type", a.contentType)
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(a.body))
+}
+
+const notBuilt = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Sutra console: not built</title></head>
+<body><h1>The console is not built into this binary</h1>
+<p>This worker was built without the console's bundle. Build it with <code>make console</code>
+(or <code>make build</code>, which runs it), then build the worker again.</p></body></html>
+`

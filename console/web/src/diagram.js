@@ -1,0 +1,63 @@
+// A BPMN diagram drawn by bpmn-js (the renderer Camunda's Modeler and
+// Operate use), with Sutra's markers and counts on its elements.
+import NavigatedViewer from 'bpmn-js/lib/NavigatedViewer';
+import { h } from './lib.js';
+
+export class Diagram {
+  constructor(container) {
+    this.viewer = new NavigatedViewer({ container });
+    this.markers = [];
+  }
+
+  async show(xml) {
+    await this.viewer.importXML(xml);
+    this.viewer.get('canvas').zoom('fit-viewport', 'auto');
+  }
+
+  has(id) {
+    return !!this.viewer.get('elementRegistry').get(id);
+  }
+
+  // mark sets each element's marker classes, replacing the previous ones.
+  mark(byElement) {
+    const canvas = this.viewer.get('canvas');
+    for (const [id, cls] of this.markers) canvas.removeMarker(id, cls);
+    this.markers = [];
+    for (const [id, classes] of Object.entries(byElement)) {
+      if (!this.has(id)) continue;
+      for (const cls of classes) {
+        canvas.addMarker(id, cls);
+        this.markers.push([id, cls]);
+      }
+    }
+  }
+
+  // badges replaces the count badges: {element: {active, incidents}}.
+  badges(counts) {
+    const overlays = this.viewer.get('overlays');
+    overlays.remove({ type: 'sutra-count' });
+    for (const [id, c] of Object.entries(counts)) {
+      if (!this.has(id)) continue;
+      const badge = h('div', { class: 'badges', 'data-element': id },
+        c.active ? h('span', { class: 'badge active', title: `${c.active} active token(s)` }, c.active) : null,
+        c.incidents ? h('span', { class: 'badge incident', title: `${c.incidents} open incident(s)` }, c.incidents) : null);
+      overlays.add(id, 'sutra-count', { position: { bottom: 10, left: -10 }, html: badge });
+    }
+  }
+
+  destroy() {
+    this.viewer.destroy();
+  }
+}
+
+// elementIds lists the ids of the flow elements of a BPMN file, for a
+// migration's mapping preview.
+export function elementIds(xml) {
+  const doc = new DOMParser().parseFromString(xml, 'application/xml');
+  const ids = new Set();
+  for (const el of doc.getElementsByTagNameNS('http://www.omg.org/spec/BPMN/20100524/MODEL', '*')) {
+    const id = el.getAttribute('id');
+    if (id) ids.add(id);
+  }
+  return ids;
+}

@@ -1,0 +1,170 @@
+// An instance: its diagram with the elements it waits at marked, its
+// variables (edited with PATCH), incidents (retried), waits, and the
+// actions cancel and migrate. It follows the instance every 2 s.
+import { h, fill, api, link, table, notice, button, pretty, time } from './lib.js';
+import { Diagram, elementIds } from './diagram.js';
+
+export async function instancePage(main, id, page) {
+  const path = `/v1/instances/${encodeURIComponent(id)}`;
+  let inst = await api('GET', path);
+  const canvas = h('div', { class: 'diagram', role: 'img', 'aria-label': `Diagram of instance ${id}` });
+  const header = h('div', {});
+  const out = h('div', { 'aria-live': 'polite' });
+  const details = h('div', {});
+  const actions = h('div', {});
+  fill(main, h('h1', {}, `Instance ${id}`), header, out, canvas, actions, details);
+  const diagram = new Diagram(canvas);
+  page.onLeave(() => diagram.destroy());
+  let shown = null; // the definition version drawn
+  let editing = false; // the variables editor is open: keep it as it is
+
+  const render = async () => {
+    const ref = `${inst.definition.key}@${inst.definition.version}`;
+    if (shown !== ref) {
+      await diagram.show(await api('GET', `/v1/definitions/${encodeURIComponent(inst.definition.key)}/versions/${inst.definition.version}`));
+      shown = ref;
+    }
+    diagram.mark(markers(inst));
+    fill(header, h('p', { class: 'toolbar' },
+      'Process ', link(`/ui/processes/${encodeURIComponent(inst.definition.key)}?version=${inst.definition.version}`,
+        `${inst.definition.key} v${inst.definition.version}`),
+      ' · status ', h('strong', { id: 'status' }, inst.status),
+      ' · step ', inst.version,
+      ' · created ', time(inst.created_at), ' · updated ', time(inst.updated_at),
+      inst.parent_id ? [' · parent ', link(`/ui/instances/${encodeURIComponent(inst.parent_id)}`, inst.parent_id)] : null,
+      inst.claim ? ` · claimed by ${inst.claim.owner} for ${inst.claim.age_seconds.toFixed(1)} s` : null));
+    if (!editing) fill(details, ...sections());
+  };
+
+  const reload = async () => {
+    const next = await api('GET', path);
+    if (next.version !== inst.version || next.status !== inst.status || next.claim?.owner !== inst.claim?.owner) {
+      inst = next;
+      await render();
+    }
+  };
+
+  const sections = () => {
+    const open = inst.incidents.filter((x) => !x.resolved_at);
+    return [
+      h('h2', {}, 'Incidents'),
+      table('Open incidents', [
+        ['Element', (x) => x.element],
+        ['Code', (x) => x.code],
+        ['Reason', (x) => x.message],
+        ['Since', (x) => time(x.created_at)],
+        ['', (x) => button('Retry', async () => {
+          const r = await api('POST', `/v1/incidents/${x.id}/retry`, {});
+          await reload();
+          return r.resolved ? `Incident ${x.id} retried.` : `Incident ${x.id} was already resolved.`;
+        }, out, { 'data-incident': x.id })],
+      ], open),
+      h('h2', {}, 'Waiting at'),
+      table('Tokens', [
+        ['Element', (t) => t.element], ['Waits for', (t) => t.wait], ['Token', (t) => t.id],
+      ], inst.tokens),
+      table('Open tasks', [
+        ['Element', (t) => t.element], ['Topic', (t) => t.topic], ['Kind', (t) => (t.user_task ? 'user task' : 'external task')],
+        ['Retries', (t) => t.retries], ['Locked by', (t) => t.locked_by || ''],
+      ], inst.waits.tasks),
+      table('Timers', [['Element', (t) => t.element], ['Due', (t) => time(t.due_at)], ['Attempts', (t) => t.attempts]], inst.waits.timers),
+      table('Message subscriptions', [
+        ['Element', (s) => s.element], ['Message', (s) => s.message], ['Correlation key', (s) => s.correlation_key],
+      ], inst.waits.subscriptions),
+      h('h2', {}, 'Variables'),
+      variables(),
+      inst.incidents.length > open.length ? [h('h2', {}, 'Resolved incidents'), table('Resolved incidents', [
+        ['Element', (x) => x.element], ['Code', (x) => x.code], ['Reason', (x) => x.message], ['Resolved', (x) => time(x.resolved_at)],
+      ], inst.incidents.filter((x) => x.resolved_at))] : null,
+    ];
+  };
+
+  const variables = () => {
+    const list = table('Variables', [['Name', ([k]) => k], ['Value', ([, v]) => h('code', {}, JSON.stringify(v))]],
+      Object.entries(inst.variables));
+    if (inst.status !== 'active') return list;
+    const edit = button('Edit variables', async () => {
+      editing = true;
+      const area = h('textarea', { id: 'variables', rows: 12, cols: 60, 'aria-label': 'Variables to set, as a JSON object' },
+        pretty(inst.variables));
+      const done = () => { editing = false; fill(details, ...sections()); };
+      details.querySelector('.variables').replaceChildren(
+        h('label', { for: 'variables' }, 'Variables to set (a JSON object; the names given are replaced, the others kept)'),
+        area,
+        h('p', {},
+          button('Save', async () => {
+            let vars;
+            try { vars = JSON.parse(area.value); } catch (e) { throw new Error(`not JSON: ${e.message}`); }
+            const r = await api('PATCH', `${path}/variables`, vars);
+            inst.variables = r.variables;
+            done();
+            await reload();
+            return 'Variables saved.';
+          }, out), ' ',
+          h('button', { type: 'button', onclick: done }, 'Discard')));
+      area.focus();
+    }, out);
+    return h('div', { class: 'variables' }, list, h('p', {}, edit));
+  };
+
+  const renderActions = async () => {
+    if (inst.status !== 'active') {
+      fill(actions, );
+      return;
+    }
+    const { definitions } = await api('GET', '/v1/definitions');
+    const def = definitions.find((d) => d.key === inst.definition.key);
+    const target = h('select', { id: 'target' },
+      (def ? def.versions : []).filter((v) => v !== inst.definition.version).map((v) => h('option', { value: v }, `version ${v}`)));
+    const mapping = h('textarea', { id: 'mapping', rows: 3, cols: 40, 'aria-label': 'Mapping: source element id to target element id, a JSON object' }, '{}');
+    const preview = h('div', {});
+    const showPreview = async () => {
+      if (!target.value) return;
+      let map;
+      try { map = JSON.parse(mapping.value || '{}'); } catch (e) { fill(preview, notice('error', `mapping: ${e.message}`)); return; }
+      const ids = elementIds(await api('GET', `/v1/definitions/${encodeURIComponent(inst.definition.key)}/versions/${target.value}`));
+      const rows = [...new Set(inst.tokens.map((t) => t.element))].map((el) => ({ el, to: map[el] || el, ok: ids.has(map[el] || el) }));
+      fill(preview, table(`Where the tokens would be in version ${target.value}`, [
+        ['From', (r) => r.el], ['To', (r) => r.to], ['', (r) => (r.ok ? 'exists' : h('span', { class: 'bad' }, 'missing: map it'))],
+      ], rows));
+    };
+    target.addEventListener('change', showPreview);
+    mapping.addEventListener('change', showPreview);
+    fill(actions, h('h2', {}, 'Actions'), h('div', { class: 'toolbar' },
+      button('Cancel instance', async () => {
+        if (!confirm(`Cancel instance ${id}? Every token is killed.`)) return '';
+        await api('POST', `${path}/cancel`, {});
+        await reload();
+        return 'Instance cancelled.';
+      }, out, { class: 'danger' })),
+      target.options.length ? h('details', {}, h('summary', {}, 'Migrate to another version'),
+        h('p', {}, h('label', { for: 'target' }, 'Target '), target),
+        h('p', {}, h('label', { for: 'mapping' }, 'Mapping of element ids (only those renamed) '), mapping),
+        preview,
+        h('p', {}, button('Migrate', async () => {
+          const r = await api('POST', `${path}/migrate`, { target_version: Number(target.value), mapping: JSON.parse(mapping.value || '{}') });
+          await reload();
+          await renderActions();
+          return `Migrated to ${r.definition.key} v${r.definition.version}.`;
+        }, out))) : null);
+    await showPreview();
+  };
+
+  await render();
+  await renderActions();
+  page.every(2000, async () => {
+    const before = inst.status;
+    await reload();
+    if (inst.status !== before) await renderActions();
+  });
+}
+
+// markers: the elements the instance waits at, and those stopped by an
+// incident.
+function markers(inst) {
+  const m = {};
+  const add = (el, cls) => { (m[el] ||= new Set()).add(cls); };
+  for (const t of inst.tokens) add(t.element, t.wait === 'incident' ? 'sutra-incident' : 'sutra-waiting');
+  for (const x of inst.incidents) if (!x.resolved_at) add(x.element, 'sutra-incident');
+  return Object.fromEntries(Object.entries(m).map(([k, v]) => [k, [...v]]));
+}

@@ -1,0 +1,117 @@
+// User tasks (Tasklist): the list with filters; a task with claim and
+// assign, its Camunda Form rendered by form-js (or a JSON editor when it
+// names none), and completion.
+import { Form } from '@bpmn-io/form-js';
+import { h, fill, api, link, table, notice, button, query, go, time, pretty, session, ApiError } from './lib.js';
+
+export async function tasksPage(main, params) {
+  const get = (k) => params.get(k) || '';
+  const inputs = {
+    assignee: h('input', { name: 'assignee', value: get('assignee') }),
+    candidate_group: h('input', { name: 'candidate_group', value: get('candidate_group') }),
+    candidate_user: h('input', { name: 'candidate_user', value: get('candidate_user') }),
+    state: h('select', { name: 'state' }, [['', 'any'], ['created', 'open'], ['completing', 'completing']].map(([v, l]) =>
+      h('option', { value: v, selected: v === get('state') }, l))),
+  };
+  const form = h('form', {
+    class: 'filters',
+    onsubmit: (e) => {
+      e.preventDefault();
+      go(`/ui/tasks${query(Object.fromEntries(Object.entries(inputs).map(([k, i]) => [k, i.value])))}`);
+    },
+  },
+  h('label', {}, 'Assignee ', inputs.assignee), h('label', {}, 'Candidate group ', inputs.candidate_group),
+  h('label', {}, 'Candidate user ', inputs.candidate_user), h('label', {}, 'State ', inputs.state),
+  h('button', { type: 'submit' }, 'Filter'),
+  session.user ? h('button', { type: 'button', onclick: () => go(`/ui/tasks${query({ assignee: session.user })}`) }, 'Mine') : null);
+  const q = Object.fromEntries(Object.keys(inputs).map((k) => [k, params.get(k)]));
+  q.after = params.get('after');
+  const { user_tasks: list, next } = await api('GET', `/v1/user-tasks${query(q)}`);
+  fill(main, h('h1', {}, 'User tasks'), form,
+    table('User tasks', [
+      ['Task', (t) => link(`/ui/tasks/${t.id}`, `${t.element} #${t.id}`)],
+      ['Process', (t) => `${t.definition.key} v${t.definition.version}`],
+      ['Assignee', (t) => t.assignee || ''],
+      ['Candidates', (t) => [...t.candidate_groups, ...t.candidate_users].join(', ')],
+      ['Priority', (t) => t.priority],
+      ['Due', (t) => t.due_date || ''],
+      ['Created', (t) => time(t.created_at)],
+    ], list),
+    next ? h('p', {}, link(`/ui/tasks${query({ ...q, after: next })}`, 'Next page →')) : null);
+}
+
+export async function taskPage(main, id) {
+  const path = `/v1/user-tasks/${encodeURIComponent(id)}`;
+  const task = await api('GET', path);
+  const out = h('div', { 'aria-live': 'polite' });
+  const assignee = h('input', { id: 'assignee', value: task.assignee || session.user });
+  const formBox = h('div', { class: 'form' });
+  const complete = async (variables) => {
+    await api('POST', `${path}/completion`, { variables, override: session.admin && !!task.assignee && task.assignee !== session.user });
+    fill(main, h('h1', {}, `User task ${task.element} #${task.id}`),
+      notice('ok', 'Completed: the instance moves on.'),
+      h('p', {}, link('/ui/tasks', 'Back to the user tasks')));
+  };
+  fill(main, 
+    h('h1', {}, `User task ${task.element} #${task.id}`),
+    h('p', {}, 'Instance ', session.admin ? link(`/ui/instances/${encodeURIComponent(task.instance_id)}`, task.instance_id) : task.instance_id,
+      ` · ${task.definition.key} v${task.definition.version} · priority ${task.priority}`,
+      task.due_date ? ` · due ${task.due_date}` : '', ` · ${task.state}`),
+    h('p', {}, 'Assignee: ', h('strong', { id: 'current-assignee' }, task.assignee || 'nobody'),
+      task.candidate_groups.length ? ` · groups ${task.candidate_groups.join(', ')}` : '',
+      task.candidate_users.length ? ` · users ${task.candidate_users.join(', ')}` : ''),
+    h('p', { class: 'toolbar' },
+      h('label', { for: 'assignee' }, 'Assign to '), assignee, ' ',
+      button('Assign', async () => {
+        await api('POST', `${path}/assignment`, { assignee: assignee.value || null });
+        return `Assigned to ${assignee.value || 'nobody'}.`;
+      }, out),
+      session.user && task.assignee !== session.user ? button(`Claim as ${session.user}`, async () => {
+        await api('POST', `${path}/assignment`, { assignee: session.user });
+        return `Claimed by ${session.user}.`;
+      }, out) : null,
+      task.assignee ? button('Unassign', async () => {
+        await api('POST', `${path}/assignment`, { assignee: null });
+        return 'Unassigned.';
+      }, out) : null),
+    out, h('h2', {}, 'Form'), formBox);
+
+  let schema = null;
+  if (task.form_key) {
+    try {
+      schema = await api('GET', `${path}/form`);
+    } catch (e) {
+      if (!(e instanceof ApiError && e.status === 404)) throw e;
+    }
+  }
+  if (schema) {
+    const container = h('div', {});
+    fill(formBox, container, h('p', {}, h('button', { type: 'button', id: 'complete', onclick: () => form.submit() }, 'Complete')));
+    const form = new Form({ container });
+    await form.importSchema(schema, task.variables);
+    form.on('submit', async ({ data, errors }) => {
+      if (Object.keys(errors).length) {
+        fill(out, notice('error', 'The form has errors: see the fields marked.'));
+        return;
+      }
+      try {
+        await complete(data);
+      } catch (e) {
+        fill(out, notice('error', e.message));
+      }
+    });
+    return;
+  }
+  const area = h('textarea', { id: 'result', rows: 10, cols: 60 }, pretty({}));
+  fill(formBox, 
+    notice('info', task.form_id ? `This task names form ${task.form_id}, deployed apart from its process: set its variables as JSON.`
+      : 'This task names no form: set its variables as JSON.'),
+    h('details', {}, h('summary', {}, 'Its variables'), h('pre', {}, pretty(task.variables))),
+    h('label', { for: 'result' }, 'Variables to complete with (a JSON object)'), area,
+    h('p', {}, button('Complete', async () => {
+      let vars;
+      try { vars = JSON.parse(area.value); } catch (e) { throw new Error(`not JSON: ${e.message}`); }
+      await complete(vars);
+      return '';
+    }, out, { id: 'complete' })));
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Builds the web console's bundle into console/dist, which the worker embeds
+# (console/console.go): installs the pinned npm packages of console/web from
+# its package-lock.json on first use (and again when the lock changes), then
+# bundles with esbuild. Needs node and npm; without them it leaves the
+# bundle as it is and says so (the worker then serves a page that says how
+# to build it). Quick when nothing changed.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+web="$root/console/web"
+out="$root/console/dist"
+
+if ! command -v npm >/dev/null; then
+	echo "console.sh: npm not found: the worker is built without its web console (install Node.js and npm, then make console)" >&2
+	exit 0
+fi
+stamp="$web/node_modules/.package-lock.sha256"
+want="$(sha256sum "$web/package-lock.json" | cut -d' ' -f1)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+	npm ci --prefix "$web" --no-audit --no-fund --loglevel=error
+	echo "$want" >"$stamp"
+fi
+
+# Rebuild only when a source is newer than the bundle.
+if [ -f "$out/app.js" ] && [ -z "$(find "$web/src" "$web/index.html" "$web/package-lock.json" -newer "$out/app.js" -print -quit)" ]; then
+	exit 0
+fi
+mkdir -p "$out"
+"$web/node_modules/.bin/esbuild" "$web/src/main.js" --bundle --minify --format=iife --target=es2020 \
+	--legal-comments=none --log-level=warning --outfile="$out/app.js" \
+	--loader:.woff=empty --loader:.woff2=empty --loader:.ttf=empty --loader:.eot=empty --loader:.svg=dataurl
+cp "$web/index.html" "$out/index.html"
+echo "console.sh: built console/dist ($(gzip -c "$out/app.js" | wc -c) bytes of JavaScript gzipped)" >&2
