@@ -18,10 +18,9 @@ import (
 // scripts/node-deps.sh, which make test runs) works Sutra's jobs unchanged
 // as a gRPC job worker, with CAMUNDA_AUTH_STRATEGY=BEARER carrying the
 // worker's token: it completes a job, throws an error a boundary catches,
-// fails one to zero retries (an incident). With OAUTH it would fetch its
-// token from /oauth/token: the same run with CAMUNDA_AUTH_STRATEGY=OAUTH,
-// CAMUNDA_OAUTH_URL, ZEEBE_CLIENT_ID and ZEEBE_CLIENT_SECRET in place of
-// CAMUNDA_OAUTH_TOKEN.
+// fails one to zero retries (an incident). With OAUTH it fetches its token
+// from the API listener's /oauth/token, the worker's token as its client
+// secret.
 func TestCamunda8NodeSDKWorksJobsUnchanged(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("node"); err != nil {
@@ -30,6 +29,23 @@ func TestCamunda8NodeSDKWorksJobsUnchanged(t *testing.T) {
 	if _, err := os.Stat("testdata/camunda8-js/node_modules/@camunda8/sdk"); err != nil {
 		t.Skip("the Camunda 8 SDK is not installed: run scripts/node-deps.sh (make test does)")
 	}
+	t.Run("BEARER", func(t *testing.T) {
+		t.Parallel()
+		nodeSDKWorksJobs(t, func(*app.Worker) []string {
+			return []string{"CAMUNDA_AUTH_STRATEGY=BEARER", "CAMUNDA_OAUTH_TOKEN=node-s3cret"}
+		})
+	})
+	t.Run("OAUTH", func(t *testing.T) {
+		t.Parallel()
+		nodeSDKWorksJobs(t, func(w *app.Worker) []string {
+			return []string{"CAMUNDA_AUTH_STRATEGY=OAUTH", "CAMUNDA_OAUTH_URL=http://" + w.APIAddr() + "/oauth/token",
+				"ZEEBE_CLIENT_ID=node", "ZEEBE_CLIENT_SECRET=node-s3cret", "CAMUNDA_TOKEN_DISK_CACHE_DISABLE=true"}
+		})
+	})
+}
+
+// nodeSDKWorksJobs runs the SDK's worker with the credentials auth names.
+func nodeSDKWorksJobs(t *testing.T, auth func(*app.Worker) []string) {
 	b := setupJobs(t, func(c *app.Config) {
 		c.APIToken, c.APIInsecure, c.AdminInsecure, c.AdminToken = "node-s3cret", false, false, "admin-s3cret"
 	})
@@ -40,8 +56,7 @@ func TestCamunda8NodeSDKWorksJobsUnchanged(t *testing.T) {
 
 	node := exec.Command("node", "worker.mjs")
 	node.Dir = "testdata/camunda8-js"
-	node.Env = append(os.Environ(), "ZEEBE_GRPC_ADDRESS=grpc://"+b.w.GatewayAddr(),
-		"CAMUNDA_AUTH_STRATEGY=BEARER", "CAMUNDA_OAUTH_TOKEN=node-s3cret", "CAMUNDA_LOG_LEVEL=error")
+	node.Env = append(append(os.Environ(), "ZEEBE_GRPC_ADDRESS=grpc://"+b.w.GatewayAddr(), "CAMUNDA_LOG_LEVEL=error"), auth(b.w)...)
 	var out bytes.Buffer
 	node.Stdout, node.Stderr = &out, &out
 	err := node.Run()

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sutra-run/worker/app"
 	"github.com/sutra-run/worker/internal/testkit"
 )
 
@@ -60,17 +59,15 @@ func key(t *testing.T, out, field string) int64 {
 	return k
 }
 
-// TestZbctl runs zbctl against a worker with no tokens (SUTRA_API_INSECURE,
-// SUTRA_ADMIN_INSECURE): zbctl sends a token only after it fetched one by
-// OAuth. With tokens configured, set them in setup's tweak and add
-// ZEEBE_CLIENT_ID, ZEEBE_CLIENT_SECRET (the admin token) and
-// ZEEBE_AUTHORIZATION_SERVER_URL (http://<API address>/oauth/token) to
-// z.env.
+// TestZbctl runs zbctl against a worker with both tokens, as a Camunda 8
+// user runs it: zbctl sends a token only after fetching it by OAuth, here
+// from the API listener's POST /oauth/token with the operators' token as the
+// client secret.
 func TestZbctl(t *testing.T) {
-	b := setup(t, func(c *app.Config) {
-		c.APIToken, c.AdminToken, c.APIInsecure, c.AdminInsecure = "", "", true, true
-	})
+	b := setup(t, nil)
 	z := buildZbctl(t, b.w.GatewayAddr())
+	z.env = append(z.env, "ZEEBE_CLIENT_ID=zbctl", "ZEEBE_CLIENT_SECRET="+adminToken,
+		"ZEEBE_AUTHORIZATION_SERVER_URL=http://"+b.w.APIAddr()+"/oauth/token", "ZEEBE_TOKEN_AUDIENCE=zeebe-api")
 
 	if out := z.run(t, "status"); !strings.Contains(out, "Cluster size: 1") || !strings.Contains(out, "Leader, Healthy") {
 		t.Errorf("zbctl status:\n%s", out)
