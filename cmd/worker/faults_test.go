@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
 
 	"github.com/sutra-run/worker/internal/testkit"
 )
@@ -170,36 +173,44 @@ func TestKilledReplicaIsSweptItsLeaseTakenOverAndEveryRelayAppliedOnce(t *testin
 // step held is the fast path's: its resume entered the lane's inbox before
 // the 204, the outbox relay only once published and consumed, and a lane
 // takes its inbox in order. With it off, it is the relay's.
+// The same holds for a Zeebe job completed through the gateway: CompleteJob
+// answered, then the replica killed before the step committed.
 func TestACompletionAnswered204IsAppliedOnceByAnotherReplicaAfterAKill(t *testing.T) {
 	t.Parallel()
-	for _, on := range []string{"true", "false"} {
-		t.Run("SUTRA_TASK_FAST_PATH="+on, func(t *testing.T) {
-			t.Parallel()
-			completionKilledMidStep(t, "SUTRA_TASK_FAST_PATH="+on)
-		})
+	for _, protocol := range []string{"engine-rest", "zeebe"} {
+		for _, on := range []string{"true", "false"} {
+			t.Run(protocol+"/SUTRA_TASK_FAST_PATH="+on, func(t *testing.T) {
+				t.Parallel()
+				completionKilledMidStep(t, protocol, "SUTRA_TASK_FAST_PATH="+on)
+			})
+		}
 	}
 }
 
-func completionKilledMidStep(t *testing.T, fastPath string) {
+func completionKilledMidStep(t *testing.T, protocol, fastPath string) {
 	env := testkit.New(t)
 	env.Deploy(t, "../../api/testdata/tasks.bpmn")
 	pub := env.Publisher(t)
 	fast := []string{"SUTRA_CLAIM_TIMEOUT=2s", "SUTRA_STEP_TIMEOUT=1500ms", "SUTRA_SWEEP_INTERVAL=200ms", "SUTRA_LEASE_TTL=2s", fastPath}
-	api := freeAddr(t)
+	api, gateway := freeAddr(t), freeAddr(t)
 	// Replica a holds every step of a task outcome open before its commit.
-	a := startProcess(t, env, "replica-a", append(fast, "SUTRA_API_ADDR="+api, "SUTRA_TEST_HOLD_STEP=task:")...)
+	a := startProcess(t, env, "replica-a", append(fast, "SUTRA_API_ADDR="+api, "SUTRA_GATEWAY_ADDR="+gateway, "SUTRA_TEST_HOLD_STEP=task:")...)
 	pub.Publish(testkit.Relay{MessageID: "start-i-1", Body: map[string]any{"start": "tasks", "instance_id": "i-1",
 		"variables": map[string]any{"topic": "ship", "timeout": "PT1H"}}})
 	testkit.Eventually(t, 30*time.Second, "the task", func() bool { return env.Int(t, "SELECT count(*) FROM tasks") == 1 })
 
-	var tasks []struct{ ID string }
-	post(t, "http://"+api+"/engine-rest/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1,
-		"topics": []map[string]any{{"topicName": "ship", "lockDuration": 60000}}}, http.StatusOK, &tasks)
-	if len(tasks) != 1 {
-		t.Fatalf("fetched %d tasks", len(tasks))
+	if protocol == "zeebe" {
+		completeJob(t, gateway, "ship", map[string]any{"tracking": "TR-1"})
+	} else {
+		var tasks []struct{ ID string }
+		post(t, "http://"+api+"/engine-rest/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1,
+			"topics": []map[string]any{{"topicName": "ship", "lockDuration": 60000}}}, http.StatusOK, &tasks)
+		if len(tasks) != 1 {
+			t.Fatalf("fetched %d tasks", len(tasks))
+		}
+		post(t, "http://"+api+"/engine-rest/external-task/"+tasks[0].ID+"/complete", map[string]any{"workerId": "w",
+			"variables": map[string]any{"tracking": map[string]any{"value": "TR-1", "type": "String"}}}, http.StatusNoContent, nil)
 	}
-	post(t, "http://"+api+"/engine-rest/external-task/"+tasks[0].ID+"/complete", map[string]any{"workerId": "w",
-		"variables": map[string]any{"tracking": map[string]any{"value": "TR-1", "type": "String"}}}, http.StatusNoContent, nil)
 	testkit.Eventually(t, 30*time.Second, "replica-a mid-step on the completion", func() bool {
 		return strings.Contains(a.logs.String(), "test hook: holding step")
 	})
@@ -221,6 +232,41 @@ func completionKilledMidStep(t *testing.T, fastPath string) {
 	env.AssertNoOverlap(t, true)
 	env.AssertNoClaimsHeld(t)
 }
+
+// completeJob activates the one job of typ through the Zeebe gateway at
+// addr with Zeebe's Go client and completes it with vars: it returns once
+// CompleteJob answered.
+func completeJob(t *testing.T, addr, typ string, vars map[string]any) {
+	t.Helper()
+	zb, err := zbc.NewClient(&zbc.ClientConfig{GatewayAddress: addr, UsePlaintextConnection: true, CredentialsProvider: bearer(apiToken)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zb.Close()
+	ctx := testkit.Ctx(t)
+	jobs, err := zb.NewActivateJobsCommand().JobType(typ).MaxJobsToActivate(1).WorkerName("w").Timeout(time.Minute).Send(ctx)
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("activated %d jobs: %v", len(jobs), err)
+	}
+	cmd, err := zb.NewCompleteJobCommand().JobKey(jobs[0].Key).VariablesFromMap(vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cmd.Send(ctx); err != nil {
+		t.Fatalf("completing job %d: %v", jobs[0].Key, err)
+	}
+}
+
+// bearer is a static token for Zeebe's Go client, which fetches tokens
+// only by OAuth.
+type bearer string
+
+func (b bearer) ApplyCredentials(_ context.Context, headers map[string]string) error {
+	headers["Authorization"] = "Bearer " + string(b)
+	return nil
+}
+
+func (bearer) ShouldRetryRequest(context.Context, error) bool { return false }
 
 // freeAddr is a loopback address whose port was free a moment ago.
 func freeAddr(t *testing.T) string {
