@@ -196,25 +196,25 @@ func problem(method, uri, ctype, body string, status int, code, detail string) e
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 const (
-	instanceJSON = `{"instance_id":"order-42","definition":{"key":"order","version":3},"status":"active","version":7,
+	instanceJSON = `{"instance_id":"order-42","zeebe_key":"2251799813685300","definition":{"key":"order","version":3},"status":"active","version":7,
 "variables":{"amount":42,"items":[1, 2],"note":"two\twords"},
 "tokens":[{"id":"t1","element":"pay","wait":"task"},{"id":"t2","element":"inner","wait":"message","scope":"t0"}],
 "waits":{"subscriptions":[{"token":"t2","element":"inner","message":"paid","correlation_key":"order-42","created_at":"2026-12-01T03:07:04Z"}],
 "timers":[{"token":"","element":"tick","due_at":"2026-12-01T04:00:00Z","attempts":2}],
-"tasks":[{"id":"17","token":"t1","element":"pay","topic":"payments","user_task":false,"retries":3,"locked_by":"w-1","lock_expires_at":"2026-12-01T03:08:00Z"}]},
-"incidents":[{"id":"5","token":"t1","element":"pay","code":"SUTRA.INCIDENT.TASK_FAILED","message":"card\ndeclined","created_at":"2026-12-01T03:07:04Z","resolved_at":null}],
+"tasks":[{"id":"17","zeebe_key":"17","token":"t1","element":"pay","topic":"payments","user_task":false,"retries":3,"locked_by":"w-1","lock_expires_at":"2026-12-01T03:08:00Z"}]},
+"incidents":[{"id":"5","zeebe_key":"5","token":"t1","element":"pay","code":"SUTRA.INCIDENT.TASK_FAILED","message":"card\ndeclined","created_at":"2026-12-01T03:07:04Z","resolved_at":null}],
 "claim":{"owner":"r1/admin","age_seconds":0.25},"parent_id":null,
 "created_at":"2026-12-01T03:00:00Z","updated_at":"2026-12-01T03:07:04Z"}`
-	summaryA     = `{"instance_id":"a","definition":{"key":"order","version":3},"status":"active","version":2,"has_incident":true,"created_at":"2026-12-01T03:00:00Z","updated_at":"2026-12-01T03:07:04Z"}`
-	summaryB     = `{"instance_id":"b","definition":{"key":"order","version":2},"status":"completed","version":9,"has_incident":false,"created_at":"2026-12-01T02:00:00Z","updated_at":"2026-12-01T03:00:00Z"}`
-	userTaskJSON = `{"id":"18","instance_id":"order-42","element":"approve","definition":{"key":"order","version":3},
+	summaryA     = `{"instance_id":"a","zeebe_key":"2251799813685251","definition":{"key":"order","version":3},"status":"active","version":2,"has_incident":true,"created_at":"2026-12-01T03:00:00Z","updated_at":"2026-12-01T03:07:04Z"}`
+	summaryB     = `{"instance_id":"b","zeebe_key":"2251799813685252","definition":{"key":"order","version":2},"status":"completed","version":9,"has_incident":false,"created_at":"2026-12-01T02:00:00Z","updated_at":"2026-12-01T03:00:00Z"}`
+	userTaskJSON = `{"id":"18","zeebe_key":"18","instance_id":"order-42","element":"approve","definition":{"key":"order","version":3},
 "assignee":null,"candidate_groups":["managers","finance"],"candidate_users":[],"form_key":"camunda-forms:bpmn:approve","form_id":null,
 "due_date":"2026-12-02T00:00:00Z","follow_up_date":null,"priority":50,"variables":{"amount":42},"state":"created",
 "created_at":"2026-12-01T03:07:04Z"}`
 	migrationJSON = `{"id":"0d8b3a61-0bb0-4653-a5e1-5a64a3c0bc6c","definition":"order","from_version":2,"to_version":3,"state":"running","total":10,"migrated":7,"retrying":1,
 "refused":[{"instance_id":"order-9","code":"SUTRA.ADMIN.MIGRATE.UNREACHABLE","detail":"token t1 at pay: the target definition has no element \"pay\""}],
 "created_at":"2026-12-01T03:00:00Z","updated_at":"2026-12-01T03:00:05Z"}`
-	incidentJSON = `{"id":"5","instance_id":"order-42","token":"t1","element":"pay","code":"SUTRA.INCIDENT.TASK_FAILED","message":"card declined","created_at":"2026-12-01T03:07:04Z","resolved_at":null}`
+	incidentJSON = `{"id":"5","zeebe_key":"5","instance_id":"order-42","token":"t1","element":"pay","code":"SUTRA.INCIDENT.TASK_FAILED","message":"card declined","created_at":"2026-12-01T03:07:04Z","resolved_at":null}`
 )
 
 // Each command: the request it sends and the table it prints.
@@ -285,12 +285,12 @@ b         order:2     completed  9     no        2026-12-01T03:00:00Z
 `},
 		{name: "instances start", args: []string{"instances", "start", "--definition", "order", "--version", "3", "--id", "order-42", "--var", `amount=42`, "--var", `customer={"id":"c-1"}`},
 			api: []exchange{ok("POST", "/v1/instances", appJSON, `{"definition":"order","version":3,"instance_id":"order-42","variables":{"amount":42,"customer":{"id":"c-1"}}}`,
-				201, `{"instance_id":"order-42"}`)},
+				201, `{"instance_id":"order-42","zeebe_key":"2251799813685300"}`)},
 			stdout: `INSTANCE
 order-42
 `},
 		{name: "instances start, latest version, id by the worker", args: []string{"instances", "start", "--definition", "order"},
-			api: []exchange{ok("POST", "/v1/instances", appJSON, `{"definition":"order"}`, 201, `{"instance_id":"4f1c"}`)},
+			api: []exchange{ok("POST", "/v1/instances", appJSON, `{"definition":"order"}`, 201, `{"instance_id":"4f1c","zeebe_key":"2251799813685301"}`)},
 			stdout: `INSTANCE
 4f1c
 `},
@@ -368,7 +368,7 @@ order-42/3/ship/t1  discarded
 `},
 		{name: "deploy", args: []string{"deploy", bpmn},
 			api: []exchange{ok("POST", "/v1/definitions", "application/xml", "<definitions/>\n", 201,
-				`{"key":"order","version":4,"unchanged":false,"kind":"bpmn","decisions":[],"definitions":[{"key":"order","version":4,"unchanged":false},{"key":"refund","version":1,"unchanged":true}]}`)},
+				`{"key":"order","version":4,"unchanged":false,"kind":"bpmn","decisions":[],"definitions":[{"key":"order","version":4,"zeebe_key":"2251799813685260","unchanged":false},{"key":"refund","version":1,"zeebe_key":"2251799813685261","unchanged":true}]}`)},
 			stdout: `DEFINITION  VERSION  RESULT
 order       4        deployed
 refund      1        unchanged
@@ -397,7 +397,7 @@ dish       "Roastbeef"           r2
 beverages  ["Bordeaux","Water"]  b3,b6
 `},
 		{name: "definitions list", args: []string{"definitions", "list"},
-			api: []exchange{ok("GET", "/v1/definitions", "", "", 200, `{"definitions":[{"key":"order","versions":[1,2,3],"latest":3},{"key":"refund","versions":[1],"latest":1}]}`)},
+			api: []exchange{ok("GET", "/v1/definitions", "", "", 200, `{"definitions":[{"key":"order","versions":[1,2,3],"zeebe_keys":["2251799813685249","2251799813685250","2251799813685251"],"latest":3},{"key":"refund","versions":[1],"zeebe_keys":["2251799813685252"],"latest":1}]}`)},
 			stdout: `DEFINITION  LATEST  VERSIONS
 order       3       1,2,3
 refund      1       1
