@@ -49,7 +49,9 @@ func (c SignalBroadcast) prepare(ctx context.Context, l *lane, r *Resume) (claim
 func (c SignalBroadcast) compute(context.Context, *lane, *Resume, loaded) (OpResult, error) {
 	return OpResult{}, fault.New(fault.StepFailed, "a signal broadcast has no step")
 }
-func (c SignalBroadcast) writes(*lane, *Resume, loaded, OpResult) claims.Extras { return claims.Extras{} }
+func (c SignalBroadcast) writes(*lane, *Resume, loaded, OpResult) claims.Extras {
+	return claims.Extras{}
+}
 
 // Signal is a broadcast's relay to one target, an internal relay: the
 // signal wait (TokenID, Element) of instance InstanceID or, with Definition
