@@ -156,6 +156,8 @@ func TestRealAnswersMatchTheSpec(t *testing.T) {
 	v.call("GET", "/v1/incidents?open=true", nil, "")
 	v.call("POST", "/v1/incidents/123/retry", map[string]any{}, jsonCT)
 	v.call("POST", "/v1/messages", map[string]any{"message": "payment-received", "correlation_key": "o-1"}, jsonCT)
+	v.call("POST", "/v1/signals", map[string]any{"name": "alarm", "variables": map[string]any{"level": 2}}, jsonCT)
+	v.call("POST", "/v1/signals", map[string]any{"variables": map[string]any{}}, jsonCT) // no name: 400
 	v.call("GET", "/v1/user-tasks?state=created", nil, "")
 	v.call("GET", "/v1/user-tasks/1", nil, "")
 	v.call("GET", "/v1/user-tasks/1/form", nil, "")

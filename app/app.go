@@ -316,7 +316,7 @@ func openStore(ctx context.Context, cfg Config, syncClaims bool) (*store.Store, 
 		}
 	}
 	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: int32(cfg.PoolSize()), SyncClaims: syncClaims,
-		MaxVariablesBytes: cfg.MaxVariablesBytes, MaxCommitBytes: cfg.MaxCommitBytes})
+		MaxVariablesBytes: cfg.MaxVariablesBytes, MaxCommitBytes: cfg.MaxCommitBytes, BroadcastPage: cfg.SignalBroadcastPage})
 	if err != nil {
 		return nil, err
 	}

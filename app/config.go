@@ -51,8 +51,9 @@ type Config struct {
 	GatewayMaxJobs        int    `envconfig:"GATEWAY_MAX_JOBS" default:"1000" desc:"largest maxJobsToActivate an ActivateJobs may ask for (ResourceExhausted)"`
 	GatewayMaxMessageSize int    `envconfig:"GATEWAY_MAX_MESSAGE_SIZE" default:"4194304" desc:"largest gRPC request message in bytes the Zeebe gateway reads (ResourceExhausted)"`
 
-	MaxVariablesBytes int `envconfig:"MAX_VARIABLES_BYTES" default:"4194304" desc:"largest an instance's variables may grow, in bytes of JSON; a step past it is refused, nothing written (SUTRA.RUNTIME.STEP.TOO_LARGE: a relay is dead-lettered, an admin call answered 422)"`
-	MaxCommitBytes    int `envconfig:"MAX_COMMIT_BYTES" default:"16777216" desc:"most bytes of JSON one step's commit may write (variables, tokens, task inputs, messages, child starts); a step past it is refused like one past SUTRA_MAX_VARIABLES_BYTES"`
+	MaxVariablesBytes   int `envconfig:"MAX_VARIABLES_BYTES" default:"4194304" desc:"largest an instance's variables may grow, in bytes of JSON; a step past it is refused, nothing written (SUTRA.RUNTIME.STEP.TOO_LARGE: a relay is dead-lettered, an admin call answered 422)"`
+	SignalBroadcastPage int `envconfig:"SIGNAL_BROADCAST_PAGE" default:"1000" desc:"signal subscriptions one transaction of a signal broadcast reads and relays; a broadcast to more goes page by page"`
+	MaxCommitBytes      int `envconfig:"MAX_COMMIT_BYTES" default:"16777216" desc:"most bytes of JSON one step's commit may write (variables, tokens, task inputs, messages, child starts); a step past it is refused like one past SUTRA_MAX_VARIABLES_BYTES"`
 
 	ClaimTimeout    time.Duration `envconfig:"CLAIM_TIMEOUT" default:"30s" desc:"age after which a claim is stale and may be taken over"`
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s" desc:"how long a stop lets in-flight steps finish; the process exits within it plus about 0.2s (2s more at most for a stuck step)"`

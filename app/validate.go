@@ -38,6 +38,7 @@ func (c Config) Validate() error {
 	}
 	between("LANES", c.Lanes, 1, 1024)
 	between("MAX_COMMIT_BYTES", c.MaxCommitBytes, 1<<20, 256<<20)
+	between("SIGNAL_BROADCAST_PAGE", c.SignalBroadcastPage, 1, 100_000)
 	between("MAX_VARIABLES_BYTES", c.MaxVariablesBytes, 1024, c.MaxCommitBytes)
 	between("FEEL_MAX_STEPS", c.FeelMaxSteps, 1000, 1<<30)
 	between("FEEL_MAX_BYTES", c.FeelMaxBytes, 64<<10, 1<<30)

@@ -340,7 +340,7 @@ func TestParseEventSubprocesses(t *testing.T) {
 		t.Errorf("MessageNames = %v: an event subprocess's message is waited for by instances", got)
 	}
 	for _, bad := range []struct{ body, want string }{
-		{`<bpmn:subProcess id="E" triggeredByEvent="true"><bpmn:startEvent id="ES" /></bpmn:subProcess>`, `start event "ES" of event subprocess "E" has no message, timer, error or escalation trigger`},
+		{`<bpmn:subProcess id="E" triggeredByEvent="true"><bpmn:startEvent id="ES" /></bpmn:subProcess>`, `start event "ES" of event subprocess "E" has no message, timer, signal, error or escalation trigger`},
 		{`<bpmn:subProcess id="E" triggeredByEvent="true" />`, `event subprocess "E" has 0 start events`},
 		{`<bpmn:subProcess id="E" triggeredByEvent="true"><bpmn:startEvent id="ES" isInterrupting="false"><bpmn:errorEventDefinition /></bpmn:startEvent></bpmn:subProcess>`, `error start event "ES" of event subprocess "E" must interrupt`},
 		{`<bpmn:subProcess id="E1" triggeredByEvent="true"><bpmn:startEvent id="A"><bpmn:messageEventDefinition messageRef="M2" /></bpmn:startEvent></bpmn:subProcess>
@@ -407,7 +407,7 @@ func TestParseLocalVariableMappings(t *testing.T) {
 	}
 	_, err := Parse(strings.NewReader(doc(`<bpmn:startEvent id="S" /><bpmn:intermediateThrowEvent id="T"><bpmn:extensionElements><zeebe:ioMapping><zeebe:input target="x" /></zeebe:ioMapping></bpmn:extensionElements>
 		<bpmn:messageEventDefinition messageRef="M2" /></bpmn:intermediateThrowEvent>`, msgDefs)))
-	if !fault.HasCode(err, fault.BPMNInvalid) || !strings.Contains(err.Error(), "a message payload needs one") {
+	if !fault.HasCode(err, fault.BPMNInvalid) || !strings.Contains(err.Error(), "a message or signal payload needs one") {
 		t.Errorf("payload input without source: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/feel"
 )
 
 func (p *parser) startEvent(el *Element, n, def *node, x *extensions) error {
@@ -25,6 +26,8 @@ func (p *parser) startEvent(el *Element, n, def *node, x *extensions) error {
 		el.Error, err = p.code(el.ID, def.Attr("errorRef"), p.doc.errNodes, "error", "errorCode", false)
 	case "escalationEventDefinition":
 		el.Escalation, err = p.code(el.ID, def.Attr("escalationRef"), p.doc.escNodes, "escalation", "escalationCode", false)
+	case "signalEventDefinition":
+		el.Signal, err = p.signal(el.ID, def.Attr("signalRef"))
 	default:
 		return unsupported(el.ID, el.Type, def.Name.Local)
 	}
@@ -53,6 +56,9 @@ func (p *parser) endEvent(el *Element, def *node, x *extensions) error {
 		if el.Kind == KindThrow {
 			el.Kind = KindEnd
 		}
+	case "signalEventDefinition":
+		el.Kind = KindEnd
+		el.Signal, err = p.signal(el.ID, def.Attr("signalRef"))
 	default:
 		return unsupported(el.ID, el.Type, def.Name.Local)
 	}
@@ -75,6 +81,11 @@ func (p *parser) throwEvent(el *Element, def *node, x *extensions) error {
 	case "linkEventDefinition":
 		el.Kind = KindLink
 		return p.linkName(el, def, true)
+	case "signalEventDefinition":
+		el.Kind = KindThrow
+		var err error
+		el.Signal, err = p.signal(el.ID, def.Attr("signalRef"))
+		return err
 	}
 	return unsupported(el.ID, el.Type, def.Name.Local)
 }
@@ -131,6 +142,11 @@ func (p *parser) catchEvent(el *Element, def *node) error {
 	case "linkEventDefinition":
 		el.Kind = KindThrow // passes the token on
 		return p.linkName(el, def, false)
+	case "signalEventDefinition":
+		el.Kind = KindSignalCatch
+		var err error
+		el.Signal, err = p.signal(el.ID, def.Attr("signalRef"))
+		return err
 	default:
 		return unsupported(el.ID, el.Type, def.Name.Local)
 	}
@@ -158,6 +174,8 @@ func (p *parser) boundaryEvent(el *Element, n *node, def *node) error {
 		el.Error, err = p.code(el.ID, def.Attr("errorRef"), p.doc.errNodes, "error", "errorCode", false)
 	case "escalationEventDefinition":
 		el.Escalation, err = p.code(el.ID, def.Attr("escalationRef"), p.doc.escNodes, "escalation", "escalationCode", false)
+	case "signalEventDefinition":
+		el.Signal, err = p.signal(el.ID, def.Attr("signalRef"))
 	default:
 		return unsupported(el.ID, el.Type, def.Name.Local)
 	}
@@ -215,24 +233,45 @@ func thrownCode(id, what, attr, src string) (*EventCode, error) {
 	return &EventCode{Code: code}, nil
 }
 
-// messageName compiles the name expression of m. A constant one is
-// evaluated now, as Zeebe does at deploy; any other is left to the engine.
-func messageName(m *Message) error {
-	e, err := compile(m.ID, "message name", m.Name)
+// eventName compiles the name expression src of message or signal id
+// (what). A constant one is evaluated now, as Zeebe does at deploy, and
+// returned as the name; any other is returned for the engine to evaluate.
+func eventName(id, what, src string) (string, *feel.Expr, error) {
+	e, err := compile(id, what+" name", src)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	if e.UsesVariables() || e.UsesClock() || e.UsesSeed() {
-		m.Name, m.NameExpression = "", e
-		return nil
+		return "", e, nil
 	}
 	v, _ := e.Eval(nil) // cannot fail: Compile refuses a constant that does
 	name, ok := v.(string)
 	if !ok || name == "" {
-		return invalid("message %q: name %q evaluates to %v, not a non-empty string", m.ID, m.Name, v)
+		return "", nil, invalid("%s %q: name %q evaluates to %v, not a non-empty string", what, id, src, v)
 	}
-	m.Name = name
-	return nil
+	return name, nil, nil
+}
+
+// signal returns the bpmn:signal ref names, with its name compiled.
+func (p *parser) signal(id, ref string) (*Signal, error) {
+	if ref == "" {
+		return nil, invalid("element %q has no signalRef", id)
+	}
+	n, ok := p.doc.sigNodes[ref]
+	if !ok {
+		return nil, invalid("element %q references signal %q, which is not defined", id, ref)
+	}
+	sg := &Signal{ID: ref, Name: n.Attr("name")}
+	if sg.Name == "" {
+		return nil, invalid("signal %q has no name", ref)
+	}
+	if strings.HasPrefix(sg.Name, "=") {
+		var err error
+		if sg.Name, sg.NameExpression, err = eventName(ref, "signal", sg.Name); err != nil {
+			return nil, err
+		}
+	}
+	return sg, nil
 }
 
 // message returns the compiled bpmn:message ref, shared by every element that
@@ -253,7 +292,8 @@ func (p *parser) message(id, ref string) (*Message, error) {
 		return nil, invalid("message %q has no name", ref)
 	}
 	if strings.HasPrefix(m.Name, "=") {
-		if err := messageName(m); err != nil {
+		var err error
+		if m.Name, m.NameExpression, err = eventName(ref, "message", m.Name); err != nil {
 			return nil, err
 		}
 	}

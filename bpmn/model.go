@@ -74,6 +74,9 @@ const (
 	// KindDecision evaluates a DMN decision (a business rule task with
 	// zeebe:calledDecision) and completes at once.
 	KindDecision
+	// KindSignalCatch parks the token on a signal subscription (signal
+	// intermediate catch event).
+	KindSignalCatch
 )
 
 // Process is one executable BPMN process.
@@ -92,6 +95,7 @@ type Process struct {
 	messages      []string
 	messageStarts []*Element
 	timerStarts   []*Element
+	signalStarts  []*Element
 	decisions     []DecisionRef
 }
 
@@ -129,6 +133,11 @@ func (p *Process) MessageStarts() []*Element { return p.messageStarts }
 // whenever its timer fires (see engine.NextStart for the schedule).
 func (p *Process) TimerStarts() []*Element { return p.timerStarts }
 
+// SignalStarts returns the signal start events of the process level (not
+// those of event subprocesses), in document order; their names are static
+// and distinct. A broadcast of one of them starts an instance.
+func (p *Process) SignalStarts() []*Element { return p.signalStarts }
+
 // CalledDecisions returns the distinct decisions the business rule tasks
 // of the process call, in document order: what a step may evaluate.
 func (p *Process) CalledDecisions() []DecisionRef { return p.decisions }
@@ -161,6 +170,8 @@ type Element struct {
 	// Escalation is set on escalation throw, end and boundary events and on
 	// escalation starts of event subprocesses.
 	Escalation *EventCode
+	// Signal is set on signal start, catch, boundary, throw and end events.
+	Signal *Signal
 	// Task is set on pull tasks.
 	Task *TaskDefinition
 	// User is set on user tasks, which are pull tasks (Task is set too).
@@ -205,6 +216,21 @@ func (el *Element) IsEventSubStart() bool {
 	return el.Kind == KindStart && el.Parent != nil && el.Parent.Kind == KindEventSubProcess
 }
 
+// Armable reports whether a token arms a row for el when el is a catch
+// event, a boundary event or an event subprocess's start: a subscription
+// (message or signal) or a timer. Error and escalation catchers have none:
+// they are found when thrown.
+func (el *Element) Armable() bool {
+	return el.Message != nil || el.Timer != nil || el.Signal != nil
+}
+
+// Publishes reports whether el sends something when reached (a message or
+// signal throw or end event): its inputs are then the payload rather than
+// local variables.
+func Publishes(el *Element) bool {
+	return (el.Message != nil || el.Signal != nil) && (el.Kind == KindThrow || el.Kind == KindEnd)
+}
+
 // Flow is a sequence flow.
 type Flow struct {
 	ID     string
@@ -230,6 +256,15 @@ type Message struct {
 	// subscription opens (or when the message is published); nil when the
 	// message has no zeebe:subscription.
 	CorrelationKey *feel.Expr
+}
+
+// Signal is a bpmn:signal. Its name is static (Name) or, on a throw or
+// intermediate catch event, an expression evaluated when the event is
+// reached (NameExpression; a constant one is evaluated at Parse).
+type Signal struct {
+	ID             string
+	Name           string
+	NameExpression *feel.Expr
 }
 
 // EventCode is the code of an error or escalation event. On a catch event an

@@ -58,6 +58,7 @@ type document struct {
 	msgNodes map[string]*node
 	errNodes map[string]*node
 	escNodes map[string]*node
+	sigNodes map[string]*node
 }
 
 // readDocument reads the file and returns its executable processes (at
@@ -73,7 +74,7 @@ func readDocument(r io.Reader) (*document, []*node, error) {
 	if err := refuseCamunda7(root); err != nil {
 		return nil, nil, err
 	}
-	d := &document{msgNodes: map[string]*node{}, errNodes: map[string]*node{}, escNodes: map[string]*node{}}
+	d := &document{msgNodes: map[string]*node{}, errNodes: map[string]*node{}, escNodes: map[string]*node{}, sigNodes: map[string]*node{}}
 	var executable []*node
 	for _, k := range root.Kids {
 		if k.Name.Space != nsBPMN {
@@ -90,6 +91,8 @@ func readDocument(r io.Reader) (*document, []*node, error) {
 			d.errNodes[k.Attr("id")] = k
 		case "escalation":
 			d.escNodes[k.Attr("id")] = k
+		case "signal":
+			d.sigNodes[k.Attr("id")] = k
 		}
 	}
 	if len(executable) == 0 {
@@ -337,6 +340,17 @@ func (p *parser) processStarts(starts []*Element) error {
 			}
 			names[s.Message.Name] = s.ID
 			p.proc.messageStarts = append(p.proc.messageStarts, s)
+		case s.Signal != nil:
+			if s.Signal.NameExpression != nil {
+				// A broadcast finds the start by name, before any instance
+				// has variables: Zeebe refuses such a name too.
+				return unsupported(s.ID, s.Type, "a signal name expression that reads variables, now() or uuid() on a signal start event of the process")
+			}
+			if other, dup := names["signal\x00"+s.Signal.Name]; dup {
+				return invalid("signal start events %q and %q wait for the same signal %q", other, s.ID, s.Signal.Name)
+			}
+			names["signal\x00"+s.Signal.Name] = s.ID
+			p.proc.signalStarts = append(p.proc.signalStarts, s)
 		case s.Timer != nil:
 			if err := checkStartTimer(s); err != nil {
 				return err
@@ -350,8 +364,8 @@ func (p *parser) processStarts(starts []*Element) error {
 			p.proc.Start = s
 		}
 	}
-	if p.proc.Start == nil && len(p.proc.messageStarts) == 0 && len(p.proc.timerStarts) == 0 {
-		return invalid("the process has no none start event and no message or timer start event")
+	if p.proc.Start == nil && len(p.proc.messageStarts) == 0 && len(p.proc.timerStarts) == 0 && len(p.proc.signalStarts) == 0 {
+		return invalid("the process has no none start event and no message, timer or signal start event")
 	}
 	return nil
 }
@@ -365,7 +379,7 @@ func subprocessStart(sub *Element, starts []*Element) error {
 	if len(starts) > 1 {
 		return invalid("subprocess %q has two start events (%q, %q); exactly one none start event is supported", sub.ID, starts[0].ID, starts[1].ID)
 	}
-	if s := starts[0]; s.Message != nil || s.Timer != nil || s.Error != nil || s.Escalation != nil {
+	if s := starts[0]; s.Armable() || s.Error != nil || s.Escalation != nil {
 		return invalid("start event %q of subprocess %q has a trigger; a subprocess starts with a none start event", s.ID, sub.ID)
 	}
 	sub.SubStart = starts[0]
@@ -380,8 +394,8 @@ func eventSubStart(esp *Element, starts []*Element) error {
 	}
 	s := starts[0]
 	switch {
-	case s.Message == nil && s.Timer == nil && s.Error == nil && s.Escalation == nil:
-		return invalid("start event %q of event subprocess %q has no message, timer, error or escalation trigger", s.ID, esp.ID)
+	case !s.Armable() && s.Error == nil && s.Escalation == nil:
+		return invalid("start event %q of event subprocess %q has no message, timer, signal, error or escalation trigger", s.ID, esp.ID)
 	case s.Error != nil && !s.Interrupting:
 		return invalid("error start event %q of event subprocess %q must interrupt", s.ID, esp.ID)
 	case s.Timer != nil && s.Timer.Kind == TimerCycle && s.Interrupting:
@@ -570,20 +584,20 @@ func checkMappings(el *Element) error {
 	if len(el.Inputs) > 0 {
 		ok := false
 		switch el.Kind {
-		case KindTask, KindScript, KindDecision, KindSubProcess, KindEventSubProcess, KindCallActivity, KindMessageCatch, KindTimerCatch:
+		case KindTask, KindScript, KindDecision, KindSubProcess, KindEventSubProcess, KindCallActivity, KindMessageCatch, KindTimerCatch, KindSignalCatch:
 			ok = true
 		case KindThrow, KindEnd:
 			// A publishing event's inputs are its payload; an undefined or
 			// manual task's are local variables its outputs may read.
-			ok = el.Message != nil || isActivity(el)
+			ok = Publishes(el) || isActivity(el)
 		}
 		if !ok {
 			return unsupported(el.ID, el.Type, "input mappings")
 		}
-		if el.Message != nil {
+		if Publishes(el) {
 			for _, m := range el.Inputs {
 				if m.Source == nil {
-					return invalid("input mapping of %q to %q has no source: a message payload needs one", el.ID, m.Target)
+					return invalid("input mapping of %q to %q has no source: a message or signal payload needs one", el.ID, m.Target)
 				}
 			}
 		}
@@ -772,9 +786,15 @@ func validateEventGateway(el *Element) error {
 	names := map[string]bool{}
 	for _, f := range el.Outgoing {
 		t := f.Target
-		ok := t.Type == "intermediateCatchEvent" && (t.Kind == KindMessageCatch || t.Kind == KindTimerCatch)
+		ok := t.Type == "intermediateCatchEvent" && (t.Kind == KindMessageCatch || t.Kind == KindTimerCatch || t.Kind == KindSignalCatch)
 		if !ok {
-			return invalid("event-based gateway %q leads to %s %q; only message and timer intermediate catch events may follow it", el.ID, t.Type, t.ID)
+			return invalid("event-based gateway %q leads to %s %q; only message, timer and signal intermediate catch events may follow it", el.ID, t.Type, t.ID)
+		}
+		if t.Signal != nil && t.Signal.NameExpression == nil {
+			if names["signal\x00"+t.Signal.Name] {
+				return invalid("event-based gateway %q waits for signal %q twice", el.ID, t.Signal.Name)
+			}
+			names["signal\x00"+t.Signal.Name] = true
 		}
 		if t.Message != nil && t.Message.NameExpression == nil {
 			if names[t.Message.Name] {

@@ -45,6 +45,9 @@ type envelope struct {
 	// CorrelateOnly is the other: it correlates to a waiting subscription
 	// and starts nothing.
 	CorrelateOnly bool `json:"correlate_only"`
+	// Signal is a signal broadcast to make, or a broadcast's relay to one
+	// waiting instance or one definition it starts (store/signals.go).
+	Signal *store.SignalRelay `json:"signal"`
 }
 
 // taskOutcome is the task form of a relay: what a task worker reported.
@@ -106,6 +109,9 @@ func decode(d *amqp.Delivery, now time.Time) (lanes.Resume, error) {
 	}
 	var r lanes.Resume
 	switch {
+	case env.Signal != nil:
+		c, err := decodeSignal(env, d.MessageId)
+		return lanes.Resume{Cause: c}, err
 	case env.Task != nil, env.Child != nil, env.Cancel != nil:
 		c, err := decodeInternal(env, d.MessageId)
 		return lanes.Resume{Cause: c}, err
@@ -162,6 +168,35 @@ var (
 	errNotByName   = fault.New(fault.RelayInvalid, "start_only and correlate_only apply to a relay correlated by message name")
 	errTTLNotByKey = fault.New(fault.RelayInvalid, "ttl applies only to a relay correlated by message name and correlation_key")
 )
+
+// decodeSignal decodes the signal relays the worker sends itself: a
+// broadcast (no instance), a broadcast's relay to a wait (instance, token and
+// element) or a start (definition and start event; the instance id derives
+// from the message id, so a redelivered start finds its instance).
+func decodeSignal(env envelope, messageID string) (lanes.Cause, error) {
+	sg := env.Signal
+	others := env.Start != "" || env.Message != "" || env.CorrelationKey != "" || env.TTL != "" || env.Task != nil ||
+		env.Child != nil || env.Cancel != nil || env.Parent != nil || env.StartOnly != "" || env.CorrelateOnly
+	switch {
+	case others || sg.Name == "":
+		return nil, fault.New(fault.RelayInvalid, "a signal relay names the signal and nothing else of a relay")
+	case sg.Broadcast:
+		if env.InstanceID != "" || sg.Token != "" || sg.Element != "" || sg.Start != "" {
+			return nil, fault.New(fault.RelayInvalid, "a signal broadcast names no instance, wait or start")
+		}
+		return lanes.SignalBroadcast{MessageID: messageID, Name: sg.Name, Variables: env.Variables}, nil
+	case sg.Start != "":
+		if env.InstanceID != "" || sg.Token != "" || sg.Element == "" {
+			return nil, fault.New(fault.RelayInvalid, "a signal start names its definition and start event only")
+		}
+		return lanes.Signal{InstanceID: lanes.InstanceIDFor(messageID), MessageID: messageID, Name: sg.Name,
+			Definition: sg.Start, Element: sg.Element, Variables: env.Variables}, nil
+	case env.InstanceID == "" || sg.Element == "":
+		return nil, fault.New(fault.RelayInvalid, "a signal relay to a wait names its instance and the wait's element")
+	}
+	return lanes.Signal{InstanceID: env.InstanceID, MessageID: messageID, Name: sg.Name, TokenID: sg.Token,
+		Element: sg.Element, Variables: env.Variables}, nil
+}
 
 // decodeInternal decodes the relays the worker sends itself: a task outcome,
 // a child's end, a child's cancellation. Each names its instance and one form.

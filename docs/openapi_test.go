@@ -71,6 +71,7 @@ var routes = []string{
 	"POST /oauth/token",
 	"GET /v1/decisions",
 	"POST /v1/decisions/{id}/evaluation",
+	"POST /v1/signals",
 }
 
 func TestTheSpecHasExactlyTheRoutesOfTheAPI(t *testing.T) {

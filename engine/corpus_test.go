@@ -81,7 +81,8 @@ func TestCorpusRuns(t *testing.T) {
 }
 
 // corpusStarts are the ways to start def: its none start event, each message
-// start event and each timer start event (whose schedule must compute).
+// start event, each signal start event and each timer start event (whose
+// schedule must compute).
 func corpusStarts(t *testing.T, def *bpmn.Process) []Trigger {
 	var out []Trigger
 	if def.Start != nil {
@@ -89,6 +90,9 @@ func corpusStarts(t *testing.T, def *bpmn.Process) []Trigger {
 	}
 	for _, s := range def.MessageStarts() {
 		out = append(out, Trigger{Kind: TriggerStart, Element: s.ID, Message: s.Message.Name})
+	}
+	for _, s := range def.SignalStarts() {
+		out = append(out, Trigger{Kind: TriggerStart, Element: s.ID})
 	}
 	for _, s := range def.TimerStarts() {
 		if _, ok, err := NextStart(s, t0, 0); err != nil || !ok {
@@ -127,6 +131,12 @@ func (x *instance) fireArmed(token string, a Armed) Trigger {
 		return Trigger{Kind: TriggerTimer, TokenID: token, Element: a.Element}
 	}
 	name := a.Message
+	if el.Signal != nil {
+		if name == "" {
+			name = el.Signal.Name
+		}
+		return Trigger{Kind: TriggerSignal, Signal: name, TokenID: token, Element: a.Element}
+	}
 	if name == "" {
 		name = el.Message.Name
 	}

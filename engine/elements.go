@@ -36,7 +36,7 @@ func (s *stepper) openWaits(i int, el *bpmn.Element, kind WaitKind) ([]Armed, er
 	armed := make([]Armed, 0, 1+len(el.Boundaries))
 	var err error
 	switch kind {
-	case WaitMessage, WaitTimer:
+	case WaitMessage, WaitTimer, WaitSignal:
 		armed, err = s.openEvent(id, el, ctx, armed)
 	case WaitEvent:
 		for _, f := range el.Outgoing {
@@ -54,7 +54,7 @@ func (s *stepper) openWaits(i int, el *bpmn.Element, kind WaitKind) ([]Armed, er
 		err = s.startChild(i, el, ctx)
 	case WaitScope:
 		for _, esp := range el.EventSubs {
-			if start := esp.SubStart; start.Message != nil || start.Timer != nil {
+			if start := esp.SubStart; start.Armable() {
 				if armed, err = s.openEvent(id, start, ctx, armed); err != nil {
 					return nil, err
 				}
@@ -68,7 +68,7 @@ func (s *stepper) openWaits(i int, el *bpmn.Element, kind WaitKind) ([]Armed, er
 		return armed, nil // an inner instance: boundary events belong to its body
 	}
 	for _, b := range el.Boundaries {
-		if b.Message == nil && b.Timer == nil {
+		if !b.Armable() {
 			continue // error and escalation boundary events have no row: they are found when thrown
 		}
 		if armed, err = s.openEvent(id, b, ctx, armed); err != nil {
@@ -78,9 +78,21 @@ func (s *stepper) openWaits(i int, el *bpmn.Element, kind WaitKind) ([]Armed, er
 	return armed, nil
 }
 
-// openEvent opens the subscription or timer of message or timer event el
-// for token id, evaluating over ctx.
+// openEvent opens the subscription or timer of message, signal or timer
+// event el for token id, evaluating over ctx.
 func (s *stepper) openEvent(id string, el *bpmn.Element, ctx map[string]any, armed []Armed) ([]Armed, error) {
+	if el.Signal != nil {
+		name, err := s.eventName(el, el.Signal.Name, el.Signal.NameExpression, id, ctx)
+		if err != nil {
+			return nil, fmt.Errorf("signal name of %s: %w", el.ID, err)
+		}
+		s.eff.Subscriptions = append(s.eff.Subscriptions, Subscription{TokenID: id, Element: el.ID, Message: name, Signal: true})
+		a := Armed{Element: el.ID}
+		if el.Signal.NameExpression != nil {
+			a.Message = name
+		}
+		return append(armed, a), nil
+	}
 	if el.Message != nil {
 		name, err := s.messageName(el, id, ctx)
 		if err != nil {
@@ -121,13 +133,17 @@ func (s *stepper) rollback(m effectsMark) {
 	s.eff.StartChildren = s.eff.StartChildren[:m.children]
 }
 
-// messageName evaluates the name of el's message for token: its static
-// name, or its expression, which must yield a non-empty string (as Zeebe
-// requires a string).
+// messageName evaluates the name of el's message for token.
 func (s *stepper) messageName(el *bpmn.Element, token string, ctx map[string]any) (string, error) {
-	e := el.Message.NameExpression
+	return s.eventName(el, el.Message.Name, el.Message.NameExpression, token, ctx)
+}
+
+// eventName evaluates the name of el's message or signal for token: its
+// static name, or its expression e, which must yield a non-empty string (as
+// Zeebe requires a string).
+func (s *stepper) eventName(el *bpmn.Element, name string, e *feel.Expr, token string, ctx map[string]any) (string, error) {
 	if e == nil {
-		return el.Message.Name, nil
+		return name, nil
 	}
 	v, err := e.EvalIn(ctx, s.env(e, el, token))
 	if err != nil {
@@ -333,9 +349,13 @@ func (s *stepper) decide(i int, el *bpmn.Element) {
 	s.complete(i, el, map[string]any{cd.ResultVariable: res.Output})
 }
 
-// publish writes el's message to the outbox if el sends one. The payload is
-// exactly el's input mappings when it has some, the visible variables otherwise.
+// publish writes el's message to the outbox, or its signal, if el sends
+// one. The payload is exactly el's input mappings when it has some, the
+// visible variables otherwise.
 func (s *stepper) publish(i int, el *bpmn.Element) bool {
+	if el.Signal != nil {
+		return s.throwSignal(i, el)
+	}
 	if el.Message == nil {
 		return true
 	}
@@ -350,15 +370,9 @@ func (s *stepper) publish(i int, el *bpmn.Element) bool {
 		s.exprIncident(i, err, fmt.Sprintf("correlation key of %s: %v", el.ID, err), StageActivate)
 		return false
 	}
-	var payload map[string]any
-	if len(el.Inputs) > 0 {
-		payload = make(map[string]any, len(el.Inputs))
-		if err := s.mapInto(el, tok, el.Inputs, ctx, payload); err != nil {
-			s.exprIncident(i, err, err.Error(), StageActivate)
-			return false
-		}
-	} else {
-		payload = s.handOut(i, ctx)
+	payload, ok := s.payload(i, el, ctx)
+	if !ok {
+		return false
 	}
 	s.eff.Publish = append(s.eff.Publish, OutboxMessage{
 		ID:             s.outboxID(i, el),
@@ -368,6 +382,37 @@ func (s *stepper) publish(i int, el *bpmn.Element) bool {
 		Variables:      payload,
 	})
 	return true
+}
+
+// throwSignal records el's signal for the broadcast after the commit.
+func (s *stepper) throwSignal(i int, el *bpmn.Element) bool {
+	ctx, tok := s.view(i), s.tokens[i].ID
+	name, err := s.eventName(el, el.Signal.Name, el.Signal.NameExpression, tok, ctx)
+	if err != nil {
+		s.exprIncident(i, err, fmt.Sprintf("signal name of %s: %v", el.ID, err), StageActivate)
+		return false
+	}
+	payload, ok := s.payload(i, el, ctx)
+	if !ok {
+		return false
+	}
+	s.eff.Signals = append(s.eff.Signals, SignalThrow{ID: s.outboxID(i, el), Element: el.ID, Signal: name, Variables: payload})
+	return true
+}
+
+// payload is what el sends: exactly its input mappings when it has some,
+// the visible variables ctx of token i otherwise. A failed mapping stops
+// the token in an incident (false).
+func (s *stepper) payload(i int, el *bpmn.Element, ctx map[string]any) (map[string]any, bool) {
+	if len(el.Inputs) == 0 {
+		return s.handOut(i, ctx), true
+	}
+	payload := make(map[string]any, len(el.Inputs))
+	if err := s.mapInto(el, s.tokens[i].ID, el.Inputs, ctx, payload); err != nil {
+		s.exprIncident(i, err, err.Error(), StageActivate)
+		return nil, false
+	}
+	return payload, true
 }
 
 // mapInto evaluates mappings of el for token over ctx into out; an input

@@ -88,9 +88,10 @@ type Armed struct {
 	// Key is the correlation key the subscription was opened with: a later
 	// change of variables must not move an open subscription.
 	Key string `json:"key,omitempty"`
-	// Message is the message name the subscription was opened with, when
-	// the element's name is an expression (bpmn.Message.NameExpression); ""
-	// for a static name, which the element itself gives.
+	// Message is the message (or signal) name the subscription was opened
+	// with, when the element's name is an expression
+	// (bpmn.Message.NameExpression, bpmn.Signal.NameExpression); "" for a
+	// static name, which the element itself gives.
 	Message string `json:"msg,omitempty"`
 	// Left counts how many more times a cycle timer fires after its armed
 	// firing (-1 = unbounded).
@@ -103,6 +104,7 @@ type WaitKind string
 const (
 	WaitMessage  WaitKind = "message"  // message catch event or receive task
 	WaitTimer    WaitKind = "timer"    // timer catch event
+	WaitSignal   WaitKind = "signal"   // signal catch event
 	WaitEvent    WaitKind = "event"    // event-based gateway: first of several waits wins
 	WaitTask     WaitKind = "task"     // pull task (service task, user task, ...)
 	WaitJoin     WaitKind = "join"     // parallel join, waiting for sibling flows
@@ -116,9 +118,12 @@ const (
 type TriggerKind string
 
 const (
-	TriggerStart         TriggerKind = "start"
-	TriggerMessage       TriggerKind = "message"
-	TriggerTimer         TriggerKind = "timer"
+	TriggerStart   TriggerKind = "start"
+	TriggerMessage TriggerKind = "message"
+	TriggerTimer   TriggerKind = "timer"
+	// TriggerSignal resumes the signal wait (TokenID, Element) that a
+	// broadcast of signal Signal reached, with its Variables.
+	TriggerSignal        TriggerKind = "signal"
 	TriggerTaskCompleted TriggerKind = "task_completed"
 	TriggerTaskFailed    TriggerKind = "task_failed"
 	TriggerTaskError     TriggerKind = "task_error"
@@ -145,6 +150,8 @@ type Trigger struct {
 	Message string
 	// CorrelationKey, when set, must equal the waiting subscription's key.
 	CorrelationKey string
+	// Signal is the signal name (TriggerSignal).
+	Signal string
 	// TokenID and Element identify the wait a timer, task or child trigger
 	// resumes, or the token a retry resolves. On TriggerStart, Element names
 	// the message or timer start event to start at ("" = the none start
@@ -189,13 +196,15 @@ type WaitRename struct {
 	To      string
 }
 
-// Subscription is an open message subscription. Message is the evaluated
-// name when the element's name is an expression.
+// Subscription is an open message subscription, or with Signal set a signal
+// subscription (Message is then the signal name; it has no key). Message is
+// the evaluated name when the element's name is an expression.
 type Subscription struct {
 	TokenID        string
 	Element        string
 	Message        string
 	CorrelationKey string
+	Signal         bool
 }
 
 // Timer is an armed timer.
@@ -258,6 +267,18 @@ type OutboxMessage struct {
 	Variables      map[string]any
 }
 
+// SignalThrow is a signal a step throws: the store records it in the
+// outbox with the step's commit, and it is broadcast after the commit
+// (store.BroadcastSignal), never inside the step.
+type SignalThrow struct {
+	// ID derives from the instance, step, element and token like
+	// OutboxMessage.ID: a re-run of the step throws it once.
+	ID        string
+	Element   string
+	Signal    string
+	Variables map[string]any
+}
+
 // Incident stops one token until an operator retries it.
 type Incident struct {
 	TokenID string `json:"token"`
@@ -312,7 +333,7 @@ type ChildResult struct {
 
 // Effects are the side effects of one step, written by the store in the
 // step's commit transaction, in this order: CloseWaits, RenameWaits, the new
-// subscriptions, timers and tasks, outbox messages, ResolvedIncidents, then
+// subscriptions, timers and tasks, outbox messages and signals, ResolvedIncidents, then
 // Incidents (a retried token that fails again at once appears in both),
 // StartChildren, CancelChildren, NotifyParent.
 type Effects struct {
@@ -324,6 +345,8 @@ type Effects struct {
 	Timers        []Timer
 	Tasks         []Task
 	Publish       []OutboxMessage
+	// Signals are thrown after the commit, with the outbox messages.
+	Signals []SignalThrow
 	// ResolvedIncidents are token ids whose open incidents this step resolves.
 	ResolvedIncidents []string
 	Incidents         []Incident

@@ -31,7 +31,7 @@ func (s *stepper) armProcess(i int) bool {
 	armed := slices.Clone(s.armed)
 	var err error
 	for _, esp := range s.def.EventSubs {
-		if start := esp.SubStart; start.Message != nil || start.Timer != nil {
+		if start := esp.SubStart; start.Armable() {
 			if armed, err = s.openEvent("", start, s.vars, armed); err != nil {
 				s.rollback(mark)
 				s.exprIncident(i, err, err.Error(), StageLeave)

@@ -78,6 +78,8 @@ func (m *migration) check(t Token) error {
 		ok = tgt.Kind == bpmn.KindMessageCatch
 	case WaitTimer:
 		ok = tgt.Kind == bpmn.KindTimerCatch
+	case WaitSignal:
+		ok = tgt.Kind == bpmn.KindSignalCatch
 	case WaitTask:
 		ok = tgt.Kind == bpmn.KindTask && (el.User == nil) == (tgt.User == nil)
 	case WaitEvent:
@@ -149,7 +151,7 @@ func (m *migration) moveToken(s *stepper, i int) error {
 	}
 	var want []*bpmn.Element
 	switch t.Wait {
-	case WaitMessage, WaitTimer, WaitTask:
+	case WaitMessage, WaitTimer, WaitTask, WaitSignal:
 		want = append(want, tgt)
 	case WaitEvent:
 		for _, f := range tgt.Outgoing {
@@ -165,7 +167,7 @@ func (m *migration) moveToken(s *stepper, i int) error {
 	}
 	if t.Loop == 0 {
 		for _, b := range tgt.Boundaries {
-			if b.Message != nil || b.Timer != nil {
+			if b.Armable() {
 				want = append(want, b)
 			}
 		}
@@ -176,7 +178,7 @@ func (m *migration) moveToken(s *stepper, i int) error {
 func eventSubStarts(subs []*bpmn.Element) []*bpmn.Element {
 	var out []*bpmn.Element
 	for _, esp := range subs {
-		if start := esp.SubStart; start.Message != nil || start.Timer != nil {
+		if start := esp.SubStart; start.Armable() {
 			out = append(out, start)
 		}
 	}
@@ -246,6 +248,8 @@ func sameWait(src, d *bpmn.Element) bool {
 		return d.Task != nil
 	case src.Timer != nil:
 		return d.Timer != nil
+	case src.Signal != nil:
+		return d.Signal != nil && d.Signal.Name == src.Signal.Name && sameExpr(src.Signal.NameExpression, d.Signal.NameExpression)
 	case src.Message != nil:
 		return d.Message != nil && d.Message.Name == src.Message.Name &&
 			sameExpr(src.Message.NameExpression, d.Message.NameExpression) &&

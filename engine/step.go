@@ -147,6 +147,8 @@ func (s *stepper) apply(tr Trigger) error {
 		return s.message(tr)
 	case TriggerTimer:
 		return s.timer(tr)
+	case TriggerSignal:
+		return s.signal(tr)
 	case TriggerTaskCompleted, TriggerTaskFailed, TriggerTaskError:
 		return s.task(tr)
 	case TriggerChildCompleted:
@@ -179,11 +181,11 @@ func (s *stepper) start(tr Trigger) error {
 	el := s.def.Start
 	if tr.Element != "" {
 		el = s.def.Element(tr.Element)
-		if el == nil || el.Kind != bpmn.KindStart || el.Message == nil && el.Timer == nil || el.Parent != nil {
-			return fault.New(fault.NoStartEvent, "process %s has no message or timer start event %q", s.def.ID, tr.Element)
+		if el == nil || el.Kind != bpmn.KindStart || !el.Armable() || el.Parent != nil {
+			return fault.New(fault.NoStartEvent, "process %s has no message, timer or signal start event %q", s.def.ID, tr.Element)
 		}
 	} else if el == nil {
-		return fault.New(fault.NoStartEvent, "process %s has no none start event: it starts by messages or timers", s.def.ID)
+		return fault.New(fault.NoStartEvent, "process %s has no none start event: it starts by messages, timers or signals", s.def.ID)
 	}
 	// An instance's variables are always an object, even when started without any.
 	s.vars, s.ownVars = make(map[string]any, len(tr.Variables)+4), true
@@ -239,6 +241,26 @@ func (s *stepper) message(tr Trigger) error {
 			s.in.ID, tr.Message, tr.CorrelationKey)
 	}
 	return fault.New(fault.NotWaiting, "instance %s has no subscription to message %q", s.in.ID, tr.Message)
+}
+
+// signal resumes the signal wait (tr.TokenID, tr.Element) a broadcast of
+// tr.Signal reached; TokenID "" is the process level. A non-interrupting
+// boundary event or event subprocess start keeps its wait, so the next
+// broadcast reaches it again.
+func (s *stepper) signal(tr Trigger) error {
+	el := s.def.Element(tr.Element)
+	i, a, ok := s.armedAt(tr.TokenID, tr.Element)
+	if ok && el != nil && el.Signal != nil {
+		name := a.Message // evaluated when the subscription opened
+		if name == "" {
+			name = el.Signal.Name
+		}
+		if name == tr.Signal {
+			s.fire(i, el, tr.Variables)
+			return nil
+		}
+	}
+	return fault.New(fault.NotWaiting, "instance %s has no subscription to signal %q at %s on token %s", s.in.ID, tr.Signal, tr.Element, tr.TokenID)
 }
 
 // timer fires the timer wait (tr.TokenID, tr.Element); TokenID "" is the
@@ -404,7 +426,7 @@ func (s *stepper) execute(i int) {
 		s.multi(i, el)
 		return
 	}
-	if len(el.Inputs) > 0 && !publishes(el) && !s.localInputs(i, el) {
+	if len(el.Inputs) > 0 && !bpmn.Publishes(el) && !s.localInputs(i, el) {
 		return
 	}
 	switch el.Kind {
@@ -432,6 +454,8 @@ func (s *stepper) execute(i int) {
 		s.park(i, el, WaitMessage)
 	case bpmn.KindTimerCatch:
 		s.park(i, el, WaitTimer)
+	case bpmn.KindSignalCatch:
+		s.park(i, el, WaitSignal)
 	case bpmn.KindTask:
 		s.park(i, el, WaitTask)
 	case bpmn.KindEventGateway:
@@ -455,12 +479,6 @@ func (s *stepper) execute(i int) {
 	case bpmn.KindParallel:
 		s.parallel(i, el)
 	}
-}
-
-// publishes reports whether el's inputs are a message payload rather than
-// local variables.
-func publishes(el *bpmn.Element) bool {
-	return el.Message != nil && (el.Kind == bpmn.KindThrow || el.Kind == bpmn.KindEnd)
 }
 
 // spawn creates a token at el in scope and queues it to execute el.

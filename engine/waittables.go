@@ -10,15 +10,17 @@ const (
 	TableSubscriptions WaitTables = 1 << iota
 	TableTimers
 	TableTasks
+	TableSignals
 	// AllWaitTables is every table: what a close must look in when it is
 	// not known which rows the wait has.
-	AllWaitTables = TableSubscriptions | TableTimers | TableTasks
+	AllWaitTables = TableSubscriptions | TableTimers | TableTasks | TableSignals
 )
 
 // CloseTables returns, for each wait of closes (a step's
 // Effects.CloseWaits), the tables its rows are in, read from the waits armed
 // in before (the state the step started from) and the elements of proc:
-// a message event or receive task has a subscription, a timer event a timer,
+// a message event or receive task has a subscription, a signal event a
+// signal subscription, a timer event a timer,
 // a pull task a task row. A wait it cannot place (a token or element it does
 // not find) gets AllWaitTables. The store deletes from those tables only.
 func CloseTables(proc *bpmn.Process, before State, closes []WaitRef) []WaitTables {
@@ -65,6 +67,8 @@ func tableOf(el *bpmn.Element) WaitTables {
 		return AllWaitTables
 	case el.Message != nil:
 		return TableSubscriptions
+	case el.Signal != nil:
+		return TableSignals
 	case el.Timer != nil:
 		return TableTimers
 	case el.Task != nil:

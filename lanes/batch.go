@@ -45,11 +45,18 @@ import (
 //	commit fails                        by class                  released
 //	commit succeeds                     Applied                   released by the commit
 
-// batchable says whether r may run in a batch: a Message, the one kind
-// whose claim and step have no exits of their own.
+// batchable says whether r may run in a batch: a Message, or a Signal to a
+// waiting instance (not a start), the kinds whose claim and step have no
+// exits of their own (a Signal whose instance stopped waiting meets that on
+// its own path, as every step a batch cannot compute does).
 func batchable(r *Resume) bool {
-	_, ok := r.Cause.(Message)
-	return ok
+	switch c := r.Cause.(type) {
+	case Message:
+		return true
+	case Signal:
+		return c.Definition == ""
+	}
+	return false
 }
 
 // handleBatch takes what is queued behind first, up to BatchMax resumes in

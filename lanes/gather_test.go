@@ -230,6 +230,9 @@ func (poolStore) MessageStarts(context.Context, string) ([]store.StartTarget, er
 	return nil, nil
 }
 func (poolStore) BufferStart(context.Context, string, store.Buffer) error { return nil }
+func (poolStore) BroadcastSignal(context.Context, string, string, map[string]any) (store.SignalReach, error) {
+	return store.SignalReach{}, nil
+}
 func (poolStore) Forward(context.Context, string, string, []store.RelayOut) error {
 	return nil
 }

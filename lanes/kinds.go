@@ -17,7 +17,7 @@ import (
 // the step's transaction writes beside it (writes); its own exits are the
 // optional methods claimFailed, stepFailed, tooLarge and internal. The exit
 // table above lane.step has a row for each. A correlate-by-key relay has
-// its own file (correlate.go).
+// its own file (correlate.go), and so have the signal kinds (signals.go).
 
 // Message is a relay of a message to a known instance: the one kind a lane
 // runs in batches.

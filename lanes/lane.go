@@ -111,6 +111,9 @@ func (l *lane) panicked(r *Resume, v any, stack []byte) Outcome {
 //	Correlate: found, other lane       (other lane answers)
 //	Start (child): parent cancelled it Stale      never taken
 //	ScheduledStart: not a schedule row Rejected   never taken
+//	SignalBroadcast: broadcast         Applied    never taken (one Signal relay
+//	                                              per target through the outbox)
+//	SignalBroadcast: already applied   Duplicate  never taken
 //	claim: duplicate relay             Duplicate  never taken
 //	claim: held by another             Refused    never taken
 //	claim: not found/definition        Rejected   never taken

@@ -109,6 +109,9 @@ func (f *fakeStore) MessageStarts(context.Context, string) ([]store.StartTarget,
 func (f *fakeStore) BufferStart(context.Context, string, store.Buffer) error { return nil }
 
 func (f *fakeStore) Forward(context.Context, string, string, []store.RelayOut) error { return nil }
+func (f *fakeStore) BroadcastSignal(context.Context, string, string, map[string]any) (store.SignalReach, error) {
+	return store.SignalReach{}, nil
+}
 
 func (f *fakeStore) releases() []string {
 	f.mu.Lock()

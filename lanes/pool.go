@@ -87,6 +87,7 @@ type Store interface {
 	ResolveOrBuffer(ctx context.Context, b store.Buffer) (string, error)
 	Applied(ctx context.Context, inboxID string) (bool, error)
 	MessageStarts(ctx context.Context, message string) ([]store.StartTarget, error)
+	BroadcastSignal(ctx context.Context, id, name string, vars map[string]any) (store.SignalReach, error)
 	BufferStart(ctx context.Context, definition string, b store.Buffer) error
 	Forward(ctx context.Context, inboxID, instanceID string, rs []store.RelayOut) error
 }

@@ -103,7 +103,7 @@ func (s *Store) bufferedRow(ctx context.Context, id int64) (*BufferedMatch, erro
 func (m *BufferedMatch) opens(c StepWrites) bool {
 	match := func(subs []engine.Subscription) bool {
 		for _, s := range subs {
-			if s.Message == m.Message && s.CorrelationKey == m.CorrelationKey {
+			if !s.Signal && s.Message == m.Message && s.CorrelationKey == m.CorrelationKey {
 				return true
 			}
 		}

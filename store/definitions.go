@@ -94,6 +94,12 @@ func (s *Store) Deploy(ctx context.Context, doc []byte) ([]Deployed, error) {
 							return err
 						}
 					}
+					for _, el := range proc.SignalStarts() {
+						if _, err := tx.Exec(ctx, `INSERT INTO signal_starts (signal_name, definition_key, definition_version, element_id)
+							VALUES ($1, $2, $3, $4)`, el.Signal.Name, proc.ID, d.Version, el.ID); err != nil {
+							return err
+						}
+					}
 					if err := schedule(ctx, tx, proc, d.Version, deployed); err != nil {
 						return err
 					}

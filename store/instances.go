@@ -381,7 +381,9 @@ func (w *waitRows) add(id, tok, el string) {
 func (w *waitRows) addLooked(c StepWrites) {
 	add := func(subs []engine.Subscription) {
 		for _, s := range subs {
-			w.add(c.InstanceID, s.TokenID, s.Element)
+			if !s.Signal { // no message is buffered for a signal
+				w.add(c.InstanceID, s.TokenID, s.Element)
+			}
 		}
 	}
 	add(c.Effects.Subscriptions)
@@ -400,7 +402,8 @@ func queueEffects(b *pgx.Batch, w *outboxWrites, steps ...stepEffects) error {
 	for _, table := range []struct {
 		name string
 		bit  engine.WaitTables
-	}{{"subscriptions", engine.TableSubscriptions}, {"timers", engine.TableTimers}, {"tasks", engine.TableTasks}} {
+	}{{"subscriptions", engine.TableSubscriptions}, {"timers", engine.TableTimers}, {"tasks", engine.TableTasks},
+		{"signal_subscriptions", engine.TableSignals}} {
 		var closed waitRows
 		for _, s := range steps {
 			for i, w := range s.CloseWaits {
@@ -424,21 +427,26 @@ func queueEffects(b *pgx.Batch, w *outboxWrites, steps ...stepEffects) error {
 	}
 	if len(renamed.ids) > 0 {
 		// A migration keeps the wait's row: a timer its due time, a task its lock.
-		for _, table := range []string{"subscriptions", "timers", "tasks"} {
+		for _, table := range []string{"subscriptions", "timers", "tasks", "signal_subscriptions"} {
 			b.Queue(`UPDATE `+table+` t SET element_id = w.dst
 				FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS w(id, tok, src, dst)
 				WHERE t.instance_id = w.id AND t.token_id = w.tok AND t.element_id = w.src`,
 				renamed.ids, renamed.toks, renamed.els, renamedTo)
 		}
 	}
-	var opened waitRows
-	var names, keys []string
+	var opened, signals waitRows
+	var names, keys, signalNames []string
 	var armed waitRows
 	var due []time.Time
 	var repeat []int32
 	var intervals []string
 	for _, s := range steps {
 		for _, sub := range s.Subscriptions {
+			if sub.Signal {
+				signals.add(s.id, sub.TokenID, sub.Element)
+				signalNames = append(signalNames, sub.Message)
+				continue
+			}
 			opened.add(s.id, sub.TokenID, sub.Element)
 			names, keys = append(names, sub.Message), append(keys, sub.CorrelationKey)
 		}
@@ -449,6 +457,9 @@ func queueEffects(b *pgx.Batch, w *outboxWrites, steps ...stepEffects) error {
 	}
 	if len(opened.ids) > 0 {
 		b.Queue(openSubscriptionsSQL, opened.ids, opened.toks, opened.els, names, keys)
+	}
+	if len(signals.ids) > 0 {
+		b.Queue(openSignalsSQL, signals.ids, signals.toks, signals.els, signalNames)
 	}
 	if len(armed.ids) > 0 {
 		b.Queue(armTimersSQL, armed.ids, armed.toks, armed.els, due, repeat, intervals)
@@ -509,6 +520,9 @@ func queueStepEffects(b *pgx.Batch, w *outboxWrites, id string, e engine.Effects
 		}
 		// A re-run of the same step derives the same id: publish once.
 		w.queue(b, insertMessageSQL, m.ID, id, m.Element, m.Message, m.CorrelationKey, vars)
+	}
+	if err := queueSignalThrows(b, w, id, e.Signals); err != nil {
+		return err
 	}
 	if len(e.ResolvedIncidents) > 0 {
 		b.Queue(`UPDATE incidents SET resolved_at = now() WHERE instance_id = $1 AND token_id = ANY ($2) AND resolved_at IS NULL`,

@@ -33,6 +33,12 @@ func closeWaitsSQL(table string) string {
 const openSubscriptionsSQL = `INSERT INTO subscriptions (instance_id, token_id, element_id, message_name, correlation_key)
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])`
 
+// openSignalsSQL opens signal subscriptions. A wait re-opened in the same
+// commit (a closed and re-armed boundary event) keeps no old row: closes run
+// first.
+const openSignalsSQL = `INSERT INTO signal_subscriptions (instance_id, token_id, element_id, signal_name)
+	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])`
+
 const armTimersSQL = `INSERT INTO timers (instance_id, token_id, element_id, due_at, repeat, interval)
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::int[], $6::text[])
 	ON CONFLICT (instance_id, token_id, element_id) DO UPDATE
@@ -85,6 +91,8 @@ func HotStatements() map[string]HotStatement {
 		"close_timers":        {SQL: closeWaitsSQL("timers"), Setup: commitPlans},
 		"close_tasks":         {SQL: closeWaitsSQL("tasks"), Setup: commitPlans},
 		"open_subscriptions":  {SQL: openSubscriptionsSQL, Setup: commitPlans},
+		"close_signals":       {SQL: closeWaitsSQL("signal_subscriptions"), Setup: commitPlans},
+		"open_signals":        {SQL: openSignalsSQL, Setup: commitPlans},
 		"arm_timers":          {SQL: armTimersSQL, Setup: commitPlans},
 		"inbox_insert":        {SQL: inboxInsertSQL, Setup: commitPlans},
 		"buffered_match_keys": {SQL: bufferedLocksSQL, Setup: commitPlans},

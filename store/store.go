@@ -39,6 +39,9 @@ type Store struct {
 	drgs sync.Map // checksum → *dmn.Definitions
 	// maxVariablesBytes and maxCommitBytes are the limits of a step (limits.go).
 	maxVariablesBytes, maxCommitBytes int
+	// broadcastPage is how many signal subscriptions one transaction of a
+	// broadcast reads (BroadcastSignal).
+	broadcastPage int
 }
 
 // Options tunes Open.
@@ -51,7 +54,13 @@ type Options struct {
 	// may write (limits.go); zero: DefaultMaxVariablesBytes,
 	// DefaultMaxCommitBytes.
 	MaxVariablesBytes, MaxCommitBytes int
+	// BroadcastPage is how many signal subscriptions one transaction of a
+	// signal broadcast reads; zero: DefaultBroadcastPage.
+	BroadcastPage int
 }
+
+// DefaultBroadcastPage is the default Options.BroadcastPage.
+const DefaultBroadcastPage = 1000
 
 // asyncCommit makes the rest of the current transaction commit without
 // waiting for the WAL flush. Only claims and releases run it: they are soft
@@ -92,7 +101,9 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	}
 	defaults.Set(&opt.MaxVariablesBytes, DefaultMaxVariablesBytes)
 	defaults.Set(&opt.MaxCommitBytes, DefaultMaxCommitBytes)
-	return &Store{pool: pool, syncClaims: opt.SyncClaims, maxVariablesBytes: opt.MaxVariablesBytes, maxCommitBytes: opt.MaxCommitBytes}, nil
+	defaults.Set(&opt.BroadcastPage, DefaultBroadcastPage)
+	return &Store{pool: pool, syncClaims: opt.SyncClaims, maxVariablesBytes: opt.MaxVariablesBytes, maxCommitBytes: opt.MaxCommitBytes,
+		broadcastPage: opt.BroadcastPage}, nil
 }
 
 // Pool exposes the pool to packages that run their own typed queries here.

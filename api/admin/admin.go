@@ -66,6 +66,7 @@ type Store interface {
 	ListParkedOutbox(ctx context.Context, f store.ParkedFilter) ([]adminapi.ParkedMessage, error)
 	RetryParkedOutbox(ctx context.Context, id string) error
 	DiscardParkedOutbox(ctx context.Context, id string) error
+	BroadcastSignal(ctx context.Context, id, name string, vars map[string]any) (store.SignalReach, error)
 }
 
 // Config configures the admin API.
@@ -161,6 +162,7 @@ func New(srv *api.Server, deps Deps, cfg Config) *API {
 	adminRoute("GET /v1/incidents", "incidents", s.listIncidents)
 	adminRoute("POST /v1/incidents/{id}/retry", admin.OpRetry, s.retryIncident)
 	adminRoute("POST /v1/messages", "message", s.publishMessage)
+	adminRoute("POST /v1/signals", "signal", s.broadcastSignal)
 	userTaskRoute("GET /v1/user-tasks", "user_tasks", s.listUserTasks)
 	userTaskRoute("GET /v1/user-tasks/{id}", "user_task", s.getUserTask)
 	userTaskRoute("GET /v1/user-tasks/{id}/form", "user_task_form", s.getUserTaskForm)
@@ -705,6 +707,28 @@ func PublishMessage(ctx context.Context, publish func(ctx context.Context, routi
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	return id, publish(ctx, req.Message, id, body)
+}
+
+// broadcastSignal broadcasts a signal: it answers once a relay to every
+// waiting instance and every definition the signal starts is durable in the
+// outbox; the steps run after, each under its own claim.
+func (s *API) broadcastSignal(c *adminCall) (answer, error) {
+	var req adminapi.SignalRequest
+	if err := api.Decode(c.r, &req); err != nil {
+		return answer{}, err
+	}
+	if req.Name == "" {
+		return answer{}, api.Invalidf("name is required")
+	}
+	if err := api.CheckText("name", req.Name); err != nil {
+		return answer{}, err
+	}
+	id := api.NewID()
+	reach, err := s.deps.Store.BroadcastSignal(c.r.Context(), id, req.Name, req.Variables)
+	if err != nil {
+		return answer{}, err
+	}
+	return answer{status: http.StatusOK, body: adminapi.SignalBroadcast{SignalID: id, Subscriptions: reach.Subscriptions, Starts: reach.Starts}}, nil
 }
 
 func userTaskID(c *adminCall) (int64, error) {

@@ -48,6 +48,8 @@ var commands = []command{
 		summary: "Evaluate a deployed decision: its output and the rules that matched.", minArgs: 1, maxArgs: 1, setup: decisionsEvaluate},
 	{name: "messages publish", synopsis: "--message NAME [--key KEY | --instance ID] [--var NAME=JSON ...] [--ttl DURATION] [--id ID]",
 		summary: "Publish a BPMN message (by correlation key, to an instance, or by name to a message start).", maxArgs: 0, setup: messagesPublish},
+	{name: "signals broadcast", synopsis: "--name NAME [--var NAME=JSON ...]",
+		summary: "Broadcast a BPMN signal to every instance waiting for it and every process it starts.", maxArgs: 0, setup: signalsBroadcast},
 	{name: "user-tasks list", synopsis: "[--assignee USER] [--candidate-group GROUP] [--candidate-user USER] [--state STATE] [--limit N] [--after CURSOR] [--all]",
 		summary: "List open user tasks, oldest first.", maxArgs: 0, setup: userTasksList},
 	{name: "user-tasks get", synopsis: "ID", summary: "Show a user task.", minArgs: 1, maxArgs: 1,
@@ -619,6 +621,29 @@ func messagesPublish(fs *flag.FlagSet) action {
 		}
 		t := newTable(&c.out, "MESSAGE_ID")
 		t.row(out.MessageID)
+		t.flush()
+		return nil
+	}
+}
+
+func signalsBroadcast(fs *flag.FlagSet) action {
+	name := fs.String("name", "", "the BPMN signal `NAME` (required)")
+	vars := varsFlag{}
+	fs.Var(vars, "var", "a signal variable `NAME=JSON` (repeatable)")
+	return func(ctx context.Context, c *cli, _ []string) error {
+		if *name == "" {
+			return usagef("--name is required")
+		}
+		data, err := c.api.callJSON(ctx, http.MethodPost, "/v1/signals", nil, adminapi.SignalRequest{Name: *name, Variables: vars})
+		if err != nil || c.json() {
+			return c.done(data, err)
+		}
+		var out adminapi.SignalBroadcast
+		if err := decode(data, &out); err != nil {
+			return err
+		}
+		t := newTable(&c.out, "SIGNAL_ID", "SUBSCRIPTIONS", "STARTS")
+		t.row(out.SignalID, strconv.Itoa(out.Subscriptions), strconv.Itoa(out.Starts))
 		t.flush()
 		return nil
 	}

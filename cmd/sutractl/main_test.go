@@ -422,6 +422,12 @@ m-1
 			stdout: `MESSAGE_ID
 2b9f
 `},
+		{name: "signals broadcast", args: []string{"signals", "broadcast", "--name", "alarm", "--var", "level=2"},
+			api: []exchange{ok("POST", "/v1/signals", appJSON, `{"name":"alarm","variables":{"level":2}}`,
+				200, `{"signal_id":"s-1","subscriptions":3,"starts":1}`)},
+			stdout: `SIGNAL_ID  SUBSCRIPTIONS  STARTS
+s-1        3              1
+`},
 		{name: "user-tasks list", args: []string{"user-tasks", "list", "--candidate-group", "managers", "--state", "created", "--assignee", "bob", "--candidate-user", "ann"},
 			api: []exchange{ok("GET", "/v1/user-tasks?assignee=bob&candidate_group=managers&candidate_user=ann&state=created", "", "", 200,
 				`{"user_tasks":[`+userTaskJSON+`],"next":null}`)},

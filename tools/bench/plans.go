@@ -49,6 +49,8 @@ var HotStatements = fromStore([]Statement{
 	{Name: "close_timers"},
 	{Name: "close_tasks"},
 	{Name: "open_subscriptions"},
+	{Name: "close_signals"},
+	{Name: "open_signals"},
 	{Name: "arm_timers"},
 	{Name: "inbox_insert"},
 	{Name: "buffered_match_keys"},

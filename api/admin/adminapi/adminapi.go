@@ -333,6 +333,21 @@ type IncidentRetried struct {
 	Resolved   bool   `json:"resolved"`
 }
 
+// SignalRequest is the body of POST /v1/signals.
+type SignalRequest struct {
+	Name      string         `json:"name"`
+	Variables map[string]any `json:"variables,omitempty"`
+}
+
+// SignalBroadcast answers POST /v1/signals: the broadcast's id, and how
+// many waiting subscriptions it reached and instances it starts (each
+// resumed or started after the answer, under its own claim).
+type SignalBroadcast struct {
+	SignalID      string `json:"signal_id"`
+	Subscriptions int    `json:"subscriptions"`
+	Starts        int    `json:"starts"`
+}
+
 // MessagePublished answers POST /v1/messages.
 type MessagePublished struct {
 	MessageID string `json:"message_id"`
