@@ -30,9 +30,7 @@ func TestCallsNeedTheRightToken(t *testing.T) {
 func TestUnimplementedRPCsNameThemselves(t *testing.T) {
 	b := setup(t, nil)
 	ctx := testkit.Ctx(t)
-	_, err := b.client.NewBroadcastSignalCommand().SignalName("s").Send(ctx)
-	wantStatus(t, err, codes.Unimplemented, "BroadcastSignal")
-	_, err = b.client.NewDeleteResourceCommand().ResourceKey(1).Send(ctx)
+	_, err := b.client.NewDeleteResourceCommand().ResourceKey(1).Send(ctx)
 	wantStatus(t, err, codes.Unimplemented, "DeleteResource")
 }
 

@@ -88,6 +88,7 @@ type Store interface {
 	Ended(ctx context.Context, ids []string) ([]string, error)
 	NextKey(ctx context.Context) (int64, error)
 	MessageSeen(ctx context.Context, id string) (bool, error)
+	BroadcastSignal(ctx context.Context, id, name string, vars map[string]any) (store.SignalReach, error)
 
 	// The job RPCs': a job is a task row, the one /engine-rest serves: one
 	// lock, whichever protocol takes it.
