@@ -47,7 +47,7 @@ type Config struct {
 	GatewayAddr           string `envconfig:"GATEWAY_ADDR" default:":26500" desc:"listen address of the Zeebe gateway (gRPC; Camunda 8 clients, zbctl); it takes the tokens of the API listener; empty: no gateway"`
 	GatewayTLSCert        string `envconfig:"GATEWAY_TLS_CERT" desc:"PEM certificate (chain) file of the Zeebe gateway; with SUTRA_GATEWAY_TLS_KEY it serves TLS (set both or neither)"`
 	GatewayTLSKey         string `envconfig:"GATEWAY_TLS_KEY" desc:"PEM private key file of SUTRA_GATEWAY_TLS_CERT"`
-	GatewayMaxStreams     int    `envconfig:"GATEWAY_MAX_STREAMS" default:"256" desc:"job streams and ActivateJobs long polls open at once on this replica's Zeebe gateway; one over it is refused (ResourceExhausted)"`
+	GatewayMaxStreams     int    `envconfig:"GATEWAY_MAX_STREAMS" default:"256" desc:"job streams and ActivateJobs long polls open at once on this replica's Zeebe gateway, and apart from them CreateProcessInstanceWithResult calls waiting for their end; one over it is refused (ResourceExhausted)"`
 	GatewayMaxJobs        int    `envconfig:"GATEWAY_MAX_JOBS" default:"1000" desc:"largest maxJobsToActivate an ActivateJobs may ask for (ResourceExhausted)"`
 	GatewayMaxMessageSize int    `envconfig:"GATEWAY_MAX_MESSAGE_SIZE" default:"4194304" desc:"largest gRPC request message in bytes the Zeebe gateway reads (ResourceExhausted)"`
 

@@ -45,6 +45,11 @@ const defaultRequestTimeout = 15 * time.Second
 // on), FailedPrecondition when it ended otherwise (cancelled, or
 // terminated by an uncaught error).
 func (g *Gateway) CreateProcessInstanceWithResult(ctx context.Context, req *pb.CreateProcessInstanceWithResultRequest) (*pb.CreateProcessInstanceWithResultResponse, error) {
+	if !g.ends.reserve() {
+		return nil, status.Errorf(codes.ResourceExhausted, "%s: %d CreateProcessInstanceWithResult calls wait on this replica already (SUTRA_GATEWAY_MAX_STREAMS); retry later, or create without a result",
+			fault.APIBusy, g.cfg.MaxStreams)
+	}
+	defer g.ends.release()
 	timeout := defaultRequestTimeout
 	if req.RequestTimeout > 0 {
 		timeout = time.Duration(req.RequestTimeout) * time.Millisecond
@@ -219,6 +224,10 @@ func (g *Gateway) runOn(ctx context.Context, in store.KeyedInstance, op string, 
 type ends struct {
 	mu      sync.Mutex
 	waiting map[string]map[*endWaiter]struct{}
+	// calls and max cap the calls waiting at once (SUTRA_GATEWAY_MAX_STREAMS,
+	// counted apart from the job streams): each holds a goroutine and a
+	// place in the look for ends until its requestTimeout.
+	calls, max int
 }
 
 // endWaiter is one waiting call. ended (capacity 1) holds a wake-up when
@@ -229,7 +238,24 @@ type endWaiter struct {
 	ended chan struct{}
 }
 
-func newEnds() *ends { return &ends{waiting: map[string]map[*endWaiter]struct{}{}} }
+func newEnds(max int) *ends { return &ends{waiting: map[string]map[*endWaiter]struct{}{}, max: max} }
+
+// reserve admits one more waiting call, or answers false when max wait.
+func (e *ends) reserve() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.calls >= e.max {
+		return false
+	}
+	e.calls++
+	return true
+}
+
+func (e *ends) release() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.calls--
+}
 
 func (e *ends) add(id string, w *endWaiter) {
 	e.mu.Lock()

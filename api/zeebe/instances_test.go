@@ -156,6 +156,25 @@ func TestCreateWithResultTimesOutAsZeebe(t *testing.T) {
 	}
 }
 
+func TestCreateWithResultCallsWaitingAreCappedByMaxStreams(t *testing.T) {
+	b := setup(t, func(c *app.Config) { c.GatewayMaxStreams = 1 })
+	b.deploy(t, "payment.bpmn")
+	first := createWithResult(t, b.client, "o-1", time.Minute)
+	b.waitingKey(t, "o-1") // the first call waits for its end
+	r := <-createWithResult(t, b.client, "o-2", time.Minute)
+	wantStatus(t, r.err, codes.ResourceExhausted, fault.APIBusy, "SUTRA_GATEWAY_MAX_STREAMS")
+	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE variables->>'orderId' = 'o-2'"); n != 0 {
+		t.Errorf("the refused call started %d instances", n)
+	}
+	// Cancelling the first instance ends its call and frees the place.
+	if _, err := b.client.NewCancelInstanceCommand().ProcessInstanceKey(b.waitingKey(t, "o-1")).Send(testkit.Ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, (<-first).err, codes.FailedPrecondition, "cancelled")
+	r = <-createWithResult(t, b.client, "o-3", 2*time.Second)
+	wantStatus(t, r.err, codes.DeadlineExceeded, "has not completed")
+}
+
 func TestCreateWithResultHearsOfAnEndOnAnotherReplica(t *testing.T) {
 	b := setup(t, func(c *app.Config) { c.TaskPollInterval = 50 * time.Millisecond })
 	b.deploy(t, "payment.bpmn")

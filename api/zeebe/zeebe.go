@@ -163,7 +163,7 @@ type Gateway struct {
 // New builds the gateway; Start binds its listener.
 func New(deps Deps, cfg Config) *Gateway {
 	cfg.setDefaults()
-	return &Gateway{cfg: cfg, deps: deps, stopping: make(chan struct{}), ends: newEnds(),
+	return &Gateway{cfg: cfg, deps: deps, stopping: make(chan struct{}), ends: newEnds(cfg.MaxStreams),
 		slots: jobs.NewSlots(cfg.MaxStreams, deps.Metrics.GatewayStreams.Set)}
 }
 
