@@ -182,7 +182,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		Handoff: w.handoff.Relay, Waiters: w.waiters, AcquireDB: w.api.AcquireDB}, zeebe.Config{
 		Addr: cfg.GatewayAddr, TLSCert: cfg.GatewayTLSCert, TLSKey: cfg.GatewayTLSKey, Credentials: credentials,
 		MaxStreams: cfg.GatewayMaxStreams, MaxJobsToActivate: cfg.GatewayMaxJobs, MaxMessageSize: cfg.GatewayMaxMessageSize,
-		PollInterval: cfg.TaskPollInterval,
+		PollInterval: cfg.TaskPollInterval, MaxLockDuration: cfg.APIMaxLockDuration,
 	})
 	w.migrations = admin.NewRunner(admin.RunnerDeps{Store: st, Lanes: w.lanes, Metrics: w.metrics, Logger: log},
 		admin.RunnerConfig{Replica: cfg.ReplicaID})

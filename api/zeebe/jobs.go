@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sutra-run/worker/admin"
+	"github.com/sutra-run/worker/api"
 	"github.com/sutra-run/worker/api/admin/adminapi"
 	"github.com/sutra-run/worker/api/jobs"
 	"github.com/sutra-run/worker/fault"
@@ -40,21 +41,38 @@ type jobQuery struct {
 	only   []string // fetchVariable; nil: every variable
 }
 
-func newJobQuery(typ, worker string, timeout int64, fetch []string, tenants []string) (jobQuery, error) {
+func (g *Gateway) newJobQuery(typ, worker string, timeout int64, fetch []string, tenants []string) (jobQuery, error) {
 	if err := checkTenant(tenants...); err != nil {
 		return jobQuery{}, err
 	}
-	switch {
-	case typ == "":
+	if typ == "" {
 		return jobQuery{}, invalid("type is required")
-	case timeout <= 0:
-		return jobQuery{}, invalid("timeout %d ms: a job's lock needs a positive timeout", timeout)
+	}
+	// The type and the worker are stored with every job locked: ids, not
+	// documents.
+	for _, f := range []struct{ what, v string }{{"type", typ}, {"worker", worker}} {
+		if err := api.CheckText(f.what, f.v); err != nil {
+			return jobQuery{}, statusOf(err)
+		}
+	}
+	if err := g.checkTimeout(timeout); err != nil {
+		return jobQuery{}, err
 	}
 	q := jobQuery{worker: worker, ask: store.TopicLock{Topic: typ, LockDuration: time.Duration(timeout) * time.Millisecond}}
 	if len(fetch) > 0 {
 		q.only = fetch
 	}
 	return q, nil
+}
+
+// checkTimeout refuses a lock that is not positive or longer than
+// SUTRA_API_MAX_LOCK_DURATION, as /engine-rest does: no client locks a job
+// for ever.
+func (g *Gateway) checkTimeout(ms int64) error {
+	if ms <= 0 || ms > g.cfg.MaxLockDuration.Milliseconds() {
+		return invalid("timeout %d ms: a job's lock is between 1 and %d ms (SUTRA_API_MAX_LOCK_DURATION)", ms, g.cfg.MaxLockDuration.Milliseconds())
+	}
+	return nil
 }
 
 func invalid(format string, args ...any) error {
@@ -146,7 +164,7 @@ func activatedJob(t store.LockedTask, q jobQuery) (*pb.ActivatedJob, error) {
 // timeout, waiting for them up to requestTimeout (0: 10 s, negative: no
 // wait): a long poll that holds no database connection while it waits.
 func (g *Gateway) ActivateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_ActivateJobsServer) error {
-	q, err := newJobQuery(req.Type, req.Worker, req.Timeout, req.FetchVariable, req.TenantIds)
+	q, err := g.newJobQuery(req.Type, req.Worker, req.Timeout, req.FetchVariable, req.TenantIds)
 	if err != nil {
 		return err
 	}
@@ -224,7 +242,7 @@ func (g *Gateway) sendJobs(stream pb.Gateway_ActivateJobsServer, got []*pb.Activ
 // activatable, until the client goes or the gateway stops: a job created on
 // this replica wakes a waiting stream at once, the look finds the others.
 func (g *Gateway) StreamActivatedJobs(req *pb.StreamActivatedJobsRequest, stream pb.Gateway_StreamActivatedJobsServer) error {
-	q, err := newJobQuery(req.Type, req.Worker, req.Timeout, req.FetchVariable, req.TenantIds)
+	q, err := g.newJobQuery(req.Type, req.Worker, req.Timeout, req.FetchVariable, req.TenantIds)
 	if err != nil {
 		return err
 	}
@@ -391,8 +409,8 @@ func (g *Gateway) UpdateJobRetries(ctx context.Context, req *pb.UpdateJobRetries
 // UpdateJobTimeout sets an activated job's lock to expire timeout from now
 // (longer or shorter).
 func (g *Gateway) UpdateJobTimeout(ctx context.Context, req *pb.UpdateJobTimeoutRequest) (*pb.UpdateJobTimeoutResponse, error) {
-	if req.Timeout <= 0 {
-		return nil, invalid("timeout %d ms: a job's lock needs a positive timeout", req.Timeout)
+	if err := g.checkTimeout(req.Timeout); err != nil {
+		return nil, err
 	}
 	release, err := g.useDB(ctx)
 	if err != nil {

@@ -421,6 +421,21 @@ func TestBadJobCallsAreRefusedWithZeebesCodes(t *testing.T) {
 		_, err = s.Recv()
 	}
 	codeOf(t, err, codes.InvalidArgument, "tenant")
+	// A lock for ever, or a worker name that is a document, is refused:
+	// both are stored with every job locked.
+	for _, req := range []*pb.ActivateJobsRequest{
+		{Type: "bad", Worker: "w", Timeout: (25 * time.Hour).Milliseconds(), MaxJobsToActivate: 1},
+		{Type: "bad", Worker: strings.Repeat("w", 2000), Timeout: 1000, MaxJobsToActivate: 1},
+		{Type: "bad", Worker: "w\x00", Timeout: 1000, MaxJobsToActivate: 1},
+	} {
+		s, err := b.gw.ActivateJobs(ctx, req)
+		if err == nil {
+			_, err = s.Recv()
+		}
+		codeOf(t, err, codes.InvalidArgument, fault.APIInvalid)
+	}
+	_, err = b.gw.UpdateJobTimeout(ctx, &pb.UpdateJobTimeoutRequest{JobKey: job.Key, Timeout: (25 * time.Hour).Milliseconds()})
+	codeOf(t, err, codes.InvalidArgument, "SUTRA_API_MAX_LOCK_DURATION")
 
 	// Two jobs of 40 KiB of variables each: two answers under the 64 KiB
 	// message cap.

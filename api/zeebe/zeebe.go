@@ -65,6 +65,9 @@ type Config struct {
 	// MaxMessageSize caps a request message in bytes (default 4 MiB, gRPC's
 	// own default); a larger one is refused with ResourceExhausted.
 	MaxMessageSize int
+	// MaxLockDuration caps a job's activation timeout and UpdateJobTimeout
+	// (SUTRA_API_MAX_LOCK_DURATION, default 24h), as /engine-rest's lock.
+	MaxLockDuration time.Duration
 	// PollInterval is how often calls waiting for something another
 	// replica may do look for it (default 250ms, SUTRA_TASK_POLL_INTERVAL);
 	// what this replica does wakes them at once.
@@ -76,6 +79,7 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.MaxStreams, 256)
 	defaults.Set(&c.MaxJobsToActivate, 1000)
 	defaults.Set(&c.MaxMessageSize, 4<<20)
+	defaults.Set(&c.MaxLockDuration, 24*time.Hour)
 	defaults.Set(&c.PollInterval, 250*time.Millisecond)
 }
 
