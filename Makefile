@@ -5,7 +5,7 @@ PKGS      := ./...
 # A short fuzz run of each parser target in CI.
 FUZZTIME  ?= 10s
 
-.PHONY: build console test demo bench bench-data bench-plans lint services fuzz clean check-deploy
+.PHONY: build console test demo bench bench-data bench-plans soak lint services fuzz clean check-deploy
 
 build: console
 	$(GO) build -o $(BIN) ./cmd/worker
@@ -62,6 +62,13 @@ bench-data: services
 # tools/bench/plans (about a minute; review the diff).
 bench-plans: services
 	$(GO) run ./tools/bench/load -plans tools/bench/plans
+
+# Sustained load (BENCHMARKS.md, "Soak"): the worker binary at its defaults,
+# SOAK_RATE relays/s (3000) for SOAK_DURATION (20m) with autovacuum on; a
+# report, the samples and a plot into SOAK_OUT (bin/soak). Exits 1 when a
+# target is missed. Other knobs: `go doc ./tools/soak` and tools/soak/main.go.
+soak: services build
+	$(GO) run ./tools/soak
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)

@@ -65,6 +65,16 @@ func (p *Publisher) Publish(ctx context.Context, relays []Relay) error {
 // PublishAt publishes relays at about perSecond (as fast as the broker
 // confirms them when 0) and returns once all are confirmed.
 func (p *Publisher) PublishAt(ctx context.Context, relays []Relay, perSecond float64) error {
+	return p.PublishEach(ctx, len(relays), perSecond, func(i int) Relay { return relays[i] })
+}
+
+// PublishEach publishes n relays, relay(i) the i-th, at about perSecond (as
+// fast as the broker confirms them when 0), and returns once all are
+// confirmed. The schedule is absolute (relay i is due i/perSecond after the
+// first), so a publisher held back for a moment catches up rather than
+// lowering the offered rate; relay is called only when its relay is due, so
+// a long run holds none of them in memory.
+func (p *Publisher) PublishEach(ctx context.Context, n int, perSecond float64, relay func(i int) Relay) error {
 	const window = 512
 	pending := make([]*amqp.DeferredConfirmation, 0, window)
 	wait := func() error {
@@ -81,7 +91,7 @@ func (p *Publisher) PublishAt(ctx context.Context, relays []Relay, perSecond flo
 		return nil
 	}
 	began := time.Now()
-	for i, r := range relays {
+	for i := range n {
 		if perSecond > 0 {
 			due := began.Add(time.Duration(float64(i) / perSecond * float64(time.Second)))
 			if d := time.Until(due); d > 0 {
@@ -92,6 +102,7 @@ func (p *Publisher) PublishAt(ctx context.Context, relays []Relay, perSecond flo
 				}
 			}
 		}
+		r := relay(i)
 		body, err := json.Marshal(r.Body)
 		if err != nil {
 			return err
@@ -159,8 +170,8 @@ func Measure(ctx context.Context, db *pgxpool.Pool, prefix string) (Stats, error
 
 func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
 
-// Scrape sums the samples of the named counters at a /metrics URL, keyed by
-// "name{label=value,...}".
+// Scrape sums the samples of the named counters and gauges at a /metrics
+// URL, keyed by "name{label=value,...}".
 func Scrape(ctx context.Context, url string, names ...string) (map[string]float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -187,7 +198,7 @@ func Scrape(ctx context.Context, url string, names ...string) (map[string]float6
 			for _, lp := range m.GetLabel() {
 				labels = append(labels, lp.GetName()+"="+lp.GetValue())
 			}
-			out[name+"{"+strings.Join(labels, ",")+"}"] += m.GetCounter().GetValue()
+			out[name+"{"+strings.Join(labels, ",")+"}"] += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 		}
 	}
 	return out, nil

@@ -245,11 +245,16 @@ func (e *Env) DeclareQueues() error {
 func (e *Env) Pings(n int) []loadgen.Relay {
 	relays := make([]loadgen.Relay, n)
 	for j := range relays {
-		relays[j] = loadgen.Relay{ID: PingPrefix + strconv.Itoa(j), Body: map[string]any{
-			"instance_id": InstanceID(j % e.Instances), "message": Message,
-		}}
+		relays[j] = e.Ping(j)
 	}
 	return relays
+}
+
+// Ping is the j-th timed ping relay: to instance j mod K.
+func (e *Env) Ping(j int) loadgen.Relay {
+	return loadgen.Relay{ID: PingPrefix + strconv.Itoa(j), Body: map[string]any{
+		"instance_id": InstanceID(j % e.Instances), "message": Message,
+	}}
 }
 
 // PingPrefix starts the message id of every timed relay.

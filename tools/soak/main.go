@@ -1,0 +1,321 @@
+// Command soak is `make soak` (issue 28): the worker binary at its defaults,
+// relays offered at a fixed rate for a long time with autovacuum on, and
+// every minute the latency from publish to commit, the commit rate, the
+// tables' sizes and dead tuples, the WAL rate and the worker's memory and
+// goroutines. It writes a report (report.md), the samples (samples.tsv) and
+// a plot of p99 and table sizes over time (soak.png) into SOAK_OUT, and
+// exits 1 when a target is missed. See BENCHMARKS.md, "Soak".
+//
+// The instances run the benchmark's looping Modeler process (each relay is
+// one step: close the subscription, open the next), K of them round-robin;
+// the run's schema and broker names are fresh and dropped at the end.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/kelseyhightower/envconfig"
+
+	"github.com/sutra-run/worker/internal/loadgen"
+	"github.com/sutra-run/worker/store"
+	"github.com/sutra-run/worker/tools/bench"
+)
+
+// config is read from SOAK_* variables.
+type config struct {
+	Rate      float64       `default:"3000" desc:"offered relays per second"`
+	Duration  time.Duration `default:"20m" desc:"how long relays are offered"`
+	Interval  time.Duration `default:"1m" desc:"how often a sample is taken (one row of the report)"`
+	Instances int           `default:"1024" desc:"instances the relays go to, round-robin"`
+	// Data seeds the tables first with a bench.DataSets size ("large": a
+	// million instances, a tenth of them waiting), to soak on grown tables.
+	Data   string `default:"small" desc:"data set seeded before the run (tools/bench: small, large, large-2k)"`
+	Worker string `default:"bin/worker" desc:"the worker binary (make build)"`
+	Out    string `default:"bin/soak" desc:"directory of the report, samples and plot"`
+	// InboxRetention is the worker's one setting changed from its default:
+	// a week of relay ids at 3,000/s is 1.8 billion rows, so at the default
+	// no soak shorter than a week could show the trim keeping the inbox
+	// bounded.
+	InboxRetention time.Duration `split_words:"true" default:"2m" desc:"SUTRA_INBOX_RETENTION of the worker"`
+	DatabaseURL    string        `split_words:"true" default:"postgres://postgres@127.0.0.1:5432/sutra_bench" desc:"server of the run's fresh schema"`
+	AMQPURL        string        `envconfig:"AMQP_URL" default:"amqp://guest:guest@127.0.0.1:5672/" desc:"RabbitMQ URL"`
+	// Targets (issue 28).
+	MaxP99   time.Duration `envconfig:"MAX_P99" default:"50ms" desc:"p99 publish → commit every sample must keep"`
+	MaxDrift float64       `envconfig:"MAX_DRIFT" default:"1.5" desc:"the last sample's p99 within this factor of the second's"`
+	MaxGrow  float64       `envconfig:"MAX_GROW" default:"1.25" desc:"each table's size and the worker's RSS at the end within this factor of the half-way sample's"`
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "soak:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var c config
+	if err := envconfig.Process("soak", &c); err != nil {
+		return err
+	}
+	if c.Rate <= 0 || c.Duration < c.Interval || c.Interval <= settle || c.Instances <= 0 {
+		return fmt.Errorf("SOAK_RATE and SOAK_INSTANCES must be positive, SOAK_INTERVAL over %v and SOAK_DURATION at least SOAK_INTERVAL", settle)
+	}
+	data, ok := bench.DataSets[c.Data]
+	if !ok {
+		return fmt.Errorf("SOAK_DATA %q is not a data set", c.Data)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := store.EnsureDatabase(ctx, c.DatabaseURL); err != nil {
+		return err
+	}
+
+	env, err := bench.NewEnv(ctx, c.DatabaseURL, c.AMQPURL, "soak", c.Instances, bench.ProcessXML)
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	if err := env.DeclareQueues(); err != nil {
+		return err
+	}
+	if c.Data != "small" {
+		began := time.Now()
+		if err := env.Seed(ctx, data); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "seeded %s in %v\n", data, time.Since(began).Round(time.Second))
+	}
+	db, err := pgxpool.New(ctx, env.Config.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	restore, err := autovacuumOn(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer restore()
+
+	w, err := startWorker(ctx, c, env)
+	if err != nil {
+		return err
+	}
+	defer w.stop()
+
+	pub, err := loadgen.Dial(c.AMQPURL, env.Config.RelayExchange)
+	if err != nil {
+		return err
+	}
+	defer pub.Close()
+	s := &sampler{db: db, schema: env.Schema, metrics: "http://" + w.httpAddr + "/metrics", prefix: bench.PingPrefix}
+	if err := s.start(ctx); err != nil {
+		return err
+	}
+	total := int(c.Rate * c.Duration.Seconds())
+	var published atomic.Int64
+	pubDone := make(chan error, 1)
+	began := time.Now()
+	go func() {
+		pubDone <- pub.PublishEach(ctx, total, c.Rate, func(i int) loadgen.Relay {
+			published.Store(int64(i + 1))
+			return env.Ping(i)
+		})
+	}()
+	fmt.Fprintf(os.Stderr, "offering %.0f relays/s to %d instances for %v (worker pid %d, schema %s)\n", c.Rate, c.Instances, c.Duration, w.cmd.Process.Pid, env.Schema)
+
+	tick := time.NewTicker(c.Interval)
+	defer tick.Stop()
+	var pubErr error
+	for offering := true; offering; {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case pubErr = <-pubDone:
+			offering = false
+			if pubErr != nil {
+				return fmt.Errorf("publishing: %w", pubErr)
+			}
+		case <-w.exited:
+			return fmt.Errorf("the worker exited during the soak: %v", w.err)
+		case <-tick.C:
+			if err := s.sample(ctx, published.Load(), false); err != nil {
+				return err
+			}
+			fmt.Fprintln(os.Stderr, s.samples[len(s.samples)-1].line())
+		}
+	}
+	// Drain: every offered relay committed, or a minute without progress.
+	offerEnded := time.Now()
+	if err := s.drain(ctx, int64(total), time.Minute); err != nil {
+		return err
+	}
+	drained := time.Since(offerEnded)
+	if err := s.sample(ctx, int64(total), true); err != nil {
+		return err
+	}
+	elapsed := time.Since(began)
+	w.stop()
+
+	if err := os.MkdirAll(c.Out, 0o755); err != nil {
+		return err
+	}
+	rep := report{config: c, samples: s.samples, elapsed: elapsed, data: data.String(), offered: total, drained: drained}
+	if err := writeFile(filepath.Join(c.Out, "samples.tsv"), rep.writeTSV); err != nil {
+		return err
+	}
+	if err := writePlot(filepath.Join(c.Out, "soak.png"), s.samples, c); err != nil {
+		return err
+	}
+	missed := 0
+	if err := writeFile(filepath.Join(c.Out, "report.md"), func(f io.Writer) error {
+		var err error
+		missed, err = rep.writeMarkdown(f)
+		return err
+	}); err != nil {
+		return err
+	}
+	body, err := os.ReadFile(filepath.Join(c.Out, "report.md"))
+	if err != nil {
+		return err
+	}
+	os.Stdout.Write(body)
+	if missed > 0 {
+		return fmt.Errorf("%d target(s) missed; see %s", missed, filepath.Join(c.Out, "report.md"))
+	}
+	return nil
+}
+
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// worker is the worker binary running as a child process.
+type worker struct {
+	cmd      *exec.Cmd
+	httpAddr string
+	exited   chan struct{}
+	err      error
+	stopped  atomic.Bool
+}
+
+// startWorker starts the binary at its defaults but for what points it at
+// the run's schema and broker names, a free metrics port, no API or gateway
+// listener (the soak calls neither; their default ports may be taken), and
+// the inbox retention; and waits until it is ready.
+func startWorker(ctx context.Context, c config, env *bench.Env) (*worker, error) {
+	httpAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	cfg := env.Config
+	cmd := exec.Command(c.Worker, "run")
+	cmd.Env = append(os.Environ(),
+		"SUTRA_DATABASE_URL="+cfg.DatabaseURL, "SUTRA_AMQP_URL="+cfg.AMQPURL, "SUTRA_REPLICA_ID=soak",
+		"SUTRA_HTTP_ADDR="+httpAddr, "SUTRA_API_ADDR=", "SUTRA_GATEWAY_ADDR=",
+		"SUTRA_RELAY_EXCHANGE="+cfg.RelayExchange, "SUTRA_RELAY_QUEUE="+cfg.RelayQueue,
+		"SUTRA_DEAD_EXCHANGE="+cfg.DeadExchange, "SUTRA_DEAD_QUEUE="+cfg.DeadQueue,
+		"SUTRA_OUTBOX_EXCHANGE="+cfg.OutboxExchange, "SUTRA_INBOX_RETENTION="+c.InboxRetention.String())
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s (make build): %w", c.Worker, err)
+	}
+	w := &worker{cmd: cmd, httpAddr: httpAddr, exited: make(chan struct{})}
+	go func() {
+		w.err = cmd.Wait()
+		close(w.exited)
+	}()
+	for deadline := time.Now().Add(time.Minute); ; {
+		resp, err := http.Get("http://" + httpAddr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return w, nil
+			}
+		}
+		select {
+		case <-w.exited:
+			return nil, fmt.Errorf("the worker exited before it was ready: %v", w.err)
+		case <-ctx.Done():
+			w.stop()
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			w.stop()
+			return nil, errors.New("the worker was not ready within a minute")
+		}
+	}
+}
+
+// stop stops the worker gracefully (SIGTERM) and waits for it, once.
+func (w *worker) stop() {
+	if w.stopped.Swap(true) {
+		return
+	}
+	_ = w.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-w.exited:
+	case <-time.After(45 * time.Second):
+		_ = w.cmd.Process.Kill()
+		<-w.exited
+	}
+}
+
+// freeAddr is a loopback address with a port free at the time of asking.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
+}
+
+// autovacuumOn turns autovacuum on for the run when the server has it off
+// (this machine's CI configuration does), since production runs with it; the
+// returned function puts the server's own setting back.
+func autovacuumOn(ctx context.Context, db *pgxpool.Pool) (restore func(), err error) {
+	var on string
+	if err := db.QueryRow(ctx, "SHOW autovacuum").Scan(&on); err != nil {
+		return nil, err
+	}
+	if on == "on" {
+		return func() {}, nil
+	}
+	if _, err := db.Exec(ctx, "ALTER SYSTEM SET autovacuum = on"); err != nil {
+		return nil, fmt.Errorf("turning autovacuum on: %w", err)
+	}
+	if _, err := db.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		return nil, err
+	}
+	fmt.Fprintln(os.Stderr, "autovacuum was off on the server: on for this run (ALTER SYSTEM), reset after")
+	return func() {
+		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := db.Exec(rctx, "ALTER SYSTEM RESET autovacuum"); err == nil {
+			_, _ = db.Exec(rctx, "SELECT pg_reload_conf()")
+		}
+	}, nil
+}

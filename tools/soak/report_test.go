@@ -1,0 +1,69 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// soakOf is a soak of n one-minute intervals whose p99, instances size and RSS
+// follow the given functions of the interval index, plus the drain's.
+func soakOf(n int, p99 func(int) time.Duration, size func(int) int64, rss func(int) float64) report {
+	c := config{Rate: 3000, MaxP99: 50 * time.Millisecond, MaxDrift: 1.5, MaxGrow: 1.25}
+	var ss []sample
+	for i := range n + 1 {
+		ss = append(ss, sample{elapsed: time.Duration(i+1) * time.Minute, p99: p99(i), rss: rss(i),
+			tables: map[string]table{"instances": {heap: size(i)}}})
+	}
+	return report{config: c, samples: ss, drained: 100 * time.Millisecond}
+}
+
+func missed(r report) []string {
+	var out []string
+	for _, t := range r.targets() {
+		if !t.met {
+			out = append(out, t.name)
+		}
+	}
+	return out
+}
+
+func TestAFlatSoakMeetsEveryTarget(t *testing.T) {
+	r := soakOf(10, func(int) time.Duration { return 20 * time.Millisecond }, func(int) int64 { return 50 << 20 }, func(int) float64 { return 40 << 20 })
+	if m := missed(r); len(m) != 0 {
+		t.Fatalf("missed %v", m)
+	}
+}
+
+func TestASoakWhoseLatencyOrTablesOrMemoryGrowMissesItsTargets(t *testing.T) {
+	flat := func(int) time.Duration { return 20 * time.Millisecond }
+	for name, tc := range map[string]struct {
+		r    report
+		want string
+	}{
+		"p99 rises": {soakOf(10, func(i int) time.Duration { return time.Duration(10+4*i) * time.Millisecond },
+			func(int) int64 { return 50 << 20 }, func(int) float64 { return 40 << 20 }), "p99 flat"},
+		"p99 over the bound once": {soakOf(10, func(i int) time.Duration {
+			if i == 5 {
+				return 80 * time.Millisecond
+			}
+			return 20 * time.Millisecond
+		}, func(int) int64 { return 50 << 20 }, func(int) float64 { return 40 << 20 }), "worst interval"},
+		"instances grows": {soakOf(10, flat, func(i int) int64 { return int64(50+20*i) << 20 }, func(int) float64 { return 40 << 20 }), "size of instances"},
+		"RSS grows":       {soakOf(10, flat, func(int) int64 { return 50 << 20 }, func(i int) float64 { return float64(40+10*i) * (1 << 20) }), "RSS"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := missed(tc.r)
+			if len(m) != 1 || !strings.Contains(m[0], tc.want) {
+				t.Fatalf("missed %v, want only %q", m, tc.want)
+			}
+		})
+	}
+}
+
+func TestTooShortASoakIsNotJudgedFlat(t *testing.T) {
+	r := soakOf(2, func(int) time.Duration { return time.Millisecond }, func(int) int64 { return 1 }, func(int) float64 { return 1 })
+	if m := missed(r); len(m) != 1 {
+		t.Fatalf("missed %v, want the one saying there are too few intervals", m)
+	}
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sutra-run/worker/internal/loadgen"
+)
+
+// sample is one interval of the soak: what committed in it and the state of
+// the tables and the worker at its end.
+type sample struct {
+	at        time.Time
+	elapsed   time.Duration
+	published int64 // relays published since the start
+	commits   int64 // relays committed in the interval
+	perSecond float64
+	p50, p99  time.Duration
+	p999      time.Duration
+	walBytes  int64 // WAL written in the interval
+	walPerS   float64
+	tables    map[string]table
+	rss       float64 // bytes
+	goroutine float64
+}
+
+// table is one table of the run's schema at a sample.
+type table struct {
+	heap, indexes int64 // bytes, TOAST with the heap
+	live, dead    int64
+	autovacuums   int64
+}
+
+// tables are the tables the report shows, in its order.
+var tables = []string{"instances", "subscriptions", "inbox", "outbox", "relay_attempts"}
+
+// sampler takes the samples.
+type sampler struct {
+	db      *pgxpool.Pool
+	schema  string
+	metrics string // the worker's /metrics URL
+	prefix  string // message id prefix of the timed relays
+	since   time.Time
+	began   time.Time
+	wal     int64
+	samples []sample
+}
+
+func (s *sampler) start(ctx context.Context) error {
+	var err error
+	s.wal, err = walLSN(ctx, s.db)
+	s.since, s.began = time.Now(), time.Now()
+	return err
+}
+
+// settle is how far behind the clock the intervals end: an inbox row's
+// received_at is its transaction's start, so a row stamped just before a
+// sample may commit just after it; no step transaction lasts this long.
+const settle = 10 * time.Second
+
+// sample reads the interval since the last sample, ending settle ago (now,
+// when final: nothing is in flight then). The latency of a relay is its
+// commit (the commit transaction's now() in its inbox row) minus its
+// publish time (in its message id); a relay counts in the interval it
+// committed in.
+func (s *sampler) sample(ctx context.Context, published int64, final bool) error {
+	now := time.Now()
+	if !final {
+		now = now.Add(-settle)
+	}
+	x := sample{at: now, elapsed: now.Sub(s.began), published: published, tables: map[string]table{}}
+	var p50, p99, p999 float64
+	err := s.db.QueryRow(ctx, `
+		WITH l AS (
+			SELECT extract(epoch FROM received_at - to_timestamp(substring(message_id FROM '([0-9]+)$')::numeric / 1e9)) AS s
+			  FROM inbox WHERE received_at >= $2 AND received_at < $3 AND starts_with(message_id, $1))
+		SELECT count(*),
+		       COALESCE(percentile_cont(0.5) WITHIN GROUP (ORDER BY s), 0),
+		       COALESCE(percentile_cont(0.99) WITHIN GROUP (ORDER BY s), 0),
+		       COALESCE(percentile_cont(0.999) WITHIN GROUP (ORDER BY s), 0)
+		  FROM l`, s.prefix, s.since, now).Scan(&x.commits, &p50, &p99, &p999)
+	if err != nil {
+		return fmt.Errorf("reading the inbox: %w", err)
+	}
+	x.p50, x.p99, x.p999 = seconds(p50), seconds(p99), seconds(p999)
+	x.perSecond = float64(x.commits) / now.Sub(s.since).Seconds()
+	wal, err := walLSN(ctx, s.db)
+	if err != nil {
+		return err
+	}
+	x.walBytes, x.walPerS = wal-s.wal, float64(wal-s.wal)/now.Sub(s.since).Seconds()
+	rows, err := s.db.Query(ctx, `
+		SELECT relname, pg_table_size(relid), pg_indexes_size(relid), n_live_tup, n_dead_tup, autovacuum_count
+		  FROM pg_stat_user_tables WHERE schemaname = $1`, s.schema)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var name string
+		var t table
+		if err := rows.Scan(&name, &t.heap, &t.indexes, &t.live, &t.dead, &t.autovacuums); err != nil {
+			return err
+		}
+		x.tables[name] = t
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	m, err := loadgen.Scrape(ctx, s.metrics, "process_resident_memory_bytes", "go_goroutines")
+	if err != nil {
+		return fmt.Errorf("scraping the worker: %w", err)
+	}
+	x.rss, x.goroutine = m["process_resident_memory_bytes{}"], m["go_goroutines{}"]
+	s.samples = append(s.samples, x)
+	s.since, s.wal = now, wal
+	return nil
+}
+
+// drain waits until want relays are committed in all, or none commits for
+// idle.
+func (s *sampler) drain(ctx context.Context, want int64, idle time.Duration) error {
+	last, lastChange := int64(-1), time.Now()
+	for {
+		var n int64
+		if err := s.db.QueryRow(ctx, `SELECT count(*) FROM inbox WHERE received_at >= $2 AND starts_with(message_id, $1)`,
+			s.prefix, s.since).Scan(&n); err != nil {
+			return err
+		}
+		done := n
+		for _, x := range s.samples {
+			done += x.commits
+		}
+		switch {
+		case done >= want:
+			return nil
+		case n != last:
+			last, lastChange = n, time.Now()
+		case time.Since(lastChange) > idle:
+			return fmt.Errorf("draining: %d of %d relays committed, none for %v", done, want, idle)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func walLSN(ctx context.Context, db *pgxpool.Pool) (int64, error) {
+	var n int64
+	err := db.QueryRow(ctx, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint").Scan(&n)
+	return n, err
+}
+
+func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+
+// line is the sample as the progress line on stderr.
+func (x sample) line() string {
+	in := x.tables["instances"]
+	return fmt.Sprintf("%6s  %6.0f commits/s  p50 %-8s p99 %-8s p999 %-8s  instances %s (%d dead)  inbox %s  WAL %s/s  RSS %s  %0.f goroutines",
+		x.elapsed.Round(time.Second), x.perSecond, ms(x.p50), ms(x.p99), ms(x.p999), mb(in.heap+in.indexes), in.dead,
+		mb(x.tables["inbox"].heap+x.tables["inbox"].indexes), mb(int64(x.walPerS)), mb(int64(x.rss)), x.goroutine)
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d.Microseconds())/1000) }
+func mb(b int64) string         { return fmt.Sprintf("%.1fMB", float64(b)/(1<<20)) }
