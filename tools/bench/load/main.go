@@ -71,8 +71,8 @@ type options struct {
 	// gateway (0 lanes: skip it).
 	jobLanes   int
 	jobWorkers int
-	// latencyLoads are the fixed rates, as fractions of the best lane
-	// count's steps/s, of the latency measurement; each lasts latencyTime.
+	// latencyLoads are the fixed rates, as fractions of the baseline's peak
+	// steps/s, of the latency measurement; each lasts latencyTime.
 	latencyLoads []float64
 	latencyTime  time.Duration
 	// data are the data sets (bench.DataSets) the best lane count is
@@ -115,7 +115,7 @@ func main() {
 	flag.IntVar(&o.jobLanes, "job-lanes", 16, "lanes of the job round trip over the Zeebe gateway (0: skip it)")
 	flag.IntVar(&o.jobWorkers, "job-workers", 16, "Go client job workers (streamed activation) of the job round trip")
 	var latencyFlag, dataFlag string
-	flag.StringVar(&latencyFlag, "latency-loads", "0.5,0.1", "fixed rates of the latency measurement, as fractions of the best lane count's steps/s (empty: skip it)")
+	flag.StringVar(&latencyFlag, "latency-loads", "0.5,0.25", "fixed rates of the latency measurement, worker and baseline side by side, as fractions of the baseline's peak steps/s (of the best lane count's without -baseline; empty: skip it)")
 	flag.DurationVar(&o.latencyTime, "latency-time", 5*time.Second, "duration of each fixed-rate run (at least 1000 relays, for p999)")
 	flag.StringVar(&dataFlag, "data", "", "data sets to measure the best lane count on besides the small table: large, large-2k (make bench-data)")
 	flag.StringVar(&o.plansDir, "plans", "", "write the generic plan of every hot statement on the large data set into this directory (tools/bench/plans), and on a new schema into its subdirectory new, and exit")
@@ -550,6 +550,12 @@ func runName(name string, syncClaims bool) string {
 
 // baseline measures the plain consumer with K goroutines.
 func (b *bencher) baseline(ctx context.Context, syncClaims bool) (result, error) {
+	return b.baselineRun(ctx, syncClaims, workerSpec{relays: b.o.relays})
+}
+
+// baselineRun measures the plain consumer with K goroutines on s's relays,
+// rate and warm-up.
+func (b *bencher) baselineRun(ctx context.Context, syncClaims bool, s workerSpec) (result, error) {
 	env, err := b.env(ctx, "baseline", bench.ProcessXML)
 	if err != nil {
 		return result{}, err
@@ -563,7 +569,11 @@ func (b *bencher) baseline(ctx context.Context, syncClaims bool) (result, error)
 		return result{}, err
 	}
 	defer c.Stop()
-	r, err := b.drive(ctx, env, runName("baseline", syncClaims), func() bool { return true }, c.Committed, workerSpec{relays: b.o.relays})
+	name := runName("baseline", syncClaims)
+	if s.rate > 0 {
+		name += fmt.Sprintf("-at-%.0f", s.rate)
+	}
+	r, err := b.drive(ctx, env, name, func() bool { return true }, c.Committed, s)
 	r.kind, r.conc, r.syncClaims, r.requeued = "baseline", b.o.instances, syncClaims, c.Requeued()
 	return r, err
 }

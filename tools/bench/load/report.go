@@ -17,6 +17,8 @@ func (r result) name() string {
 		s = fmt.Sprintf("baseline, %d goroutines", r.conc)
 	case "fixed":
 		s = fmt.Sprintf("worker, %d lane%s, fixed %.0f%% load", r.conc, plural(r.conc), 100*r.load)
+	case "fixed-baseline":
+		s = fmt.Sprintf("baseline, %d goroutines, fixed %.0f%% load", r.conc, 100*r.load)
 	case "data":
 		s = fmt.Sprintf("worker, %d lane%s, %s data", r.conc, plural(r.conc), r.data)
 	case "batch":
@@ -44,7 +46,7 @@ const header = `| run | steps | steps/s | p50 | p99 | requeued | CPU µs/step: a
 
 func (r result) row() string {
 	p50, p99 := "—", "—"
-	if r.kind == "worker" || r.kind == "baseline" || r.kind == "fixed" || r.kind == "data" {
+	if r.kind == "worker" || r.kind == "baseline" || r.kind == "fixed" || r.kind == "fixed-baseline" || r.kind == "data" {
 		p50, p99 = latency(r.p50), latency(r.p99)
 	}
 	per := func(d time.Duration) string {
@@ -98,7 +100,7 @@ func find(rs []result, kind string, conc int, syncClaims bool) (result, bool) {
 // differ), and what synchronous claims cost.
 func report(w io.Writer, all []result, rounds int) {
 	// The fixed-rate and data runs have tables of their own.
-	all = slices.DeleteFunc(slices.Clone(all), func(r result) bool { return r.kind == "fixed" || r.kind == "data" })
+	all = slices.DeleteFunc(slices.Clone(all), func(r result) bool { return r.kind == "fixed" || r.kind == "fixed-baseline" || r.kind == "data" })
 	rs := best(all)
 	if rounds > 1 {
 		fmt.Fprintf(w, "Fastest of %d rounds of each configuration.\n\n", rounds)
