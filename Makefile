@@ -53,9 +53,11 @@ bench: services
 
 # Cost as the data grows (BENCHMARKS.md): 16 lanes on the K instances alone,
 # then on a million seeded instances, then on the same with 2 kB of variables
-# each. Seeding is not timed but takes most of the 2 minutes or so.
+# each, then on a million of which 1% are active. Seeding is not timed but
+# takes most of the 4 minutes or so. Ten million (1% active; about 15 minutes
+# more, 6 GB of disk): make bench-data BENCHFLAGS='-data 10m'.
 bench-data: services
-	$(GO) run ./tools/bench/load -lanes 16 -data large,large-2k -pgbench-clients '' -baseline=false -sync-claims=false \
+	$(GO) run ./tools/bench/load -lanes 16 -data large,large-2k,1m -pgbench-clients '' -baseline=false -sync-claims=false \
 	  -outbox-lanes 0 -task-lanes 0 -latency-loads '' $(BENCHFLAGS)
 
 # The generic plan of every hot statement on the large data set, into

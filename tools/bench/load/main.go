@@ -117,7 +117,7 @@ func main() {
 	var latencyFlag, dataFlag string
 	flag.StringVar(&latencyFlag, "latency-loads", "0.5,0.25", "fixed rates of the latency measurement, worker and baseline side by side, as fractions of the baseline's peak steps/s (of the best lane count's without -baseline; empty: skip it)")
 	flag.DurationVar(&o.latencyTime, "latency-time", 5*time.Second, "duration of each fixed-rate run (at least 1000 relays, for p999)")
-	flag.StringVar(&dataFlag, "data", "", "data sets to measure the best lane count on besides the small table: large, large-2k (make bench-data)")
+	flag.StringVar(&dataFlag, "data", "", "data sets to measure the best lane count on besides the small table: large, large-2k, 1m, 10m (make bench-data)")
 	flag.StringVar(&o.plansDir, "plans", "", "write the generic plan of every hot statement on the large data set into this directory (tools/bench/plans), and on a new schema into its subdirectory new, and exit")
 	flag.Parse()
 	var err error
@@ -214,7 +214,7 @@ func dataSets(s string) ([]string, error) {
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		if _, ok := bench.DataSets[f]; !ok || f == "small" {
-			return nil, fmt.Errorf("-data %q: the data sets are large and large-2k", s)
+			return nil, fmt.Errorf("-data %q: the data sets are large, large-2k, 1m and 10m", s)
 		}
 		out = append(out, f)
 	}
