@@ -332,6 +332,13 @@ func TestCompensationWithTooManyHandlersFailsTheStep(t *testing.T) {
 	if !fault.HasCode(err, fault.StepFailed) || !strings.Contains(err.Error(), "would start 10001 compensation handlers") {
 		t.Errorf("err = %v", err)
 	}
+	// The same when a retry runs the throw again, outside the step's queue.
+	inc := &Incident{TokenID: "t9", Element: "Throw", Code: fault.IncidentExpressionLimit, Stage: StageActivate}
+	x.in.State.Tokens = []Token{{ID: "t9", Element: "Throw", Wait: WaitIncident, Incident: inc}}
+	err = x.fail(Trigger{Kind: TriggerRetry, TokenID: "t9"})
+	if !fault.HasCode(err, fault.StepFailed) || !strings.Contains(err.Error(), "would start 10001 compensation handlers") {
+		t.Errorf("retry: err = %v", err)
+	}
 }
 
 // TestCompensationOfTheMembershipCorpusFile runs the corpus file that

@@ -399,9 +399,10 @@ func (s *stepper) recreateTask(i int, el *bpmn.Element, tr Trigger) {
 	s.addArmed(i, Armed{Element: el.ID})
 }
 
-// run executes queued tokens until every token waits or has ended.
+// run executes queued tokens until every token waits or has ended, or the
+// step fails.
 func (s *stepper) run() error {
-	for len(s.queue) > 0 {
+	for len(s.queue) > 0 && s.fail == nil {
 		i := s.queue[0]
 		s.queue = s.queue[1:]
 		if s.tokens[i].Element == "" || s.tokens[i].Wait != "" {
@@ -421,11 +422,8 @@ func (s *stepper) run() error {
 			continue
 		}
 		s.execute(i)
-		if s.fail != nil {
-			return s.fail
-		}
 	}
-	return nil
+	return s.fail
 }
 
 // execute activates the element token i has just reached.
