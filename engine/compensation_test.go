@@ -405,3 +405,34 @@ func TestMigrateCarriesCompensationRecordsOrRefuses(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+// TestCompensationHandlersMayBeSubprocessesAndMultiInstance: an embedded
+// subprocess handler and a multi-instance handler each count as one
+// handler, complete when their content has, and then let the throw go on.
+func TestCompensationHandlersMayBeSubprocessesAndMultiInstance(t *testing.T) {
+	x := newInstance(t, parse(t, `<bpmn:startEvent id="S" />`+
+		serviceTask("A", "a")+`<bpmn:boundaryEvent id="AC" attachedToRef="A"><bpmn:compensateEventDefinition /></bpmn:boundaryEvent>
+<bpmn:subProcess id="UndoA" isForCompensation="true"><bpmn:startEvent id="US" />`+serviceTask("Refund", "refund")+serviceTask("Notify", "notify")+
+		`<bpmn:endEvent id="UE" />`+flow("FU1", "US", "Refund")+flow("FU2", "Refund", "Notify")+flow("FU3", "Notify", "UE")+`</bpmn:subProcess>
+<bpmn:association id="AA" sourceRef="AC" targetRef="UndoA" />`+
+		serviceTask("B", "b")+`<bpmn:boundaryEvent id="BC" attachedToRef="B"><bpmn:compensateEventDefinition /></bpmn:boundaryEvent>
+<bpmn:serviceTask id="UndoB" isForCompensation="true"><bpmn:extensionElements><zeebe:taskDefinition type="undo-b" /></bpmn:extensionElements>
+  <bpmn:multiInstanceLoopCharacteristics><bpmn:extensionElements><zeebe:loopCharacteristics inputCollection="=[1,2]" /></bpmn:extensionElements></bpmn:multiInstanceLoopCharacteristics>
+</bpmn:serviceTask><bpmn:association id="BA" sourceRef="BC" targetRef="UndoB" />`+
+		compensation("Throw", "", false)+receive("After", "M1")+
+		flow("F1", "S", "A")+flow("F2", "A", "B")+flow("F3", "B", "Throw")+flow("F4", "Throw", "After"), msgDefs))
+	x.step(Trigger{Kind: TriggerStart})
+	x.completeAt("A", nil)
+	x.completeAt("B", nil)
+	x.wantAt("Throw/compensation", "UndoB/multi", "UndoA/scope", "UndoB/task", "UndoB/task", "Refund/task")
+	for _, tok := range x.in.State.Tokens {
+		if tok.Element == "UndoB" && tok.Wait == WaitTask {
+			x.step(Trigger{Kind: TriggerTaskCompleted, TokenID: tok.ID, Element: "UndoB"})
+		}
+	}
+	x.wantAt("Throw/compensation", "UndoA/scope", "Refund/task")
+	x.completeAt("Refund", nil)
+	x.wantAt("Throw/compensation", "UndoA/scope", "Notify/task")
+	x.completeAt("Notify", nil)
+	x.wantAt("After/message")
+}
