@@ -121,3 +121,33 @@ func jsonValue(raw json.RawMessage, v any) error {
 	}
 	return json.Unmarshal(typed.Value, v)
 }
+
+// A declined charge ends in a compensation end event: the booking the
+// instance made is cancelled by its handler, a task like any other that a
+// task worker fetches with the handler's input and completes, and only then
+// does the instance complete.
+func TestACompensationHandlerIsWorkedByATaskWorkerBeforeItsInstanceCompletes(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, nil, nil)
+	b.env.Deploy(t, "testdata/trip.bpmn")
+	b.pub.Publish(testkit.Relay{MessageID: "start-trip-1", Body: map[string]any{"start": "trip", "instance_id": "trip-1"}})
+	b.applied(t, "start-trip-1")
+	book := b.fetch(t, "w", "book", 1, time.Minute, 0)[0]
+	b.answer(t, book.ID, "complete", map[string]any{"workerId": "w",
+		"variables": map[string]any{"bookingId": map[string]any{"value": "B-1", "type": "String"}}})
+	b.stepped(t, "trip-1", "active", outcome(book.ID))
+	charge := b.fetch(t, "w", "charge", 1, time.Minute, 0)[0]
+	b.answer(t, charge.ID, "bpmnError", map[string]any{"workerId": "w", "errorCode": "DECLINED"})
+	b.stepped(t, "trip-1", "active", outcome(charge.ID))
+
+	undo := b.fetch(t, "w", "cancel-booking", 1, time.Minute, 0)
+	if len(undo) != 1 {
+		t.Fatalf("fetched %d cancel-booking tasks, want the handler's one", len(undo))
+	}
+	var booking string
+	if err := jsonValue(undo[0].Variables["booking"], &booking); err != nil || booking != "B-1" {
+		t.Fatalf("the handler's task sees booking %q (%v), want its input B-1", booking, err)
+	}
+	b.answer(t, undo[0].ID, "complete", map[string]any{"workerId": "w"})
+	b.stepped(t, "trip-1", "completed", outcome(undo[0].ID))
+}

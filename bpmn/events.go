@@ -28,6 +28,9 @@ func (p *parser) startEvent(el *Element, n, def *node, x *extensions) error {
 		el.Escalation, err = p.code(el.ID, def.Attr("escalationRef"), p.doc.escNodes, "escalation", "escalationCode", false)
 	case "signalEventDefinition":
 		el.Signal, err = p.signal(el.ID, def.Attr("signalRef"))
+	case "compensateEventDefinition":
+		// Zeebe refuses compensation event subprocesses too.
+		return unsupported(el.ID, el.Type, "a compensation start event (a compensation event subprocess)")
 	default:
 		return unsupported(el.ID, el.Type, def.Name.Local)
 	}
@@ -59,6 +62,9 @@ func (p *parser) endEvent(el *Element, def *node, x *extensions) error {
 	case "signalEventDefinition":
 		el.Kind = KindEnd
 		el.Signal, err = p.signal(el.ID, def.Attr("signalRef"))
+	case "compensateEventDefinition":
+		el.Kind = KindEnd
+		err = p.compensation(el, def)
 	default:
 		return unsupported(el.ID, el.Type, def.Name.Local)
 	}
@@ -86,8 +92,25 @@ func (p *parser) throwEvent(el *Element, def *node, x *extensions) error {
 		var err error
 		el.Signal, err = p.signal(el.ID, def.Attr("signalRef"))
 		return err
+	case "compensateEventDefinition":
+		el.Kind = KindThrow
+		return p.compensation(el, def)
 	}
 	return unsupported(el.ID, el.Type, def.Name.Local)
+}
+
+// compensation reads the compensateEventDefinition of a throw or end
+// event; its activityRef is resolved once every element is known.
+func (p *parser) compensation(el *Element, def *node) error {
+	if def.Attr("waitForCompletion") == "false" {
+		// Zeebe always waits for the handlers, and refuses to be told otherwise.
+		return invalid("compensation event %q: its waitForCompletion attribute must be true or not present", el.ID)
+	}
+	el.Compensation = &Compensation{}
+	if ref := def.Attr("activityRef"); ref != "" {
+		p.compRefs = append(p.compRefs, pendingCompRef{event: el, ref: ref})
+	}
+	return nil
 }
 
 func (p *parser) linkName(el *Element, def *node, throw bool) error {
@@ -176,6 +199,11 @@ func (p *parser) boundaryEvent(el *Element, n *node, def *node) error {
 		el.Escalation, err = p.code(el.ID, def.Attr("escalationRef"), p.doc.escNodes, "escalation", "escalationCode", false)
 	case "signalEventDefinition":
 		el.Signal, err = p.signal(el.ID, def.Attr("signalRef"))
+	case "compensateEventDefinition":
+		// It never interrupts: it names the handler that undoes its
+		// activity once the activity has completed.
+		el.Interrupting = false
+		p.compBoundaries = append(p.compBoundaries, el)
 	default:
 		return unsupported(el.ID, el.Type, def.Name.Local)
 	}

@@ -26,6 +26,9 @@ func FuzzParse(f *testing.F) {
 	// Every element the parser reads, in one file each way it can be written.
 	f.Add([]byte(doc(coverageSeed, msgDefs+`<bpmn:escalation id="Esc" escalationCode="LATE" />`)))
 	f.Add([]byte(doc(espDoc, msgDefs)))
+	f.Add([]byte(doc(`<bpmn:startEvent id="S" />`+compTask("A", "UndoA")+`<bpmn:subProcess id="Sub"><bpmn:startEvent id="SS" />`+compTask("B", "UndoB")+
+		`<bpmn:endEvent id="X"><bpmn:compensateEventDefinition activityRef="B" /></bpmn:endEvent></bpmn:subProcess>`+
+		`<bpmn:intermediateThrowEvent id="T"><bpmn:compensateEventDefinition activityRef="Sub" /></bpmn:intermediateThrowEvent>`, "")))
 	f.Add([]byte(doc(`<bpmn:startEvent id="S" />`, `<bpmn:process id="q" isExecutable="true"><bpmn:startEvent id="M"><bpmn:messageEventDefinition messageRef="M2" /></bpmn:startEvent></bpmn:process>`+msgDefs)))
 	f.Add([]byte(doc(`<bpmn:startEvent id="S" /><bpmn:inclusiveGateway id="G" default="FC" /><bpmn:task id="A" /><bpmn:task id="C" />`+
 		`<bpmn:sequenceFlow id="F0" sourceRef="S" targetRef="G" /><bpmn:sequenceFlow id="FA" sourceRef="G" targetRef="A"><bpmn:conditionExpression>=a</bpmn:conditionExpression></bpmn:sequenceFlow>`+
@@ -112,6 +115,14 @@ func checkConsistent(t *testing.T, p *Process) {
 			if el.Error == nil || (el.Error.Code == "") == (el.Error.Expression == nil) {
 				t.Fatalf("error end %s throws no code, or two", el.ID)
 			}
+		}
+		if h := el.Handler; h != nil && (el.Kind != KindBoundary || !h.ForCompensation || h.Parent != el.Parent ||
+			len(h.Incoming)+len(h.Outgoing)+len(h.Boundaries)+len(el.Outgoing) > 0) {
+			t.Fatalf("compensation boundary %s or its handler is inconsistent", el.ID)
+		}
+		if c := el.Compensation; c != nil && c.Activity != nil && c.Activity.Parent != el.Parent &&
+			(el.Parent == nil || el.Parent.Kind != KindEventSubProcess || c.Activity.Parent != el.Parent.Parent) {
+			t.Fatalf("compensation %s names activity %s outside its scope", el.ID, c.Activity.ID)
 		}
 		if m := el.Message; m != nil && (m.Name == "") == (m.NameExpression == nil) {
 			t.Fatalf("message %s of %s has a name and a name expression, or neither", m.ID, el.ID)

@@ -26,7 +26,8 @@ const (
 	// escalation).
 	KindStart Kind = iota + 1
 	// KindEnd ends the token; with a Message it publishes first (message end
-	// event), with an Escalation it throws it first.
+	// event), with an Escalation it throws it first, with a Compensation it
+	// compensates first.
 	KindEnd
 	// KindTerminateEnd ends every token of its scope.
 	KindTerminateEnd
@@ -35,7 +36,8 @@ const (
 	// KindThrow passes the token on (none intermediate throw event, link
 	// catch event, undefined task, manual task); with a Message it publishes
 	// first (message intermediate throw event, send task with a messageRef),
-	// with an Escalation it throws it first.
+	// with an Escalation it throws it first, with a Compensation it waits
+	// for the compensation handlers it starts.
 	KindThrow
 	// KindMessageCatch parks the token on a message subscription
 	// (message intermediate catch event, receive task).
@@ -55,8 +57,10 @@ const (
 	// KindEventGateway parks the token on the waits of the catch events it
 	// leads to; the first that fires wins.
 	KindEventGateway
-	// KindBoundary is a message, timer, error or escalation event attached to
-	// an activity. Tokens never flow into it; it is armed with its activity.
+	// KindBoundary is a message, timer, signal, error, escalation or
+	// compensation event attached to an activity. Tokens never flow into
+	// it; it is armed with its activity (a compensation boundary event
+	// only names its activity's Handler).
 	KindBoundary
 	// KindScript evaluates a zeebe:script expression and completes at once.
 	KindScript
@@ -209,6 +213,36 @@ type Element struct {
 	EventSubs []*Element
 	// LinkTarget is a link throw event's catch event.
 	LinkTarget *Element
+
+	// Compensation is set on a compensation intermediate throw or end
+	// event: what it compensates.
+	Compensation *Compensation
+	// Handler is set on a compensation boundary event: the compensation
+	// handler its association leads to.
+	Handler *Element
+	// ForCompensation marks a compensation handler (isForCompensation):
+	// no flow reaches it; a compensation throw starts it.
+	ForCompensation bool
+}
+
+// CompensationHandler returns the handler of activity el's compensation
+// boundary event, or nil when el has none.
+func (el *Element) CompensationHandler() *Element {
+	for _, b := range el.Boundaries {
+		if b.Handler != nil {
+			return b.Handler
+		}
+	}
+	return nil
+}
+
+// Compensation is a compensation throw or end event's
+// compensateEventDefinition.
+type Compensation struct {
+	// Activity is its activityRef: an activity of the thrower's scope
+	// with a compensation boundary event, or an embedded subprocess. Nil
+	// compensates every completed activity of the scope.
+	Activity *Element
 }
 
 // IsEventSubStart reports whether el is the start event of an event subprocess.

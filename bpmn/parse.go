@@ -194,10 +194,15 @@ type parser struct {
 	defaults []pendingDefault
 	attached []pendingBoundary
 	links    []pendingLink
+	// assocs are the associations of every scope, by source id (a
+	// compensation boundary event leads to its handler through one).
+	assocs         map[string][]string
+	compBoundaries []*Element
+	compRefs       []pendingCompRef
 }
 
 func (d *document) parser() *parser {
-	return &parser{doc: d, messages: map[string]*Message{}}
+	return &parser{doc: d, messages: map[string]*Message{}, assocs: map[string][]string{}}
 }
 
 type pendingFlow struct {
@@ -214,6 +219,12 @@ type pendingDefault struct {
 type pendingBoundary struct {
 	event      *Element
 	attachedTo string
+}
+
+// pendingCompRef is a compensation throw or end event and its activityRef.
+type pendingCompRef struct {
+	event *Element
+	ref   string
 }
 
 // pendingLink is a link throw (throw set) or catch event and its link name.
@@ -289,6 +300,10 @@ var ignoredChild = map[string]bool{
 func (p *parser) scope(n *node, parent *Element) error {
 	var starts []*Element
 	for _, k := range n.Kids {
+		if k.Is(nsBPMN, "association") {
+			p.assocs[k.Attr("sourceRef")] = append(p.assocs[k.Attr("sourceRef")], k.Attr("targetRef"))
+			continue
+		}
 		if k.Name.Space != nsBPMN || ignoredChild[k.Name.Local] {
 			continue
 		}
@@ -479,7 +494,7 @@ func (p *parser) element(n *node, parent *Element) (*Element, error) {
 	if err := p.claimID(id); err != nil {
 		return nil, err
 	}
-	el := &Element{ID: id, Name: n.Attr("name"), Type: typ, Parent: parent}
+	el := &Element{ID: id, Name: n.Attr("name"), Type: typ, Parent: parent, ForCompensation: n.Attr("isForCompensation") == "true"}
 	if why, refused := refusedTypes[typ]; refused {
 		return nil, unsupported(id, typ, why)
 	}
@@ -548,6 +563,9 @@ func (p *parser) element(n *node, parent *Element) (*Element, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if el.ForCompensation && !isActivity(el) {
+		return nil, invalid("%s %q is marked isForCompensation; only a task, subprocess or call activity can be a compensation handler", typ, id)
 	}
 	if err := loopCharacteristics(el, n); err != nil {
 		return nil, err
@@ -662,7 +680,48 @@ func (p *parser) link() error {
 			return err
 		}
 	}
+	if err := p.linkCompensation(); err != nil {
+		return err
+	}
 	return p.linkEvents()
+}
+
+// linkCompensation joins each compensation boundary event to its handler
+// and each compensation throw to its activityRef, with Zeebe's rules and
+// messages.
+func (p *parser) linkCompensation() error {
+	for _, el := range p.compBoundaries {
+		targets := p.assocs[el.ID]
+		if len(targets) == 0 || len(el.Outgoing) > 0 {
+			return invalid("compensation boundary event %q: compensation boundary events must have a compensation association and no outgoing sequence flows", el.ID)
+		}
+		h := p.proc.elements[targets[0]]
+		if h == nil || !h.ForCompensation {
+			return invalid("compensation boundary event %q is associated with %q, which is not a compensation handler (an activity with isForCompensation=\"true\")", el.ID, targets[0])
+		}
+		if h.Parent != el.Parent {
+			return invalid("compensation handler %q is not in the scope of its activity %q", h.ID, el.AttachedTo.ID)
+		}
+		if other := el.AttachedTo.CompensationHandler(); other != nil {
+			return invalid("activity %q has two compensation boundary events", el.AttachedTo.ID)
+		}
+		el.Handler = h
+	}
+	for _, c := range p.compRefs {
+		a := p.proc.elements[c.ref]
+		if a == nil {
+			return invalid("compensation event %q: the referenced compensation activity %q doesn't exist", c.event.ID, c.ref)
+		}
+		if a.CompensationHandler() == nil && a.Kind != KindSubProcess {
+			return invalid("compensation event %q: the referenced compensation activity %q must have either a compensation boundary event or be a subprocess", c.event.ID, c.ref)
+		}
+		scope := c.event.Parent
+		if a.Parent != scope && (scope == nil || scope.Kind != KindEventSubProcess || a.Parent != scope.Parent) {
+			return invalid("compensation event %q: the referenced compensation activity %q must be in the same scope as the compensation throw event", c.event.ID, c.ref)
+		}
+		c.event.Compensation.Activity = a
+	}
+	return nil
 }
 
 func (p *parser) attach(b pendingBoundary) error {
@@ -727,6 +786,16 @@ func (p *parser) linkEvents() error {
 // validate checks the rules that need the whole graph.
 func (p *parser) validate() error {
 	for _, el := range p.proc.Elements() {
+		if el.ForCompensation {
+			switch {
+			case len(el.Incoming) > 0:
+				return invalid("compensation handler %q: a compensation handler should have no incoming sequence flows", el.ID)
+			case len(el.Outgoing) > 0:
+				return invalid("compensation handler %q: a compensation handler should have no outgoing sequence flows", el.ID)
+			case len(el.Boundaries) > 0:
+				return invalid("compensation handler %q: a compensation handler should have no boundary events", el.ID)
+			}
+		}
 		switch el.Kind {
 		case KindStart:
 			if len(el.Incoming) > 0 {

@@ -37,6 +37,27 @@ type State struct {
 	Armed []Armed `json:"armed,omitempty"`
 	// Parent is set on an instance a call activity started.
 	Parent *ParentRef `json:"parent,omitempty"`
+	// Compensable are the completed activities a compensation throw may
+	// still compensate, the latest completion last (compensation.go).
+	Compensable []Compensable `json:"comp,omitempty"`
+}
+
+// Compensable is a completed activity with a compensation handler that no
+// compensation has undone yet. Completions of one activity in one place
+// share a record (Times counts them), so an instance holds at most one
+// record per activity and place whatever its loops do.
+type Compensable struct {
+	// Element is the activity, which has a compensation boundary event.
+	Element string `json:"el"`
+	// Scope is the token of the scope whose compensation throws reach it
+	// ("" = the process): the scope it completed in or, once the embedded
+	// subprocesses around it (In) completed, theirs.
+	Scope string `json:"scope,omitempty"`
+	// In lists the completed embedded subprocesses between Scope and the
+	// activity, outermost first: an activityRef naming In[0] reaches it.
+	In []string `json:"in,omitempty"`
+	// Times counts its completions: its handler runs that many times.
+	Times int `json:"n"`
 }
 
 // Token is one active position inside an instance.
@@ -70,6 +91,9 @@ type Token struct {
 	// Multi counts the inner instances of a multi-instance body
 	// (Wait == WaitMulti).
 	Multi Multi `json:"multi,omitzero"`
+	// Comp is set on a compensation handler's token: the id of the
+	// compensation throw or end event token that waits for it.
+	Comp string `json:"comp,omitempty"`
 }
 
 // Multi counts the inner instances of a multi-instance body.
@@ -113,6 +137,10 @@ const (
 	WaitChild    WaitKind = "child"    // call activity waiting for its child instance
 	WaitIncident WaitKind = "incident" // stopped by an incident until an operator retries
 )
+
+// WaitCompensation parks a compensation throw or end event until the
+// handlers it started (the tokens whose Comp is its id) have completed.
+const WaitCompensation WaitKind = "compensation"
 
 // TriggerKind names what resumed the instance.
 type TriggerKind string

@@ -16,7 +16,11 @@ import (
 // a fault.MigrateUnreachable error naming the token and element, and no
 // state.
 //
-// Tokens keep their ids, variables and incidents. A wait keeps its store
+// Tokens keep their ids, variables and incidents. The completed
+// activities compensation may still undo (State.Compensable) move with
+// the mapping too; one whose activity, or an embedded subprocess around
+// it, has no counterpart of the same nature and nesting refuses the
+// migration, as does a compensation that is running. A wait keeps its store
 // row when its nature is unchanged (Effects.RenameWaits moves the row to
 // the new element id, keeping a timer's due time and a task's lock); a
 // subscription whose message name or correlation key expression changed is
@@ -40,6 +44,9 @@ func Migrate(from, to *bpmn.Process, in Instance, mapping map[string]string, now
 		}
 	}
 	if err := m.moveWaits(s, -1, nil, eventSubStarts(to.EventSubs)); err != nil {
+		return State{}, Effects{}, err
+	}
+	if err := m.migrateCompensable(s); err != nil {
 		return State{}, Effects{}, err
 	}
 	return s.result(), s.eff, nil
@@ -71,6 +78,11 @@ func (m *migration) check(t Token) error {
 	}
 	if tgt == nil {
 		return unreachable(t, "the target definition has no element %q", m.target(t.Element))
+	}
+	if t.Comp != "" || t.Wait == WaitCompensation {
+		// Its handlers run in the thrower's scope, not where the target
+		// definition puts them.
+		return unreachable(t, "a compensation is running: migrate once its handlers have completed")
 	}
 	ok := false
 	switch t.Wait {

@@ -145,8 +145,9 @@ func (s *stepper) innerDone(i int, el *bpmn.Element) {
 // bodyDone completes multi-instance body b: its output collection goes to
 // the enclosing scope, and the token leaves the activity.
 func (s *stepper) bodyDone(b int, el *bpmn.Element) {
-	locals := s.tokens[b].Vars
+	locals, id := s.tokens[b].Vars, s.tokens[b].ID
 	s.resume(b)
+	s.bodyCompensated(b, el, id)
 	t := &s.tokens[b]
 	t.Vars, t.Multi = nil, Multi{}
 	if out := el.Loop.OutputCollection; out != "" {

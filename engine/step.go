@@ -117,6 +117,11 @@ type stepper struct {
 	retryRetries int
 	// seeds counts the evaluations that read a seed (see env).
 	seeds int
+	// comp are the compensable completions (State.Compensable); the slice
+	// is replaced, never written in place: it may be in.State's.
+	comp []Compensable
+	// fail, once set, fails the step.
+	fail error
 }
 
 func newStepper(def *bpmn.Process, in *Instance, now time.Time) *stepper {
@@ -130,6 +135,7 @@ func newStepper(def *bpmn.Process, in *Instance, now time.Time) *stepper {
 		armed:  slices.Clip(in.State.Armed),
 		parent: in.State.Parent,
 		seq:    in.State.Seq,
+		comp:   in.State.Compensable,
 	}
 	copy(s.tokens, in.State.Tokens)
 	return s
@@ -393,9 +399,10 @@ func (s *stepper) recreateTask(i int, el *bpmn.Element, tr Trigger) {
 	s.addArmed(i, Armed{Element: el.ID})
 }
 
-// run executes queued tokens until every token waits or has ended.
+// run executes queued tokens until every token waits or has ended, or the
+// step fails.
 func (s *stepper) run() error {
-	for len(s.queue) > 0 {
+	for len(s.queue) > 0 && s.fail == nil {
 		i := s.queue[0]
 		s.queue = s.queue[1:]
 		if s.tokens[i].Element == "" || s.tokens[i].Wait != "" {
@@ -416,7 +423,7 @@ func (s *stepper) run() error {
 		}
 		s.execute(i)
 	}
-	return nil
+	return s.fail
 }
 
 // execute activates the element token i has just reached.
@@ -433,6 +440,10 @@ func (s *stepper) execute(i int) {
 	case bpmn.KindStart:
 		s.complete(i, el, nil)
 	case bpmn.KindThrow, bpmn.KindEnd:
+		if el.Compensation != nil {
+			s.compensate(i, el)
+			return
+		}
 		if el.Escalation != nil {
 			code, ok := s.thrownCode(i, el, el.Escalation, "escalation code")
 			if !ok || !s.escalate(i, code) {
@@ -507,6 +518,7 @@ func (s *stepper) complete(i int, el *bpmn.Element, result map[string]any) {
 
 // after moves token i on from el once el's outputs are applied.
 func (s *stepper) after(i int, el *bpmn.Element) {
+	s.compensated(i, el)
 	switch {
 	case s.tokens[i].Loop > 0:
 		s.innerDone(i, el)
@@ -623,10 +635,14 @@ func (s *stepper) hadRows(i int, element string) bool {
 	return false
 }
 
-// end removes token i and completes its scope when it was the scope's last token.
+// end removes token i and completes its scope when it was the scope's
+// last token; a compensation handler's end may complete its throw instead.
 func (s *stepper) end(i int) {
-	scope := s.tokens[i].Scope
+	scope, comp := s.tokens[i].Scope, s.tokens[i].Comp
 	s.kill(i)
+	if comp != "" && s.handled(comp) {
+		return
+	}
 	for j := range s.tokens {
 		if s.tokens[j].Element != "" && s.tokens[j].Scope == scope {
 			return
@@ -645,6 +661,7 @@ func (s *stepper) scopeDone(scope string) {
 	j := s.indexOf(scope)
 	el := s.def.Element(s.tokens[j].Element)
 	s.resume(j)
+	s.rekeyCompensable(scope, s.tokens[j].ID)
 	s.complete(j, el, nil)
 }
 
@@ -657,9 +674,11 @@ func (s *stepper) indexOf(id string) int {
 	return -1
 }
 
-// kill ends token i, closing its waits.
+// kill ends token i, closing its waits; what completed inside it can no
+// longer be compensated.
 func (s *stepper) kill(i int) {
 	s.release(i)
+	s.dropCompensable(s.tokens[i].ID)
 	s.tokens[i] = Token{}
 }
 
@@ -728,6 +747,7 @@ func (s *stepper) terminate(i int) {
 func (s *stepper) interrupt(i int, b *bpmn.Element, result map[string]any) {
 	s.killScope(s.tokens[i].ID)
 	s.release(i)
+	s.dropCompensable(s.tokens[i].ID)
 	s.resume(i)
 	t := &s.tokens[i]
 	t.Element, t.Flow, t.Vars, t.Loop, t.Multi = b.ID, "", nil, 0, Multi{}
@@ -755,7 +775,7 @@ func (s *stepper) exprIncident(i int, err error, msg string, stage Stage) {
 
 // result assembles the state after the step.
 func (s *stepper) result() State {
-	st := State{Status: StatusActive, Variables: s.vars, Seq: s.seq, Armed: s.armed, Parent: s.parent}
+	st := State{Status: StatusActive, Variables: s.vars, Seq: s.seq, Armed: s.armed, Parent: s.parent, Compensable: s.comp}
 	live := 0
 	for _, t := range s.tokens {
 		if t.Element != "" {
@@ -771,7 +791,7 @@ func (s *stepper) result() State {
 		}
 	}
 	if s.ended != "" {
-		st.Status = s.ended
+		st.Status, st.Compensable = s.ended, nil
 	}
 	s.eff.compact()
 	if s.ended == StatusCompleted {
