@@ -57,6 +57,9 @@ func TestStringFunctions(t *testing.T) {
 		{src: `=replace("abc", "(b)", "$10")`, want: "ab0c"}, // group 1, then 0: there is no group 10
 		{src: `=replace("abc", "b", "\\$1")`, want: "a$1c"},
 		{src: `=replace("ABC", "b", "x", "i")`, want: "AxC"},
+		// a Modeler file's "\$": the backslash reaches the pattern (feel-scala's escapes)
+		{src: `=replace("cost: 5$", "\$", " USD")`, want: "cost: 5 USD"},
+		{src: `=replace("a1b22", "\d+", "#")`, want: "a#b#"},
 		{src: `=replace(s, "", "-")`, want: "-p-a-i-d-"},
 		{src: `=replace(s, "a", "$")`, err: "replace: $ in the replacement must be followed by a group number"},
 		{src: `=replace(s, "a", "$2")`, err: "replace: the replacement refers to group 2, but the pattern has 0"},
