@@ -124,6 +124,24 @@ func jobTask(el *Element, x *extensions, required bool) error {
 	return nil
 }
 
+// ignoredJob drops the zeebe:taskDefinition and zeebe:taskHeaders of an
+// undefined or manual task, as Zeebe does: a connector template applied to
+// a plain task leaves them there, and Zeebe completes the task at once
+// without a job. The definition must still be valid, as Zeebe checks it.
+func ignoredJob(el *Element, x *extensions) error {
+	if n := x.take("taskDefinition"); n != nil {
+		typ := strings.TrimSpace(n.Attr("type"))
+		if typ == "" {
+			return invalid("zeebe:taskDefinition of %q has no type", el.ID)
+		}
+		if _, err := taskDefinition(el.ID, typ, strings.TrimSpace(n.Attr("retries"))); err != nil {
+			return err
+		}
+	}
+	headers(x)
+	return nil
+}
+
 func taskDefinition(id, typ, retries string) (*TaskDefinition, error) {
 	if retries == "" {
 		retries = "3" // Zeebe's default

@@ -519,6 +519,7 @@ func (p *parser) element(n *node, parent *Element) (*Element, error) {
 	case "task", "manualTask":
 		// Zeebe completes undefined and manual tasks at once.
 		el.Kind = KindThrow
+		err = ignoredJob(el, x)
 	case "subProcess":
 		if n.Attr("triggeredByEvent") == "true" {
 			el.Kind = KindEventSubProcess
