@@ -83,7 +83,11 @@ func (x *extensions) ioMapping(el *Element) error {
 		m := Mapping{Target: target, Path: path}
 		switch {
 		case src != "":
-			e, err := compile(el.ID, "mapping to "+target, src)
+			compileSource := compile
+			if output {
+				compileSource = expression // Zeebe takes no static output source
+			}
+			e, err := compileSource(el.ID, "mapping to "+target, src)
 			if err != nil {
 				return err
 			}
@@ -289,7 +293,7 @@ func scriptTask(el *Element, x *extensions) error {
 	if src == "" || result == "" {
 		return invalid("zeebe:script of %q needs an expression and a resultVariable", el.ID)
 	}
-	e, err := compile(el.ID, "script", src)
+	e, err := expression(el.ID, "script", src)
 	if err != nil {
 		return err
 	}
@@ -413,7 +417,7 @@ func loopCharacteristics(el *Element, n *node) error {
 		return invalid("multi-instance %s %q has no inputCollection", el.Type, el.ID)
 	}
 	var err error
-	if l.InputCollection, err = compile(el.ID, "input collection", strings.TrimSpace(zl.Attr("inputCollection"))); err != nil {
+	if l.InputCollection, err = expression(el.ID, "input collection", strings.TrimSpace(zl.Attr("inputCollection"))); err != nil {
 		return err
 	}
 	l.InputElement = strings.TrimSpace(zl.Attr("inputElement"))
@@ -423,7 +427,7 @@ func loopCharacteristics(el *Element, n *node) error {
 		return invalid("multi-instance %s %q needs both outputCollection and outputElement, or neither", el.Type, el.ID)
 	}
 	if out != "" {
-		if l.OutputElement, err = compile(el.ID, "output element", out); err != nil {
+		if l.OutputElement, err = expression(el.ID, "output element", out); err != nil {
 			return err
 		}
 		if v := variableOf(out); v != l.InputElement && v != "loopCounter" {
