@@ -83,7 +83,11 @@ func (x *extensions) ioMapping(el *Element) error {
 		m := Mapping{Target: target, Path: path}
 		switch {
 		case src != "":
-			e, err := compile(el.ID, "mapping to "+target, src)
+			compileSource := compile
+			if output {
+				compileSource = expression // Zeebe takes no static output source
+			}
+			e, err := compileSource(el.ID, "mapping to "+target, src)
 			if err != nil {
 				return err
 			}
@@ -121,6 +125,24 @@ func jobTask(el *Element, x *extensions, required bool) error {
 	}
 	t.Headers = headers(x)
 	el.Kind, el.Task = KindTask, t
+	return nil
+}
+
+// ignoredJob drops the zeebe:taskDefinition and zeebe:taskHeaders of an
+// undefined or manual task, as Zeebe does: a connector template applied to
+// a plain task leaves them there, and Zeebe completes the task at once
+// without a job. The definition must still be valid, as Zeebe checks it.
+func ignoredJob(el *Element, x *extensions) error {
+	if n := x.take("taskDefinition"); n != nil {
+		typ := strings.TrimSpace(n.Attr("type"))
+		if typ == "" {
+			return invalid("zeebe:taskDefinition of %q has no type", el.ID)
+		}
+		if _, err := taskDefinition(el.ID, typ, strings.TrimSpace(n.Attr("retries"))); err != nil {
+			return err
+		}
+	}
+	headers(x)
 	return nil
 }
 
@@ -271,7 +293,7 @@ func scriptTask(el *Element, x *extensions) error {
 	if src == "" || result == "" {
 		return invalid("zeebe:script of %q needs an expression and a resultVariable", el.ID)
 	}
-	e, err := compile(el.ID, "script", src)
+	e, err := expression(el.ID, "script", src)
 	if err != nil {
 		return err
 	}
@@ -395,7 +417,7 @@ func loopCharacteristics(el *Element, n *node) error {
 		return invalid("multi-instance %s %q has no inputCollection", el.Type, el.ID)
 	}
 	var err error
-	if l.InputCollection, err = compile(el.ID, "input collection", strings.TrimSpace(zl.Attr("inputCollection"))); err != nil {
+	if l.InputCollection, err = expression(el.ID, "input collection", strings.TrimSpace(zl.Attr("inputCollection"))); err != nil {
 		return err
 	}
 	l.InputElement = strings.TrimSpace(zl.Attr("inputElement"))
@@ -405,7 +427,7 @@ func loopCharacteristics(el *Element, n *node) error {
 		return invalid("multi-instance %s %q needs both outputCollection and outputElement, or neither", el.Type, el.ID)
 	}
 	if out != "" {
-		if l.OutputElement, err = compile(el.ID, "output element", out); err != nil {
+		if l.OutputElement, err = expression(el.ID, "output element", out); err != nil {
 			return err
 		}
 		if v := variableOf(out); v != l.InputElement && v != "loopCounter" {

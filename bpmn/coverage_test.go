@@ -248,6 +248,36 @@ func TestParseMultiInstance(t *testing.T) {
 	}
 }
 
+// A connector template applied to a plain task leaves a job definition on
+// it; Zeebe checks the definition but completes the task without a job.
+func TestParseUndefinedTaskIgnoresItsJobDefinition(t *testing.T) {
+	p := parseBody(t, `<bpmn:startEvent id="S" />
+		<bpmn:task id="Templated"><bpmn:extensionElements>
+			<zeebe:taskDefinition type="io.camunda:sap:odata:outbound:" retries="1" />
+			<zeebe:ioMapping><zeebe:input source="=claimValue" target="creditMemoValue" /><zeebe:output source="=creditMemoValue" target="memo" /></zeebe:ioMapping>
+			<zeebe:taskHeaders><zeebe:header key="resultVariable" value="memo" /></zeebe:taskHeaders>
+		</bpmn:extensionElements></bpmn:task>
+		<bpmn:manualTask id="Manual"><bpmn:extensionElements><zeebe:taskDefinition type="=kind" /></bpmn:extensionElements></bpmn:manualTask>`, "")
+	for _, id := range []string{"Templated", "Manual"} {
+		if el := p.Element(id); el.Kind != KindThrow || el.Task != nil {
+			t.Errorf("%s = %+v, want a pass-through without a job", id, el)
+		}
+	}
+	if el := p.Element("Templated"); len(el.Inputs) != 1 || len(el.Outputs) != 1 {
+		t.Errorf("mappings of the templated task = %+v, %+v; Zeebe keeps them", el.Inputs, el.Outputs)
+	}
+	for _, bad := range []struct{ def, code, want string }{
+		{`<zeebe:taskDefinition type=" " />`, fault.BPMNInvalid, "has no type"},
+		{`<zeebe:taskDefinition type="=a +" />`, fault.BPMNExpression, "task type"},
+		{`<zeebe:taskDefinition type="t" retries="-1" />`, fault.BPMNInvalid, "not a non-negative integer"},
+	} {
+		_, err := Parse(strings.NewReader(doc(`<bpmn:startEvent id="S" /><bpmn:task id="T"><bpmn:extensionElements>`+bad.def+`</bpmn:extensionElements></bpmn:task>`, "")))
+		if !fault.HasCode(err, bad.code) || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s: err = %v, want %s %q", bad.def, err, bad.code, bad.want)
+		}
+	}
+}
+
 func TestParsePassThroughTasksScriptsAndCallActivities(t *testing.T) {
 	p := parseBody(t, `<bpmn:startEvent id="S" /><bpmn:task id="Undefined" /><bpmn:manualTask id="Manual" />
 		<bpmn:scriptTask id="Script"><bpmn:extensionElements><zeebe:script expression="=a + 1" resultVariable="b" /></bpmn:extensionElements></bpmn:scriptTask>

@@ -337,7 +337,7 @@ func (p *parser) message(id, ref string) (*Message, error) {
 				return nil, unsupported(ref, "message", "extension zeebe:"+x.Name.Local)
 			}
 			if src := strings.TrimSpace(x.Attr("correlationKey")); src != "" {
-				c, err := compile(ref, "correlation key", src)
+				c, err := expression(ref, "correlation key", src)
 				if err != nil {
 					return nil, err
 				}

@@ -444,7 +444,7 @@ func (p *parser) sequenceFlow(n *node, scope *Element) error {
 		if src == "" {
 			continue
 		}
-		c, err := compile(id, "condition", src)
+		c, err := expression(id, "condition", src)
 		if err != nil {
 			return err
 		}
@@ -474,6 +474,18 @@ func compile(id, what, src string) (*feel.Expr, error) {
 		return nil, fault.Wrap(fault.Code(err), bare{err}, "%s of %q", what, id)
 	}
 	return e, nil
+}
+
+// expression compiles src where Zeebe takes only an expression (a
+// condition, a script, an output mapping's source, a correlation key, a
+// multi-instance input collection or output element): there Zeebe refuses a
+// static value, one without the leading "=", so a file that forgot it is
+// refused at deploy rather than run with the text as its value.
+func expression(id, what, src string) (*feel.Expr, error) {
+	if !strings.HasPrefix(src, "=") {
+		return nil, invalid("%s of %q is the static value %q: it must be an expression, starting with \"=\", as in Zeebe", what, id, src)
+	}
+	return compile(id, what, src)
 }
 
 // refusedTypes are BPMN flow node types Sutra does not run, with what a
@@ -534,6 +546,7 @@ func (p *parser) element(n *node, parent *Element) (*Element, error) {
 	case "task", "manualTask":
 		// Zeebe completes undefined and manual tasks at once.
 		el.Kind = KindThrow
+		err = ignoredJob(el, x)
 	case "subProcess":
 		if n.Attr("triggeredByEvent") == "true" {
 			el.Kind = KindEventSubProcess

@@ -184,6 +184,21 @@ func TestParseRefusesInvalidFiles(t *testing.T) {
 		{"flow across a subprocess border", doc(`<bpmn:startEvent id="S" /><bpmn:subProcess id="Sub"><bpmn:startEvent id="SS" /></bpmn:subProcess><bpmn:sequenceFlow id="F" sourceRef="S" targetRef="SS" />`, ""),
 			"crosses a subprocess boundary"},
 		{"subprocess without start", doc(`<bpmn:startEvent id="S" /><bpmn:subProcess id="Sub"><bpmn:endEvent id="SE" /></bpmn:subProcess>`, ""), `subprocess "Sub" has no none start event`},
+		// Zeebe takes only expressions here: a value without "=" is refused
+		// (a Zeebe 0.x file's JSONPath condition, a forgotten "=").
+		{"static condition", doc(`<bpmn:startEvent id="S" /><bpmn:exclusiveGateway id="G" default="F2" /><bpmn:endEvent id="A" /><bpmn:endEvent id="B" />
+			<bpmn:sequenceFlow id="F1" sourceRef="G" targetRef="A"><bpmn:conditionExpression>$.approved == true</bpmn:conditionExpression></bpmn:sequenceFlow><bpmn:sequenceFlow id="F2" sourceRef="G" targetRef="B" />`, ""),
+			`condition of "F1" is the static value "$.approved == true": it must be an expression`},
+		{"static script", doc(`<bpmn:startEvent id="S" /><bpmn:scriptTask id="T"><bpmn:extensionElements><zeebe:script expression="a + 1" resultVariable="b" /></bpmn:extensionElements></bpmn:scriptTask>`, ""),
+			`script of "T" is the static value "a + 1"`},
+		{"static output mapping", doc(`<bpmn:startEvent id="S" /><bpmn:serviceTask id="T"><bpmn:extensionElements><zeebe:taskDefinition type="a" /><zeebe:ioMapping><zeebe:output source="result" target="r" /></zeebe:ioMapping></bpmn:extensionElements></bpmn:serviceTask>`, ""),
+			`mapping to r of "T" is the static value "result"`},
+		{"static correlation key", doc(`<bpmn:startEvent id="S" /><bpmn:receiveTask id="R" messageRef="M" />`, `<bpmn:message id="M" name="m"><bpmn:extensionElements><zeebe:subscription correlationKey="order-1" /></bpmn:extensionElements></bpmn:message>`),
+			`correlation key of "M" is the static value "order-1"`},
+		{"static input collection", doc(`<bpmn:startEvent id="S" /><bpmn:task id="T"><bpmn:multiInstanceLoopCharacteristics><bpmn:extensionElements><zeebe:loopCharacteristics inputCollection="items" /></bpmn:extensionElements></bpmn:multiInstanceLoopCharacteristics></bpmn:task>`, ""),
+			`input collection of "T" is the static value "items"`},
+		{"static output element", doc(`<bpmn:startEvent id="S" /><bpmn:task id="T"><bpmn:multiInstanceLoopCharacteristics><bpmn:extensionElements><zeebe:loopCharacteristics inputCollection="=items" outputCollection="out" outputElement="result" /></bpmn:extensionElements></bpmn:multiInstanceLoopCharacteristics></bpmn:task>`, ""),
+			`output element of "T" is the static value "result"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -35,7 +35,7 @@ func TestCorpusRuns(t *testing.T) {
 			files = append(files, cols[0])
 		}
 	}
-	if len(files) < 70 {
+	if len(files) < 130 {
 		t.Fatalf("only %d accepted corpus files", len(files))
 	}
 	ended := map[Status]int{}

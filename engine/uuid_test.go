@@ -48,3 +48,34 @@ func TestUUIDIsUniquePerEvaluationAndStableOnReRun(t *testing.T) {
 		seen[id] = true
 	}
 }
+
+// random number() draws from the same seed as uuid(): a condition on it
+// picks one branch, the same when the step runs again, and other instances
+// draw other numbers.
+func TestRandomNumberIsStableOnReRunAndDiffersPerInstance(t *testing.T) {
+	def := parse(t, `<bpmn:startEvent id="S" />
+	<bpmn:scriptTask id="Draw"><bpmn:extensionElements><zeebe:script expression="=random number()" resultVariable="r" /></bpmn:extensionElements></bpmn:scriptTask>
+	<bpmn:exclusiveGateway id="G" default="High" />
+	<bpmn:serviceTask id="LowTask"><bpmn:extensionElements><zeebe:taskDefinition type="low" /></bpmn:extensionElements></bpmn:serviceTask>
+	<bpmn:serviceTask id="HighTask"><bpmn:extensionElements><zeebe:taskDefinition type="high" /></bpmn:extensionElements></bpmn:serviceTask>`+
+		`<bpmn:sequenceFlow id="F1" sourceRef="S" targetRef="Draw" /><bpmn:sequenceFlow id="F2" sourceRef="Draw" targetRef="G" />`+
+		`<bpmn:sequenceFlow id="Low" sourceRef="G" targetRef="LowTask"><bpmn:conditionExpression>=r &lt; 0.5</bpmn:conditionExpression></bpmn:sequenceFlow>`+
+		`<bpmn:sequenceFlow id="High" sourceRef="G" targetRef="HighTask" />`, "")
+	draws := map[float64]bool{}
+	for _, id := range []string{"i-1", "i-2", "i-3"} {
+		x := newInstance(t, def)
+		x.in.ID = id
+		eff := x.step(Trigger{Kind: TriggerStart}) // step checks a re-run gives the same effects
+		r, ok := x.in.State.Variables["r"].(float64)
+		if !ok || r < 0 || r >= 1 || len(eff.Tasks) != 1 {
+			t.Fatalf("%s: r = %v, effects = %+v", id, x.in.State.Variables["r"], eff)
+		}
+		if want := map[bool]string{true: "low", false: "high"}[r < 0.5]; eff.Tasks[0].Type != want {
+			t.Errorf("%s: r = %v took the task %q, want %q", id, r, eff.Tasks[0].Type, want)
+		}
+		draws[r] = true
+	}
+	if len(draws) != 3 {
+		t.Errorf("three instances drew %v, want three numbers", draws)
+	}
+}

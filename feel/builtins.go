@@ -29,7 +29,7 @@ type builtin struct {
 	// as it is (sum(xs)) when it is the only parameter.
 	variadic bool
 	clock    bool // reads the current time
-	seeded   bool // reads the evaluation's seed (uuid)
+	seeded   bool // reads the evaluation's seed (uuid, random number)
 	fn       func(c *evalCtx, a args) (any, error)
 }
 
@@ -122,9 +122,8 @@ const maxFuncWords = 4
 
 // unsupportedFuncs are feel-scala functions refused on purpose, with why.
 var unsupportedFuncs = map[string]string{
-	"random number": "its result is random, and evaluation must be deterministic",
-	"log":           "its floating-point result may differ between platforms",
-	"exp":           "its floating-point result may differ between platforms",
+	"log": "its floating-point result may differ between platforms",
+	"exp": "its floating-point result may differ between platforms",
 }
 
 func def(name string, sigs [][]string, fn func(*evalCtx, args) (any, error)) *builtin {
@@ -144,6 +143,7 @@ func init() {
 	defineContexts()
 	defineTemporal()
 	defineUUID()
+	defineRandomNumber()
 }
 
 // ---- booleans ----

@@ -71,10 +71,11 @@ type Env struct {
 	// Now is the time now() and today() read (in UTC); zero makes them
 	// evaluation errors.
 	Now time.Time
-	// Seed is what uuid() derives its ids from, with the expression and the
-	// call's position in the evaluation. The caller makes it unique per
-	// occasion (the engine: per step, element and token) and the same when
-	// that occasion is evaluated again; "" makes uuid() an evaluation error.
+	// Seed is what uuid() and random number() derive their values from,
+	// with the expression and the call's position in the evaluation. The
+	// caller makes it unique per occasion (the engine: per step, element and
+	// token) and the same when that occasion is evaluated again; "" makes
+	// them evaluation errors.
 	Seed string
 	// Limits bound the evaluation's work and memory (zero: the defaults).
 	Limits Limits
@@ -159,8 +160,9 @@ func (e *Expr) UsesVariables() bool { return e.vars }
 // its result depends on Env.Now.
 func (e *Expr) UsesClock() bool { return e.clock }
 
-// UsesSeed reports whether the expression calls uuid(), so that its result
-// depends on Env.Seed: a caller may build the seed only then.
+// UsesSeed reports whether the expression calls uuid() or random number(),
+// so that its result depends on Env.Seed: a caller may build the seed only
+// then.
 func (e *Expr) UsesSeed() bool { return e.key != "" }
 
 // String returns the canonical text: the static value unchanged, or "="

@@ -56,6 +56,10 @@ func TestEval(t *testing.T) {
 		{`=.5`, 0.5},
 		{`=007`, 7.0},
 		{`="a\"b\\c\n\t\r\'"`, "a\"b\\c\n\t\r'"},
+		{`="\b\f"`, "\b\f"},
+		// another backslash stays, as in feel-scala: regex patterns need it
+		{`="\$ \d+ \."`, `\$ \d+ \.`},
+		{`="\\d"`, `\d`},
 		{`="\u00e9\ud83d\ude00"`, "é😀"},
 		{`="\u0000\u007f\u2028\udb40\udc01"`, "\x00\x7f\u2028\U000e0001"},
 		{`="="`, "="},
@@ -284,7 +288,6 @@ func TestCompileRefused(t *testing.T) {
 		// strings
 		{`="abc`, "unterminated string", 2},
 		{`="abc\`, "unterminated string", 2},
-		{`="a\qb"`, `unsupported escape \q`, 4},
 		{`="\u12"`, "invalid unicode escape", 3},
 		{`="\ud800"`, "invalid unicode escape", 3},
 		{`="\udc00"`, "invalid unicode escape", 3},
@@ -508,6 +511,7 @@ func TestString(t *testing.T) {
 		{`=a + b < c * d`, `=a + b < c * d`},
 		{`="\u00e9\"\\\n\r\t\'"`, `="é\"\\\n\r\t'"`},
 		{"=\"\u0001\u007f\"", `="\u0001\u007f"`},
+		{`="\$"`, `="\\$"`},
 		{`=null != false`, `=null != false`},
 	}
 	for _, tt := range tests {

@@ -250,8 +250,10 @@ func lexNumber(src string, i int) (token, int, error) {
 }
 
 // lexString decodes a double-quoted literal with FEEL escapes: \" \' \\ \n
-// \r \t and \uXXXX (surrogate pairs combine). Unknown escapes are refused
-// rather than guessed.
+// \r \t \b \f and \uXXXX (surrogate pairs combine). Any other backslash
+// stays in the string with the character after it, as in feel-scala, so a
+// pattern such as "\d+" or "\$" reaches a regular expression function as
+// Camunda users write it.
 func lexString(src string, i int) (token, int, error) {
 	var b strings.Builder
 	j := i + 1
@@ -277,6 +279,12 @@ func lexString(src string, i int) (token, int, error) {
 			case 't':
 				b.WriteByte('\t')
 				j += 2
+			case 'b':
+				b.WriteByte('\b')
+				j += 2
+			case 'f':
+				b.WriteByte('\f')
+				j += 2
 			case 'u':
 				r, n, ok := unicodeEscape(src[j:])
 				if !ok {
@@ -285,7 +293,8 @@ func lexString(src string, i int) (token, int, error) {
 				b.WriteRune(r)
 				j += n
 			default:
-				return token{}, 0, refuse(src, j, "unsupported escape \\%c in string", e)
+				b.WriteByte('\\')
+				j++
 			}
 		default:
 			b.WriteByte(c)
