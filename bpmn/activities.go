@@ -366,6 +366,9 @@ func loopCharacteristics(el *Element, n *node) error {
 	if !isActivity(el) {
 		return unsupported(el.ID, el.Type, "multiInstanceLoopCharacteristics")
 	}
+	if el.Kind == KindAdHoc {
+		return unsupported(el.ID, el.Type, "a multi-instance ad-hoc subprocess")
+	}
 	l := &Loop{Sequential: mi.Attr("isSequential") == "true"}
 	var zl *node
 	for _, k := range mi.Kids {
