@@ -70,6 +70,15 @@ type Token struct {
 	// Multi counts the inner instances of a multi-instance body
 	// (Wait == WaitMulti).
 	Multi Multi `json:"multi,omitzero"`
+	// Activation marks one activation of the ad-hoc subprocess at Element
+	// (a scope, Wait == WaitScope, scoped to the subprocess's token) that
+	// holds the flow of the activity it runs. Writes from inside it stay
+	// in it unless a scope within it defines the name, as in Zeebe.
+	Activation bool `json:"activation,omitempty"`
+	// Fulfilled is set on an ad-hoc subprocess whose completion condition
+	// held (or whose worker said so) while activations it waits for still
+	// run: it completes when the last one ends.
+	Fulfilled bool `json:"fulfilled,omitempty"`
 }
 
 // Multi counts the inner instances of a multi-instance body.
@@ -110,6 +119,7 @@ const (
 	WaitJoin     WaitKind = "join"     // parallel join, waiting for sibling flows
 	WaitScope    WaitKind = "scope"    // subprocess or event subprocess containing child tokens
 	WaitMulti    WaitKind = "multi"    // multi-instance body containing its inner instances
+	WaitAdHoc    WaitKind = "adhoc"    // ad-hoc subprocess containing its activations (and its job, when a worker chooses them)
 	WaitChild    WaitKind = "child"    // call activity waiting for its child instance
 	WaitIncident WaitKind = "incident" // stopped by an incident until an operator retries
 )
@@ -300,6 +310,9 @@ const (
 	StageComplete Stage = "complete"
 	// StageLeave leaves the element, its outputs applied.
 	StageLeave Stage = "leave"
+	// StageAdHocJob opens the job of an ad-hoc subprocess again (its job
+	// failed, or its result could not be applied); its activations run on.
+	StageAdHocJob Stage = "adhoc_job"
 )
 
 // ParentRef names the call activity that started an instance.

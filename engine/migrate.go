@@ -72,6 +72,9 @@ func (m *migration) check(t Token) error {
 	if tgt == nil {
 		return unreachable(t, "the target definition has no element %q", m.target(t.Element))
 	}
+	if t.Activation || el.Kind == bpmn.KindAdHoc {
+		return fault.New(fault.MigrateAdHoc, "token %s at %s: an instance inside an ad-hoc subprocess is not migrated; migrate it once the subprocess has completed", t.ID, t.Element)
+	}
 	ok := false
 	switch t.Wait {
 	case WaitMessage:
