@@ -88,6 +88,9 @@ type Process struct {
 	// ID is the process id attribute: the definition key.
 	ID   string
 	Name string
+	// VersionTag is the process's zeebe:versionTag ("" when none): a call
+	// activity with bindingType versionTag calls the version it tags.
+	VersionTag string
 	// Start is the process's none start event; nil when the process starts
 	// only by messages or timers (see MessageStarts, TimerStarts).
 	Start *Element
@@ -371,6 +374,11 @@ type Script struct {
 type CallDefinition struct {
 	// ProcessID is the called definition key (static or an expression).
 	ProcessID *feel.Expr
+	// Binding is which version is called: BindingLatest, BindingDeployment
+	// (the version deployed in the same file as the calling process) or
+	// BindingVersionTag (the latest version tagged VersionTag).
+	Binding    string
+	VersionTag string
 	// PropagateAllChildVariables: the child's variables are the call
 	// activity's result when it completes (default true).
 	PropagateAllChildVariables bool

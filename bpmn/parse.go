@@ -259,6 +259,9 @@ func (p *parser) processExtensions(n *node) error {
 			continue
 		}
 		for _, x := range k.Kids {
+			if x.Is(nsZeebe, "versionTag") {
+				p.proc.VersionTag = strings.TrimSpace(x.Attr("value"))
+			}
 			if x.Name.Space == nsZeebe && !ignoredExtension(x.Name.Local) && x.Name.Local != "userTaskForm" {
 				return unsupported(p.proc.ID, "process", "extension zeebe:"+x.Name.Local)
 			}

@@ -107,8 +107,6 @@ func TestParseRefusesUnsupportedElementsNamingIDAndType(t *testing.T) {
 			`"E_5" (intermediateCatchEvent): multiInstanceLoopCharacteristics`},
 		{"task listeners", `<bpmn:userTask id="U_2"><bpmn:extensionElements><zeebe:userTask /><zeebe:taskListeners /></bpmn:extensionElements></bpmn:userTask>`,
 			`"U_2" (userTask): extension zeebe:taskListeners`},
-		{"call by deployment binding", `<bpmn:callActivity id="C_2"><bpmn:extensionElements><zeebe:calledElement processId="x" bindingType="deployment" /></bpmn:extensionElements></bpmn:callActivity>`,
-			`"C_2" (callActivity): bindingType "deployment"`},
 		{"escalation boundary on a call activity", `<bpmn:callActivity id="C_3"><bpmn:extensionElements><zeebe:calledElement processId="x" /></bpmn:extensionElements></bpmn:callActivity>
 			<bpmn:boundaryEvent id="B_3" attachedToRef="C_3"><bpmn:escalationEventDefinition /></bpmn:boundaryEvent>`,
 			`"B_3" (boundaryEvent): an escalation boundary event on call activity "C_3"`},

@@ -332,7 +332,11 @@ type ChildStart struct {
 	TokenID       string
 	Element       string
 	DefinitionKey string
-	Variables     map[string]any
+	// Binding and VersionTag say which version of DefinitionKey starts
+	// (bpmn.CallDefinition): the store resolves them when the child starts.
+	Binding    string
+	VersionTag string
+	Variables  map[string]any
 }
 
 // ChildResult is what an instance with a Parent reports when it ends: the
