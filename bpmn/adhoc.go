@@ -68,6 +68,11 @@ func (p *parser) adHocSubProcess(el *Element, n *node, x *extensions) error {
 			continue
 		}
 		act := AdHocActivity{Element: child}
+		for _, m := range child.Inputs {
+			if m.Source != nil {
+				act.Parameters = append(act.Parameters, m.Source.AiParameters()...)
+			}
+		}
 		for _, d := range k.Kids {
 			switch {
 			case d.Is(nsBPMN, "documentation"):

@@ -41,7 +41,8 @@ func TestParseAdHocSubProcessAsZeebeRunsIt(t *testing.T) {
 	if strings.Join(ids, ",") != "A,T" {
 		t.Fatalf("activities = %v, want A,T", ids)
 	}
-	if got := a.Activities[0]; got.Documentation != "Finds the order." || got.Properties["kind"] != "tool" {
+	if got := a.Activities[0]; got.Documentation != "Finds the order." || got.Properties["kind"] != "tool" ||
+		len(got.Parameters) != 1 || got.Parameters[0].Name != "toolCall.orderId" || got.Parameters[0].Description != "the order" {
 		t.Errorf("activity A = %+v", got)
 	}
 	if a.Activity("After") != nil || a.Activity("T") != p.Element("T") {

@@ -440,6 +440,9 @@ type AdHocActivity struct {
 	Documentation string
 	// Properties are its zeebe:properties (nil when none).
 	Properties map[string]string
+	// Parameters are the fromAi calls of its input mappings: what an
+	// agent supplies when it activates it.
+	Parameters []feel.AiParameter
 }
 
 // Activity returns the activity of id a may activate, or nil.

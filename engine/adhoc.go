@@ -35,8 +35,9 @@ import (
 const AdHocResult = "adHocSubProcessResult"
 
 // AdHocElements is the local variable listing what an ad-hoc subprocess
-// may activate: elementId, elementName, documentation and properties of
-// each activity.
+// may activate: elementId, elementName, documentation, properties and
+// parameters (its input mappings' fromAi calls) of each activity, as Zeebe
+// lists them.
 const AdHocElements = "adHocSubProcessElements"
 
 // adHoc activates ad-hoc subprocess el at token i (its input mappings applied).
@@ -78,12 +79,25 @@ func adHocElements(a *bpmn.AdHoc) []any {
 		for name, v := range x.Properties {
 			props[name] = v
 		}
+		params := make([]any, len(x.Parameters))
+		for j, p := range x.Parameters {
+			params[j] = map[string]any{"name": p.Name, "description": p.Description, "type": p.Type,
+				"schema": nilIfEmpty(p.Schema), "options": nilIfEmpty(p.Options)}
+		}
 		out[k] = map[string]any{
 			"elementId": x.Element.ID, "elementName": x.Element.Name,
-			"documentation": x.Documentation, "properties": props,
+			"documentation": x.Documentation, "properties": props, "parameters": params,
 		}
 	}
 	return out
+}
+
+// nilIfEmpty is m, or nil (a JSON null) when m is nil.
+func nilIfEmpty(m map[string]any) any {
+	if m == nil {
+		return nil
+	}
+	return m
 }
 
 // activities reads an active elements collection: a list of ids of

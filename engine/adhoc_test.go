@@ -198,7 +198,9 @@ func TestAdHocJobWorkerChoosesToolsAndCompletesTheSubprocess(t *testing.T) {
 	}
 	job := eff.Tasks[0]
 	els, _ := job.Variables[AdHocElements].([]any)
-	if len(els) != 2 || !reflect.DeepEqual(els[0], map[string]any{"elementId": "Lookup", "elementName": "Look up an order", "documentation": "Finds an order by id.", "properties": map[string]any{}}) {
+	lookup := map[string]any{"elementId": "Lookup", "elementName": "Look up an order", "documentation": "Finds an order by id.", "properties": map[string]any{},
+		"parameters": []any{map[string]any{"name": "toolCall.orderId", "description": "the order id", "type": "string", "schema": nil, "options": nil}}}
+	if len(els) != 2 || !reflect.DeepEqual(els[0], lookup) {
 		t.Fatalf("the job does not tell its worker what it may activate: %v", job.Variables)
 	}
 
