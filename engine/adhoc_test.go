@@ -354,3 +354,22 @@ func TestMigrateRefusesInstancesInsideAnAdHocSubprocess(t *testing.T) {
 		t.Fatalf("err = %v, want %s", err, fault.MigrateAdHoc)
 	}
 }
+
+func TestAnErrorInsideAnActivationIsCaughtOnTheAdHocSubprocess(t *testing.T) {
+	def := parse(t, `<bpmn:startEvent id="S" />
+<bpmn:adHocSubProcess id="AH"><bpmn:extensionElements><zeebe:adHoc activeElementsCollection="=[&quot;A&quot;, &quot;B&quot;]" /></bpmn:extensionElements>
+  <bpmn:serviceTask id="A"><bpmn:extensionElements><zeebe:taskDefinition type="a" /></bpmn:extensionElements></bpmn:serviceTask>
+  <bpmn:serviceTask id="B"><bpmn:extensionElements><zeebe:taskDefinition type="b" /></bpmn:extensionElements></bpmn:serviceTask>
+</bpmn:adHocSubProcess>
+<bpmn:boundaryEvent id="Failed" attachedToRef="AH"><bpmn:errorEventDefinition /></bpmn:boundaryEvent>
+<bpmn:endEvent id="E" /><bpmn:userTask id="Fix" />`+flow("F1", "S", "AH")+flow("F2", "AH", "E")+flow("F3", "Failed", "Fix"), "")
+	x := newInstance(t, def)
+	tasks := tasksAt(x.step(Trigger{Kind: TriggerStart}).Tasks)
+	eff := x.step(Trigger{Kind: TriggerTaskError, TokenID: tasks["A"].TokenID, Element: "A", ErrorCode: "BOOM"})
+	if got := x.at(); !reflect.DeepEqual(got, []string{"Fix/task"}) {
+		t.Fatalf("tokens at %v: the boundary ends the subprocess and its other activation", got)
+	}
+	if !slices.ContainsFunc(eff.CloseWaits, func(w WaitRef) bool { return w.TokenID == tasks["B"].TokenID }) {
+		t.Errorf("B's task was not closed: %+v", eff.CloseWaits)
+	}
+}
