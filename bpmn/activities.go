@@ -351,12 +351,20 @@ func callActivity(el *Element, x *extensions) error {
 	if src == "" {
 		return invalid("zeebe:calledElement of %q has no processId", el.ID)
 	}
-	switch b := n.Attr("bindingType"); b {
-	case "", "latest":
+	binding, tag := n.Attr("bindingType"), strings.TrimSpace(n.Attr("versionTag"))
+	switch binding {
+	case "":
+		binding = BindingLatest
+	case BindingLatest, BindingDeployment:
+	case BindingVersionTag:
+		if tag == "" {
+			return invalid("zeebe:calledElement of %q has bindingType versionTag and no versionTag", el.ID)
+		}
 	default:
-		// Sutra starts the latest version of the called process; another
-		// binding would silently call a different version.
-		return unsupported(el.ID, el.Type, fmt.Sprintf("bindingType %q", b))
+		return invalid("zeebe:calledElement of %q has an unknown bindingType %q", el.ID, binding)
+	}
+	if binding != BindingVersionTag {
+		tag = ""
 	}
 	id, err := compile(el.ID, "called process id", src)
 	if err != nil {
@@ -365,6 +373,8 @@ func callActivity(el *Element, x *extensions) error {
 	el.Kind = KindCallActivity
 	el.Call = &CallDefinition{
 		ProcessID:                   id,
+		Binding:                     binding,
+		VersionTag:                  tag,
 		PropagateAllChildVariables:  n.Attr("propagateAllChildVariables") != "false",
 		PropagateAllParentVariables: n.Attr("propagateAllParentVariables") != "false",
 	}
@@ -387,6 +397,9 @@ func loopCharacteristics(el *Element, n *node) error {
 	}
 	if !isActivity(el) {
 		return unsupported(el.ID, el.Type, "multiInstanceLoopCharacteristics")
+	}
+	if el.Kind == KindAdHoc {
+		return unsupported(el.ID, el.Type, "a multi-instance ad-hoc subprocess")
 	}
 	l := &Loop{Sequential: mi.Attr("isSequential") == "true"}
 	var zl *node

@@ -81,6 +81,10 @@ const (
 	// KindSignalCatch parks the token on a signal subscription (signal
 	// intermediate catch event).
 	KindSignalCatch
+	// KindAdHoc is an ad-hoc subprocess: its activities run when chosen (by
+	// its active elements collection, or by its job worker's result), each
+	// in an activation of its own (AdHoc).
+	KindAdHoc
 )
 
 // Process is one executable BPMN process.
@@ -88,6 +92,9 @@ type Process struct {
 	// ID is the process id attribute: the definition key.
 	ID   string
 	Name string
+	// VersionTag is the process's zeebe:versionTag ("" when none): a call
+	// activity with bindingType versionTag calls the version it tags.
+	VersionTag string
 	// Start is the process's none start event; nil when the process starts
 	// only by messages or timers (see MessageStarts, TimerStarts).
 	Start *Element
@@ -188,6 +195,9 @@ type Element struct {
 	Decision *CalledDecision
 	// Loop is set on multi-instance activities.
 	Loop *Loop
+	// AdHoc is set on ad-hoc subprocesses; with Task set too, a job worker
+	// chooses what runs in it.
+	AdHoc *AdHoc
 
 	// Inputs create the element's local variables when it is activated (on a
 	// publishing event: the message payload).
@@ -398,6 +408,11 @@ type Script struct {
 type CallDefinition struct {
 	// ProcessID is the called definition key (static or an expression).
 	ProcessID *feel.Expr
+	// Binding is which version is called: BindingLatest, BindingDeployment
+	// (the version deployed in the same file as the calling process) or
+	// BindingVersionTag (the latest version tagged VersionTag).
+	Binding    string
+	VersionTag string
 	// PropagateAllChildVariables: the child's variables are the call
 	// activity's result when it completes (default true).
 	PropagateAllChildVariables bool
@@ -426,6 +441,52 @@ type Loop struct {
 	// instance so that a result written to it stays with that instance, as
 	// in Zeebe ("" when there is none to create).
 	OutputLocal string
+}
+
+// AdHoc is an ad-hoc subprocess's zeebe:adHoc, completion condition and
+// activities, as Zeebe 8.8 runs them (docs/bpmn.md, "Ad-hoc subprocesses").
+type AdHoc struct {
+	// ActiveElements yields the ids of the activities to activate when the
+	// subprocess starts (nil: none). Never set with a job worker.
+	ActiveElements *feel.Expr
+	// CompletionCondition, when true after an activation completes,
+	// completes the subprocess (nil: it completes once none is left). Never
+	// set with a job worker, whose result says so.
+	CompletionCondition *feel.Expr
+	// CancelRemaining: once the subprocess may complete, the activations
+	// still running are ended rather than waited for (default true).
+	CancelRemaining bool
+	// OutputCollection is the subprocess's local list collecting
+	// OutputElement, evaluated in each activation as it completes, in order
+	// of completion ("" = none; then OutputElement is nil too).
+	OutputCollection string
+	OutputElement    *feel.Expr
+	// Activities are what may be activated: the flow nodes directly inside
+	// without incoming sequence flows (boundary events and link catch
+	// events aside), in document order.
+	Activities []AdHocActivity
+}
+
+// AdHocActivity is one activity an ad-hoc subprocess may activate, with what
+// its job worker reads about it (adHocSubProcessElements).
+type AdHocActivity struct {
+	Element       *Element
+	Documentation string
+	// Properties are its zeebe:properties (nil when none).
+	Properties map[string]string
+	// Parameters are the fromAi calls of its input mappings: what an
+	// agent supplies when it activates it.
+	Parameters []feel.AiParameter
+}
+
+// Activity returns the activity of id a may activate, or nil.
+func (a *AdHoc) Activity(id string) *Element {
+	for _, x := range a.Activities {
+		if x.Element.ID == id {
+			return x.Element
+		}
+	}
+	return nil
 }
 
 // Mapping is one zeebe:input or zeebe:output.

@@ -270,6 +270,9 @@ func (p *parser) processExtensions(n *node) error {
 			continue
 		}
 		for _, x := range k.Kids {
+			if x.Is(nsZeebe, "versionTag") {
+				p.proc.VersionTag = strings.TrimSpace(x.Attr("value"))
+			}
 			if x.Name.Space == nsZeebe && !ignoredExtension(x.Name.Local) && x.Name.Local != "userTaskForm" {
 				return unsupported(p.proc.ID, "process", "extension zeebe:"+x.Name.Local)
 			}
@@ -292,7 +295,7 @@ var ignoredChild = map[string]bool{
 	"ioSpecification": true, "dataInputAssociation": true, "dataOutputAssociation": true,
 	"property": true, "category": true,
 	// A subprocess's own markers, read by element.
-	"multiInstanceLoopCharacteristics": true, "standardLoopCharacteristics": true,
+	"multiInstanceLoopCharacteristics": true, "standardLoopCharacteristics": true, "completionCondition": true,
 }
 
 // scope parses the flow nodes and sequence flows directly inside n: the
@@ -333,6 +336,11 @@ func (p *parser) scope(n *node, parent *Element) error {
 		return p.processStarts(starts)
 	case parent.Kind == KindEventSubProcess:
 		return eventSubStart(parent, starts)
+	case parent.Kind == KindAdHoc:
+		if len(starts) > 0 {
+			return invalid("ad-hoc subprocess %q has start event %q; its activities start when chosen, with no start event", parent.ID, starts[0].ID)
+		}
+		return nil
 	}
 	return subprocessStart(parent, starts)
 }
@@ -491,7 +499,7 @@ func expression(id, what, src string) (*feel.Expr, error) {
 // refusedTypes are BPMN flow node types Sutra does not run, with what a
 // user should know about each.
 var refusedTypes = map[string]string{
-	"complexGateway": "", "transaction": "", "adHocSubProcess": "",
+	"complexGateway": "", "transaction": "",
 	"callChoreography": "", "subChoreography": "", "choreographyTask": "", "implicitThrowEvent": "",
 }
 
@@ -556,6 +564,8 @@ func (p *parser) element(n *node, parent *Element) (*Element, error) {
 		err = p.scope(n, el)
 	case "callActivity":
 		err = callActivity(el, x)
+	case "adHocSubProcess":
+		err = p.adHocSubProcess(el, n, x)
 	case "exclusiveGateway", "inclusiveGateway":
 		el.Kind = KindExclusive
 		if typ == "inclusiveGateway" {
@@ -615,7 +625,7 @@ func checkMappings(el *Element) error {
 	if len(el.Inputs) > 0 {
 		ok := false
 		switch el.Kind {
-		case KindTask, KindScript, KindDecision, KindSubProcess, KindEventSubProcess, KindCallActivity, KindMessageCatch, KindTimerCatch, KindSignalCatch:
+		case KindTask, KindScript, KindDecision, KindSubProcess, KindEventSubProcess, KindCallActivity, KindMessageCatch, KindTimerCatch, KindSignalCatch, KindAdHoc:
 			ok = true
 		case KindThrow, KindEnd:
 			// A publishing event's inputs are its payload; an undefined or
@@ -647,7 +657,7 @@ func checkMappings(el *Element) error {
 func isActivity(el *Element) bool {
 	switch el.Type {
 	case "serviceTask", "userTask", "receiveTask", "sendTask", "scriptTask", "businessRuleTask",
-		"task", "manualTask", "subProcess", "callActivity":
+		"task", "manualTask", "subProcess", "callActivity", "adHocSubProcess":
 		return el.Kind != KindEventSubProcess
 	}
 	return false
@@ -750,7 +760,7 @@ func (p *parser) attach(b pendingBoundary) error {
 	}
 	if b.event.Escalation != nil {
 		switch a.Kind {
-		case KindSubProcess:
+		case KindSubProcess, KindAdHoc:
 		case KindCallActivity:
 			return unsupported(b.event.ID, b.event.Type, fmt.Sprintf("an escalation boundary event on call activity %q (escalations do not cross call activities)", a.ID))
 		default:
@@ -834,6 +844,10 @@ func (p *parser) validate() error {
 			}
 		case KindSubProcess, KindEventSubProcess:
 			if err := validateEventSubs(el.EventSubs); err != nil {
+				return err
+			}
+		case KindAdHoc:
+			if err := validateAdHoc(el); err != nil {
 				return err
 			}
 		}

@@ -31,8 +31,11 @@ type envelope struct {
 
 	// Task is a pull task's outcome, once a task worker reported it.
 	Task *taskOutcome `json:"task"`
-	// Parent names the call activity whose child a start relay starts.
-	Parent *engine.ParentRef `json:"parent"`
+	// Parent names the call activity whose child a start relay starts;
+	// Binding and VersionTag say which version it starts (none: the latest).
+	Parent     *engine.ParentRef `json:"parent"`
+	Binding    string            `json:"binding"`
+	VersionTag string            `json:"version_tag"`
 	// Child tells a parent instance its child ended or could not start.
 	Child *store.ChildEnd `json:"child"`
 	// Cancel cancels a call activity's child with its parent.
@@ -130,8 +133,11 @@ func decode(d *amqp.Delivery, now time.Time) (lanes.Resume, error) {
 			// Derived from the dedupe key, so a redelivered start finds its instance.
 			id = lanes.InstanceIDFor(d.MessageId)
 		}
+		if (env.Binding != "" || env.VersionTag != "") && env.Parent == nil {
+			return r, fault.New(fault.RelayInvalid, "only a call activity's start relay names a binding")
+		}
 		return lanes.Resume{Cause: lanes.Start{InstanceID: id, MessageID: d.MessageId, Definition: env.Start,
-			Variables: env.Variables, Parent: env.Parent}}, nil
+			Variables: env.Variables, Parent: env.Parent, Binding: env.Binding, VersionTag: env.VersionTag}}, nil
 	case env.Message == "":
 		return r, fault.New(fault.RelayInvalid, "a relay names either start (a definition key) or message")
 	case env.InstanceID != "" && env.CorrelationKey != "":

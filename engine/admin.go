@@ -32,6 +32,8 @@ func (s *stepper) retry(tr Trigger) error {
 		s.complete(i, el, nil)
 	case stage == StageLeave:
 		s.after(i, el)
+	case stage == StageAdHocJob:
+		s.recreateTask(i, el, Trigger{Retries: tr.Retries})
 	case el.Kind == bpmn.KindTask && len(t.Armed) > 0:
 		// The task failed or threw while parked: only its task row is gone,
 		// its boundary events are still armed.

@@ -32,6 +32,7 @@ func (s *stepper) startChild(i int, el *bpmn.Element, ctx map[string]any) error 
 	id := s.tokens[i].ID
 	s.eff.StartChildren = append(s.eff.StartChildren, ChildStart{
 		InstanceID: s.in.ID + "/" + id, TokenID: id, Element: el.ID, DefinitionKey: key, Variables: vars,
+		Binding: el.Call.Binding, VersionTag: el.Call.VersionTag,
 	})
 	return nil
 }

@@ -40,7 +40,7 @@ func startCaller(t *testing.T, called string) (*instance, ChildStart) {
 
 func TestCallActivityStartsItsChildWithTheParentsVariables(t *testing.T) {
 	x, c := startCaller(t, `<zeebe:calledElement processId="=childKey" />`)
-	want := ChildStart{InstanceID: "i-1/t1", TokenID: "t1", Element: "Call", DefinitionKey: "shipping",
+	want := ChildStart{InstanceID: "i-1/t1", TokenID: "t1", Element: "Call", DefinitionKey: "shipping", Binding: "latest",
 		Variables: map[string]any{"childKey": "shipping", "order": map[string]any{"id": "o-1"}, "orderId": "o-1"}}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("child = %+v\nwant %+v", c, want)
@@ -51,6 +51,17 @@ func TestCallActivityStartsItsChildWithTheParentsVariables(t *testing.T) {
 	_, c = startCaller(t, `<zeebe:calledElement processId="shipping" propagateAllParentVariables="false" />`)
 	if !reflect.DeepEqual(c.Variables, map[string]any{"orderId": "o-1"}) {
 		t.Errorf("child variables = %v, want only the input mappings", c.Variables)
+	}
+}
+
+func TestCallActivityAsksForTheVersionItsBindingNames(t *testing.T) {
+	_, c := startCaller(t, `<zeebe:calledElement processId="shipping" bindingType="deployment" />`)
+	if c.Binding != "deployment" || c.VersionTag != "" {
+		t.Errorf("child = %+v", c)
+	}
+	_, c = startCaller(t, `<zeebe:calledElement processId="shipping" bindingType="versionTag" versionTag="stable" />`)
+	if c.Binding != "versionTag" || c.VersionTag != "stable" {
+		t.Errorf("child = %+v", c)
 	}
 }
 

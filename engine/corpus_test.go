@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -114,6 +115,11 @@ func (x *instance) resumption() (Trigger, bool) {
 			return Trigger{Kind: TriggerTaskCompleted, TokenID: tok.ID, Element: tok.Element}, true
 		case WaitChild:
 			return Trigger{Kind: TriggerChildCompleted, TokenID: tok.ID, Element: tok.Element}, true
+		case WaitAdHoc:
+			if slices.ContainsFunc(tok.Armed, func(a Armed) bool { return a.Element == tok.Element }) {
+				return x.adHocResult(tok), true
+			}
+			continue // its activations run: resume them, not its boundary events
 		}
 		if len(tok.Armed) > 0 {
 			return x.fireArmed(tok.ID, tok.Armed[0]), true
@@ -123,6 +129,30 @@ func (x *instance) resumption() (Trigger, bool) {
 		return x.fireArmed("", x.in.State.Armed[0]), true
 	}
 	return Trigger{}, false
+}
+
+// adHocResult completes the job of ad-hoc subprocess token tok as an AI
+// agent would: the first time it activates every activity, each with an
+// empty toolCall; then it says the subprocess is done.
+func (x *instance) adHocResult(tok Token) Trigger {
+	el := x.def.Element(tok.Element)
+	first := true
+	for _, t := range x.in.State.Tokens {
+		first = first && t.Scope != tok.ID
+	}
+	if out := el.AdHoc.OutputCollection; out != "" {
+		list, _ := tok.Vars[out].([]any)
+		first = first && len(list) == 0
+	}
+	result := map[string]any{"isCompletionConditionFulfilled": true, "isCancelRemainingInstances": true}
+	if first {
+		var acts []any
+		for _, a := range el.AdHoc.Activities {
+			acts = append(acts, map[string]any{"elementId": a.Element.ID, "variables": map[string]any{"toolCall": map[string]any{}}})
+		}
+		result = map[string]any{"activateElements": acts}
+	}
+	return Trigger{Kind: TriggerTaskCompleted, TokenID: tok.ID, Element: tok.Element, Variables: map[string]any{AdHocResult: result}}
 }
 
 func (x *instance) fireArmed(token string, a Armed) Trigger {

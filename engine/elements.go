@@ -52,6 +52,14 @@ func (s *stepper) openWaits(i int, el *bpmn.Element, kind WaitKind) ([]Armed, er
 		}
 	case WaitChild:
 		err = s.startChild(i, el, ctx)
+	case WaitAdHoc:
+		if el.Task != nil { // its job worker chooses what to activate
+			var task Task
+			if task, err = s.newTask(i, el, ctx); err == nil {
+				s.eff.Tasks = append(s.eff.Tasks, task)
+				armed = append(armed, Armed{Element: el.ID})
+			}
+		}
 	case WaitScope:
 		for _, esp := range el.EventSubs {
 			if start := esp.SubStart; start.Armable() {

@@ -94,6 +94,15 @@ type Token struct {
 	// Comp is set on a compensation handler's token: the id of the
 	// compensation throw or end event token that waits for it.
 	Comp string `json:"comp,omitempty"`
+	// Activation marks one activation of the ad-hoc subprocess at Element
+	// (a scope, Wait == WaitScope, scoped to the subprocess's token) that
+	// holds the flow of the activity it runs. Writes from inside it stay
+	// in it unless a scope within it defines the name, as in Zeebe.
+	Activation bool `json:"activation,omitempty"`
+	// Fulfilled is set on an ad-hoc subprocess whose completion condition
+	// held (or whose worker said so) while activations it waits for still
+	// run: it completes when the last one ends.
+	Fulfilled bool `json:"fulfilled,omitempty"`
 }
 
 // Multi counts the inner instances of a multi-instance body.
@@ -134,6 +143,7 @@ const (
 	WaitJoin     WaitKind = "join"     // parallel join, waiting for sibling flows
 	WaitScope    WaitKind = "scope"    // subprocess or event subprocess containing child tokens
 	WaitMulti    WaitKind = "multi"    // multi-instance body containing its inner instances
+	WaitAdHoc    WaitKind = "adhoc"    // ad-hoc subprocess containing its activations (and its job, when a worker chooses them)
 	WaitChild    WaitKind = "child"    // call activity waiting for its child instance
 	WaitIncident WaitKind = "incident" // stopped by an incident until an operator retries
 )
@@ -328,6 +338,9 @@ const (
 	StageComplete Stage = "complete"
 	// StageLeave leaves the element, its outputs applied.
 	StageLeave Stage = "leave"
+	// StageAdHocJob opens the job of an ad-hoc subprocess again (its job
+	// failed, or its result could not be applied); its activations run on.
+	StageAdHocJob Stage = "adhoc_job"
 )
 
 // ParentRef names the call activity that started an instance.
@@ -347,7 +360,11 @@ type ChildStart struct {
 	TokenID       string
 	Element       string
 	DefinitionKey string
-	Variables     map[string]any
+	// Binding and VersionTag say which version of DefinitionKey starts
+	// (bpmn.CallDefinition): the store resolves them when the child starts.
+	Binding    string
+	VersionTag string
+	Variables  map[string]any
 }
 
 // ChildResult is what an instance with a Parent reports when it ends: the

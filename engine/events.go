@@ -171,7 +171,7 @@ func (s *stepper) throw(i int, code string, vars map[string]any) {
 		if j < 0 {
 			break
 		}
-		if s.tokens[j].Loop == 0 {
+		if s.tokens[j].Loop == 0 && !s.tokens[j].Activation {
 			if b := catcher(s.def.Element(s.tokens[j].Element).Boundaries, code, errorOf); b != nil {
 				s.interrupt(j, b, vars)
 				return
@@ -187,10 +187,15 @@ func (s *stepper) throw(i int, code string, vars map[string]any) {
 		s.eff.NotifyParent = &ChildResult{Parent: *s.parent, Variables: vars, ErrorCode: code}
 		return
 	}
-	if s.tokens[i].Wait == WaitTask {
+	stage := StageActivate
+	switch s.tokens[i].Wait {
+	case WaitTask:
 		s.closeWaits(i, s.tokens[i].Element) // the task is done; its boundary events stay armed
+	case WaitAdHoc:
+		s.closeWaits(i, s.tokens[i].Element) // its job is done; its activations run on
+		stage = StageAdHocJob
 	}
-	s.incident(i, fault.IncidentError, "BPMN error "+strconv.Quote(code)+" was not caught", StageActivate)
+	s.incident(i, fault.IncidentError, "BPMN error "+strconv.Quote(code)+" was not caught", stage)
 }
 
 // escalate propagates an escalation from token i outward like an error, to
@@ -209,7 +214,7 @@ func (s *stepper) escalate(i int, code string) bool {
 		if j < 0 {
 			return true
 		}
-		if s.tokens[j].Loop == 0 {
+		if s.tokens[j].Loop == 0 && !s.tokens[j].Activation {
 			if b := catcher(s.def.Element(s.tokens[j].Element).Boundaries, code, escalationOf); b != nil {
 				if b.Interrupting {
 					s.interrupt(j, b, nil)

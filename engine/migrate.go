@@ -84,6 +84,9 @@ func (m *migration) check(t Token) error {
 		// definition puts them.
 		return unreachable(t, "a compensation is running: migrate once its handlers have completed")
 	}
+	if t.Activation || el.Kind == bpmn.KindAdHoc {
+		return fault.New(fault.MigrateAdHoc, "token %s at %s: an instance inside an ad-hoc subprocess is not migrated; migrate it once the subprocess has completed", t.ID, t.Element)
+	}
 	ok := false
 	switch t.Wait {
 	case WaitMessage:

@@ -25,7 +25,7 @@ func (s *stepper) parentOf(i int) int {
 // hasLocals reports whether token i or a scope around it holds locals.
 func (s *stepper) hasLocals(i int) bool {
 	for j := i; j >= 0; j = s.parentOf(j) {
-		if len(s.tokens[j].Vars) > 0 {
+		if len(s.tokens[j].Vars) > 0 || s.tokens[j].Activation {
 			return true
 		}
 	}
@@ -92,8 +92,14 @@ func (s *stepper) input(i int) map[string]any {
 		if m == nil {
 			m = make(map[string]any, len(s.tokens[j].Vars))
 		}
+		var skip []string
+		if el := s.def.Element(s.tokens[j].Element); j != i && el.Kind == bpmn.KindAdHoc && !s.tokens[j].Activation {
+			skip = []string{AdHocElements, el.AdHoc.OutputCollection} // for its job, not for every task inside
+		}
 		for k, v := range s.tokens[j].Vars {
-			m[k] = v
+			if !slices.Contains(skip, k) {
+				m[k] = v
+			}
 		}
 	}
 	overlay(i)
@@ -101,10 +107,11 @@ func (s *stepper) input(i int) map[string]any {
 }
 
 // scopeOf returns the index of the nearest token from i outwards whose
-// locals define name, or -1 for the instance variables.
+// locals define name, or of the ad-hoc activation around i (what runs in
+// one keeps its writes, as in Zeebe), or -1 for the instance variables.
 func (s *stepper) scopeOf(i int, name string) int {
 	for j := i; j >= 0; j = s.parentOf(j) {
-		if _, ok := s.tokens[j].Vars[name]; ok {
+		if _, ok := s.tokens[j].Vars[name]; ok || s.tokens[j].Activation {
 			return j
 		}
 	}

@@ -344,6 +344,9 @@ func incomingFrom(el *bpmn.Element, source string) string {
 
 // task applies a pull task's completion, failure or BPMN error.
 func (s *stepper) task(tr Trigger) error {
+	if i := s.waiting(tr.TokenID, tr.Element, WaitAdHoc); i >= 0 {
+		return s.adHocJob(i, s.def.Element(s.tokens[i].Element), tr)
+	}
 	i := s.waiting(tr.TokenID, tr.Element, WaitTask)
 	if i < 0 {
 		return fault.New(fault.NotWaiting, "instance %s has no task on token %s", s.in.ID, tr.TokenID)
@@ -396,6 +399,9 @@ func (s *stepper) recreateTask(i int, el *bpmn.Element, tr Trigger) {
 	task.ErrorMessage, task.ErrorDetails = tr.ErrorMessage, tr.ErrorDetails
 	s.eff.Tasks = append(s.eff.Tasks, task)
 	s.tokens[i].Wait = WaitTask
+	if el.Kind == bpmn.KindAdHoc {
+		s.tokens[i].Wait = WaitAdHoc // the job of an ad-hoc subprocess, beside its activations
+	}
 	s.addArmed(i, Armed{Element: el.ID})
 }
 
@@ -483,6 +489,8 @@ func (s *stepper) execute(i int) {
 		}
 	case bpmn.KindEventSubProcess:
 		s.activateEventSub(i, el, nil)
+	case bpmn.KindAdHoc:
+		s.adHoc(i, el)
 	case bpmn.KindExclusive:
 		s.exclusive(i, el)
 	case bpmn.KindInclusive:
@@ -520,6 +528,8 @@ func (s *stepper) complete(i int, el *bpmn.Element, result map[string]any) {
 func (s *stepper) after(i int, el *bpmn.Element) {
 	s.compensated(i, el)
 	switch {
+	case s.tokens[i].Activation:
+		s.activationDone(i)
 	case s.tokens[i].Loop > 0:
 		s.innerDone(i, el)
 	case el.Kind == bpmn.KindEnd:
@@ -659,6 +669,10 @@ func (s *stepper) scopeDone(scope string) {
 		return
 	}
 	j := s.indexOf(scope)
+	if s.tokens[j].Activation {
+		s.activationDone(j)
+		return
+	}
 	el := s.def.Element(s.tokens[j].Element)
 	s.resume(j)
 	s.rekeyCompensable(scope, s.tokens[j].ID)
@@ -750,7 +764,7 @@ func (s *stepper) interrupt(i int, b *bpmn.Element, result map[string]any) {
 	s.dropCompensable(s.tokens[i].ID)
 	s.resume(i)
 	t := &s.tokens[i]
-	t.Element, t.Flow, t.Vars, t.Loop, t.Multi = b.ID, "", nil, 0, Multi{}
+	t.Element, t.Flow, t.Vars, t.Loop, t.Multi, t.Fulfilled = b.ID, "", nil, 0, Multi{}, false
 	s.complete(i, b, result)
 }
 

@@ -85,6 +85,9 @@ const (
 	DMNUnsupported = "SUTRA.DMN.UNSUPPORTED"
 	// Admin operations.
 	MigrateUnreachable = "SUTRA.ADMIN.MIGRATE.UNREACHABLE"
+	// An instance with a token in or at an ad-hoc subprocess: its
+	// activations are not moved between definitions.
+	MigrateAdHoc = "SUTRA.ADMIN.MIGRATE.AD_HOC"
 	// Run-time incidents.
 	IncidentExpression = "SUTRA.INCIDENT.EXPRESSION"
 	// An evaluation cut off by a limit: SUTRA_FEEL_MAX_STEPS,
@@ -108,6 +111,11 @@ const (
 	// A decision could not be evaluated: no such decision, an expression
 	// that failed, no rule of a unique table or several that disagree.
 	IncidentDecisionFailed = "SUTRA.INCIDENT.DECISION_FAILED"
+	// An ad-hoc subprocess's job worker completed its job with a result
+	// (adHocSubProcessResult) that names no activity of it, is not shaped
+	// as documented, or both activates elements and fulfils the completion
+	// condition.
+	IncidentAdHocResult = "SUTRA.INCIDENT.AD_HOC_RESULT"
 )
 
 // Error is an error with a stable code.

@@ -221,6 +221,9 @@ func (poolStore) Process(context.Context, string, int) (*bpmn.Process, error) {
 func (poolStore) CalledDecisions(context.Context, *bpmn.Process, int) (engine.Decisions, error) {
 	return nil, errors.New("no decisions here")
 }
+func (poolStore) CalledVersion(context.Context, string, string, string, string) (int, error) {
+	return 0, errors.New("no definitions here")
+}
 func (poolStore) ResolveSubscription(context.Context, string, string, string) (string, error) {
 	return "", nil
 }

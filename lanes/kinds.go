@@ -54,6 +54,9 @@ type Start struct {
 	Definition string
 	Variables  map[string]any
 	Parent     *engine.ParentRef
+	// Binding and VersionTag are the calling activity's (with Parent):
+	// which version of Definition starts ("": the latest).
+	Binding, VersionTag string
 }
 
 func (c Start) path() string       { return metrics.PathRelay }
@@ -75,7 +78,24 @@ func (c Start) prepare(ctx context.Context, l *lane, r *Resume) (claims.Request,
 	case applied:
 		return req, Outcome{Kind: Stale, Code: fault.NotWaiting}, answered
 	}
+	if c.Binding != "" {
+		v, err := l.calledVersion(ctx, c)
+		switch {
+		case fault.Code(err) == fault.UnknownDefinition:
+			return req, l.childFailed(ctx, r, *c.Parent, err), answered
+		case err != nil:
+			return req, l.failure(ctx, r, err), answered
+		}
+		req.StartVersion = v
+	}
 	return req, Outcome{}, claimIt
+}
+
+// calledVersion is the version child start c starts (bounded call).
+func (l *lane) calledVersion(ctx context.Context, c Start) (int, error) {
+	cctx, cancel := l.call(ctx)
+	defer cancel()
+	return l.pool.deps.Store.CalledVersion(cctx, c.Definition, c.Binding, c.VersionTag, c.Parent.InstanceID)
 }
 func (c Start) compute(ctx context.Context, l *lane, _ *Resume, cl loaded) (OpResult, error) {
 	return l.startOn(ctx, cl, engine.Trigger{Variables: c.Variables, Parent: c.Parent})

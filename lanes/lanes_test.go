@@ -92,6 +92,10 @@ func (f *fakeStore) CalledDecisions(context.Context, *bpmn.Process, int) (engine
 	return nil, errors.New("the fake store holds no decisions")
 }
 
+func (f *fakeStore) CalledVersion(context.Context, string, string, string, string) (int, error) {
+	return 0, errors.New("the fake store holds no versions")
+}
+
 func (f *fakeStore) ResolveSubscription(ctx context.Context, name, key, _ string) (string, error) {
 	return f.resolve(ctx, name, key)
 }

@@ -83,6 +83,7 @@ type Store interface {
 	claims.Store
 	Process(ctx context.Context, key string, version int) (*bpmn.Process, error)
 	CalledDecisions(ctx context.Context, proc *bpmn.Process, version int) (engine.Decisions, error)
+	CalledVersion(ctx context.Context, key, binding, tag, parent string) (int, error)
 	ResolveSubscription(ctx context.Context, name, key, inboxID string) (string, error)
 	ResolveOrBuffer(ctx context.Context, b store.Buffer) (string, error)
 	Applied(ctx context.Context, inboxID string) (bool, error)

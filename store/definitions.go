@@ -74,16 +74,18 @@ func (s *Store) Deploy(ctx context.Context, doc []byte) ([]Deployed, error) {
 				d := Deployed{Kind: KindBPMN, Key: proc.ID}
 				err := tx.QueryRow(ctx, `
 					WITH existing AS (
-						SELECT version, zeebe_key FROM definitions WHERE key = $1 AND checksum = $2
+						-- A version deployed before tags were stored takes its tag now.
+						UPDATE definitions SET version_tag = NULLIF($3, '') WHERE key = $1 AND checksum = $2
+						RETURNING version, zeebe_key
 					), inserted AS (
-						INSERT INTO definitions (key, version, checksum)
-						SELECT $1, COALESCE((SELECT max(version) FROM definitions WHERE key = $1), 0) + 1, $2
-						WHERE NOT EXISTS (SELECT 1 FROM existing)
+						INSERT INTO definitions (key, version, checksum, version_tag)
+						SELECT $1, COALESCE((SELECT max(version) FROM definitions WHERE key = $1), 0) + 1, $2, NULLIF($3, '')
+						WHERE NOT EXISTS (SELECT 1 FROM definitions WHERE key = $1 AND checksum = $2)
 						RETURNING version, zeebe_key
 					)
 					SELECT version, zeebe_key, true FROM inserted
 					UNION ALL
-					SELECT version, zeebe_key, false FROM existing`, proc.ID, checksum).Scan(&d.Version, &d.ZeebeKey, &d.Created)
+					SELECT version, zeebe_key, false FROM existing`, proc.ID, checksum, proc.VersionTag).Scan(&d.Version, &d.ZeebeKey, &d.Created)
 				if err != nil {
 					return err
 				}
@@ -164,4 +166,38 @@ func (s *Store) Process(ctx context.Context, key string, version int) (*bpmn.Pro
 		}
 	}
 	return nil, fmt.Errorf("stored definition %s@%d holds no process %q", key, version, key)
+}
+
+// CalledVersion is the version of process key a call activity of instance
+// parent starts under binding (bpmn.CallDefinition): deployment, the
+// version deployed in the same file as the parent's own version;
+// versionTag, the latest version tagged tag. Neither found is
+// fault.UnknownDefinition saying why, which the child reports to its
+// parent's call activity as an incident.
+func (s *Store) CalledVersion(ctx context.Context, key, binding, tag, parent string) (int, error) {
+	var v *int
+	var err error
+	switch binding {
+	case bpmn.BindingDeployment:
+		err = s.pool.QueryRow(ctx, `SELECT (SELECT d.version FROM definitions d WHERE d.key = $1 AND d.checksum = p.checksum)
+			  FROM instances i JOIN definitions p ON p.key = i.definition_key AND p.version = i.definition_version
+			 WHERE i.id = $2`, key, parent).Scan(&v)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0, fault.New(fault.NotFound, "the calling instance %s does not exist", parent)
+		}
+		if err == nil && v == nil {
+			return 0, fault.New(fault.UnknownDefinition, "process %q is not deployed in the same deployment (file) as the calling process (bindingType deployment)", key)
+		}
+	case bpmn.BindingVersionTag:
+		err = s.pool.QueryRow(ctx, `SELECT max(version) FROM definitions WHERE key = $1 AND version_tag = $2`, key, tag).Scan(&v)
+		if err == nil && v == nil {
+			return 0, fault.New(fault.UnknownDefinition, "no version of process %q tagged %q is deployed (bindingType versionTag)", key, tag)
+		}
+	default:
+		return 0, fault.New(fault.RelayInvalid, "unknown call binding %q", binding)
+	}
+	if err != nil {
+		return 0, translate(err, "finding the called version of "+key)
+	}
+	return *v, nil
 }

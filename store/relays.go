@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sutra-run/worker/bpmn"
 	"github.com/sutra-run/worker/engine"
 )
 
@@ -33,7 +34,11 @@ type ParentRef = engine.ParentRef
 
 // childStart is the relay that starts a call activity's child.
 type childStart struct {
-	Start      string         `json:"start"`
+	Start string `json:"start"`
+	// Binding and VersionTag are the call activity's (bpmn.CallDefinition),
+	// omitted for the latest version.
+	Binding    string         `json:"binding,omitempty"`
+	VersionTag string         `json:"version_tag,omitempty"`
 	InstanceID string         `json:"instance_id"`
 	Variables  map[string]any `json:"variables"`
 	Parent     *ParentRef     `json:"parent"`
@@ -85,6 +90,7 @@ func childRelays(id string, e engine.Effects) ([]RelayOut, error) {
 			vars = map[string]any{}
 		}
 		if err := add("start:"+c.InstanceID, c.InstanceID, childStart{Start: c.DefinitionKey, InstanceID: c.InstanceID, Variables: vars,
+			Binding: binding(c.Binding), VersionTag: c.VersionTag,
 			Parent: &ParentRef{InstanceID: id, TokenID: c.TokenID, Element: c.Element}}); err != nil {
 			return nil, err
 		}
@@ -238,4 +244,13 @@ func FanOut(messageID, message, key string, vars map[string]any, ttl time.Durati
 		}
 	}
 	return out, nil
+}
+
+// binding is a call's binding as its start relay carries it: none for the
+// latest version, as before bindings existed.
+func binding(b string) string {
+	if b == bpmn.BindingLatest {
+		return ""
+	}
+	return b
 }
