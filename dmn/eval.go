@@ -35,7 +35,10 @@ type Result struct {
 // DecisionResult is the result of one decision of an evaluation.
 type DecisionResult struct {
 	ID, Name string
-	Output   any
+	// Table reports that the decision's logic is a decision table; else it
+	// is a literal expression (or a boxed expression evaluated as one).
+	Table  bool
+	Output any
 	// Inputs are a decision table's inputs as evaluated, in column order
 	// (empty for a literal expression).
 	Inputs []Evaluated
@@ -61,6 +64,19 @@ type MatchedRule struct {
 	Outputs []Evaluated
 }
 
+// Failure is a failed evaluation: the decision that failed, and the
+// results of the decisions evaluated before it (as Result.Decisions has
+// them), then the failed one's id and name alone, as Zeebe reports a
+// failed evaluation. It wraps the *fault.Error that says why.
+type Failure struct {
+	DecisionID string
+	Evaluated  []DecisionResult
+	Err        error
+}
+
+func (f *Failure) Error() string { return f.Err.Error() }
+func (f *Failure) Unwrap() error { return f.Err }
+
 // Evaluate evaluates the decision with id over vars (the input data by
 // name, JSON-shaped), after the decisions it requires, each once, in
 // dependency order. A decision sees vars and the results of the decisions
@@ -68,7 +84,8 @@ type MatchedRule struct {
 // decision's result hides a variable of the same name); nothing else. A
 // failure carries fault.IncidentDecisionFailed, or
 // fault.IncidentExpressionLimit when an expression was cut off by its
-// limits or ctx's deadline.
+// limits or ctx's deadline; once a decision of the graph was found, it is
+// a *Failure.
 func (d *Definitions) Evaluate(ctx context.Context, id string, vars map[string]any, opts Options) (*Result, error) {
 	dec := d.byID[id]
 	if dec == nil {
@@ -77,19 +94,41 @@ func (d *Definitions) Evaluate(ctx context.Context, id string, vars map[string]a
 	env := opts.Env
 	env.Ctx = ctx
 	ev := &evaluation{d: d, env: env, vars: vars, results: map[string]any{}}
-	if err := ev.coerceInputs(); err != nil {
-		return nil, err
-	}
 	res := &Result{}
+	failed := func(at *Decision, err error) error {
+		// What was evaluated before is kept when it can be told as JSON.
+		done := &Result{Decisions: res.Decisions}
+		if ev.shape(done) != nil {
+			done.Decisions = nil
+		}
+		return &Failure{DecisionID: at.ID, Evaluated: append(done.Decisions, DecisionResult{ID: at.ID, Name: at.Name, Table: at.table != nil}), Err: err}
+	}
+	if err := ev.coerceInputs(); err != nil {
+		return nil, failed(dec, err)
+	}
 	if err := ev.decide(dec, res); err != nil {
-		return nil, err
+		var at *decisionError
+		if errors.As(err, &at) {
+			return nil, failed(at.dec, at.err)
+		}
+		return nil, failed(dec, err)
 	}
 	if err := ev.shape(res); err != nil {
-		return nil, ev.fail(dec, err)
+		return nil, failed(dec, ev.fail(dec, err).err)
 	}
 	res.Output = res.Decisions[len(res.Decisions)-1].Output
 	return res, nil
 }
+
+// decisionError is a decision's failure on its way out of decide: the
+// decision, and the *fault.Error that says why.
+type decisionError struct {
+	dec *Decision
+	err error
+}
+
+func (e *decisionError) Error() string { return e.err.Error() }
+func (e *decisionError) Unwrap() error { return e.err }
 
 // coerceInputs reads the input data whose type is a date, time or
 // duration as one: a caller's JSON holds them as ISO 8601 strings.
@@ -184,7 +223,7 @@ func (ev *evaluation) decide(dec *Decision, res *Result) error {
 			ev.scope[r] = ev.results[r]
 		}
 	}
-	dr := DecisionResult{ID: dec.ID, Name: dec.Name}
+	dr := DecisionResult{ID: dec.ID, Name: dec.Name, Table: dec.table != nil}
 	var err error
 	if dec.literal != nil {
 		dr.Output, err = dec.literal.EvalValue(ev.scope, ev.env)
@@ -199,12 +238,12 @@ func (ev *evaluation) decide(dec *Decision, res *Result) error {
 	return nil
 }
 
-func (ev *evaluation) fail(dec *Decision, err error) error {
+func (ev *evaluation) fail(dec *Decision, err error) *decisionError {
 	code := fault.IncidentDecisionFailed
 	if feel.IsLimit(err) {
 		code = fault.IncidentExpressionLimit
 	}
-	return fault.Wrap(code, err, "decision %q", dec.ID)
+	return &decisionError{dec: dec, err: fault.Wrap(code, err, "decision %q", dec.ID)}
 }
 
 // table evaluates a decision table: the inputs, the rules that match, and
