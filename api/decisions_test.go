@@ -70,6 +70,15 @@ func TestABusinessRuleTaskRunsItsDecisionOnceDeployedAndAgreesWithTheV1Evaluatio
 	if len(evaluated) != 2 || evaluated[0]["decision_id"] != "dish" || evaluated[0]["output"] != "Roastbeef" {
 		t.Fatalf("decisions evaluated = %v, want dish (Roastbeef) then beverages", evaluated)
 	}
+	drg, _ := ev["drg"].(map[string]any)
+	if key, _ := ev["zeebe_key"].(string); ev["name"] != "Beverages" || key == "" || key != evaluated[1]["zeebe_key"] || drg["id"] != "dinnerDecisions" ||
+		evaluated[1]["type"] != "decision_table" || evaluated[1]["version"] != 1.0 {
+		t.Errorf("evaluation of beverages: %v, want its name, key, graph and type", ev)
+	}
+	inputs, _ := asList(evaluated[1]["inputs"])
+	if len(inputs) != 2 || inputs[0]["value"] != "Roastbeef" || inputs[1]["value"] != true {
+		t.Errorf("beverages' inputs = %v, want Dish Roastbeef and children true", inputs)
+	}
 	var matched []string
 	rules, _ := asList(evaluated[1]["matched_rules"])
 	for _, r := range rules {
@@ -98,6 +107,8 @@ func TestABusinessRuleTaskRunsItsDecisionOnceDeployedAndAgreesWithTheV1Evaluatio
 	}{
 		{"POST", "/definitions", []byte(strings.Replace(string(dmnFile), `<decision id="dish"`, `<decision id="beverages"`, 1)), 422, fault.DMNInvalid},
 		{"POST", "/decisions/nope/evaluation", map[string]any{}, 404, fault.AdminNotFound},
+		{"POST", "/decisions/beverages/evaluation", map[string]any{"variables": "not an object"}, 400, fault.APIInvalid},
+		{"GET", "/decisions/beverages/versions/2", nil, 404, fault.AdminNotFound},
 		{"POST", "/decisions/beverages/evaluation", map[string]any{"version": 2}, 404, fault.AdminNotFound},
 		{"GET", "/decisions?after=nocursor", nil, 400, fault.APIInvalid},
 	} {

@@ -71,6 +71,7 @@ var routes = []string{
 	"POST /oauth/token",
 	"GET /v1/decisions",
 	"POST /v1/decisions/{id}/evaluation",
+	"GET /v1/decisions/{id}/versions/{version}",
 	"POST /v1/signals",
 }
 
