@@ -36,8 +36,8 @@ type DecisionEvaluation struct {
 }
 
 // Evaluate finds the decision ref names and evaluates it over vars. A
-// decision not deployed is a 404 SUTRA.ADMIN.NOT_FOUND refusal; a failed
-// evaluation is no error, its Failure says why.
+// decision not deployed is fault.AdminNotFound; a failed evaluation is no
+// error, its Failure says why.
 func (e Evaluator) Evaluate(ctx context.Context, ref store.DecisionRef, vars map[string]any) (DecisionEvaluation, error) {
 	found, err := e.Find(ctx, ref)
 	if isNotFound(err) {
@@ -45,7 +45,7 @@ func (e Evaluator) Evaluate(ctx context.Context, ref store.DecisionRef, vars map
 		if ref.Key != 0 {
 			what = fmt.Sprintf("decision key %d", ref.Key)
 		}
-		return DecisionEvaluation{}, refuse(http.StatusNotFound, fault.AdminNotFound, what+" is not deployed")
+		return DecisionEvaluation{}, fault.New(fault.AdminNotFound, "%s is not deployed", what)
 	}
 	if err != nil {
 		return DecisionEvaluation{}, err
