@@ -45,7 +45,7 @@ func (g *Gateway) EvaluateDecision(ctx context.Context, req *pb.EvaluateDecision
 		DecisionRequirementsId: d.DRG.ID, DecisionRequirementsKey: d.DRG.Key, TenantId: defaultTenant}
 	var evaluated []dmn.DecisionResult
 	if ev.Failure != nil {
-		resp.FailedDecisionId, resp.FailureMessage = ev.Failure.DecisionID, fault.Reason(ev.Failure)
+		resp.FailedDecisionId, resp.FailureMessage = ev.Failure.DecisionID, ev.Failure.Error()
 		evaluated = ev.Failure.Evaluated
 	} else {
 		if resp.DecisionOutput, err = jsonText(ev.Result.Output); err != nil {

@@ -103,7 +103,7 @@ func TestEvaluateDecisionAnswersAFailureWithTheFailedDecision(t *testing.T) {
 		t.Fatal(err)
 	}
 	if resp.DecisionId != "risk" || resp.DecisionKey != deployed["risk"].DecisionKey || resp.FailedDecisionId != "base" ||
-		!containsAll(resp.FailureMessage, "UNIQUE", "over10", "over5") || resp.DecisionOutput != "" {
+		!containsAll(resp.FailureMessage, fault.IncidentDecisionFailed, "UNIQUE", "over10", "over5") || resp.DecisionOutput != "" {
 		t.Errorf("failed evaluation: %v, want risk failed at base's UNIQUE table naming both rules", resp)
 	}
 	if len(resp.EvaluatedDecisions) != 1 || resp.EvaluatedDecisions[0].DecisionId != "base" || resp.EvaluatedDecisions[0].DecisionOutput != "" {
