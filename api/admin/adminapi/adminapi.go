@@ -214,9 +214,19 @@ type Claim struct {
 
 // Waits are an instance's open waits.
 type Waits struct {
-	Subscriptions []Subscription `json:"subscriptions"`
-	Timers        []Timer        `json:"timers"`
-	Tasks         []Task         `json:"tasks"`
+	Subscriptions []Subscription       `json:"subscriptions"`
+	Signals       []SignalSubscription `json:"signals"`
+	Timers        []Timer              `json:"timers"`
+	Tasks         []Task               `json:"tasks"`
+}
+
+// SignalSubscription is an open signal wait: a catch, boundary or event
+// subprocess start event waiting for a broadcast of its signal.
+type SignalSubscription struct {
+	Token     string    `json:"token"`
+	Element   string    `json:"element"`
+	Signal    string    `json:"signal"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // Subscription is an open message subscription.
