@@ -99,6 +99,20 @@ func TestABusinessRuleTaskRunsItsDecisionOnceDeployedAndAgreesWithTheV1Evaluatio
 		t.Errorf("second page: %v", page2)
 	}
 
+	// A decision that fails (two rules of base's UNIQUE table match) is a
+	// 422 with its code, naming the decision.
+	overlap, err := os.ReadFile("zeebe/testdata/overlap.dmn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, p := b.do(t, "POST", "/definitions", overlap); status != http.StatusCreated {
+		t.Fatalf("deploying overlap.dmn: %d %v", status, p)
+	}
+	if status, p := b.do(t, "POST", "/decisions/risk/evaluation", map[string]any{"variables": map[string]any{"amount": 20}}); status != 422 ||
+		p["code"] != fault.IncidentDecisionFailed || !strings.Contains(fmt.Sprint(p["detail"]), `decision "base"`) {
+		t.Errorf("a failing evaluation: %d %v, want 422 %s naming base", status, p, fault.IncidentDecisionFailed)
+	}
+
 	for _, tt := range []struct {
 		method, path string
 		body         any
