@@ -95,40 +95,29 @@ func (d *Definitions) Evaluate(ctx context.Context, id string, vars map[string]a
 	env.Ctx = ctx
 	ev := &evaluation{d: d, env: env, vars: vars, results: map[string]any{}}
 	res := &Result{}
-	failed := func(at *Decision, err error) error {
-		// What was evaluated before is kept when it can be told as JSON.
-		done := &Result{Decisions: res.Decisions}
-		if ev.shape(done) != nil {
-			done.Decisions = nil
-		}
-		return &Failure{DecisionID: at.ID, Evaluated: append(done.Decisions, DecisionResult{ID: at.ID, Name: at.Name, Table: at.table != nil}), Err: err}
-	}
 	if err := ev.coerceInputs(); err != nil {
-		return nil, failed(dec, err)
+		return nil, ev.failed(res, &Failure{DecisionID: dec.ID, Err: err})
 	}
-	if err := ev.decide(dec, res); err != nil {
-		var at *decisionError
-		if errors.As(err, &at) {
-			return nil, failed(at.dec, at.err)
-		}
-		return nil, failed(dec, err)
+	if f := ev.decide(dec, res); f != nil {
+		return nil, ev.failed(res, f)
 	}
 	if err := ev.shape(res); err != nil {
-		return nil, failed(dec, ev.fail(dec, err).err)
+		return nil, ev.failed(&Result{}, ev.fail(dec, err))
 	}
 	res.Output = res.Decisions[len(res.Decisions)-1].Output
 	return res, nil
 }
 
-// decisionError is a decision's failure on its way out of decide: the
-// decision, and the *fault.Error that says why.
-type decisionError struct {
-	dec *Decision
-	err error
+// failed completes f with the decisions of res, evaluated before the one
+// that failed (kept when they can be told as JSON), then that one.
+func (ev *evaluation) failed(res *Result, f *Failure) *Failure {
+	if ev.shape(res) != nil {
+		res.Decisions = nil
+	}
+	dec := ev.d.byID[f.DecisionID]
+	f.Evaluated = append(res.Decisions, DecisionResult{ID: dec.ID, Name: dec.Name, Table: dec.table != nil})
+	return f
 }
-
-func (e *decisionError) Error() string { return e.err.Error() }
-func (e *decisionError) Unwrap() error { return e.err }
 
 // coerceInputs reads the input data whose type is a date, time or
 // duration as one: a caller's JSON holds them as ISO 8601 strings.
@@ -197,7 +186,7 @@ type evaluation struct {
 
 // decide evaluates dec's required decisions, then dec. Parse refused
 // cycles, so the recursion ends.
-func (ev *evaluation) decide(dec *Decision, res *Result) error {
+func (ev *evaluation) decide(dec *Decision, res *Result) *Failure {
 	if _, done := ev.results[dec.ID]; done {
 		return nil
 	}
@@ -238,12 +227,12 @@ func (ev *evaluation) decide(dec *Decision, res *Result) error {
 	return nil
 }
 
-func (ev *evaluation) fail(dec *Decision, err error) *decisionError {
+func (ev *evaluation) fail(dec *Decision, err error) *Failure {
 	code := fault.IncidentDecisionFailed
 	if feel.IsLimit(err) {
 		code = fault.IncidentExpressionLimit
 	}
-	return &decisionError{dec: dec, err: fault.Wrap(code, err, "decision %q", dec.ID)}
+	return &Failure{DecisionID: dec.ID, Err: fault.Wrap(code, err, "decision %q", dec.ID)}
 }
 
 // table evaluates a decision table: the inputs, the rules that match, and
