@@ -40,8 +40,9 @@ export async function decisionsPage(main, params) {
 }
 
 export async function decisionPage(main, id, params, page) {
-  // The versions of id come first from the cursor just before its first.
-  const { decisions } = await api('GET', `/v1/decisions${query({ after: `${id}:0`, limit: 100 })}`);
+  // The versions of id come first from the cursor just before its first
+  // (its first 500: a page's most).
+  const { decisions } = await api('GET', `/v1/decisions${query({ after: `${id}:0`, limit: 500 })}`);
   const versions = decisions.filter((d) => d.decision_id === id);
   if (!versions.length) throw new Error(`no decision ${id} is deployed`);
   const version = Number(params.get('version')) || versions[versions.length - 1].version;
