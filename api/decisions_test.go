@@ -70,6 +70,15 @@ func TestABusinessRuleTaskRunsItsDecisionOnceDeployedAndAgreesWithTheV1Evaluatio
 	if len(evaluated) != 2 || evaluated[0]["decision_id"] != "dish" || evaluated[0]["output"] != "Roastbeef" {
 		t.Fatalf("decisions evaluated = %v, want dish (Roastbeef) then beverages", evaluated)
 	}
+	drg, _ := ev["drg"].(map[string]any)
+	if key, _ := ev["zeebe_key"].(string); ev["name"] != "Beverages" || key == "" || key != evaluated[1]["zeebe_key"] || drg["id"] != "dinnerDecisions" ||
+		evaluated[1]["type"] != "decision_table" || evaluated[1]["version"] != 1.0 {
+		t.Errorf("evaluation of beverages: %v, want its name, key, graph and type", ev)
+	}
+	inputs, _ := asList(evaluated[1]["inputs"])
+	if len(inputs) != 2 || inputs[0]["value"] != "Roastbeef" || inputs[1]["value"] != true {
+		t.Errorf("beverages' inputs = %v, want Dish Roastbeef and children true", inputs)
+	}
 	var matched []string
 	rules, _ := asList(evaluated[1]["matched_rules"])
 	for _, r := range rules {
@@ -90,6 +99,20 @@ func TestABusinessRuleTaskRunsItsDecisionOnceDeployedAndAgreesWithTheV1Evaluatio
 		t.Errorf("second page: %v", page2)
 	}
 
+	// A decision that fails (two rules of base's UNIQUE table match) is a
+	// 422 with its code, naming the decision.
+	overlap, err := os.ReadFile("zeebe/testdata/overlap.dmn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, p := b.do(t, "POST", "/definitions", overlap); status != http.StatusCreated {
+		t.Fatalf("deploying overlap.dmn: %d %v", status, p)
+	}
+	if status, p := b.do(t, "POST", "/decisions/risk/evaluation", map[string]any{"variables": map[string]any{"amount": 20}}); status != 422 ||
+		p["code"] != fault.IncidentDecisionFailed || !strings.Contains(fmt.Sprint(p["detail"]), `decision "base"`) {
+		t.Errorf("a failing evaluation: %d %v, want 422 %s naming base", status, p, fault.IncidentDecisionFailed)
+	}
+
 	for _, tt := range []struct {
 		method, path string
 		body         any
@@ -98,6 +121,8 @@ func TestABusinessRuleTaskRunsItsDecisionOnceDeployedAndAgreesWithTheV1Evaluatio
 	}{
 		{"POST", "/definitions", []byte(strings.Replace(string(dmnFile), `<decision id="dish"`, `<decision id="beverages"`, 1)), 422, fault.DMNInvalid},
 		{"POST", "/decisions/nope/evaluation", map[string]any{}, 404, fault.AdminNotFound},
+		{"POST", "/decisions/beverages/evaluation", map[string]any{"variables": "not an object"}, 400, fault.APIInvalid},
+		{"GET", "/decisions/beverages/versions/2", nil, 404, fault.AdminNotFound},
 		{"POST", "/decisions/beverages/evaluation", map[string]any{"version": 2}, 404, fault.AdminNotFound},
 		{"GET", "/decisions?after=nocursor", nil, 400, fault.APIInvalid},
 	} {

@@ -130,6 +130,8 @@ func TestRealAnswersMatchTheSpec(t *testing.T) {
 	v.call("POST", "/v1/decisions/beverages/evaluation", map[string]any{"variables": map[string]any{"season": "Fall", "guestCount": 3}}, jsonCT)
 	v.call("POST", "/v1/decisions/beverages/evaluation", map[string]any{"version": 7}, jsonCT)
 	v.call("POST", "/v1/decisions/dish/evaluation", nil, jsonCT) // no season: no rule of the UNIQUE table, output null
+	v.call("GET", "/v1/decisions/dish/versions/1", nil, "")
+	v.call("GET", "/v1/decisions/dish/versions/9", nil, "")
 	v.call("GET", "/v1/definitions", nil, "")
 	v.call("GET", "/v1/definitions/shop/versions/1", nil, "")
 	v.call("GET", "/v1/definitions/shop/versions/99", nil, "")

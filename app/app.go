@@ -183,6 +183,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		Addr: cfg.GatewayAddr, TLSCert: cfg.GatewayTLSCert, TLSKey: cfg.GatewayTLSKey, Credentials: credentials,
 		MaxStreams: cfg.GatewayMaxStreams, MaxJobsToActivate: cfg.GatewayMaxJobs, MaxMessageSize: cfg.GatewayMaxMessageSize,
 		PollInterval: cfg.TaskPollInterval, MaxLockDuration: cfg.APIMaxLockDuration,
+		StepTimeout: cfg.StepTimeout, FeelLimits: feel.Limits{MaxSteps: cfg.FeelMaxSteps, MaxBytes: cfg.FeelMaxBytes},
 	})
 	w.migrations = admin.NewRunner(admin.RunnerDeps{Store: st, Lanes: w.lanes, Metrics: w.metrics, Logger: log},
 		admin.RunnerConfig{Replica: cfg.ReplicaID})

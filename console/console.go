@@ -32,10 +32,21 @@ const Prefix = "/ui/"
 // securityPolicy lets the page load and call nothing but its own origin: no
 // CDN, no external font, no inline script or style (bpmn-js and form-js set
 // styles through the DOM, which the policy allows; the browser tests check
-// that no page meets a refusal).
-const securityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; " +
+// that no page meets a refusal). The one exception is by hash: the bpmn.io
+// watermark dmn-js draws beside a decision table (and its lightbox) places
+// itself with style attributes, and its licence forbids changing that code,
+// so style-src-attr admits exactly those attribute values and no others.
+const securityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; " + dmnWatermarkStyles +
 	"img-src 'self' data:; font-src 'self' data:; connect-src 'self'; object-src 'none'; " +
 	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+// dmnWatermarkStyles are the SHA-256 hashes of the style attributes of
+// dmn-js-shared's lib/util/PoweredByUtil.js (the link, its logo, the
+// lightbox, its backdrop, its notice and its link).
+const dmnWatermarkStyles = "style-src-attr 'unsafe-hashes' 'sha256-r3vOsuepBDg6tz/cOusiNJ9Y4Lp9hGQTT7pzDks1Xxc=' " +
+	"'sha256-CA/eh4+2R0J7cEQ14gBMtx834RIOjzMUqCM+evtrkp4=' 'sha256-JpvvTIK7ulxf/3oA+AUuVbO9Labs8npGWGm9X9nGIWw=' " +
+	"'sha256-9OIpRRx0bq4t4s2zyqbocMNwedniLDaxLB+FlLIjNgM=' 'sha256-GAdrtwahSjGXI0UQQnfyEVtPn+wfgQxvyrjyQuByfuU=' " +
+	"'sha256-ZG9bHUWWXDZyu7zfItuLwGK+cah/hweM0RfXpZpxZVM='; "
 
 // Handler serves the embedded bundle.
 func Handler() http.Handler {

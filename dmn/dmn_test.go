@@ -2,6 +2,7 @@ package dmn
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -295,7 +296,7 @@ func TestRequiredDecisions(t *testing.T) {
 	}
 	want := []DecisionResult{
 		{ID: "yearly", Name: "Yearly Salary", Output: 60000.0},
-		{ID: "band", Name: "Salary Band", Output: "low 60000",
+		{ID: "band", Name: "Salary Band", Table: true, Output: "low 60000",
 			Inputs:  []Evaluated{{ID: "in1", Name: "Yearly", Value: 60000.0}},
 			Matched: []MatchedRule{{ID: "low", Index: 2, Outputs: []Evaluated{{ID: "out1", Name: "band", Value: "low 60000"}}}}},
 	}
@@ -326,6 +327,22 @@ func TestEvaluateFailures(t *testing.T) {
 	cancel2()
 	if _, err := d.Evaluate(cancelled, "band", map[string]any{"Monthly Salary": 1.0}, Options{}); !fault.HasCode(err, fault.IncidentDecisionFailed) || feel.IsLimit(err) {
 		t.Errorf("cancelled: %v", err)
+	}
+}
+
+// A failed evaluation names the decision that failed and keeps what the
+// decisions before it evaluated to, as Zeebe reports it.
+func TestAFailureNamesTheFailedDecisionAndKeepsThoseBefore(t *testing.T) {
+	unique := strings.NewReplacer(`hitPolicy="FIRST"`, `hitPolicy="UNIQUE"`, `&gt;= 100000`, `-`).Replace(drg)
+	d := mustParse(t, doc(unique))
+	_, err := d.Evaluate(context.Background(), "band", map[string]any{"Monthly Salary": 10.0}, Options{})
+	var f *Failure
+	if !errors.As(err, &f) || !fault.HasCode(err, fault.IncidentDecisionFailed) || !strings.Contains(err.Error(), "UNIQUE") {
+		t.Fatalf("err = %v, want a *Failure with %s naming the hit policy", err, fault.IncidentDecisionFailed)
+	}
+	want := []DecisionResult{{ID: "yearly", Name: "Yearly Salary", Output: 120.0}, {ID: "band", Name: "Salary Band", Table: true}}
+	if f.DecisionID != "band" || !reflect.DeepEqual(f.Evaluated, want) {
+		t.Errorf("failure at %q after %+v, want band after %+v", f.DecisionID, f.Evaluated, want)
 	}
 }
 

@@ -35,7 +35,10 @@ type Result struct {
 // DecisionResult is the result of one decision of an evaluation.
 type DecisionResult struct {
 	ID, Name string
-	Output   any
+	// Table reports that the decision's logic is a decision table; else it
+	// is a literal expression (or a boxed expression evaluated as one).
+	Table  bool
+	Output any
 	// Inputs are a decision table's inputs as evaluated, in column order
 	// (empty for a literal expression).
 	Inputs []Evaluated
@@ -61,6 +64,19 @@ type MatchedRule struct {
 	Outputs []Evaluated
 }
 
+// Failure is a failed evaluation: the decision that failed, and the
+// results of the decisions evaluated before it (as Result.Decisions has
+// them), then the failed one's id and name alone, as Zeebe reports a
+// failed evaluation. It wraps the *fault.Error that says why.
+type Failure struct {
+	DecisionID string
+	Evaluated  []DecisionResult
+	Err        error
+}
+
+func (f *Failure) Error() string { return f.Err.Error() }
+func (f *Failure) Unwrap() error { return f.Err }
+
 // Evaluate evaluates the decision with id over vars (the input data by
 // name, JSON-shaped), after the decisions it requires, each once, in
 // dependency order. A decision sees vars and the results of the decisions
@@ -68,7 +84,8 @@ type MatchedRule struct {
 // decision's result hides a variable of the same name); nothing else. A
 // failure carries fault.IncidentDecisionFailed, or
 // fault.IncidentExpressionLimit when an expression was cut off by its
-// limits or ctx's deadline.
+// limits or ctx's deadline; once a decision of the graph was found, it is
+// a *Failure.
 func (d *Definitions) Evaluate(ctx context.Context, id string, vars map[string]any, opts Options) (*Result, error) {
 	dec := d.byID[id]
 	if dec == nil {
@@ -77,18 +94,29 @@ func (d *Definitions) Evaluate(ctx context.Context, id string, vars map[string]a
 	env := opts.Env
 	env.Ctx = ctx
 	ev := &evaluation{d: d, env: env, vars: vars, results: map[string]any{}}
-	if err := ev.coerceInputs(); err != nil {
-		return nil, err
-	}
 	res := &Result{}
-	if err := ev.decide(dec, res); err != nil {
-		return nil, err
+	if err := ev.coerceInputs(); err != nil {
+		return nil, ev.failed(res, &Failure{DecisionID: dec.ID, Err: err})
+	}
+	if f := ev.decide(dec, res); f != nil {
+		return nil, ev.failed(res, f)
 	}
 	if err := ev.shape(res); err != nil {
-		return nil, ev.fail(dec, err)
+		return nil, ev.failed(&Result{}, ev.fail(dec, err))
 	}
 	res.Output = res.Decisions[len(res.Decisions)-1].Output
 	return res, nil
+}
+
+// failed completes f with the decisions of res, evaluated before the one
+// that failed (kept when they can be told as JSON), then that one.
+func (ev *evaluation) failed(res *Result, f *Failure) *Failure {
+	if ev.shape(res) != nil {
+		res.Decisions = nil
+	}
+	dec := ev.d.byID[f.DecisionID]
+	f.Evaluated = append(res.Decisions, DecisionResult{ID: dec.ID, Name: dec.Name, Table: dec.table != nil})
+	return f
 }
 
 // coerceInputs reads the input data whose type is a date, time or
@@ -158,7 +186,7 @@ type evaluation struct {
 
 // decide evaluates dec's required decisions, then dec. Parse refused
 // cycles, so the recursion ends.
-func (ev *evaluation) decide(dec *Decision, res *Result) error {
+func (ev *evaluation) decide(dec *Decision, res *Result) *Failure {
 	if _, done := ev.results[dec.ID]; done {
 		return nil
 	}
@@ -184,7 +212,7 @@ func (ev *evaluation) decide(dec *Decision, res *Result) error {
 			ev.scope[r] = ev.results[r]
 		}
 	}
-	dr := DecisionResult{ID: dec.ID, Name: dec.Name}
+	dr := DecisionResult{ID: dec.ID, Name: dec.Name, Table: dec.table != nil}
 	var err error
 	if dec.literal != nil {
 		dr.Output, err = dec.literal.EvalValue(ev.scope, ev.env)
@@ -199,12 +227,12 @@ func (ev *evaluation) decide(dec *Decision, res *Result) error {
 	return nil
 }
 
-func (ev *evaluation) fail(dec *Decision, err error) error {
+func (ev *evaluation) fail(dec *Decision, err error) *Failure {
 	code := fault.IncidentDecisionFailed
 	if feel.IsLimit(err) {
 		code = fault.IncidentExpressionLimit
 	}
-	return fault.Wrap(code, err, "decision %q", dec.ID)
+	return &Failure{DecisionID: dec.ID, Err: fault.Wrap(code, err, "decision %q", dec.ID)}
 }
 
 // table evaluates a decision table: the inputs, the rules that match, and

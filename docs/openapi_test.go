@@ -71,6 +71,7 @@ var routes = []string{
 	"POST /oauth/token",
 	"GET /v1/decisions",
 	"POST /v1/decisions/{id}/evaluation",
+	"GET /v1/decisions/{id}/versions/{version}",
 	"POST /v1/signals",
 }
 
@@ -161,6 +162,7 @@ const (
 		"variables":{"amount":42,"items":[1,2]},
 		"tokens":[{"id":"t1","element":"pay","wait":"task"},{"id":"t2","element":"inner","wait":"message","scope":"t0"}],
 		"waits":{"subscriptions":[{"token":"t2","element":"inner","message":"paid","correlation_key":"order-42","created_at":"2026-12-01T03:07:04.123456Z"}],
+		         "signals":[{"token":"t1","element":"alarm","signal":"stop","created_at":"2026-12-01T03:07:05Z"}],
 		         "timers":[{"token":"","element":"tick","due_at":"2026-12-01T04:00:00Z","attempts":0}],
 		         "tasks":[{"id":"17","zeebe_key":"17","token":"t1","element":"pay","topic":"payments","user_task":false,"retries":3,"locked_by":"w-1","lock_expires_at":"2026-12-01T03:08:00Z"},
 		                  {"id":"18","zeebe_key":"18","token":"t3","element":"approve","topic":"","user_task":true,"retries":1,"locked_by":null,"lock_expires_at":null}]},

@@ -51,7 +51,8 @@ func (s *Store) DefinitionXML(ctx context.Context, key string, version int) (str
 // committed its first step).
 func (s *Store) Instance(ctx context.Context, id string) (adminapi.Instance, error) {
 	d := adminapi.Instance{ID: id, Tokens: []adminapi.Token{}, Incidents: []adminapi.Incident{},
-		Waits: adminapi.Waits{Subscriptions: []adminapi.Subscription{}, Timers: []adminapi.Timer{}, Tasks: []adminapi.Task{}}}
+		Waits: adminapi.Waits{Subscriptions: []adminapi.Subscription{}, Signals: []adminapi.SignalSubscription{}, Timers: []adminapi.Timer{},
+			Tasks: []adminapi.Task{}}}
 	var tokens []byte
 	var owner *string
 	var age *time.Duration
@@ -67,6 +68,15 @@ func (s *Store) Instance(ctx context.Context, id string) (adminapi.Instance, err
 			d.Waits.Subscriptions, err = pgx.AppendRows(d.Waits.Subscriptions, rows, func(r pgx.CollectableRow) (adminapi.Subscription, error) {
 				var v adminapi.Subscription
 				return v, r.Scan(&v.Token, &v.Element, &v.Message, &v.CorrelationKey, &v.CreatedAt)
+			})
+			return err
+		})
+	b.Queue(`SELECT token_id, element_id, signal_name, created_at FROM signal_subscriptions WHERE instance_id = $1 ORDER BY id`, id).
+		Query(func(rows pgx.Rows) error {
+			var err error
+			d.Waits.Signals, err = pgx.AppendRows(d.Waits.Signals, rows, func(r pgx.CollectableRow) (adminapi.SignalSubscription, error) {
+				var v adminapi.SignalSubscription
+				return v, r.Scan(&v.Token, &v.Element, &v.Signal, &v.CreatedAt)
 			})
 			return err
 		})

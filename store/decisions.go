@@ -171,17 +171,75 @@ func missing(r bpmn.DecisionRef, process string, version int) string {
 	return fmt.Sprintf("no decision %q is deployed", r.DecisionID)
 }
 
-// Decision returns the DMN file that holds version of decision id (0: the
-// latest) and that version. ErrNotFound when there is none.
-func (s *Store) Decision(ctx context.Context, id string, version int) (*dmn.Definitions, int, error) {
+// DecisionRef names a deployed decision version: by Key (its decisionKey
+// for Zeebe clients), or by ID and Version (0: the latest).
+type DecisionRef struct {
+	ID      string
+	Version int
+	Key     int64
+}
+
+// FoundDecision is a deployed decision version and the DMN file it came
+// from.
+type FoundDecision struct {
+	Definitions *dmn.Definitions
+	ID, Name    string
+	Version     int
+	Key         int64
+	// DRG is the file as a decision requirements graph.
+	DRG DRG
+	// Keys are the version and key of each decision deployed from the same
+	// file, by decision id: how an evaluation names the decisions it
+	// required.
+	Keys map[string]DecisionKey
+}
+
+// DecisionKey is a decision version's number and key.
+type DecisionKey struct {
+	Version int
+	Key     int64
+}
+
+// FindDecision finds the deployed decision ref names, with the keys of the
+// decisions of its file. ErrNotFound when there is none.
+func (s *Store) FindDecision(ctx context.Context, ref DecisionRef) (FoundDecision, error) {
+	var f FoundDecision
 	var checksum string
-	err := s.pool.QueryRow(ctx, `SELECT version, checksum FROM decisions WHERE decision_id = $1 AND ($2 = 0 OR version = $2)
-		ORDER BY version DESC LIMIT 1`, id, version).Scan(&version, &checksum)
+	var ids []string
+	var versions []int
+	var keys []int64
+	err := s.pool.QueryRow(ctx, `
+		SELECT d.decision_id, d.name, d.version, d.zeebe_key, d.checksum, f.zeebe_key,
+		       array_agg(s.decision_id ORDER BY s.decision_id), array_agg(s.version ORDER BY s.decision_id),
+		       array_agg(s.zeebe_key ORDER BY s.decision_id)
+		  FROM (SELECT * FROM decisions
+		         WHERE CASE WHEN $1::bigint <> 0 THEN zeebe_key = $1 ELSE decision_id = $2 AND ($3 = 0 OR version = $3) END
+		         ORDER BY version DESC LIMIT 1) d
+		  JOIN deployed_files f ON f.checksum = d.checksum
+		  JOIN decisions s ON s.checksum = d.checksum
+		 GROUP BY d.decision_id, d.name, d.version, d.zeebe_key, d.checksum, f.zeebe_key`, ref.Key, ref.ID, ref.Version).
+		Scan(&f.ID, &f.Name, &f.Version, &f.Key, &checksum, &f.DRG.Key, &ids, &versions, &keys)
 	if err != nil {
-		return nil, 0, translate(err, fmt.Sprintf("reading decision %s", id))
+		return f, translate(err, fmt.Sprintf("reading decision %+v", ref))
 	}
-	defs, err := s.drg(ctx, checksum)
-	return defs, version, err
+	if f.Definitions, err = s.drg(ctx, checksum); err != nil {
+		return f, err
+	}
+	f.DRG.ID, f.DRG.Name = f.Definitions.ID, f.Definitions.Name
+	f.Keys = make(map[string]DecisionKey, len(ids))
+	for i, id := range ids {
+		f.Keys[id] = DecisionKey{Version: versions[i], Key: keys[i]}
+	}
+	return f, nil
+}
+
+// DecisionXML returns the DMN file version of decision id was deployed
+// from. ErrNotFound when there is none.
+func (s *Store) DecisionXML(ctx context.Context, id string, version int) (string, error) {
+	var xml string
+	err := s.pool.QueryRow(ctx, `SELECT f.xml FROM decisions d JOIN deployed_files f ON f.checksum = d.checksum
+		WHERE d.decision_id = $1 AND d.version = $2`, id, version).Scan(&xml)
+	return xml, translate(err, fmt.Sprintf("reading decision %s@%d", id, version))
 }
 
 // DecisionFilter selects a page of GET /v1/decisions: the decisions after

@@ -1,7 +1,9 @@
 package store_test
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/sutra-run/worker/bpmn"
@@ -77,12 +79,21 @@ func TestCalledDecisionsAreFoundByTheirBindings(t *testing.T) {
 			}
 		}
 	}
-	defs, version, err := st.Decision(ctx, "d", 0)
-	if err != nil || version != 2 || defs.Decision("d").VersionTag != "t2" {
-		t.Errorf("Decision(d, latest) = version %d, %v", version, err)
+	latest, err := st.FindDecision(ctx, store.DecisionRef{ID: "d"})
+	if err != nil || latest.Version != 2 || latest.Definitions.Decision("d").VersionTag != "t2" || latest.Keys["d"] != (store.DecisionKey{Version: 2, Key: latest.Key}) {
+		t.Errorf("FindDecision(d, latest) = %+v, %v", latest, err)
 	}
-	if _, _, err := st.Decision(ctx, "d", 3); err == nil {
-		t.Error("Decision(d, 3) found a version never deployed")
+	if byKey, err := st.FindDecision(ctx, store.DecisionRef{Key: latest.Key}); err != nil || byKey.ID != "d" || byKey.Version != 2 || byKey.DRG.Key == 0 {
+		t.Errorf("FindDecision(key %d) = %+v, %v", latest.Key, byKey, err)
+	}
+	if _, err := st.FindDecision(ctx, store.DecisionRef{ID: "d", Version: 3}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("FindDecision(d, 3) = %v, want ErrNotFound", err)
+	}
+	if _, err := st.FindDecision(ctx, store.DecisionRef{Key: 1 << 62}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("FindDecision(key 2^62) = %v, want ErrNotFound", err)
+	}
+	if xml, err := st.DecisionXML(ctx, "d", 1); err != nil || !strings.Contains(xml, "t1") {
+		t.Errorf("DecisionXML(d, 1) = %.80q, %v", xml, err)
 	}
 }
 

@@ -33,7 +33,6 @@ import (
 	"github.com/sutra-run/worker/api/admin/adminapi"
 	"github.com/sutra-run/worker/bpmn"
 	"github.com/sutra-run/worker/claims"
-	"github.com/sutra-run/worker/dmn"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/feel"
 	"github.com/sutra-run/worker/internal/defaults"
@@ -48,7 +47,8 @@ type Store interface {
 	ListDefinitions(ctx context.Context) ([]adminapi.DefinitionVersions, error)
 	DefinitionXML(ctx context.Context, key string, version int) (string, error)
 	ListDecisions(ctx context.Context, f store.DecisionFilter) ([]adminapi.Decision, error)
-	Decision(ctx context.Context, id string, version int) (*dmn.Definitions, int, error)
+	FindDecision(ctx context.Context, ref store.DecisionRef) (store.FoundDecision, error)
+	DecisionXML(ctx context.Context, id string, version int) (string, error)
 	Instance(ctx context.Context, id string) (adminapi.Instance, error)
 	InstanceKeys(ctx context.Context, id string, vars bool) (store.KeyedInstance, error)
 	ListInstances(ctx context.Context, f store.InstanceFilter) (store.InstancePage, error)
@@ -149,6 +149,7 @@ func New(srv *api.Server, deps Deps, cfg Config) *API {
 	adminRoute("GET /v1/definitions", "definitions", s.definitions)
 	adminRoute("GET /v1/definitions/{key}/versions/{version}", "definition", s.definitionXML)
 	adminRoute("GET /v1/decisions", "decisions", s.listDecisions)
+	adminRoute("GET /v1/decisions/{id}/versions/{version}", "decision", s.decisionXML)
 	adminRoute("POST /v1/decisions/{id}/evaluation", "evaluate", s.evaluate)
 	adminRoute("GET /v1/definitions/{key}/versions/{version}/statistics", "statistics", s.statistics)
 	adminRoute("POST /v1/instances", admin.OpStart, s.startInstance)
@@ -314,46 +315,6 @@ func (s *API) listDecisions(c *adminCall) (answer, error) {
 		return answer{}, err
 	}
 	return pageOf("decisions", list, limit, func(d adminapi.Decision) string { return d.DecisionID + ":" + strconv.Itoa(d.Version) }), nil
-}
-
-// evaluate evaluates a deployed decision over the variables, as a business
-// rule task would, under the same expression limits and step deadline, and
-// answers its output and the rules that matched. It writes nothing.
-func (s *API) evaluate(c *adminCall) (answer, error) {
-	var req adminapi.EvaluationRequest
-	if err := s.decodeAdmin(c, &req); err != nil {
-		return answer{}, err
-	}
-	if req.Version < 0 {
-		return answer{}, api.Invalidf("version, when set, is positive")
-	}
-	id := c.r.PathValue("id")
-	defs, version, err := s.deps.Store.Decision(c.r.Context(), id, req.Version)
-	if isNotFound(err) {
-		return answer{}, refuse(http.StatusNotFound, fault.AdminNotFound, fmt.Sprintf("decision %q version %d is not deployed (0: any)", id, req.Version))
-	}
-	if err != nil {
-		return answer{}, err
-	}
-	ctx, cancel := context.WithTimeout(c.r.Context(), s.cfg.StepTimeout)
-	defer cancel()
-	res, err := defs.Evaluate(ctx, id, req.Variables, dmn.Options{Env: feel.Env{Now: time.Now(), Limits: s.cfg.FeelLimits}})
-	if err != nil {
-		return answer{}, err
-	}
-	body := adminapi.Evaluation{DecisionID: id, Version: version, Output: res.Output, Decisions: []adminapi.EvaluatedDecision{}}
-	for _, d := range res.Decisions {
-		e := adminapi.EvaluatedDecision{DecisionID: d.ID, Name: d.Name, Output: d.Output, MatchedRules: []adminapi.MatchedRule{}}
-		for _, m := range d.Matched {
-			outs := make(map[string]any, len(m.Outputs))
-			for _, o := range m.Outputs {
-				outs[o.Name] = o.Value
-			}
-			e.MatchedRules = append(e.MatchedRules, adminapi.MatchedRule{RuleID: m.ID, Index: m.Index, Outputs: outs})
-		}
-		body.Decisions = append(body.Decisions, e)
-	}
-	return answer{status: http.StatusOK, body: body}, nil
 }
 
 func (s *API) definitions(c *adminCall) (answer, error) {

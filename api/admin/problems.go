@@ -40,7 +40,7 @@ func asProblem(err error) *apiError {
 	}
 	code := fault.Code(err)
 	switch {
-	case code == fault.NotFound, code == fault.UnknownDefinition, code == fault.TaskNotFound:
+	case code == fault.NotFound, code == fault.UnknownDefinition, code == fault.TaskNotFound, code == fault.AdminNotFound:
 		return refuse(http.StatusNotFound, code, fault.Reason(err))
 	case code == fault.InstanceExists, code == fault.NotWaiting:
 		return refuse(http.StatusConflict, code, fault.Reason(err))

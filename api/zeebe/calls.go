@@ -18,9 +18,10 @@ import (
 // scopes names, per RPC, the credentials that may call it. A job worker's
 // token (SUTRA_API_TOKEN) works jobs and publishes messages, as job workers
 // do; what deploys, starts, cancels or repairs takes an operator's
-// (SUTRA_ADMIN_TOKEN). Topology answers every admitted caller. An RPC
-// missing here takes the admin token (the unimplemented ones answer
-// Unimplemented after that).
+// (SUTRA_ADMIN_TOKEN), and so does evaluating a decision, as
+// POST /v1/decisions/{id}/evaluation. Topology answers every admitted
+// caller. An RPC missing here takes the admin token (the unimplemented ones
+// answer Unimplemented after that).
 var scopes = map[string]api.Scope{
 	"Topology":            api.Tasks | api.Admin,
 	"ActivateJobs":        api.Tasks | api.Admin,
@@ -30,6 +31,7 @@ var scopes = map[string]api.Scope{
 	"ThrowError":          api.Tasks | api.Admin,
 	"UpdateJobTimeout":    api.Tasks | api.Admin,
 	"PublishMessage":      api.Tasks | api.Admin,
+	"EvaluateDecision":    api.Admin,
 }
 
 // rpcName is the method's name without its service: "/gateway_protocol.Gateway/Topology" → "Topology".

@@ -38,6 +38,7 @@ import (
 	"github.com/sutra-run/worker/api/admin/adminapi"
 	"github.com/sutra-run/worker/api/jobs"
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/feel"
 	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/internal/testsignal"
@@ -68,6 +69,10 @@ type Config struct {
 	// MaxLockDuration caps a job's activation timeout and UpdateJobTimeout
 	// (SUTRA_API_MAX_LOCK_DURATION, default 24h), as /engine-rest's lock.
 	MaxLockDuration time.Duration
+	// StepTimeout and FeelLimits bound EvaluateDecision's evaluation as they
+	// bound a step's (defaults: 10s, feel's).
+	StepTimeout time.Duration
+	FeelLimits  feel.Limits
 	// PollInterval is how often calls waiting for something another
 	// replica may do look for it (default 250ms, SUTRA_TASK_POLL_INTERVAL);
 	// what this replica does wakes them at once.
@@ -81,6 +86,7 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.MaxMessageSize, 4<<20)
 	defaults.Set(&c.MaxLockDuration, 24*time.Hour)
 	defaults.Set(&c.PollInterval, 250*time.Millisecond)
+	defaults.Set(&c.StepTimeout, 10*time.Second)
 }
 
 // Store is what the gateway needs from the database (*store.Store).
@@ -93,6 +99,7 @@ type Store interface {
 	NextKey(ctx context.Context) (int64, error)
 	MessageSeen(ctx context.Context, id string) (bool, error)
 	BroadcastSignal(ctx context.Context, id, name string, vars map[string]any) (store.SignalReach, error)
+	FindDecision(ctx context.Context, ref store.DecisionRef) (store.FoundDecision, error)
 
 	// The job RPCs': a job is a task row, the one /engine-rest serves: one
 	// lock, whichever protocol takes it.

@@ -97,6 +97,13 @@ func instancesGet(ctx context.Context, c *cli, args []string) error {
 		}
 		t.flush()
 	}
+	if signals := in.Waits.Signals; len(signals) > 0 {
+		t = section(w, "SIGNALS", "TOKEN", "ELEMENT", "SIGNAL", "CREATED")
+		for _, s := range signals {
+			t.row(s.Token, s.Element, s.Signal, stamp(s.CreatedAt))
+		}
+		t.flush()
+	}
 	if timers := in.Waits.Timers; len(timers) > 0 {
 		t = section(w, "TIMERS", "TOKEN", "ELEMENT", "DUE", "ATTEMPTS")
 		for _, tm := range timers {

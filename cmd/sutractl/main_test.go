@@ -200,6 +200,7 @@ const (
 "variables":{"amount":42,"items":[1, 2],"note":"two\twords"},
 "tokens":[{"id":"t1","element":"pay","wait":"task"},{"id":"t2","element":"inner","wait":"message","scope":"t0"}],
 "waits":{"subscriptions":[{"token":"t2","element":"inner","message":"paid","correlation_key":"order-42","created_at":"2026-12-01T03:07:04Z"}],
+"signals":[{"token":"t1","element":"pay-alarm","signal":"alarm","created_at":"2026-12-01T03:07:05Z"}],
 "timers":[{"token":"","element":"tick","due_at":"2026-12-01T04:00:00Z","attempts":2}],
 "tasks":[{"id":"17","zeebe_key":"17","token":"t1","element":"pay","topic":"payments","user_task":false,"retries":3,"locked_by":"w-1","lock_expires_at":"2026-12-01T03:08:00Z"}]},
 "incidents":[{"id":"5","zeebe_key":"5","token":"t1","element":"pay","code":"SUTRA.INCIDENT.TASK_FAILED","message":"card\ndeclined","created_at":"2026-12-01T03:07:04Z","resolved_at":null}],
@@ -243,6 +244,10 @@ t2  inner    message  t0
 SUBSCRIPTIONS
 TOKEN  ELEMENT  MESSAGE  CORRELATION_KEY  CREATED
 t2     inner    paid     order-42         2026-12-01T03:07:04Z
+
+SIGNALS
+TOKEN  ELEMENT    SIGNAL  CREATED
+t1     pay-alarm  alarm   2026-12-01T03:07:05Z
 
 TIMERS
 TOKEN  ELEMENT  DUE                   ATTEMPTS
@@ -389,9 +394,9 @@ dish       2        v2           Dish       2026-12-01T03:11:00Z
 `, stderr: "more: --after dish:2 (or --all)\n"},
 		{name: "decisions evaluate", args: []string{"decisions", "evaluate", "beverages", "--version", "1", "--var", `season="Winter"`},
 			api: []exchange{ok("POST", "/v1/decisions/beverages/evaluation", appJSON, `{"variables":{"season":"Winter"},"version":1}`, 200,
-				`{"decision_id":"beverages","version":1,"output":["Bordeaux","Water"],"decisions":[`+
-					`{"decision_id":"dish","name":"Dish","output":"Roastbeef","matched_rules":[{"rule_id":"r2","index":2,"outputs":{"desiredDish":"Roastbeef"}}]},`+
-					`{"decision_id":"beverages","name":"Beverages","output":["Bordeaux","Water"],"matched_rules":[{"rule_id":"b3","index":3,"outputs":{"beverages":"Bordeaux"}},{"rule_id":"b6","index":6,"outputs":{"beverages":"Water"}}]}]}`)},
+				`{"decision_id":"beverages","name":"Beverages","version":1,"zeebe_key":"2251799813685260","drg":{"id":"dinner","name":"Dinner","zeebe_key":"2251799813685258"},"output":["Bordeaux","Water"],"decisions":[`+
+					`{"decision_id":"dish","name":"Dish","version":1,"zeebe_key":"2251799813685259","type":"decision_table","output":"Roastbeef","inputs":[{"id":"i1","name":"Season","value":"Winter"}],"matched_rules":[{"rule_id":"r2","index":2,"outputs":{"desiredDish":"Roastbeef"}}]},`+
+					`{"decision_id":"beverages","name":"Beverages","version":1,"zeebe_key":"2251799813685260","type":"decision_table","output":["Bordeaux","Water"],"inputs":[{"id":"i3","name":"Dish","value":"Roastbeef"}],"matched_rules":[{"rule_id":"b3","index":3,"outputs":{"beverages":"Bordeaux"}},{"rule_id":"b6","index":6,"outputs":{"beverages":"Water"}}]}]}`)},
 			stdout: `DECISION   OUTPUT                MATCHED_RULES
 dish       "Roastbeef"           r2
 beverages  ["Bordeaux","Water"]  b3,b6

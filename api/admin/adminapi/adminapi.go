@@ -105,24 +105,50 @@ type EvaluationRequest struct {
 	Version int `json:"version,omitempty"`
 }
 
-// Evaluation answers POST /v1/decisions/{id}/evaluation: the decision's
-// output, as a business rule task's result variable receives it, and every
-// decision evaluated, required ones first.
+// Evaluation answers POST /v1/decisions/{id}/evaluation: the decision
+// evaluated (with its key for Zeebe clients and the graph of the file it
+// came from), its output, as a business rule task's result variable
+// receives it, and every decision evaluated, required ones first.
 type Evaluation struct {
 	DecisionID string              `json:"decision_id"`
+	Name       string              `json:"name"`
 	Version    int                 `json:"version"`
+	ZeebeKey   int64               `json:"zeebe_key,string"`
+	DRG        DRG                 `json:"drg"`
 	Output     any                 `json:"output"`
 	Decisions  []EvaluatedDecision `json:"decisions"`
+}
+
+// DRG is a DMN file as a decision requirements graph: its definitions' id
+// and name, and its key for Zeebe clients (decisionRequirementsKey).
+type DRG struct {
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	ZeebeKey int64  `json:"zeebe_key,string"`
 }
 
 // EvaluatedDecision is one decision of an evaluation.
 type EvaluatedDecision struct {
 	DecisionID string `json:"decision_id"`
 	Name       string `json:"name"`
-	Output     any    `json:"output"`
+	Version    int    `json:"version"`
+	ZeebeKey   int64  `json:"zeebe_key,string"`
+	// Type is decision_table or literal_expression.
+	Type   string `json:"type"`
+	Output any    `json:"output"`
+	// Inputs are a decision table's inputs as evaluated, in column order
+	// (empty for a literal expression).
+	Inputs []EvaluatedValue `json:"inputs"`
 	// MatchedRules are a decision table's rules that matched, in rule order
 	// (empty for a literal expression).
 	MatchedRules []MatchedRule `json:"matched_rules"`
+}
+
+// EvaluatedValue is the value of one input or output column of a table.
+type EvaluatedValue struct {
+	ID    string `json:"id"`
+	Name  string `json:"name"`
+	Value any    `json:"value"`
 }
 
 // MatchedRule is a rule that matched: its id, its position in the table
@@ -188,9 +214,19 @@ type Claim struct {
 
 // Waits are an instance's open waits.
 type Waits struct {
-	Subscriptions []Subscription `json:"subscriptions"`
-	Timers        []Timer        `json:"timers"`
-	Tasks         []Task         `json:"tasks"`
+	Subscriptions []Subscription       `json:"subscriptions"`
+	Signals       []SignalSubscription `json:"signals"`
+	Timers        []Timer              `json:"timers"`
+	Tasks         []Task               `json:"tasks"`
+}
+
+// SignalSubscription is an open signal wait: a catch, boundary or event
+// subprocess start event waiting for a broadcast of its signal.
+type SignalSubscription struct {
+	Token     string    `json:"token"`
+	Element   string    `json:"element"`
+	Signal    string    `json:"signal"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // Subscription is an open message subscription.

@@ -10,10 +10,10 @@ import { instancesPage } from './instances.js';
 import { instancePage } from './instance.js';
 import { incidentsPage } from './incidents.js';
 import { tasksPage, taskPage } from './tasks.js';
+import { decisionsPage, decisionPage } from './decisions.js';
 
 // routes: path pattern, whether it needs the admin scope, the page. A page
-// added later (decisions, once /v1 serves them) is one more line here and
-// one in nav.
+// added is one more line here and one in nav.
 const routes = [
   [/^\/ui\/processes\/?$/, true, (m) => processesPage(m)],
   [/^\/ui\/processes\/([^/]+)$/, true, (m, [key], p, page) => processPage(m, key, p, page)],
@@ -22,12 +22,15 @@ const routes = [
   [/^\/ui\/incidents\/?$/, true, (m, _, _p, page) => incidentsPage(m, page)],
   [/^\/ui\/tasks\/?$/, false, (m, _, p) => tasksPage(m, p)],
   [/^\/ui\/tasks\/([^/]+)$/, false, (m, [id]) => taskPage(m, id)],
+  [/^\/ui\/decisions\/?$/, true, (m, _, p) => decisionsPage(m, p)],
+  [/^\/ui\/decisions\/([^/]+)$/, true, (m, [id], p, page) => decisionPage(m, id, p, page)],
 ];
 
 const nav = [
   ['/ui/processes', 'Processes', true],
   ['/ui/instances', 'Instances', true],
   ['/ui/incidents', 'Incidents', true],
+  ['/ui/decisions', 'Decisions', true],
   ['/ui/tasks', 'User tasks', false],
 ];
 
