@@ -49,9 +49,11 @@ func walLSN(ctx context.Context, db *pgxpool.Pool) (int64, error) {
 // settledChurn is the churn since before of a run of steps steps whose
 // worker has stopped: its backends report their counters as they exit, so
 // it waits (5 s at most) until every step's instance update (its commit) is
-// counted.
+// counted and the counters have stopped moving for half a second.
 func settledChurn(ctx context.Context, db *pgxpool.Pool, schema string, before, timed churn, steps int64) (churn, error) {
 	began := time.Now()
+	var last churn
+	var stableSince time.Time
 	for {
 		now, err := readChurn(ctx, db, schema)
 		if err != nil {
@@ -59,8 +61,12 @@ func settledChurn(ctx context.Context, db *pgxpool.Pool, schema string, before, 
 		}
 		c := churn{steps: steps, updates: now.updates - before.updates, hot: now.hot - before.hot, dead: now.dead - before.dead,
 			deadInstances: now.deadInstances - before.deadInstances, indexBytes: now.indexBytes - before.indexBytes,
-			walBytes: timed.walBytes, settledWithin: time.Since(began)}
-		if c.updates >= steps || time.Since(began) > 5*time.Second {
+			walBytes: timed.walBytes}
+		if c != last || stableSince.IsZero() {
+			last, stableSince = c, time.Now()
+		}
+		if c.updates >= steps && time.Since(stableSince) >= 500*time.Millisecond || time.Since(began) > 5*time.Second {
+			c.settledWithin = time.Since(began)
 			return c, nil
 		}
 		select {
