@@ -327,34 +327,6 @@ func (e *Env) AssertNoClaimsHeld(t testing.TB) {
 	}
 }
 
-// Hold makes owner hold the claim on instance id, taken age ago (negative:
-// in the future), whoever held it: a claim held elsewhere, for tests.
-func (e *Env) Hold(t testing.TB, id, owner string, age time.Duration) {
-	t.Helper()
-	if _, err := e.DB.Exec(Ctx(t), `INSERT INTO claims (instance_id, owner, claimed_at) VALUES ($1, $2, now() - $3::interval)
-		ON CONFLICT (instance_id) DO UPDATE SET owner = EXCLUDED.owner, claimed_at = EXCLUDED.claimed_at`, id, owner, age); err != nil {
-		t.Fatalf("holding the claim on %s: %v", id, err)
-	}
-}
-
-// Free clears the claim on instance id, whoever holds it.
-func (e *Env) Free(t testing.TB, id string) {
-	t.Helper()
-	if _, err := e.DB.Exec(Ctx(t), "DELETE FROM claims WHERE instance_id = $1", id); err != nil {
-		t.Fatalf("freeing the claim on %s: %v", id, err)
-	}
-}
-
-// Owner is the owner holding the claim on instance id ("" when free).
-func (e *Env) Owner(t testing.TB, id string) string {
-	t.Helper()
-	var owner string
-	if err := e.DB.QueryRow(Ctx(t), "SELECT COALESCE((SELECT owner FROM claims WHERE instance_id = $1), '')", id).Scan(&owner); err != nil {
-		t.Fatal(err)
-	}
-	return owner
-}
-
 // Deploy deploys a BPMN file from the repository's examples/ or testdata.
 func (e *Env) Deploy(t testing.TB, path string) []store.Deployed {
 	t.Helper()
