@@ -120,7 +120,7 @@ func TestACompletionWhoseInstanceIsClaimedBouncesAndAppliesOnceAfter(t *testing.
 	b.start(t, "i-1", "held", nil)
 	task := b.fetch(t, "w", "held", 1, time.Minute, 0)[0]
 	ctx := testkit.Ctx(t)
-	if _, err := b.env.DB.Exec(ctx, "UPDATE instances SET owner = 'elsewhere/lane/0', claimed_at = now() WHERE id = 'i-1'"); err != nil {
+	if _, err := b.env.DB.Exec(ctx, "INSERT INTO claims (instance_id, owner, claimed_at) VALUES ('i-1', 'elsewhere/lane/0', now()) ON CONFLICT (instance_id) DO UPDATE SET owner = EXCLUDED.owner, claimed_at = EXCLUDED.claimed_at"); err != nil {
 		t.Fatal(err)
 	}
 	b.answer(t, task.ID, "complete", map[string]any{"workerId": "w"})
@@ -131,7 +131,7 @@ func TestACompletionWhoseInstanceIsClaimedBouncesAndAppliesOnceAfter(t *testing.
 	if v := b.env.Int(t, "SELECT version FROM instances WHERE id = 'i-1'"); v != 1 {
 		t.Fatalf("the instance stepped to version %d under another's claim", v)
 	}
-	if _, err := b.env.DB.Exec(ctx, "UPDATE instances SET owner = NULL, claimed_at = NULL WHERE id = 'i-1'"); err != nil {
+	if _, err := b.env.DB.Exec(ctx, "DELETE FROM claims WHERE instance_id = 'i-1'"); err != nil {
 		t.Fatal(err)
 	}
 	b.stepped(t, "i-1", "completed", outcome(task.ID))
@@ -163,7 +163,7 @@ func TestACompletionOfATaskItsBoundaryTimerCancelledIsStaleNotADeadLetter(t *tes
 				return
 			}
 			released = true
-			if _, err := env.DB.Exec(ctx, "UPDATE instances SET owner = NULL, claimed_at = NULL WHERE id = 'i-1'"); err != nil {
+			if _, err := env.DB.Exec(ctx, "DELETE FROM claims WHERE instance_id = 'i-1'"); err != nil {
 				panic(err)
 			}
 			if _, err := env.DB.Exec(ctx, "UPDATE timers SET due_at = now() WHERE instance_id = 'i-1'"); err != nil {

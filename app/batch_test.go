@@ -89,7 +89,7 @@ func TestAFenceFailingForOneInstanceOfABatchCommitsTheOthersAndRequeuesOnlyThatO
 	b, release := batchBundle(t, 3, nil, func(ctx context.Context, r *lanes.Resume) {
 		if r.InboxID() == "paid-o-2" && swept.CompareAndSwap(false, true) {
 			// The sweep clears o-2's claim while the batch is computed.
-			if _, err := env.Load().DB.Exec(ctx, "UPDATE instances SET owner = NULL, claimed_at = NULL WHERE id = 'o-2'"); err != nil {
+			if _, err := env.Load().DB.Exec(ctx, "DELETE FROM claims WHERE instance_id = 'o-2'"); err != nil {
 				panic(err)
 			}
 		}
@@ -132,7 +132,7 @@ func TestAPanicInOneStepOfABatchReleasesEveryClaimAndDeadLettersOnlyThatRelay(t 
 				// o-1 runs again on its own after the panic, o-3 after it: by
 				// now the batch must have released o-3's claim.
 				var owner *string
-				if err := env.Load().DB.QueryRow(ctx, "SELECT owner FROM instances WHERE id = 'o-3'").Scan(&owner); err != nil {
+				if err := env.Load().DB.QueryRow(ctx, "SELECT (SELECT owner FROM claims WHERE instance_id = 'o-3')").Scan(&owner); err != nil {
 					panic(err)
 				}
 				none := "(none)"

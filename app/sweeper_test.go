@@ -46,10 +46,11 @@ func TestSweepClearsOnlyClaimsOlderThanTheTimeoutAndIsOwnerBlind(t *testing.T) {
 		// A dead lane's claim, a claim by an owner id of no known shape (the
 		// sweep never parses owners), a live claim, and a start that never
 		// committed its first step.
-		"UPDATE instances SET owner = 'dead-replica/lane/3', claimed_at = now() - interval '1 hour' WHERE id = 'o-1'",
-		"UPDATE instances SET owner = 'no slashes at all', claimed_at = now() - interval '31 seconds' WHERE id = 'o-2'",
-		"UPDATE instances SET owner = 'live/lane/1', claimed_at = now() + interval '1 hour' WHERE id = 'o-3'",
-		"INSERT INTO instances (id, definition_key, definition_version, status, owner, claimed_at) VALUES ('half-started', 'order', 1, 'active', 'dead-replica/lane/0', now() - interval '1 hour')",
+		"INSERT INTO claims (instance_id, owner, claimed_at) VALUES ('o-1', 'dead-replica/lane/3', now() - interval '1 hour') ON CONFLICT (instance_id) DO UPDATE SET owner = EXCLUDED.owner, claimed_at = EXCLUDED.claimed_at",
+		"INSERT INTO claims (instance_id, owner, claimed_at) VALUES ('o-2', 'no slashes at all', now() - interval '31 seconds') ON CONFLICT (instance_id) DO UPDATE SET owner = EXCLUDED.owner, claimed_at = EXCLUDED.claimed_at",
+		"INSERT INTO claims (instance_id, owner, claimed_at) VALUES ('o-3', 'live/lane/1', now() + interval '1 hour') ON CONFLICT (instance_id) DO UPDATE SET owner = EXCLUDED.owner, claimed_at = EXCLUDED.claimed_at",
+		"INSERT INTO instances (id, definition_key, definition_version, status) VALUES ('half-started', 'order', 1, 'active')",
+		"INSERT INTO claims (instance_id, owner, claimed_at) VALUES ('half-started', 'dead-replica/lane/0', now() - interval '1 hour')",
 	} {
 		if _, err := b.env.DB.Exec(ctx, q); err != nil {
 			t.Fatal(err)
@@ -58,10 +59,10 @@ func TestSweepClearsOnlyClaimsOlderThanTheTimeoutAndIsOwnerBlind(t *testing.T) {
 	b.w.Sweeper().TestSignals.Swept.Until(t, "three stale claims swept", func() bool {
 		return b.counter(t, "sutra_claims_swept_total", "", "") == 3
 	})
-	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE owner IS NOT NULL"); n != 1 {
+	if n := b.env.Int(t, "SELECT count(*) FROM claims"); n != 1 {
 		t.Errorf("%d claims held, want only the live one", n)
 	}
-	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'o-3' AND owner = 'live/lane/1'"); n != 1 {
+	if n := b.env.Int(t, "SELECT count(*) FROM claims WHERE instance_id = 'o-3' AND owner = 'live/lane/1'"); n != 1 {
 		t.Errorf("the live claim was swept")
 	}
 	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'half-started'"); n != 0 {
@@ -127,8 +128,8 @@ func TestSweeperLeaseHasOneHolderAndPassesOnWhenItStops(t *testing.T) {
 	}
 	t.Logf("lease passed on %s after its holder stopped", time.Since(stopped))
 	// The new holder sweeps.
-	if _, err := a.env.DB.Exec(testkit.Ctx(t), `INSERT INTO instances (id, definition_key, definition_version, status, version, owner, claimed_at)
-		VALUES ('stale', 'order', 1, 'active', 1, 'gone/lane/0', now() - interval '1 hour')`); err != nil {
+	if _, err := a.env.DB.Exec(testkit.Ctx(t), `INSERT INTO instances (id, definition_key, definition_version, status, version) VALUES ('stale', 'order', 1, 'active', 1);
+		INSERT INTO claims (instance_id, owner, claimed_at) VALUES ('stale', 'gone/lane/0', now() - interval '1 hour')`); err != nil {
 		t.Fatal(err)
 	}
 	other.w.Sweeper().TestSignals.Swept.Until(t, "the new holder sweeps", func() bool {
@@ -168,7 +169,7 @@ func TestSlowStepIsSweptAnotherLaneAdvancesAndTheSlowCommitIsFenced(t *testing.T
 	b.pub.Publish(paid("o-1"))
 	holding.WaitOrTimeout(t) // the slow step is running
 	// Its claim grows older than the timeout while it runs.
-	if _, err := b.env.DB.Exec(testkit.Ctx(t), "UPDATE instances SET claimed_at = now() - interval '1 hour' WHERE id = 'o-1'"); err != nil {
+	if _, err := b.env.DB.Exec(testkit.Ctx(t), "UPDATE claims SET claimed_at = now() - interval '1 hour' WHERE instance_id = 'o-1'"); err != nil {
 		t.Fatal(err)
 	}
 	b.w.Sweeper().TestSignals.Swept.Until(t, "its claim swept", func() bool {

@@ -44,14 +44,14 @@ func TestATimerThatFailsForGoodStopsInAnIncidentThatARetryArmsAgain(t *testing.T
 		}
 	}
 	// Refusals are not failures: twice the cap of them parks nothing.
-	exec("UPDATE instances SET owner = 'elsewhere/lane/0', claimed_at = now() WHERE id = 't-1'")
+	exec("INSERT INTO claims (instance_id, owner, claimed_at) VALUES ('t-1', 'elsewhere/lane/0', now()) ON CONFLICT (instance_id) DO UPDATE SET owner = EXCLUDED.owner, claimed_at = EXCLUDED.claimed_at")
 	for range 2 * maxAttempts {
 		if d := signals.Deferred.WaitOrTimeout(t); d.Failed {
 			t.Fatalf("a refused fire was deferred as a failure: %+v", d)
 		}
 	}
 	failing.Store(true)
-	exec("UPDATE instances SET owner = NULL, claimed_at = NULL WHERE id = 't-1'")
+	exec("DELETE FROM claims WHERE instance_id = 't-1'")
 	// Refusals may still be answered before the first failure.
 	failures := 0
 	for failures < maxAttempts-1 {

@@ -73,7 +73,7 @@ func TestRefusedTimerFireIsDeferredWithBackoffAndNeverDropped(t *testing.T) {
 	b.waitVersion(t, "t-1", 1)
 	// Another owner holds the claim through the due time.
 	ctx := testkit.Ctx(t)
-	if _, err := b.env.DB.Exec(ctx, "UPDATE instances SET owner = 'elsewhere/lane/0', claimed_at = now() WHERE id = 't-1'"); err != nil {
+	if _, err := b.env.DB.Exec(ctx, "INSERT INTO claims (instance_id, owner, claimed_at) VALUES ('t-1', 'elsewhere/lane/0', now()) ON CONFLICT (instance_id) DO UPDATE SET owner = EXCLUDED.owner, claimed_at = EXCLUDED.claimed_at"); err != nil {
 		t.Fatal(err)
 	}
 	// Each refused fire keeps its row, one more attempt, due later by a
@@ -94,7 +94,7 @@ func TestRefusedTimerFireIsDeferredWithBackoffAndNeverDropped(t *testing.T) {
 	if bounces, deferrals := b.counter(t, "sutra_claim_bounces_total", "path", metrics.PathTimer), b.counter(t, "sutra_timer_deferrals_total", "reason", "claim_held"); bounces < 4 || deferrals < 4 {
 		t.Errorf("bounces %v, deferrals %v: every refusal must be a bounce and a deferral", bounces, deferrals)
 	}
-	if _, err := b.env.DB.Exec(ctx, "UPDATE instances SET owner = NULL, claimed_at = NULL WHERE id = 't-1'"); err != nil {
+	if _, err := b.env.DB.Exec(ctx, "DELETE FROM claims WHERE instance_id = 't-1'"); err != nil {
 		t.Fatal(err)
 	}
 	b.waitVersion(t, "t-1", 2)

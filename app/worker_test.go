@@ -197,7 +197,7 @@ func TestRelayAdvancesItsInstanceExactlyOnce(t *testing.T) {
 	b.waitVersion(t, "o-1", 2)
 	b.pub.Publish(shippedByKey("o-1"))
 	b.waitVersion(t, "o-1", 3)
-	if got := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'o-1' AND status = 'completed' AND owner IS NULL"); got != 1 {
+	if got := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'o-1' AND status = 'completed' AND NOT EXISTS (SELECT 1 FROM claims WHERE instance_id = 'o-1')"); got != 1 {
 		t.Fatalf("instance not completed and released")
 	}
 	if n := b.env.Int(t, "SELECT count(*) FROM subscriptions"); n != 0 {
@@ -313,7 +313,7 @@ func TestFencedCommitRollsBackAndTheRelayIsAppliedOnceLater(t *testing.T) {
 	hooks := &lanes.Hooks{BeforeCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
 		if r.InboxID() == "paid-o-1" && swept.CompareAndSwap(false, true) {
 			// Simulate the sweep clearing the claim under the running step.
-			if _, err := env.Load().DB.Exec(ctx, "UPDATE instances SET owner = NULL, claimed_at = NULL WHERE id = 'o-1'"); err != nil {
+			if _, err := env.Load().DB.Exec(ctx, "DELETE FROM claims WHERE instance_id = 'o-1'"); err != nil {
 				panic(err)
 			}
 		}
@@ -451,7 +451,7 @@ func TestRefusedRelayBacksOffUntilTheClaimIsFreeThenAppliesOnce(t *testing.T) {
 	b.pub.Publish(start("o-1"))
 	b.waitVersion(t, "o-1", 1)
 	// Another owner holds the claim.
-	if _, err := b.env.DB.Exec(testkit.Ctx(t), "UPDATE instances SET owner = 'elsewhere/lane/0', claimed_at = now() WHERE id = 'o-1'"); err != nil {
+	if _, err := b.env.DB.Exec(testkit.Ctx(t), "INSERT INTO claims (instance_id, owner, claimed_at) VALUES ('o-1', 'elsewhere/lane/0', now()) ON CONFLICT (instance_id) DO UPDATE SET owner = EXCLUDED.owner, claimed_at = EXCLUDED.claimed_at"); err != nil {
 		t.Fatal(err)
 	}
 	b.pub.Publish(paid("o-1"))
@@ -470,7 +470,7 @@ func TestRefusedRelayBacksOffUntilTheClaimIsFreeThenAppliesOnce(t *testing.T) {
 	if v := b.version(t, "o-1"); v != 1 {
 		t.Fatalf("version moved to %d while the claim was held", v)
 	}
-	if _, err := b.env.DB.Exec(testkit.Ctx(t), "UPDATE instances SET owner = NULL, claimed_at = NULL WHERE id = 'o-1'"); err != nil {
+	if _, err := b.env.DB.Exec(testkit.Ctx(t), "DELETE FROM claims WHERE instance_id = 'o-1'"); err != nil {
 		t.Fatal(err)
 	}
 	b.waitVersion(t, "o-1", 2)

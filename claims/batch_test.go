@@ -61,7 +61,7 @@ func TestABatchClaimReleasesWhatItCannotStepAndCommitsWhatItHolds(t *testing.T) 
 	}
 	owners := func(id string) string {
 		var o *string
-		if err := env.DB.QueryRow(ctx, "SELECT owner FROM instances WHERE id = $1", id).Scan(&o); err != nil {
+		if err := env.DB.QueryRow(ctx, "SELECT (SELECT owner FROM claims WHERE instance_id = $1)", id).Scan(&o); err != nil {
 			t.Fatal(err)
 		}
 		if o == nil {

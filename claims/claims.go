@@ -1,9 +1,11 @@
 // Package claims is the one claim helper every resume path uses: owner ids,
 // the compare-and-set claim that loads the row, release, and the commit fence.
 //
-// A claim is ownership of one instance row. It is taken before anything is
-// read, refused (never waited for) when another owner holds it, and released
-// by the step's commit or, on every other exit, by Release. A claim whose
+// A claim is ownership of one instance, its row in the claims table (apart
+// from the instance row, so that a step's update of that row is HOT). It is
+// taken before anything is read, refused (never waited for) when another
+// owner holds it, and released by the step's commit or, on every other exit,
+// by Release. A claim whose
 // outcome is unknown (the client failed after the statement was sent) is
 // treated as maybe held and released at once, so a lane never leaves behind
 // a claim it would then keep refreshing by re-entry.

@@ -53,14 +53,14 @@ func TestSameOwnerReclaimSucceedsAndRefreshesTheClaim(t *testing.T) {
 	if _, err := lane.Claim(ctx, claims.Request{InstanceID: "i-1"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.DB.Exec(ctx, "UPDATE instances SET claimed_at = now() - interval '10 seconds' WHERE id = 'i-1'"); err != nil {
+	if _, err := env.DB.Exec(ctx, "UPDATE claims SET claimed_at = now() - interval '10 seconds' WHERE instance_id = 'i-1'"); err != nil {
 		t.Fatal(err)
 	}
 	h, err := lane.Claim(ctx, claims.Request{InstanceID: "i-1"})
 	if err != nil {
 		t.Fatalf("re-claim by the same owner refused: %v", err)
 	}
-	if age := env.Int(t, "SELECT extract(epoch FROM now() - claimed_at)::int FROM instances WHERE id = 'i-1'"); age > 2 {
+	if age := env.Int(t, "SELECT extract(epoch FROM now() - claimed_at)::int FROM claims WHERE instance_id = 'i-1'"); age > 2 {
 		t.Errorf("re-claim did not refresh claimed_at (age %ds)", age)
 	}
 	if err := h.Release(ctx); err != nil {
@@ -114,7 +114,7 @@ func TestAStaleClaimIsTakenOverAndTheOldHoldersCommitIsFenced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.DB.Exec(ctx, "UPDATE instances SET claimed_at = now() - interval '5 seconds' WHERE id = 'i-1'"); err != nil {
+	if _, err := env.DB.Exec(ctx, "UPDATE claims SET claimed_at = now() - interval '5 seconds' WHERE instance_id = 'i-1'"); err != nil {
 		t.Fatal(err)
 	}
 	fast := claims.New(st, claims.LaneOwner("r2", 0), time.Second, nil)
@@ -188,8 +188,8 @@ func TestAClaimWhoseConnectionIsKilledAfterTheStatementWasSentIsReleased(t *test
 	// claim commits while the client has already failed.
 	if _, err := env.DB.Exec(ctx, `
 		CREATE FUNCTION slow_claim() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN IF NEW.owner = '`+owner+`' AND OLD.owner IS NULL THEN PERFORM pg_sleep(2); END IF; RETURN NEW; END $$;
-		CREATE TRIGGER slow_claim BEFORE UPDATE ON instances FOR EACH ROW EXECUTE FUNCTION slow_claim()`); err != nil {
+		BEGIN IF NEW.owner = '`+owner+`' THEN PERFORM pg_sleep(2); END IF; RETURN NEW; END $$;
+		CREATE TRIGGER slow_claim BEFORE INSERT ON claims FOR EACH ROW EXECUTE FUNCTION slow_claim()`); err != nil {
 		t.Fatal(err)
 	}
 	u, err := url.Parse(env.Config.DatabaseURL)
@@ -213,7 +213,7 @@ func TestAClaimWhoseConnectionIsKilledAfterTheStatementWasSentIsReleased(t *test
 		claimed <- err
 	}()
 	testkit.Eventually(t, 10*time.Second, "the claim statement running", func() bool {
-		return env.Int(t, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND query LIKE '%UPDATE instances%'") == 1
+		return env.Int(t, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND query LIKE '%INSERT INTO claims%'") == 1
 	})
 	proxy.Reset()
 	if err := <-claimed; err == nil {
@@ -225,6 +225,6 @@ func TestAClaimWhoseConnectionIsKilledAfterTheStatementWasSentIsReleased(t *test
 		return env.Int(t, "SELECT count(*) FROM claim_audit WHERE instance_id = 'i-1' AND new_owner = $1", owner) == 1
 	})
 	testkit.Eventually(t, 5*time.Second, "no claim left held", func() bool {
-		return env.Int(t, "SELECT count(*) FROM instances WHERE owner IS NOT NULL") == 0
+		return env.Int(t, "SELECT count(*) FROM claims") == 0
 	})
 }

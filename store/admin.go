@@ -57,8 +57,9 @@ func (s *Store) Instance(ctx context.Context, id string) (adminapi.Instance, err
 	var owner *string
 	var age *time.Duration
 	b := &pgx.Batch{}
-	b.Queue(`SELECT zeebe_key, definition_key, definition_version, status, version, variables, tokens, owner, now() - claimed_at,
-			parent_id, created_at, updated_at FROM instances WHERE id = $1 AND version > 0`, id).QueryRow(func(r pgx.Row) error {
+	b.Queue(`SELECT i.zeebe_key, i.definition_key, i.definition_version, i.status, i.version, i.variables, i.tokens, c.owner,
+			now() - c.claimed_at, i.parent_id, i.created_at, i.updated_at
+		  FROM instances i LEFT JOIN claims c ON c.instance_id = i.id WHERE i.id = $1 AND i.version > 0`, id).QueryRow(func(r pgx.Row) error {
 		return r.Scan(&d.ZeebeKey, &d.Definition.Key, &d.Definition.Version, &d.Status, &d.Version, &d.Variables, &tokens, &owner, &age,
 			&d.ParentID, &d.CreatedAt, &d.UpdatedAt)
 	})

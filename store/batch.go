@@ -50,17 +50,18 @@ type Claimed struct {
 	Err error
 }
 
-// The batch claim takes the rows in id order, so that two batches claiming
-// overlapping sets (two replicas, or a mis-routed relay) never deadlock.
-const claimBatchSQL = `
+// The batch claim locks the instance rows in id order, so that two batches
+// claiming overlapping sets (two replicas, or a mis-routed relay) never
+// deadlock, then takes their claims (takeClaim) and returns the rows claimed.
+var claimBatchSQL = `
 WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], $4::text[]) AS r(id, owner, inbox)),
-     l AS (SELECT i.id FROM instances i JOIN r ON r.id = i.id ORDER BY i.id FOR UPDATE OF i)
-UPDATE instances i SET owner = r.owner, claimed_at = now()
-  FROM r JOIN l ON l.id = r.id
- WHERE i.id = r.id AND i.version > 0
-   AND (i.owner IS NULL OR i.owner = r.owner OR i.claimed_at < now() - $3::interval)
-   AND NOT EXISTS (SELECT 1 FROM inbox WHERE message_id = r.inbox)
-RETURNING i.id, i.definition_key, i.definition_version, i.status, i.variables, i.tokens, i.version`
+     i AS (SELECT i.id, i.definition_key, i.definition_version, i.status, i.variables, i.tokens, i.version, r.owner
+             FROM instances i JOIN r ON r.id = i.id
+            WHERE i.version > 0 AND NOT EXISTS (SELECT 1 FROM inbox WHERE message_id = r.inbox)
+            ORDER BY i.id FOR NO KEY UPDATE OF i),
+     c AS (` + takeClaim("SELECT id, owner, now() FROM i") + `)
+SELECT i.id, i.definition_key, i.definition_version, i.status, i.variables, i.tokens, i.version
+  FROM i JOIN c ON c.instance_id = i.id`
 
 // byPrimaryKey keeps the batch statements on instances_pkey. Their join of
 // a parameter array with instances is planned once per connection (pgx
@@ -113,18 +114,21 @@ func (s *Store) ClaimBatch(ctx context.Context, r ClaimBatchRequest) ([]Claimed,
 }
 
 // groupFenceSQL is the fence of a group: the UPDATE of every step of the
-// group whose claim is still its own (owner and version read at claim
-// time), in id order like the group claim. It returns the ids that matched;
+// group whose claim is still its own (the instance at the version read at
+// claim time, locked in id order like the group claim, and its claims row
+// this owner's, deleted: the release). It returns the ids that matched;
 // the others are left out of the writes that follow.
 const groupFenceSQL = `
 WITH c AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[])
                   AS c(id, owner, version, status, variables, tokens)),
-     l AS (SELECT i.id FROM instances i JOIN c ON c.id = i.id ORDER BY i.id FOR UPDATE OF i)
+     l AS (SELECT i.id FROM instances i JOIN c ON c.id = i.id AND i.version = c.version ORDER BY i.id FOR NO KEY UPDATE OF i),
+     k AS (DELETE FROM claims k USING c, l WHERE k.instance_id = l.id AND c.id = l.id AND k.owner = c.owner
+           RETURNING k.instance_id)
 UPDATE instances i
    SET status = c.status, variables = c.variables::jsonb, tokens = c.tokens::jsonb,
-       version = i.version + 1, owner = NULL, claimed_at = NULL, updated_at = now()
-  FROM c JOIN l ON l.id = c.id
- WHERE i.id = c.id AND i.owner = c.owner AND i.version = c.version
+       version = i.version + 1, updated_at = now()
+  FROM c JOIN k ON k.instance_id = c.id
+ WHERE i.id = c.id AND i.version = c.version
 RETURNING i.id`
 
 // WriteGroup commits several steps (of distinct instances) in one

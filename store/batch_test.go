@@ -99,7 +99,7 @@ func TestBatchCommitLeavesOutTheFencedInstanceAndCommitsTheOthers(t *testing.T) 
 		cs = append(cs, store.StepWrites{InstanceID: ids[i], Owner: owner, Version: c.Instance.Version, State: state, Effects: eff, InboxID: inboxes[i]})
 	}
 	// o-b's claim goes stale and another lane takes it over.
-	if _, err := env.DB.Exec(ctx, "UPDATE instances SET claimed_at = now() - interval '1 hour' WHERE id = 'o-b'"); err != nil {
+	if _, err := env.DB.Exec(ctx, "UPDATE claims SET claimed_at = now() - interval '1 hour' WHERE instance_id = 'o-b'"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.Claim(ctx, store.ClaimRequest{InstanceID: "o-b", Owner: "r/lane/9", Timeout: time.Minute}); err != nil {
@@ -121,7 +121,7 @@ func TestBatchCommitLeavesOutTheFencedInstanceAndCommitsTheOthers(t *testing.T) 
 	if n := env.Int(t, "SELECT count(*) FROM inbox WHERE message_id = ANY($1)", inboxes); n != 2 {
 		t.Errorf("%d inbox rows, want 2 (the fenced step wrote nothing)", n)
 	}
-	if n := env.Int(t, "SELECT count(*) FROM instances WHERE owner IS NOT NULL AND id <> 'o-b'"); n != 0 {
+	if n := env.Int(t, "SELECT count(*) FROM claims WHERE instance_id <> 'o-b'"); n != 0 {
 		t.Errorf("%d claims still held after the commit, want 0", n)
 	}
 	env.AssertNoOverlap(t, true)
@@ -136,7 +136,7 @@ func TestBatchClaimTakesOnlyFreeRowsOfUnappliedRelaysEachForItsOwnOwner(t *testi
 	ids := []string{"o-a", "o-b", "o-c", "o-d", "o-e"}
 	env, st, _ := batchEnv(t, ids...)
 	ctx := testkit.Ctx(t)
-	if _, err := env.DB.Exec(ctx, "UPDATE instances SET owner = 'r/lane/9', claimed_at = now() WHERE id IN ('o-b', 'o-d')"); err != nil {
+	if _, err := env.DB.Exec(ctx, "INSERT INTO claims (instance_id, owner) VALUES ('o-b', 'r/lane/9'), ('o-d', 'r/lane/9')"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := env.DB.Exec(ctx, "INSERT INTO inbox (message_id, instance_id) VALUES ('pay-c', 'o-c')"); err != nil {
@@ -159,7 +159,7 @@ func TestBatchClaimTakesOnlyFreeRowsOfUnappliedRelaysEachForItsOwnOwner(t *testi
 	}
 	for id, want := range map[string]string{"o-a": "r/lane/1", "o-b": "r/lane/9", "o-c": "", "o-d": "r/lane/9", "o-e": "r/lane/2"} {
 		var owner *string
-		if err := env.DB.QueryRow(ctx, "SELECT owner FROM instances WHERE id = $1", id).Scan(&owner); err != nil {
+		if err := env.DB.QueryRow(ctx, "SELECT (SELECT owner FROM claims WHERE instance_id = $1)", id).Scan(&owner); err != nil {
 			t.Fatal(err)
 		}
 		if got := ""; owner != nil && *owner != want || owner == nil && want != got {
@@ -177,7 +177,7 @@ func TestABatchCommitWaitsForTheWALFlushAndItsBatchClaimDoesNot(t *testing.T) {
 	t.Parallel()
 	ids := []string{"o-a", "o-b"}
 	env, st, proc := batchEnv(t, ids...)
-	env.AuditDurability(t, "instances", "inbox", "subscriptions")
+	env.AuditDurability(t, "instances", "claims", "inbox", "subscriptions")
 	ctx := testkit.Ctx(t)
 	cs := claimPaid(t, st, proc, "r/lane/1", ids)
 	for i, err := range st.WriteGroup(ctx, cs) {
@@ -187,7 +187,7 @@ func TestABatchCommitWaitsForTheWALFlushAndItsBatchClaimDoesNot(t *testing.T) {
 	}
 	got := env.Durability(t)
 	want := map[string][]string{
-		"instances UPDATE claim": {"off"}, "instances UPDATE commit": {"on"},
+		"claims INSERT claim": {"off"}, "instances UPDATE commit": {"on"}, "claims DELETE commit": {"on"},
 		"inbox INSERT INSERT": {"on"}, "subscriptions INSERT INSERT": {"on"},
 	}
 	for write, settings := range want {
@@ -217,7 +217,7 @@ func TestAStepWhoseWritesFailLeavesTheBatchUncommittedAndEachCommitsOnItsOwn(t *
 			t.Fatalf("errs[%d] = %v, want ErrNotWritten", i, err)
 		}
 	}
-	if n := env.Int(t, "SELECT count(*) FROM instances WHERE owner = $1", owner); n != 2 {
+	if n := env.Int(t, "SELECT count(*) FROM claims WHERE owner = $1", owner); n != 2 {
 		t.Fatalf("%d claims held after the failed batch, want both", n)
 	}
 	if err := st.WriteStep(ctx, cs[0]); err != nil {
@@ -243,7 +243,7 @@ func TestABatchThatLostAClaimAndWhoseWritesFailLeavesOnlyTheFencedStepFenced(t *
 	const owner = "r/lane/1"
 	cs := claimPaid(t, st, proc, owner, ids)
 	// o-a's claim is taken over; a copy of o-c's relay commits meanwhile.
-	if _, err := env.DB.Exec(ctx, "UPDATE instances SET owner = 'r/lane/9' WHERE id = 'o-a'"); err != nil {
+	if _, err := env.DB.Exec(ctx, "UPDATE claims SET owner = 'r/lane/9' WHERE instance_id = 'o-a'"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := env.DB.Exec(ctx, "INSERT INTO inbox (message_id, instance_id) VALUES ('pay-c', 'o-c')"); err != nil {
@@ -253,7 +253,7 @@ func TestABatchThatLostAClaimAndWhoseWritesFailLeavesOnlyTheFencedStepFenced(t *
 	if fault.Code(errs[0]) != fault.StepFenced || !errors.Is(errs[1], store.ErrNotWritten) || !errors.Is(errs[2], store.ErrNotWritten) {
 		t.Fatalf("errs = %v, want [fenced, not committed, not committed]", errs)
 	}
-	if n := env.Int(t, "SELECT count(*) FROM instances WHERE owner = $1", owner); n != 2 {
+	if n := env.Int(t, "SELECT count(*) FROM claims WHERE owner = $1", owner); n != 2 {
 		t.Fatalf("%d claims held after the failed batch, want o-b's and o-c's", n)
 	}
 	if n := env.Int(t, "SELECT count(*) FROM instances WHERE version <> 1"); n != 0 {
@@ -386,7 +386,7 @@ func TestAFencedBatchNotifiesThePublisherOfTheRowsItCommitted(t *testing.T) {
 		cs[i].Effects.Publish = append(cs[i].Effects.Publish, engine.OutboxMessage{ID: "msg-" + ids[i], Element: "e", Message: "m", Variables: map[string]any{}})
 	}
 	// o-b's claim is taken over: the batch commits o-a alone.
-	if _, err := env.DB.Exec(ctx, "UPDATE instances SET owner = 'r/lane/9' WHERE id = 'o-b'"); err != nil {
+	if _, err := env.DB.Exec(ctx, "UPDATE claims SET owner = 'r/lane/9' WHERE instance_id = 'o-b'"); err != nil {
 		t.Fatal(err)
 	}
 	if errs := st.WriteGroup(ctx, cs); errs[0] != nil || fault.Code(errs[1]) != fault.StepFenced {

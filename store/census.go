@@ -35,7 +35,7 @@ func (s *Store) Census(ctx context.Context) (Census, error) {
 	b.Queue("SELECT count(*) FROM outbox_parked").QueryRow(func(r pgx.Row) error {
 		return r.Scan(&c.OutboxParked)
 	})
-	b.Queue("SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(claimed_at)), 0)::float8 FROM instances WHERE owner IS NOT NULL").QueryRow(func(r pgx.Row) error {
+	b.Queue("SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(claimed_at)), 0)::float8 FROM claims").QueryRow(func(r pgx.Row) error {
 		return r.Scan(&oldest)
 	})
 	b.Queue("SELECT count(*) FROM incidents WHERE resolved_at IS NULL").QueryRow(func(r pgx.Row) error {

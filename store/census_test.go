@@ -18,10 +18,11 @@ func TestCensusCountsWhatTheHoldersGaugesReport(t *testing.T) {
 	}
 	for _, sql := range []string{
 		`INSERT INTO deployed_files (checksum, xml) VALUES ('x', ''); INSERT INTO definitions (key, version, checksum) VALUES ('p', 1, 'x')`,
-		`INSERT INTO instances (id, definition_key, definition_version, status, version, owner, claimed_at) VALUES
-			('held', 'p', 1, 'active', 1, 'r/lane/0', now() - interval '40 seconds'),
-			('young', 'p', 1, 'active', 1, 'r/lane/1', now()),
-			('free', 'p', 1, 'active', 1, NULL, now() - interval '1 hour')`,
+		`INSERT INTO instances (id, definition_key, definition_version, status, version, updated_at) VALUES
+			('held', 'p', 1, 'active', 1, now()), ('young', 'p', 1, 'active', 1, now()),
+			('free', 'p', 1, 'active', 1, now() - interval '1 hour')`,
+		`INSERT INTO claims (instance_id, owner, claimed_at) VALUES
+			('held', 'r/lane/0', now() - interval '40 seconds'), ('young', 'r/lane/1', now())`,
 		`INSERT INTO incidents (instance_id, token_id, element_id, code, message, resolved_at) VALUES
 			('held', 't1', 'e', 'c', 'm', NULL), ('held', 't2', 'e', 'c', 'm', now())`,
 		`INSERT INTO tasks (instance_id, token_id, element_id, type, retries) VALUES
@@ -40,7 +41,7 @@ func TestCensusCountsWhatTheHoldersGaugesReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.OldestClaim < 40*time.Second || c.OldestClaim > 10*time.Minute {
-		t.Errorf("oldest claim %v, want the held one's 40s (a free row's claimed_at does not count)", c.OldestClaim)
+		t.Errorf("oldest claim %v, want the held one's 40s (a free row's age does not count)", c.OldestClaim)
 	}
 	if c.IncidentsOpen != 1 || c.OutboxBacklog != 1 {
 		t.Errorf("incidents open %d, backlog %d; want 1 and 1", c.IncidentsOpen, c.OutboxBacklog)

@@ -25,7 +25,7 @@ import (
 func TestEveryWriteBeforeAnAckOrASuccessAnswerWaitsForTheWALFlush(t *testing.T) {
 	t.Parallel()
 	env, ctx, st := open(t)
-	env.AuditDurability(t, "definitions", "instances", "inbox", "buffered_messages", "subscriptions", "timers", "tasks", "outbox", "incidents", "migrations")
+	env.AuditDurability(t, "definitions", "instances", "claims", "inbox", "buffered_messages", "subscriptions", "timers", "tasks", "outbox", "incidents", "migrations")
 	deploy := func(path string) *bpmn.Process {
 		xml, err := os.ReadFile(path)
 		if err != nil {
@@ -154,7 +154,7 @@ func TestEveryWriteBeforeAnAckOrASuccessAnswerWaitsForTheWALFlush(t *testing.T) 
 	for _, must := range []string{
 		"definitions INSERT INSERT", "buffered_messages INSERT INSERT", "buffered_messages DELETE DELETE",
 		"inbox INSERT INSERT", "instances UPDATE commit", "subscriptions INSERT INSERT", "timers INSERT INSERT",
-		"timers DELETE DELETE", "instances INSERT claim", "instances UPDATE claim", "instances UPDATE release",
+		"timers DELETE DELETE", "instances INSERT claim", "claims INSERT claim", "claims DELETE release", "claims DELETE commit",
 		"outbox INSERT INSERT", "outbox UPDATE UPDATE", "tasks INSERT INSERT", "tasks UPDATE lock", "tasks UPDATE outcome",
 		"tasks UPDATE UPDATE", "migrations INSERT INSERT",
 	} {
@@ -163,7 +163,7 @@ func TestEveryWriteBeforeAnAckOrASuccessAnswerWaitsForTheWALFlush(t *testing.T) 
 		}
 	}
 	for write, settings := range got {
-		soft := slices.Contains([]string{"instances INSERT claim", "instances UPDATE claim", "instances UPDATE release", "instances DELETE release",
+		soft := slices.Contains([]string{"instances INSERT claim", "instances DELETE release", "claims INSERT claim", "claims UPDATE claim", "claims DELETE release",
 			"outbox UPDATE UPDATE", "tasks UPDATE lock"}, write)
 		want := "on"
 		if soft {

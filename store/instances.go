@@ -62,27 +62,53 @@ type ClaimRequest struct {
 	StartVersion int
 }
 
-// The claim condition, shared by both statements: free, stale, or ours.
-const claimable = `(i.owner IS NULL OR i.owner = $2 OR i.claimed_at < now() - $3::interval)
-	AND NOT EXISTS (SELECT 1 FROM inbox WHERE message_id = $4)`
+// The claim lives in claims, a row that exists only while its instance is
+// claimed, so that a step's update of instances changes no indexed column
+// and is HOT (migration 0026). takeClaim inserts the claims row of each
+// row of its source, or takes over the existing one when it is ours or
+// stale ($3 the claim timeout); it returns the instance ids it claimed.
+// Its source locks the instance rows first: every statement that writes
+// both tables locks the instance row before the claims row, so none
+// deadlocks another.
+func takeClaim(source string) string {
+	return `INSERT INTO claims AS c (instance_id, owner, claimed_at) ` + source + `
+	ON CONFLICT (instance_id) DO UPDATE SET owner = EXCLUDED.owner, claimed_at = EXCLUDED.claimed_at
+	 WHERE c.owner = EXCLUDED.owner OR c.claimed_at < now() - $3::interval
+	RETURNING c.instance_id`
+}
 
-const claimSQL = `
-UPDATE instances i SET owner = $2, claimed_at = now()
- WHERE i.id = $1 AND i.version > 0 AND ` + claimable + `
-RETURNING i.definition_key, i.definition_version, i.status, i.variables, i.tokens, i.version`
+// claimSQL locks the instance row (waiting only for a commit in flight,
+// whose row it then loads), claims it unless the relay was applied, and
+// returns the row if the claim was taken: one statement, one round trip.
+var claimSQL = `
+WITH i AS (
+	SELECT i.id, i.definition_key, i.definition_version, i.status, i.variables, i.tokens, i.version
+	  FROM instances i
+	 WHERE i.id = $1 AND i.version > 0 AND NOT EXISTS (SELECT 1 FROM inbox WHERE message_id = $4)
+	   FOR NO KEY UPDATE
+), c AS (` + takeClaim("SELECT id, $2, now() FROM i") + `)
+SELECT i.definition_key, i.definition_version, i.status, i.variables, i.tokens, i.version
+  FROM i JOIN c ON c.instance_id = i.id`
 
 // A start creates its row already claimed; a version-0 row left by a start
-// that never committed is taken over by the next start like any stale claim.
-const claimOrCreateSQL = `
-INSERT INTO instances AS i (id, definition_key, definition_version, status, owner, claimed_at, start_correlation_key, parent_id)
-VALUES ($1, $5, (SELECT max(version) FROM definitions WHERE key = $5 AND ($8 = 0 OR version = $8)), 'active', $2, now(),
-	NULLIF($6, ''), NULLIF($7, ''))
-ON CONFLICT (id) DO UPDATE SET owner = $2, claimed_at = now(),
+// that never committed is taken over by the next start like any stale
+// claim, and rewritten for the new start only once the claim is taken. The
+// instance row, when it exists, is locked before the claim (the count reads
+// all of l first).
+var claimOrCreateSQL = `
+WITH l AS (
+	SELECT id FROM instances WHERE id = $1 FOR NO KEY UPDATE
+), c AS (` + takeClaim(`SELECT $1, $2, now() FROM (SELECT count(*) FROM l) locked
+	 WHERE NOT EXISTS (SELECT 1 FROM inbox WHERE message_id = $4)`) + `)
+INSERT INTO instances AS i (id, definition_key, definition_version, status, start_correlation_key, parent_id)
+SELECT c.instance_id, $5, (SELECT max(version) FROM definitions WHERE key = $5 AND ($8 = 0 OR version = $8)), 'active',
+	NULLIF($6, ''), NULLIF($7, '')
+  FROM c
+ON CONFLICT (id) DO UPDATE SET
 	definition_key = CASE WHEN i.version = 0 THEN EXCLUDED.definition_key ELSE i.definition_key END,
 	definition_version = CASE WHEN i.version = 0 THEN EXCLUDED.definition_version ELSE i.definition_version END,
 	start_correlation_key = CASE WHEN i.version = 0 THEN EXCLUDED.start_correlation_key ELSE i.start_correlation_key END,
 	parent_id = CASE WHEN i.version = 0 THEN EXCLUDED.parent_id ELSE i.parent_id END
- WHERE ` + claimable + `
 RETURNING i.definition_key, i.definition_version, i.status, i.variables, i.tokens, i.version`
 
 // Claim takes the claim on one instance row with one conditional statement and
@@ -144,9 +170,9 @@ func (s *Store) whyNotClaimed(ctx context.Context, r ClaimRequest) error {
 	var age *time.Duration
 	var version int64
 	err := s.pool.QueryRow(ctx, `
-		SELECT i.id IS NOT NULL, i.owner, now() - i.claimed_at, COALESCE(i.version, 0),
+		SELECT i.id IS NOT NULL, c.owner, now() - c.claimed_at, COALESCE(i.version, 0),
 		       EXISTS (SELECT 1 FROM inbox WHERE message_id = $2)
-		  FROM (SELECT 1) one LEFT JOIN instances i ON i.id = $1`, r.InstanceID, r.InboxID).
+		  FROM (SELECT 1) one LEFT JOIN instances i ON i.id = $1 LEFT JOIN claims c ON c.instance_id = $1`, r.InstanceID, r.InboxID).
 		Scan(&exists, &owner, &age, &version, &applied)
 	switch {
 	case err != nil:
@@ -178,7 +204,8 @@ func (s *Store) Release(ctx context.Context, id, owner string) error {
 		b.Queue(asyncCommit)
 	}
 	b.Queue("SELECT 1 FROM instances WHERE id = $1 FOR UPDATE", id)
-	b.Queue("DELETE FROM instances WHERE id = $1 AND owner = $2 AND version = 0", id, owner)
+	b.Queue(`DELETE FROM instances WHERE id = $1 AND version = 0
+		AND EXISTS (SELECT 1 FROM claims WHERE instance_id = $1 AND owner = $2)`, id, owner)
 	b.Queue(releaseSQL, id, owner)
 	return translate(s.pool.SendBatch(ctx, b).Close(), "releasing "+id)
 }

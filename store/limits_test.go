@@ -61,7 +61,7 @@ func TestAStepPastTheLimitsIsRefusedWritingNothingAndItsBatchNeighboursCommit(t 
 		t.Errorf("%d inbox rows of the refused steps", n)
 	}
 	// Their claims are still held, for the lane to release.
-	if n := env.Int(t, "SELECT count(*) FROM instances WHERE owner IS NOT NULL"); n != 2 {
+	if n := env.Int(t, "SELECT count(*) FROM claims"); n != 2 {
 		t.Errorf("%d claims held, want the refused steps' 2", n)
 	}
 }

@@ -6,7 +6,7 @@ package store
 
 const appliedSQL = `SELECT EXISTS (SELECT 1 FROM inbox WHERE message_id = $1)`
 
-const releaseSQL = `UPDATE instances SET owner = NULL, claimed_at = NULL WHERE id = $1 AND owner = $2`
+const releaseSQL = `DELETE FROM claims WHERE instance_id = $1 AND owner = $2`
 
 // inboxInsertSQL records the relays the steps applied: $1 their message
 // ids, $2 their instances.
@@ -54,16 +54,19 @@ const trimOutboxSQL = `DELETE FROM outbox WHERE id = ANY (ARRAY(
 const trimInboxSQL = `DELETE FROM inbox WHERE message_id = ANY (ARRAY(
 	SELECT message_id FROM inbox WHERE received_at < now() - $1::interval LIMIT $2))`
 
-// sweepClaimsSQL clears up to $2 claims older than $1 (SweepClaims).
+// sweepClaimsSQL clears up to $2 claims older than $1 (SweepClaims), on
+// claims_claimed_at. It locks the instance rows with the claims rows and
+// skips those another transaction holds (a claim or a commit in flight), so
+// it never waits, nor breaks the order instance row, then claims row.
 const sweepClaimsSQL = `WITH stale AS (
-	SELECT id, owner, claimed_at, version FROM instances
-	 WHERE owner IS NOT NULL AND claimed_at < now() - $1::interval
-	 ORDER BY claimed_at LIMIT $2
-	 FOR UPDATE SKIP LOCKED
+	SELECT c.instance_id AS id, c.owner, c.claimed_at, i.version
+	  FROM claims c JOIN instances i ON i.id = c.instance_id
+	 WHERE c.claimed_at < now() - $1::interval
+	 ORDER BY c.claimed_at LIMIT $2
+	 FOR UPDATE OF i, c SKIP LOCKED
 ), cleared AS (
-	UPDATE instances SET owner = NULL, claimed_at = NULL
-	 WHERE id = ANY (ARRAY(SELECT id FROM stale WHERE version > 0))
-	RETURNING id
+	DELETE FROM claims WHERE instance_id = ANY (ARRAY(SELECT id FROM stale))
+	RETURNING instance_id
 ), dropped AS (
 	DELETE FROM instances WHERE id = ANY (ARRAY(SELECT id FROM stale WHERE version = 0))
 	RETURNING id

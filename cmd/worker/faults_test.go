@@ -122,7 +122,7 @@ func TestKilledReplicaIsSweptItsLeaseTakenOverAndEveryRelayAppliedOnce(t *testin
 	})
 	killed := time.Now()
 	a.kill(t)
-	held := env.Int(t, "SELECT count(*) FROM instances WHERE owner LIKE 'replica-a/%'")
+	held := env.Int(t, "SELECT count(*) FROM claims WHERE owner LIKE 'replica-a/%'")
 
 	testkit.Eventually(t, 30*time.Second, "replica-b takes the lease", func() bool {
 		return env.Int(t, "SELECT count(*) FROM leases WHERE holder = 'replica-b'") == 1
@@ -144,8 +144,8 @@ func TestKilledReplicaIsSweptItsLeaseTakenOverAndEveryRelayAppliedOnce(t *testin
 	}
 	// The new lease holder sweeps: a claim left by the dead replica on an
 	// instance nobody resumes is cleared and logged.
-	if _, err := env.DB.Exec(testkit.Ctx(t), `INSERT INTO instances (id, definition_key, definition_version, status, version, owner, claimed_at)
-		VALUES ('idle', 'order', 1, 'active', 1, 'replica-a/lane/2', now() - interval '3 seconds')`); err != nil {
+	if _, err := env.DB.Exec(testkit.Ctx(t), `INSERT INTO instances (id, definition_key, definition_version, status, version) VALUES ('idle', 'order', 1, 'active', 1);
+		INSERT INTO claims (instance_id, owner, claimed_at) VALUES ('idle', 'replica-a/lane/2', now() - interval '3 seconds')`); err != nil {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, 5*time.Second, "replica-b sweeps", func() bool {

@@ -76,7 +76,7 @@ func TestAStopIsBoundedByTheShutdownTimeoutEvenWithAStepHeldPastIt(t *testing.T)
 			if err != nil {
 				t.Errorf("exit: %v", err)
 			}
-			held := env.Int(t, "SELECT count(*) FROM instances WHERE id = 'o-1' AND owner LIKE 'held/lane/%'")
+			held := env.Int(t, "SELECT count(*) FROM claims WHERE instance_id = 'o-1' AND owner LIKE 'held/lane/%'")
 			switch {
 			case !tt.stuck && held != 0:
 				t.Errorf("the cancelled step left its claim held")

@@ -142,7 +142,9 @@ func twoReplicasUnderLoad(t *testing.T, extra ...string) {
 	if got := pub.QueueDepth(env.Config.DeadQueue); got != 0 {
 		t.Errorf("%d relays dead-lettered", got)
 	}
-	if got := env.Int(t, "SELECT count(DISTINCT old_owner) FROM claim_audit WHERE new_version = old_version + 1 AND old_owner LIKE 'replica-b/%'"); got == 0 {
+	// A commit is a version increment in the transaction that released its owner's claim.
+	if got := env.Int(t, `SELECT count(*) FROM claim_audit v JOIN claim_audit r ON r.tx = v.tx AND r.instance_id = v.instance_id
+		WHERE v.new_version = v.old_version + 1 AND r.new_owner IS NULL AND r.old_owner LIKE 'replica-b/%'`); got == 0 {
 		t.Errorf("replica-b committed no step: the test did not exercise two replicas")
 	}
 	env.AssertNoOverlap(t, false)

@@ -184,12 +184,16 @@ func whileBusy(ctx context.Context, f func() error) error {
 	}
 }
 
-// auditSQL records every change of an instance's owner or version, so tests
-// can prove that no claim was taken from a live holder and that versions
-// advance by one under the owner that claimed.
+// auditSQL records every claim taken, taken over or released (a claims
+// row inserted, updated to another owner, deleted) and every change of an
+// instance's version, with the transaction that made it, so tests can
+// prove that no claim was taken from a live holder and that versions
+// advance by one, each in a transaction that released the claim of the
+// owner that stepped (the commit fence and release are one transaction).
 const auditSQL = `
 CREATE TABLE claim_audit (
     seq         bigserial PRIMARY KEY,
+    tx          bigint NOT NULL DEFAULT txid_current(),
     instance_id text NOT NULL,
     old_owner   text,
     new_owner   text,
@@ -198,48 +202,96 @@ CREATE TABLE claim_audit (
     stale       boolean NOT NULL
 );
 CREATE FUNCTION claim_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    v bigint;
 BEGIN
+    IF TG_TABLE_NAME = 'instances' THEN
+        IF TG_OP = 'INSERT' THEN
+            INSERT INTO claim_audit (instance_id, old_owner, new_owner, old_version, new_version, stale)
+            VALUES (NEW.id, NULL, NULL, -1, NEW.version, false);
+        ELSIF OLD.version <> NEW.version THEN
+            INSERT INTO claim_audit (instance_id, old_owner, new_owner, old_version, new_version, stale)
+            VALUES (NEW.id, NULL, NULL, OLD.version, NEW.version, false);
+        END IF;
+        RETURN NULL;
+    END IF;
+    IF TG_OP = 'DELETE' THEN
+        SELECT version INTO v FROM instances WHERE id = OLD.instance_id;
+        INSERT INTO claim_audit (instance_id, old_owner, new_owner, old_version, new_version, stale)
+        VALUES (OLD.instance_id, OLD.owner, NULL, COALESCE(v, 0), COALESCE(v, 0), false);
+        RETURN NULL;
+    END IF;
+    SELECT version INTO v FROM instances WHERE id = NEW.instance_id;
     IF TG_OP = 'INSERT' THEN
         INSERT INTO claim_audit (instance_id, old_owner, new_owner, old_version, new_version, stale)
-        VALUES (NEW.id, NULL, NEW.owner, -1, NEW.version, false);
-    ELSIF OLD.owner IS DISTINCT FROM NEW.owner OR OLD.version <> NEW.version THEN
+        VALUES (NEW.instance_id, NULL, NEW.owner, COALESCE(v, 0), COALESCE(v, 0), false);
+    ELSIF OLD.owner IS DISTINCT FROM NEW.owner THEN
         INSERT INTO claim_audit (instance_id, old_owner, new_owner, old_version, new_version, stale)
-        VALUES (NEW.id, OLD.owner, NEW.owner, OLD.version, NEW.version,
-                OLD.claimed_at IS NOT NULL AND OLD.claimed_at < now() - interval '1 second');
+        VALUES (NEW.instance_id, OLD.owner, NEW.owner, COALESCE(v, 0), COALESCE(v, 0),
+                OLD.claimed_at < now() - interval '1 second');
     END IF;
-    RETURN NEW;
+    RETURN NULL;
 END $$;
 CREATE TRIGGER claim_audit AFTER INSERT OR UPDATE ON instances FOR EACH ROW EXECUTE FUNCTION claim_audit();
+CREATE TRIGGER claim_audit AFTER INSERT OR UPDATE OR DELETE ON claims FOR EACH ROW EXECUTE FUNCTION claim_audit();
 `
 
-// AssertNoOverlap checks the audit: a claim is only ever taken from nobody,
-// from its own owner, or (when allowStale) from a stale holder; and every
-// version increment is a commit by the owner that held the claim, by one.
-func (e *Env) AssertNoOverlap(t testing.TB, allowStale bool) {
+// auditRow is one row of claim_audit.
+type auditRow struct {
+	tx               int64
+	id               string
+	oldOwner         *string
+	newOwner         *string
+	oldV, newV       int64
+	stale, increment bool
+}
+
+// audit reads claim_audit in order (of instance id alone, unless id is
+// ""), and tells for each version change (increment) the owner whose claim
+// its transaction released (nil: none).
+func (e *Env) audit(t testing.TB, id string) (rows []auditRow, releasedBy func(auditRow) *string) {
 	t.Helper()
-	rows, err := e.DB.Query(Ctx(t), `SELECT instance_id, old_owner, new_owner, old_version, new_version, stale
-		FROM claim_audit ORDER BY seq`)
+	r, err := e.DB.Query(Ctx(t), `SELECT tx, instance_id, old_owner, new_owner, old_version, new_version, stale
+		FROM claim_audit WHERE $1 = '' OR instance_id = $1 ORDER BY seq`, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		var oldOwner, newOwner *string
-		var oldV, newV int64
-		var stale bool
-		if err := rows.Scan(&id, &oldOwner, &newOwner, &oldV, &newV, &stale); err != nil {
-			t.Fatal(err)
-		}
-		if oldV >= 0 && newV != oldV && (newV != oldV+1 || oldOwner == nil || newOwner != nil) {
-			t.Errorf("instance %s: version %d→%d by %v→%v is not a fenced commit", id, oldV, newV, deref(oldOwner), deref(newOwner))
-		}
-		if oldOwner != nil && newOwner != nil && *oldOwner != *newOwner && !(allowStale && stale) {
-			t.Errorf("instance %s: claim taken from live holder %s by %s (two steps at once)", id, *oldOwner, *newOwner)
+	rows, err = pgx.CollectRows(r, func(r pgx.CollectableRow) (auditRow, error) {
+		var a auditRow
+		err := r.Scan(&a.tx, &a.id, &a.oldOwner, &a.newOwner, &a.oldV, &a.newV, &a.stale)
+		a.increment = a.oldV >= 0 && a.newV != a.oldV
+		return a, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type key struct {
+		tx int64
+		id string
+	}
+	released := map[key]*string{}
+	for _, a := range rows {
+		if a.oldOwner != nil && a.newOwner == nil {
+			released[key{a.tx, a.id}] = a.oldOwner
 		}
 	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
+	return rows, func(a auditRow) *string { return released[key{a.tx, a.id}] }
+}
+
+// AssertNoOverlap checks the audit: a claim is only ever taken from nobody,
+// from its own owner, or (when allowStale) from a stale holder; and every
+// version increment is by one, in a transaction that released a claim (the
+// fenced commit of the owner that held it).
+func (e *Env) AssertNoOverlap(t testing.TB, allowStale bool) {
+	t.Helper()
+	rows, releasedBy := e.audit(t, "")
+	for _, a := range rows {
+		if a.increment && (a.newV != a.oldV+1 || releasedBy(a) == nil) {
+			t.Errorf("instance %s: version %d→%d releasing the claim of %v is not a fenced commit", a.id, a.oldV, a.newV, deref(releasedBy(a)))
+		}
+		if a.oldOwner != nil && a.newOwner != nil && *a.oldOwner != *a.newOwner && !(allowStale && a.stale) {
+			t.Errorf("instance %s: claim taken from live holder %s by %s (two steps at once)", a.id, *a.oldOwner, *a.newOwner)
+		}
 	}
 }
 
@@ -253,14 +305,12 @@ func deref(s *string) string {
 // Committers lists, in order, the owner that committed each step of an instance.
 func (e *Env) Committers(t testing.TB, id string) []string {
 	t.Helper()
-	rows, err := e.DB.Query(Ctx(t), `SELECT old_owner FROM claim_audit
-		WHERE instance_id = $1 AND old_version >= 0 AND new_version = old_version + 1 ORDER BY seq`, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	owners, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
+	rows, releasedBy := e.audit(t, id)
+	var owners []string
+	for _, a := range rows {
+		if a.increment {
+			owners = append(owners, deref(releasedBy(a)))
+		}
 	}
 	return owners
 }
@@ -269,7 +319,7 @@ func (e *Env) Committers(t testing.TB, id string) []string {
 func (e *Env) AssertNoClaimsHeld(t testing.TB) {
 	t.Helper()
 	var n int
-	if err := e.DB.QueryRow(Ctx(t), "SELECT count(*) FROM instances WHERE owner IS NOT NULL").Scan(&n); err != nil {
+	if err := e.DB.QueryRow(Ctx(t), "SELECT count(*) FROM claims").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != 0 {
@@ -482,9 +532,10 @@ func CloseBrokerConnection(t testing.TB, name string) {
 // durabilitySQL records, at commit time, the synchronous_commit setting of
 // every transaction that writes the audited tables: a deferred constraint
 // trigger fires just before the commit, so it sees what the commit will use.
-// For instances it names the kind of write: a claim (owner set, version
-// unchanged), a release (owner cleared, version unchanged) or a step commit
-// (version advanced).
+// For instances and claims it names the kind of write: a claim (a claims
+// row written, or a start's row created at version 0), a release (a claims
+// row deleted, or a start's row with it) or a step commit (the version
+// advanced, and the claims row deleted in the same transaction).
 const durabilitySQL = `
 CREATE TABLE durability_audit (
     seq     bigserial PRIMARY KEY,
@@ -504,10 +555,17 @@ BEGIN
             k := CASE WHEN OLD.version = 0 THEN 'release' ELSE 'delete' END;
         ELSIF NEW.version <> OLD.version THEN
             k := 'commit';
-        ELSIF NEW.owner IS NULL THEN
-            k := 'release';
         ELSE
             k := 'claim';
+        END IF;
+    END IF;
+    IF TG_TABLE_NAME = 'claims' THEN
+        IF TG_OP <> 'DELETE' THEN
+            k := 'claim';
+        ELSIF EXISTS (SELECT 1 FROM instances WHERE id = OLD.instance_id AND xmin = pg_current_xact_id()::xid) THEN
+            k := 'commit'; -- the transaction wrote the instance row: its step
+        ELSE
+            k := 'release';
         END IF;
     END IF;
     IF TG_TABLE_NAME = 'tasks' AND TG_OP = 'UPDATE' THEN

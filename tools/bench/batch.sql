@@ -20,13 +20,18 @@
 WITH r AS (
 	SELECT (:base::int + :clients::int * j)::text AS id, (:mid::bigint + j)::text AS mid
 	  FROM generate_series(0, :batch::int - 1) AS j
+), l AS (
+	SELECT i.id, r.mid, i.definition_key, i.definition_version, i.status, i.variables, i.tokens, i.version
+	  FROM instances i JOIN r ON r.id = i.id
+	 WHERE i.version > 0 AND NOT EXISTS (SELECT 1 FROM inbox WHERE message_id = r.mid)
+	 ORDER BY i.id FOR NO KEY UPDATE OF i
+), c AS (
+	INSERT INTO claims AS c (instance_id, owner, claimed_at) SELECT id, :client_id, now() FROM l
+	ON CONFLICT (instance_id) DO UPDATE SET owner = EXCLUDED.owner, claimed_at = EXCLUDED.claimed_at
+	 WHERE c.owner = EXCLUDED.owner OR c.claimed_at < now() - :timeout::interval
+	RETURNING c.instance_id
 ), claimed AS (
-	UPDATE instances i SET owner = :client_id, claimed_at = now()
-	  FROM r
-	 WHERE i.id = r.id AND i.version > 0
-	   AND (i.owner IS NULL OR i.owner = :client_id::text OR i.claimed_at < now() - :timeout::interval)
-	   AND NOT EXISTS (SELECT 1 FROM inbox WHERE message_id = r.mid)
-	RETURNING i.id, r.mid, i.definition_key, i.definition_version, i.status, i.variables, i.tokens, i.version
+	SELECT l.* FROM l JOIN c ON c.instance_id = l.id
 )
 SELECT array_agg(id ORDER BY id) AS ids, array_agg(mid ORDER BY id) AS mids, array_agg(status ORDER BY id) AS statuses,
        array_agg(variables ORDER BY id) AS variables, array_agg(version ORDER BY id) AS versions
@@ -36,16 +41,20 @@ SELECT array_agg(id ORDER BY id) AS ids, array_agg(mid ORDER BY id) AS mids, arr
 -- parks again as t<version+1>.
 
 -- The batch commit: one pipeline, one implicit transaction. Each statement
--- covers the N steps; the instances update keeps each row's fence (owner and
--- version), so a row whose claim was lost would be left out.
+-- covers the N steps; the fence deletes each step's claims row (owner) and
+-- updates its instance at its version, so a row whose claim was lost would
+-- be left out.
 \startpipeline
 SELECT set_config('synchronous_commit', 'on', true);
+WITH u AS (SELECT * FROM unnest(:ids::text[], :statuses::text[], :variables::jsonb[], :versions::bigint[]) AS u(id, status, variables, version)),
+     l AS (SELECT i.id FROM instances i JOIN u ON u.id = i.id AND i.version = u.version ORDER BY i.id FOR NO KEY UPDATE OF i),
+     k AS (DELETE FROM claims k USING l WHERE k.instance_id = l.id AND k.owner = :client_id::text RETURNING k.instance_id)
 UPDATE instances i
    SET status = u.status, variables = u.variables,
        tokens = ('{"tokens":[{"id":"t' || (u.version + 1) || '","el":"Catch","flow":"Flow_Loop","wait":"message","armed":[{"el":"Catch","key":"' || u.id || '"}]}],"seq":' || (u.version + 1) || '}')::jsonb,
-       version = i.version + 1, owner = NULL, claimed_at = NULL, updated_at = now()
-  FROM unnest(:ids::text[], :statuses::text[], :variables::jsonb[], :versions::bigint[]) AS u(id, status, variables, version)
- WHERE i.id = u.id AND i.owner = :client_id::text AND i.version = u.version;
+       version = i.version + 1, updated_at = now()
+  FROM u JOIN k ON k.instance_id = u.id
+ WHERE i.id = u.id AND i.version = u.version;
 DELETE FROM subscriptions t USING unnest(:ids::text[], :versions::bigint[]) AS w(id, version)
 	WHERE t.instance_id = w.id AND t.token_id = 't' || w.version;
 DELETE FROM timers t USING unnest(:ids::text[], :versions::bigint[]) AS w(id, version)

@@ -15,10 +15,19 @@
 
 -- store.Claim: claim and load in one statement (claimSQL, verbatim but for
 -- the owner, which is the client number here).
-UPDATE instances i SET owner = :client_id, claimed_at = now()
- WHERE i.id = :i AND i.version > 0 AND (i.owner IS NULL OR i.owner = :client_id OR i.claimed_at < now() - :timeout::interval)
-	AND NOT EXISTS (SELECT 1 FROM inbox WHERE message_id = :mid)
-RETURNING i.definition_key, i.definition_version, i.status, i.variables, i.tokens, i.version \gset
+WITH i AS (
+	SELECT i.id, i.definition_key, i.definition_version, i.status, i.variables, i.tokens, i.version
+	  FROM instances i
+	 WHERE i.id = :i AND i.version > 0 AND NOT EXISTS (SELECT 1 FROM inbox WHERE message_id = :mid)
+	   FOR NO KEY UPDATE
+), c AS (
+	INSERT INTO claims AS c (instance_id, owner, claimed_at) SELECT id, :client_id, now() FROM i
+	ON CONFLICT (instance_id) DO UPDATE SET owner = EXCLUDED.owner, claimed_at = EXCLUDED.claimed_at
+	 WHERE c.owner = EXCLUDED.owner OR c.claimed_at < now() - :timeout::interval
+	RETURNING c.instance_id
+)
+SELECT i.definition_key, i.definition_version, i.status, i.variables, i.tokens, i.version
+  FROM i JOIN c ON c.instance_id = i.id \gset
 
 -- The engine's step: token t<version> leaves its wait and parks again as
 -- t<version+1> (the token sequence advances by one per step, as the version does).

@@ -38,13 +38,14 @@ var HotStatements = fromStore([]Statement{
 	{Name: "inbox_applied"},
 	{Name: "claim_batch", Uses: "instances_pkey"},
 	{Name: "commit_batch", Uses: "instances_pkey"},
-	{Name: "release", Uses: "instances_pkey", Known: byClaimedAt},
-	// sutra_commit's UPDATE (migration 0004).
+	// The release deletes the claims row, as sutra_commit does after its
+	// UPDATE; claims holds the claims held only, a table of a few pages.
+	{Name: "release"},
+	// sutra_commit's UPDATE (migration 0026).
 	{Name: "commit_instance", Uses: "instances_pkey", SQL: `UPDATE instances
-   SET status = $4, variables = $5::jsonb, tokens = $6::jsonb,
-       version = version + 1, owner = NULL, claimed_at = NULL, updated_at = now()
- WHERE id = $1 AND owner = $2 AND version = $3`,
-		Known: byClaimedAt},
+   SET status = $3, variables = $4::jsonb, tokens = $5::jsonb,
+       version = version + 1, updated_at = now()
+ WHERE id = $1 AND version = $2`},
 	{Name: "close_subscriptions"},
 	{Name: "close_timers"},
 	{Name: "close_tasks"},
@@ -87,13 +88,6 @@ func fromStore(ss []Statement) []Statement {
 	}
 	return ss
 }
-
-// byClaimedAt is why a statement fenced on the owner misses instances_pkey,
-// and why that stays: measured in BENCHMARKS.md, "Plans of the hot
-// statements".
-const byClaimedAt = "owner = $2 implies the predicate of instances_claimed_at, which holds only claimed rows and looks " +
-	"empty to the planner: the plan reads that whole partial index and filters on id. Benign as measured: the scans " +
-	"mark its dead entries and keep it at a few pages; forcing instances_pkey was no faster and let it grow"
 
 // tiny is why a sweeper statement reads a table of a few pages whole: it is
 // the cheapest plan there, and the next ANALYZE (autovacuum's) replans it.
