@@ -184,6 +184,9 @@ type Element struct {
 	Decision *CalledDecision
 	// Loop is set on multi-instance activities.
 	Loop *Loop
+	// Listeners are the element's execution listeners and, on a Camunda
+	// user task, its task listeners, in document order.
+	Listeners []Listener
 
 	// Inputs create the element's local variables when it is activated (on a
 	// publishing event: the message payload).

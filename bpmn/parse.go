@@ -491,6 +491,9 @@ func (p *parser) element(n *node, parent *Element) (*Element, error) {
 	if err := x.ioMapping(el); err != nil {
 		return nil, err
 	}
+	if err := x.listeners(el); err != nil {
+		return nil, err
+	}
 
 	switch typ {
 	case "startEvent":
@@ -556,6 +559,9 @@ func (p *parser) element(n *node, parent *Element) (*Element, error) {
 		return nil, err
 	}
 	if err := checkMappings(el); err != nil {
+		return nil, err
+	}
+	if err := checkListeners(el); err != nil {
 		return nil, err
 	}
 	p.proc.elements[id] = el

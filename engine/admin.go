@@ -28,6 +28,11 @@ func (s *stepper) retry(tr Trigger) error {
 	t.Wait, t.Incident = "", nil
 	el := s.def.Element(t.Element)
 	switch {
+	case t.Listener != nil:
+		// Only the listener that stopped the token runs again.
+		s.retryRetries = tr.Retries
+		s.openListener(i, el, Trigger{})
+		s.retryRetries = 0
 	case stage == StageComplete:
 		s.complete(i, el, nil)
 	case stage == StageLeave:

@@ -16,7 +16,7 @@ import (
 
 // TestCorpusRuns drives every process of every corpus file the parser
 // accepts (bpmn/testdata/corpus) from each of its start events, resuming
-// whatever it waits for (completing tasks and children with no variables,
+// whatever it waits for (completing tasks, listeners' jobs and children with no variables,
 // firing timers, sending the messages it subscribed to) for a bounded number
 // of steps. A step may raise incidents (the files expect variables nobody
 // gives here) but must never fail: what deploys must run. Every evaluation
@@ -112,6 +112,8 @@ func (x *instance) resumption() (Trigger, bool) {
 		switch tok.Wait {
 		case WaitTask:
 			return Trigger{Kind: TriggerTaskCompleted, TokenID: tok.ID, Element: tok.Element}, true
+		case WaitListener:
+			return Trigger{Kind: TriggerTaskCompleted, TokenID: tok.Listener.Job, Element: tok.Element}, true
 		case WaitChild:
 			return Trigger{Kind: TriggerChildCompleted, TokenID: tok.ID, Element: tok.Element}, true
 		}

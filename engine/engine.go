@@ -70,6 +70,9 @@ type Token struct {
 	// Multi counts the inner instances of a multi-instance body
 	// (Wait == WaitMulti).
 	Multi Multi `json:"multi,omitzero"`
+	// Listener is set while the token runs its element's listeners
+	// (WaitListener), or stopped in an incident of one of them.
+	Listener *ListenerRun `json:"lsn,omitempty"`
 }
 
 // Multi counts the inner instances of a multi-instance body.
@@ -111,6 +114,7 @@ const (
 	WaitScope    WaitKind = "scope"    // subprocess or event subprocess containing child tokens
 	WaitMulti    WaitKind = "multi"    // multi-instance body containing its inner instances
 	WaitChild    WaitKind = "child"    // call activity waiting for its child instance
+	WaitListener WaitKind = "listener" // a listener's job (Token.Listener)
 	WaitIncident WaitKind = "incident" // stopped by an incident until an operator retries
 )
 

@@ -336,8 +336,13 @@ func incomingFrom(el *bpmn.Element, source string) string {
 	return ""
 }
 
-// task applies a pull task's completion, failure or BPMN error.
+// task applies a pull task's completion, failure or BPMN error, or one of
+// a listener's job.
 func (s *stepper) task(tr Trigger) error {
+	if i := s.listenerAt(tr.TokenID); i >= 0 && s.tokens[i].Element == tr.Element {
+		s.listenerOutcome(i, tr)
+		return nil
+	}
 	i := s.waiting(tr.TokenID, tr.Element, WaitTask)
 	if i < 0 {
 		return fault.New(fault.NotWaiting, "instance %s has no task on token %s", s.in.ID, tr.TokenID)
@@ -345,6 +350,11 @@ func (s *stepper) task(tr Trigger) error {
 	el := s.def.Element(s.tokens[i].Element)
 	switch tr.Kind {
 	case TriggerTaskCompleted:
+		// A user task's completing listeners hold its completion back: it
+		// stays open (completing) until the last of them completes.
+		if s.listen(i, el, bpmn.ListenerCompleting, tr.Variables) {
+			return nil
+		}
 		s.resume(i)
 		s.complete(i, el, tr.Variables)
 	case TriggerTaskFailed:
@@ -429,6 +439,16 @@ func (s *stepper) execute(i int) {
 	if len(el.Inputs) > 0 && !bpmn.Publishes(el) && !s.localInputs(i, el) {
 		return
 	}
+	// Start listeners run once the input mappings are applied, before
+	// anything of the element's own: then activate.
+	if !s.listen(i, el, bpmn.ListenerStart, nil) {
+		s.activate(i, el)
+	}
+}
+
+// activate runs what el does for token i, its inputs applied and its start
+// listeners done.
+func (s *stepper) activate(i int, el *bpmn.Element) {
 	switch el.Kind {
 	case bpmn.KindStart:
 		s.complete(i, el, nil)
@@ -457,7 +477,10 @@ func (s *stepper) execute(i int) {
 	case bpmn.KindSignalCatch:
 		s.park(i, el, WaitSignal)
 	case bpmn.KindTask:
-		s.park(i, el, WaitTask)
+		// A Camunda user task's creating listeners run before it is created.
+		if !s.listen(i, el, bpmn.ListenerCreating, nil) {
+			s.park(i, el, WaitTask)
+		}
 	case bpmn.KindEventGateway:
 		s.park(i, el, WaitEvent)
 	case bpmn.KindCallActivity:
@@ -497,9 +520,10 @@ func (s *stepper) newID() string {
 	return "t" + strconv.FormatInt(s.seq, 10)
 }
 
-// complete applies el's outputs to result and moves token i on.
+// complete applies el's outputs to result and moves token i on, once el's
+// end listeners, if it has any, are done.
 func (s *stepper) complete(i int, el *bpmn.Element, result map[string]any) {
-	if !s.outputs(i, el, result) {
+	if !s.outputs(i, el, result) || s.listen(i, el, bpmn.ListenerEnd, nil) {
 		return
 	}
 	s.after(i, el)
@@ -669,6 +693,10 @@ func (s *stepper) kill(i int) {
 func (s *stepper) release(i int) {
 	s.closeWaits(i, "")
 	t := &s.tokens[i]
+	if t.Wait == WaitListener {
+		s.closeListener(i)
+	}
+	t.Listener = nil
 	switch t.Wait {
 	case WaitChild:
 		child := s.in.ID + "/" + t.ID

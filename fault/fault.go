@@ -108,6 +108,12 @@ const (
 	// A decision could not be evaluated: no such decision, an expression
 	// that failed, no rule of a unique table or several that disagree.
 	IncidentDecisionFailed = "SUTRA.INCIDENT.DECISION_FAILED"
+	// A listener's job ended in a way a listener's may not: a BPMN error,
+	// or a task listener's completed with variables.
+	IncidentListener = "SUTRA.INCIDENT.LISTENER"
+	// An instance with a token in its element's listeners (a listener's
+	// job open, or stopped in an incident of one) is not migrated.
+	MigrateListener = "SUTRA.ADMIN.MIGRATE.LISTENER"
 )
 
 // Error is an error with a stable code.
