@@ -1,0 +1,85 @@
+package api_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/sutra-run/worker/internal/testkit"
+)
+
+// one fetches the one task of topic there is.
+func (b *bundle) one(t *testing.T, topic string) locked {
+	t.Helper()
+	got := b.fetch(t, "w", topic, 5, time.Minute, 0)
+	if len(got) != 1 {
+		t.Fatalf("fetching %s: %d tasks, want 1", topic, len(got))
+	}
+	return got[0]
+}
+
+// An /engine-rest worker completes the execution listeners' jobs around a
+// service task as it completes the task's own; a user task's completion
+// through /v1 stays completing until its completing listener's job is done.
+func TestListenerJobsRunThroughEngineRestAndHoldAUserTaskCompletion(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, nil, nil)
+	b.env.Deploy(t, "testdata/listened.bpmn")
+	b.pub.Publish(testkit.Relay{MessageID: "start-l1", Body: map[string]any{"start": "listened", "instance_id": "l1"}})
+	b.applied(t, "start-l1")
+
+	job := b.one(t, "charge-start")
+	if job.ActivityID != "Charge" || job.ProcessInstanceID != "l1" {
+		t.Fatalf("listener job = %+v, want one of Charge in l1", job)
+	}
+	if got := b.fetch(t, "w", "charge", 5, time.Minute, 0); len(got) != 0 {
+		t.Fatalf("the task was created before its start listener's job completed: %+v", got)
+	}
+	b.answer(t, job.ID, "complete", map[string]any{"workerId": "w",
+		"variables": map[string]any{"limit": map[string]any{"value": 50, "type": "Integer"}}})
+	b.applied(t, outcome(job.ID))
+	task := b.one(t, "charge")
+	if string(task.Variables["limit"]) == "" {
+		t.Errorf("the task does not see the start listener's variable: %v", task.Variables)
+	}
+	b.answer(t, task.ID, "complete", map[string]any{"workerId": "w"})
+	b.applied(t, outcome(task.ID))
+	job = b.one(t, "charge-end")
+	b.answer(t, job.ID, "complete", map[string]any{"workerId": "w",
+		"variables": map[string]any{"charged": map[string]any{"value": true, "type": "Boolean"}}})
+	b.applied(t, outcome(job.ID))
+
+	_, p := b.do(t, "GET", "/user-tasks?state=created", nil)
+	tasks, _ := asList(p["user_tasks"])
+	if len(tasks) != 1 || tasks[0]["instance_id"] != "l1" {
+		t.Fatalf("user tasks = %v, want Approve of l1", tasks)
+	}
+	id := fmt.Sprint(tasks[0]["id"])
+	if status, code := b.completeAs(t, "", id, map[string]any{"variables": map[string]any{"approved": true}}); status != http.StatusNoContent {
+		t.Fatalf("completing: %d %s", status, code)
+	}
+	b.applied(t, outcome(id))
+	if _, u := b.do(t, "GET", "/user-tasks/"+id, nil); u["state"] != "completing" {
+		t.Fatalf("with its completing listener's job open the task is %v, want completing", u["state"])
+	}
+	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'l1' AND status = 'active' AND NOT variables ? 'approved'"); n != 1 {
+		t.Fatal("the completion took effect before its completing listener's job completed")
+	}
+	job = b.one(t, "approve-check")
+	if job.ActivityID != "Approve" {
+		t.Fatalf("listener job = %+v, want one of Approve", job)
+	}
+	b.answer(t, job.ID, "complete", map[string]any{"workerId": "w"})
+	b.stepped(t, "l1", "completed", outcome(job.ID))
+	var vars map[string]any
+	if err := b.env.DB.QueryRow(testkit.Ctx(t), "SELECT variables FROM instances WHERE id = 'l1'").Scan(&vars); err != nil {
+		t.Fatal(err)
+	}
+	if vars["approved"] != true || vars["charged"] != true || vars["limit"] != nil {
+		t.Errorf("variables %v: want approved and charged, limit local to Charge", vars)
+	}
+	if n := b.env.Int(t, "SELECT count(*) FROM tasks WHERE instance_id = 'l1'"); n != 0 {
+		t.Errorf("%d task rows left", n)
+	}
+}
