@@ -97,7 +97,13 @@ type Process struct {
 	timerStarts   []*Element
 	signalStarts  []*Element
 	decisions     []DecisionRef
+	self          *Element
 }
+
+// Self is the process as an element that is no flow node: its id, its
+// type "process" and its execution listeners, which run before its start
+// event and after its last token ends.
+func (p *Process) Self() *Element { return p.self }
 
 // Key is the definition key under which the store versions this process.
 func (p *Process) Key() string { return p.ID }

@@ -250,20 +250,25 @@ func (p *parser) process(n *node) (*Process, error) {
 	return p.proc, nil
 }
 
-// processExtensions refuses process-level Zeebe extensions that change how the
-// process runs. zeebe:userTaskForm holds the JSON of a form embedded for a
-// user task: a Tasklist matter, kept out of the model.
+// processExtensions reads the process's execution listeners and refuses
+// other process-level Zeebe extensions that change how the process runs.
+// zeebe:userTaskForm holds the JSON of a form embedded for a user task: a
+// Tasklist matter, kept out of the model.
 func (p *parser) processExtensions(n *node) error {
-	for _, k := range n.Kids {
-		if !k.Is(nsBPMN, "extensionElements") {
-			continue
-		}
-		for _, x := range k.Kids {
-			if x.Name.Space == nsZeebe && !ignoredExtension(x.Name.Local) && x.Name.Local != "userTaskForm" {
-				return unsupported(p.proc.ID, "process", "extension zeebe:"+x.Name.Local)
-			}
-		}
+	self := &Element{ID: p.proc.ID, Name: p.proc.Name, Type: "process"}
+	x := readExtensions(n, self)
+	for x.take("userTaskForm") != nil {
 	}
+	if err := x.listeners(self); err != nil {
+		return err
+	}
+	if err := x.leftover(); err != nil {
+		return err
+	}
+	if err := checkListeners(self); err != nil {
+		return err
+	}
+	p.proc.self = self
 	return nil
 }
 

@@ -31,7 +31,7 @@ func (s *stepper) retry(tr Trigger) error {
 	case t.Listener != nil:
 		// Only the listener that stopped the token runs again.
 		s.retryRetries = tr.Retries
-		s.openListener(i, el, Trigger{})
+		s.openListener(i, s.listened(i), Trigger{})
 		s.retryRetries = 0
 	case stage == StageComplete:
 		s.complete(i, el, nil)

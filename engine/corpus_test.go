@@ -113,7 +113,11 @@ func (x *instance) resumption() (Trigger, bool) {
 		case WaitTask:
 			return Trigger{Kind: TriggerTaskCompleted, TokenID: tok.ID, Element: tok.Element}, true
 		case WaitListener:
-			return Trigger{Kind: TriggerTaskCompleted, TokenID: tok.Listener.Job, Element: tok.Element}, true
+			el := tok.Element
+			if tok.Listener.Process {
+				el = x.def.ID
+			}
+			return Trigger{Kind: TriggerTaskCompleted, TokenID: tok.Listener.Job, Element: el}, true
 		case WaitChild:
 			return Trigger{Kind: TriggerChildCompleted, TokenID: tok.ID, Element: tok.Element}, true
 		}

@@ -27,6 +27,10 @@ type ListenerRun struct {
 	Index int `json:"i,omitempty"`
 	// Job is the token id the open job's task row is keyed by.
 	Job string `json:"job,omitempty"`
+	// Process marks the process's own listeners (bpmn.Process.Self): its
+	// start listeners run on the token at its start event, its end
+	// listeners on a token of their own once its last token ended.
+	Process bool `json:"process,omitempty"`
 	// Result is the user task's completion that completing listeners hold
 	// back: applied once the last of them completes.
 	Result map[string]any `json:"result,omitempty"`
@@ -38,9 +42,29 @@ func (s *stepper) listen(i int, el *bpmn.Element, event string, result map[strin
 	if len(el.ListenersOf(event)) == 0 {
 		return false
 	}
-	s.tokens[i].Listener = &ListenerRun{Event: event, Result: result}
+	s.tokens[i].Listener = &ListenerRun{Event: event, Result: result, Process: el == s.def.Self()}
 	s.openListener(i, el, Trigger{})
 	return true
+}
+
+// listened is the element whose listeners token i runs.
+func (s *stepper) listened(i int) *bpmn.Element {
+	if s.tokens[i].Listener.Process {
+		return s.def.Self()
+	}
+	return s.def.Element(s.tokens[i].Element)
+}
+
+// processEnd runs the process's end listeners, if it has any, on a token of
+// their own, its waits closed first; it reports whether the process still
+// has to wait for them.
+func (s *stepper) processEnd() bool {
+	self := s.def.Self()
+	if len(self.ListenersOf(bpmn.ListenerEnd)) == 0 {
+		return false
+	}
+	s.closeWaits(-1, "")
+	return s.listen(s.add(self, "", ""), self, bpmn.ListenerEnd, nil)
 }
 
 // openListener opens the job of token i's current listener at el; tr is the
@@ -96,11 +120,12 @@ func (s *stepper) listenerTask(i int, el *bpmn.Element, l bpmn.Listener, job str
 	return task, nil
 }
 
-// listenerAt finds the live token whose open listener job is keyed by job, or -1.
-func (s *stepper) listenerAt(job string) int {
+// listenerAt finds the live token whose open listener job is (job,
+// element), or -1.
+func (s *stepper) listenerAt(job, element string) int {
 	for j := range s.tokens {
 		t := &s.tokens[j]
-		if t.Element != "" && t.Wait == WaitListener && t.Listener.Job == job {
+		if t.Element != "" && t.Wait == WaitListener && t.Listener.Job == job && s.listened(j).ID == element {
 			return j
 		}
 	}
@@ -110,17 +135,17 @@ func (s *stepper) listenerAt(job string) int {
 // closeListener closes token i's open listener job: dropped from the
 // effects when this step opened it, deleted by the store otherwise.
 func (s *stepper) closeListener(i int) {
-	t := &s.tokens[i]
+	job := s.tokens[i].Listener.Job
 	n := len(s.eff.Tasks)
-	s.eff.Tasks = slices.DeleteFunc(s.eff.Tasks, func(x Task) bool { return x.TokenID == t.Listener.Job })
+	s.eff.Tasks = slices.DeleteFunc(s.eff.Tasks, func(x Task) bool { return x.TokenID == job })
 	if len(s.eff.Tasks) == n {
-		s.eff.CloseWaits = append(s.eff.CloseWaits, WaitRef{TokenID: t.Listener.Job, Element: t.Element})
+		s.eff.CloseWaits = append(s.eff.CloseWaits, WaitRef{TokenID: job, Element: s.listened(i).ID})
 	}
 }
 
 // listenerOutcome applies a worker's outcome of token i's listener job.
 func (s *stepper) listenerOutcome(i int, tr Trigger) {
-	el := s.def.Element(s.tokens[i].Element)
+	el := s.listened(i)
 	run := *s.tokens[i].Listener
 	s.closeListener(i)
 	what := fmt.Sprintf("%s listener %d of %s", run.Event, run.Index+1, el.ID)
@@ -136,8 +161,10 @@ func (s *stepper) listenerOutcome(i int, tr Trigger) {
 		s.incident(i, fault.IncidentListener, fmt.Sprintf("%s threw BPMN error %q: a listener's job may not throw one (Zeebe does not allow it)", what, tr.ErrorCode), StageActivate)
 		return
 	}
-	switch run.Event {
-	case bpmn.ListenerStart:
+	switch {
+	case run.Process:
+		s.merge(tr.Variables) // the process's scope is the instance's
+	case run.Event == bpmn.ListenerStart:
 		// Set on the element's own scope, where the rest of it reads them.
 		if len(tr.Variables) > 0 {
 			s.ownLocals(i)
@@ -145,7 +172,7 @@ func (s *stepper) listenerOutcome(i int, tr Trigger) {
 				s.tokens[i].Vars[k] = v
 			}
 		}
-	case bpmn.ListenerEnd:
+	case run.Event == bpmn.ListenerEnd:
 		// Propagated from the element's parent scope, as output mappings are.
 		for k, v := range tr.Variables {
 			s.write(s.parentOf(i), []string{k}, v)
@@ -163,6 +190,15 @@ func (s *stepper) listenerOutcome(i int, tr Trigger) {
 		return
 	}
 	s.tokens[i].Listener, s.tokens[i].Wait = nil, ""
+	switch {
+	case run.Process && run.Event == bpmn.ListenerEnd:
+		s.kill(i)
+		s.ended = StatusCompleted
+		return
+	case run.Process:
+		s.startAt(i, s.def.Element(s.tokens[i].Element), run.Result)
+		return
+	}
 	switch run.Event {
 	case bpmn.ListenerStart:
 		s.activate(i, el)

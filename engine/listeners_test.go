@@ -290,3 +290,57 @@ func TestCorpusListenerFileRunsItsListenerFirst(t *testing.T) {
 		t.Fatalf("jobs %v, status %s: want %v, then completed", types, x.in.State.Status, want)
 	}
 }
+
+// processListened has process-level start and end listeners, a message
+// start event and an event subprocess whose message start is armed once
+// the process runs.
+var processListened = `<bpmn:extensionElements><zeebe:executionListeners>
+  <zeebe:executionListener eventType="start" type="p-start" /><zeebe:executionListener eventType="end" type="p-end" />
+</zeebe:executionListeners></bpmn:extensionElements>
+<bpmn:startEvent id="S" /><bpmn:startEvent id="MS"><bpmn:messageEventDefinition messageRef="M1" /></bpmn:startEvent>
+<bpmn:subProcess id="Ev" triggeredByEvent="true"><bpmn:startEvent id="ES" isInterrupting="false"><bpmn:messageEventDefinition messageRef="M2" /></bpmn:startEvent>
+  <bpmn:endEvent id="EE" /><bpmn:sequenceFlow id="FE" sourceRef="ES" targetRef="EE" /></bpmn:subProcess>
+<bpmn:serviceTask id="T"><bpmn:extensionElements><zeebe:taskDefinition type="t" /></bpmn:extensionElements></bpmn:serviceTask>
+<bpmn:endEvent id="E" />` + flow("F1", "S", "T") + flow("F2", "MS", "T") + flow("F3", "T", "E")
+
+func TestProcessListenersRunBeforeItsStartEventAndAfterItsLastToken(t *testing.T) {
+	for _, start := range []Trigger{{Kind: TriggerStart, Variables: map[string]any{"a": 1.0}}, {Kind: TriggerStart, Element: "MS", Variables: map[string]any{"a": 1.0}}} {
+		t.Run("start at "+start.Element, func(t *testing.T) {
+			x := newInstance(t, parse(t, processListened, msgDefs))
+			eff := x.step(start)
+			k := job(t, eff)
+			if k.Type != "p-start" || k.Element != "p" || len(eff.Subscriptions) != 0 {
+				t.Fatalf("job = %+v, subscriptions %+v: want the process's start listener first, nothing armed", k, eff.Subscriptions)
+			}
+			eff = x.step(done(k, map[string]any{"b": 2.0}))
+			k = job(t, eff)
+			if k.Type != "t" || len(eff.Subscriptions) != 1 || x.in.State.Variables["a"] != 1.0 || x.in.State.Variables["b"] != 2.0 {
+				t.Fatalf("job = %+v, subscriptions %+v, variables %v: want the task, the event subprocess armed, both variables",
+					k, eff.Subscriptions, x.in.State.Variables)
+			}
+			eff = x.step(done(k, nil))
+			end := job(t, eff)
+			if end.Type != "p-end" || end.Element != "p" || eff.Completed || len(eff.CloseWaits) == 0 {
+				t.Fatalf("job = %+v, completed %v, closed %+v: want the process's end listener, its waits closed first", end, eff.Completed, eff.CloseWaits)
+			}
+			if eff = x.step(done(end, map[string]any{"c": 3.0})); !eff.Completed || x.in.State.Variables["c"] != 3.0 || len(x.in.State.Tokens) != 0 {
+				t.Fatalf("completed %v, variables %v, tokens %v", eff.Completed, x.in.State.Variables, x.at())
+			}
+		})
+	}
+}
+
+func TestProcessEndListenerFailureIsAnIncidentOnTheProcess(t *testing.T) {
+	x := newInstance(t, parse(t, processListened, msgDefs))
+	k := job(t, x.step(Trigger{Kind: TriggerStart}))
+	k = job(t, x.step(done(k, nil)))
+	k = job(t, x.step(done(k, nil)))
+	eff := x.step(Trigger{Kind: TriggerTaskFailed, TokenID: k.TokenID, Element: "p", ErrorMessage: "no"})
+	if len(eff.Incidents) != 1 || eff.Incidents[0].Element != "p" {
+		t.Fatalf("incidents = %+v, want one on the process", eff.Incidents)
+	}
+	k = job(t, x.step(Trigger{Kind: TriggerRetry, TokenID: eff.Incidents[0].TokenID}))
+	if eff := x.step(done(k, nil)); k.Type != "p-end" || !eff.Completed {
+		t.Fatalf("job %+v, completed %v: want the end listener again, then the end", k, eff.Completed)
+	}
+}

@@ -191,15 +191,27 @@ func (s *stepper) start(tr Trigger) error {
 	s.vars, s.ownVars = make(map[string]any, len(tr.Variables)+4), true
 	s.parent = tr.Parent
 	i := s.add(el, "", "")
+	result := tr.Variables
 	if el == s.def.Start {
 		s.merge(tr.Variables)
-		s.queue = append(s.queue, i)
-		return nil
+		result = nil
 	}
-	// The message (or a timer's nothing) is the start event's result: its
-	// outputs map it.
-	s.complete(i, el, tr.Variables)
+	// The process's start listeners run before its start event.
+	if self := s.def.Self(); !s.listen(i, self, bpmn.ListenerStart, result) {
+		s.startAt(i, el, result)
+	}
 	return nil
+}
+
+// startAt runs the new instance's token i from start event el: the none
+// start event runs; a message, timer or signal start event completes with
+// result, which its outputs map.
+func (s *stepper) startAt(i int, el *bpmn.Element, result map[string]any) {
+	if el == s.def.Start {
+		s.queue = append(s.queue, i)
+		return
+	}
+	s.complete(i, el, result)
 }
 
 // message resumes the first wait subscribed to tr.Message with a matching
@@ -339,7 +351,7 @@ func incomingFrom(el *bpmn.Element, source string) string {
 // task applies a pull task's completion, failure or BPMN error, or one of
 // a listener's job.
 func (s *stepper) task(tr Trigger) error {
-	if i := s.listenerAt(tr.TokenID); i >= 0 && s.tokens[i].Element == tr.Element {
+	if i := s.listenerAt(tr.TokenID, tr.Element); i >= 0 {
 		s.listenerOutcome(i, tr)
 		return nil
 	}
@@ -662,6 +674,9 @@ func (s *stepper) end(i int) {
 // scopeDone completes the process or the subprocess whose token id is scope.
 func (s *stepper) scopeDone(scope string) {
 	if scope == "" {
+		if s.processEnd() {
+			return
+		}
 		s.closeWaits(-1, "")
 		s.ended = StatusCompleted
 		return
