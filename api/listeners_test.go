@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/testkit"
 )
 
@@ -32,6 +33,15 @@ func TestListenerJobsRunThroughEngineRestAndHoldAUserTaskCompletion(t *testing.T
 	job := b.one(t, "charge-start")
 	if job.ActivityID != "Charge" || job.ProcessInstanceID != "l1" {
 		t.Fatalf("listener job = %+v, want one of Charge in l1", job)
+	}
+	// An instance in its listeners is not migrated: 409, nothing written.
+	b.env.Deploy(t, "testdata/listened-v2.bpmn")
+	before := b.snapshot(t, "l1")
+	if status, p := b.do(t, "POST", "/instances/l1/migrate", map[string]any{"target_version": 2}); status != http.StatusConflict || p["code"] != fault.MigrateListener {
+		t.Fatalf("migrating: %d %v, want 409 %s", status, p, fault.MigrateListener)
+	}
+	if b.snapshot(t, "l1") != before {
+		t.Fatal("a refused migration changed the instance")
 	}
 	if got := b.fetch(t, "w", "charge", 5, time.Minute, 0); len(got) != 0 {
 		t.Fatalf("the task was created before its start listener's job completed: %+v", got)
@@ -82,4 +92,5 @@ func TestListenerJobsRunThroughEngineRestAndHoldAUserTaskCompletion(t *testing.T
 	if n := b.env.Int(t, "SELECT count(*) FROM tasks WHERE instance_id = 'l1'"); n != 0 {
 		t.Errorf("%d task rows left", n)
 	}
+	b.env.AssertNoClaimsHeld(t)
 }

@@ -49,7 +49,7 @@ export async function taskPage(main, id) {
   const complete = async (variables) => {
     await api('POST', `${path}/completion`, { variables, override: session.admin && !!task.assignee && task.assignee !== session.user });
     fill(main, h('h1', {}, `User task ${task.element} #${task.id}`),
-      notice('ok', 'Completed: the instance moves on.'),
+      notice('ok', 'Completion recorded: the task is completing until the instance applies it, after its completing listeners, if any.'),
       h('p', {}, link('/ui/tasks', 'Back to the user tasks')));
   };
   fill(main, 
