@@ -344,3 +344,67 @@ func TestProcessEndListenerFailureIsAnIncidentOnTheProcess(t *testing.T) {
 		t.Fatalf("job %+v, completed %v: want the end listener again, then the end", k, eff.Completed)
 	}
 }
+
+// scoped: a subprocess with start and end listeners holding a user task
+// with a completing listener and an interrupting timer boundary event, and
+// a non-interrupting message boundary whose event has an end listener.
+var scoped = `<bpmn:startEvent id="S" />
+<bpmn:subProcess id="Sub"><bpmn:extensionElements><zeebe:executionListeners>
+  <zeebe:executionListener eventType="start" type="sub-start" /><zeebe:executionListener eventType="end" type="sub-end" />
+</zeebe:executionListeners></bpmn:extensionElements>
+  <bpmn:startEvent id="SS" />
+  <bpmn:userTask id="U"><bpmn:extensionElements><zeebe:userTask /><zeebe:taskListeners><zeebe:taskListener eventType="completing" type="check" /></zeebe:taskListeners></bpmn:extensionElements></bpmn:userTask>
+  <bpmn:boundaryEvent id="Late" attachedToRef="U"><bpmn:timerEventDefinition><bpmn:timeDuration>PT1H</bpmn:timeDuration></bpmn:timerEventDefinition></bpmn:boundaryEvent>
+  <bpmn:endEvent id="SE" /><bpmn:endEvent id="LE" />` + flow("FS1", "SS", "U") + flow("FS2", "U", "SE") + flow("FS3", "Late", "LE") + `
+</bpmn:subProcess>
+<bpmn:boundaryEvent id="Note" cancelActivity="false" attachedToRef="Sub"><bpmn:extensionElements><zeebe:executionListeners>
+  <zeebe:executionListener eventType="end" type="noted" /></zeebe:executionListeners></bpmn:extensionElements><bpmn:messageEventDefinition messageRef="M1" /></bpmn:boundaryEvent>
+<bpmn:endEvent id="E" /><bpmn:endEvent id="NE" />` + flow("F1", "S", "Sub") + flow("F2", "Sub", "E") + flow("F3", "Note", "NE")
+
+func TestSubprocessListenersWrapItsScopeAndABoundaryEventsEndListenerRuns(t *testing.T) {
+	x := newInstance(t, parse(t, scoped, msgDefs))
+	eff := x.step(Trigger{Kind: TriggerStart})
+	k := job(t, eff)
+	if k.Type != "sub-start" || len(eff.Subscriptions) != 0 || len(x.in.State.Tokens) != 1 {
+		t.Fatalf("job = %+v, subscriptions %+v, tokens %v: want the subprocess's start listener before its scope opens", k, eff.Subscriptions, x.at())
+	}
+	eff = x.step(done(k, nil))
+	u := job(t, eff)
+	if u.Element != "U" || len(eff.Subscriptions) != 1 {
+		t.Fatalf("task = %+v, subscriptions %+v: want U, the boundary message armed", u, eff.Subscriptions)
+	}
+	// The non-interrupting boundary event's end listener runs on its own token.
+	k = job(t, x.step(Trigger{Kind: TriggerMessage, Message: "m1"}))
+	if k.Type != "noted" || k.Element != "Note" {
+		t.Fatalf("job = %+v, want Note's end listener", k)
+	}
+	x.step(done(k, nil))
+	// The user task completed: held by its completing listener; then the
+	// subprocess ends through its end listener.
+	check := job(t, x.step(done(u, map[string]any{"ok": true})))
+	end := job(t, x.step(done(check, nil)))
+	if end.Type != "sub-end" || x.in.State.Variables["ok"] != true {
+		t.Fatalf("job = %+v, variables %v: want the subprocess's end listener after the completion", end, x.in.State.Variables)
+	}
+	if eff := x.step(done(end, nil)); !eff.Completed {
+		t.Fatalf("not completed: %v", x.at())
+	}
+}
+
+func TestABoundaryEventInterruptsAUserTaskInItsCompletingListeners(t *testing.T) {
+	x := newInstance(t, parse(t, scoped, msgDefs))
+	x.step(done(job(t, x.step(Trigger{Kind: TriggerStart})), nil))
+	u := x.token("U")
+	check := job(t, x.step(Trigger{Kind: TriggerTaskCompleted, TokenID: u.ID, Element: "U", Variables: map[string]any{"ok": true}}))
+	eff := x.step(Trigger{Kind: TriggerTimer, TokenID: u.ID, Element: "Late"})
+	closed := map[WaitRef]bool{}
+	for _, w := range eff.CloseWaits {
+		closed[w] = true
+	}
+	if !closed[WaitRef{TokenID: check.TokenID, Element: "U"}] || !closed[WaitRef{TokenID: u.ID}] || x.in.State.Variables["ok"] != nil {
+		t.Fatalf("closed %+v, variables %v: want the listener's job and the user task closed, its completion dropped", eff.CloseWaits, x.in.State.Variables)
+	}
+	if err := x.fail(done(check, nil)); !fault.HasCode(err, fault.NotWaiting) {
+		t.Fatalf("the listener's late completion: %v, want %s", err, fault.NotWaiting)
+	}
+}
