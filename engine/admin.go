@@ -41,6 +41,14 @@ func (s *stepper) retry(tr Trigger) error {
 		// The task failed or threw while parked: only its task row is gone,
 		// its boundary events are still armed.
 		s.recreateTask(i, el, Trigger{Retries: tr.Retries})
+	case stage == StageBehaviour:
+		s.closeWaits(i, "")
+		if el.Kind == bpmn.KindCallActivity {
+			t.ID = s.newID()
+		}
+		s.retryRetries = tr.Retries
+		s.activate(i, el)
+		s.retryRetries = 0
 	default:
 		// The element runs again from its start, its waits opened anew. A
 		// call activity does so under a fresh id: its new child instance

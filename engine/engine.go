@@ -304,6 +304,10 @@ const (
 	StageComplete Stage = "complete"
 	// StageLeave leaves the element, its outputs applied.
 	StageLeave Stage = "leave"
+	// StageBehaviour runs the element's own behaviour again, its input
+	// mappings applied and its start listeners done: an incident that
+	// arose after them does not run them again.
+	StageBehaviour Stage = "behaviour"
 )
 
 // ParentRef names the call activity that started an instance.

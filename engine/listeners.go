@@ -120,6 +120,24 @@ func (s *stepper) listenerTask(i int, el *bpmn.Element, l bpmn.Listener, job str
 	return task, nil
 }
 
+// afterListeners makes an incident that el's own behaviour raised on token
+// i, its start listeners done, resume there (StageBehaviour).
+func (s *stepper) afterListeners(i int, el *bpmn.Element) {
+	t := &s.tokens[i]
+	if t.Wait != WaitIncident || t.Element != el.ID || t.Listener != nil || t.Incident.Stage != StageActivate {
+		return
+	}
+	inc := *t.Incident
+	inc.Stage = StageBehaviour
+	t.Incident = &inc
+	for k := len(s.eff.Incidents) - 1; k >= 0; k-- {
+		if s.eff.Incidents[k].TokenID == t.ID {
+			s.eff.Incidents[k] = inc
+			break
+		}
+	}
+}
+
 // listenerAt finds the live token whose open listener job is (job,
 // element), or -1.
 func (s *stepper) listenerAt(job, element string) int {
@@ -202,6 +220,7 @@ func (s *stepper) listenerOutcome(i int, tr Trigger) {
 	switch run.Event {
 	case bpmn.ListenerStart:
 		s.activate(i, el)
+		s.afterListeners(i, el)
 	case bpmn.ListenerEnd:
 		s.after(i, el)
 	case bpmn.ListenerCreating:

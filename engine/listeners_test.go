@@ -408,3 +408,33 @@ func TestABoundaryEventInterruptsAUserTaskInItsCompletingListeners(t *testing.T)
 		t.Fatalf("the listener's late completion: %v, want %s", err, fault.NotWaiting)
 	}
 }
+
+func TestRetryOfAnIncidentAfterTheStartListenersDoesNotRunThemAgain(t *testing.T) {
+	t.Run("a task failed to zero retries", func(t *testing.T) {
+		x, k := startListened(t)
+		k = job(t, x.step(done(k, nil)))
+		task := job(t, x.step(done(k, nil)))
+		eff := x.step(Trigger{Kind: TriggerTaskFailed, TokenID: task.TokenID, Element: "Charge", ErrorMessage: "down"})
+		if len(eff.Incidents) != 1 || eff.Incidents[0].Stage != StageBehaviour {
+			t.Fatalf("incidents = %+v, want one resuming after the listeners", eff.Incidents)
+		}
+		if k := job(t, x.step(Trigger{Kind: TriggerRetry, TokenID: x.token("Charge").ID})); k.Type != "charge" {
+			t.Fatalf("job after the retry = %+v, want the task itself", k)
+		}
+	})
+	t.Run("a gateway with no flow to take", func(t *testing.T) {
+		noDefault := strings.NewReplacer(` default="FB"`, "", `<bpmn:sequenceFlow id="FB" sourceRef="G" targetRef="B" />`,
+			`<bpmn:sequenceFlow id="FB" sourceRef="G" targetRef="B"><bpmn:conditionExpression>=route = "b"</bpmn:conditionExpression></bpmn:sequenceFlow>`).Replace(gated)
+		x := newInstance(t, parse(t, noDefault, gatedDefs))
+		k := job(t, x.step(Trigger{Kind: TriggerStart}))
+		eff := x.step(done(k, map[string]any{"route": "z"}))
+		if len(eff.Incidents) != 1 || eff.Incidents[0].Code != fault.IncidentNoFlow || eff.Incidents[0].Stage != StageBehaviour {
+			t.Fatalf("incidents = %+v, want NO_MATCHING_FLOW resuming after the listener", eff.Incidents)
+		}
+		// The listener's local variable is still there: the retry fixes it.
+		k = job(t, x.step(Trigger{Kind: TriggerRetry, TokenID: x.token("G").ID, Variables: map[string]any{"route": "a"}}))
+		if k.Type != "key" {
+			t.Fatalf("job after the retry = %+v, want the flow to Wait taken without the gateway's listener", k)
+		}
+	})
+}

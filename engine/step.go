@@ -777,9 +777,13 @@ func (s *stepper) interrupt(i int, b *bpmn.Element, result map[string]any) {
 	s.complete(i, b, result)
 }
 
-// incident stops token i where it is; a retry resumes it at stage.
+// incident stops token i where it is; a retry resumes it at stage. A token
+// parked at an element whose start listeners ran resumes after them.
 func (s *stepper) incident(i int, code, msg string, stage Stage) {
 	t := &s.tokens[i]
+	if stage == StageActivate && t.Wait != "" && t.Listener == nil && len(s.def.Element(t.Element).ListenersOf(bpmn.ListenerStart)) > 0 {
+		stage = StageBehaviour
+	}
 	inc := Incident{TokenID: t.ID, Element: t.Element, Code: code, Message: msg, Stage: stage}
 	t.Wait, t.Incident = WaitIncident, &inc
 	s.eff.Incidents = append(s.eff.Incidents, inc)
