@@ -94,3 +94,34 @@ func TestListenerJobsRunThroughEngineRestAndHoldAUserTaskCompletion(t *testing.T
 	}
 	b.env.AssertNoClaimsHeld(t)
 }
+
+// A listener's job that throws a BPMN error through /engine-rest stops its
+// element in an incident SUTRA.INCIDENT.LISTENER; the incident's retry
+// creates that listener's job again, and the instance goes on.
+func TestABpmnErrorFromAListenerJobIsAnIncidentWhoseRetryCreatesTheJobAgain(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, nil, nil)
+	b.env.Deploy(t, "testdata/listened.bpmn")
+	b.pub.Publish(testkit.Relay{MessageID: "start-l2", Body: map[string]any{"start": "listened", "instance_id": "l2"}})
+	b.applied(t, "start-l2")
+	job := b.one(t, "charge-start")
+	b.answer(t, job.ID, "bpmnError", map[string]any{"workerId": "w", "errorCode": "NOPE"})
+	b.applied(t, outcome(job.ID))
+	_, list := b.do(t, "GET", "/incidents?open=true", nil)
+	incidents, _ := asList(list["incidents"])
+	if len(incidents) != 1 || incidents[0]["code"] != fault.IncidentListener || incidents[0]["element"] != "Charge" {
+		t.Fatalf("incidents = %v, want one %s at Charge", incidents, fault.IncidentListener)
+	}
+	if status, p := b.do(t, "POST", "/incidents/"+fmt.Sprint(incidents[0]["id"])+"/retry", nil); status != http.StatusOK {
+		t.Fatalf("retry: %d %v", status, p)
+	}
+	again := b.one(t, "charge-start")
+	if again.ID == job.ID || again.ActivityID != "Charge" {
+		t.Fatalf("after the retry: %+v, want the listener's job anew", again)
+	}
+	b.answer(t, again.ID, "complete", map[string]any{"workerId": "w"})
+	b.applied(t, outcome(again.ID))
+	if task := b.one(t, "charge"); task.ProcessInstanceID != "l2" {
+		t.Fatalf("task = %+v", task)
+	}
+}
