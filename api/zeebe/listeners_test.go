@@ -45,3 +45,41 @@ func TestAZeebeJobWorkerCompletesAnExecutionListenerJob(t *testing.T) {
 		t.Errorf("the task's job sees %s (%v), want the listener's limit", task.Variables, err)
 	}
 }
+
+// A listener's job failed to zero retries is an incident on its element;
+// UpdateJobRetries on the job's key and ResolveIncident create that
+// listener's job again with those retries, as for any job.
+func TestAListenerJobFailedToZeroRetriesIsResolvedAsAnyJob(t *testing.T) {
+	t.Parallel()
+	b := setupJobs(t, nil)
+	ctx := testkit.Ctx(t)
+	b.env.Deploy(t, "../testdata/listened.bpmn")
+	b.pub.Publish(testkit.Relay{MessageID: "start-l2", Body: map[string]any{"start": "listened", "instance_id": "l2"}})
+	b.applied(t, "start-l2")
+	job := b.one(t, "charge-start")
+	if _, err := b.zb.NewFailJobCommand().JobKey(job.Key).Retries(0).ErrorMessage("gave up").Send(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.applied(t, outcome(job.Key, 1))
+	st, _, incidents := b.instance(t, "l2")
+	if st != "active" || len(incidents) != 1 {
+		t.Fatalf("the instance is %s with open incidents %v, want one", st, incidents)
+	}
+	if _, err := b.zb.NewUpdateJobRetriesCommand().JobKey(job.Key).Retries(4).Send(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.zb.NewResolveIncidentCommand().IncidentKey(incidents[0]).Send(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next := b.one(t, "charge-start")
+	if next.Retries != 4 || next.ElementId != "Charge" {
+		t.Fatalf("the job the resolution created is %+v, want the listener's with the 4 retries UpdateJobRetries set", next)
+	}
+	if _, err := b.zb.NewCompleteJobCommand().JobKey(next.Key).Send(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.applied(t, outcome(next.Key, 1))
+	if task := b.one(t, "charge"); task.ElementId != "Charge" {
+		t.Fatalf("task = %+v", task)
+	}
+}
