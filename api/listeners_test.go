@@ -125,3 +125,48 @@ func TestABpmnErrorFromAListenerJobIsAnIncidentWhoseRetryCreatesTheJobAgain(t *t
 		t.Fatalf("task = %+v", task)
 	}
 }
+
+// An assignment through /v1 of a user task with an assigning listener is
+// answered 202 and takes effect only once the listener's job completes;
+// meanwhile the task is assigning and refuses a completion.
+func TestAnAssignmentWaitsForTheAssigningListenersJob(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, nil, nil)
+	b.env.Deploy(t, "testdata/assigned.bpmn")
+	b.pub.Publish(testkit.Relay{MessageID: "start-a1", Body: map[string]any{"start": "assigned", "instance_id": "a1"}})
+	b.applied(t, "start-a1")
+	_, p := b.do(t, "GET", "/user-tasks?state=created", nil)
+	tasks, _ := asList(p["user_tasks"])
+	if len(tasks) != 1 {
+		t.Fatalf("user tasks = %v, want Review of a1", tasks)
+	}
+	id := fmt.Sprint(tasks[0]["id"])
+	status, ans := b.do(t, "POST", "/user-tasks/"+id+"/assignment", map[string]any{"assignee": "ada"})
+	if status != http.StatusAccepted || ans["state"] != "assigning" {
+		t.Fatalf("assigning: %d %v, want 202 assigning", status, ans)
+	}
+	b.applied(t, outcome(id))
+	if _, u := b.do(t, "GET", "/user-tasks/"+id, nil); u["state"] != "assigning" || u["assignee"] != nil {
+		t.Fatalf("with its assigning listener's job open the task is %v, assigned to %v: want assigning, nobody yet", u["state"], u["assignee"])
+	}
+	if status, code := b.completeAs(t, "", id, nil); status != http.StatusNotFound {
+		t.Fatalf("completing an assigning task: %d %s, want 404", status, code)
+	}
+	if status, _ := b.do(t, "POST", "/user-tasks/"+id+"/assignment", map[string]any{"assignee": "bob"}); status != http.StatusNotFound {
+		t.Fatalf("assigning an assigning task: %d, want 404", status)
+	}
+	job := b.one(t, "on-assign")
+	if job.ActivityID != "Review" {
+		t.Fatalf("listener job = %+v, want one of Review", job)
+	}
+	b.answer(t, job.ID, "complete", map[string]any{"workerId": "w"})
+	b.applied(t, outcome(job.ID))
+	if _, u := b.do(t, "GET", "/user-tasks/"+id, nil); u["state"] != "created" || u["assignee"] != "ada" {
+		t.Fatalf("after the listener's job the task is %v, assigned to %v: want created, ada", u["state"], u["assignee"])
+	}
+	if status, code := b.completeAs(t, "ada", id, nil); status != http.StatusNoContent {
+		t.Fatalf("ada completing: %d %s", status, code)
+	}
+	b.stepped(t, "a1", "completed", "task:"+id+":2")
+	b.env.AssertNoClaimsHeld(t)
+}

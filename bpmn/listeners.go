@@ -8,12 +8,13 @@ import (
 
 // Listener events. An execution listener runs at ListenerStart or
 // ListenerEnd of its element; a task listener at a user task's lifecycle
-// event (Zeebe 8.6's names complete and create are read as completing and
-// creating).
+// event (Zeebe 8.6's names create, assignment and complete are read as
+// creating, assigning and completing).
 const (
 	ListenerStart      = "start"
 	ListenerEnd        = "end"
 	ListenerCreating   = "creating"
+	ListenerAssigning  = "assigning"
 	ListenerCompleting = "completing"
 )
 
@@ -41,8 +42,9 @@ func (el *Element) ListenersOf(event string) []Listener {
 // they name; "" marks the events the engine does not run (refused).
 var taskListenerEvents = map[string]string{
 	"creating": ListenerCreating, "create": ListenerCreating,
+	"assigning": ListenerAssigning, "assignment": ListenerAssigning,
 	"completing": ListenerCompleting, "complete": ListenerCompleting,
-	"assigning": "", "assignment": "", "updating": "", "update": "", "canceling": "", "cancel": "",
+	"updating": "", "update": "", "canceling": "", "cancel": "",
 }
 
 // listeners reads el's zeebe:executionListeners and zeebe:taskListeners
@@ -77,7 +79,7 @@ func (x *extensions) listeners(el *Element) error {
 			case !known:
 				return invalid("task listener of %q has eventType %q, not creating, assigning, updating, completing or canceling", el.ID, written)
 			case event == "":
-				return unsupported(el.ID, el.Type, "a task listener on "+written+" (the engine runs creating and completing listeners)")
+				return unsupported(el.ID, el.Type, "a task listener on "+written+" (the engine runs creating, assigning and completing listeners)")
 			}
 			if err := addListener(el, "task listener", event, k); err != nil {
 				return err
@@ -112,7 +114,7 @@ func addListener(el *Element, what, event string, k *node) error {
 func checkListeners(el *Element) error {
 	for _, l := range el.Listeners {
 		switch l.Event {
-		case ListenerCreating, ListenerCompleting:
+		case ListenerCreating, ListenerAssigning, ListenerCompleting:
 			if el.User == nil || !el.User.Native {
 				return invalid("task listeners of %q need a Camunda user task (zeebe:userTask)", el.ID)
 			}

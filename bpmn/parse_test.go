@@ -103,8 +103,8 @@ func TestParseRefusesUnsupportedElementsNamingIDAndType(t *testing.T) {
 			`"Task_4" (serviceTask): a multi-instance loopCardinality`},
 		{"multi-instance event", `<bpmn:intermediateCatchEvent id="E_5"><bpmn:messageEventDefinition messageRef="M1" /><bpmn:multiInstanceLoopCharacteristics /></bpmn:intermediateCatchEvent>`,
 			`"E_5" (intermediateCatchEvent): multiInstanceLoopCharacteristics`},
-		{"assigning task listener", `<bpmn:userTask id="U_2"><bpmn:extensionElements><zeebe:userTask /><zeebe:taskListeners><zeebe:taskListener eventType="assigning" type="l" /></zeebe:taskListeners></bpmn:extensionElements></bpmn:userTask>`,
-			`"U_2" (userTask): a task listener on assigning`},
+		{"canceling task listener", `<bpmn:userTask id="U_2"><bpmn:extensionElements><zeebe:userTask /><zeebe:taskListeners><zeebe:taskListener eventType="canceling" type="l" /></zeebe:taskListeners></bpmn:extensionElements></bpmn:userTask>`,
+			`"U_2" (userTask): a task listener on canceling`},
 		{"call by deployment binding", `<bpmn:callActivity id="C_2"><bpmn:extensionElements><zeebe:calledElement processId="x" bindingType="deployment" /></bpmn:extensionElements></bpmn:callActivity>`,
 			`"C_2" (callActivity): bindingType "deployment"`},
 		{"escalation boundary on a call activity", `<bpmn:callActivity id="C_3"><bpmn:extensionElements><zeebe:calledElement processId="x" /></bpmn:extensionElements></bpmn:callActivity>

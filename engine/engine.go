@@ -131,6 +131,11 @@ const (
 	TriggerTaskCompleted TriggerKind = "task_completed"
 	TriggerTaskFailed    TriggerKind = "task_failed"
 	TriggerTaskError     TriggerKind = "task_error"
+	// TriggerTaskAssign assigns the user task (TokenID, Element) to
+	// Variables["assignee"] (a string, or null to unassign) once its
+	// assigning listeners are done: an assignment through /v1 of a user
+	// task that has some.
+	TriggerTaskAssign TriggerKind = "task_assign"
 	// TriggerChildCompleted resumes a call activity (TokenID, Element) whose
 	// child instance ended: with its variables, or with ErrorCode when an
 	// uncaught BPMN error ended it.
@@ -259,6 +264,14 @@ type UserTask struct {
 	Priority int
 }
 
+// Assignment sets the assignee of the user task (TokenID, Element); nil
+// unassigns it.
+type Assignment struct {
+	TokenID  string
+	Element  string
+	Assignee *string
+}
+
 // OutboxMessage is a message to publish after the step commits.
 type OutboxMessage struct {
 	// ID is derived from instance id + step + element so that a re-run of the
@@ -341,7 +354,7 @@ type ChildResult struct {
 
 // Effects are the side effects of one step, written by the store in the
 // step's commit transaction, in this order: CloseWaits, RenameWaits, the new
-// subscriptions, timers and tasks, outbox messages and signals, ResolvedIncidents, then
+// subscriptions, timers and tasks, outbox messages and signals, Assignments, ResolvedIncidents, then
 // Incidents (a retried token that fails again at once appears in both),
 // StartChildren, CancelChildren, NotifyParent.
 type Effects struct {
@@ -352,7 +365,11 @@ type Effects struct {
 	Subscriptions []Subscription
 	Timers        []Timer
 	Tasks         []Task
-	Publish       []OutboxMessage
+	// Assignments set the assignee of open user tasks (and end their
+	// assigning state). (Left out of JSON when empty, as traces print
+	// effects.)
+	Assignments []Assignment `json:",omitempty"`
+	Publish     []OutboxMessage
 	// Signals are thrown after the commit, with the outbox messages.
 	Signals []SignalThrow
 	// ResolvedIncidents are token ids whose open incidents this step resolves.

@@ -19,8 +19,8 @@ import (
 
 // ListenerRun is where a token is in its element's listeners of one event.
 type ListenerRun struct {
-	// Event is bpmn.ListenerStart, ListenerEnd, ListenerCreating or
-	// ListenerCompleting.
+	// Event is bpmn.ListenerStart, ListenerEnd, ListenerCreating,
+	// ListenerAssigning or ListenerCompleting.
 	Event string `json:"ev"`
 	// Index is the listener (of Event, in document order) whose job is open,
 	// or whose failure the token's incident is.
@@ -32,7 +32,9 @@ type ListenerRun struct {
 	// listeners on a token of their own once its last token ended.
 	Process bool `json:"process,omitempty"`
 	// Result is the user task's completion that completing listeners hold
-	// back: applied once the last of them completes.
+	// back, or the assignment ({"assignee": …}) assigning listeners hold
+	// back: applied once the last of them completes. Nil for assigning
+	// listeners at the task's creation.
 	Result map[string]any `json:"result,omitempty"`
 }
 
@@ -118,6 +120,46 @@ func (s *stepper) listenerTask(i int, el *bpmn.Element, l bpmn.Listener, job str
 		task.Headers = el.Task.Headers
 	}
 	return task, nil
+}
+
+// assign applies an assignment of a user task through /v1: after its
+// assigning listeners, if it has any, which hold the task assigning.
+func (s *stepper) assign(tr Trigger) error {
+	i := s.waiting(tr.TokenID, tr.Element, WaitTask)
+	if i < 0 || s.def.Element(tr.Element).User == nil {
+		return fault.New(fault.NotWaiting, "instance %s has no user task %s on token %s", s.in.ID, tr.Element, tr.TokenID)
+	}
+	el := s.def.Element(tr.Element)
+	result := map[string]any{"assignee": tr.Variables["assignee"]}
+	if !s.listen(i, el, bpmn.ListenerAssigning, result) {
+		s.assigned(i, el, result)
+	}
+	return nil
+}
+
+// assigned sets the assignee of token i's user task to result's.
+func (s *stepper) assigned(i int, el *bpmn.Element, result map[string]any) {
+	a := Assignment{TokenID: s.tokens[i].ID, Element: el.ID}
+	if v, ok := result["assignee"].(string); ok && v != "" {
+		a.Assignee = &v
+	}
+	s.eff.Assignments = append(s.eff.Assignments, a)
+}
+
+// assignOnCreate runs the assigning listeners of user task el, created with
+// an assignee, before the task is created; it reports whether it did. An
+// assignee that fails to evaluate is left to the task's creation, whose
+// incident names it.
+func (s *stepper) assignOnCreate(i int, el *bpmn.Element) bool {
+	if len(el.ListenersOf(bpmn.ListenerAssigning)) == 0 || el.User.Assignee == nil {
+		return false
+	}
+	e := el.User.Assignee
+	v, err := e.EvalStringIn(s.view(i), s.env(e, el, s.tokens[i].ID))
+	if err != nil || v == "" {
+		return false
+	}
+	return s.listen(i, el, bpmn.ListenerAssigning, nil)
 }
 
 // afterListeners makes an incident that el's own behaviour raised on token
@@ -224,7 +266,16 @@ func (s *stepper) listenerOutcome(i int, tr Trigger) {
 	case bpmn.ListenerEnd:
 		s.after(i, el)
 	case bpmn.ListenerCreating:
-		s.park(i, el, WaitTask)
+		if !s.assignOnCreate(i, el) {
+			s.park(i, el, WaitTask)
+		}
+	case bpmn.ListenerAssigning:
+		if run.Result == nil { // at creation
+			s.park(i, el, WaitTask)
+			return
+		}
+		s.tokens[i].Wait = WaitTask // the task stayed open
+		s.assigned(i, el, run.Result)
 	case bpmn.ListenerCompleting:
 		s.resume(i)
 		s.complete(i, el, run.Result)

@@ -252,7 +252,7 @@ func TestListenersWhereZeebeRefusesThemAreRefused(t *testing.T) {
 		{"two listeners of one event and type", el(`startEvent id="X"`, "", `<zeebe:executionListeners><zeebe:executionListener eventType="end" type="l" /><zeebe:executionListener eventType="end" type="l" /></zeebe:executionListeners>`), fault.BPMNInvalid},
 		{"an unknown event", el(`startEvent id="X"`, "", exec("take")), fault.BPMNInvalid},
 		{"task listener on a job-worker user task", `<bpmn:startEvent id="S" />` + el(`userTask id="X"`, "", `<zeebe:taskListeners><zeebe:taskListener eventType="completing" type="l" /></zeebe:taskListeners>`) + flow("F", "S", "X"), fault.BPMNInvalid},
-		{"an assigning task listener", `<bpmn:startEvent id="S" />` + el(`userTask id="X"`, "", `<zeebe:userTask /><zeebe:taskListeners><zeebe:taskListener eventType="assigning" type="l" /></zeebe:taskListeners>`) + flow("F", "S", "X"), fault.BPMNUnsupported},
+		{"an updating task listener", `<bpmn:startEvent id="S" />` + el(`userTask id="X"`, "", `<zeebe:userTask /><zeebe:taskListeners><zeebe:taskListener eventType="updating" type="l" /></zeebe:taskListeners>`) + flow("F", "S", "X"), fault.BPMNUnsupported},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -437,4 +437,49 @@ func TestRetryOfAnIncidentAfterTheStartListenersDoesNotRunThemAgain(t *testing.T
 			t.Fatalf("job after the retry = %+v, want the flow to Wait taken without the gateway's listener", k)
 		}
 	})
+}
+
+// assigned is a Camunda user task assigned at creation, with an assigning
+// listener (Zeebe 8.6's name).
+var assigned = `<bpmn:startEvent id="S" />
+<bpmn:userTask id="U"><bpmn:extensionElements><zeebe:userTask /><zeebe:assignmentDefinition assignee="=who" />
+  <zeebe:taskListeners><zeebe:taskListener eventType="assignment" type="on-assign" /></zeebe:taskListeners>
+</bpmn:extensionElements></bpmn:userTask>
+<bpmn:endEvent id="E" />` + flow("F1", "S", "U") + flow("F2", "U", "E")
+
+func TestAssigningListenersRunAtCreationWithAnAssigneeAndOnEachAssignment(t *testing.T) {
+	x := newInstance(t, parse(t, assigned, ""))
+	k := job(t, x.step(Trigger{Kind: TriggerStart, Variables: map[string]any{"who": "ada"}}))
+	if k.Type != "on-assign" {
+		t.Fatalf("job = %+v, want the assigning listener's before the task is created", k)
+	}
+	u := job(t, x.step(done(k, nil)))
+	if u.User == nil || u.User.Assignee != "ada" {
+		t.Fatalf("task = %+v, want the user task assigned to ada", u)
+	}
+	// An assignment through /v1: held until its listener's job completes.
+	eff := x.step(Trigger{Kind: TriggerTaskAssign, TokenID: u.TokenID, Element: "U", Variables: map[string]any{"assignee": "bob"}})
+	k = job(t, eff)
+	if k.Type != "on-assign" || len(eff.Assignments) != 0 || len(eff.CloseWaits) != 0 {
+		t.Fatalf("job = %+v, assignments %+v, closed %+v: want the listener's job, nothing assigned, the task open", k, eff.Assignments, eff.CloseWaits)
+	}
+	eff = x.step(done(k, nil))
+	if len(eff.Assignments) != 1 || *eff.Assignments[0].Assignee != "bob" || eff.Assignments[0].TokenID != u.TokenID || x.token("U").Wait != WaitTask {
+		t.Fatalf("assignments %+v, token %+v: want bob assigned to the open task", eff.Assignments, x.token("U"))
+	}
+	// Unassigning, then completing.
+	k = job(t, x.step(Trigger{Kind: TriggerTaskAssign, TokenID: u.TokenID, Element: "U", Variables: map[string]any{"assignee": nil}}))
+	if eff := x.step(done(k, nil)); len(eff.Assignments) != 1 || eff.Assignments[0].Assignee != nil {
+		t.Fatalf("assignments %+v, want one unassigning", eff.Assignments)
+	}
+	if eff := x.step(done(u, nil)); !eff.Completed {
+		t.Fatalf("not completed: %v", x.at())
+	}
+}
+
+func TestNoAssigningListenerAtCreationWithoutAnAssignee(t *testing.T) {
+	x := newInstance(t, parse(t, assigned, ""))
+	if u := job(t, x.step(Trigger{Kind: TriggerStart, Variables: map[string]any{"who": ""}})); u.User == nil {
+		t.Fatalf("job = %+v, want the user task itself", u)
+	}
 }

@@ -151,6 +151,8 @@ func (s *stepper) apply(tr Trigger) error {
 		return s.signal(tr)
 	case TriggerTaskCompleted, TriggerTaskFailed, TriggerTaskError:
 		return s.task(tr)
+	case TriggerTaskAssign:
+		return s.assign(tr)
 	case TriggerChildCompleted:
 		return s.childCompleted(tr)
 	case TriggerChildFailed:
@@ -489,8 +491,9 @@ func (s *stepper) activate(i int, el *bpmn.Element) {
 	case bpmn.KindSignalCatch:
 		s.park(i, el, WaitSignal)
 	case bpmn.KindTask:
-		// A Camunda user task's creating listeners run before it is created.
-		if !s.listen(i, el, bpmn.ListenerCreating, nil) {
+		// A Camunda user task's creating listeners run before it is
+		// created, then its assigning listeners if it has an assignee.
+		if !s.listen(i, el, bpmn.ListenerCreating, nil) && !s.assignOnCreate(i, el) {
 			s.park(i, el, WaitTask)
 		}
 	case bpmn.KindEventGateway:
