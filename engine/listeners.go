@@ -9,8 +9,8 @@ import (
 )
 
 // Listeners. A token runs its element's listeners of one event (execution
-// listeners at start and end, a Camunda user task's creating and completing
-// listeners) one job at a time, in document order, parked in WaitListener:
+// listeners at start and end, a Camunda user task's creating, assigning and
+// completing listeners) one job at a time, in document order, parked in WaitListener:
 // each job is a pull task like any other, keyed by a token id of its own
 // (ListenerRun.Job) so that it never meets the element's own rows, and
 // fresh for every job, so that a late outcome of an earlier one matches
