@@ -41,6 +41,11 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:camunda="http://camunda.org/schema/1.0/bpmn" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="D">` +
 		`<bpmn:process id="p" isExecutable="true"><bpmn:startEvent id="S" /><bpmn:serviceTask id="T" camunda:asyncBefore="true"><bpmn:extensionElements>` +
 		`<zeebe:taskDefinition type="a" /></bpmn:extensionElements></bpmn:serviceTask></bpmn:process></bpmn:definitions>`))
+	f.Add([]byte(doc(`<bpmn:extensionElements><zeebe:executionListeners><zeebe:executionListener eventType="end" type="p" /></zeebe:executionListeners></bpmn:extensionElements>`+
+		`<bpmn:startEvent id="S"><bpmn:extensionElements><zeebe:executionListeners><zeebe:executionListener eventType="end" type="s" retries="=r" /></zeebe:executionListeners></bpmn:extensionElements></bpmn:startEvent>`+
+		`<bpmn:userTask id="U"><bpmn:extensionElements><zeebe:userTask /><zeebe:executionListeners><zeebe:executionListener type="=t" /></zeebe:executionListeners>`+
+		`<zeebe:taskListeners><zeebe:taskListener eventType="complete" type="c" /><zeebe:taskListener eventType="creating" type="c" /></zeebe:taskListeners></bpmn:extensionElements></bpmn:userTask>`+
+		`<bpmn:sequenceFlow id="F" sourceRef="S" targetRef="U" />`, "")))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		ps, err := ParseAll(bytes.NewReader(src))
 		if err != nil {
@@ -57,6 +62,13 @@ func FuzzParse(f *testing.F) {
 
 // checkConsistent checks the invariants the engine relies on.
 func checkConsistent(t *testing.T, p *Process) {
+	for _, el := range append(p.Elements(), p.Self()) {
+		for _, l := range el.Listeners {
+			if l.Type == nil || l.Retries == nil || len(el.ListenersOf(l.Event)) == 0 {
+				t.Fatalf("listener of %s is inconsistent: %+v", el.ID, l)
+			}
+		}
+	}
 	if p.Start == nil && len(p.MessageStarts()) == 0 && len(p.TimerStarts()) == 0 {
 		t.Fatalf("accepted process %s without a none, message or timer start event", p.ID)
 	}

@@ -108,7 +108,13 @@ type Process struct {
 	timerStarts   []*Element
 	signalStarts  []*Element
 	decisions     []DecisionRef
+	self          *Element
 }
+
+// Self is the process as an element that is no flow node: its id, its
+// type "process" and its execution listeners, which run before its start
+// event and after its last token ends.
+func (p *Process) Self() *Element { return p.self }
 
 // Key is the definition key under which the store versions this process.
 func (p *Process) Key() string { return p.ID }
@@ -198,6 +204,9 @@ type Element struct {
 	// AdHoc is set on ad-hoc subprocesses; with Task set too, a job worker
 	// chooses what runs in it.
 	AdHoc *AdHoc
+	// Listeners are the element's execution listeners and, on a Camunda
+	// user task, its task listeners, in document order.
+	Listeners []Listener
 
 	// Inputs create the element's local variables when it is activated (on a
 	// publishing event: the message payload).

@@ -261,23 +261,35 @@ func (p *parser) process(n *node) (*Process, error) {
 	return p.proc, nil
 }
 
-// processExtensions refuses process-level Zeebe extensions that change how the
-// process runs. zeebe:userTaskForm holds the JSON of a form embedded for a
-// user task: a Tasklist matter, kept out of the model.
+// processExtensions reads the process's execution listeners and refuses
+// other process-level Zeebe extensions that change how the process runs.
+// zeebe:userTaskForm holds the JSON of a form embedded for a user task: a
+// Tasklist matter, kept out of the model.
 func (p *parser) processExtensions(n *node) error {
 	for _, k := range n.Kids {
 		if !k.Is(nsBPMN, "extensionElements") {
 			continue
 		}
-		for _, x := range k.Kids {
-			if x.Is(nsZeebe, "versionTag") {
-				p.proc.VersionTag = strings.TrimSpace(x.Attr("value"))
-			}
-			if x.Name.Space == nsZeebe && !ignoredExtension(x.Name.Local) && x.Name.Local != "userTaskForm" {
-				return unsupported(p.proc.ID, "process", "extension zeebe:"+x.Name.Local)
+		for _, v := range k.Kids {
+			if v.Is(nsZeebe, "versionTag") {
+				p.proc.VersionTag = strings.TrimSpace(v.Attr("value"))
 			}
 		}
 	}
+	self := &Element{ID: p.proc.ID, Name: p.proc.Name, Type: "process"}
+	x := readExtensions(n, self)
+	for x.take("userTaskForm") != nil {
+	}
+	if err := x.listeners(self); err != nil {
+		return err
+	}
+	if err := x.leftover(); err != nil {
+		return err
+	}
+	if err := checkListeners(self); err != nil {
+		return err
+	}
+	p.proc.self = self
 	return nil
 }
 
@@ -526,6 +538,9 @@ func (p *parser) element(n *node, parent *Element) (*Element, error) {
 	if err := x.ioMapping(el); err != nil {
 		return nil, err
 	}
+	if err := x.listeners(el); err != nil {
+		return nil, err
+	}
 
 	switch typ {
 	case "startEvent":
@@ -597,6 +612,9 @@ func (p *parser) element(n *node, parent *Element) (*Element, error) {
 		return nil, err
 	}
 	if err := checkMappings(el); err != nil {
+		return nil, err
+	}
+	if err := checkListeners(el); err != nil {
 		return nil, err
 	}
 	p.proc.elements[id] = el

@@ -275,7 +275,7 @@ func TestAUserTaskCompletedThroughItsFormAdvancesItsInstance(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS(`.fjs-form input`), "approved"))
 	shown(t, ctx, "task")
 	run(t, ctx, chromedp.Click(chromedp.CSS("#complete")),
-		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Completed")]`)))
+		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Completion recorded")]`)))
 	// The completion reaches the instance through a relay: its page, which
 	// follows it, shows it complete.
 	run(t, ctx, chromedp.Click(chromedp.Search(`//button[text()="Sign out"]`)),

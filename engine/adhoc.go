@@ -67,7 +67,7 @@ func (s *stepper) adHoc(i int, el *bpmn.Element) {
 		return
 	}
 	for _, act := range chosen {
-		s.activate(i, el, act, nil)
+		s.activateTool(i, el, act, nil)
 	}
 }
 
@@ -120,9 +120,9 @@ func activities(el *bpmn.Element, v any) ([]*bpmn.Element, error) {
 	return out, nil
 }
 
-// activate starts activity act of ad-hoc subprocess token b in a new
+// activateTool starts activity act of ad-hoc subprocess token b in a new
 // activation holding vars as its locals.
-func (s *stepper) activate(b int, el, act *bpmn.Element, vars map[string]any) {
+func (s *stepper) activateTool(b int, el, act *bpmn.Element, vars map[string]any) {
 	a := s.add(el, s.tokens[b].ID, "")
 	t := &s.tokens[a]
 	t.Activation, t.Wait = true, WaitScope
@@ -268,7 +268,7 @@ func (s *stepper) adHocJob(i int, el *bpmn.Element, tr Trigger) error {
 			return nil
 		}
 		for _, x := range res.activate {
-			s.activate(i, el, x.el, x.vars)
+			s.activateTool(i, el, x.el, x.vars)
 		}
 		if res.fulfilled {
 			s.adHocFulfilled(i, el, res.cancel)

@@ -28,6 +28,11 @@ func (s *stepper) retry(tr Trigger) error {
 	t.Wait, t.Incident = "", nil
 	el := s.def.Element(t.Element)
 	switch {
+	case t.Listener != nil:
+		// Only the listener that stopped the token runs again.
+		s.retryRetries = tr.Retries
+		s.openListener(i, s.listened(i), Trigger{})
+		s.retryRetries = 0
 	case stage == StageComplete:
 		s.complete(i, el, nil)
 	case stage == StageLeave:
@@ -38,6 +43,14 @@ func (s *stepper) retry(tr Trigger) error {
 		// The task failed or threw while parked: only its task row is gone,
 		// its boundary events are still armed.
 		s.recreateTask(i, el, Trigger{Retries: tr.Retries})
+	case stage == StageBehaviour:
+		s.closeWaits(i, "")
+		if el.Kind == bpmn.KindCallActivity {
+			t.ID = s.newID()
+		}
+		s.retryRetries = tr.Retries
+		s.activate(i, el)
+		s.retryRetries = 0
 	default:
 		// The element runs again from its start, its waits opened anew. A
 		// call activity does so under a fresh id: its new child instance

@@ -17,7 +17,7 @@ import (
 
 // TestCorpusRuns drives every process of every corpus file the parser
 // accepts (bpmn/testdata/corpus) from each of its start events, resuming
-// whatever it waits for (completing tasks and children with no variables,
+// whatever it waits for (completing tasks, listeners' jobs and children with no variables,
 // firing timers, sending the messages it subscribed to) for a bounded number
 // of steps. A step may raise incidents (the files expect variables nobody
 // gives here) but must never fail: what deploys must run. Every evaluation
@@ -113,6 +113,12 @@ func (x *instance) resumption() (Trigger, bool) {
 		switch tok.Wait {
 		case WaitTask:
 			return Trigger{Kind: TriggerTaskCompleted, TokenID: tok.ID, Element: tok.Element}, true
+		case WaitListener:
+			el := tok.Element
+			if tok.Listener.Process {
+				el = x.def.ID
+			}
+			return Trigger{Kind: TriggerTaskCompleted, TokenID: tok.Listener.Job, Element: el}, true
 		case WaitChild:
 			return Trigger{Kind: TriggerChildCompleted, TokenID: tok.ID, Element: tok.Element}, true
 		case WaitAdHoc:

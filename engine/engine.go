@@ -103,6 +103,9 @@ type Token struct {
 	// held (or whose worker said so) while activations it waits for still
 	// run: it completes when the last one ends.
 	Fulfilled bool `json:"fulfilled,omitempty"`
+	// Listener is set while the token runs its element's listeners
+	// (WaitListener), or stopped in an incident of one of them.
+	Listener *ListenerRun `json:"lsn,omitempty"`
 }
 
 // Multi counts the inner instances of a multi-instance body.
@@ -145,6 +148,7 @@ const (
 	WaitMulti    WaitKind = "multi"    // multi-instance body containing its inner instances
 	WaitAdHoc    WaitKind = "adhoc"    // ad-hoc subprocess containing its activations (and its job, when a worker chooses them)
 	WaitChild    WaitKind = "child"    // call activity waiting for its child instance
+	WaitListener WaitKind = "listener" // a listener's job (Token.Listener)
 	WaitIncident WaitKind = "incident" // stopped by an incident until an operator retries
 )
 
@@ -165,6 +169,11 @@ const (
 	TriggerTaskCompleted TriggerKind = "task_completed"
 	TriggerTaskFailed    TriggerKind = "task_failed"
 	TriggerTaskError     TriggerKind = "task_error"
+	// TriggerTaskAssign assigns the user task (TokenID, Element) to
+	// Variables["assignee"] (a string, or null to unassign) once its
+	// assigning listeners are done: an assignment through /v1 of a user
+	// task that has some.
+	TriggerTaskAssign TriggerKind = "task_assign"
 	// TriggerChildCompleted resumes a call activity (TokenID, Element) whose
 	// child instance ended: with its variables, or with ErrorCode when an
 	// uncaught BPMN error ended it.
@@ -293,6 +302,14 @@ type UserTask struct {
 	Priority int
 }
 
+// Assignment sets the assignee of the user task (TokenID, Element); nil
+// unassigns it.
+type Assignment struct {
+	TokenID  string
+	Element  string
+	Assignee *string
+}
+
 // OutboxMessage is a message to publish after the step commits.
 type OutboxMessage struct {
 	// ID is derived from instance id + step + element so that a re-run of the
@@ -341,6 +358,10 @@ const (
 	// StageAdHocJob opens the job of an ad-hoc subprocess again (its job
 	// failed, or its result could not be applied); its activations run on.
 	StageAdHocJob Stage = "adhoc_job"
+	// StageBehaviour runs the element's own behaviour again, its input
+	// mappings applied and its start listeners done: an incident that
+	// arose after them does not run them again.
+	StageBehaviour Stage = "behaviour"
 )
 
 // ParentRef names the call activity that started an instance.
@@ -378,7 +399,7 @@ type ChildResult struct {
 
 // Effects are the side effects of one step, written by the store in the
 // step's commit transaction, in this order: CloseWaits, RenameWaits, the new
-// subscriptions, timers and tasks, outbox messages and signals, ResolvedIncidents, then
+// subscriptions, timers and tasks, outbox messages and signals, Assignments, ResolvedIncidents, then
 // Incidents (a retried token that fails again at once appears in both),
 // StartChildren, CancelChildren, NotifyParent.
 type Effects struct {
@@ -389,7 +410,11 @@ type Effects struct {
 	Subscriptions []Subscription
 	Timers        []Timer
 	Tasks         []Task
-	Publish       []OutboxMessage
+	// Assignments set the assignee of open user tasks (and end their
+	// assigning state). (Left out of JSON when empty, as traces print
+	// effects.)
+	Assignments []Assignment `json:",omitempty"`
+	Publish     []OutboxMessage
 	// Signals are thrown after the commit, with the outbox messages.
 	Signals []SignalThrow
 	// ResolvedIncidents are token ids whose open incidents this step resolves.

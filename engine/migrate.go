@@ -71,6 +71,10 @@ func unreachable(t Token, format string, args ...any) error {
 
 // check refuses token t unless its target element can hold it where it is.
 func (m *migration) check(t Token) error {
+	if t.Listener != nil {
+		return fault.New(fault.MigrateListener, "token %s at %s is in its %s listeners (listener %d): migrate it once they are done",
+			t.ID, t.Element, t.Listener.Event, t.Listener.Index+1)
+	}
 	el := m.from.Element(t.Element)
 	tgt := m.to.Element(m.target(t.Element))
 	if el == nil {

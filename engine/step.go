@@ -157,6 +157,8 @@ func (s *stepper) apply(tr Trigger) error {
 		return s.signal(tr)
 	case TriggerTaskCompleted, TriggerTaskFailed, TriggerTaskError:
 		return s.task(tr)
+	case TriggerTaskAssign:
+		return s.assign(tr)
 	case TriggerChildCompleted:
 		return s.childCompleted(tr)
 	case TriggerChildFailed:
@@ -197,15 +199,27 @@ func (s *stepper) start(tr Trigger) error {
 	s.vars, s.ownVars = make(map[string]any, len(tr.Variables)+4), true
 	s.parent = tr.Parent
 	i := s.add(el, "", "")
+	result := tr.Variables
 	if el == s.def.Start {
 		s.merge(tr.Variables)
-		s.queue = append(s.queue, i)
-		return nil
+		result = nil
 	}
-	// The message (or a timer's nothing) is the start event's result: its
-	// outputs map it.
-	s.complete(i, el, tr.Variables)
+	// The process's start listeners run before its start event.
+	if self := s.def.Self(); !s.listen(i, self, bpmn.ListenerStart, result) {
+		s.startAt(i, el, result)
+	}
 	return nil
+}
+
+// startAt runs the new instance's token i from start event el: the none
+// start event runs; a message, timer or signal start event completes with
+// result, which its outputs map.
+func (s *stepper) startAt(i int, el *bpmn.Element, result map[string]any) {
+	if el == s.def.Start {
+		s.queue = append(s.queue, i)
+		return
+	}
+	s.complete(i, el, result)
 }
 
 // message resumes the first wait subscribed to tr.Message with a matching
@@ -342,10 +356,15 @@ func incomingFrom(el *bpmn.Element, source string) string {
 	return ""
 }
 
-// task applies a pull task's completion, failure or BPMN error.
+// task applies a pull task's completion, failure or BPMN error, or one of
+// a listener's job.
 func (s *stepper) task(tr Trigger) error {
 	if i := s.waiting(tr.TokenID, tr.Element, WaitAdHoc); i >= 0 {
 		return s.adHocJob(i, s.def.Element(s.tokens[i].Element), tr)
+	}
+	if i := s.listenerAt(tr.TokenID, tr.Element); i >= 0 {
+		s.listenerOutcome(i, tr)
+		return nil
 	}
 	i := s.waiting(tr.TokenID, tr.Element, WaitTask)
 	if i < 0 {
@@ -354,6 +373,11 @@ func (s *stepper) task(tr Trigger) error {
 	el := s.def.Element(s.tokens[i].Element)
 	switch tr.Kind {
 	case TriggerTaskCompleted:
+		// A user task's completing listeners hold its completion back: it
+		// stays open (completing) until the last of them completes.
+		if s.listen(i, el, bpmn.ListenerCompleting, tr.Variables) {
+			return nil
+		}
 		s.resume(i)
 		s.complete(i, el, tr.Variables)
 	case TriggerTaskFailed:
@@ -442,6 +466,16 @@ func (s *stepper) execute(i int) {
 	if len(el.Inputs) > 0 && !bpmn.Publishes(el) && !s.localInputs(i, el) {
 		return
 	}
+	// Start listeners run once the input mappings are applied, before
+	// anything of the element's own: then activate.
+	if !s.listen(i, el, bpmn.ListenerStart, nil) {
+		s.activate(i, el)
+	}
+}
+
+// activate runs what el does for token i, its inputs applied and its start
+// listeners done.
+func (s *stepper) activate(i int, el *bpmn.Element) {
 	switch el.Kind {
 	case bpmn.KindStart:
 		s.complete(i, el, nil)
@@ -474,7 +508,11 @@ func (s *stepper) execute(i int) {
 	case bpmn.KindSignalCatch:
 		s.park(i, el, WaitSignal)
 	case bpmn.KindTask:
-		s.park(i, el, WaitTask)
+		// A Camunda user task's creating listeners run before it is
+		// created, then its assigning listeners if it has an assignee.
+		if !s.listen(i, el, bpmn.ListenerCreating, nil) && !s.assignOnCreate(i, el) {
+			s.park(i, el, WaitTask)
+		}
 	case bpmn.KindEventGateway:
 		s.park(i, el, WaitEvent)
 	case bpmn.KindCallActivity:
@@ -516,9 +554,10 @@ func (s *stepper) newID() string {
 	return "t" + strconv.FormatInt(s.seq, 10)
 }
 
-// complete applies el's outputs to result and moves token i on.
+// complete applies el's outputs to result and moves token i on, once el's
+// end listeners, if it has any, are done.
 func (s *stepper) complete(i int, el *bpmn.Element, result map[string]any) {
-	if !s.outputs(i, el, result) {
+	if !s.outputs(i, el, result) || s.listen(i, el, bpmn.ListenerEnd, nil) {
 		return
 	}
 	s.after(i, el)
@@ -664,6 +703,9 @@ func (s *stepper) end(i int) {
 // scopeDone completes the process or the subprocess whose token id is scope.
 func (s *stepper) scopeDone(scope string) {
 	if scope == "" {
+		if s.processEnd() {
+			return
+		}
 		s.closeWaits(-1, "")
 		s.ended = StatusCompleted
 		return
@@ -702,6 +744,10 @@ func (s *stepper) kill(i int) {
 func (s *stepper) release(i int) {
 	s.closeWaits(i, "")
 	t := &s.tokens[i]
+	if t.Wait == WaitListener {
+		s.closeListener(i)
+	}
+	t.Listener = nil
 	switch t.Wait {
 	case WaitChild:
 		child := s.in.ID + "/" + t.ID
@@ -768,9 +814,13 @@ func (s *stepper) interrupt(i int, b *bpmn.Element, result map[string]any) {
 	s.complete(i, b, result)
 }
 
-// incident stops token i where it is; a retry resumes it at stage.
+// incident stops token i where it is; a retry resumes it at stage. A token
+// parked at an element whose start listeners ran resumes after them.
 func (s *stepper) incident(i int, code, msg string, stage Stage) {
 	t := &s.tokens[i]
+	if stage == StageActivate && t.Wait != "" && t.Listener == nil && len(s.def.Element(t.Element).ListenersOf(bpmn.ListenerStart)) > 0 {
+		stage = StageBehaviour
+	}
 	inc := Incident{TokenID: t.ID, Element: t.Element, Code: code, Message: msg, Stage: stage}
 	t.Wait, t.Incident = WaitIncident, &inc
 	s.eff.Incidents = append(s.eff.Incidents, inc)

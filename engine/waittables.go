@@ -21,7 +21,7 @@ const (
 // in before (the state the step started from) and the elements of proc:
 // a message event or receive task has a subscription, a signal event a
 // signal subscription, a timer event a timer,
-// a pull task a task row. A wait it cannot place (a token or element it does
+// a pull task or a listener's job a task row. A wait it cannot place (a token or element it does
 // not find) gets AllWaitTables. The store deletes from those tables only.
 func CloseTables(proc *bpmn.Process, before State, closes []WaitRef) []WaitTables {
 	if len(closes) == 0 {
@@ -32,6 +32,9 @@ func CloseTables(proc *bpmn.Process, before State, closes []WaitRef) []WaitTable
 		armed, ok := armedOf(before, w.TokenID)
 		if !ok {
 			out[i] = AllWaitTables
+			if listenerJob(before, w.TokenID) {
+				out[i] = TableTasks
+			}
 			continue
 		}
 		for _, a := range armed {
@@ -58,6 +61,16 @@ func armedOf(st State, id string) ([]Armed, bool) {
 		}
 	}
 	return nil, false
+}
+
+// listenerJob reports whether id keys the open listener job of a token of st.
+func listenerJob(st State, id string) bool {
+	for _, t := range st.Tokens {
+		if t.Wait == WaitListener && t.Listener.Job == id {
+			return true
+		}
+	}
+	return false
 }
 
 // tableOf is the table a wait armed at el has its row in.

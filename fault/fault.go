@@ -116,6 +116,12 @@ const (
 	// as documented, or both activates elements and fulfils the completion
 	// condition.
 	IncidentAdHocResult = "SUTRA.INCIDENT.AD_HOC_RESULT"
+	// A listener's job ended in a way a listener's may not: a BPMN error,
+	// or a task listener's completed with variables.
+	IncidentListener = "SUTRA.INCIDENT.LISTENER"
+	// An instance with a token in its element's listeners (a listener's
+	// job open, or stopped in an incident of one) is not migrated.
+	MigrateListener = "SUTRA.ADMIN.MIGRATE.LISTENER"
 )
 
 // Error is an error with a stable code.

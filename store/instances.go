@@ -551,6 +551,10 @@ func queueStepEffects(b *pgx.Batch, w *outboxWrites, id string, e engine.Effects
 	if err := queueSignalThrows(b, w, id, e.Signals); err != nil {
 		return err
 	}
+	for _, a := range e.Assignments {
+		b.Queue(`UPDATE tasks SET assignee = $4, outcome = NULL
+			WHERE instance_id = $1 AND token_id = $2 AND element_id = $3 AND user_task`, id, a.TokenID, a.Element, a.Assignee)
+	}
 	if len(e.ResolvedIncidents) > 0 {
 		b.Queue(`UPDATE incidents SET resolved_at = now() WHERE instance_id = $1 AND token_id = ANY ($2) AND resolved_at IS NULL`,
 			id, e.ResolvedIncidents)

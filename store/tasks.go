@@ -17,6 +17,10 @@ const (
 	TaskCompleted = "completed"
 	TaskFailed    = "failed"
 	TaskBPMNError = "bpmn_error"
+	// TaskAssign is an assignment of a user task with assigning listeners
+	// (Variables {"assignee": …}): the task is assigning until the step
+	// that runs them applies it (migration 0027).
+	TaskAssign = "assign"
 )
 
 // TopicLock asks for tasks of one topic (a service task's type).
@@ -182,7 +186,7 @@ func (e *LockError) Error() string {
 type Outcome struct {
 	TaskID int64
 	Worker string
-	// Kind is TaskCompleted, TaskFailed or TaskBPMNError.
+	// Kind is TaskCompleted, TaskFailed, TaskBPMNError or TaskAssign.
 	Kind      string
 	Variables map[string]any
 	// ErrorCode is the BPMN error's code (TaskBPMNError).

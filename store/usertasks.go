@@ -20,10 +20,15 @@ type UserTaskFilter struct {
 	After          int64
 }
 
+// userTaskState is a user task's state: created (open), assigning (an
+// assignment waits for its assigning listeners) or completing (a completion
+// is recorded and not yet applied).
+const userTaskState = `CASE WHEN t.outcome IS NULL THEN 'created' WHEN t.outcome = 'assign' THEN 'assigning' ELSE 'completing' END`
+
 const userTaskSelect = `
 SELECT t.id::text, t.id::text, t.instance_id, t.element_id, i.definition_key, i.definition_version, t.assignee,
        t.candidate_groups, t.candidate_users, t.form_key, t.form_id, t.due_date, t.follow_up_date, t.priority,
-       i.variables || t.variables, CASE WHEN t.outcome IS NULL THEN 'created' ELSE 'completing' END, t.created_at
+       i.variables || t.variables, ` + userTaskState + `, t.created_at
   FROM tasks t JOIN instances i ON i.id = t.instance_id`
 
 func scanUserTask(r pgx.CollectableRow) (adminapi.UserTask, error) {
@@ -41,7 +46,7 @@ func (s *Store) ListUserTasks(ctx context.Context, f UserTaskFilter) ([]adminapi
 		   AND ($2 = '' OR t.assignee = $2)
 		   AND ($3 = '' OR $3 = ANY (t.candidate_groups))
 		   AND ($4 = '' OR $4 = ANY (t.candidate_users))
-		   AND ($5 = '' OR ($5 = 'created') = (t.outcome IS NULL))
+		   AND ($5 = '' OR $5 = `+userTaskState+`)
 		 ORDER BY t.id LIMIT $6`, f.After, f.Assignee, f.CandidateGroup, f.CandidateUser, f.State, f.Limit)
 	if err != nil {
 		return nil, translate(err, "listing user tasks")

@@ -62,6 +62,7 @@ type Store interface {
 	ListUserTasks(ctx context.Context, f store.UserTaskFilter) ([]adminapi.UserTask, error)
 	UserTaskByID(ctx context.Context, id int64) (adminapi.UserTask, error)
 	AssignUserTask(ctx context.Context, id int64, assignee *string) error
+	Process(ctx context.Context, key string, version int) (*bpmn.Process, error)
 	RecordOutcome(ctx context.Context, o store.Outcome) (store.Recorded, error)
 	ListParkedOutbox(ctx context.Context, f store.ParkedFilter) ([]adminapi.ParkedMessage, error)
 	RetryParkedOutbox(ctx context.Context, id string) error
@@ -712,8 +713,8 @@ func (s *API) listUserTasks(c *adminCall) (answer, error) {
 		}
 	}
 	q := c.r.URL.Query()
-	if st := q.Get("state"); st != "" && st != "created" && st != "completing" {
-		return answer{}, api.Invalidf("state %q is not created or completing", st)
+	if st := q.Get("state"); st != "" && st != "created" && st != "assigning" && st != "completing" {
+		return answer{}, api.Invalidf("state %q is not created, assigning or completing", st)
 	}
 	list, err := s.deps.Store.ListUserTasks(c.r.Context(), store.UserTaskFilter{Assignee: q.Get("assignee"),
 		CandidateGroup: q.Get("candidate_group"), CandidateUser: q.Get("candidate_user"), State: q.Get("state"), Limit: limit, After: from})
@@ -790,11 +791,57 @@ func (s *API) assignUserTask(c *adminCall) (answer, error) {
 	if err := api.Decode(c.r, &req); err != nil {
 		return answer{}, err
 	}
+	gone := refuse(http.StatusNotFound, fault.TaskNotFound, fmt.Sprintf("user task %d does not exist, or is assigning or completing", id))
+	listened, err := s.assigningListeners(c.r.Context(), id)
+	switch {
+	case isNotFound(err):
+		return answer{}, gone
+	case err != nil:
+		return answer{}, err
+	case listened:
+		return s.assignAfterListeners(c, id, req.Assignee, gone)
+	}
 	err = s.deps.Store.AssignUserTask(c.r.Context(), id, req.Assignee)
 	if isNotFound(err) {
-		return answer{}, refuse(http.StatusNotFound, fault.TaskNotFound, fmt.Sprintf("user task %d does not exist or is completing", id))
+		return answer{}, gone
 	}
 	return answer{status: http.StatusNoContent}, err
+}
+
+// assigningListeners reports whether user task id has assigning listeners.
+func (s *API) assigningListeners(ctx context.Context, id int64) (bool, error) {
+	u, err := s.deps.Store.UserTaskByID(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	p, err := s.deps.Store.Process(ctx, u.Definition.Key, u.Definition.Version)
+	if err != nil {
+		return false, err
+	}
+	el := p.Element(u.Element)
+	return el != nil && len(el.ListenersOf(bpmn.ListenerAssigning)) > 0, nil
+}
+
+// assignAfterListeners records the assignment of a user task with
+// assigning listeners with its relay, durably, and answers 202: the task is
+// assigning until the step that runs its listeners' jobs applies it.
+func (s *API) assignAfterListeners(c *adminCall, id int64, assignee *string, gone error) (answer, error) {
+	var to any
+	if assignee != nil && *assignee != "" {
+		to = *assignee
+	}
+	rec, err := s.deps.Store.RecordOutcome(c.r.Context(), store.Outcome{TaskID: id, Worker: "user:" + c.caller,
+		Kind: store.TaskAssign, Variables: map[string]any{"assignee": to}, Human: true, Override: true})
+	if isNotFound(err) {
+		return answer{}, gone
+	}
+	if err != nil {
+		return answer{}, err
+	}
+	if s.deps.Handoff != nil {
+		s.deps.Handoff(rec.Relay)
+	}
+	return answer{status: http.StatusAccepted, body: adminapi.AssignmentAccepted{State: "assigning"}}, nil
 }
 
 // completeUserTask records the completion with its relay, durably, and
@@ -821,7 +868,7 @@ func (s *API) completeUserTask(c *adminCall) (answer, error) {
 	var notAssignee *store.NotAssigneeError
 	switch {
 	case isNotFound(err):
-		return answer{}, refuse(http.StatusNotFound, fault.TaskNotFound, fmt.Sprintf("user task %d does not exist or is completing", id))
+		return answer{}, refuse(http.StatusNotFound, fault.TaskNotFound, fmt.Sprintf("user task %d does not exist, or is assigning or completing", id))
 	case errors.As(err, &notAssignee):
 		return answer{}, refuse(http.StatusForbidden, fault.TaskNotAssignee, fmt.Sprintf(
 			"%s; this call names %q (X-Sutra-Caller): complete it as the assignee, assign it first, or set \"override\": true", notAssignee, user))

@@ -42,7 +42,7 @@ func asProblem(err error) *apiError {
 	switch {
 	case code == fault.NotFound, code == fault.UnknownDefinition, code == fault.TaskNotFound, code == fault.AdminNotFound:
 		return refuse(http.StatusNotFound, code, fault.Reason(err))
-	case code == fault.InstanceExists, code == fault.NotWaiting:
+	case code == fault.InstanceExists, code == fault.NotWaiting, code == fault.MigrateListener:
 		return refuse(http.StatusConflict, code, fault.Reason(err))
 	case strings.HasPrefix(code, "SUTRA.BPMN."), strings.HasPrefix(code, "SUTRA.DMN."), code == fault.IncidentExpressionLimit, code == fault.MigrateUnreachable, code == fault.MigrateAdHoc:
 		p := refuse(http.StatusUnprocessableEntity, code, fault.Reason(err))

@@ -732,11 +732,23 @@ func userTasksAssign(fs *flag.FlagSet) action {
 			assignee = &args[1]
 		}
 		body := adminapi.AssignmentRequest{Assignee: assignee}
-		if _, err := c.api.callJSON(ctx, http.MethodPost, "/v1/user-tasks/"+seg(args[0])+"/assignment", nil, body); err != nil {
+		data, err := c.api.callJSON(ctx, http.MethodPost, "/v1/user-tasks/"+seg(args[0])+"/assignment", nil, body)
+		if err != nil {
 			return err
 		}
+		// 204: assigned; 202 {"state": "assigning"}: recorded, to take
+		// effect once the task's assigning listeners are done.
+		var accepted adminapi.AssignmentAccepted
+		pending := len(data) > 0 && json.Unmarshal(data, &accepted) == nil && accepted.State == "assigning"
 		if c.json() {
+			if pending {
+				return c.done(data, nil)
+			}
 			return nil // 204: no JSON to print
+		}
+		if pending {
+			fmt.Fprintf(&c.out, "user task %s is assigning: the assignment takes effect once its assigning listeners are done\n", args[0])
+			return nil
 		}
 		if assignee == nil {
 			fmt.Fprintf(&c.out, "user task %s unassigned\n", args[0])

@@ -53,6 +53,12 @@ type AssignmentRequest struct {
 	Assignee *string `json:"assignee"`
 }
 
+// AssignmentAccepted answers (202) an assignment of a user task with
+// assigning listeners: it takes effect once their jobs are done.
+type AssignmentAccepted struct {
+	State string `json:"state"`
+}
+
 // CompletionRequest is the body of POST /v1/user-tasks/{id}/completion.
 type CompletionRequest struct {
 	Variables map[string]any `json:"variables,omitempty"`

@@ -46,10 +46,16 @@ export async function taskPage(main, id) {
   const out = h('div', { 'aria-live': 'polite' });
   const assignee = h('input', { id: 'assignee', value: task.assignee || session.user });
   const formBox = h('div', { class: 'form' });
+  // A task with assigning listeners answers 202 {state: assigning}: the
+  // assignment takes effect once their jobs are done.
+  const assign = async (to, done) => {
+    const r = await api('POST', `${path}/assignment`, { assignee: to });
+    return r && r.state === 'assigning' ? 'Assignment recorded: it takes effect once the task\'s assigning listeners are done.' : done;
+  };
   const complete = async (variables) => {
     await api('POST', `${path}/completion`, { variables, override: session.admin && !!task.assignee && task.assignee !== session.user });
     fill(main, h('h1', {}, `User task ${task.element} #${task.id}`),
-      notice('ok', 'Completed: the instance moves on.'),
+      notice('ok', 'Completion recorded: the task is completing until the instance applies it, after its completing listeners, if any.'),
       h('p', {}, link('/ui/tasks', 'Back to the user tasks')));
   };
   fill(main, 
@@ -62,18 +68,10 @@ export async function taskPage(main, id) {
       task.candidate_users.length ? ` · users ${task.candidate_users.join(', ')}` : ''),
     h('p', { class: 'toolbar' },
       h('label', { for: 'assignee' }, 'Assign to '), assignee, ' ',
-      button('Assign', async () => {
-        await api('POST', `${path}/assignment`, { assignee: assignee.value || null });
-        return `Assigned to ${assignee.value || 'nobody'}.`;
-      }, out),
-      session.user && task.assignee !== session.user ? button(`Claim as ${session.user}`, async () => {
-        await api('POST', `${path}/assignment`, { assignee: session.user });
-        return `Claimed by ${session.user}.`;
-      }, out) : null,
-      task.assignee ? button('Unassign', async () => {
-        await api('POST', `${path}/assignment`, { assignee: null });
-        return 'Unassigned.';
-      }, out) : null),
+      button('Assign', async () => assign(assignee.value || null, `Assigned to ${assignee.value || 'nobody'}.`), out),
+      session.user && task.assignee !== session.user ? button(`Claim as ${session.user}`,
+        async () => assign(session.user, `Claimed by ${session.user}.`), out) : null,
+      task.assignee ? button('Unassign', async () => assign(null, 'Unassigned.'), out) : null),
     out, h('h2', {}, 'Form'), formBox);
 
   let schema = null;

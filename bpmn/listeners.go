@@ -1,0 +1,144 @@
+package bpmn
+
+import (
+	"strings"
+
+	"github.com/sutra-run/worker/feel"
+)
+
+// Listener events. An execution listener runs at ListenerStart or
+// ListenerEnd of its element; a task listener at a user task's lifecycle
+// event (Zeebe 8.6's names create, assignment and complete are read as
+// creating, assigning and completing).
+const (
+	ListenerStart      = "start"
+	ListenerEnd        = "end"
+	ListenerCreating   = "creating"
+	ListenerAssigning  = "assigning"
+	ListenerCompleting = "completing"
+)
+
+// Listener is a zeebe:executionListener or zeebe:taskListener: a job of
+// Type that a worker completes before the element goes on.
+type Listener struct {
+	Event string
+	// Type and Retries may be expressions, evaluated when the job is made;
+	// static retries were validated at Parse.
+	Type, Retries *feel.Expr
+}
+
+// ListenersOf returns el's listeners of event, in document order.
+func (el *Element) ListenersOf(event string) []Listener {
+	var out []Listener
+	for _, l := range el.Listeners {
+		if l.Event == event {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// taskListenerEvents maps the eventType values Modeler writes to the event
+// they name; "" marks the events the engine does not run (refused).
+var taskListenerEvents = map[string]string{
+	"creating": ListenerCreating, "create": ListenerCreating,
+	"assigning": ListenerAssigning, "assignment": ListenerAssigning,
+	"completing": ListenerCompleting, "complete": ListenerCompleting,
+	"updating": "", "update": "", "canceling": "", "cancel": "",
+}
+
+// listeners reads el's zeebe:executionListeners and zeebe:taskListeners
+// into el.Listeners. Where they may sit is checked once the element's kind
+// is known (checkListeners).
+func (x *extensions) listeners(el *Element) error {
+	for n := x.take("executionListeners"); n != nil; n = x.take("executionListeners") {
+		for _, k := range n.Kids {
+			if !k.Is(nsZeebe, "executionListener") {
+				continue
+			}
+			event := strings.TrimSpace(k.Attr("eventType"))
+			if event == "" {
+				event = ListenerStart // Zeebe's default
+			}
+			if event != ListenerStart && event != ListenerEnd {
+				return invalid("execution listener of %q has eventType %q, not start or end", el.ID, event)
+			}
+			if err := addListener(el, "execution listener", event, k); err != nil {
+				return err
+			}
+		}
+	}
+	for n := x.take("taskListeners"); n != nil; n = x.take("taskListeners") {
+		for _, k := range n.Kids {
+			if !k.Is(nsZeebe, "taskListener") {
+				continue
+			}
+			written := strings.TrimSpace(k.Attr("eventType"))
+			event, known := taskListenerEvents[written]
+			switch {
+			case !known:
+				return invalid("task listener of %q has eventType %q, not creating, assigning, updating, completing or canceling", el.ID, written)
+			case event == "":
+				return unsupported(el.ID, el.Type, "a task listener on "+written+" (the engine runs creating, assigning and completing listeners)")
+			}
+			if err := addListener(el, "task listener", event, k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// addListener compiles listener k of event onto el; two of one event and
+// type are refused, as Zeebe refuses them.
+func addListener(el *Element, what, event string, k *node) error {
+	typ := strings.TrimSpace(k.Attr("type"))
+	if typ == "" {
+		return invalid("%s of %q (%s) has no type", what, el.ID, event)
+	}
+	for _, l := range el.Listeners {
+		if l.Event == event && l.Type.Source() == typ {
+			return invalid("%q has two %s listeners of type %q", el.ID, event, typ)
+		}
+	}
+	t, err := taskDefinition(el.ID, typ, strings.TrimSpace(k.Attr("retries")))
+	if err != nil {
+		return err
+	}
+	el.Listeners = append(el.Listeners, Listener{Event: event, Type: t.Type, Retries: t.Retries})
+	return nil
+}
+
+// checkListeners refuses listeners where Zeebe refuses them (invalid) and
+// where the engine does not run them (unsupported).
+func checkListeners(el *Element) error {
+	for _, l := range el.Listeners {
+		switch l.Event {
+		case ListenerCreating, ListenerAssigning, ListenerCompleting:
+			if el.User == nil || !el.User.Native {
+				return invalid("task listeners of %q need a Camunda user task (zeebe:userTask)", el.ID)
+			}
+		case ListenerStart:
+			switch el.Kind {
+			case KindStart:
+				return invalid("start event %q cannot have start execution listeners: put them on its process or subprocess", el.ID)
+			case KindBoundary:
+				return invalid("boundary event %q cannot have start execution listeners: put them on %s", el.ID, "the activity it is attached to")
+			}
+		case ListenerEnd:
+			switch el.Kind {
+			case KindExclusive, KindInclusive, KindParallel, KindEventGateway:
+				return invalid("gateway %q cannot have end execution listeners: put start listeners on the element after it", el.ID)
+			case KindErrorEnd:
+				return invalid("error end event %q cannot have end execution listeners: put them on the catch event", el.ID)
+			}
+		}
+		if el.Loop != nil {
+			return unsupported(el.ID, el.Type, "listeners on a multi-instance activity")
+		}
+		if el.Kind == KindEventSubProcess {
+			return unsupported(el.ID, el.Type, "execution listeners on an event subprocess")
+		}
+	}
+	return nil
+}
