@@ -161,6 +161,8 @@ func (s *stepper) apply(tr Trigger) error {
 		return s.childCompleted(tr)
 	case TriggerChildFailed:
 		return s.childFailed(tr)
+	case TriggerChildEscalated:
+		return s.childEscalated(tr)
 	case TriggerCancel:
 		s.cancel()
 		return nil
@@ -452,7 +454,7 @@ func (s *stepper) execute(i int) {
 		}
 		if el.Escalation != nil {
 			code, ok := s.thrownCode(i, el, el.Escalation, "escalation code")
-			if !ok || !s.escalate(i, code) {
+			if !ok || !s.escalate(i, code, false) {
 				return // an incident, or an interrupting catch ended the thrower
 			}
 		}

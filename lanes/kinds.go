@@ -178,12 +178,14 @@ func (c TaskOutcome) tooLarge(ctx context.Context, l *lane, r *Resume, cl loaded
 	return nil
 }
 
-// ChildEnded is a child instance's end (completed, or failed to start),
+// ChildEnded is a child instance's end (completed, or failed to start), or
+// the escalations a running child threw that none of its scopes caught,
 // relayed to its parent: an internal relay.
 type ChildEnded struct {
 	InstanceID string
 	MessageID  string
-	// Trigger is engine.TriggerChildCompleted or TriggerChildFailed.
+	// Trigger is engine.TriggerChildCompleted, TriggerChildFailed or
+	// TriggerChildEscalated.
 	Trigger engine.Trigger
 }
 
