@@ -19,8 +19,8 @@ func TestAChildsRelayDecodesItsEscalationsWithItsEndOrAlone(t *testing.T) {
 	}{
 		{`{"instance_id":"p-1","child":{"instance":"p-1/t1","token":"t1","el":"Call"},"variables":{"a":1}}`,
 			engine.Trigger{Kind: engine.TriggerChildCompleted, TokenID: "t1", Element: "Call", Variables: map[string]any{"a": 1.0}}},
-		{`{"instance_id":"p-1","child":{"instance":"p-1/t1","token":"t1","el":"Call","escalations":["STOP"]}}`,
-			engine.Trigger{Kind: engine.TriggerChildCompleted, TokenID: "t1", Element: "Call", Escalations: []string{"STOP"}}},
+		{`{"instance_id":"p-1","child":{"instance":"p-1/t1","token":"t1","el":"Call","escalations":["STOP"],"escalated":2}}`,
+			engine.Trigger{Kind: engine.TriggerChildCompleted, TokenID: "t1", Element: "Call", Escalations: []string{"STOP"}, Escalated: 2}},
 		{`{"instance_id":"p-1","child":{"instance":"p-1/t1","token":"t1","el":"Call","escalations":["LATE","LATE"],"running":true}}`,
 			engine.Trigger{Kind: engine.TriggerChildEscalated, TokenID: "t1", Element: "Call", Escalations: []string{"LATE", "LATE"}}},
 	} {
@@ -32,6 +32,8 @@ func TestAChildsRelayDecodesItsEscalationsWithItsEndOrAlone(t *testing.T) {
 	}
 	for _, body := range []string{
 		`{"instance_id":"p-1","child":{"instance":"p-1/t1","token":"t1","el":"Call","running":true}}`,
+		`{"instance_id":"p-1","child":{"instance":"p-1/t1","token":"t1","el":"Call","escalated":-1}}`,
+		`{"instance_id":"p-1","child":{"instance":"p-1/t1","token":"t1","el":"Call","escalations":["LATE"],"running":true,"escalated":1}}`,
 		`{"instance_id":"p-1","child":{"instance":"p-1/t1","token":"t1","el":"Call","escalations":["LATE"],"running":true},"variables":{}}`,
 		`{"instance_id":"p-1","child":{"instance":"p-1/t1","token":"t1","el":"Call","escalations":["LATE"],"running":true,"error_code":"E"}}`,
 		`{"instance_id":"p-1","child":{"instance":"p-1/t1","token":"t1","el":"Call","escalations":["LATE"],"running":true,"failed":"no"}}`,

@@ -30,6 +30,7 @@ func (s *stepper) startChild(i int, el *bpmn.Element, ctx map[string]any) error 
 		}
 	}
 	id := s.tokens[i].ID
+	s.tokens[i].Escalated = 0 // a new child: none of its escalations applied yet
 	s.eff.StartChildren = append(s.eff.StartChildren, ChildStart{
 		InstanceID: s.in.ID + "/" + id, TokenID: id, Element: el.ID, DefinitionKey: key, Variables: vars,
 		Binding: el.Call.Binding, VersionTag: el.Call.VersionTag,
@@ -41,11 +42,17 @@ func (s *stepper) startChild(i int, el *bpmn.Element, ctx map[string]any) error 
 // child's variables as its result (when it propagates them or maps them),
 // or by rethrowing the child's uncaught error from the call activity. The
 // escalations the child threw in its last step are caught first; an
-// interrupting catch leaves nothing to resume.
+// interrupting catch leaves nothing to resume. An end that overtook an
+// escalation relay of the child is refused (fault.ChildEndEarly), to be
+// applied after it.
 func (s *stepper) childCompleted(tr Trigger) error {
 	i := s.waiting(tr.TokenID, tr.Element, WaitChild)
 	if i < 0 {
 		return fault.New(fault.NotWaiting, "instance %s has no call activity waiting on token %s", s.in.ID, tr.TokenID)
+	}
+	if applied := s.tokens[i].Escalated; tr.Escalated > applied {
+		return fault.New(fault.ChildEndEarly, "the child of %s on token %s sent %d escalation relays before its end; %d applied",
+			tr.Element, tr.TokenID, tr.Escalated, applied)
 	}
 	el := s.def.Element(s.tokens[i].Element)
 	s.tokens[i].Wait = "" // the child has ended: nothing to cancel
@@ -72,6 +79,7 @@ func (s *stepper) childEscalated(tr Trigger) error {
 	if i < 0 {
 		return fault.New(fault.NotWaiting, "instance %s has no call activity waiting on token %s", s.in.ID, tr.TokenID)
 	}
+	s.tokens[i].Escalated++
 	s.childEscalations(i, tr.Escalations)
 	return nil
 }

@@ -68,6 +68,16 @@ func TestAChildRelaysToItsParentOnlyTheEscalationsNoneOfItsScopesCatchAndRunsOn(
 		t.Errorf("the thrower went on: tokens at %v, want Work", got)
 	}
 
+	// The child counts the escalation relays it sent; its end tells the
+	// parent how many came before it.
+	if x.in.State.Escalated != 1 {
+		t.Errorf("escalation relays counted: %d, want 1", x.in.State.Escalated)
+	}
+	eff = x.step(Trigger{Kind: TriggerMessage, Message: "m1"})
+	if eff.NotifyParent == nil || eff.NotifyParent.Escalated != 1 || eff.EscalateParent != nil {
+		t.Errorf("the child's end: effects = %+v, want its notice to count 1 escalation relay before it", eff)
+	}
+
 	x, eff = start(parent, map[string]any{"stop": false, "level": "INNER"})
 	if eff.EscalateParent != nil || !slices.Equal(x.at(), []string{"Work/message"}) {
 		t.Errorf("caught by the child's own event subprocess: effects = %+v, tokens at %v", eff, x.at())
@@ -79,10 +89,10 @@ func TestAChildRelaysToItsParentOnlyTheEscalationsNoneOfItsScopesCatchAndRunsOn(
 	}
 
 	// An escalation end event ends the child: the escalation and the end
-	// leave in the same step.
+	// leave in the same step, the escalation in the end's relay.
 	x, eff = start(parent, map[string]any{"stop": true})
 	want = &ParentEscalation{ID: "i-1/t1/1", Parent: *parent, Codes: []string{"STOP"}}
-	if !reflect.DeepEqual(eff.EscalateParent, want) || eff.NotifyParent == nil || !eff.Completed || x.in.State.Status != StatusCompleted {
+	if !reflect.DeepEqual(eff.EscalateParent, want) || eff.NotifyParent == nil || eff.NotifyParent.Escalated != 0 || !eff.Completed || x.in.State.Status != StatusCompleted {
 		t.Errorf("end event: effects = %+v, status %s", eff, x.in.State.Status)
 	}
 }
@@ -169,5 +179,39 @@ func TestEscalationsThrownAsTheChildEndedAreCaughtBeforeItsEnd(t *testing.T) {
 	slices.Sort(got)
 	if want := []string{"Done/message", "Noted/message"}; !slices.Equal(got, want) || len(eff.CancelChildren) != 0 {
 		t.Errorf("non-interrupting: both the boundary flow and the completion: tokens at %v, want %v; effects %+v", got, want, eff)
+	}
+}
+
+func TestAChildsEndThatOvertookItsEscalationIsRefusedUntilTheEscalationIsApplied(t *testing.T) {
+	x := startEscalationCaller(t, escalationCaller, nil)
+	end := Trigger{Kind: TriggerChildCompleted, TokenID: "t1", Element: "Call", Escalated: 1}
+	if err := x.fail(end); !fault.HasCode(err, fault.ChildEndEarly) {
+		t.Fatalf("an end before the escalation relay sent ahead of it: %v, want %s", err, fault.ChildEndEarly)
+	}
+	x.step(Trigger{Kind: TriggerChildEscalated, TokenID: "t1", Element: "Call", Escalations: []string{"LATE"}})
+	x.step(end)
+	got := x.at()
+	slices.Sort(got)
+	if want := []string{"Done/message", "Noted/message"}; !slices.Equal(got, want) {
+		t.Errorf("tokens at %v, want %v: the escalation caught, then the end applied", got, want)
+	}
+}
+
+func TestACallActivityCountsTheEscalationsOfEachChildItCallsAfresh(t *testing.T) {
+	// One token calls two children in turn.
+	x := newInstance(t, parse(t, `<bpmn:startEvent id="S" />
+<bpmn:callActivity id="Call"><bpmn:extensionElements><zeebe:calledElement processId="child" /></bpmn:extensionElements></bpmn:callActivity>
+<bpmn:callActivity id="Again"><bpmn:extensionElements><zeebe:calledElement processId="child" /></bpmn:extensionElements></bpmn:callActivity>
+<bpmn:endEvent id="E" />`+flow("F1", "S", "Call")+flow("F2", "Call", "Again")+flow("F3", "Again", "E"), callEscalationDefs))
+	first := x.step(Trigger{Kind: TriggerStart}).StartChildren[0]
+	x.step(Trigger{Kind: TriggerChildEscalated, TokenID: first.TokenID, Element: "Call", Escalations: []string{"LATE"}})
+	eff := x.step(Trigger{Kind: TriggerChildCompleted, TokenID: first.TokenID, Element: "Call", Escalated: 1})
+	if len(eff.StartChildren) != 1 {
+		t.Fatalf("the second call activity did not call its child: %+v", eff)
+	}
+	second := eff.StartChildren[0]
+	err := x.fail(Trigger{Kind: TriggerChildCompleted, TokenID: second.TokenID, Element: "Again", Escalated: 1})
+	if !fault.HasCode(err, fault.ChildEndEarly) {
+		t.Errorf("the second child's end counted the first child's escalation: %v, want %s", err, fault.ChildEndEarly)
 	}
 }

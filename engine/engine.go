@@ -40,6 +40,9 @@ type State struct {
 	// Compensable are the completed activities a compensation throw may
 	// still compensate, the latest completion last (compensation.go).
 	Compensable []Compensable `json:"comp,omitempty"`
+	// Escalated counts the escalation relays (ParentEscalation) an instance
+	// with a Parent sent it from steps that did not end it.
+	Escalated int `json:"escalated,omitempty"`
 }
 
 // Compensable is a completed activity with a compensation handler that no
@@ -78,6 +81,9 @@ type Token struct {
 	// wait listed here, which is what turns a stale timer fire or a late task
 	// completion into fault.NotWaiting.
 	Armed []Armed `json:"armed,omitempty"`
+	// Escalated counts, on a call activity waiting for its child, the
+	// child's escalation relays it applied (TriggerChildEscalated).
+	Escalated int `json:"escalated,omitempty"`
 	// Vars are the local variables of the element instance the token is:
 	// its input mappings, a subprocess's locals, a multi-instance body's
 	// output collection, an inner instance's item and loopCounter.
@@ -209,6 +215,8 @@ type Trigger struct {
 	// TriggerChildCompleted, those of the step that ended it, caught before
 	// its end is applied).
 	Escalations []string `json:",omitempty"`
+	// Escalated is ChildResult.Escalated (TriggerChildCompleted).
+	Escalated int `json:",omitempty"`
 	// ErrorMessage describes a task failure (TriggerTaskFailed) or why a
 	// child could not start (TriggerChildFailed).
 	ErrorMessage string
@@ -384,6 +392,10 @@ type ChildResult struct {
 	Variables map[string]any
 	// ErrorCode is set when an uncaught BPMN error ended the child.
 	ErrorCode string
+	// Escalated is how many escalation relays the child sent before the
+	// step that ended it (State.Escalated): the parent applies the end only
+	// once it has applied as many.
+	Escalated int `json:",omitempty"`
 }
 
 // ParentEscalation is what an instance with a Parent relays to its parent's

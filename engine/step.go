@@ -791,7 +791,8 @@ func (s *stepper) exprIncident(i int, err error, msg string, stage Stage) {
 
 // result assembles the state after the step.
 func (s *stepper) result() State {
-	st := State{Status: StatusActive, Variables: s.vars, Seq: s.seq, Armed: s.armed, Parent: s.parent, Compensable: s.comp}
+	st := State{Status: StatusActive, Variables: s.vars, Seq: s.seq, Armed: s.armed, Parent: s.parent, Compensable: s.comp,
+		Escalated: s.in.State.Escalated}
 	live := 0
 	for _, t := range s.tokens {
 		if t.Element != "" {
@@ -815,6 +816,11 @@ func (s *stepper) result() State {
 		if s.parent != nil {
 			s.eff.NotifyParent = &ChildResult{Parent: *s.parent, Variables: s.shareVars()}
 		}
+	}
+	if p := s.eff.NotifyParent; p != nil {
+		p.Escalated = st.Escalated // this step's escalations ride in its relay
+	} else if s.eff.EscalateParent != nil {
+		st.Escalated++
 	}
 	return st
 }

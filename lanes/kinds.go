@@ -203,6 +203,18 @@ func (c ChildEnded) writes(_ *lane, _ *Resume, cl loaded, res OpResult) claims.E
 	return stepWrites(c.MessageID, cl, res)
 }
 
+// stepFailed: a child's end that overtook an escalation relay of the child
+// (the escalation was refused and requeued meanwhile) is retried like a
+// transient failure, so that the parent catches the escalation first.
+func (c ChildEnded) stepFailed(_ context.Context, l *lane, r *Resume, held *claims.Held, err error) (Outcome, bool, bool) {
+	if fault.Code(err) != fault.ChildEndEarly {
+		return Outcome{}, false, false
+	}
+	l.pool.deps.Logger.Info("a child's end came before its escalation; retried", "instance_id", r.id, "owner", held.Owner(),
+		"code", fault.ChildEndEarly, "err", err)
+	return Outcome{Kind: Retry, Code: fault.ChildEndEarly, Reason: ReasonTransient, Err: err}, true, true
+}
+
 // CancelChild is a parent's cancellation of its child: an internal relay.
 type CancelChild struct {
 	InstanceID string

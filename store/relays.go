@@ -60,6 +60,9 @@ type ChildEnd struct {
 	// Running: the child has not ended; the relay carries only its
 	// Escalations (TriggerChildEscalated).
 	Running bool `json:"running,omitempty"`
+	// Escalated is how many escalation relays the child sent before its end
+	// (engine.ChildResult.Escalated).
+	Escalated int `json:"escalated,omitempty"`
 }
 
 type childEnd struct {
@@ -119,7 +122,7 @@ func childRelays(id string, e engine.Effects) ([]RelayOut, error) {
 	if p := e.NotifyParent; p != nil {
 		if err := add("end:"+id, p.Parent.InstanceID, childEnd{InstanceID: p.Parent.InstanceID, Variables: p.Variables,
 			Child: ChildEnd{InstanceID: id, TokenID: p.Parent.TokenID, Element: p.Parent.Element, ErrorCode: p.ErrorCode,
-				Escalations: escalations}}); err != nil {
+				Escalations: escalations, Escalated: p.Escalated}}); err != nil {
 			return nil, err
 		}
 	} else if x := e.EscalateParent; x != nil {
