@@ -410,6 +410,17 @@ func TestParseLinkAndEscalationEvents(t *testing.T) {
 	if b := p.Element("Caught"); b.Interrupting || b.Escalation.Code != "LATE" || b.AttachedTo != p.Element("Sub") {
 		t.Errorf("escalation boundary = %+v", b)
 	}
+	// A call activity's child escalates to it, as in Zeebe.
+	p = parseBody(t, `<bpmn:startEvent id="S" /><bpmn:callActivity id="Call"><bpmn:extensionElements><zeebe:calledElement processId="child" /></bpmn:extensionElements></bpmn:callActivity>
+		<bpmn:boundaryEvent id="Late" attachedToRef="Call"><bpmn:escalationEventDefinition escalationRef="Esc" /></bpmn:boundaryEvent>
+		<bpmn:boundaryEvent id="Any" cancelActivity="false" attachedToRef="Call"><bpmn:escalationEventDefinition /></bpmn:boundaryEvent>`,
+		`<bpmn:escalation id="Esc" escalationCode="LATE" />`)
+	if b := p.Element("Late"); !b.Interrupting || b.Escalation.Code != "LATE" || b.AttachedTo != p.Element("Call") {
+		t.Errorf("escalation boundary on the call activity = %+v", b)
+	}
+	if b := p.Element("Any"); b.Interrupting || b.Escalation == nil || b.Escalation.Code != "" || len(p.Element("Call").Boundaries) != 2 {
+		t.Errorf("catch-all escalation boundary on the call activity = %+v", b)
+	}
 	for _, bad := range []struct{ body, want string }{
 		{`<bpmn:intermediateThrowEvent id="T"><bpmn:linkEventDefinition name="nowhere" /></bpmn:intermediateThrowEvent>`, `link throw event "T" has no catch event named "nowhere"`},
 		{`<bpmn:intermediateCatchEvent id="A"><bpmn:linkEventDefinition name="x" /></bpmn:intermediateCatchEvent><bpmn:intermediateCatchEvent id="B"><bpmn:linkEventDefinition name="x" /></bpmn:intermediateCatchEvent>`, `link catch events "A" and "B" have the same name "x"`},

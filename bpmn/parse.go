@@ -778,11 +778,9 @@ func (p *parser) attach(b pendingBoundary) error {
 	}
 	if b.event.Escalation != nil {
 		switch a.Kind {
-		case KindSubProcess, KindAdHoc:
-		case KindCallActivity:
-			return unsupported(b.event.ID, b.event.Type, fmt.Sprintf("an escalation boundary event on call activity %q (escalations do not cross call activities)", a.ID))
+		case KindSubProcess, KindAdHoc, KindCallActivity: // a call activity's child escalates to it
 		default:
-			return invalid("escalation boundary event %q is attached to %s %q; only a subprocess can throw an escalation", b.event.ID, a.Type, a.ID)
+			return invalid("escalation boundary event %q is attached to %s %q; only a subprocess or a call activity can throw an escalation", b.event.ID, a.Type, a.ID)
 		}
 	}
 	b.event.AttachedTo = a

@@ -108,9 +108,6 @@ func TestParseRefusesUnsupportedElementsNamingIDAndType(t *testing.T) {
 			`"E_5" (intermediateCatchEvent): multiInstanceLoopCharacteristics`},
 		{"canceling task listener", `<bpmn:userTask id="U_2"><bpmn:extensionElements><zeebe:userTask /><zeebe:taskListeners><zeebe:taskListener eventType="canceling" type="l" /></zeebe:taskListeners></bpmn:extensionElements></bpmn:userTask>`,
 			`"U_2" (userTask): a task listener on canceling`},
-		{"escalation boundary on a call activity", `<bpmn:callActivity id="C_3"><bpmn:extensionElements><zeebe:calledElement processId="x" /></bpmn:extensionElements></bpmn:callActivity>
-			<bpmn:boundaryEvent id="B_3" attachedToRef="C_3"><bpmn:escalationEventDefinition /></bpmn:boundaryEvent>`,
-			`"B_3" (boundaryEvent): an escalation boundary event on call activity "C_3"`},
 		{"input mapping on a start event", `<bpmn:startEvent id="S_5"><bpmn:extensionElements><zeebe:ioMapping><zeebe:input source="=a" target="b" /></zeebe:ioMapping></bpmn:extensionElements><bpmn:messageEventDefinition messageRef="M2" /></bpmn:startEvent>`,
 			`"S_5" (startEvent): input mappings`},
 		{"an extension on a receive task", `<bpmn:receiveTask id="R_2" messageRef="M1"><bpmn:extensionElements><zeebe:linkedResources /></bpmn:extensionElements></bpmn:receiveTask>`,

@@ -228,8 +228,16 @@ func decodeInternal(env envelope, messageID string) (lanes.Cause, error) {
 	case env.Child != nil:
 		c := env.Child
 		tr := engine.Trigger{Kind: engine.TriggerChildCompleted, TokenID: c.TokenID, Element: c.Element,
-			ErrorCode: c.ErrorCode, Variables: env.Variables}
-		if c.Failed != "" {
+			ErrorCode: c.ErrorCode, Escalations: c.Escalations, Escalated: c.Escalated, Variables: env.Variables}
+		switch {
+		case c.Escalated < 0:
+			return nil, fault.New(fault.RelayInvalid, "a child's relay counts %d escalation relays", c.Escalated)
+		case c.Running:
+			if len(c.Escalations) == 0 || c.ErrorCode != "" || c.Failed != "" || c.Escalated != 0 || env.Variables != nil {
+				return nil, fault.New(fault.RelayInvalid, "a running child's relay carries its escalations and nothing else")
+			}
+			tr = engine.Trigger{Kind: engine.TriggerChildEscalated, TokenID: c.TokenID, Element: c.Element, Escalations: c.Escalations}
+		case c.Failed != "":
 			tr = engine.Trigger{Kind: engine.TriggerChildFailed, TokenID: c.TokenID, Element: c.Element, ErrorMessage: c.Failed}
 		}
 		return lanes.ChildEnded{InstanceID: env.InstanceID, MessageID: messageID, Trigger: tr}, nil

@@ -40,6 +40,9 @@ type State struct {
 	// Compensable are the completed activities a compensation throw may
 	// still compensate, the latest completion last (compensation.go).
 	Compensable []Compensable `json:"comp,omitempty"`
+	// Escalated counts the escalation relays (ParentEscalation) an instance
+	// with a Parent sent it from steps that did not end it.
+	Escalated int `json:"escalated,omitempty"`
 }
 
 // Compensable is a completed activity with a compensation handler that no
@@ -78,6 +81,9 @@ type Token struct {
 	// wait listed here, which is what turns a stale timer fire or a late task
 	// completion into fault.NotWaiting.
 	Armed []Armed `json:"armed,omitempty"`
+	// Escalated counts, on a call activity waiting for its child, the
+	// child's escalation relays it applied (TriggerChildEscalated).
+	Escalated int `json:"escalated,omitempty"`
 	// Vars are the local variables of the element instance the token is:
 	// its input mappings, a subprocess's locals, a multi-instance body's
 	// output collection, an inner instance's item and loopCounter.
@@ -183,6 +189,11 @@ const (
 	// the token stops in an incident (ErrorMessage says why) that a retry
 	// resolves by calling again.
 	TriggerChildFailed TriggerKind = "child_failed"
+	// TriggerChildEscalated hands a call activity (TokenID, Element) the
+	// Escalations its running child threw and none of the child's scopes
+	// caught: the call activity's boundary events and the scopes around it
+	// catch them as if the call activity threw them.
+	TriggerChildEscalated TriggerKind = "child_escalated"
 	// TriggerCancel ends an active instance (admin).
 	TriggerCancel TriggerKind = "cancel"
 	// TriggerRetry resolves the incident of token TokenID and runs its
@@ -208,6 +219,13 @@ type Trigger struct {
 	// ErrorCode is the BPMN error thrown by a task worker (TriggerTaskError)
 	// or that ended a child instance (TriggerChildCompleted).
 	ErrorCode string
+	// Escalations are the codes of the escalations a child threw that none
+	// of its scopes caught, in the order thrown (TriggerChildEscalated; with
+	// TriggerChildCompleted, those of the step that ended it, caught before
+	// its end is applied).
+	Escalations []string `json:",omitempty"`
+	// Escalated is ChildResult.Escalated (TriggerChildCompleted).
+	Escalated int `json:",omitempty"`
 	// ErrorMessage describes a task failure (TriggerTaskFailed) or why a
 	// child could not start (TriggerChildFailed).
 	ErrorMessage string
@@ -395,13 +413,29 @@ type ChildResult struct {
 	Variables map[string]any
 	// ErrorCode is set when an uncaught BPMN error ended the child.
 	ErrorCode string
+	// Escalated is how many escalation relays the child sent before the
+	// step that ended it (State.Escalated): the parent applies the end only
+	// once it has applied as many.
+	Escalated int `json:",omitempty"`
+}
+
+// ParentEscalation is what an instance with a Parent relays to its parent's
+// call activity when escalations none of its scopes caught were thrown in a
+// step: their codes in the order thrown. The store sends it with the step's
+// NotifyParent when the step also ended the instance, so that the parent
+// catches them before it applies the end.
+type ParentEscalation struct {
+	// ID is derived from the step, so that a re-run of the step sends it once.
+	ID     string
+	Parent ParentRef
+	Codes  []string
 }
 
 // Effects are the side effects of one step, written by the store in the
 // step's commit transaction, in this order: CloseWaits, RenameWaits, the new
 // subscriptions, timers and tasks, outbox messages and signals, Assignments, ResolvedIncidents, then
 // Incidents (a retried token that fails again at once appears in both),
-// StartChildren, CancelChildren, NotifyParent.
+// StartChildren, CancelChildren, NotifyParent and EscalateParent.
 type Effects struct {
 	// CloseWaits are written first: subscriptions, timers and tasks of these
 	// waits are deleted.
@@ -425,6 +459,9 @@ type Effects struct {
 	CancelChildren []string
 	// NotifyParent is set when an instance with a Parent ended.
 	NotifyParent *ChildResult
+	// EscalateParent is set when an instance with a Parent threw escalations
+	// none of its scopes caught.
+	EscalateParent *ParentEscalation `json:",omitempty"`
 	// Completed is set when the instance reached its end.
 	Completed bool
 }

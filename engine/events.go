@@ -199,31 +199,54 @@ func (s *stepper) throw(i int, code string, vars map[string]any) {
 }
 
 // escalate propagates an escalation from token i outward like an error, to
-// escalation event subprocesses and boundary events. It reports whether
-// token i lives on: an interrupting catch ended it. An uncaught escalation
-// changes nothing, as in Zeebe.
-func (s *stepper) escalate(i int, code string) bool {
+// escalation event subprocesses and boundary events; with own, token i's
+// own boundary events catch first (a call activity whose child escalated).
+// It reports whether token i lives on: an interrupting catch ended it (or,
+// on its own boundary, moved it there). An escalation none catches goes to
+// the parent instance's call activity, if any; otherwise it changes
+// nothing, as in Zeebe.
+func (s *stepper) escalate(i int, code string, own bool) bool {
+	id := s.tokens[i].ID
+	if own && s.tokens[i].Loop == 0 && s.catchEscalation(i, code) {
+		return s.tokens[i].ID == id
+	}
 	from := i
 	for j := s.parentOf(i); ; j = s.parentOf(j) {
 		if !s.isEventSub(from) {
 			if start := eventSubCatcher(s.eventSubs(j), code, escalationOf); start != nil {
 				s.triggerEventSub(j, start, nil)
-				return s.tokens[i].Element != ""
+				return s.tokens[i].ID == id
 			}
 		}
 		if j < 0 {
-			return true
+			break
 		}
-		if s.tokens[j].Loop == 0 && !s.tokens[j].Activation {
-			if b := catcher(s.def.Element(s.tokens[j].Element).Boundaries, code, escalationOf); b != nil {
-				if b.Interrupting {
-					s.interrupt(j, b, nil)
-				} else {
-					s.complete(s.add(b, s.tokens[j].Scope, ""), b, nil)
-				}
-				return s.tokens[i].Element != ""
-			}
+		if s.tokens[j].Loop == 0 && !s.tokens[j].Activation && s.catchEscalation(j, code) {
+			return s.tokens[i].ID == id
 		}
 		from = j
 	}
+	if s.parent != nil {
+		if s.eff.EscalateParent == nil {
+			s.eff.EscalateParent = &ParentEscalation{ID: s.in.ID + "/" + strconv.FormatInt(s.in.Version+1, 10), Parent: *s.parent}
+		}
+		s.eff.EscalateParent.Codes = append(s.eff.EscalateParent.Codes, code)
+	}
+	return true
+}
+
+// catchEscalation lets a boundary event of activity token j catch code: an
+// interrupting one ends the activity, a non-interrupting one starts a token
+// beside it. It reports whether one caught it.
+func (s *stepper) catchEscalation(j int, code string) bool {
+	b := catcher(s.def.Element(s.tokens[j].Element).Boundaries, code, escalationOf)
+	switch {
+	case b == nil:
+		return false
+	case b.Interrupting:
+		s.interrupt(j, b, nil)
+	default:
+		s.complete(s.add(b, s.tokens[j].Scope, ""), b, nil)
+	}
+	return true
 }

@@ -163,6 +163,8 @@ func (s *stepper) apply(tr Trigger) error {
 		return s.childCompleted(tr)
 	case TriggerChildFailed:
 		return s.childFailed(tr)
+	case TriggerChildEscalated:
+		return s.childEscalated(tr)
 	case TriggerCancel:
 		s.cancel()
 		return nil
@@ -486,7 +488,7 @@ func (s *stepper) activate(i int, el *bpmn.Element) {
 		}
 		if el.Escalation != nil {
 			code, ok := s.thrownCode(i, el, el.Escalation, "escalation code")
-			if !ok || !s.escalate(i, code) {
+			if !ok || !s.escalate(i, code, false) {
 				return // an incident, or an interrupting catch ended the thrower
 			}
 		}
@@ -839,7 +841,8 @@ func (s *stepper) exprIncident(i int, err error, msg string, stage Stage) {
 
 // result assembles the state after the step.
 func (s *stepper) result() State {
-	st := State{Status: StatusActive, Variables: s.vars, Seq: s.seq, Armed: s.armed, Parent: s.parent, Compensable: s.comp}
+	st := State{Status: StatusActive, Variables: s.vars, Seq: s.seq, Armed: s.armed, Parent: s.parent, Compensable: s.comp,
+		Escalated: s.in.State.Escalated}
 	live := 0
 	for _, t := range s.tokens {
 		if t.Element != "" {
@@ -863,6 +866,11 @@ func (s *stepper) result() State {
 		if s.parent != nil {
 			s.eff.NotifyParent = &ChildResult{Parent: *s.parent, Variables: s.shareVars()}
 		}
+	}
+	if p := s.eff.NotifyParent; p != nil {
+		p.Escalated = st.Escalated // this step's escalations ride in its relay
+	} else if s.eff.EscalateParent != nil {
+		st.Escalated++
 	}
 	return st
 }

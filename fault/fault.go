@@ -18,6 +18,9 @@ const (
 	// A start names a start event the definition does not have (no none
 	// start event, or not one of its message start events).
 	NoStartEvent = "SUTRA.RUNTIME.RESUME.NO_START_EVENT"
+	// A child's end reached its parent before an escalation relay the child
+	// sent earlier: retried, so that the escalation is caught first.
+	ChildEndEarly = "SUTRA.RUNTIME.RESUME.CHILD_END_EARLY"
 	// Steps.
 	StepFenced = "SUTRA.RUNTIME.STEP.FENCED"
 	StepPanic  = "SUTRA.RUNTIME.STEP.PANIC"

@@ -178,12 +178,14 @@ func (c TaskOutcome) tooLarge(ctx context.Context, l *lane, r *Resume, cl loaded
 	return nil
 }
 
-// ChildEnded is a child instance's end (completed, or failed to start),
+// ChildEnded is a child instance's end (completed, or failed to start), or
+// the escalations a running child threw that none of its scopes caught,
 // relayed to its parent: an internal relay.
 type ChildEnded struct {
 	InstanceID string
 	MessageID  string
-	// Trigger is engine.TriggerChildCompleted or TriggerChildFailed.
+	// Trigger is engine.TriggerChildCompleted, TriggerChildFailed or
+	// TriggerChildEscalated.
 	Trigger engine.Trigger
 }
 
@@ -199,6 +201,18 @@ func (c ChildEnded) compute(ctx context.Context, l *lane, _ *Resume, cl loaded) 
 }
 func (c ChildEnded) writes(_ *lane, _ *Resume, cl loaded, res OpResult) claims.Extras {
 	return stepWrites(c.MessageID, cl, res)
+}
+
+// stepFailed: a child's end that overtook an escalation relay of the child
+// (the escalation was refused and requeued meanwhile) is retried like a
+// transient failure, so that the parent catches the escalation first.
+func (c ChildEnded) stepFailed(_ context.Context, l *lane, r *Resume, held *claims.Held, err error) (Outcome, bool, bool) {
+	if fault.Code(err) != fault.ChildEndEarly {
+		return Outcome{}, false, false
+	}
+	l.pool.deps.Logger.Info("a child's end came before its escalation; retried", "instance_id", r.id, "owner", held.Owner(),
+		"code", fault.ChildEndEarly, "err", err)
+	return Outcome{Kind: Retry, Code: fault.ChildEndEarly, Reason: ReasonTransient, Err: err}, true, true
 }
 
 // CancelChild is a parent's cancellation of its child: an internal relay.

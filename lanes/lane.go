@@ -133,6 +133,8 @@ func (l *lane) panicked(r *Resume, v any, stack []byte) Outcome {
 //	Start (child): no start event      Applied    released (the parent's
 //	                                              incident is relayed)
 //	internal relay: not waiting        Stale      released (the task was cancelled)
+//	ChildEnded: before an escalation   Retry      released (capped like a
+//	the child relayed earlier                     transient failure)
 //	compute: not waiting / error       Rejected   released
 //	compute: past the step deadline    Applied    released by the commit (the tokens
 //	                                              left stop in incidents)

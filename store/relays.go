@@ -15,7 +15,8 @@ import (
 )
 
 // The worker sends itself relays through the outbox (target 'relay'): a
-// call activity's child start, its end to the parent, the cancellation of a
+// call activity's child start, its end (or the escalations it threw) to the
+// parent, the cancellation of a
 // child, a message fanned out to several targets, a task outcome. Their
 // bodies are relay envelopes in forms the consumer decodes (consumer
 // package, envelope.go); their ids are deterministic message ids, so a step
@@ -45,7 +46,7 @@ type childStart struct {
 }
 
 // ChildEnd is the part of a relay that tells a parent its child ended (or
-// could not start).
+// could not start), or with Running that it threw escalations and runs on.
 type ChildEnd struct {
 	InstanceID string `json:"instance"`
 	TokenID    string `json:"token"`
@@ -53,6 +54,15 @@ type ChildEnd struct {
 	ErrorCode  string `json:"error_code,omitempty"`
 	// Failed says why the child could not start (TriggerChildFailed).
 	Failed string `json:"failed,omitempty"`
+	// Escalations are the codes of the escalations the child threw that
+	// none of its scopes caught (engine.ParentEscalation).
+	Escalations []string `json:"escalations,omitempty"`
+	// Running: the child has not ended; the relay carries only its
+	// Escalations (TriggerChildEscalated).
+	Running bool `json:"running,omitempty"`
+	// Escalated is how many escalation relays the child sent before its end
+	// (engine.ChildResult.Escalated).
+	Escalated int `json:"escalated,omitempty"`
 }
 
 type childEnd struct {
@@ -102,9 +112,23 @@ func childRelays(id string, e engine.Effects) ([]RelayOut, error) {
 			return nil, err
 		}
 	}
+	var escalations []string
+	if x := e.EscalateParent; x != nil {
+		escalations = x.Codes
+	}
+	// Escalations thrown in the step that ended the child ride in its end's
+	// relay: the parent catches them before it applies the end, whatever
+	// order relays arrive in.
 	if p := e.NotifyParent; p != nil {
 		if err := add("end:"+id, p.Parent.InstanceID, childEnd{InstanceID: p.Parent.InstanceID, Variables: p.Variables,
-			Child: ChildEnd{InstanceID: id, TokenID: p.Parent.TokenID, Element: p.Parent.Element, ErrorCode: p.ErrorCode}}); err != nil {
+			Child: ChildEnd{InstanceID: id, TokenID: p.Parent.TokenID, Element: p.Parent.Element, ErrorCode: p.ErrorCode,
+				Escalations: escalations, Escalated: p.Escalated}}); err != nil {
+			return nil, err
+		}
+	} else if x := e.EscalateParent; x != nil {
+		if err := add("escalation:"+x.ID, x.Parent.InstanceID, childEnd{InstanceID: x.Parent.InstanceID,
+			Child: ChildEnd{InstanceID: id, TokenID: x.Parent.TokenID, Element: x.Parent.Element, Escalations: x.Codes,
+				Running: true}}); err != nil {
 			return nil, err
 		}
 	}
