@@ -1421,8 +1421,6 @@ func defineConversions() {
 		switch t := a.v[1].(type) {
 		case timeOfDay:
 			return atTime(d, t)
-		case string:
-			return nil, errNamedZone
 		}
 		return nil, a.wrong(1, "a time")
 	})
@@ -1474,7 +1472,11 @@ func timeFn(_ *evalCtx, a args) (any, error) {
 		case dateTime:
 			h, m, s := x.t.Clock()
 			_, off := x.t.Zone()
-			return timeOfDay{ns: int64(h)*int64(time.Hour) + int64(m)*int64(time.Minute) + int64(s)*int64(time.Second) + int64(x.t.Nanosecond()), off: int32(off), zoned: x.zoned}, nil
+			t := timeOfDay{ns: int64(h)*int64(time.Hour) + int64(m)*int64(time.Minute) + int64(s)*int64(time.Second) + int64(x.t.Nanosecond()), off: int32(off), zoned: x.zoned, zone: zoneName(x.t)}
+			if t.zone != "" {
+				t.off = 0 // the zone's offset belongs to the date, not the time
+			}
+			return t, nil
 		case date:
 			return timeOfDay{zoned: true}, nil // midnight UTC, as in feel-scala
 		}

@@ -1,7 +1,6 @@
 package feel
 
 import (
-	"errors"
 	"strings"
 )
 
@@ -1122,15 +1121,9 @@ func (p *parser) parseLambda(s *sortBy) error {
 
 // badTemporal is what a date, time or duration literal s that does not
 // parse compiles to: a refusal, or under Options.Nulls null, as DMN makes
-// a conversion of an invalid string. A year outside 1..9999 or a named time
-// zone is valid DMN the package does not support: refused in any dialect,
-// since null would be a wrong answer.
+// a conversion of an invalid string.
 func (p *parser) badTemporal(t token, s string, err error) (node, error) {
-	wide := false // a year of more than four digits
-	if y := strings.IndexByte(s, '-'); y > 4 {
-		wide = strings.TrimLeft(s[:y], "0123456789") == ""
-	}
-	if !p.opts.Nulls || errors.Is(err, errNamedZone) || strings.HasPrefix(s, "-") || wide {
+	if !p.opts.Nulls {
 		return nil, refuse(p.src, t.pos, "%v", err)
 	}
 	return p.add(literal{nil}, t)
