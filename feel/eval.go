@@ -250,7 +250,7 @@ func equal(c *evalCtx, a, b any) (bool, error) {
 	}
 	if ka == kRange {
 		x, y := a.(rangeVal), b.(rangeVal)
-		if x.openLo != y.openLo || x.openHi != y.openHi {
+		if x.openLo != y.openLo || x.openHi != y.openHi || x.op != y.op {
 			return false, nil
 		}
 		if eq, err := equal(c, x.lo, y.lo); err != nil || !eq {

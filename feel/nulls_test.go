@@ -157,3 +157,33 @@ func TestNullsFunctionValues(t *testing.T) {
 		t.Error("a function value compiled without Nulls")
 	}
 }
+
+// Under Nulls a unary comparison in parentheses is a range (DMN 1.5):
+// equal only to the same comparison, not to the interval it spans.
+func TestNullsComparisonRanges(t *testing.T) {
+	for src, want := range map[string]any{
+		`=(< 10) = (< 10)`:       true,
+		`=(< 10) = (null..10)`:   false,
+		`=(= 10) = [10..10]`:     false,
+		`=(!= 10) = (!= 10)`:     true,
+		`=(!= 10) = (= 10)`:      false,
+		`=9 in (< 10)`:           true,
+		`=10 in (< 10)`:          false,
+		`=10 in (<= n + 5)`:      true,
+		`=3 in (!= 3)`:           false,
+		`=4 in (!= 3)`:           true,
+		`=(>= 10).start`:         10.0,
+		`=(>= 10).end`:           nil,
+		`=(> 10).start included`: false,
+		`=(< null)`:              nil,
+		`=range("<10") = (< 10)`: true,
+		`=string((!= 3))`:        "!= 3",
+	} {
+		if v, err := compileNulls(t, src).Eval(vars()); err != nil || !reflect.DeepEqual(v, want) {
+			t.Errorf("%s = %#v, %v; want %#v", src, v, err, want)
+		}
+	}
+	if _, err := Compile(`=(< 10)`); err == nil {
+		t.Error("a comparison range compiled without Nulls")
+	}
+}

@@ -683,6 +683,18 @@ func (p *parser) parsePrimary() (node, error) {
 			return nil, err
 		}
 		defer p.leave()
+		op := p.peek()
+		if p.opts.Nulls && p.peekOp("<", "<=", ">", ">=", "=", "!=") {
+			// DMN 1.5's unary comparison as a range value: (< 10).
+			p.next()
+			if n, err = p.parseAdd(); err != nil {
+				return nil, err
+			}
+			if err := p.expectClose(t, tRParen, ")"); err != nil {
+				return nil, err
+			}
+			return p.add(cmpRange{op: op.text, x: n}, t)
+		}
 		if n, err = p.parseExpr(); err != nil {
 			return nil, err
 		}
