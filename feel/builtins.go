@@ -335,9 +335,10 @@ func substring(c *evalCtx, a args) (any, error) {
 	return s[from:to], nil
 }
 
-// regexFlags are the XPath flags Go's RE2 has: s, m and i. x (free spacing)
-// is refused rather than ignored.
-func regexFlags(flags string) (string, error) {
+// regexFlags reads XPath's flags: s, m and i, which Go's RE2 has too; x
+// (whitespace in the pattern is not matched) and q (the pattern is
+// literal), which are applied to the pattern.
+func regexFlags(flags string) (prefix string, spaced, quoted bool, err error) {
 	var b strings.Builder
 	for _, f := range flags {
 		switch f {
@@ -345,14 +346,42 @@ func regexFlags(flags string) (string, error) {
 			if !strings.ContainsRune(b.String(), f) {
 				b.WriteRune(f)
 			}
+		case 'x':
+			spaced = true
+		case 'q':
+			quoted = true
 		default:
-			return "", fmt.Errorf("regular expression flag %q is not supported (s, m and i are)", f)
+			return "", false, false, fmt.Errorf("regular expression flag %q is not one of XPath's (s, m, i, x, q)", f)
 		}
 	}
-	if b.Len() == 0 {
-		return "", nil
+	if b.Len() > 0 {
+		prefix = "(?" + b.String() + ")"
 	}
-	return "(?" + b.String() + ")", nil
+	return prefix, spaced, quoted, nil
+}
+
+// unspaced removes the whitespace of a pattern outside character classes,
+// as XPath's flag x does.
+func unspaced(pattern string) string {
+	var b strings.Builder
+	class := false
+	for i := 0; i < len(pattern); i++ {
+		switch ch := pattern[i]; {
+		case ch == '\\' && i+1 < len(pattern) && !strings.ContainsRune(" \t\n\r", rune(pattern[i+1])):
+			b.WriteString(pattern[i : i+2])
+			i++
+		case ch == '[':
+			class = true
+			b.WriteByte(ch)
+		case ch == ']':
+			class = false
+			b.WriteByte(ch)
+		case !class && strings.IndexByte(" \t\n\r", ch) >= 0:
+		default:
+			b.WriteByte(ch)
+		}
+	}
+	return b.String()
 }
 
 // regexBytes is about what compiling a regular expression allocates per
@@ -362,11 +391,18 @@ const regexBytes = 64
 // compileRegex compiles pattern with flags, as Go regular expressions (RE2):
 // no backreferences or lookaround.
 func compileRegex(pattern, flags string) (*regexp.Regexp, error) {
-	prefix, err := regexFlags(flags)
+	prefix, spaced, quoted, err := regexFlags(flags)
 	if err != nil {
 		return nil, err
 	}
-	re, err := regexp.Compile(prefix + pattern)
+	expr := pattern
+	switch {
+	case quoted:
+		expr = regexp.QuoteMeta(pattern)
+	case spaced:
+		expr = unspaced(pattern)
+	}
+	re, err := regexp.Compile(prefix + expr)
 	if err != nil {
 		return nil, fmt.Errorf("invalid regular expression %q: %s", pattern, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
 	}

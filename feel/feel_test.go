@@ -57,6 +57,9 @@ func TestEval(t *testing.T) {
 		{`=007`, 7.0},
 		{`="a\"b\\c\n\t\r\'"`, "a\"b\\c\n\t\r'"},
 		{`="\u00e9\ud83d\ude00"`, "é😀"},
+		{`="\U01F40E"`, "🐎"},
+		{`={🐎: "bar"}.🐎`, "bar"}, // a name may use characters beyond the BMP
+		{`="\d\s\."`, `\d\s\.`}, // other escapes stay, for regular expressions
 		{`="\u0000\u007f\u2028\udb40\udc01"`, "\x00\x7f\u2028\U000e0001"},
 		{`="="`, "="},
 		{`="and or not ( ) == &&"`, "and or not ( ) == &&"},
@@ -284,7 +287,8 @@ func TestCompileRefused(t *testing.T) {
 		// strings
 		{`="abc`, "unterminated string", 2},
 		{`="abc\`, "unterminated string", 2},
-		{`="a\qb"`, `unsupported escape \q`, 4},
+		{`="\U01F40"`, "invalid unicode escape", 3},
+		{`="\U110000"`, "invalid unicode escape", 3},
 		{`="\u12"`, "invalid unicode escape", 3},
 		{`="\ud800"`, "invalid unicode escape", 3},
 		{`="\udc00"`, "invalid unicode escape", 3},

@@ -143,11 +143,11 @@ func lex(src string) ([]token, error) {
 			}
 			toks = append(toks, token{kind: tName, text: src[i+1 : i+1+n], pos: i, quoted: true})
 			i += n + 2
-		case r == '_' || unicode.IsLetter(r):
+		case nameStart(r):
 			j := i + size
 			for j < len(src) {
 				r, size := utf8.DecodeRuneInString(src[j:])
-				if r != '_' && !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+				if !nameStart(r) && !unicode.IsDigit(r) {
 					break
 				}
 				j += size
@@ -249,9 +249,17 @@ func lexNumber(src string, i int) (token, int, error) {
 	return token{kind: tNum, text: text, pos: i, num: f}, j - i, nil
 }
 
+// nameStart reports whether a name may start with r: _, a letter, or a
+// character beyond the Basic Multilingual Plane (DMN's NameStartChar
+// has U+10000 to U+EFFFF, emoji among them).
+func nameStart(r rune) bool {
+	return r == '_' || unicode.IsLetter(r) || r >= 0x10000 && r <= 0xEFFFF
+}
+
 // lexString decodes a double-quoted literal with FEEL escapes: \" \' \\ \n
-// \r \t and \uXXXX (surrogate pairs combine). Unknown escapes are refused
-// rather than guessed.
+// \r \t, \uXXXX (surrogate pairs combine) and \UXXXXXX. Any other
+// backslash stays as written, as in feel-scala: "\d+" is the regular
+// expression \d+.
 func lexString(src string, i int) (token, int, error) {
 	var b strings.Builder
 	j := i + 1
@@ -284,8 +292,16 @@ func lexString(src string, i int) (token, int, error) {
 				}
 				b.WriteRune(r)
 				j += n
+			case 'U':
+				v, err := strconv.ParseUint(src[j+2:min(j+8, len(src))], 16, 32)
+				if err != nil || j+8 > len(src) || !utf8.ValidRune(rune(v)) {
+					return token{}, 0, refuse(src, j, "invalid unicode escape (want \\U and 6 hex digits)")
+				}
+				b.WriteRune(rune(v))
+				j += 8
 			default:
-				return token{}, 0, refuse(src, j, "unsupported escape \\%c in string", e)
+				b.WriteByte('\\')
+				j++
 			}
 		default:
 			b.WriteByte(c)
