@@ -59,7 +59,7 @@ func TestEval(t *testing.T) {
 		{`="\u00e9\ud83d\ude00"`, "é😀"},
 		{`="\U01F40E"`, "🐎"},
 		{`={🐎: "bar"}.🐎`, "bar"}, // a name may use characters beyond the BMP
-		{`="\d\s\."`, `\d\s\.`}, // other escapes stay, for regular expressions
+		{`="\d\s\."`, `\d\s\.`},  // other escapes stay, for regular expressions
 		{`="\u0000\u007f\u2028\udb40\udc01"`, "\x00\x7f\u2028\U000e0001"},
 		{`="="`, "="},
 		{`="and or not ( ) == &&"`, "and or not ( ) == &&"},
