@@ -142,13 +142,13 @@ func Parse(r io.Reader) (*Definitions, error) {
 		}
 	}
 	boxedNames(root, names)
-	f := &file{q: newQuoter(names), opts: feel.Options{Nulls: true, Functions: map[string]*feel.Function{}}}
-	if err := f.knowledgeModels(root); err != nil {
-		return nil, err
-	}
 	types := map[string]*node{}
 	for _, k := range root.Children("itemDefinition") {
 		types[k.Attr("name")] = k
+	}
+	f := &file{q: newQuoter(names), opts: feel.Options{Nulls: true, Functions: map[string]*feel.Function{}, Types: feelTypes(types)}}
+	if err := f.knowledgeModels(root); err != nil {
+		return nil, err
 	}
 	for _, k := range root.Children("inputData") {
 		v := k.Child("variable")
@@ -484,6 +484,95 @@ const (
 	maxCoerceDepth = 8
 	maxCoerceWork  = 1000
 )
+
+// feelTypeNames are the FEEL types of typeRefs (FEEL names, and the XML
+// Schema names older models use).
+var feelTypeNames = map[string]string{
+	"Any": "Any", "number": "number", "string": "string", "boolean": "boolean",
+	"context": "context", "list": "list", "range": "range", "function": "function",
+	"date": "date", "time": "time", "dateTime": "date and time", "date and time": "date and time",
+	"dayTimeDuration": "days and time duration", "days and time duration": "days and time duration",
+	"yearMonthDuration": "years and months duration", "years and months duration": "years and months duration",
+}
+
+// feelTypes are the model's item definitions as FEEL types, for instance
+// of: a typeRef, a structure (context<...>), a function item
+// (function<...> -> R), a collection of any (list<...>). An item definition
+// naming a type that is neither FEEL's nor the model's is left out, so an
+// expression naming it is refused. Allowed values do not narrow the type.
+func feelTypes(types map[string]*node) map[string]string {
+	out := map[string]string{}
+	for name, t := range types {
+		if feelTypeNames[name] != "" {
+			continue
+		}
+		if src, ok := itemType(t, types); ok {
+			out[name] = src
+		}
+	}
+	return out
+}
+
+// itemType is an item definition (or component) as FEEL type text.
+func itemType(t *node, types map[string]*node) (string, bool) {
+	ref := func(r string) (string, bool) {
+		r = strings.TrimPrefix(strings.TrimSpace(r), "feel:")
+		switch {
+		case r == "":
+			return "Any", true
+		case feelTypeNames[r] != "":
+			return feelTypeNames[r], true
+		case types[r] != nil && plainName(r):
+			return r, true
+		case types[r] != nil && !strings.Contains(r, "`"):
+			return "`" + r + "`", true
+		}
+		return "", false
+	}
+	var src string
+	var ok bool
+	if fn := t.Child("functionItem"); fn != nil {
+		var ps []string
+		for _, p := range fn.Children("parameters") {
+			s, ok := ref(p.Attr("typeRef"))
+			if !ok {
+				return "", false
+			}
+			ps = append(ps, s)
+		}
+		out, ok := ref(fn.Attr("outputTypeRef"))
+		if !ok {
+			return "", false
+		}
+		src = "function<" + strings.Join(ps, ", ") + "> -> " + out
+	} else if cs := t.Children("itemComponent"); len(cs) > 0 {
+		var es []string
+		for _, c := range cs {
+			k := c.Attr("name")
+			if strings.Contains(k, "`") {
+				return "", false
+			}
+			s, ok := itemType(c, types)
+			if !ok {
+				return "", false
+			}
+			es = append(es, "`"+k+"`: "+s)
+		}
+		src = "context<" + strings.Join(es, ", ") + ">"
+	} else {
+		r := ""
+		if n := t.Child("typeRef"); n != nil {
+			r = n.Text.String()
+		}
+		if src, ok = ref(r); !ok {
+			return "", false
+		}
+	}
+	if t.Attr("isCollection") == "true" {
+		src = "list<" + src + ">"
+	}
+	return src, true
+}
 
 // coerceSource is FEEL that reads the value of x as the type typeRef
 // names (a collection of it if list): strings as dates, times and

@@ -64,6 +64,10 @@ type Options struct {
 	// Functions are the functions the expression may call besides the
 	// built-ins, by name; a name here hides a built-in's.
 	Functions map[string]*Function
+	// Types are the types instance of may name besides the built-in
+	// ones, each as FEEL type text that may name others
+	// ("list<tItem>"): a DMN model's item definitions.
+	Types map[string]string
 }
 
 // Env is what an evaluation reads besides the variables.

@@ -368,7 +368,7 @@ func TestNewFormsRefused(t *testing.T) {
 		{`=x in (1, 2`, "expected ) to close the ( at position 7, found end of expression", 12},
 		{`=x in [1..2`, "expected ] or ) to close the interval starting at position 7, found end of expression", 12},
 		{`=x instance of`, "expected a type after instance of", 15},
-		{`=x instance of foo`, `expected a type after instance of (number, string, boolean, date, time, date and time, days and time duration, years and months duration, list, range, context or Any), found name "foo"`, 16},
+		{`=x instance of foo`, `expected a type after instance of (number, string, boolean, date, time, date and time, days and time duration, years and months duration, list, range, context, function, Any or an item definition of the DMN model), found name "foo"`, 16},
 		{`=x in [1, 2] = true`, "comparisons do not chain", 14},
 		{`=x between 1 and 2 between 3 and 4`, "comparisons do not chain", 20},
 		{`=not x in [1]`, `ambiguous not followed by name "in"`, 2},

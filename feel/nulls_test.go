@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -185,5 +186,53 @@ func TestNullsComparisonRanges(t *testing.T) {
 	}
 	if _, err := Compile(`=(< 10)`); err == nil {
 		t.Error("a comparison range compiled without Nulls")
+	}
+}
+
+// Function types conform as DMN 1.4 has it: a function takes what the
+// type's parameters are (contravariance) and gives what its result is, as
+// far as its body tells. Options.Types names types by their FEEL text.
+func TestFunctionAndNamedTypes(t *testing.T) {
+	opts := Options{Nulls: true, Types: map[string]string{
+		"tFn":      "function<string, number> -> string",
+		"tFns":     "list<tFn>",
+		"tPerson":  "context<name: string, `last name`: string>",
+		"tLoop":    "list<tLoop>",
+		"tNumbers": "list<number>",
+	}}
+	for src, want := range map[string]any{
+		`=(function() "foo") instance of function<> -> Any`:                                                                           true,
+		`=(function() "foo") instance of function<> -> string`:                                                                        true,
+		`=(function() 123) instance of function<> -> string`:                                                                          false,
+		`=(function(a) a) instance of function<> -> Any`:                                                                              false,
+		`=(function(a: string, b: number) "x") instance of tFn`:                                                                       true,
+		`=(function(a: string, b: string) "x") instance of tFn`:                                                                       false,
+		`=(function(a, b) "x") instance of tFn`:                                                                                       true,
+		`=(function(a: context<a: string>) {b: "b", c: 1}) instance of function<context<a: string, b: string>> -> context<b: string>`: true,
+		`=(function(a: context<a: string, b: string>) "x") instance of function<context<a: string>> -> string`:                        false,
+		`=[(function(a: string, b: number) "x"), "foo"] instance of tFns`:                                                             false,
+		`=5 instance of function<> -> Any`:                                                                                            false,
+		`={name: "a", last name: "b"} instance of tPerson`:                                                                            true,
+		`={name: "a"} instance of tPerson`:                                                                                            false,
+		`=[1, 2] instance of tNumbers`:                                                                                                true,
+		`=[1, "2"] instance of tNumbers`:                                                                                              false,
+	} {
+		e, err := CompileWith(src, opts)
+		if err != nil {
+			t.Errorf("%s: %v", src, err)
+			continue
+		}
+		if v, err := e.Eval(nil); err != nil || v != want {
+			t.Errorf("%s = %#v, %v; want %#v", src, v, err, want)
+		}
+	}
+	for src, why := range map[string]string{
+		`=[] instance of tLoop`:                                "expands into more than 64 named types",
+		`=[] instance of tOther`:                               "expected a type after instance of",
+		`=(function(a) a) instance of function<string> string`: "expected -> and the result type",
+	} {
+		if _, err := CompileWith(src, opts); err == nil || !strings.Contains(err.Error(), why) {
+			t.Errorf("%s: %v; want a refusal containing %q", src, err, why)
+		}
 	}
 }

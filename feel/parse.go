@@ -50,6 +50,7 @@ type parser struct {
 	// noFilterAt is the depth at which "[" ends an interval's upper bound
 	// (]1..5[) instead of starting a filter; -1 when none.
 	noFilterAt int
+	typeRefs   int // named types expanded (namedType)
 }
 
 // parse parses the expression part of src (which starts with "=").
