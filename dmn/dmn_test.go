@@ -258,6 +258,28 @@ func TestTemporalValues(t *testing.T) {
 	}
 }
 
+// A decision service is a function of its input decisions then its input
+// data; it evaluates its decisions in the order of their requirements and
+// gives its output decision's result, or a context of several.
+func TestDecisionServices(t *testing.T) {
+	d := mustParse(t, doc(`<decisionService id="s1" name="Greet"><outputDecision href="#g"/><encapsulatedDecision href="#full"/>
+<inputDecision href="#title"/><inputData href="#n"/></decisionService>
+<decisionService id="s2" name="Both"><outputDecision href="#g"/><outputDecision href="#full"/><inputDecision href="#title"/><inputData href="#n"/></decisionService>
+<inputData id="n" name="Name"/>
+<decision id="title" name="Title"><literalExpression><text>"Dr"</text></literalExpression></decision>
+<decision id="full" name="Full Name"><informationRequirement><requiredDecision href="#title"/></informationRequirement><literalExpression><text>Title + " " + Name</text></literalExpression></decision>
+<decision id="g" name="Greeting"><informationRequirement><requiredDecision href="#full"/></informationRequirement><literalExpression><text>"Hello " + Full Name</text></literalExpression></decision>
+<decision id="use" name="Use"><literalExpression><text>[Greet("Ms", "Ada"), Greet(Name: "Bo", Title: "Mr"), Both("Ms", "Ada"), Greet("Ms")]</text></literalExpression></decision>`))
+	res, err := d.Evaluate(context.Background(), "use", nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []any{"Hello Ms Ada", "Hello Mr Bo", map[string]any{"Greeting": "Hello Ms Ada", "Full Name": "Ms Ada"}, nil}
+	if !reflect.DeepEqual(res.Output, want) {
+		t.Errorf("output = %#v, want %#v", res.Output, want)
+	}
+}
+
 // instance of names the model's item definitions: structures, collections,
 // function items, one naming another declared later.
 func TestItemDefinitionsAsTypes(t *testing.T) {
@@ -389,8 +411,9 @@ func TestParseRefused(t *testing.T) {
 		{"variable output values", table(in + `<output name="o"><outputValues><text>x</text></outputValues></output>`), fault.DMNInvalid, "not constants"},
 		{"bkm without logic", doc(`<businessKnowledgeModel id="k" name="K"/>`), fault.DMNInvalid, "no encapsulated logic"},
 		{"bkm table", doc(`<businessKnowledgeModel id="k" name="K"><encapsulatedLogic><decisionTable/></encapsulatedLogic></businessKnowledgeModel>`), fault.DMNUnsupported, "a <decisionTable> as its logic is not supported"},
-		{"bkm arity", doc(bkm + `<decision id="d" name="D"><literalExpression><text>Monthly Payment(1)</text></literalExpression></decision>`), fault.DMNInvalid, "takes 3 arguments"},
-		{"service", doc(`<decisionService id="s" name="S"/>`), fault.DMNUnsupported, "decisionService"},
+		{"service without output", doc(`<decisionService id="s" name="S"/>`), fault.DMNInvalid, "has no output decision"},
+		{"service of a table", doc(`<decisionService id="s" name="S"><outputDecision href="#d"/></decisionService><decision id="d" name="D"><decisionTable/></decision>`), fault.DMNUnsupported, "decision \"d\" is a decision table"},
+		{"service input unknown", doc(`<decisionService id="s" name="S"><inputData href="#x"/></decisionService>`), fault.DMNInvalid, "is not in the file"},
 		{"function result", doc(`<decision id="d" name="D"><functionDefinition/></decision>`), fault.DMNInvalid, "a function has no JSON form"},
 		{"java function", doc(`<decision id="d" name="D"><functionDefinition kind="Java"/></decision>`), fault.DMNUnsupported, "kind Java"},
 		{"table in context", doc(`<decision id="d" name="D"><context><contextEntry><decisionTable/></contextEntry></context></decision>`), fault.DMNUnsupported, "<decisionTable> is not supported inside"},

@@ -111,7 +111,10 @@ func CompileWith(src string, opts Options) (*Expr, error) {
 		// one no null absorbs) is an error at every evaluation: refuse at
 		// deploy. So is a constant over the default
 		// limits, which would otherwise be built at each evaluation.
-		if _, err := e.run(nil, Env{}, true); err != nil {
+		// Under Nulls a constant may be a function (a business knowledge
+		// model's body returning one), which has no JSON form but is a
+		// value to its caller.
+		if _, err := e.run(nil, Env{}, !opts.Nulls); err != nil {
 			if IsLimit(err) {
 				return nil, fault.Wrap(fault.IncidentExpressionLimit, err, "expression %s", e.quoted())
 			}

@@ -89,12 +89,19 @@ func (p *parser) parseUserCall(t token, fn *Function) (node, error) {
 	if err != nil {
 		return nil, err
 	}
+	// DMN makes a call with arguments the function does not take null.
+	wrong := func(format string, a ...any) (node, error) {
+		if p.opts.Nulls {
+			return p.add(literal{nil}, t)
+		}
+		return nil, refuse(p.src, t.pos, format, a...)
+	}
 	if names != nil {
 		r := make([]node, len(fn.params))
 		for i, name := range names {
 			j := indexOf(fn.params, name)
 			if j < 0 || r[j] != nil {
-				return nil, refuse(p.src, t.pos, "function %q has no parameter %q, or it is given twice", fn.name, name)
+				return wrong("function %q has no parameter %q, or it is given twice", fn.name, name)
 			}
 			r[j] = as[i]
 		}
@@ -105,7 +112,7 @@ func (p *parser) parseUserCall(t token, fn *Function) (node, error) {
 		}
 		as = r
 	} else if len(as) != len(fn.params) {
-		return nil, refuse(p.src, t.pos, "function %q takes %d arguments, got %d", fn.name, len(fn.params), len(as))
+		return wrong("function %q takes %d arguments, got %d", fn.name, len(fn.params), len(as))
 	}
 	// The body may read anything its arguments bring: never a constant.
 	p.free++

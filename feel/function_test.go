@@ -60,9 +60,16 @@ func TestFunctionsAreCalledInOrderOrByNameInTheirOwnScope(t *testing.T) {
 	if e.String() != `=f(0)` {
 		t.Errorf("String() = %s", e.String())
 	}
+	// Arguments the function does not take: refused, and null under Nulls
+	// as DMN has it.
 	for _, src := range []string{`=PMT(1, 2)`, `=PMT(q: 1)`, `=PMT(p: 1, p: 2)`} {
-		if _, err := CompileWith(src, opts); err == nil {
+		if _, err := CompileWith(src, Options{Functions: opts.Functions}); err == nil {
 			t.Errorf("%s compiled", src)
+		}
+		if e, err := CompileWith(src, opts); err != nil {
+			t.Errorf("%s: %v", src, err)
+		} else if v, err := e.Eval(nil); v != nil || err != nil {
+			t.Errorf("%s = %v, %v under Nulls; want null", src, v, err)
 		}
 	}
 }
