@@ -2,6 +2,7 @@ package dmn
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -280,6 +281,21 @@ func TestDecisionServices(t *testing.T) {
 	}
 }
 
+// A decision may give a function to the decisions requiring it; it has no
+// JSON form, so it is null in the results reported, and evaluating it
+// alone fails.
+func TestFunctionValuedDecision(t *testing.T) {
+	d := mustParse(t, doc(`<decision id="inc" name="Inc"><literalExpression><text>function(a: number) a + 1</text></literalExpression></decision>
+<decision id="use" name="Use"><informationRequirement><requiredDecision href="#inc"/></informationRequirement><literalExpression><text>Inc(41)</text></literalExpression></decision>`))
+	res, err := d.Evaluate(context.Background(), "use", nil, Options{})
+	if err != nil || res.Output != 42.0 || res.Decisions[0].Output != nil {
+		t.Errorf("Evaluate(use) = %+v, %v; want 42, the function decision null", res, err)
+	}
+	if _, err := d.Evaluate(context.Background(), "inc", nil, Options{}); !errors.Is(err, feel.ErrFunctionResult) || !fault.HasCode(err, fault.IncidentDecisionFailed) {
+		t.Errorf("Evaluate(inc) = %v; want %s wrapping feel.ErrFunctionResult", err, fault.IncidentDecisionFailed)
+	}
+}
+
 // instance of names the model's item definitions: structures, collections,
 // function items, one naming another declared later.
 func TestItemDefinitionsAsTypes(t *testing.T) {
@@ -414,7 +430,6 @@ func TestParseRefused(t *testing.T) {
 		{"service without output", doc(`<decisionService id="s" name="S"/>`), fault.DMNInvalid, "has no output decision"},
 		{"service of a table", doc(`<decisionService id="s" name="S"><outputDecision href="#d"/></decisionService><decision id="d" name="D"><decisionTable/></decision>`), fault.DMNUnsupported, "decision \"d\" is a decision table"},
 		{"service input unknown", doc(`<decisionService id="s" name="S"><inputData href="#x"/></decisionService>`), fault.DMNInvalid, "is not in the file"},
-		{"function result", doc(`<decision id="d" name="D"><functionDefinition/></decision>`), fault.DMNInvalid, "a function has no JSON form"},
 		{"java function", doc(`<decision id="d" name="D"><functionDefinition kind="Java"/></decision>`), fault.DMNUnsupported, "kind Java"},
 		{"table in context", doc(`<decision id="d" name="D"><context><contextEntry><decisionTable/></contextEntry></context></decision>`), fault.DMNUnsupported, "<decisionTable> is not supported inside"},
 	}

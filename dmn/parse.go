@@ -265,13 +265,7 @@ func parseDecision(n *node, f *file) (*Decision, error) {
 	if dec.table == nil && dec.literal == nil {
 		return nil, fault.New(fault.DMNInvalid, "decision %q has neither a decision table nor a literal expression", dec.ID)
 	}
-	if e := dec.literal; e != nil && !e.UsesVariables() && !e.UsesClock() && !e.UsesSeed() {
-		// A constant result a decision cannot give (a function, which has
-		// no JSON form) fails every evaluation: refuse it now.
-		if _, err := e.Eval(nil); err != nil {
-			return nil, fault.Wrap(fault.DMNInvalid, err, "decision %q always fails", dec.ID)
-		}
-	}
+
 	return dec, nil
 }
 

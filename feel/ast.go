@@ -86,11 +86,13 @@ type (
 		re   *regexp.Regexp // the pattern, when it is a literal compiled at deploy time
 	}
 	isDefined struct{ x node }
-	// sortBy is sort(list, function(a, b) body).
+	// sortBy is sort(list, function(a, b) body), or under Options.Nulls
+	// sort(list, fn) with fn any expression giving a function value.
 	sortBy struct {
 		list node
 		a, b string
 		body node
+		fn   node
 	}
 )
 
@@ -425,8 +427,13 @@ func (n isDefined) feel(b *strings.Builder) {
 func (n sortBy) feel(b *strings.Builder) {
 	b.WriteString("sort(")
 	n.list.feel(b)
-	b.WriteString(", function(" + n.a + ", " + n.b + ") ")
-	n.body.feel(b)
+	if n.fn != nil {
+		b.WriteString(", ")
+		n.fn.feel(b)
+	} else {
+		b.WriteString(", function(" + n.a + ", " + n.b + ") ")
+		n.body.feel(b)
+	}
 	b.WriteString(")")
 }
 
@@ -1080,6 +1087,17 @@ func (n sortBy) value(c *evalCtx, s *scope) (any, error) {
 	if err := c.items(len(l)); err != nil {
 		return nil, err
 	}
+	var fn closure
+	if n.fn != nil {
+		f, err := n.fn.eval(c, s)
+		if err != nil {
+			return nil, err
+		}
+		var ok bool
+		if fn, ok = f.(closure); !ok || len(fn.params) != 2 {
+			return nil, fmt.Errorf("sort: argument \"precedes\" must be a function of 2 parameters, got %s", describe(f))
+		}
+	}
 	r := make([]any, len(l))
 	copy(r, l)
 	var failed error
@@ -1090,7 +1108,13 @@ func (n sortBy) value(c *evalCtx, s *scope) (any, error) {
 		if failed = c.spend(1); failed != nil {
 			return false
 		}
-		v, err := n.body.eval(c, &scope{up: &scope{up: s, name: n.a, val: r[i]}, name: n.b, val: r[j]})
+		var v any
+		var err error
+		if n.fn != nil {
+			v, err = fn.call(c, []any{r[i], r[j]})
+		} else {
+			v, err = n.body.eval(c, &scope{up: &scope{up: s, name: n.a, val: r[i]}, name: n.b, val: r[j]})
+		}
 		if err != nil {
 			failed = fmt.Errorf("sort: %w", err)
 			return false

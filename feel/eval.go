@@ -489,7 +489,7 @@ func shape(c *evalCtx, v any, depth int) (any, bool, error) {
 	case date, timeOfDay, dateTime, ymDuration, dtDuration, rangeVal:
 		return x.(fmt.Stringer).String(), true, nil
 	case closure:
-		return nil, false, errors.New("a function has no JSON form")
+		return nil, false, ErrFunctionResult
 	case []any:
 		if err := c.items(len(x)); err != nil {
 			return nil, false, err

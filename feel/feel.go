@@ -27,6 +27,7 @@ package feel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strconv"
@@ -222,6 +223,10 @@ func (e *Expr) EvalValue(vars map[string]any, env Env) (any, error) {
 	}
 	return v, nil
 }
+
+// ErrFunctionResult is JSON's error for a value that is or holds a
+// function (DMN's FEEL), which has no JSON form.
+var ErrFunctionResult = errors.New("a function has no JSON form")
 
 // JSON shapes a value EvalValue returned as JSON, as EvalIn does, within
 // env's limits: dates, times and durations become ISO 8601 strings.

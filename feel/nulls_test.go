@@ -236,3 +236,35 @@ func TestFunctionAndNamedTypes(t *testing.T) {
 		}
 	}
 }
+
+// Under Nulls a name may hold a function: a call of a name no built-in or
+// Function has calls what the variable holds (null when nothing), and
+// sort takes any expression giving its precedes function.
+func TestNullsCallNamesHoldingFunctions(t *testing.T) {
+	for src, want := range map[string]any{
+		`={f: function(a) a * 2, r: f(n)}.r`: 10.0,
+		`=nosuch(1)`:                         nil,
+		`={desc: function(a, b) a > b, r: sort([1, 3, 2], desc)}.r`: []any{3.0, 2.0, 1.0},
+		`={one: function(a) true, r: sort([1, 3, 2], one)}.r`:       nil,
+		`=sort([1, 3, 2], n)`: nil,
+	} {
+		e, err := CompileWith(src, nulls)
+		if err != nil {
+			t.Errorf("%s: %v", src, err)
+			continue
+		}
+		if v, err := e.Eval(vars()); err != nil || !reflect.DeepEqual(v, want) {
+			t.Errorf("%s = %#v, %v; want %#v", src, v, err, want)
+		}
+	}
+	// Words running into ( name no variable: still refused.
+	if _, err := CompileWith(`=no such function(1)`, nulls); err == nil {
+		t.Error("an unknown function of several words compiled under Nulls")
+	}
+	if _, err := Compile(`=nosuch(1)`); err == nil {
+		t.Error("an unknown function compiled without Nulls")
+	}
+	if _, err := CompileWith(`=exp(1)`, nulls); err == nil {
+		t.Error("exp, refused on purpose, compiled under Nulls")
+	}
+}

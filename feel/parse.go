@@ -879,6 +879,12 @@ func (p *parser) parseCall(t token, fname string) (node, error) {
 		return p.parseUserCall(t, uf)
 	}
 	fn := builtins[fname]
+	if fn == nil && p.opts.Nulls && unsupportedFuncs[fname] == "" && !strings.Contains(fname, " ") {
+		// In DMN a name may hold a function (a business knowledge
+		// model's parameter): call what it holds, null when nothing.
+		p.reference(fname)
+		return p.parseDynCall(t, name{fname})
+	}
 	if fn == nil {
 		return nil, refuseFunc(p.src, fname)
 	}
@@ -1077,7 +1083,11 @@ func (p *parser) parseSort(t token) (node, error) {
 		switch {
 		case i == 0 && s.list == nil:
 			s.list, err = p.parseExpr()
-		case i == 1 && s.body == nil:
+		case i == 1 && s.body == nil && s.fn == nil:
+			if p.opts.Nulls && !p.peekWord("function") {
+				s.fn, err = p.parseExpr()
+				break
+			}
 			err = p.parseLambda(&s)
 		default:
 			return refuse(p.src, at.pos, "sort takes a list and a precedes function")
@@ -1091,7 +1101,7 @@ func (p *parser) parseSort(t token) (node, error) {
 	if err := p.expectClose(open, tRParen, ")"); err != nil {
 		return nil, err
 	}
-	if s.list == nil || s.body == nil {
+	if s.list == nil || s.body == nil && s.fn == nil {
 		return nil, refuse(p.src, t.pos, "sort takes a list and a precedes function: sort(xs, function(a, b) a < b)")
 	}
 	return p.add(s, t)
