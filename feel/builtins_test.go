@@ -325,7 +325,7 @@ func TestFunctionsRefused(t *testing.T) {
 		{`=random number()`, `function "random number" is not supported: its result is random`, -1},
 		{`=log(n)`, `function "log" is not supported: its floating-point result may differ between platforms`, -1},
 		{`=to json(x)`, `function "to json" is not supported`, -1},
-		{`=before(1, 2)`, `function "before" is not supported`, -1},
+		{`=before(1)`, `function "before": takes 2 arguments, got 1`, -1},
 		{`=upper case()`, `function "upper case": takes 1 argument, got 0`, -1},
 		{`=upper case(a, b)`, `function "upper case": takes 1 argument, got 2`, -1},
 		{`=substring(a)`, `function "substring": takes 2 or 3 arguments, got 1`, -1},
@@ -374,4 +374,24 @@ func TestFunctionNames(t *testing.T) {
 			t.Errorf("%q is both supported and refused", name)
 		}
 	}
+}
+
+// The range functions follow DMN 1.4's table, points and ranges mixed, an
+// unbounded end beyond every point.
+func TestRangeFunctions(t *testing.T) {
+	checkEval(t, []evalCase{
+		{src: `=[before(1, 10), before(10, 1), before(1, [2..5]), before(1, (1..5]), before(1, [1..5])]`, want: []any{true, false, true, true, false}},
+		{src: `=[before([1..5], 10), before([1..5), 5), before([1..5], [5..8]), before([1..5), [5..8])]`, want: []any{true, true, false, true}},
+		{src: `=[after(10, 1), after([5..8], [1..5)), after(12, [1..10]), after(range("< 5"), 1)]`, want: []any{true, true, true, false}},
+		{src: `=[meets([1..5], [5..10]), meets([1..5), [5..10]), met by([5..10], [1..5])]`, want: []any{true, false, true}},
+		{src: `=[overlaps([1..5], [3..8]), overlaps([1..5], [6..8]), overlaps([1..5], (5..8])]`, want: []any{true, false, false}},
+		{src: `=[overlaps before([1..5], [3..8]), overlaps before([3..8], [1..5]), overlaps after([3..8], [1..5])]`, want: []any{true, false, true}},
+		{src: `=[finishes(10, [1..10]), finishes(10, [1..10)), finishes([5..10], [1..10]), finished by([1..10], [5..10])]`, want: []any{true, false, true, true}},
+		{src: `=[includes([1..10], 5), includes([1..10], 12), includes([1..10], [4..6]), includes(range(">= 1"), [4..6]), during(5, [1..10])]`, want: []any{true, false, true, true, true}},
+		{src: `=[starts(1, [1..10]), starts(1, (1..10]), starts([1..5], [1..10]), started by([1..10], [1..5])]`, want: []any{true, false, true, true}},
+		{src: `=[coincides(5, 5), coincides(3, 4), coincides([1..5], [1..5]), coincides([1..5], (1..5])]`, want: []any{true, false, true, false}},
+		{src: `=before(date("2024-01-01"), [date("2024-02-01")..date("2024-03-01")])`, want: true},
+		{src: `=before(n, "a")`, err: `before: cannot compare a number with a string using before`},
+		{src: `=before(n, [1..2]) or before(null, 1)`, err: `a range function needs points or ranges, got null`},
+	})
 }

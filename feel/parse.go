@@ -718,6 +718,11 @@ func (p *parser) parsePrimary() (node, error) {
 		if t.quoted && p.opts.Nulls && p.isBound(t.text) && p.peek().kind == tLParen {
 			return p.parseDynCall(t, name{t.text})
 		}
+		if t.quoted && p.opts.Nulls && builtins[t.text] != nil && p.peek().kind == tLParen {
+			// A built-in's name quoted as a model's name (a decision
+			// named "met by"): a call is the built-in's.
+			return p.parseCall(t, t.text)
+		}
 		if t.quoted {
 			p.reference(t.text)
 			return p.add(name{t.text}, t)
