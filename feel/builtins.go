@@ -1155,9 +1155,14 @@ func roundFn(name string, sigs [][]string, mode rounding) {
 			return nil, err
 		}
 		scale := 0
-		if a.has(1) {
+		if len(a.v) > 1 {
+			// A scale given is a number within DMN's (those of
+			// IEEE 754 decimal128), null included.
 			if scale, err = a.whole(1); err != nil {
 				return nil, err
+			}
+			if scale < -6111 || scale > 6176 {
+				return nil, fmt.Errorf("scale %d is outside -6111 to 6176", scale)
 			}
 		}
 		return roundDecimal(f, scale, mode)

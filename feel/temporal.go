@@ -151,8 +151,25 @@ func parseDate(s string) (date, error) {
 func parseClock(s string) (int64, string, bool) {
 	h, ok1 := twoDigits(s, 0)
 	m, ok2 := twoDigits(s, 3)
-	if !ok1 || !ok2 || s[2] != ':' || h > 23 || m > 59 {
+	if !ok1 || !ok2 || s[2] != ':' || h > 24 || m > 59 {
 		return 0, "", false
+	}
+	if h == 24 {
+		// XML Schema's 24:00:00 is the end of the day: the midnight after.
+		rest := s[5:]
+		if r, ok := strings.CutPrefix(rest, ":00"); ok {
+			rest = r
+			if r, ok := strings.CutPrefix(rest, "."); ok {
+				rest = strings.TrimLeft(r, "0")
+				if len(rest) == len(r) {
+					return 0, "", false
+				}
+			}
+		}
+		if m != 0 || rest != "" && isDigit(rest[0]) {
+			return 0, "", false
+		}
+		return int64(day), rest, true
 	}
 	ns := int64(h)*int64(time.Hour) + int64(m)*int64(time.Minute)
 	s = s[5:]
@@ -216,7 +233,7 @@ func parseTime(s string) (timeOfDay, error) {
 	if !ok {
 		return timeOfDay{}, fmt.Errorf("invalid time %q (want HH:MM:SS, optionally with Z or an offset)", s)
 	}
-	t := timeOfDay{ns: ns}
+	t := timeOfDay{ns: ns % day} // 24:00:00 is 00:00:00
 	if err := parseZone(rest, &t); err != nil {
 		return timeOfDay{}, fmt.Errorf("invalid time %q: %w", s, err)
 	}
@@ -775,6 +792,18 @@ func subTemporal(x, y any) (any, error) {
 		}
 	case dtDuration:
 		return addTemporal(x, -d)
+	}
+	// A date against a zoned date and time is its midnight UTC, as DMN
+	// has it; against a local one it has no answer.
+	if a, ok := x.(date); ok {
+		if b, ok := y.(dateTime); ok && b.zoned {
+			x = dateTime{t: a.t, zoned: true}
+		}
+	}
+	if b, ok := y.(date); ok {
+		if a, ok := x.(dateTime); ok && a.zoned {
+			y = dateTime{t: b.t, zoned: true}
+		}
 	}
 	switch a := x.(type) {
 	case date:

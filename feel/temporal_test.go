@@ -51,6 +51,12 @@ func TestTemporalValues(t *testing.T) {
 		{src: `=time("10:00:00@Europe/Paris").time offset`, want: nil},
 		{src: `=time("10:00:00@Europe/Paris") - time("09:00:00@Europe/Paris")`, want: "PT1H"},
 		{src: `=time(date and time("2024-01-31T10:00:00@Europe/Paris"))`, want: "10:00:00@Europe/Paris"},
+		// XML Schema's end of the day, and a date against a zoned date
+		// and time as its midnight UTC.
+		{src: `=time("24:00:00")`, want: "00:00:00"},
+		{src: `=date and time("2021-01-01T24:00:00.000Z")`, want: "2021-01-02T00:00:00Z"},
+		{src: `=date and time("2021-01-02T10:10:10@Europe/Paris") - date("2021-01-01")`, want: "P1DT9H10M10S"},
+		{src: `=date("2021-01-02") - date and time("2021-01-02T00:00:00Z")`, want: "P0D"},
 		// Years as XML Schema writes them beyond 1..9999.
 		{src: `=date("-2021-01-01")`, want: "-2021-01-01"},
 		{src: `=date("12021-01-01") - duration("P10001Y")`, want: "2020-01-01"},
@@ -132,6 +138,7 @@ func TestTemporalArithmetic(t *testing.T) {
 		{src: `=duration("P1D") / (n - 5)`, err: "division by zero"},
 		{src: `=duration("P1D") / duration("PT0S") + zero`, err: "division by zero"},
 		{src: `=-date(due)`, err: "cannot negate a date"},
+		{src: `=date(due) - date and time("2024-01-31T10:00:00")`, err: "cannot apply - to a date and a local date and time"},
 		{src: `=date("999999999-12-31") + duration("P1D") * (n - 4)`, err: "date is outside the years -999999999 to 999999999"},
 		{src: `=date(due) + duration("P999999999Y")`, err: "date is outside the years -999999999 to 999999999"},
 		{src: `=date("-999999999-01-01") - duration("P1M") = date(due)`, err: "date is outside the years -999999999 to 999999999"},
