@@ -384,6 +384,27 @@ func unspaced(pattern string) string {
 	return b.String()
 }
 
+// subtractsClass reports whether a pattern uses XML Schema's class
+// subtraction, "-[" inside a character class.
+func subtractsClass(pattern string) bool {
+	class := false
+	for i := 0; i < len(pattern); i++ {
+		switch pattern[i] {
+		case '\\':
+			i++
+		case '[':
+			class = true
+		case ']':
+			class = false
+		case '-':
+			if class && i+1 < len(pattern) && pattern[i+1] == '[' {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // regexBytes is about what compiling a regular expression allocates per
 // byte of its pattern.
 const regexBytes = 64
@@ -401,6 +422,10 @@ func compileRegex(pattern, flags string) (*regexp.Regexp, error) {
 		expr = regexp.QuoteMeta(pattern)
 	case spaced:
 		expr = unspaced(pattern)
+	}
+	if !quoted && subtractsClass(expr) {
+		// RE2 would read [a-z-[aeiou]] as another class: refuse it.
+		return nil, fmt.Errorf("invalid regular expression %q: XML Schema's class subtraction (-[...]) is not supported", pattern)
 	}
 	re, err := regexp.Compile(prefix + expr)
 	if err != nil {

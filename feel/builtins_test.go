@@ -347,6 +347,8 @@ func TestFunctionsRefused(t *testing.T) {
 		{`=sort(xs, function(a, b) a < b, 1)`, "sort takes a list and a precedes function", 33},
 		{`=matches(s, "(")`, "matches: invalid regular expression \"(\": missing closing ): `(`", 2},
 		{`=matches(s, "(?<=a)b")`, `matches: invalid regular expression "(?<=a)b"`, 2},
+		{`=matches(s, "[a-z-[aeiou]]")`, `class subtraction (-[...]) is not supported`, 2},
+		{`=matches(s, "\\p{IsBasicLatin}")`, `matches: invalid regular expression`, 2},
 		{`=replace(s, "a", "b", "y")`, "replace: regular expression flag 'y' is not one of XPath's (s, m, i, x, q)", 2},
 		{`=split(s, "[")`, "split: invalid regular expression", 2},
 		{`=date("2024-02-30")`, `invalid date "2024-02-30" (want YYYY-MM-DD)`, 2},
