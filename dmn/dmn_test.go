@@ -259,8 +259,8 @@ func TestTemporalValues(t *testing.T) {
 	}
 }
 
-// A decision service is a function of its input decisions then its input
-// data; it evaluates its decisions in the order of their requirements and
+// A decision service is a function of its input data then its input
+// decisions; it evaluates its decisions in the order of their requirements and
 // gives its output decision's result, or a context of several.
 func TestDecisionServices(t *testing.T) {
 	d := mustParse(t, doc(`<decisionService id="s1" name="Greet"><outputDecision href="#g"/><encapsulatedDecision href="#full"/>
@@ -270,7 +270,7 @@ func TestDecisionServices(t *testing.T) {
 <decision id="title" name="Title"><literalExpression><text>"Dr"</text></literalExpression></decision>
 <decision id="full" name="Full Name"><informationRequirement><requiredDecision href="#title"/></informationRequirement><literalExpression><text>Title + " " + Name</text></literalExpression></decision>
 <decision id="g" name="Greeting"><informationRequirement><requiredDecision href="#full"/></informationRequirement><literalExpression><text>"Hello " + Full Name</text></literalExpression></decision>
-<decision id="use" name="Use"><literalExpression><text>[Greet("Ms", "Ada"), Greet(Name: "Bo", Title: "Mr"), Both("Ms", "Ada"), Greet("Ms")]</text></literalExpression></decision>`))
+<decision id="use" name="Use"><literalExpression><text>[Greet("Ada", "Ms"), Greet(Name: "Bo", Title: "Mr"), Both("Ada", "Ms"), Greet("Ms")]</text></literalExpression></decision>`))
 	res, err := d.Evaluate(context.Background(), "use", nil, Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -955,8 +955,8 @@ func (q *quoter) at(src string, i int) (string, error) {
 }
 
 // declareServices declares the model's decision services as FEEL
-// functions, as DMN has them: the parameters are the input decisions then
-// the input data, by name; the result is the output decision's, or a
+// functions, as DMN has them: the parameters are the input data then the
+// input decisions, by name (the TCK's order); the result is the output decision's, or a
 // context of the output decisions by name.
 func (f *file) declareServices(root *node) ([]*node, error) {
 	byID := map[string]*node{}
@@ -968,7 +968,7 @@ func (f *file) declareServices(root *node) ([]*node, error) {
 	services := root.Children("decisionService")
 	for _, s := range services {
 		var params []string
-		for _, part := range []string{"inputDecision", "inputData"} {
+		for _, part := range []string{"inputData", "inputDecision"} {
 			for _, r := range s.Children(part) {
 				n := byID[strings.TrimPrefix(r.Attr("href"), "#")]
 				if n == nil {
