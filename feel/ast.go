@@ -581,11 +581,21 @@ func (n binary) value(c *evalCtx, s *scope) (any, error) {
 		return nil, err
 	}
 	switch op := n.op.feel; op {
-	case "=":
-		return equal(c, l, r)
-	case "!=":
+	case "=", "!=":
+		if c.nulls && l != nil && r != nil {
+			// DMN: values of different types are not comparable, so
+			// neither equal nor unequal.
+			if kl, err := kindOf(l); err == nil {
+				if kr, err := kindOf(r); err == nil && kl != kr {
+					return nil, nil
+				}
+			}
+		}
 		eq, err := equal(c, l, r)
-		return !eq, err
+		if op == "!=" {
+			eq = !eq
+		}
+		return eq, err
 	case "<":
 		cmp, err := compare(c, l, r, op)
 		return cmp < 0, err

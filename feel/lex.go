@@ -100,6 +100,19 @@ func lex(src string) ([]token, error) {
 		switch {
 		case unicode.IsSpace(r):
 			i += size
+		case strings.HasPrefix(src[i:], "//"):
+			// A comment, as in feel-scala: to the end of the line.
+			if n := strings.IndexByte(src[i:], '\n'); n >= 0 {
+				i += n
+			} else {
+				i = len(src)
+			}
+		case strings.HasPrefix(src[i:], "/*"):
+			n := strings.Index(src[i+2:], "*/")
+			if n < 0 {
+				return nil, refuse(src, i, "unterminated comment")
+			}
+			i += n + 4
 		case r == '"':
 			t, n, err := lexString(src, i)
 			if err != nil {
@@ -196,9 +209,6 @@ func lexOperator(src string, i int) (token, error) {
 			op = "**"
 		}
 	case '/':
-		if next == '/' || next == '*' {
-			return token{}, refuse(src, i, "comments are not supported")
-		}
 	case '+', '-':
 	default:
 		r, _ := utf8.DecodeRuneInString(src[i:])

@@ -268,3 +268,26 @@ func TestNullsCallNamesHoldingFunctions(t *testing.T) {
 		t.Error("exp, refused on purpose, compiled under Nulls")
 	}
 }
+
+// Under Nulls values of different types are neither equal nor unequal:
+// = and != are null; null still equals only null.
+func TestNullsEqualityAcrossTypes(t *testing.T) {
+	for src, want := range map[string]any{
+		`=true = 1`:                            nil,
+		`=[] != 0`:                             nil,
+		`=duration("P1Y") = duration("P365D")`: nil,
+		`=null = 1`:                            false,
+		`=null != 1`:                           true,
+		`=null = null`:                         true,
+		`=1 = 1.0`:                             true,
+		`=[1, "a"] = [1, "a"]`:                 true,
+		`=1 in ["1", 1]`:                       true,
+	} {
+		if v, err := compileNulls(t, src).Eval(nil); err != nil || !reflect.DeepEqual(v, want) {
+			t.Errorf("%s = %#v, %v; want %#v", src, v, err, want)
+		}
+	}
+	if v, err := MustCompile(`=true = n`).Eval(vars()); err != nil || v != false {
+		t.Errorf("true = n without Nulls = %#v, %v; want false", v, err)
+	}
+}
