@@ -47,9 +47,9 @@ type args struct {
 // parameter of a variadic function takes the rest).
 func (a args) param(i int) string {
 	sig := a.f.sigs[len(a.f.sigs)-1]
-	for _, s := range a.f.sigs {
+	for _, s := range slices.Backward(a.f.sigs) {
 		if len(s) == len(a.v) {
-			sig = s
+			sig = s // the first form of that many parameters
 		}
 	}
 	return sig[min(i, len(sig)-1)]
@@ -1584,7 +1584,8 @@ func timeFn(_ *evalCtx, a args) (any, error) {
 // ---- contexts ----
 
 func defineContexts() {
-	def("get value", sig("context", "key"), func(c *evalCtx, a args) (any, error) {
+	// DMN 1.5 names the context m, and context put's list of keys keys.
+	def("get value", [][]string{{"context", "key"}, {"m", "key"}}, func(c *evalCtx, a args) (any, error) {
 		m, err := a.context(0)
 		if err != nil {
 			return nil, err
@@ -1614,7 +1615,7 @@ func defineContexts() {
 		}
 		return v, nil
 	})
-	def("get entries", sig("context"), func(c *evalCtx, a args) (any, error) {
+	def("get entries", [][]string{{"context"}, {"m"}}, func(c *evalCtx, a args) (any, error) {
 		m, err := a.context(0)
 		if err != nil {
 			return nil, err
@@ -1628,7 +1629,7 @@ func defineContexts() {
 		}
 		return r, nil
 	})
-	def("context put", sig("context", "key", "value"), func(c *evalCtx, a args) (any, error) {
+	def("context put", [][]string{{"context", "key", "value"}, {"context", "keys", "value"}}, func(c *evalCtx, a args) (any, error) {
 		m, err := a.context(0)
 		if err != nil {
 			return nil, err

@@ -380,6 +380,16 @@ func TestFunctionNames(t *testing.T) {
 	}
 }
 
+// DMN 1.5's parameter names: get value(m, key), get entries(m), context
+// put(context, keys, value).
+func TestDMN15ParameterNames(t *testing.T) {
+	checkEval(t, []evalCase{
+		{src: `=get value(key: "a", m: {a: "foo"})`, want: "foo"},
+		{src: `=get entries(m: {a: 1})`, want: []any{map[string]any{"key": "a", "value": 1.0}}},
+		{src: `=context put(context: {x: 1, y: {a: 0}}, keys: ["y", "a"], value: 2)`, want: map[string]any{"x": 1.0, "y": map[string]any{"a": 2.0}}},
+	})
+}
+
 // The range functions follow DMN 1.4's table, points and ranges mixed, an
 // unbounded end beyond every point.
 func TestRangeFunctions(t *testing.T) {
