@@ -1573,8 +1573,8 @@ func timeFn(_ *evalCtx, a args) (any, error) {
 		if !ok {
 			return nil, a.wrong(3, "a days and time duration")
 		}
-		if off%dtDuration(time.Minute) != 0 || off > dtDuration(18*time.Hour) || off < -dtDuration(18*time.Hour) {
-			return nil, fmt.Errorf("offset %v must be whole minutes within ±18 hours", off)
+		if off%dtDuration(time.Second) != 0 || off > dtDuration(18*time.Hour) || off < -dtDuration(18*time.Hour) {
+			return nil, fmt.Errorf("offset %v must be whole seconds within ±18 hours", off)
 		}
 		t.off, t.zoned = int32(off/dtDuration(time.Second)), true
 	}

@@ -487,6 +487,9 @@ func writeOffset(b *strings.Builder, off int) {
 	}
 	b.WriteByte(sign)
 	fmt.Fprintf(b, "%02d:%02d", off/3600, off/60%60)
+	if off%60 != 0 {
+		fmt.Fprintf(b, ":%02d", off%60) // as java.time writes it
+	}
 }
 
 // String is feel-scala's form: P1Y2M, -P3M, P0Y.
