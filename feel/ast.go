@@ -650,6 +650,28 @@ func (n ifElse) eval(c *evalCtx, s *scope) (any, error) {
 }
 
 // domain evaluates an iterator's list, or its range of whole numbers.
+// dateRange is the days from a to z, either way, both included (DMN 1.4:
+// for d in @"2024-01-01"..@"2024-01-03").
+func dateRange(c *evalCtx, a, z date) ([]any, error) {
+	// Dates are midnight UTC, so whole days apart; Unix seconds do not
+	// saturate as time.Time.Sub does beyond 292 years.
+	days := (z.t.Unix() - a.t.Unix()) / 86400
+	step := int64(1)
+	if days < 0 {
+		days, step = -days, -1
+	}
+	if err := c.items(int(min(days+1, int64(c.lim.MaxSteps)+1))); err != nil {
+		return nil, err
+	}
+	r := make([]any, 0, days+1)
+	for d := a.t; ; d = d.AddDate(0, 0, int(step)) {
+		r = append(r, date{d})
+		if d.Equal(z.t) {
+			return r, nil
+		}
+	}
+}
+
 func (it iterator) domain(c *evalCtx, s *scope) ([]any, error) {
 	from, err := it.from.eval(c, s)
 	if err != nil {
@@ -668,6 +690,11 @@ func (it iterator) domain(c *evalCtx, s *scope) ([]any, error) {
 	to, err := it.to.eval(c, s)
 	if err != nil {
 		return nil, err
+	}
+	if d0, ok := from.(date); ok {
+		if d1, ok := to.(date); ok {
+			return dateRange(c, d0, d1)
+		}
 	}
 	a, aok, err := number(from)
 	if err != nil {

@@ -203,6 +203,8 @@ func TestForSomeEvery(t *testing.T) {
 		{src: `=for x in xs return x * 2`, want: []any{2.0, 4.0, 6.0, 14.0}},
 		{src: `=for x in [] return x`, want: []any{}},
 		{src: `=for x in 1..3 return x`, want: []any{1.0, 2.0, 3.0}},
+		{src: `=for d in @"2024-02-28"..@"2024-03-01" return string(d)`, want: []any{"2024-02-28", "2024-02-29", "2024-03-01"}},
+		{src: `=for d in date("2024-01-02")..date("2024-01-01") return d`, want: []any{"2024-01-02", "2024-01-01"}},
 		{src: `=for x in 3..1 return x`, want: []any{3.0, 2.0, 1.0}},
 		{src: `=for x in -1..1 return x`, want: []any{-1.0, 0.0, 1.0}},
 		{src: `=for x in n..n return x`, want: []any{5.0}},
