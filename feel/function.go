@@ -118,3 +118,22 @@ func (p *parser) parseUserCall(t token, fn *Function) (node, error) {
 	p.free++
 	return p.add(userCall{fn: fn, args: as}, t)
 }
+
+// fnRef is a Function named where a value goes (Options.Nulls): a
+// function value whose body calls it.
+type fnRef struct{ fn *Function }
+
+func (fnRef) prec() int { return precPrimary }
+
+func (n fnRef) feel(b *strings.Builder) { writeName(b, n.fn.name) }
+
+func (n fnRef) eval(c *evalCtx, _ *scope) (any, error) {
+	if err := c.spend(1); err != nil {
+		return nil, err
+	}
+	args := make([]node, len(n.fn.params))
+	for i, p := range n.fn.params {
+		args[i] = name{p}
+	}
+	return closure{params: n.fn.params, types: make([]*feelType, len(args)), body: userCall{fn: n.fn, args: args}}, nil
+}

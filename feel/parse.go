@@ -724,6 +724,9 @@ func (p *parser) parsePrimary() (node, error) {
 			return p.parseCall(t, t.text)
 		}
 		if t.quoted {
+			if n, ok := p.functionValue(t); ok {
+				return n, nil
+			}
 			p.reference(t.text)
 			return p.add(name{t.text}, t)
 		}
@@ -874,8 +877,23 @@ func (p *parser) parseName(t token) (node, error) {
 			return nil, refuseFunc(p.src, strings.Join(run, " "))
 		}
 	}
+	if n, ok := p.functionValue(t); ok {
+		return n, nil
+	}
 	p.reference(t.text)
 	return p.add(name{t.text}, t)
+}
+
+// functionValue is the Function t names, where a value goes, under
+// Options.Nulls: bkm(otherBkm) passes one to be called.
+func (p *parser) functionValue(t token) (node, bool) {
+	fn := p.opts.Functions[t.text]
+	if !p.opts.Nulls || fn == nil || p.isBound(t.text) {
+		return nil, false
+	}
+	p.free++ // its body may be defined after this expression is compiled
+	n, err := p.add(fnRef{fn}, t)
+	return n, err == nil
 }
 
 // parseCall parses the arguments of fname, whose "(" is next.
