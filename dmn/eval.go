@@ -157,7 +157,12 @@ func (ev *evaluation) shape(res *Result) error {
 	for i := range res.Decisions {
 		dr := &res.Decisions[i]
 		if err := json(&dr.Output); err != nil {
-			return err
+			// A required decision may give a function to the decisions
+			// that call it; it has no JSON form to report.
+			if !errors.Is(err, feel.ErrFunctionResult) || i == len(res.Decisions)-1 {
+				return err
+			}
+			dr.Output = nil
 		}
 		for j := range dr.Inputs {
 			if err := json(&dr.Inputs[j].Value); err != nil {

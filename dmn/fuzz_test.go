@@ -19,6 +19,11 @@ func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "tck", "compliance-level-2", "*", "*.dmn"))
 	modeler, _ := filepath.Glob(filepath.Join("testdata", "*.dmn"))
 	files = append(files, modeler...)
+	// Decision services, item definitions as types, function values.
+	for _, dir := range []string{"0085-decision-services", "0092-feel-lambda", "0070-feel-instance-of"} {
+		more, _ := filepath.Glob(filepath.Join("testdata", "tck", "compliance-level-3", dir, "*.dmn"))
+		files = append(files, more...)
+	}
 	for _, name := range files {
 		b, err := os.ReadFile(name)
 		if err != nil {

@@ -138,17 +138,24 @@ func Parse(r io.Reader) (*Definitions, error) {
 				}
 			}
 		case "decisionService":
-			return nil, fault.New(fault.DMNUnsupported, "<%s> %q is not supported", k.Name.Local, k.Attr("id"))
+			names[k.Attr("name")] = true
 		}
 	}
 	boxedNames(root, names)
-	f := &file{q: newQuoter(names), opts: feel.Options{Nulls: true, Functions: map[string]*feel.Function{}}}
-	if err := f.knowledgeModels(root); err != nil {
-		return nil, err
-	}
 	types := map[string]*node{}
 	for _, k := range root.Children("itemDefinition") {
 		types[k.Attr("name")] = k
+	}
+	f := &file{q: newQuoter(names), opts: feel.Options{Nulls: true, Functions: map[string]*feel.Function{}, Types: feelTypes(types)}}
+	services, err := f.declareServices(root)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.knowledgeModels(root); err != nil {
+		return nil, err
+	}
+	if err := f.defineServices(root, services); err != nil {
+		return nil, err
 	}
 	for _, k := range root.Children("inputData") {
 		v := k.Child("variable")
@@ -258,6 +265,7 @@ func parseDecision(n *node, f *file) (*Decision, error) {
 	if dec.table == nil && dec.literal == nil {
 		return nil, fault.New(fault.DMNInvalid, "decision %q has neither a decision table nor a literal expression", dec.ID)
 	}
+
 	return dec, nil
 }
 
@@ -484,6 +492,95 @@ const (
 	maxCoerceDepth = 8
 	maxCoerceWork  = 1000
 )
+
+// feelTypeNames are the FEEL types of typeRefs (FEEL names, and the XML
+// Schema names older models use).
+var feelTypeNames = map[string]string{
+	"Any": "Any", "number": "number", "string": "string", "boolean": "boolean",
+	"context": "context", "list": "list", "range": "range", "function": "function",
+	"date": "date", "time": "time", "dateTime": "date and time", "date and time": "date and time",
+	"dayTimeDuration": "days and time duration", "days and time duration": "days and time duration",
+	"yearMonthDuration": "years and months duration", "years and months duration": "years and months duration",
+}
+
+// feelTypes are the model's item definitions as FEEL types, for instance
+// of: a typeRef, a structure (context<...>), a function item
+// (function<...> -> R), a collection of any (list<...>). An item definition
+// naming a type that is neither FEEL's nor the model's is left out, so an
+// expression naming it is refused. Allowed values do not narrow the type.
+func feelTypes(types map[string]*node) map[string]string {
+	out := map[string]string{}
+	for name, t := range types {
+		if feelTypeNames[name] != "" {
+			continue
+		}
+		if src, ok := itemType(t, types); ok {
+			out[name] = src
+		}
+	}
+	return out
+}
+
+// itemType is an item definition (or component) as FEEL type text.
+func itemType(t *node, types map[string]*node) (string, bool) {
+	ref := func(r string) (string, bool) {
+		r = strings.TrimPrefix(strings.TrimSpace(r), "feel:")
+		switch {
+		case r == "":
+			return "Any", true
+		case feelTypeNames[r] != "":
+			return feelTypeNames[r], true
+		case types[r] != nil && plainName(r):
+			return r, true
+		case types[r] != nil && !strings.Contains(r, "`"):
+			return "`" + r + "`", true
+		}
+		return "", false
+	}
+	var src string
+	var ok bool
+	if fn := t.Child("functionItem"); fn != nil {
+		var ps []string
+		for _, p := range fn.Children("parameters") {
+			s, ok := ref(p.Attr("typeRef"))
+			if !ok {
+				return "", false
+			}
+			ps = append(ps, s)
+		}
+		out, ok := ref(fn.Attr("outputTypeRef"))
+		if !ok {
+			return "", false
+		}
+		src = "function<" + strings.Join(ps, ", ") + "> -> " + out
+	} else if cs := t.Children("itemComponent"); len(cs) > 0 {
+		var es []string
+		for _, c := range cs {
+			k := c.Attr("name")
+			if strings.Contains(k, "`") {
+				return "", false
+			}
+			s, ok := itemType(c, types)
+			if !ok {
+				return "", false
+			}
+			es = append(es, "`"+k+"`: "+s)
+		}
+		src = "context<" + strings.Join(es, ", ") + ">"
+	} else {
+		r := ""
+		if n := t.Child("typeRef"); n != nil {
+			r = n.Text.String()
+		}
+		if src, ok = ref(r); !ok {
+			return "", false
+		}
+	}
+	if t.Attr("isCollection") == "true" {
+		src = "list<" + src + ">"
+	}
+	return src, true
+}
 
 // coerceSource is FEEL that reads the value of x as the type typeRef
 // names (a collection of it if list): strings as dates, times and
@@ -855,4 +952,153 @@ func (q *quoter) at(src string, i int) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// declareServices declares the model's decision services as FEEL
+// functions, as DMN has them: the parameters are the input data then the
+// input decisions, by name (the TCK's order); the result is the output decision's, or a
+// context of the output decisions by name.
+func (f *file) declareServices(root *node) ([]*node, error) {
+	byID := map[string]*node{}
+	for _, k := range root.Kids {
+		if k.Name.Space == root.Name.Space && (k.Name.Local == "decision" || k.Name.Local == "inputData") {
+			byID[k.Attr("id")] = k
+		}
+	}
+	services := root.Children("decisionService")
+	for _, s := range services {
+		var params []string
+		for _, part := range []string{"inputData", "inputDecision"} {
+			for _, r := range s.Children(part) {
+				n := byID[strings.TrimPrefix(r.Attr("href"), "#")]
+				if n == nil {
+					return nil, fault.New(fault.DMNInvalid, "decision service %q: its %s %q is not in the file", s.Attr("id"), part, r.Attr("href"))
+				}
+				params = append(params, n.Attr("name"))
+			}
+		}
+		name := s.Attr("name")
+		if f.opts.Functions[name] != nil {
+			return nil, fault.New(fault.DMNInvalid, "two decision services or business knowledge models are named %q", name)
+		}
+		f.opts.Functions[name] = feel.NewFunction(name, params)
+	}
+	return services, nil
+}
+
+// defineServices gives each decision service its body: a context of its
+// decisions, each an entry named by the decision, in the order of their
+// requirements (so each sees those it requires), and the outputs picked
+// out of it. Inputs are the parameters; a decision required but neither
+// an input nor encapsulated is evaluated within too. A decision table has
+// no FEEL form, so a service evaluating one is not supported.
+func (f *file) defineServices(root *node, services []*node) error {
+	decisions := map[string]*node{}
+	for _, k := range root.Children("decision") {
+		id := k.Attr("id")
+		if id == "" {
+			id = k.Attr("name")
+		}
+		decisions[id] = k
+	}
+	for _, s := range services {
+		owner := &Decision{ID: s.Attr("id")}
+		inputs := map[string]bool{}
+		for _, r := range s.Children("inputDecision") {
+			inputs[strings.TrimPrefix(r.Attr("href"), "#")] = true
+		}
+		var order []*node
+		state := map[string]int{} // 1 visiting, 2 done
+		var visit func(id string) error
+		visit = func(id string) error {
+			if inputs[id] || state[id] == 2 {
+				return nil
+			}
+			d := decisions[id]
+			if d == nil {
+				return fault.New(fault.DMNInvalid, "decision service %q: decision %q is not in the file", owner.ID, id)
+			}
+			if state[id] == 1 {
+				return fault.New(fault.DMNInvalid, "decision service %q: decision %q requires itself", owner.ID, id)
+			}
+			state[id] = 1
+			for _, ir := range d.Children("informationRequirement") {
+				if rd := ir.Child("requiredDecision"); rd != nil {
+					if err := visit(strings.TrimPrefix(rd.Attr("href"), "#")); err != nil {
+						return err
+					}
+				}
+			}
+			state[id] = 2
+			order = append(order, d)
+			return nil
+		}
+		var outs []string
+		for _, part := range []string{"outputDecision", "encapsulatedDecision"} {
+			for _, r := range s.Children(part) {
+				id := strings.TrimPrefix(r.Attr("href"), "#")
+				if err := visit(id); err != nil {
+					return err
+				}
+				if part == "outputDecision" {
+					outs = append(outs, decisions[id].Attr("name"))
+				}
+			}
+		}
+		if len(outs) == 0 {
+			return fault.New(fault.DMNInvalid, "decision service %q has no output decision", owner.ID)
+		}
+		var b strings.Builder
+		b.WriteString("{")
+		keys := map[string]bool{}
+		for _, d := range order {
+			src, err := decisionSource(d)
+			if err != nil {
+				return fault.Wrap(fault.DMNUnsupported, err, "decision service %q", owner.ID)
+			}
+			fmt.Fprintf(&b, "%s: (%s), ", feelString(d.Attr("name")), src)
+			keys[d.Attr("name")] = true
+		}
+		result := "result"
+		for keys[result] {
+			result += "_"
+		}
+		if len(outs) == 1 {
+			fmt.Fprintf(&b, "%s: %s}", feelString(result), "`"+outs[0]+"`")
+		} else {
+			fmt.Fprintf(&b, "%s: {", feelString(result))
+			for i, o := range outs {
+				if i > 0 {
+					b.WriteString(", ")
+				}
+				fmt.Fprintf(&b, "%s: `%s`", feelString(o), o)
+			}
+			b.WriteString("}}")
+		}
+		fmt.Fprintf(&b, ".`%s`", result)
+		e, err := compileExpr(b.String(), f, owner, "decision service")
+		if err != nil {
+			return err
+		}
+		f.opts.Functions[s.Attr("name")].Define(e)
+	}
+	return nil
+}
+
+// decisionSource is the FEEL a decision's logic stands for.
+func decisionSource(d *node) (string, error) {
+	for _, k := range d.Kids {
+		if k.Name.Space != d.Name.Space {
+			continue
+		}
+		switch k.Name.Local {
+		case "literalExpression":
+			return textOf(k), nil
+		case "invocation", "context", "relation", "list", "conditional", "filter", "for", "some", "every", "functionDefinition":
+			return boxedSource(k, &Decision{ID: d.Attr("id")})
+		case "decisionTable":
+			return "", fmt.Errorf("decision %q is a decision table, which a decision service cannot evaluate", d.Attr("id"))
+		}
+	}
+	return "", fmt.Errorf("decision %q has no logic", d.Attr("id"))
 }

@@ -24,6 +24,11 @@ import (
 // that starts passing is reported, and -tck.update rewrites the lists.
 var tckUpdate = flag.Bool("tck.update", false, "rewrite testdata/tck/*.pass with today's passing TCK cases")
 
+// tckFloor is the share of each level's cases that must pass (issue 26):
+// all of level 2, 80% of level 3. The lists of passing cases hold the
+// package to today's count above it.
+var tckFloor = map[string]float64{"compliance-level-2": 1, "compliance-level-3": 0.8}
+
 const nsXSI = "http://www.w3.org/2001/XMLSchema-instance"
 
 func TestTCK(t *testing.T) {
@@ -59,6 +64,9 @@ func runLevel(t *testing.T, level string) {
 		}
 	}
 	t.Logf("%s: %d of %d cases pass", level, len(passed), len(cases))
+	if floor := tckFloor[level]; float64(len(passed)) < floor*float64(len(cases)) {
+		t.Errorf("%s: %d of %d cases pass, under the floor of %.0f%%", level, len(passed), len(cases), 100*floor)
+	}
 	list := filepath.Join("testdata", "tck", level+".pass")
 	if *tckUpdate {
 		if err := os.WriteFile(list, []byte(strings.Join(passed, "\n")+"\n"), 0o644); err != nil {
@@ -69,6 +77,9 @@ func runLevel(t *testing.T, level string) {
 	want, err := readList(list)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(passed) < len(want) {
+		t.Errorf("%s: %d cases pass, fewer than the %d %s lists", level, len(passed), len(want), list)
 	}
 	for _, c := range want {
 		if why, ok := results[c]; !ok {
@@ -155,7 +166,7 @@ func runCase(defs *Definitions, tc *node) string {
 	}
 	vars := map[string]any{}
 	for _, in := range tc.Children("inputNode") {
-		vars[in.Attr("name")] = tckValue(in)
+		vars[in.Attr("name")] = plain(tckValue(in))
 	}
 	for _, rn := range tc.Children("resultNode") {
 		var dec *Decision
@@ -209,6 +220,8 @@ func tckValue(n *node) any {
 			return f
 		case "xsd:boolean":
 			return strings.TrimSpace(s) == "true"
+		case "xsd:duration":
+			return tckDuration(strings.TrimSpace(s))
 		}
 		return s
 	}
@@ -229,10 +242,45 @@ func tckValue(n *node) any {
 	return nil
 }
 
+// tckDuration is an expected xsd:duration: a value, which one duration
+// has several texts for (PT0S and P0D, P1Y0M and P1Y).
+type tckDuration string
+
+// sameDuration compares a result's text with an expected duration as
+// values, as the TCK's runners compare them.
+func sameDuration(got any, want tckDuration) bool {
+	g, ok := got.(string)
+	if !ok {
+		return false
+	}
+	e := feel.MustCompile(`=duration(g) = duration(w)`)
+	eq, err := e.EvalBool(map[string]any{"g": g, "w": string(want)})
+	return err == nil && eq
+}
+
+// plain is an input value as a caller's JSON holds it.
+func plain(v any) any {
+	switch x := v.(type) {
+	case tckDuration:
+		return string(x)
+	case []any:
+		for i := range x {
+			x[i] = plain(x[i])
+		}
+	case map[string]any:
+		for k := range x {
+			x[k] = plain(x[k])
+		}
+	}
+	return v
+}
+
 // sameValue compares a result with an expected value; numbers agree to
 // within the rounding of decimal to binary.
 func sameValue(got, want any) bool {
 	switch w := want.(type) {
+	case tckDuration:
+		return sameDuration(got, w)
 	case float64:
 		g, ok := got.(float64)
 		return ok && (g == w || math.Abs(g-w) <= 1e-9*math.Max(math.Abs(g), math.Abs(w)))

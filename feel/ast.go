@@ -86,11 +86,13 @@ type (
 		re   *regexp.Regexp // the pattern, when it is a literal compiled at deploy time
 	}
 	isDefined struct{ x node }
-	// sortBy is sort(list, function(a, b) body).
+	// sortBy is sort(list, function(a, b) body), or under Options.Nulls
+	// sort(list, fn) with fn any expression giving a function value.
 	sortBy struct {
 		list node
 		a, b string
 		body node
+		fn   node
 	}
 )
 
@@ -425,8 +427,13 @@ func (n isDefined) feel(b *strings.Builder) {
 func (n sortBy) feel(b *strings.Builder) {
 	b.WriteString("sort(")
 	n.list.feel(b)
-	b.WriteString(", function(" + n.a + ", " + n.b + ") ")
-	n.body.feel(b)
+	if n.fn != nil {
+		b.WriteString(", ")
+		n.fn.feel(b)
+	} else {
+		b.WriteString(", function(" + n.a + ", " + n.b + ") ")
+		n.body.feel(b)
+	}
 	b.WriteString(")")
 }
 
@@ -574,11 +581,21 @@ func (n binary) value(c *evalCtx, s *scope) (any, error) {
 		return nil, err
 	}
 	switch op := n.op.feel; op {
-	case "=":
-		return equal(c, l, r)
-	case "!=":
+	case "=", "!=":
+		if c.nulls && l != nil && r != nil {
+			// DMN: values of different types are not comparable, so
+			// neither equal nor unequal.
+			if kl, err := kindOf(l); err == nil {
+				if kr, err := kindOf(r); err == nil && kl != kr {
+					return nil, nil
+				}
+			}
+		}
 		eq, err := equal(c, l, r)
-		return !eq, err
+		if op == "!=" {
+			eq = !eq
+		}
+		return eq, err
 	case "<":
 		cmp, err := compare(c, l, r, op)
 		return cmp < 0, err
@@ -633,6 +650,28 @@ func (n ifElse) eval(c *evalCtx, s *scope) (any, error) {
 }
 
 // domain evaluates an iterator's list, or its range of whole numbers.
+// dateRange is the days from a to z, either way, both included (DMN 1.4:
+// for d in @"2024-01-01"..@"2024-01-03").
+func dateRange(c *evalCtx, a, z date) ([]any, error) {
+	// Dates are midnight UTC, so whole days apart; Unix seconds do not
+	// saturate as time.Time.Sub does beyond 292 years.
+	days := (z.t.Unix() - a.t.Unix()) / 86400
+	step := int64(1)
+	if days < 0 {
+		days, step = -days, -1
+	}
+	if err := c.items(int(min(days+1, int64(c.lim.MaxSteps)+1))); err != nil {
+		return nil, err
+	}
+	r := make([]any, 0, days+1)
+	for d := a.t; ; d = d.AddDate(0, 0, int(step)) {
+		r = append(r, date{d})
+		if d.Equal(z.t) {
+			return r, nil
+		}
+	}
+}
+
 func (it iterator) domain(c *evalCtx, s *scope) ([]any, error) {
 	from, err := it.from.eval(c, s)
 	if err != nil {
@@ -651,6 +690,11 @@ func (it iterator) domain(c *evalCtx, s *scope) ([]any, error) {
 	to, err := it.to.eval(c, s)
 	if err != nil {
 		return nil, err
+	}
+	if d0, ok := from.(date); ok {
+		if d1, ok := to.(date); ok {
+			return dateRange(c, d0, d1)
+		}
 	}
 	a, aok, err := number(from)
 	if err != nil {
@@ -1080,6 +1124,17 @@ func (n sortBy) value(c *evalCtx, s *scope) (any, error) {
 	if err := c.items(len(l)); err != nil {
 		return nil, err
 	}
+	var fn closure
+	if n.fn != nil {
+		f, err := n.fn.eval(c, s)
+		if err != nil {
+			return nil, err
+		}
+		var ok bool
+		if fn, ok = f.(closure); !ok || len(fn.params) != 2 {
+			return nil, fmt.Errorf("sort: argument \"precedes\" must be a function of 2 parameters, got %s", describe(f))
+		}
+	}
 	r := make([]any, len(l))
 	copy(r, l)
 	var failed error
@@ -1090,7 +1145,13 @@ func (n sortBy) value(c *evalCtx, s *scope) (any, error) {
 		if failed = c.spend(1); failed != nil {
 			return false
 		}
-		v, err := n.body.eval(c, &scope{up: &scope{up: s, name: n.a, val: r[i]}, name: n.b, val: r[j]})
+		var v any
+		var err error
+		if n.fn != nil {
+			v, err = fn.call(c, []any{r[i], r[j]})
+		} else {
+			v, err = n.body.eval(c, &scope{up: &scope{up: s, name: n.a, val: r[i]}, name: n.b, val: r[j]})
+		}
 		if err != nil {
 			failed = fmt.Errorf("sort: %w", err)
 			return false

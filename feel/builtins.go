@@ -47,9 +47,9 @@ type args struct {
 // parameter of a variadic function takes the rest).
 func (a args) param(i int) string {
 	sig := a.f.sigs[len(a.f.sigs)-1]
-	for _, s := range a.f.sigs {
+	for _, s := range slices.Backward(a.f.sigs) {
 		if len(s) == len(a.v) {
-			sig = s
+			sig = s // the first form of that many parameters
 		}
 	}
 	return sig[min(i, len(sig)-1)]
@@ -335,9 +335,10 @@ func substring(c *evalCtx, a args) (any, error) {
 	return s[from:to], nil
 }
 
-// regexFlags are the XPath flags Go's RE2 has: s, m and i. x (free spacing)
-// is refused rather than ignored.
-func regexFlags(flags string) (string, error) {
+// regexFlags reads XPath's flags: s, m and i, which Go's RE2 has too; x
+// (whitespace in the pattern is not matched) and q (the pattern is
+// literal), which are applied to the pattern.
+func regexFlags(flags string) (prefix string, spaced, quoted bool, err error) {
 	var b strings.Builder
 	for _, f := range flags {
 		switch f {
@@ -345,14 +346,63 @@ func regexFlags(flags string) (string, error) {
 			if !strings.ContainsRune(b.String(), f) {
 				b.WriteRune(f)
 			}
+		case 'x':
+			spaced = true
+		case 'q':
+			quoted = true
 		default:
-			return "", fmt.Errorf("regular expression flag %q is not supported (s, m and i are)", f)
+			return "", false, false, fmt.Errorf("regular expression flag %q is not one of XPath's (s, m, i, x, q)", f)
 		}
 	}
-	if b.Len() == 0 {
-		return "", nil
+	if b.Len() > 0 {
+		prefix = "(?" + b.String() + ")"
 	}
-	return "(?" + b.String() + ")", nil
+	return prefix, spaced, quoted, nil
+}
+
+// unspaced removes the whitespace of a pattern outside character classes,
+// as XPath's flag x does.
+func unspaced(pattern string) string {
+	var b strings.Builder
+	class := false
+	for i := 0; i < len(pattern); i++ {
+		switch ch := pattern[i]; {
+		case ch == '\\' && i+1 < len(pattern) && !strings.ContainsRune(" \t\n\r", rune(pattern[i+1])):
+			b.WriteString(pattern[i : i+2])
+			i++
+		case ch == '[':
+			class = true
+			b.WriteByte(ch)
+		case ch == ']':
+			class = false
+			b.WriteByte(ch)
+		case !class && strings.IndexByte(" \t\n\r", ch) >= 0:
+		default:
+			b.WriteByte(ch)
+		}
+	}
+	return b.String()
+}
+
+// subtractsClass reports whether a pattern uses XML Schema's class
+// subtraction, "-[" inside a character class.
+func subtractsClass(pattern string) bool {
+	class := false
+	for i := 0; i < len(pattern); i++ {
+		switch pattern[i] {
+		case '\\':
+			i++
+		case '[':
+			class = true
+		case ']':
+			class = false
+		case '-':
+			if class && i+1 < len(pattern) && pattern[i+1] == '[' {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // regexBytes is about what compiling a regular expression allocates per
@@ -362,11 +412,22 @@ const regexBytes = 64
 // compileRegex compiles pattern with flags, as Go regular expressions (RE2):
 // no backreferences or lookaround.
 func compileRegex(pattern, flags string) (*regexp.Regexp, error) {
-	prefix, err := regexFlags(flags)
+	prefix, spaced, quoted, err := regexFlags(flags)
 	if err != nil {
 		return nil, err
 	}
-	re, err := regexp.Compile(prefix + pattern)
+	expr := pattern
+	switch {
+	case quoted:
+		expr = regexp.QuoteMeta(pattern)
+	case spaced:
+		expr = unspaced(pattern)
+	}
+	if !quoted && subtractsClass(expr) {
+		// RE2 would read [a-z-[aeiou]] as another class: refuse it.
+		return nil, fmt.Errorf("invalid regular expression %q: XML Schema's class subtraction (-[...]) is not supported", pattern)
+	}
+	re, err := regexp.Compile(prefix + expr)
 	if err != nil {
 		return nil, fmt.Errorf("invalid regular expression %q: %s", pattern, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
 	}
@@ -1119,9 +1180,14 @@ func roundFn(name string, sigs [][]string, mode rounding) {
 			return nil, err
 		}
 		scale := 0
-		if a.has(1) {
+		if len(a.v) > 1 {
+			// A scale given is a number within DMN's (those of
+			// IEEE 754 decimal128), null included.
 			if scale, err = a.whole(1); err != nil {
 				return nil, err
+			}
+			if scale < -6111 || scale > 6176 {
+				return nil, fmt.Errorf("scale %d is outside -6111 to 6176", scale)
 			}
 		}
 		return roundDecimal(f, scale, mode)
@@ -1421,8 +1487,6 @@ func defineConversions() {
 		switch t := a.v[1].(type) {
 		case timeOfDay:
 			return atTime(d, t)
-		case string:
-			return nil, errNamedZone
 		}
 		return nil, a.wrong(1, "a time")
 	})
@@ -1474,7 +1538,11 @@ func timeFn(_ *evalCtx, a args) (any, error) {
 		case dateTime:
 			h, m, s := x.t.Clock()
 			_, off := x.t.Zone()
-			return timeOfDay{ns: int64(h)*int64(time.Hour) + int64(m)*int64(time.Minute) + int64(s)*int64(time.Second) + int64(x.t.Nanosecond()), off: int32(off), zoned: x.zoned}, nil
+			t := timeOfDay{ns: int64(h)*int64(time.Hour) + int64(m)*int64(time.Minute) + int64(s)*int64(time.Second) + int64(x.t.Nanosecond()), off: int32(off), zoned: x.zoned, zone: zoneName(x.t)}
+			if t.zone != "" {
+				t.off = 0 // the zone's offset belongs to the date, not the time
+			}
+			return t, nil
 		case date:
 			return timeOfDay{zoned: true}, nil // midnight UTC, as in feel-scala
 		}
@@ -1505,8 +1573,8 @@ func timeFn(_ *evalCtx, a args) (any, error) {
 		if !ok {
 			return nil, a.wrong(3, "a days and time duration")
 		}
-		if off%dtDuration(time.Minute) != 0 || off > dtDuration(18*time.Hour) || off < -dtDuration(18*time.Hour) {
-			return nil, fmt.Errorf("offset %v must be whole minutes within ±18 hours", off)
+		if off%dtDuration(time.Second) != 0 || off > dtDuration(18*time.Hour) || off < -dtDuration(18*time.Hour) {
+			return nil, fmt.Errorf("offset %v must be whole seconds within ±18 hours", off)
 		}
 		t.off, t.zoned = int32(off/dtDuration(time.Second)), true
 	}
@@ -1516,7 +1584,8 @@ func timeFn(_ *evalCtx, a args) (any, error) {
 // ---- contexts ----
 
 func defineContexts() {
-	def("get value", sig("context", "key"), func(c *evalCtx, a args) (any, error) {
+	// DMN 1.5 names the context m, and context put's list of keys keys.
+	def("get value", [][]string{{"context", "key"}, {"m", "key"}}, func(c *evalCtx, a args) (any, error) {
 		m, err := a.context(0)
 		if err != nil {
 			return nil, err
@@ -1546,7 +1615,7 @@ func defineContexts() {
 		}
 		return v, nil
 	})
-	def("get entries", sig("context"), func(c *evalCtx, a args) (any, error) {
+	def("get entries", [][]string{{"context"}, {"m"}}, func(c *evalCtx, a args) (any, error) {
 		m, err := a.context(0)
 		if err != nil {
 			return nil, err
@@ -1560,7 +1629,7 @@ func defineContexts() {
 		}
 		return r, nil
 	})
-	def("context put", sig("context", "key", "value"), func(c *evalCtx, a args) (any, error) {
+	def("context put", [][]string{{"context", "key", "value"}, {"context", "keys", "value"}}, func(c *evalCtx, a args) (any, error) {
 		m, err := a.context(0)
 		if err != nil {
 			return nil, err

@@ -50,7 +50,12 @@ func TestStringFunctions(t *testing.T) {
 		{src: `=matches("a\nb", "^b")`, want: false},
 		{src: `=matches(s, s)`, want: true},
 		{src: `=matches(s, s + "(")`, err: "matches: invalid regular expression \"paid(\": missing closing ): `paid(`"},
-		{src: `=matches(s, "a", s)`, err: `matches: regular expression flag 'p' is not supported (s, m and i are)`},
+		{src: `=matches(s, "a", s)`, err: `matches: regular expression flag 'p' is not one of XPath's (s, m, i, x, q)`},
+		{src: `=matches("hello world", "hello\ sworld", "x")`, want: true},
+		{src: `=matches("a b", "[ ]b", "x")`, want: true},
+		{src: `=matches("a.b", ".", "q") and not(matches("ab", ".", "q"))`, want: true},
+		{src: `=replace("0123456789", "(\d{3})(\d{3})(\d{4})", "($1) $2-$3")`, want: "(012) 345-6789"},
+		{src: `=split("John  Doe", "\s+")`, want: []any{"John", "Doe"}},
 		{src: `=replace("abcb", "b", "x")`, want: "axcx"},
 		{src: `=replace("abc", "(b)(c)", "$2$1")`, want: "acb"},
 		{src: `=replace("abc", "b", "[$0]")`, want: "a[b]c"},
@@ -322,7 +327,7 @@ func TestFunctionsRefused(t *testing.T) {
 		{`=string lenght(s)`, `function "string lenght" is not supported`, -1},
 		{`=log(n)`, `function "log" is not supported: its floating-point result may differ between platforms`, -1},
 		{`=to json(x)`, `function "to json" is not supported`, -1},
-		{`=before(1, 2)`, `function "before" is not supported`, -1},
+		{`=before(1)`, `function "before": takes 2 arguments, got 1`, -1},
 		{`=upper case()`, `function "upper case": takes 1 argument, got 0`, -1},
 		{`=upper case(a, b)`, `function "upper case": takes 1 argument, got 2`, -1},
 		{`=substring(a)`, `function "substring": takes 2 or 3 arguments, got 1`, -1},
@@ -344,10 +349,14 @@ func TestFunctionsRefused(t *testing.T) {
 		{`=sort(xs, function(a, b) a < b, 1)`, "sort takes a list and a precedes function", 33},
 		{`=matches(s, "(")`, "matches: invalid regular expression \"(\": missing closing ): `(`", 2},
 		{`=matches(s, "(?<=a)b")`, `matches: invalid regular expression "(?<=a)b"`, 2},
-		{`=replace(s, "a", "b", "x")`, "replace: regular expression flag 'x' is not supported (s, m and i are)", 2},
+		{`=matches(s, "[a-z-[aeiou]]")`, `class subtraction (-[...]) is not supported`, 2},
+		{`=matches(s, "\\p{IsBasicLatin}")`, `matches: invalid regular expression`, 2},
+		{`=replace(s, "a", "b", "y")`, "replace: regular expression flag 'y' is not one of XPath's (s, m, i, x, q)", 2},
 		{`=split(s, "[")`, "split: invalid regular expression", 2},
 		{`=date("2024-02-30")`, `invalid date "2024-02-30" (want YYYY-MM-DD)`, 2},
-		{`=time("24:00:00")`, `invalid time "24:00:00"`, 2},
+		{`=time("24:00:01")`, `invalid time "24:00:01"`, 2},
+		{`=time("24:00:00.01")`, `invalid time "24:00:00.01"`, 2},
+		{`=time("24:01")`, `invalid time "24:01"`, 2},
 		{`=date and time("2024-01-31T10:00:00+19:00")`, `invalid UTC offset "+19:00"`, 2},
 		{`=duration("P1Y2D")`, `invalid duration "P1Y2D" (want PnYnM or PnDTnHnMnS)`, 2},
 		{`=duration("PT1.5M")`, `invalid duration "PT1.5M"`, 2},
@@ -371,4 +380,34 @@ func TestFunctionNames(t *testing.T) {
 			t.Errorf("%q is both supported and refused", name)
 		}
 	}
+}
+
+// DMN 1.5's parameter names: get value(m, key), get entries(m), context
+// put(context, keys, value).
+func TestDMN15ParameterNames(t *testing.T) {
+	checkEval(t, []evalCase{
+		{src: `=get value(key: "a", m: {a: "foo"})`, want: "foo"},
+		{src: `=get entries(m: {a: 1})`, want: []any{map[string]any{"key": "a", "value": 1.0}}},
+		{src: `=context put(context: {x: 1, y: {a: 0}}, keys: ["y", "a"], value: 2)`, want: map[string]any{"x": 1.0, "y": map[string]any{"a": 2.0}}},
+	})
+}
+
+// The range functions follow DMN 1.4's table, points and ranges mixed, an
+// unbounded end beyond every point.
+func TestRangeFunctions(t *testing.T) {
+	checkEval(t, []evalCase{
+		{src: `=[before(1, 10), before(10, 1), before(1, [2..5]), before(1, (1..5]), before(1, [1..5])]`, want: []any{true, false, true, true, false}},
+		{src: `=[before([1..5], 10), before([1..5), 5), before([1..5], [5..8]), before([1..5), [5..8])]`, want: []any{true, true, false, true}},
+		{src: `=[after(10, 1), after([5..8], [1..5)), after(12, [1..10]), after(range("< 5"), 1)]`, want: []any{true, true, true, false}},
+		{src: `=[meets([1..5], [5..10]), meets([1..5), [5..10]), met by([5..10], [1..5])]`, want: []any{true, false, true}},
+		{src: `=[overlaps([1..5], [3..8]), overlaps([1..5], [6..8]), overlaps([1..5], (5..8])]`, want: []any{true, false, false}},
+		{src: `=[overlaps before([1..5], [3..8]), overlaps before([3..8], [1..5]), overlaps after([3..8], [1..5])]`, want: []any{true, false, true}},
+		{src: `=[finishes(10, [1..10]), finishes(10, [1..10)), finishes([5..10], [1..10]), finished by([1..10], [5..10])]`, want: []any{true, false, true, true}},
+		{src: `=[includes([1..10], 5), includes([1..10], 12), includes([1..10], [4..6]), includes(range(">= 1"), [4..6]), during(5, [1..10])]`, want: []any{true, false, true, true, true}},
+		{src: `=[starts(1, [1..10]), starts(1, (1..10]), starts([1..5], [1..10]), started by([1..10], [1..5])]`, want: []any{true, false, true, true}},
+		{src: `=[coincides(5, 5), coincides(3, 4), coincides([1..5], [1..5]), coincides([1..5], (1..5])]`, want: []any{true, false, true, false}},
+		{src: `=before(date("2024-01-01"), [date("2024-02-01")..date("2024-03-01")])`, want: true},
+		{src: `=before(n, "a")`, err: `before: cannot compare a number with a string using before`},
+		{src: `=before(n, [1..2]) or before(null, 1)`, err: `a range function needs points or ranges, got null`},
+	})
 }

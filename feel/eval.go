@@ -250,7 +250,7 @@ func equal(c *evalCtx, a, b any) (bool, error) {
 	}
 	if ka == kRange {
 		x, y := a.(rangeVal), b.(rangeVal)
-		if x.openLo != y.openLo || x.openHi != y.openHi {
+		if x.openLo != y.openLo || x.openHi != y.openHi || x.op != y.op {
 			return false, nil
 		}
 		if eq, err := equal(c, x.lo, y.lo); err != nil || !eq {
@@ -489,7 +489,7 @@ func shape(c *evalCtx, v any, depth int) (any, bool, error) {
 	case date, timeOfDay, dateTime, ymDuration, dtDuration, rangeVal:
 		return x.(fmt.Stringer).String(), true, nil
 	case closure:
-		return nil, false, errors.New("a function has no JSON form")
+		return nil, false, ErrFunctionResult
 	case []any:
 		if err := c.items(len(x)); err != nil {
 			return nil, false, err

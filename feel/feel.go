@@ -27,6 +27,7 @@ package feel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strconv"
@@ -64,6 +65,10 @@ type Options struct {
 	// Functions are the functions the expression may call besides the
 	// built-ins, by name; a name here hides a built-in's.
 	Functions map[string]*Function
+	// Types are the types instance of may name besides the built-in
+	// ones, each as FEEL type text that may name others
+	// ("list<tItem>"): a DMN model's item definitions.
+	Types map[string]string
 }
 
 // Env is what an evaluation reads besides the variables.
@@ -108,7 +113,10 @@ func CompileWith(src string, opts Options) (*Expr, error) {
 		// one no null absorbs) is an error at every evaluation: refuse at
 		// deploy. So is a constant over the default
 		// limits, which would otherwise be built at each evaluation.
-		if _, err := e.run(nil, Env{}, true); err != nil {
+		// Under Nulls a constant may be a function (a business knowledge
+		// model's body returning one), which has no JSON form but is a
+		// value to its caller.
+		if _, err := e.run(nil, Env{}, !opts.Nulls); err != nil {
 			if IsLimit(err) {
 				return nil, fault.Wrap(fault.IncidentExpressionLimit, err, "expression %s", e.quoted())
 			}
@@ -217,6 +225,10 @@ func (e *Expr) EvalValue(vars map[string]any, env Env) (any, error) {
 	}
 	return v, nil
 }
+
+// ErrFunctionResult is JSON's error for a value that is or holds a
+// function (DMN's FEEL), which has no JSON form.
+var ErrFunctionResult = errors.New("a function has no JSON form")
 
 // JSON shapes a value EvalValue returned as JSON, as EvalIn does, within
 // env's limits: dates, times and durations become ISO 8601 strings.

@@ -61,8 +61,13 @@ func TestEval(t *testing.T) {
 		{`="\$ \d+ \."`, `\$ \d+ \.`},
 		{`="\\d"`, `\d`},
 		{`="\u00e9\ud83d\ude00"`, "é😀"},
+		{`="\U01F40E"`, "🐎"},
+		{`={🐎: "bar"}.🐎`, "bar"}, // a name may use characters beyond the BMP
+		{`="\d\s\."`, `\d\s\.`},  // other escapes stay, for regular expressions
 		{`="\u0000\u007f\u2028\udb40\udc01"`, "\x00\x7f\u2028\U000e0001"},
 		{`="="`, "="},
+		{"=1 + /* 1 + */ 1 // and more\n + 1", 3.0}, // comments, as in feel-scala
+		{`="a // b /* c"`, "a // b /* c"},
 		{`="and or not ( ) == &&"`, "and or not ( ) == &&"},
 		{`=true`, true},
 		{`=false`, false},
@@ -267,8 +272,7 @@ func TestCompileRefused(t *testing.T) {
 		{"=`a b", "unterminated backtick-quoted name", 2},
 		{"=a + ``", "empty backtick-quoted name", 6},
 		{`='a'`, "single-quoted strings are not supported", 2},
-		{`=a // note`, "comments are not supported", 4},
-		{`=a /* note */`, "comments are not supported", 4},
+		{`=a /* note`, "unterminated comment", 4},
 		{`=$a`, "$ is not supported", 2},
 		{`=a # b`, "# is not supported", 4},
 		{`=a ~ b`, "~ is not supported", 4},
@@ -288,6 +292,8 @@ func TestCompileRefused(t *testing.T) {
 		// strings
 		{`="abc`, "unterminated string", 2},
 		{`="abc\`, "unterminated string", 2},
+		{`="\U01F40"`, "invalid unicode escape", 3},
+		{`="\U110000"`, "invalid unicode escape", 3},
 		{`="\u12"`, "invalid unicode escape", 3},
 		{`="\ud800"`, "invalid unicode escape", 3},
 		{`="\udc00"`, "invalid unicode escape", 3},

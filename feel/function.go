@@ -89,12 +89,19 @@ func (p *parser) parseUserCall(t token, fn *Function) (node, error) {
 	if err != nil {
 		return nil, err
 	}
+	// DMN makes a call with arguments the function does not take null.
+	wrong := func(format string, a ...any) (node, error) {
+		if p.opts.Nulls {
+			return p.add(literal{nil}, t)
+		}
+		return nil, refuse(p.src, t.pos, format, a...)
+	}
 	if names != nil {
 		r := make([]node, len(fn.params))
 		for i, name := range names {
 			j := indexOf(fn.params, name)
 			if j < 0 || r[j] != nil {
-				return nil, refuse(p.src, t.pos, "function %q has no parameter %q, or it is given twice", fn.name, name)
+				return wrong("function %q has no parameter %q, or it is given twice", fn.name, name)
 			}
 			r[j] = as[i]
 		}
@@ -105,9 +112,28 @@ func (p *parser) parseUserCall(t token, fn *Function) (node, error) {
 		}
 		as = r
 	} else if len(as) != len(fn.params) {
-		return nil, refuse(p.src, t.pos, "function %q takes %d arguments, got %d", fn.name, len(fn.params), len(as))
+		return wrong("function %q takes %d arguments, got %d", fn.name, len(fn.params), len(as))
 	}
 	// The body may read anything its arguments bring: never a constant.
 	p.free++
 	return p.add(userCall{fn: fn, args: as}, t)
+}
+
+// fnRef is a Function named where a value goes (Options.Nulls): a
+// function value whose body calls it.
+type fnRef struct{ fn *Function }
+
+func (fnRef) prec() int { return precPrimary }
+
+func (n fnRef) feel(b *strings.Builder) { writeName(b, n.fn.name) }
+
+func (n fnRef) eval(c *evalCtx, _ *scope) (any, error) {
+	if err := c.spend(1); err != nil {
+		return nil, err
+	}
+	args := make([]node, len(n.fn.params))
+	for i, p := range n.fn.params {
+		args[i] = name{p}
+	}
+	return closure{params: n.fn.params, types: make([]*feelType, len(args)), body: userCall{fn: n.fn, args: args}}, nil
 }

@@ -23,14 +23,16 @@ func TestFunctionsAreCalledInOrderOrByNameInTheirOwnScope(t *testing.T) {
 	peek.Define(compile(`=leak`))
 	vars := map[string]any{"leak": 1000.0, "amount": 600000.0}
 	for src, want := range map[string]any{
-		`=PMT(amount, 0.0375, 360)`:             2778.69354943277,
-		`=PMT(n: 360, p: amount, r: 0.0375)`:    2778.69354943277,
-		`=fact(5)`:                              120.0,
-		`=fact(100)`:                            nil, // nested past maxCallDepth: null under Nulls
-		`=PMT(r: 0.0375, p: amount) = null`:     true,
-		`=string(fact(3)) + " " + string(leak)`: "6 1000",
-		`=peek() = null`:                        true, // the caller's variables are out of scope
-		`=fact(leak) = null`:                    true, // 1000 nested calls: null
+		`=PMT(amount, 0.0375, 360)`:                          2778.69354943277,
+		`=PMT(n: 360, p: amount, r: 0.0375)`:                 2778.69354943277,
+		`=fact(5)`:                                           120.0,
+		`={apply: function(f, x) f(x), r: apply(fact, 4)}.r`: 24.0, // a Function passed as a value
+		`=sort([2, 3, 1], fact) = null`:                      true, // one parameter, not the two sort calls with
+		`=fact(100)`:                                         nil,  // nested past maxCallDepth: null under Nulls
+		`=PMT(r: 0.0375, p: amount) = null`:                  true,
+		`=string(fact(3)) + " " + string(leak)`:              "6 1000",
+		`=peek() = null`:                                     true, // the caller's variables are out of scope
+		`=fact(leak) = null`:                                 true, // 1000 nested calls: null
 	} {
 		v, err := compile(src).Eval(vars)
 		if f, ok := want.(float64); ok && err == nil {
@@ -60,9 +62,16 @@ func TestFunctionsAreCalledInOrderOrByNameInTheirOwnScope(t *testing.T) {
 	if e.String() != `=f(0)` {
 		t.Errorf("String() = %s", e.String())
 	}
+	// Arguments the function does not take: refused, and null under Nulls
+	// as DMN has it.
 	for _, src := range []string{`=PMT(1, 2)`, `=PMT(q: 1)`, `=PMT(p: 1, p: 2)`} {
-		if _, err := CompileWith(src, opts); err == nil {
+		if _, err := CompileWith(src, Options{Functions: opts.Functions}); err == nil {
 			t.Errorf("%s compiled", src)
+		}
+		if e, err := CompileWith(src, opts); err != nil {
+			t.Errorf("%s: %v", src, err)
+		} else if v, err := e.Eval(nil); v != nil || err != nil {
+			t.Errorf("%s = %v, %v under Nulls; want null", src, v, err)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 // closure is a function value with the scope it was made in.
 type closure struct {
 	params []string
+	types  []*feelType // declared parameter types, nil where none
 	body   node
 	scope  *scope
 	vars   map[string]any
@@ -20,6 +21,7 @@ type closure struct {
 // lambda is function(params) body.
 type lambda struct {
 	params []string
+	types  []*feelType
 	body   node
 }
 
@@ -41,6 +43,10 @@ func (n lambda) feel(b *strings.Builder) {
 			b.WriteString(", ")
 		}
 		writeName(b, p)
+		if n.types[i] != nil {
+			b.WriteString(": ")
+			n.types[i].write(b)
+		}
 	}
 	b.WriteString(") ")
 	n.body.feel(b)
@@ -66,7 +72,7 @@ func (n lambda) eval(c *evalCtx, s *scope) (any, error) {
 	if err := c.spend(1); err != nil {
 		return nil, err
 	}
-	return closure{params: n.params, body: n.body, scope: s, vars: c.vars}, nil
+	return closure{params: n.params, types: n.types, body: n.body, scope: s, vars: c.vars}, nil
 }
 
 func (n dynCall) eval(c *evalCtx, s *scope) (any, error) { return c.orNull(n.value(c, s)) }
@@ -134,18 +140,24 @@ func (p *parser) parseFunction(t token) (node, error) {
 	}
 	defer p.leave()
 	var params []string
+	var types []*feelType
 	err := p.commaList(tRParen, func() error {
 		n := p.next()
 		if n.kind != tName || !n.quoted && isKeyword(n.text) || indexOf(params, n.text) >= 0 {
 			return refuse(p.src, n.pos, "expected a parameter name, found %s", n.describe())
 		}
-		if p.peek().kind == tColon { // a parameter's type is not checked
+		var typ *feelType
+		if p.peek().kind == tColon {
+			// The type tells instance of what the function takes; an
+			// argument is not checked against it.
 			p.next()
-			if _, err := p.parseType(); err != nil {
+			var err error
+			if typ, err = p.parseType(); err != nil {
 				return err
 			}
 		}
 		params = append(params, n.text)
+		types = append(types, typ)
 		return nil
 	})
 	if err != nil {
@@ -160,7 +172,7 @@ func (p *parser) parseFunction(t token) (node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return p.add(lambda{params: params, body: body}, t)
+	return p.add(lambda{params: params, types: types, body: body}, t)
 }
 
 // parseDynCall parses the arguments of a call of the function value callee

@@ -100,6 +100,19 @@ func lex(src string) ([]token, error) {
 		switch {
 		case unicode.IsSpace(r):
 			i += size
+		case strings.HasPrefix(src[i:], "//"):
+			// A comment, as in feel-scala: to the end of the line.
+			if n := strings.IndexByte(src[i:], '\n'); n >= 0 {
+				i += n
+			} else {
+				i = len(src)
+			}
+		case strings.HasPrefix(src[i:], "/*"):
+			n := strings.Index(src[i+2:], "*/")
+			if n < 0 {
+				return nil, refuse(src, i, "unterminated comment")
+			}
+			i += n + 4
 		case r == '"':
 			t, n, err := lexString(src, i)
 			if err != nil {
@@ -143,11 +156,11 @@ func lex(src string) ([]token, error) {
 			}
 			toks = append(toks, token{kind: tName, text: src[i+1 : i+1+n], pos: i, quoted: true})
 			i += n + 2
-		case r == '_' || unicode.IsLetter(r):
+		case nameStart(r):
 			j := i + size
 			for j < len(src) {
 				r, size := utf8.DecodeRuneInString(src[j:])
-				if r != '_' && !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+				if !nameStart(r) && !unicode.IsDigit(r) {
 					break
 				}
 				j += size
@@ -196,9 +209,6 @@ func lexOperator(src string, i int) (token, error) {
 			op = "**"
 		}
 	case '/':
-		if next == '/' || next == '*' {
-			return token{}, refuse(src, i, "comments are not supported")
-		}
 	case '+', '-':
 	default:
 		r, _ := utf8.DecodeRuneInString(src[i:])
@@ -249,11 +259,18 @@ func lexNumber(src string, i int) (token, int, error) {
 	return token{kind: tNum, text: text, pos: i, num: f}, j - i, nil
 }
 
+// nameStart reports whether a name may start with r: _, a letter, or a
+// character beyond the Basic Multilingual Plane (DMN's NameStartChar
+// has U+10000 to U+EFFFF, emoji among them).
+func nameStart(r rune) bool {
+	return r == '_' || unicode.IsLetter(r) || r >= 0x10000 && r <= 0xEFFFF
+}
+
 // lexString decodes a double-quoted literal with FEEL escapes: \" \' \\ \n
-// \r \t \b \f and \uXXXX (surrogate pairs combine). Any other backslash
-// stays in the string with the character after it, as in feel-scala, so a
-// pattern such as "\d+" or "\$" reaches a regular expression function as
-// Camunda users write it.
+// \r \t \b \f, \uXXXX (surrogate pairs combine) and \UXXXXXX. Any other
+// backslash stays in the string with the character after it, as in
+// feel-scala, so a pattern such as "\d+" or "\$" reaches a regular
+// expression function as Camunda users write it.
 func lexString(src string, i int) (token, int, error) {
 	var b strings.Builder
 	j := i + 1
@@ -292,6 +309,13 @@ func lexString(src string, i int) (token, int, error) {
 				}
 				b.WriteRune(r)
 				j += n
+			case 'U':
+				v, err := strconv.ParseUint(src[j+2:min(j+8, len(src))], 16, 32)
+				if err != nil || j+8 > len(src) || !utf8.ValidRune(rune(v)) {
+					return token{}, 0, refuse(src, j, "invalid unicode escape (want \\U and 6 hex digits)")
+				}
+				b.WriteRune(rune(v))
+				j += 8
 			default:
 				b.WriteByte('\\')
 				j++

@@ -81,6 +81,7 @@ func TestBlowupsStopAtTheirLimitQuicklyWithBoundedMemory(t *testing.T) {
 		{"distinct values of large strings", "=distinct values(for i in 1..4000 return s)", map[string]any{"s": s1m}, LimitSteps},
 		// Matches listed before they are charged: 1M of them.
 		{"split on the empty pattern", `=split(s, "")`, map[string]any{"s": s1m}, LimitSteps},
+		{"a loop over a billion years of days", `=for d in date(s)..@"999999999-12-31" return 1`, map[string]any{"s": "-999999999-01-01"}, LimitSteps},
 		{"replace every position", `=replace(s, "", "ab")`, map[string]any{"s": s1m}, LimitSteps},
 		// Matching runs in time of the input times the pattern: 256 KiB
 		// against 500 character classes.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -41,9 +42,9 @@ func TestNullsMakeAFailedOperationNull(t *testing.T) {
 	if _, err := MustCompile(`=count(n)`).Eval(vars()); err == nil {
 		t.Error("count(n) succeeded without Nulls")
 	}
-	// Flags XPath has and Go's regular expressions lack stay refused.
-	if _, err := CompileWith(`=matches("a", "a", "x")`, nulls); err == nil {
-		t.Error(`matches with the flag x compiled`)
+	// What XPath's regular expressions have and Go's lack stays refused.
+	if _, err := CompileWith(`=matches("aa", "(a)\1")`, nulls); err == nil {
+		t.Error(`matches with a backreference compiled`)
 	}
 	// A null inside absorbs the failure, not the whole expression.
 	if v, err := compileNulls(t, `=[n / zero, n + 1]`).Eval(vars()); err != nil || !reflect.DeepEqual(v, []any{nil, 6.0}) {
@@ -113,20 +114,14 @@ func TestNullsInUnaryTests(t *testing.T) {
 	}
 }
 
-// A temporal literal the spec says is invalid is null under Nulls; one it
-// allows but the package does not support stays refused.
+// A temporal literal the spec says is invalid is null under Nulls.
 func TestNullsMakeAnInvalidTemporalLiteralNull(t *testing.T) {
-	for _, src := range []string{`=date("2017-13-01")`, `=@"10:61:00"`, `=duration("P1Q")`, `=date and time("x")`} {
+	for _, src := range []string{`=date("2017-13-01")`, `=@"10:61:00"`, `=duration("P1Q")`, `=date and time("x")`, `=time("13:20:00@xyz/abc")`, `=date("02021-01-01")`} {
 		if v, err := compileNulls(t, src).Eval(nil); err != nil || v != nil {
 			t.Errorf("%s = %#v, %v; want null", src, v, err)
 		}
 		if _, err := Compile(src); err == nil {
 			t.Errorf("%s compiled without Nulls", src)
-		}
-	}
-	for _, src := range []string{`=@"2021-01-01T10:10:10@Europe/Paris"`, `=date("-2021-01-01")`, `=date("12021-01-01")`} {
-		if _, err := CompileWith(src, nulls); err == nil {
-			t.Errorf("%s compiled under Nulls", src)
 		}
 	}
 }
@@ -161,5 +156,138 @@ func TestNullsFunctionValues(t *testing.T) {
 	// The default dialect keeps refusing them.
 	if _, err := Compile(`=(function(a) a)(1)`); err == nil {
 		t.Error("a function value compiled without Nulls")
+	}
+}
+
+// Under Nulls a unary comparison in parentheses is a range (DMN 1.5):
+// equal only to the same comparison, not to the interval it spans.
+func TestNullsComparisonRanges(t *testing.T) {
+	for src, want := range map[string]any{
+		`=(< 10) = (< 10)`:       true,
+		`=(< 10) = (null..10)`:   false,
+		`=(= 10) = [10..10]`:     false,
+		`=(!= 10) = (!= 10)`:     true,
+		`=(!= 10) = (= 10)`:      false,
+		`=9 in (< 10)`:           true,
+		`=10 in (< 10)`:          false,
+		`=10 in (<= n + 5)`:      true,
+		`=3 in (!= 3)`:           false,
+		`=4 in (!= 3)`:           true,
+		`=(>= 10).start`:         10.0,
+		`=(>= 10).end`:           nil,
+		`=(> 10).start included`: false,
+		`=(< null)`:              nil,
+		`=range("<10") = (< 10)`: true,
+		`=string((!= 3))`:        "!= 3",
+	} {
+		if v, err := compileNulls(t, src).Eval(vars()); err != nil || !reflect.DeepEqual(v, want) {
+			t.Errorf("%s = %#v, %v; want %#v", src, v, err, want)
+		}
+	}
+	if _, err := Compile(`=(< 10)`); err == nil {
+		t.Error("a comparison range compiled without Nulls")
+	}
+}
+
+// Function types conform as DMN 1.4 has it: a function takes what the
+// type's parameters are (contravariance) and gives what its result is, as
+// far as its body tells. Options.Types names types by their FEEL text.
+func TestFunctionAndNamedTypes(t *testing.T) {
+	opts := Options{Nulls: true, Types: map[string]string{
+		"tFn":      "function<string, number> -> string",
+		"tFns":     "list<tFn>",
+		"tPerson":  "context<name: string, `last name`: string>",
+		"tLoop":    "list<tLoop>",
+		"tNumbers": "list<number>",
+	}}
+	for src, want := range map[string]any{
+		`=(function() "foo") instance of function<> -> Any`:                                                                           true,
+		`=(function() "foo") instance of function<> -> string`:                                                                        true,
+		`=(function() 123) instance of function<> -> string`:                                                                          false,
+		`=(function(a) a) instance of function<> -> Any`:                                                                              false,
+		`=(function(a: string, b: number) "x") instance of tFn`:                                                                       true,
+		`=(function(a: string, b: string) "x") instance of tFn`:                                                                       false,
+		`=(function(a, b) "x") instance of tFn`:                                                                                       true,
+		`=(function(a: context<a: string>) {b: "b", c: 1}) instance of function<context<a: string, b: string>> -> context<b: string>`: true,
+		`=(function(a: context<a: string, b: string>) "x") instance of function<context<a: string>> -> string`:                        false,
+		`=[(function(a: string, b: number) "x"), "foo"] instance of tFns`:                                                             false,
+		`=5 instance of function<> -> Any`:                                                                                            false,
+		`={name: "a", last name: "b"} instance of tPerson`:                                                                            true,
+		`={name: "a"} instance of tPerson`:                                                                                            false,
+		`=[1, 2] instance of tNumbers`:                                                                                                true,
+		`=[1, "2"] instance of tNumbers`:                                                                                              false,
+	} {
+		e, err := CompileWith(src, opts)
+		if err != nil {
+			t.Errorf("%s: %v", src, err)
+			continue
+		}
+		if v, err := e.Eval(nil); err != nil || v != want {
+			t.Errorf("%s = %#v, %v; want %#v", src, v, err, want)
+		}
+	}
+	for src, why := range map[string]string{
+		`=[] instance of tLoop`:                                "expands into more than 64 named types",
+		`=[] instance of tOther`:                               "expected a type after instance of",
+		`=(function(a) a) instance of function<string> string`: "expected -> and the result type",
+	} {
+		if _, err := CompileWith(src, opts); err == nil || !strings.Contains(err.Error(), why) {
+			t.Errorf("%s: %v; want a refusal containing %q", src, err, why)
+		}
+	}
+}
+
+// Under Nulls a name may hold a function: a call of a name no built-in or
+// Function has calls what the variable holds (null when nothing), and
+// sort takes any expression giving its precedes function.
+func TestNullsCallNamesHoldingFunctions(t *testing.T) {
+	for src, want := range map[string]any{
+		`={f: function(a) a * 2, r: f(n)}.r`: 10.0,
+		`=nosuch(1)`:                         nil,
+		`={desc: function(a, b) a > b, r: sort([1, 3, 2], desc)}.r`: []any{3.0, 2.0, 1.0},
+		`={one: function(a) true, r: sort([1, 3, 2], one)}.r`:       nil,
+		`=sort([1, 3, 2], n)`: nil,
+	} {
+		e, err := CompileWith(src, nulls)
+		if err != nil {
+			t.Errorf("%s: %v", src, err)
+			continue
+		}
+		if v, err := e.Eval(vars()); err != nil || !reflect.DeepEqual(v, want) {
+			t.Errorf("%s = %#v, %v; want %#v", src, v, err, want)
+		}
+	}
+	// Words running into ( name no variable: still refused.
+	if _, err := CompileWith(`=no such function(1)`, nulls); err == nil {
+		t.Error("an unknown function of several words compiled under Nulls")
+	}
+	if _, err := Compile(`=nosuch(1)`); err == nil {
+		t.Error("an unknown function compiled without Nulls")
+	}
+	if _, err := CompileWith(`=exp(1)`, nulls); err == nil {
+		t.Error("exp, refused on purpose, compiled under Nulls")
+	}
+}
+
+// Under Nulls values of different types are neither equal nor unequal:
+// = and != are null; null still equals only null.
+func TestNullsEqualityAcrossTypes(t *testing.T) {
+	for src, want := range map[string]any{
+		`=true = 1`:                            nil,
+		`=[] != 0`:                             nil,
+		`=duration("P1Y") = duration("P365D")`: nil,
+		`=null = 1`:                            false,
+		`=null != 1`:                           true,
+		`=null = null`:                         true,
+		`=1 = 1.0`:                             true,
+		`=[1, "a"] = [1, "a"]`:                 true,
+		`=1 in ["1", 1]`:                       true,
+	} {
+		if v, err := compileNulls(t, src).Eval(nil); err != nil || !reflect.DeepEqual(v, want) {
+			t.Errorf("%s = %#v, %v; want %#v", src, v, err, want)
+		}
+	}
+	if v, err := MustCompile(`=true = n`).Eval(vars()); err != nil || v != false {
+		t.Errorf("true = n without Nulls = %#v, %v; want false", v, err)
 	}
 }

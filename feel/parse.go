@@ -1,7 +1,6 @@
 package feel
 
 import (
-	"errors"
 	"strings"
 )
 
@@ -51,6 +50,7 @@ type parser struct {
 	// noFilterAt is the depth at which "[" ends an interval's upper bound
 	// (]1..5[) instead of starting a filter; -1 when none.
 	noFilterAt int
+	typeRefs   int // named types expanded (namedType)
 }
 
 // parse parses the expression part of src (which starts with "=").
@@ -684,6 +684,18 @@ func (p *parser) parsePrimary() (node, error) {
 			return nil, err
 		}
 		defer p.leave()
+		op := p.peek()
+		if p.opts.Nulls && p.peekOp("<", "<=", ">", ">=", "=", "!=") {
+			// DMN 1.5's unary comparison as a range value: (< 10).
+			p.next()
+			if n, err = p.parseAdd(); err != nil {
+				return nil, err
+			}
+			if err := p.expectClose(t, tRParen, ")"); err != nil {
+				return nil, err
+			}
+			return p.add(cmpRange{op: op.text, x: n}, t)
+		}
 		if n, err = p.parseExpr(); err != nil {
 			return nil, err
 		}
@@ -706,7 +718,15 @@ func (p *parser) parsePrimary() (node, error) {
 		if t.quoted && p.opts.Nulls && p.isBound(t.text) && p.peek().kind == tLParen {
 			return p.parseDynCall(t, name{t.text})
 		}
+		if t.quoted && p.opts.Nulls && builtins[t.text] != nil && p.peek().kind == tLParen {
+			// A built-in's name quoted as a model's name (a decision
+			// named "met by"): a call is the built-in's.
+			return p.parseCall(t, t.text)
+		}
 		if t.quoted {
+			if n, ok := p.functionValue(t); ok {
+				return n, nil
+			}
 			p.reference(t.text)
 			return p.add(name{t.text}, t)
 		}
@@ -857,8 +877,23 @@ func (p *parser) parseName(t token) (node, error) {
 			return nil, refuseFunc(p.src, strings.Join(run, " "))
 		}
 	}
+	if n, ok := p.functionValue(t); ok {
+		return n, nil
+	}
 	p.reference(t.text)
 	return p.add(name{t.text}, t)
+}
+
+// functionValue is the Function t names, where a value goes, under
+// Options.Nulls: bkm(otherBkm) passes one to be called.
+func (p *parser) functionValue(t token) (node, bool) {
+	fn := p.opts.Functions[t.text]
+	if !p.opts.Nulls || fn == nil || p.isBound(t.text) {
+		return nil, false
+	}
+	p.free++ // its body may be defined after this expression is compiled
+	n, err := p.add(fnRef{fn}, t)
+	return n, err == nil
 }
 
 // parseCall parses the arguments of fname, whose "(" is next.
@@ -867,6 +902,12 @@ func (p *parser) parseCall(t token, fname string) (node, error) {
 		return p.parseUserCall(t, uf)
 	}
 	fn := builtins[fname]
+	if fn == nil && p.opts.Nulls && unsupportedFuncs[fname] == "" && !strings.Contains(fname, " ") {
+		// In DMN a name may hold a function (a business knowledge
+		// model's parameter): call what it holds, null when nothing.
+		p.reference(fname)
+		return p.parseDynCall(t, name{fname})
+	}
 	if fn == nil {
 		return nil, refuseFunc(p.src, fname)
 	}
@@ -1065,7 +1106,11 @@ func (p *parser) parseSort(t token) (node, error) {
 		switch {
 		case i == 0 && s.list == nil:
 			s.list, err = p.parseExpr()
-		case i == 1 && s.body == nil:
+		case i == 1 && s.body == nil && s.fn == nil:
+			if p.opts.Nulls && !p.peekWord("function") {
+				s.fn, err = p.parseExpr()
+				break
+			}
 			err = p.parseLambda(&s)
 		default:
 			return refuse(p.src, at.pos, "sort takes a list and a precedes function")
@@ -1079,7 +1124,7 @@ func (p *parser) parseSort(t token) (node, error) {
 	if err := p.expectClose(open, tRParen, ")"); err != nil {
 		return nil, err
 	}
-	if s.list == nil || s.body == nil {
+	if s.list == nil || s.body == nil && s.fn == nil {
 		return nil, refuse(p.src, t.pos, "sort takes a list and a precedes function: sort(xs, function(a, b) a < b)")
 	}
 	return p.add(s, t)
@@ -1122,15 +1167,9 @@ func (p *parser) parseLambda(s *sortBy) error {
 
 // badTemporal is what a date, time or duration literal s that does not
 // parse compiles to: a refusal, or under Options.Nulls null, as DMN makes
-// a conversion of an invalid string. A year outside 1..9999 or a named time
-// zone is valid DMN the package does not support: refused in any dialect,
-// since null would be a wrong answer.
+// a conversion of an invalid string.
 func (p *parser) badTemporal(t token, s string, err error) (node, error) {
-	wide := false // a year of more than four digits
-	if y := strings.IndexByte(s, '-'); y > 4 {
-		wide = strings.TrimLeft(s[:y], "0123456789") == ""
-	}
-	if !p.opts.Nulls || errors.Is(err, errNamedZone) || strings.HasPrefix(s, "-") || wide {
+	if !p.opts.Nulls {
 		return nil, refuse(p.src, t.pos, "%v", err)
 	}
 	return p.add(literal{nil}, t)

@@ -9,11 +9,14 @@ import (
 	"github.com/sutra-run/worker/fault"
 )
 
-// rangeVal is a range as a value (DMN 1.4): [1..5], (a..b], and what
-// range("...") reads. A nil end is unbounded (range("< 5")).
+// rangeVal is a range as a value (DMN 1.4): [1..5], (a..b], (< 5), and
+// what range("...") reads. A nil end is unbounded (range("< 5")). op is
+// the comparison a range was written as ("" for an interval): DMN makes
+// (= 10) and [10..10] unequal. (!= v) is every value but v (lo and hi).
 type rangeVal struct {
 	lo, hi         any
 	openLo, openHi bool
+	op             string
 }
 
 // rangeLit is an interval written where a value goes: x in r, r.start.
@@ -40,6 +43,54 @@ func (n rangeLit) value(c *evalCtx, s *scope) (any, error) {
 	return newRange(c, lo, hi, n.t.openLo, n.t.openHi)
 }
 
+// cmpRange is a unary comparison as a range: (< 5), range(">= 3").
+type cmpRange struct {
+	op string
+	x  node
+}
+
+func (cmpRange) prec() int { return precPrimary }
+
+func (n cmpRange) feel(b *strings.Builder) {
+	b.WriteString("(" + n.op + " ")
+	n.x.feel(b)
+	b.WriteString(")")
+}
+
+func (n cmpRange) eval(c *evalCtx, s *scope) (any, error) {
+	if err := c.spend(1); err != nil {
+		return nil, err
+	}
+	v, err := n.x.eval(c, s)
+	if err != nil {
+		return nil, err
+	}
+	return c.orNull(comparisonRange(c, n.op, v))
+}
+
+// comparisonRange is the range of the values that compare with v by op.
+func comparisonRange(c *evalCtx, op string, v any) (any, error) {
+	if v == nil {
+		return nil, fmt.Errorf("(%s null) is not a range", op)
+	}
+	var r any
+	var err error
+	switch op {
+	case "<", "<=":
+		r, err = newRange(c, nil, v, false, op == "<")
+	case ">", ">=":
+		r, err = newRange(c, v, nil, op == ">", false)
+	default: // = and !=
+		r, err = newRange(c, v, v, false, false)
+	}
+	if err != nil {
+		return nil, err
+	}
+	rv := r.(rangeVal)
+	rv.op = op
+	return rv, nil
+}
+
 // newRange checks that the ends can be ordered, against each other when
 // both are given.
 func newRange(c *evalCtx, lo, hi any, openLo, openHi bool) (any, error) {
@@ -64,6 +115,10 @@ func newRange(c *evalCtx, lo, hi any, openLo, openHi bool) (any, error) {
 
 // has reports whether x is in r.
 func (r rangeVal) has(c *evalCtx, x any) (bool, error) {
+	if r.op == "!=" {
+		eq, err := equal(c, x, r.lo)
+		return !eq, err
+	}
 	if r.lo != nil {
 		lo, err := compare(c, x, r.lo, "in")
 		if err != nil || lo < 0 || lo == 0 && r.openLo {
@@ -91,6 +146,8 @@ func (r rangeVal) String() string {
 		return b.String()
 	}
 	switch {
+	case r.op == "=" || r.op == "!=":
+		return r.op + " " + end(r.lo)
 	case r.lo == nil && r.openHi:
 		return "< " + end(r.hi)
 	case r.lo == nil:
@@ -130,7 +187,7 @@ func rangeProperty(r rangeVal, name string) (any, bool) {
 func rangeItems(c *evalCtx, r rangeVal) ([]any, error) {
 	a, aok, _ := number(r.lo)
 	z, zok, _ := number(r.hi)
-	if !aok || !zok || a != math.Trunc(a) || z != math.Trunc(z) {
+	if r.op == "!=" || !aok || !zok || a != math.Trunc(a) || z != math.Trunc(z) {
 		return nil, fmt.Errorf("only a range of whole numbers has items, got %s", r)
 	}
 	if r.openLo {
@@ -274,13 +331,8 @@ func readRange(c *evalCtx, src string) (any, error) {
 		}
 		return newRange(c, lo, hi, t.openLo, t.openHi)
 	case testCompare:
-		switch op := t.op.feel; op {
-		case "<", "<=":
-			return newRange(c, nil, lo, false, op == "<")
-		case ">", ">=":
-			return newRange(c, lo, nil, op == ">", false)
-		case "=":
-			return newRange(c, lo, lo, false, false)
+		if op := t.op.feel; op != "!=" {
+			return comparisonRange(c, op, lo)
 		}
 	}
 	return nil, fmt.Errorf("%q is not a range", src)

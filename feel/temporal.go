@@ -8,7 +8,11 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+	// Named time zones come from the zone database Go embeds, so a worker
+	// needs none installed.
+	_ "time/tzdata"
 )
 
 // Temporal values exist only inside an evaluation. A result leaves the
@@ -18,14 +22,18 @@ import (
 type (
 	// date is a calendar date, held as midnight UTC.
 	date struct{ t time.Time }
-	// timeOfDay is a local time, or with zoned a time at a UTC offset.
+	// timeOfDay is a local time, or with zoned a time at a UTC offset or,
+	// with zone, in a named time zone (whose offset a time alone cannot
+	// tell, so it is kept 0).
 	timeOfDay struct {
 		ns    int64 // nanoseconds since midnight
 		off   int32 // seconds east of UTC, when zoned
 		zoned bool
+		zone  string // an IANA zone name, when zoned by name
 	}
 	// dateTime is a local date and time (the wall clock, held in UTC), or
-	// with zoned an instant at a fixed UTC offset.
+	// with zoned an instant at a UTC offset or in a named zone (t's
+	// location: see zoneName).
 	dateTime struct {
 		t     time.Time
 		zoned bool
@@ -39,10 +47,44 @@ type (
 
 const day = int64(24 * time.Hour)
 
-// Years outside 1..9999 are refused: they have no four-digit ISO form.
-const minYear, maxYear = 1, 9999
+// The years of XML Schema's dates (which DMN's are), written with more
+// than four digits or a minus sign outside 1..9999.
+const minYear, maxYear = -999_999_999, 999_999_999
 
-var errNamedZone = errors.New("named time zones are not supported; use Z or an offset such as +01:00")
+// zones caches the named zones loaded, at most one per IANA name.
+var zones sync.Map // string -> *time.Location
+
+// loadZone returns the named IANA time zone. UTC is a name too
+// ("@Etc/UTC", "@UTC"), kept as written.
+func loadZone(name string) (*time.Location, error) {
+	if l, ok := zones.Load(name); ok {
+		return l.(*time.Location), nil
+	}
+	// LoadLocation also takes "" and "Local", which name no zone.
+	if name == "" || name == "Local" || len(name) > 64 {
+		return nil, fmt.Errorf("unknown time zone %q", name)
+	}
+	l, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, fmt.Errorf("unknown time zone %q", name)
+	}
+	if l == time.UTC {
+		// The UTC location has no name of its own to write back.
+		l = time.FixedZone(name, 0)
+	}
+	cached, _ := zones.LoadOrStore(name, l)
+	return cached.(*time.Location), nil
+}
+
+// zoneName is the IANA name of t's zone, "" for a UTC offset. Offsets are
+// held as time.UTC or as unnamed fixed zones; every other location is one
+// loadZone returned.
+func zoneName(t time.Time) string {
+	if l := t.Location(); l != time.UTC {
+		return l.String()
+	}
+	return ""
+}
 
 func checkDate(t time.Time) (time.Time, error) {
 	if t.Year() < minYear || t.Year() > maxYear {
@@ -63,18 +105,42 @@ func daysIn(y int, m time.Month) int {
 	return time.Date(y, m+1, 0, 0, 0, 0, 0, time.UTC).Day()
 }
 
-// parseDate reads YYYY-MM-DD.
+// dateLen is the length of the date at the start of s (-?YYYY-MM-DD, the
+// year of four digits or more), 0 when s does not start with one.
+func dateLen(s string) int {
+	i := 0
+	if strings.HasPrefix(s, "-") {
+		i = 1
+	}
+	j := i
+	for j < len(s) && isDigit(s[j]) {
+		j++
+	}
+	if j-i < 4 || j+6 > len(s) || s[j] != '-' || s[j+3] != '-' {
+		return 0
+	}
+	return j + 6
+}
+
+// parseDate reads YYYY-MM-DD, the year as XML Schema writes it: four
+// digits, or more without a leading zero, optionally negative.
 func parseDate(s string) (date, error) {
 	bad := fmt.Errorf("invalid date %q (want YYYY-MM-DD)", s)
-	if len(s) != 10 || s[4] != '-' || s[7] != '-' {
+	n := dateLen(s)
+	if n == 0 || n != len(s) {
 		return date{}, bad
 	}
-	hi, ok1 := twoDigits(s, 0)
-	lo, ok2 := twoDigits(s, 2)
-	m, ok3 := twoDigits(s, 5)
-	d, ok4 := twoDigits(s, 8)
-	y := hi*100 + lo
-	if !ok1 || !ok2 || !ok3 || !ok4 || y < minYear || m < 1 || m > 12 || d < 1 || d > daysIn(y, time.Month(m)) {
+	ys := strings.TrimPrefix(s[:n-6], "-")
+	if len(ys) > 9 || len(ys) > 4 && ys[0] == '0' {
+		return date{}, bad
+	}
+	y, _ := strconv.Atoi(ys)
+	if s[0] == '-' {
+		y = -y
+	}
+	m, ok1 := twoDigits(s, n-5)
+	d, ok2 := twoDigits(s, n-2)
+	if !ok1 || !ok2 || m < 1 || m > 12 || d < 1 || d > daysIn(y, time.Month(m)) {
 		return date{}, bad
 	}
 	return date{time.Date(y, time.Month(m), d, 0, 0, 0, 0, time.UTC)}, nil
@@ -85,8 +151,25 @@ func parseDate(s string) (date, error) {
 func parseClock(s string) (int64, string, bool) {
 	h, ok1 := twoDigits(s, 0)
 	m, ok2 := twoDigits(s, 3)
-	if !ok1 || !ok2 || s[2] != ':' || h > 23 || m > 59 {
+	if !ok1 || !ok2 || s[2] != ':' || h > 24 || m > 59 {
 		return 0, "", false
+	}
+	if h == 24 {
+		// XML Schema's 24:00:00 is the end of the day: the midnight after.
+		rest := s[5:]
+		if r, ok := strings.CutPrefix(rest, ":00"); ok {
+			rest = r
+			if r, ok := strings.CutPrefix(rest, "."); ok {
+				rest = strings.TrimLeft(r, "0")
+				if len(rest) == len(r) {
+					return 0, "", false
+				}
+			}
+		}
+		if m != 0 || rest != "" && isDigit(rest[0]) {
+			return 0, "", false
+		}
+		return int64(day), rest, true
 	}
 	ns := int64(h)*int64(time.Hour) + int64(m)*int64(time.Minute)
 	s = s[5:]
@@ -114,77 +197,93 @@ func parseClock(s string) (int64, string, bool) {
 	return ns, s, true
 }
 
-// parseOffset reads what follows a time: nothing (local), Z, or ±HH:MM.
-func parseOffset(s string) (off int32, zoned bool, err error) {
+// parseZone reads what follows a time: nothing (local), Z, ±HH:MM, or
+// @ and an IANA zone name (@Europe/Paris), into t's zone fields.
+func parseZone(s string, t *timeOfDay) error {
 	switch {
 	case s == "":
-		return 0, false, nil
+		return nil
 	case s == "Z":
-		return 0, true, nil
-	case s[0] == '@' || s[0] == '[' || strings.HasSuffix(s, "]"):
-		return 0, false, errNamedZone
+		t.zoned = true
+		return nil
+	case s[0] == '@':
+		if _, err := loadZone(s[1:]); err != nil {
+			return err
+		}
+		t.zoned, t.zone = true, s[1:]
+		return nil
 	case len(s) == 6 && (s[0] == '+' || s[0] == '-') && s[3] == ':':
 		h, ok1 := twoDigits(s, 1)
 		m, ok2 := twoDigits(s, 4)
 		if ok1 && ok2 && m < 60 && h*60+m <= 18*60 {
-			off = int32(h*3600 + m*60)
+			t.off = int32(h*3600 + m*60)
 			if s[0] == '-' {
-				off = -off
+				t.off = -t.off
 			}
-			return off, true, nil
+			t.zoned = true
+			return nil
 		}
 	}
-	return 0, false, fmt.Errorf("invalid UTC offset %q (want Z or ±HH:MM)", s)
+	return fmt.Errorf("invalid UTC offset %q (want Z, ±HH:MM or @ and a zone name)", s)
 }
 
-// parseTime reads [T]HH:MM[:SS[.f]] with an optional offset.
+// parseTime reads [T]HH:MM[:SS[.f]] with an optional offset or zone.
 func parseTime(s string) (timeOfDay, error) {
 	ns, rest, ok := parseClock(strings.TrimPrefix(s, "T"))
 	if !ok {
 		return timeOfDay{}, fmt.Errorf("invalid time %q (want HH:MM:SS, optionally with Z or an offset)", s)
 	}
-	off, zoned, err := parseOffset(rest)
-	if err != nil {
+	t := timeOfDay{ns: ns % day} // 24:00:00 is 00:00:00
+	if err := parseZone(rest, &t); err != nil {
 		return timeOfDay{}, fmt.Errorf("invalid time %q: %w", s, err)
 	}
-	return timeOfDay{ns: ns, off: off, zoned: zoned}, nil
+	return t, nil
 }
 
 // parseDateTime reads YYYY-MM-DDTHH:MM[:SS[.f]] with an optional offset; a
 // date alone is its midnight (as in feel-scala).
 func parseDateTime(s string) (dateTime, error) {
-	if len(s) == 10 {
+	n := dateLen(s)
+	if n == len(s) {
 		d, err := parseDate(s)
 		return dateTime{t: d.t}, err
 	}
 	bad := fmt.Errorf("invalid date and time %q (want YYYY-MM-DDTHH:MM:SS, optionally with Z or an offset)", s)
-	if len(s) < 16 || s[10] != 'T' {
+	if n == 0 || s[n] != 'T' {
 		return dateTime{}, bad
 	}
-	d, err := parseDate(s[:10])
+	d, err := parseDate(s[:n])
 	if err != nil {
 		return dateTime{}, bad
 	}
-	ns, rest, ok := parseClock(s[11:])
+	ns, rest, ok := parseClock(s[n+1:])
 	if !ok {
 		return dateTime{}, bad
 	}
-	off, zoned, err := parseOffset(rest)
-	if err != nil {
+	t := timeOfDay{ns: ns}
+	if err := parseZone(rest, &t); err != nil {
 		return dateTime{}, fmt.Errorf("invalid date and time %q: %w", s, err)
 	}
-	return atTime(d, timeOfDay{ns: ns, off: off, zoned: zoned})
+	return atTime(d, t)
 }
 
 // atTime combines a date and a time of day; the result is zoned when the
-// time is. The instant may fall outside the year range (9999-12-31T00:00-01:00).
+// time is. The instant may fall outside the year range.
 func atTime(d date, t timeOfDay) (dateTime, error) {
 	loc := time.UTC
-	if t.zoned && t.off != 0 {
+	switch {
+	case t.zone != "":
+		var err error
+		if loc, err = loadZone(t.zone); err != nil {
+			return dateTime{}, err
+		}
+	case t.zoned && t.off != 0:
 		loc = time.FixedZone("", int(t.off))
 	}
 	y, m, dd := d.t.Date()
-	r := time.Date(y, m, dd, 0, 0, 0, 0, loc).Add(time.Duration(t.ns))
+	// The wall clock in the zone: a time skipped by a change of offset
+	// moves forward, as in java.time.
+	r := time.Date(y, m, dd, int(t.ns/int64(time.Hour)), int(t.ns/int64(time.Minute)%60), int(t.ns/int64(time.Second)%60), int(t.ns%int64(time.Second)), loc)
 	if _, err := checkDate(r.UTC()); err != nil {
 		return dateTime{}, err
 	}
@@ -313,20 +412,38 @@ func parseTemporal(s string) (any, error) {
 	switch {
 	case strings.HasPrefix(s, "P") || strings.HasPrefix(s, "-P"):
 		return parseDuration(s)
-	case len(s) == 10:
+	case dateLen(s) == len(s):
 		return parseDate(s)
-	case len(s) > 10 && s[10] == 'T':
+	case dateLen(s) > 0:
 		return parseDateTime(s)
 	}
 	return parseTime(s)
 }
 
-func (d date) String() string { return d.t.Format("2006-01-02") }
+func (d date) String() string {
+	var b strings.Builder
+	writeDate(&b, d.t)
+	return b.String()
+}
+
+// writeDate writes t's date as XML Schema does: the year in four digits or
+// more, negative before year 0001.
+func writeDate(b *strings.Builder, t time.Time) {
+	y, m, d := t.Date()
+	if y < 0 {
+		b.WriteByte('-')
+		y = -y
+	}
+	fmt.Fprintf(b, "%04d-%02d-%02d", y, m, d)
+}
 
 func (t timeOfDay) String() string {
 	var b strings.Builder
 	writeClock(&b, t.ns)
-	if t.zoned {
+	switch {
+	case t.zone != "":
+		b.WriteString("@" + t.zone)
+	case t.zoned:
 		writeOffset(&b, int(t.off))
 	}
 	return b.String()
@@ -334,10 +451,13 @@ func (t timeOfDay) String() string {
 
 func (dt dateTime) String() string {
 	var b strings.Builder
-	b.WriteString(dt.t.Format("2006-01-02T"))
+	writeDate(&b, dt.t)
+	b.WriteByte('T')
 	h, m, s := dt.t.Clock()
 	writeClock(&b, int64(h)*int64(time.Hour)+int64(m)*int64(time.Minute)+int64(s)*int64(time.Second)+int64(dt.t.Nanosecond()))
-	if dt.zoned {
+	if name := zoneName(dt.t); name != "" {
+		b.WriteString("@" + name)
+	} else if dt.zoned {
 		_, off := dt.t.Zone()
 		writeOffset(&b, off)
 	}
@@ -367,6 +487,9 @@ func writeOffset(b *strings.Builder, off int) {
 	}
 	b.WriteByte(sign)
 	fmt.Fprintf(b, "%02d:%02d", off/3600, off/60%60)
+	if off%60 != 0 {
+		fmt.Fprintf(b, ":%02d", off%60) // as java.time writes it
+	}
 }
 
 // String is feel-scala's form: P1Y2M, -P3M, P0Y.
@@ -442,14 +565,18 @@ func property(v any, name string) (any, bool) {
 	case date:
 		return dateProperty(x.t, name)
 	case timeOfDay:
-		return clockProperty(x.ns, x.off, x.zoned, name)
+		if x.zone != "" {
+			// A time alone has no offset in a named zone.
+			return clockProperty(x.ns, 0, false, x.zone, name)
+		}
+		return clockProperty(x.ns, x.off, x.zoned, "", name)
 	case dateTime:
 		if r, ok := dateProperty(x.t, name); ok {
 			return r, true
 		}
 		h, m, s := x.t.Clock()
 		_, off := x.t.Zone()
-		return clockProperty(int64(h)*int64(time.Hour)+int64(m)*int64(time.Minute)+int64(s)*int64(time.Second), int32(off), x.zoned, name)
+		return clockProperty(int64(h)*int64(time.Hour)+int64(m)*int64(time.Minute)+int64(s)*int64(time.Second), int32(off), x.zoned, zoneName(x.t), name)
 	case ymDuration:
 		switch name {
 		case "years":
@@ -487,7 +614,7 @@ func dateProperty(t time.Time, name string) (any, bool) {
 	return nil, false
 }
 
-func clockProperty(ns int64, off int32, zoned bool, name string) (any, bool) {
+func clockProperty(ns int64, off int32, zoned bool, zone, name string) (any, bool) {
 	switch name {
 	case "hour":
 		return float64(ns / int64(time.Hour)), true
@@ -501,8 +628,10 @@ func clockProperty(ns int64, off int32, zoned bool, name string) (any, bool) {
 		}
 		return dtDuration(int64(off) * int64(time.Second)), true
 	case "timezone":
-		// Only offsets are supported, and an offset is not a zone name.
-		return nil, true
+		if zone == "" {
+			return nil, true // an offset is not a zone
+		}
+		return zone, true
 	}
 	return nil, false
 }
@@ -519,7 +648,7 @@ func compareTemporal(a, b any) (c int, ok bool) {
 			return x.t.Compare(y.t), true
 		}
 	case timeOfDay:
-		if y, ok := b.(timeOfDay); ok && x.zoned == y.zoned {
+		if y, ok := b.(timeOfDay); ok && x.zoned == y.zoned && x.zone == y.zone {
 			if x.zoned {
 				return cmp.Compare(x.instantOfDay(), y.instantOfDay()), true
 			}
@@ -546,14 +675,23 @@ func compareTemporal(a, b any) (c int, ok bool) {
 func addMonths(t time.Time, months int64) (time.Time, error) {
 	y, m, d := t.Date()
 	// Bounding months first keeps total from overflowing.
-	total := int64(y)*12 + int64(m-1) + max(min(months, 12*maxYear), -12*maxYear)
-	if total < 0 || months > 12*maxYear || months < -12*maxYear {
+	const span = 12 * (maxYear - minYear + 1)
+	total := int64(y)*12 + int64(m-1) + max(min(months, span), -span)
+	if total < 12*minYear || total > 12*maxYear+11 {
 		return time.Time{}, fmt.Errorf("date is outside the years %d to %d", minYear, maxYear)
 	}
-	ny, nm := int(total/12), time.Month(total%12+1)
+	ny, nm := int(floorDiv(total, 12)), time.Month(total-12*floorDiv(total, 12)+1)
 	h, mi, s := t.Clock()
 	r := time.Date(ny, nm, min(d, daysIn(ny, nm)), h, mi, s, t.Nanosecond(), t.Location())
 	return checkDate(r)
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
 }
 
 // addNanos adds an exact duration to t, refusing results outside the year
@@ -658,6 +796,18 @@ func subTemporal(x, y any) (any, error) {
 	case dtDuration:
 		return addTemporal(x, -d)
 	}
+	// A date against a zoned date and time is its midnight UTC, as DMN
+	// has it; against a local one it has no answer.
+	if a, ok := x.(date); ok {
+		if b, ok := y.(dateTime); ok && b.zoned {
+			x = dateTime{t: a.t, zoned: true}
+		}
+	}
+	if b, ok := y.(date); ok {
+		if a, ok := x.(dateTime); ok && a.zoned {
+			y = dateTime{t: b.t, zoned: true}
+		}
+	}
 	switch a := x.(type) {
 	case date:
 		if b, ok := y.(date); ok {
@@ -670,7 +820,7 @@ func subTemporal(x, y any) (any, error) {
 			return between(a.t, b.t)
 		}
 	case timeOfDay:
-		if b, ok := y.(timeOfDay); ok && a.zoned == b.zoned {
+		if b, ok := y.(timeOfDay); ok && a.zoned == b.zoned && a.zone == b.zone {
 			if a.zoned {
 				return dtDuration(a.instantOfDay() - b.instantOfDay()), nil
 			}
