@@ -8,7 +8,9 @@ package admin
 
 import (
 	"context"
+	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -80,7 +82,7 @@ func Variables(id string, vars map[string]any) lanes.Resume {
 		st.Variables = merged
 		return lanes.OpResult{State: st}, nil
 	}
-	return lanes.Resume{Cause: lanes.AdminOp{InstanceID: id, Op: op}}
+	return lanes.Resume{Cause: lanes.AdminOp{InstanceID: id, Op: op, Name: OpVariables, Detail: strings.Join(slices.Sorted(maps.Keys(vars)), ", ")}}
 }
 
 // Migrate is the resume that moves instance id to version target of its
@@ -99,7 +101,7 @@ func Migrate(id string, target int, mapping map[string]string) lanes.Resume {
 		}
 		return lanes.OpResult{State: st, Effects: eff, Process: to, DefinitionVersion: target}, nil
 	}
-	return lanes.Resume{Cause: lanes.AdminOp{InstanceID: id, Op: op}}
+	return lanes.Resume{Cause: lanes.AdminOp{InstanceID: id, Op: op, Name: OpMigrate, Detail: fmt.Sprintf("to version %d", target)}}
 }
 
 // Retry is the resume that retries the incident of token on instance id:

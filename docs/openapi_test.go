@@ -72,6 +72,8 @@ var routes = []string{
 	"GET /v1/decisions",
 	"POST /v1/decisions/{id}/evaluation",
 	"POST /v1/signals",
+	"POST /v1/instances/{id}/migrate/preflight",
+	"GET /v1/instances/{id}/history",
 }
 
 func TestTheSpecHasExactlyTheRoutesOfTheAPI(t *testing.T) {

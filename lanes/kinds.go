@@ -220,6 +220,9 @@ type TimerFire struct {
 	TimerID    int64
 	TokenID    string
 	Element    string
+	// Deferred counts the fire's earlier tries deferred without failing:
+	// its claim refusals, for the step history.
+	Deferred int
 }
 
 func (c TimerFire) path() string       { return metrics.PathTimer }
@@ -250,7 +253,7 @@ func Fire(t store.DueTimer) Cause {
 	if t.Start != nil {
 		return ScheduledStart{Timer: t}
 	}
-	return TimerFire{InstanceID: t.InstanceID, TimerID: t.ID, TokenID: t.TokenID, Element: t.Element}
+	return TimerFire{InstanceID: t.InstanceID, TimerID: t.ID, TokenID: t.TokenID, Element: t.Element, Deferred: t.Attempts - t.Failures}
 }
 
 func (c ScheduledStart) path() string       { return metrics.PathTimer }
@@ -322,6 +325,9 @@ func (c AdminStep) writes(_ *lane, _ *Resume, cl loaded, res OpResult) claims.Ex
 type AdminOp struct {
 	InstanceID string
 	Op         Op
+	// Name and Detail name the operation in the step history
+	// (admin_<Name>).
+	Name, Detail string
 }
 
 func (c AdminOp) path() string       { return metrics.PathAdmin }
