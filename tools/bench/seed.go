@@ -21,8 +21,9 @@ type Data struct {
 	// wait on armed timers (due far in the future) and Subscriptions others
 	// on message subscriptions under other message names and keys than the
 	// benchmark's. Tasks more wait on open pull tasks; Inbox relays are
-	// applied history, and Outbox messages published history.
-	Instances, Timers, Subscriptions, Tasks, Inbox, Outbox int
+	// applied history, and Outbox messages published history; History
+	// rows of the step history (step 1 of each instance, then step 2, …).
+	Instances, Timers, Subscriptions, Tasks, Inbox, Outbox, History int
 	// VariableBytes pads every instance's variables, the benchmark's K
 	// included, to about this many bytes of JSON.
 	VariableBytes int
@@ -33,8 +34,10 @@ var DataSets = map[string]Data{
 	"small": {},
 	// large is issue 10's table: a million instances, a tenth on timers and
 	// a tenth on subscriptions.
-	"large":    {Instances: 1_000_000, Timers: 100_000, Subscriptions: 100_000, Tasks: 10_000, Inbox: 1_000_000, Outbox: 100_000},
-	"large-2k": {Instances: 1_000_000, Timers: 100_000, Subscriptions: 100_000, Tasks: 10_000, Inbox: 1_000_000, Outbox: 100_000, VariableBytes: 2048},
+	"large": {Instances: 1_000_000, Timers: 100_000, Subscriptions: 100_000, Tasks: 10_000, Inbox: 1_000_000, Outbox: 100_000,
+		History: 2_000_000},
+	"large-2k": {Instances: 1_000_000, Timers: 100_000, Subscriptions: 100_000, Tasks: 10_000, Inbox: 1_000_000, Outbox: 100_000,
+		History: 2_000_000, VariableBytes: 2048},
 }
 
 // String names d's size.
@@ -42,8 +45,8 @@ func (d Data) String() string {
 	if d.Instances == 0 && d.VariableBytes == 0 {
 		return "K instances only"
 	}
-	s := fmt.Sprintf("%d instances (%d on timers, %d on subscriptions, %d on tasks), %d inbox rows, %d outbox rows",
-		d.Instances, d.Timers, d.Subscriptions, d.Tasks, d.Inbox, d.Outbox)
+	s := fmt.Sprintf("%d instances (%d on timers, %d on subscriptions, %d on tasks), %d inbox rows, %d outbox rows, %d step history rows",
+		d.Instances, d.Timers, d.Subscriptions, d.Tasks, d.Inbox, d.Outbox, d.History)
 	if d.VariableBytes > 0 {
 		s += fmt.Sprintf(", %d B of variables each", d.VariableBytes)
 	}
@@ -130,6 +133,12 @@ func (e *Env) Seed(ctx context.Context, d Data) error {
 			d.Inbox, func(i int) []any {
 				return []any{"seed-start-" + strconv.Itoa(i), SeedID(i % max(d.Instances, 1)), now.Add(-time.Duration(d.Inbox-i) * time.Millisecond)}
 			}},
+		{"step_history", []string{"instance_id", "version", "committed_at", "cause", "detail", "owner", "message_id"},
+			d.History, func(i int) []any {
+				n := max(d.Instances, 1)
+				at := now.Add(-time.Duration(d.History-i) * time.Millisecond)
+				return []any{SeedID(i % n), int64(i/n + 1), at, "relay", "message other", "seed/lane/0", "seed-history-" + strconv.Itoa(i)}
+			}},
 		{"outbox", []string{"id", "instance_id", "message_name", "created_at", "published_at"},
 			d.Outbox, func(i int) []any {
 				at := now.Add(-time.Duration(d.Outbox-i) * time.Millisecond)
@@ -158,7 +167,7 @@ func (e *Env) Seed(ctx context.Context, d Data) error {
 	// page set its hint bits, writes the run would be charged for. And the
 	// checkpoint writes the seed's pages out before the clock starts, not
 	// during the run.
-	if _, err := conn.Exec(ctx, "VACUUM (ANALYZE) instances, timers, subscriptions, tasks, inbox, outbox, buffered_messages"); err != nil {
+	if _, err := conn.Exec(ctx, "VACUUM (ANALYZE) instances, timers, subscriptions, tasks, inbox, outbox, buffered_messages, step_history"); err != nil {
 		return fmt.Errorf("vacuuming the seeded tables: %w", err)
 	}
 	if _, err := conn.Exec(ctx, "CHECKPOINT"); err != nil {
