@@ -525,6 +525,7 @@ func (b *bencher) workerRun(ctx context.Context, s workerSpec) (result, error) {
 func (b *bencher) startWorker(ctx context.Context, env *bench.Env, lanes int, syncClaims bool) (*app.Worker, *prometheus.Registry, func(), error) {
 	cfg := env.Config
 	cfg.Lanes, cfg.Prefetch, cfg.BatchMax = lanes, b.o.prefetch, b.o.batchMax
+	cfg.AdminToken = adminToken // the admin API of measureAPI
 	reg := prometheus.NewRegistry()
 	w, err := app.Start(ctx, cfg, app.Options{Logger: b.log, Registry: reg, SyncClaims: syncClaims})
 	if err != nil {
