@@ -89,7 +89,7 @@ func (c AdminOp) history() store.StepCause {
 	if name == "" {
 		name = "op"
 	}
-	return store.StepCause{Kind: "admin_" + name, Detail: c.Detail}
+	return store.StepCause{Kind: "admin_" + name, Detail: c.Detail, Bounces: c.Bounces}
 }
 
 func (c AdminStart) history() store.StepCause {

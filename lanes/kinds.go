@@ -326,8 +326,10 @@ type AdminOp struct {
 	InstanceID string
 	Op         Op
 	// Name and Detail name the operation in the step history
-	// (admin_<Name>).
+	// (admin_<Name>); Bounces, when set, counts the claim refusals of the
+	// operation's earlier tries (a bulk migration's).
 	Name, Detail string
+	Bounces      *int
 }
 
 func (c AdminOp) path() string       { return metrics.PathAdmin }

@@ -17,7 +17,7 @@ CREATE TABLE step_history (
     -- message_id is the relay the step applied (its inbox row), if any.
     message_id   text,
     -- bounces counts the claim refusals of the resume before it applied;
-    -- NULL when the resume carries no count (a relay, an admin call).
+    -- NULL when the resume carries no count (a relay, a single admin call).
     bounces      integer,
     PRIMARY KEY (instance_id, version)
 );

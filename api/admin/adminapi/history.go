@@ -21,7 +21,8 @@ type HistoryStep struct {
 	// MessageID is the relay the step applied (its inbox row), if any.
 	MessageID *string `json:"message_id"`
 	// Bounces counts the claim refusals the resume met before it applied,
-	// when it counts them (a timer fire); null otherwise.
+	// when it counts them (a timer fire, an instance of a bulk migration);
+	// null otherwise.
 	Bounces *int `json:"bounces"`
 }
 
