@@ -125,7 +125,7 @@ func (r *Runner) round(soft, hard context.Context) (busy bool, err error) {
 	done := make(chan int, len(ids))
 	answers := make([]lanes.Outcome, len(ids))
 	for i, id := range ids {
-		res := Migrate(id, m.ToVersion, m.Mapping)
+		res := migrateItem(id, m.ToVersion, m.Mapping, attempts[i])
 		res.Done = func(o lanes.Outcome) { answers[i] = o; done <- i }
 		r.deps.Lanes.Dispatch(res)
 	}

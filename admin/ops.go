@@ -8,7 +8,9 @@ package admin
 
 import (
 	"context"
+	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -80,7 +82,7 @@ func Variables(id string, vars map[string]any) lanes.Resume {
 		st.Variables = merged
 		return lanes.OpResult{State: st}, nil
 	}
-	return lanes.Resume{Cause: lanes.AdminOp{InstanceID: id, Op: op}}
+	return lanes.Resume{Cause: lanes.AdminOp{InstanceID: id, Op: op, Name: OpVariables, Detail: strings.Join(slices.Sorted(maps.Keys(vars)), ", ")}}
 }
 
 // Migrate is the resume that moves instance id to version target of its
@@ -88,6 +90,17 @@ func Variables(id string, vars map[string]any) lanes.Resume {
 // preflight runs inside the claim: a token that cannot land refuses the
 // whole migration with fault.MigrateUnreachable, nothing written.
 func Migrate(id string, target int, mapping map[string]string) lanes.Resume {
+	return migrate(id, target, mapping, nil)
+}
+
+// migrateItem is Migrate for an instance of a bulk migration: its earlier
+// tries, each put off by a held claim (or an outage), are the step
+// history's bounces.
+func migrateItem(id string, target int, mapping map[string]string, tries int) lanes.Resume {
+	return migrate(id, target, mapping, &tries)
+}
+
+func migrate(id string, target int, mapping map[string]string, bounces *int) lanes.Resume {
 	op := func(ctx context.Context, defs lanes.Definitions, from *bpmn.Process, in engine.Instance, now time.Time) (lanes.OpResult, error) {
 		to, err := defs.Process(ctx, from.Key(), target)
 		if err != nil {
@@ -99,7 +112,7 @@ func Migrate(id string, target int, mapping map[string]string) lanes.Resume {
 		}
 		return lanes.OpResult{State: st, Effects: eff, Process: to, DefinitionVersion: target}, nil
 	}
-	return lanes.Resume{Cause: lanes.AdminOp{InstanceID: id, Op: op}}
+	return lanes.Resume{Cause: lanes.AdminOp{InstanceID: id, Op: op, Name: OpMigrate, Detail: fmt.Sprintf("to version %d", target), Bounces: bounces}}
 }
 
 // Retry is the resume that retries the incident of token on instance id:

@@ -128,6 +128,22 @@ func TestABulkMigrationUnderLoadMovesEveryInstanceOnceWithoutOverlap(t *testing.
 	if retried() < 1 {
 		t.Error("no migration was refused and retried")
 	}
+	// The step history holds each of those steps once, under both replicas'
+	// group commits, and the migrations' refusals as their bounces.
+	if v := b.env.Int(t, `SELECT count(*) FROM (SELECT instance_id FROM step_history GROUP BY instance_id
+		HAVING count(*) <> $1 OR min(version) <> 1 OR max(version) <> $1) x`, 1+pings+1); v != 0 {
+		t.Errorf("%d instances whose history is not one row per step", v)
+	}
+	if v := b.env.Int(t, "SELECT count(DISTINCT instance_id) FROM step_history"); v != n {
+		t.Errorf("the history names %d instances, want %d", v, n)
+	}
+	if v := b.env.Int(t, `SELECT count(*) FROM step_history h JOIN migration_items m ON m.instance_id = h.instance_id
+		WHERE h.cause = 'admin_migrate' AND h.bounces = m.attempts - 1`); v != n {
+		t.Errorf("%d of %d migration steps record their earlier tries as bounces", v, n)
+	}
+	if sum := b.env.Int(t, "SELECT sum(bounces) FROM step_history WHERE cause = 'admin_migrate'"); float64(sum) != retried() {
+		t.Errorf("the migrations' bounces sum to %d, the retries counted are %v", sum, retried())
+	}
 	b.env.AssertNoOverlap(t, false)
 	b.env.AssertNoClaimsHeld(t)
 }

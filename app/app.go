@@ -203,7 +203,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	w.sweeper = sweeper.New(sweeper.Deps{Store: st, Broker: w.broker, Metrics: w.metrics, Logger: log}, sweeper.Config{
 		Replica: cfg.ReplicaID, Interval: cfg.SweepInterval, LeaseTTL: cfg.LeaseTTL,
 		ClaimTimeout: cfg.ClaimTimeout, InboxRetention: cfg.InboxRetention, OutboxRetention: cfg.OutboxRetention,
-		DeadExchange: cfg.DeadExchange, RelayExchange: cfg.RelayExchange, DeadQueue: cfg.DeadQueue,
+		DeadExchange: cfg.DeadExchange, RelayExchange: cfg.RelayExchange, DeadQueue: cfg.DeadQueue, StepHistoryRetention: cfg.StepHistoryRetention,
 	})
 	w.consumer = consumer.New(consumer.Deps{Broker: w.broker, Lanes: w.lanes, Attempts: st, Metrics: w.metrics, Logger: log}, consumer.Config{
 		Queue: cfg.RelayQueue, DeadExchange: cfg.DeadExchange, Prefetch: cfg.Prefetch,

@@ -87,6 +87,8 @@ type Config struct {
 	LeaseTTL       time.Duration `envconfig:"LEASE_TTL" default:"15s" desc:"how long the sweeper lease and the replica id registration last unrenewed; a replica restarted after a crash waits up to this long for its id"`
 	InboxRetention time.Duration `envconfig:"INBOX_RETENTION" default:"168h" desc:"how long applied relay message ids are kept to recognise redeliveries"`
 
+	StepHistoryRetention time.Duration `envconfig:"STEP_HISTORY_RETENTION" default:"72h" desc:"how long the history of each instance's steps (GET /v1/instances/{id}/history) keeps a step before the sweeper deletes it"`
+
 	OutboxExchange     string        `envconfig:"OUTBOX_EXCHANGE" default:"sutra.outbox" desc:"durable topic exchange BPMN messages are published to (routing key: the message name)"`
 	OutboxPollInterval time.Duration `envconfig:"OUTBOX_POLL_INTERVAL" default:"1s" desc:"longest the outbox publisher goes without looking for rows written by other replicas"`
 	OutboxLease        time.Duration `envconfig:"OUTBOX_LEASE" default:"30s" desc:"how long leased outbox rows are kept from other replicas' publishers"`

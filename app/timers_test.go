@@ -102,6 +102,15 @@ func TestRefusedTimerFireIsDeferredWithBackoffAndNeverDropped(t *testing.T) {
 	if left := b.env.Int(t, "SELECT count(*) FROM timers"); left != 0 {
 		t.Errorf("%d timer rows left", left)
 	}
+	// The fire's step history names its refusals.
+	var cause string
+	var bounced *int
+	if err := b.env.DB.QueryRow(ctx, "SELECT cause, bounces FROM step_history WHERE instance_id = 't-1' AND version = 2").Scan(&cause, &bounced); err != nil {
+		t.Fatal(err)
+	}
+	if cause != "timer" || bounced == nil || *bounced < 4 {
+		t.Errorf("the fire's history row: cause %q, bounces %v; want timer with the 4 or more refusals", cause, bounced)
+	}
 	b.env.AssertNoClaimsHeld(t)
 }
 

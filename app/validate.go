@@ -67,7 +67,7 @@ func (c Config) Validate() error {
 		"REQUEUE_BACKOFF": c.RequeueBackoff, "REQUEUE_BACKOFF_MAX": c.RequeueBackoffMax,
 		"TIMER_POLL_INTERVAL": c.TimerPollInterval, "TIMER_LEASE": c.TimerLease,
 		"TIMER_BACKOFF": c.TimerBackoff, "TIMER_BACKOFF_MAX": c.TimerBackoffMax,
-		"SWEEP_INTERVAL": c.SweepInterval, "LEASE_TTL": c.LeaseTTL, "INBOX_RETENTION": c.InboxRetention,
+		"SWEEP_INTERVAL": c.SweepInterval, "LEASE_TTL": c.LeaseTTL, "INBOX_RETENTION": c.InboxRetention, "STEP_HISTORY_RETENTION": c.StepHistoryRetention,
 		"API_MAX_LOCK_DURATION": c.APIMaxLockDuration, "TASK_POLL_INTERVAL": c.TaskPollInterval, "API_MAX_RETRY_TIMEOUT": c.APIMaxRetryTimeout,
 		"AMQP_WRITE_TIMEOUT": c.AMQPWriteTimeout, "AMQP_CHANNEL_TIMEOUT": c.AMQPChannelTimeout,
 	} {

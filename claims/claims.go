@@ -159,6 +159,8 @@ type Extras struct {
 	// CloseTables names the tables of each closed wait
 	// (store.StepWrites.CloseTables); nil: every table.
 	CloseTables []engine.WaitTables
+	// History is why the step ran (store.StepWrites.History).
+	History store.StepCause
 }
 
 // WriteStep writes the step and releases the claim in one transaction, fenced on
@@ -178,7 +180,7 @@ func (h *Held) writes(st engine.State, eff engine.Effects, x Extras) store.StepW
 	return store.StepWrites{
 		InstanceID: h.Instance.ID, Owner: h.owner, Version: h.Instance.Version,
 		State: st, Effects: eff, InboxID: x.InboxID, FromOutbox: x.FromOutbox, TimerID: x.TimerID, RearmAt: x.RearmAt, Consumed: x.Consumed, SkipBufferCheck: x.SkipBufferCheck,
-		DefinitionVersion: x.DefinitionVersion, CloseTables: x.CloseTables,
+		DefinitionVersion: x.DefinitionVersion, CloseTables: x.CloseTables, History: x.History,
 	}
 }
 

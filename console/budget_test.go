@@ -1,4 +1,4 @@
-package console
+package console_test
 
 import (
 	"bytes"
@@ -8,23 +8,26 @@ import (
 )
 
 // jsBudget is the most JavaScript the console may ship, gzipped (issue 27).
-const jsBudget = 1536 << 10
+const jsBudget = 1_500_000
 
-func TestTheBundleKeepsTheJavaScriptBudget(t *testing.T) {
+func TestTheConsolesJavaScriptStaysWithinItsBudget(t *testing.T) {
 	js, err := os.ReadFile("dist/app.js")
 	if err != nil {
 		t.Skip("the console is not built: run make console (make test does)")
 	}
-	var z bytes.Buffer
-	w, _ := gzip.NewWriterLevel(&z, gzip.BestCompression)
+	var gz bytes.Buffer
+	w, err := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := w.Write(js); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if z.Len() > jsBudget {
-		t.Errorf("the console's JavaScript is %d bytes gzipped, over its budget of %d", z.Len(), jsBudget)
+	t.Logf("dist/app.js: %d bytes, %d gzipped", len(js), gz.Len())
+	if gz.Len() > jsBudget {
+		t.Errorf("dist/app.js is %d bytes gzipped, over the budget of %d", gz.Len(), jsBudget)
 	}
-	t.Logf("%d bytes of JavaScript, %d gzipped (budget %d)", len(js), z.Len(), jsBudget)
 }

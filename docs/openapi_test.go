@@ -73,6 +73,8 @@ var routes = []string{
 	"POST /v1/decisions/{id}/evaluation",
 	"GET /v1/decisions/{id}/versions/{version}",
 	"POST /v1/signals",
+	"POST /v1/instances/{id}/migrate/preflight",
+	"GET /v1/instances/{id}/history",
 }
 
 func TestTheSpecHasExactlyTheRoutesOfTheAPI(t *testing.T) {

@@ -177,7 +177,7 @@ func (l *lane) stepBatch(ctx context.Context, rs []*Resume) {
 	}
 	cs := make([]claims.Step, len(steps))
 	for i, b := range steps {
-		cs[i] = claims.Step{Held: b.c.held, State: b.res.State, Effects: b.res.Effects, Extras: b.r.Cause.writes(l, b.r, b.c, b.res)}
+		cs[i] = claims.Step{Held: b.c.held, State: b.res.State, Effects: b.res.Effects, Extras: extras(l, b.r, b.c, b.res)}
 	}
 	errs := l.pool.writer.do(cs)
 	n := 0

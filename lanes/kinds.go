@@ -254,6 +254,9 @@ type TimerFire struct {
 	TimerID    int64
 	TokenID    string
 	Element    string
+	// Deferred counts the fire's earlier tries deferred without failing:
+	// its claim refusals, for the step history.
+	Deferred int
 }
 
 func (c TimerFire) path() string       { return metrics.PathTimer }
@@ -284,7 +287,7 @@ func Fire(t store.DueTimer) Cause {
 	if t.Start != nil {
 		return ScheduledStart{Timer: t}
 	}
-	return TimerFire{InstanceID: t.InstanceID, TimerID: t.ID, TokenID: t.TokenID, Element: t.Element}
+	return TimerFire{InstanceID: t.InstanceID, TimerID: t.ID, TokenID: t.TokenID, Element: t.Element, Deferred: t.Attempts - t.Failures}
 }
 
 func (c ScheduledStart) path() string       { return metrics.PathTimer }
@@ -356,6 +359,11 @@ func (c AdminStep) writes(_ *lane, _ *Resume, cl loaded, res OpResult) claims.Ex
 type AdminOp struct {
 	InstanceID string
 	Op         Op
+	// Name and Detail name the operation in the step history
+	// (admin_<Name>); Bounces, when set, counts the claim refusals of the
+	// operation's earlier tries (a bulk migration's).
+	Name, Detail string
+	Bounces      *int
 }
 
 func (c AdminOp) path() string       { return metrics.PathAdmin }

@@ -330,7 +330,7 @@ const maxConsumed = 32
 // timer poller hears of timers armed, the task API of tasks created and the
 // outbox publisher of rows written.
 func (l *lane) writeStep(ctx context.Context, c loaded, r *Resume, res OpResult, found *store.BufferedMatch) error {
-	x := r.Cause.writes(l, r, c, res)
+	x := extras(l, r, c, res)
 	held, proc, state, eff := c.held, c.proc, res.State, res.Effects
 	if res.Process != nil {
 		proc = res.Process // the buffered messages apply on the definition the step moved to

@@ -10,6 +10,7 @@ import (
 	"github.com/sutra-run/worker/claims"
 	"github.com/sutra-run/worker/engine"
 	"github.com/sutra-run/worker/metrics"
+	"github.com/sutra-run/worker/store"
 )
 
 // Resume is one resume of one instance handed to a lane: what causes it,
@@ -67,6 +68,8 @@ type Cause interface {
 	compute(ctx context.Context, l *lane, r *Resume, c loaded) (OpResult, error)
 	// writes are what the step's transaction writes beside the step.
 	writes(l *lane, r *Resume, c loaded, res OpResult) claims.Extras
+	// history names the cause in its step's history row (history.go).
+	history() store.StepCause
 }
 
 // The exits a kind may add to the core's, each an optional method.

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/sutra-run/worker/api/admin/adminapi"
 	"github.com/sutra-run/worker/engine"
+	"github.com/sutra-run/worker/fault"
 )
 
 // Queries of the admin API: what an operator reads about definitions,
@@ -349,4 +351,27 @@ func (s *Store) IncidentByID(ctx context.Context, id int64) (adminapi.Incident, 
 	}
 	inc, err := pgx.CollectExactlyOneRow(rows, scanIncident)
 	return inc, translate(err, fmt.Sprintf("reading incident %d", id))
+}
+
+// ReadInstance reads instance id's state as its last step committed it,
+// without claiming it: for checks that write nothing (a migration's
+// preflight). fault.NotFound when it does not exist.
+func (s *Store) ReadInstance(ctx context.Context, id string) (Instance, error) {
+	inst := Instance{ID: id}
+	var status string
+	var tokens []byte
+	err := s.pool.QueryRow(ctx, `SELECT definition_key, definition_version, status, variables, tokens, version
+		FROM instances WHERE id = $1 AND version > 0`, id).
+		Scan(&inst.DefinitionKey, &inst.DefinitionVersion, &status, &inst.State.Variables, &tokens, &inst.Version)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return inst, fault.New(fault.NotFound, "instance %s does not exist", id)
+	}
+	if err != nil {
+		return inst, translate(err, "reading instance "+id)
+	}
+	inst.State.Status = engine.Status(status)
+	if err := json.Unmarshal(tokens, &inst.State); err != nil {
+		return inst, fmt.Errorf("decoding tokens of %s: %w", id, err)
+	}
+	return inst, nil
 }

@@ -245,6 +245,8 @@ type StepWrites struct {
 	// tables each closed wait has rows in (engine.CloseTables): the close
 	// deletes from those only. Unset, it deletes from every wait table.
 	CloseTables []engine.WaitTables
+	// History is why the step ran, for its row in the step history.
+	History StepCause
 }
 
 // Consumed is a buffered message a step applied in its commit.
@@ -294,11 +296,11 @@ func (s *Store) WriteStep(ctx context.Context, c StepWrites) error {
 // queueStepWrites queues every write of the steps of one commit after their
 // fence: the one list of them, shared by WriteStep (one step) and
 // WriteGroup. What most steps write (their closed, renamed and opened waits,
-// the inbox row, the look for buffered messages) goes as one statement for
+// the inbox row, the history row, the look for buffered messages) goes as one statement for
 // all the steps, over arrays that name each row's instance; the rest goes per
 // step. Each step's writes keep their order: the fire's timer row before the
 // effects (which may close and re-open its wait), the effects in the order
-// queueEffects gives, the inbox row, the buffered messages applied, and the
+// queueEffects gives, the inbox and history rows, the buffered messages applied, and the
 // look last, so that it sees every subscription the transaction left open.
 // The steps are of distinct instances, so the order between them is free.
 func queueStepWrites(b *pgx.Batch, w *outboxWrites, cs ...StepWrites) error {
@@ -328,6 +330,7 @@ func queueStepWrites(b *pgx.Batch, w *outboxWrites, cs ...StepWrites) error {
 	if len(inbox) > 0 {
 		b.Queue(inboxInsertSQL, inbox, inboxOf)
 	}
+	queueHistory(b, cs)
 	var look waitRows
 	for _, c := range cs {
 		for _, x := range c.Consumed {

@@ -109,6 +109,8 @@ func HotStatements() map[string]HotStatement {
 		"outbox_trim":         {SQL: trimOutboxSQL},
 		"sweep_claims":        {SQL: sweepClaimsSQL},
 		"inbox_trim":          {SQL: trimInboxSQL},
+		"history_insert":      {SQL: historyInsertSQL, Setup: commitPlans},
+		"history_trim":        {SQL: trimStepHistorySQL},
 		"fetch_and_lock":      {SQL: fetchOldestSQL, Setup: fetchSetupSQL},
 		"fetch_by_priority":   {SQL: fetchByPrioritySQL, Setup: fetchSetupSQL},
 	}

@@ -1,7 +1,8 @@
 // Package sweeper runs the work that needs exactly one actor at a time,
 // gated by a lease: the sweep of stale claims (the backstop that keeps an
 // instance from being held forever by a replica that died mid-step), the
-// trim of the relay inbox and of published outbox rows, the expiry of
+// trim of the relay inbox, of published outbox rows and of the step
+// history, the expiry of
 // buffered messages, and the count of the outbox backlog.
 //
 // The sweep is owner-blind: it clears every claim older than the claim
@@ -57,6 +58,9 @@ type Config struct {
 	InboxRetention time.Duration
 	// OutboxRetention is how long published outbox rows are kept (default 24h).
 	OutboxRetention time.Duration
+	// StepHistoryRetention is how long the step history keeps a step's row
+	// (default 72h).
+	StepHistoryRetention time.Duration
 	// BatchSize bounds the rows one statement sweeps, trims or expires
 	// (default 1000); a sweep repeats until a batch comes back short.
 	BatchSize int
@@ -86,6 +90,7 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.ClaimTimeout, 30*time.Second)
 	defaults.Set(&c.InboxRetention, 7*24*time.Hour)
 	defaults.Set(&c.OutboxRetention, 24*time.Hour)
+	defaults.Set(&c.StepHistoryRetention, 72*time.Hour)
 	defaults.Set(&c.BatchSize, 1000)
 	defaults.Set(&c.CallTimeout, 5*time.Second)
 	if c.Clock == nil {
@@ -112,6 +117,7 @@ type Store interface {
 	ExpiredBuffered(ctx context.Context, limit int) ([]store.BufferedMessage, error)
 	DeleteBuffered(ctx context.Context, ids []int64) error
 	TrimOutbox(ctx context.Context, retention time.Duration, limit int) (int64, error)
+	TrimStepHistory(ctx context.Context, retention time.Duration, limit int) (int64, error)
 	Census(ctx context.Context) (store.Census, error)
 }
 
@@ -292,6 +298,9 @@ func (s *Sweeper) sweep(ctx context.Context) {
 	if err := s.trimOutbox(ctx); err != nil && ctx.Err() == nil {
 		log.Warn("trimming outbox", "code", fault.Code(err), "err", err)
 	}
+	if err := s.trimStepHistory(ctx); err != nil && ctx.Err() == nil {
+		log.Warn("trimming the step history", "code", fault.Code(err), "err", err)
+	}
 	s.census(ctx)
 }
 
@@ -406,6 +415,19 @@ func (s *Sweeper) trimOutbox(ctx context.Context) error {
 		s.deps.Metrics.OutboxTrimmed.Add(float64(n))
 		if n < int64(s.cfg.BatchSize) {
 			return nil
+		}
+	}
+}
+
+// trimStepHistory deletes the history rows of steps older than the
+// retention, a batch per statement.
+func (s *Sweeper) trimStepHistory(ctx context.Context) error {
+	for {
+		cctx, cancel := s.call(ctx)
+		n, err := s.deps.Store.TrimStepHistory(cctx, s.cfg.StepHistoryRetention, s.cfg.BatchSize)
+		cancel()
+		if err != nil || n < int64(s.cfg.BatchSize) {
+			return err
 		}
 	}
 }

@@ -62,6 +62,9 @@ func (f *fakeStore) SweepClaims(context.Context, time.Duration, int) ([]store.Sw
 	return []store.SweptClaim{{InstanceID: "i", Owner: "dead/lane/0", Age: time.Hour}}, nil
 }
 func (f *fakeStore) TrimInbox(context.Context, time.Duration, int) (int64, error) { return 0, nil }
+func (f *fakeStore) TrimStepHistory(context.Context, time.Duration, int) (int64, error) {
+	return 0, nil
+}
 func (f *fakeStore) TrimRelayAttempts(_ context.Context, retention time.Duration, _ int) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -68,6 +68,8 @@ type Store interface {
 	RetryParkedOutbox(ctx context.Context, id string) error
 	DiscardParkedOutbox(ctx context.Context, id string) error
 	BroadcastSignal(ctx context.Context, id, name string, vars map[string]any) (store.SignalReach, error)
+	StepHistory(ctx context.Context, id string, before int64, limit int) ([]adminapi.HistoryStep, error)
+	ReadInstance(ctx context.Context, id string) (store.Instance, error)
 }
 
 // Config configures the admin API.
@@ -159,6 +161,8 @@ func New(srv *api.Server, deps Deps, cfg Config) *API {
 	adminRoute("POST /v1/instances/{id}/cancel", admin.OpCancel, s.cancel)
 	adminRoute("PATCH /v1/instances/{id}/variables", admin.OpVariables, s.setVariables)
 	adminRoute("POST /v1/instances/{id}/migrate", admin.OpMigrate, s.migrate)
+	adminRoute("POST /v1/instances/{id}/migrate/preflight", "migrate_preflight", s.migratePreflight)
+	adminRoute("GET /v1/instances/{id}/history", "history", s.history)
 	adminRoute("POST /v1/migrations", "migrations", s.startMigration)
 	adminRoute("GET /v1/migrations/{id}", "migration", s.getMigration)
 	adminRoute("GET /v1/incidents", "incidents", s.listIncidents)

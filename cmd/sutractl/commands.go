@@ -20,13 +20,17 @@ var commands = []command{
 		setup: func(*flag.FlagSet) action { return instancesGet }},
 	{name: "instances list", synopsis: "[--definition KEY] [--status STATUS] [--has-incident] [--limit N] [--after CURSOR] [--all]",
 		summary: "List instances in id order.", maxArgs: 0, setup: instancesList},
+	{name: "instances history", synopsis: "ID [--limit N] [--after STEP] [--all]",
+		summary: "List an instance's steps, newest first: what advanced it, when, under which owner.", minArgs: 1, maxArgs: 1,
+		setup: instancesHistory},
 	{name: "instances start", synopsis: "--definition KEY [--version VERSION] [--id ID] [--var NAME=JSON ...]",
 		summary: "Start an instance at its none start event.", maxArgs: 0, setup: instancesStart},
 	{name: "cancel", synopsis: "ID", summary: "Cancel an active instance.", minArgs: 1, maxArgs: 1,
 		setup: func(*flag.FlagSet) action { return cancel }},
 	{name: "variables set", synopsis: "ID NAME=JSON ...", summary: "Merge variables into an instance (values are JSON: n=42, s='\"text\"').",
 		minArgs: 2, maxArgs: -1, setup: func(*flag.FlagSet) action { return variablesSet }},
-	{name: "migrate", synopsis: "ID --to VERSION [--map OLD=NEW ...]", summary: "Move an active instance to another version of its definition.",
+	{name: "migrate", synopsis: "ID --to VERSION [--map OLD=NEW ...] [--check]",
+		summary: "Move an active instance to another version of its definition (--check: only ask the preflight where its tokens would land).",
 		minArgs: 1, maxArgs: 1, setup: migrate},
 	{name: "migrations start", synopsis: "--definition KEY --from VERSION --to VERSION [--map OLD=NEW ...]",
 		summary: "Migrate every active instance of a version, in the background.", maxArgs: 0, setup: migrationsStart},
@@ -305,11 +309,15 @@ func migrate(fs *flag.FlagSet) action {
 	fs.Var(&to, "to", "the target `VERSION` (required)")
 	mapping := mapFlag{}
 	fs.Var(mapping, "map", "map element `OLD=NEW` (repeatable; an element not named keeps its id)")
+	check := fs.Bool("check", false, "change nothing: print where each token would land, or the refusal the migration would meet")
 	return func(ctx context.Context, c *cli, args []string) error {
 		if !to.set {
 			return usagef("--to is required")
 		}
 		body := adminapi.MigrateRequest{TargetVersion: to.v, Mapping: mapping}
+		if *check {
+			return migrateCheck(ctx, c, args[0], body)
+		}
 		data, err := c.api.callJSON(ctx, http.MethodPost, "/v1/instances/"+seg(args[0])+"/migrate", nil, body)
 		if err != nil || c.json() {
 			return c.done(data, err)
@@ -323,6 +331,28 @@ func migrate(fs *flag.FlagSet) action {
 		t.flush()
 		return nil
 	}
+}
+
+// migrateCheck asks the migration's preflight; a migration it finds
+// refused is reported as that refusal would be (exit 1).
+func migrateCheck(ctx context.Context, c *cli, id string, body adminapi.MigrateRequest) error {
+	data, err := c.api.callJSON(ctx, http.MethodPost, "/v1/instances/"+seg(id)+"/migrate/preflight", nil, body)
+	if err != nil || c.json() {
+		return c.done(data, err)
+	}
+	var p adminapi.MigrationPreflight
+	if err := decode(data, &p); err != nil {
+		return err
+	}
+	if !p.OK {
+		return &apiError{status: p.Status, code: p.Code, detail: "the migration would be refused: " + p.Detail, instanceID: p.InstanceID}
+	}
+	t := newTable(&c.out, "TOKEN", "FROM", "TO", "WAIT")
+	for _, tk := range p.Tokens {
+		t.row(tk.ID, tk.From, tk.To, tk.Wait)
+	}
+	t.flush()
+	return nil
 }
 
 func migrationsStart(fs *flag.FlagSet) action {
@@ -374,6 +404,31 @@ func migrationsGet(ctx context.Context, c *cli, args []string) error {
 		t.flush()
 	}
 	return nil
+}
+
+func instancesHistory(fs *flag.FlagSet) action {
+	var p pageFlags
+	p.register(fs)
+	return func(ctx context.Context, c *cli, args []string) error {
+		items, err := c.list(ctx, "/v1/instances/"+seg(args[0])+"/history", "steps", url.Values{}, &p)
+		if err != nil || c.json() {
+			return err
+		}
+		t := newTable(&c.out, "STEP", "COMMITTED", "CAUSE", "OWNER", "RELAY", "BOUNCES", "DETAIL")
+		for _, raw := range items {
+			var s adminapi.HistoryStep
+			if err := decode(raw, &s); err != nil {
+				return err
+			}
+			bounces := "-"
+			if s.Bounces != nil {
+				bounces = strconv.Itoa(*s.Bounces)
+			}
+			t.row(strconv.FormatInt(s.Version, 10), stamp(s.CommittedAt), s.Cause, s.Owner, deref(s.MessageID), bounces, s.Detail)
+		}
+		t.flush()
+		return nil
+	}
 }
 
 func incidentsList(fs *flag.FlagSet) action {

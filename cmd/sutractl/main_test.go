@@ -334,6 +334,21 @@ REFUSED
 INSTANCE  CODE                             DETAIL
 order-9   SUTRA.ADMIN.MIGRATE.UNREACHABLE  token t1 at pay: the target definition has no element "pay"
 `},
+		{name: "migrate --check", args: []string{"migrate", "order-42", "--to", "4", "--map", "pay=payV2", "--check"},
+			api: []exchange{ok("POST", "/v1/instances/order-42/migrate/preflight", appJSON, `{"target_version":4,"mapping":{"pay":"payV2"}}`,
+				200, `{"instance_id":"order-42","from":{"key":"order","version":3},"to":{"key":"order","version":4},"version":7,"ok":true,"status":200,`+
+					`"tokens":[{"id":"t1","from":"pay","to":"payV2","wait":"task"}]}`)},
+			stdout: `TOKEN  FROM  TO     WAIT
+t1     pay   payV2  task
+`},
+		{name: "instances history", args: []string{"instances", "history", "order-42", "--limit", "2"},
+			api: []exchange{ok("GET", "/v1/instances/order-42/history?limit=2", "", "", 200, `{"instance_id":"order-42","steps":[`+
+				`{"version":7,"committed_at":"2026-12-01T03:07:04Z","cause":"timer","detail":"timer at remind","owner":"w-1/lane/3","message_id":null,"bounces":2},`+
+				`{"version":6,"committed_at":"2026-12-01T03:07:01Z","cause":"relay","detail":"message paid","owner":"w-0/lane/1","message_id":"m-9","bounces":null}],"next":"6"}`)},
+			stdout: `STEP  COMMITTED             CAUSE  OWNER       RELAY  BOUNCES  DETAIL
+7     2026-12-01T03:07:04Z  timer  w-1/lane/3  -      2        timer at remind
+6     2026-12-01T03:07:01Z  relay  w-0/lane/1  m-9    -        message paid
+`, stderr: "more: --after 6 (or --all)\n"},
 		{name: "incidents list", args: []string{"incidents", "list", "--open", "--instance", "order-42"},
 			api: []exchange{ok("GET", "/v1/incidents?instance_id=order-42&open=true", "", "", 200, `{"incidents":[`+incidentJSON+`],"next":null}`)},
 			stdout: `ID  INSTANCE  TOKEN  ELEMENT  CODE                        CREATED               RESOLVED  MESSAGE
@@ -547,6 +562,11 @@ func TestRefusalsExit1WithTheCodeAndDetail(t *testing.T) {
 				return x
 			}(),
 			stderr: "sutractl: SUTRA.ADMIN.MIGRATE.UNREACHABLE: token t1 at pay: the target definition has no element \"pay\"\n  instance: order-42\n  element: pay\n"},
+		{name: "a migration the preflight finds refused", args: []string{"migrate", "order-42", "--to", "4", "--check"},
+			api: ok("POST", "/v1/instances/order-42/migrate/preflight", appJSON, `{"target_version":4}`, 200,
+				`{"instance_id":"order-42","from":{"key":"order","version":3},"to":{"key":"order","version":4},"version":7,"ok":false,"status":422,`+
+					`"code":"SUTRA.ADMIN.MIGRATE.UNREACHABLE","detail":"token t1 at pay: the target definition has no element \"pay\"","tokens":[]}`),
+			stderr: "sutractl: SUTRA.ADMIN.MIGRATE.UNREACHABLE: the migration would be refused: token t1 at pay: the target definition has no element \"pay\"\n  instance: order-42\n"},
 		{name: "no such instance", args: []string{"instances", "get", "nope"},
 			api:    problem("GET", "/v1/instances/nope", "", "", 404, "SUTRA.RUNTIME.RESUME.NOT_FOUND", "instance nope does not exist"),
 			stderr: "sutractl: SUTRA.RUNTIME.RESUME.NOT_FOUND: instance nope does not exist\n"},
@@ -627,7 +647,7 @@ func TestUsageErrorsExit2AndSendNothing(t *testing.T) {
 	}{
 		{"no command", nil, "sutractl: no command", nil},
 		{"unknown command", []string{"instance", "get", "x"}, `sutractl: unknown command "instance get"`, nil},
-		{"a group alone", []string{"instances"}, "sutractl: instances needs one of: get, list, start", nil},
+		{"a group alone", []string{"instances"}, "sutractl: instances needs one of: get, list, history, start", nil},
 		{"unknown subcommand", []string{"user-tasks", "claim", "18"}, "sutractl: user-tasks needs one of: list, get, assign, complete", nil},
 		{"missing argument", []string{"cancel"}, "sutractl: wrong number of arguments", nil},
 		{"extra argument", []string{"instances", "get", "a", "b"}, "sutractl: wrong number of arguments", nil},
@@ -665,7 +685,7 @@ func TestUsageErrorsExit2AndSendNothing(t *testing.T) {
 // A usage error names the command's usage.
 func TestAUsageErrorShowsTheCommandsUsage(t *testing.T) {
 	code, _, stderr := sutractl(t, newFakeAPI(t), nil, "migrate", "x")
-	want := "sutractl: --to is required\nusage: sutractl migrate ID --to VERSION [--map OLD=NEW ...]\n(run 'sutractl migrate --help' for details)\n"
+	want := "sutractl: --to is required\nusage: sutractl migrate ID --to VERSION [--map OLD=NEW ...] [--check]\n(run 'sutractl migrate --help' for details)\n"
 	if code != exitUsage || stderr != want {
 		t.Errorf("exit %d\nstderr:\n%s\nwant:\n%s", code, stderr, want)
 	}

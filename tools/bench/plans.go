@@ -68,6 +68,8 @@ var HotStatements = fromStore([]Statement{
 	{Name: "outbox_trim", KnownEmpty: tiny},
 	{Name: "sweep_claims", KnownEmpty: tiny},
 	{Name: "inbox_trim", KnownEmpty: tiny},
+	{Name: "history_insert"},
+	{Name: "history_trim", KnownEmpty: tiny},
 	{Name: "fetch_and_lock", Uses: "tasks_fetchable_oldest"},
 	{Name: "fetch_by_priority", Uses: "tasks_fetchable"},
 })
@@ -94,7 +96,7 @@ func fromStore(ss []Statement) []Statement {
 const tiny = "on a table of a few pages a sequential scan is the cheapest plan; the next ANALYZE replans it"
 
 // WatchedTables are the tables no hot statement may read sequentially.
-var WatchedTables = []string{"instances", "subscriptions", "timers", "tasks", "inbox", "outbox"}
+var WatchedTables = []string{"instances", "subscriptions", "timers", "tasks", "inbox", "outbox", "step_history"}
 
 var param = regexp.MustCompile(`\$([0-9]+)`)
 

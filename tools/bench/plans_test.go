@@ -31,7 +31,7 @@ func TestHotPlansUseIndexes(t *testing.T) {
 	// First as a new schema is: K instances, nothing analyzed.
 	checkPlans(ctx, t, env, "on new tables", func(s bench.Statement) string { return s.KnownEmpty })
 	if err := env.Seed(ctx, bench.Data{Instances: 50_000, Timers: 5_000, Subscriptions: 5_000, Tasks: 1_000,
-		Inbox: 50_000, Outbox: 5_000}); err != nil {
+		Inbox: 50_000, Outbox: 5_000, History: 100_000}); err != nil {
 		t.Fatal(err)
 	}
 	checkPlans(ctx, t, env, "at 50 000 instances", func(s bench.Statement) string { return s.Known })

@@ -21,8 +21,9 @@ type Data struct {
 	// wait on armed timers (due far in the future) and Subscriptions others
 	// on message subscriptions under other message names and keys than the
 	// benchmark's. Tasks more wait on open pull tasks; Inbox relays are
-	// applied history, and Outbox messages published history.
-	Instances, Timers, Subscriptions, Tasks, Inbox, Outbox int
+	// applied history, and Outbox messages published history; History
+	// rows of the step history (step 1 of each instance, then step 2, …).
+	Instances, Timers, Subscriptions, Tasks, Inbox, Outbox, History int
 	// Completed of the Instances (the last ones) have ended: history that
 	// only the tables' and indexes' sizes feel.
 	Completed int
@@ -36,13 +37,17 @@ var DataSets = map[string]Data{
 	"small": {},
 	// large is issue 10's table: a million instances, a tenth on timers and
 	// a tenth on subscriptions.
-	"large":    {Instances: 1_000_000, Timers: 100_000, Subscriptions: 100_000, Tasks: 10_000, Inbox: 1_000_000, Outbox: 100_000},
-	"large-2k": {Instances: 1_000_000, Timers: 100_000, Subscriptions: 100_000, Tasks: 10_000, Inbox: 1_000_000, Outbox: 100_000, VariableBytes: 2048},
+	"large": {Instances: 1_000_000, Timers: 100_000, Subscriptions: 100_000, Tasks: 10_000, Inbox: 1_000_000, Outbox: 100_000,
+		History: 2_000_000},
+	"large-2k": {Instances: 1_000_000, Timers: 100_000, Subscriptions: 100_000, Tasks: 10_000, Inbox: 1_000_000, Outbox: 100_000,
+		History: 2_000_000, VariableBytes: 2048},
 	// 1m and 10m are issue 28's: 1% of the instances active (a quarter of
 	// those on timers, a quarter on subscriptions, a twentieth on tasks, the
 	// rest waiting on the benchmark's own message), the rest ended.
-	"1m":  {Instances: 1_000_000, Completed: 990_000, Timers: 2_500, Subscriptions: 2_500, Tasks: 500, Inbox: 1_000_000, Outbox: 100_000},
-	"10m": {Instances: 10_000_000, Completed: 9_900_000, Timers: 25_000, Subscriptions: 25_000, Tasks: 5_000, Inbox: 10_000_000, Outbox: 1_000_000},
+	"1m": {Instances: 1_000_000, Completed: 990_000, Timers: 2_500, Subscriptions: 2_500, Tasks: 500, Inbox: 1_000_000, Outbox: 100_000,
+		History: 2_000_000},
+	"10m": {Instances: 10_000_000, Completed: 9_900_000, Timers: 25_000, Subscriptions: 25_000, Tasks: 5_000, Inbox: 10_000_000, Outbox: 1_000_000,
+		History: 10_000_000},
 }
 
 // String names d's size.
@@ -54,7 +59,7 @@ func (d Data) String() string {
 	if d.Completed > 0 {
 		s += fmt.Sprintf(", %d ended", d.Completed)
 	}
-	s += fmt.Sprintf("), %d inbox rows, %d outbox rows", d.Inbox, d.Outbox)
+	s += fmt.Sprintf("), %d inbox rows, %d outbox rows, %d step history rows", d.Inbox, d.Outbox, d.History)
 	if d.VariableBytes > 0 {
 		s += fmt.Sprintf(", %d B of variables each", d.VariableBytes)
 	}
@@ -144,6 +149,12 @@ func (e *Env) Seed(ctx context.Context, d Data) error {
 			d.Inbox, func(i int) []any {
 				return []any{"seed-start-" + strconv.Itoa(i), SeedID(i % max(d.Instances, 1)), now.Add(-time.Duration(d.Inbox-i) * time.Millisecond)}
 			}},
+		{"step_history", []string{"instance_id", "version", "committed_at", "cause", "detail", "owner", "message_id"},
+			d.History, func(i int) []any {
+				n := max(d.Instances, 1)
+				at := now.Add(-time.Duration(d.History-i) * time.Millisecond)
+				return []any{SeedID(i % n), int64(i/n + 1), at, "relay", "message other", "seed/lane/0", "seed-history-" + strconv.Itoa(i)}
+			}},
 		{"outbox", []string{"id", "instance_id", "message_name", "created_at", "published_at"},
 			d.Outbox, func(i int) []any {
 				at := now.Add(-time.Duration(d.Outbox-i) * time.Millisecond)
@@ -172,7 +183,7 @@ func (e *Env) Seed(ctx context.Context, d Data) error {
 	// page set its hint bits, writes the run would be charged for. And the
 	// checkpoint writes the seed's pages out before the clock starts, not
 	// during the run.
-	if _, err := conn.Exec(ctx, "VACUUM (ANALYZE) instances, timers, subscriptions, tasks, inbox, outbox, buffered_messages"); err != nil {
+	if _, err := conn.Exec(ctx, "VACUUM (ANALYZE) instances, timers, subscriptions, tasks, inbox, outbox, buffered_messages, step_history"); err != nil {
 		return fmt.Errorf("vacuuming the seeded tables: %w", err)
 	}
 	if _, err := conn.Exec(ctx, "CHECKPOINT"); err != nil {

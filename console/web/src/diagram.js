@@ -11,6 +11,7 @@ export class Diagram {
 
   async show(xml) {
     await this.viewer.importXML(xml);
+    this.markers = []; // a new diagram has none (and may lack the old ones' elements)
     this.viewer.get('canvas').zoom('fit-viewport', 'auto');
   }
 
@@ -48,16 +49,4 @@ export class Diagram {
   destroy() {
     this.viewer.destroy();
   }
-}
-
-// elementIds lists the ids of the flow elements of a BPMN file, for a
-// migration's mapping preview.
-export function elementIds(xml) {
-  const doc = new DOMParser().parseFromString(xml, 'application/xml');
-  const ids = new Set();
-  for (const el of doc.getElementsByTagNameNS('http://www.omg.org/spec/BPMN/20100524/MODEL', '*')) {
-    const id = el.getAttribute('id');
-    if (id) ids.add(id);
-  }
-  return ids;
 }

@@ -1,8 +1,13 @@
 // An instance: its diagram with the elements it waits at marked, its
-// variables (edited with PATCH), incidents (retried), waits, and the
-// actions cancel and migrate. It follows the instance every 2 s.
-import { h, fill, api, link, table, notice, button, pretty, time } from './lib.js';
-import { Diagram, elementIds } from './diagram.js';
+// variables (edited with PATCH), incidents (retried), waits, the history
+// of its steps, and the actions cancel and migrate (previewed by the
+// server's preflight). It follows the instance every 2 s.
+import { h, fill, api, link, table, notice, button, pretty, time, query } from './lib.js';
+import { Diagram } from './diagram.js';
+
+// historyPage is how many steps the history shows at first, and loads at
+// a time.
+const historyPage = 20;
 
 export async function instancePage(main, id, page) {
   const path = `/v1/instances/${encodeURIComponent(id)}`;
@@ -12,7 +17,9 @@ export async function instancePage(main, id, page) {
   const out = h('div', { 'aria-live': 'polite' });
   const details = h('div', {});
   const actions = h('div', {});
-  fill(main, h('h1', {}, `Instance ${id}`), header, out, canvas, actions, details);
+  const steps = h('div', {});
+  fill(main, h('h1', {}, `Instance ${id}`), header, out, canvas, actions, details,
+    h('h2', { id: 'history' }, 'History'), steps);
   const diagram = new Diagram(canvas);
   page.onLeave(() => diagram.destroy());
   let shown = null; // the definition version drawn
@@ -38,11 +45,15 @@ export async function instancePage(main, id, page) {
 
   const reload = async () => {
     const next = await api('GET', path);
-    if (next.version !== inst.version || next.status !== inst.status || next.claim?.owner !== inst.claim?.owner) {
+    const stepped = next.version !== inst.version;
+    if (stepped || next.status !== inst.status || next.claim?.owner !== inst.claim?.owner) {
       inst = next;
       await render();
     }
+    if (stepped) await history.reload();
   };
+
+  const history = stepHistory(steps, path);
 
   const sections = () => {
     const open = inst.incidents.filter((x) => !x.resolved_at);
@@ -117,16 +128,26 @@ export async function instancePage(main, id, page) {
     const target = h('select', { id: 'target' },
       (def ? def.versions : []).filter((v) => v !== inst.definition.version).map((v) => h('option', { value: v }, `version ${v}`)));
     const mapping = h('textarea', { id: 'mapping', rows: 3, cols: 40, 'aria-label': 'Mapping: source element id to target element id, a JSON object' }, '{}');
-    const preview = h('div', {});
+    const preview = h('div', { 'aria-live': 'polite' });
+    // The server's preflight answers where each token would land, or the
+    // refusal the migration would meet: the page checks nothing itself.
     const showPreview = async () => {
       if (!target.value) return;
       let map;
       try { map = JSON.parse(mapping.value || '{}'); } catch (e) { fill(preview, notice('error', `mapping: ${e.message}`)); return; }
-      const ids = elementIds(await api('GET', `/v1/definitions/${encodeURIComponent(inst.definition.key)}/versions/${target.value}`));
-      const rows = [...new Set(inst.tokens.map((t) => t.element))].map((el) => ({ el, to: map[el] || el, ok: ids.has(map[el] || el) }));
-      fill(preview, table(`Where the tokens would be in version ${target.value}`, [
-        ['From', (r) => r.el], ['To', (r) => r.to], ['', (r) => (r.ok ? 'exists' : h('span', { class: 'bad' }, 'missing: map it'))],
-      ], rows));
+      let p;
+      try {
+        p = await api('POST', `${path}/migrate/preflight`, { target_version: Number(target.value), mapping: map });
+      } catch (e) {
+        fill(preview, notice('error', `The preflight failed: ${e.message}`));
+        return;
+      }
+      fill(preview, p.ok
+        ? notice('ok', `The preflight (step ${p.version}) finds every token a place in version ${p.to.version}.`)
+        : notice('error', `The migration would be refused (${p.status} ${p.code}): ${p.detail}`),
+      p.ok ? table(`Where the tokens would be in version ${p.to.version}`, [
+        ['Token', (t) => t.id], ['From', (t) => t.from], ['To', (t) => t.to], ['Waits for', (t) => t.wait],
+      ], p.tokens) : null);
     };
     target.addEventListener('change', showPreview);
     mapping.addEventListener('change', showPreview);
@@ -152,6 +173,7 @@ export async function instancePage(main, id, page) {
 
   await render();
   await renderActions();
+  await history.reload();
   page.every(2000, async () => {
     const before = inst.status;
     await reload();
@@ -167,4 +189,27 @@ function markers(inst) {
   for (const t of inst.tokens) add(t.element, t.wait === 'incident' ? 'sutra-incident' : 'sutra-waiting');
   for (const x of inst.incidents) if (!x.resolved_at) add(x.element, 'sutra-incident');
   return Object.fromEntries(Object.entries(m).map(([k, v]) => [k, [...v]]));
+}
+
+// stepHistory shows an instance's steps, newest first, from
+// GET /v1/instances/{id}/history: what advanced it, when, under which
+// owner. reload shows the newest page again; older pages are added below.
+function stepHistory(el, path) {
+  const rows = h('tbody', {});
+  const more = h('p', {});
+  const row = (s) => h('tr', { 'data-step': s.version },
+    h('td', {}, s.version), h('td', {}, time(s.committed_at)), h('td', {}, h('strong', {}, s.cause)), h('td', {}, s.detail),
+    h('td', {}, s.owner), h('td', {}, s.message_id || ''), h('td', {}, s.bounces === null ? '' : s.bounces));
+  const load = async (after) => {
+    const p = await api('GET', `${path}/history${query({ limit: historyPage, after })}`);
+    if (!after) rows.replaceChildren();
+    for (const s of p.steps) rows.append(row(s));
+    if (!rows.children.length) rows.append(h('tr', {}, h('td', { colspan: 7, class: 'empty' }, 'No step recorded (older steps are trimmed).')));
+    fill(more, p.next ? button('Older steps', () => load(p.next)) : null);
+  };
+  fill(el, h('table', {},
+    h('caption', {}, 'Steps, newest first: what advanced the instance, and under which claim'),
+    h('thead', {}, h('tr', {}, ['Step', 'Committed', 'Cause', 'Detail', 'Owner', 'Relay', 'Claim bounces'].map((c) => h('th', { scope: 'col' }, c)))),
+    rows), more);
+  return { reload: () => load() };
 }

@@ -244,6 +244,8 @@ type result struct {
 	churn churn
 	cpu   cpuUse
 	round int
+	// api are the console's /v1 answer times on a data run (api.go).
+	api []apiTiming
 }
 
 func run(ctx context.Context, o options) error {
@@ -294,6 +296,7 @@ func run(ctx context.Context, o options) error {
 	report(os.Stdout, b.results, o.repeat)
 	reportLatency(os.Stdout, b.results, o.latencyTime)
 	reportData(os.Stdout, b.results)
+	reportAPI(os.Stdout, b.results)
 	reportChurn(os.Stdout, b.results)
 	reportOutbox(os.Stdout, b.outboxRuns, o.outboxLanes)
 	reportTasks(os.Stdout, b.taskRuns, o.taskLanes)
@@ -505,6 +508,11 @@ func (b *bencher) workerRun(ctx context.Context, s workerSpec) (result, error) {
 	if err != nil {
 		return r, err
 	}
+	if s.data != "" {
+		if r.api, err = measureAPI(ctx, w.APIAddr(), bench.DataSets[s.data]); err != nil {
+			return r, err
+		}
+	}
 	// The worker's backends report their table statistics when they exit.
 	stop()
 	r.churn, err = settledChurn(ctx, db, env.Schema, before, r.churn, int64(s.warm+r.steps))
@@ -517,6 +525,7 @@ func (b *bencher) workerRun(ctx context.Context, s workerSpec) (result, error) {
 func (b *bencher) startWorker(ctx context.Context, env *bench.Env, lanes int, syncClaims bool) (*app.Worker, *prometheus.Registry, func(), error) {
 	cfg := env.Config
 	cfg.Lanes, cfg.Prefetch, cfg.BatchMax = lanes, b.o.prefetch, b.o.batchMax
+	cfg.AdminToken = adminToken // the admin API of measureAPI
 	reg := prometheus.NewRegistry()
 	w, err := app.Start(ctx, cfg, app.Options{Logger: b.log, Registry: reg, SyncClaims: syncClaims})
 	if err != nil {

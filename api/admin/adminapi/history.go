@@ -1,0 +1,64 @@
+package adminapi
+
+import "time"
+
+// HistoryStep is one committed step of an instance, as GET
+// /v1/instances/{id}/history answers it (newest first).
+type HistoryStep struct {
+	// Version is the step counter the step committed (Instance.Version).
+	Version     int64     `json:"version"`
+	CommittedAt time.Time `json:"committed_at"`
+	// Cause is what advanced the instance: relay, start, child_start,
+	// task, child_ended, cancel_child, signal, timer, timer_start, or
+	// admin_<op> (admin_start, admin_cancel, admin_retry, admin_variables,
+	// admin_migrate).
+	Cause string `json:"cause"`
+	// Detail names what the cause carried: a message's name, a task
+	// outcome and its element, a timer's element, a migration's target.
+	Detail string `json:"detail"`
+	// Owner held the claim the step committed under.
+	Owner string `json:"owner"`
+	// MessageID is the relay the step applied (its inbox row), if any.
+	MessageID *string `json:"message_id"`
+	// Bounces counts the claim refusals the resume met before it applied,
+	// when it counts them (a timer fire, an instance of a bulk migration);
+	// null otherwise.
+	Bounces *int `json:"bounces"`
+}
+
+// History answers GET /v1/instances/{id}/history: a page of steps, newest
+// first; Next is the cursor of the older ones (null on the last page).
+type History struct {
+	InstanceID string        `json:"instance_id"`
+	Steps      []HistoryStep `json:"steps"`
+	Next       *string       `json:"next"`
+}
+
+// MigrationPreflight answers POST /v1/instances/{id}/migrate/preflight: what
+// the migration would do, checked on the instance as last committed, with
+// nothing claimed or written. OK false carries the refusal the migration
+// would meet (Code, Detail).
+type MigrationPreflight struct {
+	InstanceID string        `json:"instance_id"`
+	From       DefinitionRef `json:"from"`
+	To         DefinitionRef `json:"to"`
+	// Version is the step counter the check read: a step committed since
+	// may change the answer.
+	Version int64 `json:"version"`
+	OK      bool  `json:"ok"`
+	// Status is the HTTP status the migration would answer (200 when OK);
+	// Code and Detail its refusal's problem.
+	Status int    `json:"status"`
+	Code   string `json:"code,omitempty"`
+	Detail string `json:"detail,omitempty"`
+	// Tokens are where each token is and would be (empty when refused).
+	Tokens []MigratedToken `json:"tokens"`
+}
+
+// MigratedToken is one token of a migration's preview.
+type MigratedToken struct {
+	ID   string `json:"id"`
+	From string `json:"from"`
+	To   string `json:"to"`
+	Wait string `json:"wait"`
+}

@@ -1,0 +1,107 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sutra-run/worker/api/admin/adminapi"
+)
+
+// The step history (migration 0025): a row per committed step, written by
+// the step's own transaction, read by the admin API, trimmed by the
+// sweeper.
+
+// StepCause is what the step history records of why a step ran, beside
+// its instance, counter, owner, time and the relay it applied.
+type StepCause struct {
+	// Kind is the resume's kind (adminapi.HistoryStep.Cause); a step
+	// without one (written by a tool, not the lanes) leaves no row.
+	Kind string
+	// Detail names what the cause carried (adminapi.HistoryStep.Detail).
+	Detail string
+	// Bounces counts the claim refusals the resume met before it applied;
+	// nil when the resume carries no count.
+	Bounces *int
+}
+
+// historyInsertSQL records the steps of one commit: their instances, the
+// counters they committed, causes, details, owners, relays (empty: none) and
+// bounces (-1 not counted).
+const historyInsertSQL = `INSERT INTO step_history (instance_id, version, cause, detail, owner, message_id, bounces)
+	SELECT id, v, c, d, o, NULLIF(m, ''), NULLIF(b, -1)
+	  FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[]) AS h(id, v, c, d, o, m, b)`
+
+// queueHistory queues the history rows of the steps of one commit as one
+// statement.
+func queueHistory(b *pgx.Batch, cs []StepWrites) {
+	var ids, causes, details, owners, messages []string
+	var versions []int64
+	var bounces []int32
+	for _, c := range cs {
+		h := c.History
+		if h.Kind == "" {
+			continue
+		}
+		n := int32(-1)
+		if h.Bounces != nil {
+			n = int32(*h.Bounces)
+		}
+		ids, versions, causes, details = append(ids, c.InstanceID), append(versions, c.Version+1), append(causes, h.Kind), append(details, clip(h.Detail))
+		owners, messages, bounces = append(owners, c.Owner), append(messages, c.InboxID), append(bounces, n)
+	}
+	if len(ids) > 0 {
+		b.Queue(historyInsertSQL, ids, versions, causes, details, owners, messages, bounces)
+	}
+}
+
+// maxDetailBytes bounds a history row's detail (a variable name list, a
+// correlation key): the row stays small whatever the cause carried.
+const maxDetailBytes = 200
+
+// clip cuts s to maxDetailBytes at a rune boundary, marking the cut.
+func clip(s string) string {
+	if len(s) <= maxDetailBytes {
+		return s
+	}
+	cut := maxDetailBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// StepHistory reads up to limit steps of instance id, newest first, those
+// before step counter before (0: from the newest). It reads by the primary
+// key whatever the table holds.
+func (s *Store) StepHistory(ctx context.Context, id string, before int64, limit int) ([]adminapi.HistoryStep, error) {
+	if before <= 0 {
+		before = 1<<63 - 1
+	}
+	rows, err := s.pool.Query(ctx, `SELECT version, committed_at, cause, detail, owner, message_id, bounces FROM step_history
+		WHERE instance_id = $1 AND version < $2 ORDER BY version DESC LIMIT $3`, id, before, limit)
+	if err != nil {
+		return nil, translate(err, "reading the history of "+id)
+	}
+	steps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (adminapi.HistoryStep, error) {
+		var h adminapi.HistoryStep
+		err := r.Scan(&h.Version, &h.CommittedAt, &h.Cause, &h.Detail, &h.Owner, &h.MessageID, &h.Bounces)
+		return h, err
+	})
+	return steps, translate(err, "reading the history of "+id)
+}
+
+// trimStepHistorySQL deletes up to $2 history rows committed before now -
+// $1, found by the BRIN index (rows are never updated, so their ctids hold
+// for the statement).
+const trimStepHistorySQL = `DELETE FROM step_history WHERE ctid = ANY (ARRAY(
+	SELECT ctid FROM step_history WHERE committed_at < now() - $1::interval LIMIT $2))`
+
+// TrimStepHistory deletes up to limit history rows older than retention.
+func (s *Store) TrimStepHistory(ctx context.Context, retention time.Duration, limit int) (int64, error) {
+	tag, err := s.pool.Exec(ctx, trimStepHistorySQL, retention, limit)
+	return tag.RowsAffected(), translate(err, fmt.Sprintf("trimming the step history older than %v", retention))
+}
