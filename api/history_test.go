@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sutra-run/worker/app"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/testkit"
 )
@@ -63,6 +64,22 @@ func TestTheHistoryNamesWhatAdvancedEachStepAndUnderWhichOwner(t *testing.T) {
 	}
 	if status, _ := b.do(t, "GET", "/instances/o-1/history?after=x", nil); status != http.StatusBadRequest {
 		t.Errorf("a bad cursor: %d, want 400", status)
+	}
+	b.env.AssertNoClaimsHeld(t)
+}
+
+func TestWithTheHistoryOffStepsRunAndWriteNoHistoryRow(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, nil, func(c *app.Config) { c.StepHistory = false })
+	b.startShop(t, "o-1")
+	b.pub.Publish(testkit.Relay{MessageID: "paid-o-1", Body: map[string]any{"instance_id": "o-1", "message": "payment-received"}})
+	b.applied(t, "paid-o-1")
+	if steps, next := b.historyOf(t, "o-1", ""); len(steps) != 0 || next != nil {
+		t.Fatalf("history of o-1 with SUTRA_STEP_HISTORY=false: %v (next %v), want none", steps, next)
+	}
+	var version int
+	if err := b.env.DB.QueryRow(testkit.Ctx(t), "SELECT version FROM instances WHERE id = 'o-1'").Scan(&version); err != nil || version != 2 {
+		t.Fatalf("o-1 at version %d (%v), want its 2 steps applied", version, err)
 	}
 	b.env.AssertNoClaimsHeld(t)
 }

@@ -176,7 +176,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		// Room for every resume that can be in flight: relays and timer fires.
 		Replica: cfg.ReplicaID, Lanes: cfg.Lanes, InboxSize: cfg.Prefetch + inflight + 1,
 		ClaimTimeout: cfg.ClaimTimeout, BatchMax: cfg.BatchMax, StepTimeout: cfg.StepTimeout,
-		FeelLimits: feel.Limits{MaxSteps: cfg.FeelMaxSteps, MaxBytes: cfg.FeelMaxBytes},
+		FeelLimits: feel.Limits{MaxSteps: cfg.FeelMaxSteps, MaxBytes: cfg.FeelMaxBytes}, NoStepHistory: !cfg.StepHistory,
 	})
 	w.gateway = zeebe.New(zeebe.Deps{Store: st, Lanes: lanesDispatcher{w}, Metrics: w.metrics, Logger: log, PublishRelay: w.publishRelay,
 		Handoff: w.handoff.Relay, Waiters: w.waiters, AcquireDB: w.api.AcquireDB}, zeebe.Config{

@@ -87,6 +87,7 @@ type Config struct {
 	LeaseTTL       time.Duration `envconfig:"LEASE_TTL" default:"15s" desc:"how long the sweeper lease and the replica id registration last unrenewed; a replica restarted after a crash waits up to this long for its id"`
 	InboxRetention time.Duration `envconfig:"INBOX_RETENTION" default:"168h" desc:"how long applied relay message ids are kept to recognise redeliveries"`
 
+	StepHistory          bool          `envconfig:"STEP_HISTORY" default:"true" desc:"write one row per step into the history of its instance (GET /v1/instances/{id}/history, the console); false leaves it out, which makes a cheap step's commit about a sixth cheaper (BENCHMARKS.md)"`
 	StepHistoryRetention time.Duration `envconfig:"STEP_HISTORY_RETENTION" default:"72h" desc:"how long the history of each instance's steps (GET /v1/instances/{id}/history) keeps a step before the sweeper deletes it"`
 
 	OutboxExchange     string        `envconfig:"OUTBOX_EXCHANGE" default:"sutra.outbox" desc:"durable topic exchange BPMN messages are published to (routing key: the message name)"`

@@ -14,10 +14,12 @@ import (
 // Cause, so a new kind cannot leave its steps unnamed.
 
 // extras are what the step's transaction writes beside the step: the
-// kind's writes and its history row.
+// kind's writes and its history row, unless the history is off.
 func extras(l *lane, r *Resume, c loaded, res OpResult) claims.Extras {
 	x := r.Cause.writes(l, r, c, res)
-	x.History = r.Cause.history()
+	if !l.pool.cfg.NoStepHistory {
+		x.History = r.Cause.history()
+	}
 	return x
 }
 

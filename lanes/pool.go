@@ -52,6 +52,10 @@ type Config struct {
 	// FeelLimits bound each evaluation of an expression (zero fields:
 	// feel's defaults).
 	FeelLimits feel.Limits
+	// NoStepHistory leaves out each step's row in the step history
+	// (SUTRA_STEP_HISTORY=false): a cheap step's row writes nearly double
+	// with it.
+	NoStepHistory bool
 }
 
 func (c *Config) setDefaults() {

@@ -121,7 +121,7 @@ func NewEnv(ctx context.Context, serverURL, amqpURL, label string, k int, proces
 		ClaimTimeout: ClaimTimeout, ShutdownTimeout: 10 * time.Second,
 		RelayExchange: queue, RelayQueue: queue, RelayBindingKey: "#",
 		DeadExchange: queue + ".dead", DeadQueue: queue + ".dead", OutboxExchange: queue + ".outbox",
-		RequeueBackoff: 50 * time.Millisecond, RequeueBackoffMax: 2 * time.Second,
+		RequeueBackoff: 50 * time.Millisecond, RequeueBackoffMax: 2 * time.Second, StepHistory: true,
 	}}
 	if err := e.populate(ctx); err != nil {
 		e.Close()

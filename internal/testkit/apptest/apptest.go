@@ -22,6 +22,6 @@ func Config(env *testkit.Env) app.Config {
 		RelayExchange: c.RelayExchange, RelayQueue: c.RelayQueue, RelayBindingKey: "#",
 		DeadExchange: c.DeadExchange, DeadQueue: c.DeadQueue, OutboxExchange: c.OutboxExchange,
 		RequeueBackoff: 20 * time.Millisecond, RequeueBackoffMax: 500 * time.Millisecond,
-		Migrate: true, LogLevel: "info",
+		Migrate: true, LogLevel: "info", StepHistory: true,
 	}
 }
