@@ -109,8 +109,7 @@ func addListener(el *Element, what, event string, k *node) error {
 	return nil
 }
 
-// checkListeners refuses listeners where Zeebe refuses them (invalid) and
-// where the engine does not run them (unsupported).
+// checkListeners refuses listeners where Zeebe refuses them.
 func checkListeners(el *Element) error {
 	for _, l := range el.Listeners {
 		switch l.Event {
@@ -132,12 +131,6 @@ func checkListeners(el *Element) error {
 			case KindErrorEnd:
 				return invalid("error end event %q cannot have end execution listeners: put them on the catch event", el.ID)
 			}
-		}
-		if el.Loop != nil {
-			return unsupported(el.ID, el.Type, "listeners on a multi-instance activity")
-		}
-		if el.Kind == KindEventSubProcess {
-			return unsupported(el.ID, el.Type, "execution listeners on an event subprocess")
 		}
 	}
 	return nil

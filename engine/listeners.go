@@ -32,7 +32,8 @@ type ListenerRun struct {
 	// listeners on a token of their own once its last token ended.
 	Process bool `json:"process,omitempty"`
 	// Result is the user task's completion that completing listeners hold
-	// back, or the assignment ({"assignee": …}) assigning listeners hold
+	// back, the trigger's payload an event subprocess's start listeners
+	// hold back, or the assignment ({"assignee": …}) assigning listeners hold
 	// back: applied once the last of them completes. Nil for assigning
 	// listeners at the task's creation.
 	Result map[string]any `json:"result,omitempty"`
@@ -261,7 +262,11 @@ func (s *stepper) listenerOutcome(i int, tr Trigger) {
 	}
 	switch run.Event {
 	case bpmn.ListenerStart:
-		s.activate(i, el)
+		if el.Kind == bpmn.KindEventSubProcess {
+			s.activateEventSub(i, el, run.Result) // its start event completes with the trigger's payload
+		} else {
+			s.activate(i, el)
+		}
 		s.afterListeners(i, el)
 	case bpmn.ListenerEnd:
 		s.after(i, el)

@@ -483,3 +483,86 @@ func TestNoAssigningListenerAtCreationWithoutAnAssignee(t *testing.T) {
 		t.Fatalf("job = %+v, want the user task itself", u)
 	}
 }
+
+// eachListened is a parallel multi-instance service task with a start and
+// an end listener, collecting each item's result.
+var eachListened = `<bpmn:startEvent id="S" />
+<bpmn:serviceTask id="Each"><bpmn:extensionElements><zeebe:taskDefinition type="work" />
+  <zeebe:executionListeners><zeebe:executionListener eventType="start" type="before" /><zeebe:executionListener eventType="end" type="after" /></zeebe:executionListeners>
+</bpmn:extensionElements>
+  <bpmn:multiInstanceLoopCharacteristics><bpmn:extensionElements><zeebe:loopCharacteristics inputCollection="=items" inputElement="item" outputCollection="results" outputElement="=result" /></bpmn:extensionElements></bpmn:multiInstanceLoopCharacteristics></bpmn:serviceTask>
+<bpmn:endEvent id="E" />` + flow("F1", "S", "Each") + flow("F2", "Each", "E")
+
+// As in Zeebe, a multi-instance activity's execution listeners run on each
+// inner instance (Modeler's "before each" and "after each"), not on the body.
+func TestMultiInstanceListenersRunAroundEachInnerInstance(t *testing.T) {
+	x := newInstance(t, parse(t, eachListened, ""))
+	eff := x.step(Trigger{Kind: TriggerStart, Variables: map[string]any{"items": []any{"a", "b"}}})
+	if len(eff.Tasks) != 2 || eff.Tasks[0].Type != "before" || eff.Tasks[1].Type != "before" {
+		t.Fatalf("tasks = %+v, want each inner instance's start listener", eff.Tasks)
+	}
+	items := map[string]bool{}
+	for _, k := range eff.Tasks {
+		items[k.Variables["item"].(string)] = true
+	}
+	if !items["a"] || !items["b"] {
+		t.Fatalf("listener jobs see items %v, want a and b: they run inside the inner instances", items)
+	}
+	if b := x.body("Each"); b.Wait != WaitMulti {
+		t.Fatalf("body = %+v", b)
+	}
+	var works []Task
+	for _, k := range eff.Tasks {
+		works = append(works, job(t, x.step(done(k, nil))))
+	}
+	var afters []Task
+	for n, w := range works {
+		if w.Type != "work" {
+			t.Fatalf("after the start listener: %+v, want the task", w)
+		}
+		k := job(t, x.step(done(w, map[string]any{"result": float64(n)})))
+		if k.Type != "after" {
+			t.Fatalf("after the task: %+v, want its end listener", k)
+		}
+		afters = append(afters, k)
+	}
+	if eff := x.step(done(afters[0], nil)); eff.Completed {
+		t.Fatal("completed after one inner instance's end listener")
+	}
+	eff = x.step(done(afters[1], nil))
+	if !eff.Completed || !reflect.DeepEqual(x.in.State.Variables["results"], []any{0.0, 1.0}) {
+		t.Fatalf("completed %v, results %v: want done with both results, no listener on the body", eff.Completed, x.in.State.Variables["results"])
+	}
+}
+
+// espListened is a process waiting at a service task, with a
+// non-interrupting message event subprocess that has start and end
+// listeners.
+var espListened = `<bpmn:startEvent id="S" />
+<bpmn:serviceTask id="Work"><bpmn:extensionElements><zeebe:taskDefinition type="work" /></bpmn:extensionElements></bpmn:serviceTask>
+<bpmn:endEvent id="E" />
+<bpmn:subProcess id="OnNote" triggeredByEvent="true"><bpmn:extensionElements>
+  <zeebe:executionListeners><zeebe:executionListener eventType="start" type="esp-start" /><zeebe:executionListener eventType="end" type="esp-end" /></zeebe:executionListeners>
+</bpmn:extensionElements>
+  <bpmn:startEvent id="NoteStart" isInterrupting="false"><bpmn:messageEventDefinition messageRef="M1" /></bpmn:startEvent>
+  <bpmn:endEvent id="NoteEnd" /><bpmn:sequenceFlow id="FN" sourceRef="NoteStart" targetRef="NoteEnd" />
+</bpmn:subProcess>` + flow("F1", "S", "Work") + flow("F2", "Work", "E")
+
+func TestEventSubprocessListenersWrapItAndItsStartSeesThePayloadAfterThem(t *testing.T) {
+	x := newInstance(t, parse(t, espListened, msgDefs))
+	work := job(t, x.step(Trigger{Kind: TriggerStart}))
+	k := job(t, x.step(Trigger{Kind: TriggerMessage, Message: "m1", Variables: map[string]any{"note": "hi"}}))
+	if k.Type != "esp-start" || k.Element != "OnNote" || x.in.State.Variables["note"] != nil {
+		t.Fatalf("job = %+v, variables %v: want the event subprocess's start listener before its start event completes", k, x.in.State.Variables)
+	}
+	k = job(t, x.step(done(k, nil)))
+	if k.Type != "esp-end" || x.in.State.Variables["note"] != "hi" {
+		t.Fatalf("job = %+v, variables %v: want its end listener once its content ended, the payload applied", k, x.in.State.Variables)
+	}
+	if eff := x.step(done(k, map[string]any{"noted": true})); eff.Completed || x.in.State.Variables["noted"] != true {
+		t.Fatalf("completed %v, variables %v: want the end listener's variables in the process, the process still at Work", eff.Completed, x.in.State.Variables)
+	}
+	if eff := x.step(done(work, nil)); !eff.Completed {
+		t.Fatalf("not completed: %v", x.at())
+	}
+}
