@@ -8,13 +8,14 @@ import (
 
 // Listener events. An execution listener runs at ListenerStart or
 // ListenerEnd of its element; a task listener at a user task's lifecycle
-// event (Zeebe 8.6's names create, assignment and complete are read as
-// creating, assigning and completing).
+// event (Zeebe 8.6's names create, assignment, update and complete are read
+// as creating, assigning, updating and completing).
 const (
 	ListenerStart      = "start"
 	ListenerEnd        = "end"
 	ListenerCreating   = "creating"
 	ListenerAssigning  = "assigning"
+	ListenerUpdating   = "updating"
 	ListenerCompleting = "completing"
 )
 
@@ -44,7 +45,8 @@ var taskListenerEvents = map[string]string{
 	"creating": ListenerCreating, "create": ListenerCreating,
 	"assigning": ListenerAssigning, "assignment": ListenerAssigning,
 	"completing": ListenerCompleting, "complete": ListenerCompleting,
-	"updating": "", "update": "", "canceling": "", "cancel": "",
+	"updating": ListenerUpdating, "update": ListenerUpdating,
+	"canceling": "", "cancel": "",
 }
 
 // listeners reads el's zeebe:executionListeners and zeebe:taskListeners
@@ -79,7 +81,7 @@ func (x *extensions) listeners(el *Element) error {
 			case !known:
 				return invalid("task listener of %q has eventType %q, not creating, assigning, updating, completing or canceling", el.ID, written)
 			case event == "":
-				return unsupported(el.ID, el.Type, "a task listener on "+written+" (the engine runs creating, assigning and completing listeners)")
+				return unsupported(el.ID, el.Type, "a task listener on "+written+" (the engine runs creating, assigning, updating and completing listeners)")
 			}
 			if err := addListener(el, "task listener", event, k); err != nil {
 				return err
@@ -113,7 +115,7 @@ func addListener(el *Element, what, event string, k *node) error {
 func checkListeners(el *Element) error {
 	for _, l := range el.Listeners {
 		switch l.Event {
-		case ListenerCreating, ListenerAssigning, ListenerCompleting:
+		case ListenerCreating, ListenerAssigning, ListenerUpdating, ListenerCompleting:
 			if el.User == nil || !el.User.Native {
 				return invalid("task listeners of %q need a Camunda user task (zeebe:userTask)", el.ID)
 			}

@@ -252,7 +252,7 @@ func TestListenersWhereZeebeRefusesThemAreRefused(t *testing.T) {
 		{"two listeners of one event and type", el(`startEvent id="X"`, "", `<zeebe:executionListeners><zeebe:executionListener eventType="end" type="l" /><zeebe:executionListener eventType="end" type="l" /></zeebe:executionListeners>`), fault.BPMNInvalid},
 		{"an unknown event", el(`startEvent id="X"`, "", exec("take")), fault.BPMNInvalid},
 		{"task listener on a job-worker user task", `<bpmn:startEvent id="S" />` + el(`userTask id="X"`, "", `<zeebe:taskListeners><zeebe:taskListener eventType="completing" type="l" /></zeebe:taskListeners>`) + flow("F", "S", "X"), fault.BPMNInvalid},
-		{"an updating task listener", `<bpmn:startEvent id="S" />` + el(`userTask id="X"`, "", `<zeebe:userTask /><zeebe:taskListeners><zeebe:taskListener eventType="updating" type="l" /></zeebe:taskListeners>`) + flow("F", "S", "X"), fault.BPMNUnsupported},
+		{"a canceling task listener", `<bpmn:startEvent id="S" />` + el(`userTask id="X"`, "", `<zeebe:userTask /><zeebe:taskListeners><zeebe:taskListener eventType="canceling" type="l" /></zeebe:taskListeners>`) + flow("F", "S", "X"), fault.BPMNUnsupported},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -564,5 +564,43 @@ func TestEventSubprocessListenersWrapItAndItsStartSeesThePayloadAfterThem(t *tes
 	}
 	if eff := x.step(done(work, nil)); !eff.Completed {
 		t.Fatalf("not completed: %v", x.at())
+	}
+}
+
+func TestAnUpdateTakesEffectAfterItsUpdatingListeners(t *testing.T) {
+	updating := strings.Replace(assigned, `<zeebe:taskListener eventType="assignment" type="on-assign" />`,
+		`<zeebe:taskListener eventType="update" type="on-update" /><zeebe:taskListener eventType="updating" type="audit" />`, 1)
+	x := newInstance(t, parse(t, updating, ""))
+	u := job(t, x.step(Trigger{Kind: TriggerStart, Variables: map[string]any{"who": "ada"}}))
+	changes := map[string]any{"candidate_groups": []any{"sales"}, "due_date": "", "priority": 80.0}
+	eff := x.step(Trigger{Kind: TriggerTaskUpdate, TokenID: u.TokenID, Element: "U", Variables: changes})
+	k := job(t, eff)
+	if k.Type != "on-update" || len(eff.Updates) != 0 || len(eff.CloseWaits) != 0 {
+		t.Fatalf("job = %+v, updates %+v, closed %+v: want the first listener's job, nothing changed, the task open", k, eff.Updates, eff.CloseWaits)
+	}
+	k = job(t, x.step(done(k, nil)))
+	if k.Type != "audit" {
+		t.Fatalf("job = %+v, want the second updating listener's", k)
+	}
+	eff = x.step(done(k, nil))
+	priority, empty := 80, ""
+	want := []UserTaskUpdate{{TokenID: u.TokenID, Element: "U", Changes: UserTaskChanges{CandidateGroups: &[]string{"sales"}, DueDate: &empty, Priority: &priority}}}
+	if !reflect.DeepEqual(eff.Updates, want) || x.token("U").Wait != WaitTask {
+		t.Fatalf("updates %+v, token %+v: want the changes applied to the open task", eff.Updates, x.token("U"))
+	}
+	if eff := x.step(done(u, nil)); !eff.Completed {
+		t.Fatalf("not completed: %v", x.at())
+	}
+}
+
+func TestAnUpdateWithoutUpdatingListenersAppliesAtOnceAndABadOneIsRefused(t *testing.T) {
+	x := newInstance(t, parse(t, assigned, ""))
+	u := job(t, x.step(done(job(t, x.step(Trigger{Kind: TriggerStart, Variables: map[string]any{"who": "ada"}})), nil)))
+	eff := x.step(Trigger{Kind: TriggerTaskUpdate, TokenID: u.TokenID, Element: "U", Variables: map[string]any{"candidate_users": []any{"bob"}}})
+	if len(eff.Updates) != 1 || len(eff.Tasks) != 0 || !reflect.DeepEqual(*eff.Updates[0].Changes.CandidateUsers, []string{"bob"}) {
+		t.Fatalf("updates %+v, tasks %+v: want the update applied at once", eff.Updates, eff.Tasks)
+	}
+	if err := x.fail(Trigger{Kind: TriggerTaskUpdate, TokenID: u.TokenID, Element: "U", Variables: map[string]any{"priority": "high"}}); !fault.HasCode(err, fault.RelayInvalid) {
+		t.Fatalf("an update with a priority of text: %v, want %s", err, fault.RelayInvalid)
 	}
 }

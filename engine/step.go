@@ -159,6 +159,8 @@ func (s *stepper) apply(tr Trigger) error {
 		return s.task(tr)
 	case TriggerTaskAssign:
 		return s.assign(tr)
+	case TriggerTaskUpdate:
+		return s.update(tr)
 	case TriggerChildCompleted:
 		return s.childCompleted(tr)
 	case TriggerChildFailed:

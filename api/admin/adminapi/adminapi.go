@@ -59,6 +59,23 @@ type AssignmentAccepted struct {
 	State string `json:"state"`
 }
 
+// UserTaskUpdate is the body of PATCH /v1/user-tasks/{id}: the fields it
+// changes. An omitted (or null) field is left as it is; an empty list or
+// date ("") clears it.
+type UserTaskUpdate struct {
+	CandidateGroups *[]string `json:"candidate_groups,omitempty"`
+	CandidateUsers  *[]string `json:"candidate_users,omitempty"`
+	DueDate         *string   `json:"due_date,omitempty"`
+	FollowUpDate    *string   `json:"follow_up_date,omitempty"`
+	Priority        *int      `json:"priority,omitempty"`
+}
+
+// UpdateAccepted answers (202) an update of a user task with updating
+// listeners: it takes effect once their jobs are done.
+type UpdateAccepted struct {
+	State string `json:"state"`
+}
+
 // CompletionRequest is the body of POST /v1/user-tasks/{id}/completion.
 type CompletionRequest struct {
 	Variables map[string]any `json:"variables,omitempty"`
