@@ -11,8 +11,8 @@ import (
 
 // Listeners. A token runs its element's listeners of one event (execution
 // listeners at start and end, a Camunda user task's creating, assigning,
-// updating and completing listeners) one job at a time, in document order, parked in WaitListener:
-// each job is a pull task like any other, keyed by a token id of its own
+// updating and completing listeners) one job at a time, in document order,
+// parked in WaitListener: each job is a pull task like any other, keyed by a token id of its own
 // (ListenerRun.Job) so that it never meets the element's own rows, and
 // fresh for every job, so that a late outcome of an earlier one matches
 // nothing. After the last job the element goes on from where its listeners
