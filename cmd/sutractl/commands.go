@@ -92,6 +92,13 @@ func instancesGet(ctx context.Context, c *cli, args []string) error {
 		}
 		t.flush()
 	}
+	if len(in.Compensable) > 0 {
+		t = section(w, "COMPENSABLE", "ELEMENT", "SCOPE", "IN", "TIMES")
+		for _, c := range in.Compensable {
+			t.row(c.Element, c.Scope, strings.Join(c.In, ","), strconv.Itoa(c.Times))
+		}
+		t.flush()
+	}
 	if subs := in.Waits.Subscriptions; len(subs) > 0 {
 		t = section(w, "SUBSCRIPTIONS", "TOKEN", "ELEMENT", "MESSAGE", "CORRELATION_KEY", "CREATED")
 		for _, s := range subs {

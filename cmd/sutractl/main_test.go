@@ -199,6 +199,7 @@ const (
 	instanceJSON = `{"instance_id":"order-42","zeebe_key":"2251799813685300","definition":{"key":"order","version":3},"status":"active","version":7,
 "variables":{"amount":42,"items":[1, 2],"note":"two\twords"},
 "tokens":[{"id":"t1","element":"pay","wait":"task"},{"id":"t2","element":"inner","wait":"message","scope":"t0"}],
+"compensable":[{"element":"reserve","times":2},{"element":"book","scope":"t0","in":["trip"],"times":1}],
 "waits":{"subscriptions":[{"token":"t2","element":"inner","message":"paid","correlation_key":"order-42","created_at":"2026-12-01T03:07:04Z"}],
 "signals":[{"token":"t1","element":"pay-alarm","signal":"alarm","created_at":"2026-12-01T03:07:05Z"}],
 "timers":[{"token":"","element":"tick","due_at":"2026-12-01T04:00:00Z","attempts":2}],
@@ -240,6 +241,11 @@ TOKENS
 ID  ELEMENT  WAIT     SCOPE
 t1  pay      task     -
 t2  inner    message  t0
+
+COMPENSABLE
+ELEMENT  SCOPE  IN    TIMES
+reserve  -      -     2
+book     t0     trip  1
 
 SUBSCRIPTIONS
 TOKEN  ELEMENT  MESSAGE  CORRELATION_KEY  CREATED
