@@ -7,12 +7,15 @@ import (
 )
 
 // Listener events. An execution listener runs at ListenerStart or
-// ListenerEnd of its element; a task listener at a user task's lifecycle
+// ListenerEnd of its element (of each inner instance of a multi-instance
+// activity) or, on a multi-instance activity, at ListenerBeforeAll of its
+// body (Zeebe 8.10), before its input collection is evaluated; a task listener at a user task's lifecycle
 // event (Zeebe 8.6's names create, assignment, update and complete are read
 // as creating, assigning, updating and completing).
 const (
 	ListenerStart      = "start"
 	ListenerEnd        = "end"
+	ListenerBeforeAll  = "beforeAll"
 	ListenerCreating   = "creating"
 	ListenerAssigning  = "assigning"
 	ListenerUpdating   = "updating"
@@ -62,8 +65,8 @@ func (x *extensions) listeners(el *Element) error {
 			if event == "" {
 				event = ListenerStart // Zeebe's default
 			}
-			if event != ListenerStart && event != ListenerEnd {
-				return invalid("execution listener of %q has eventType %q, not start or end", el.ID, event)
+			if event != ListenerStart && event != ListenerEnd && event != ListenerBeforeAll {
+				return invalid("execution listener of %q has eventType %q, not start, end or beforeAll", el.ID, event)
 			}
 			if err := addListener(el, "execution listener", event, k); err != nil {
 				return err
@@ -125,6 +128,10 @@ func checkListeners(el *Element) error {
 				return invalid("start event %q cannot have start execution listeners: put them on its process or subprocess", el.ID)
 			case KindBoundary:
 				return invalid("boundary event %q cannot have start execution listeners: put them on %s", el.ID, "the activity it is attached to")
+			}
+		case ListenerBeforeAll:
+			if el.Loop == nil {
+				return invalid("%q has beforeAll execution listeners but is no multi-instance activity", el.ID)
 			}
 		case ListenerEnd:
 			switch el.Kind {

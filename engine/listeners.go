@@ -20,8 +20,9 @@ import (
 
 // ListenerRun is where a token is in its element's listeners of one event.
 type ListenerRun struct {
-	// Event is bpmn.ListenerStart, ListenerEnd, ListenerCreating,
-	// ListenerAssigning, ListenerUpdating or ListenerCompleting.
+	// Event is bpmn.ListenerStart, ListenerEnd, ListenerBeforeAll,
+	// ListenerCreating, ListenerAssigning, ListenerUpdating or
+	// ListenerCompleting.
 	Event string `json:"ev"`
 	// Index is the listener (of Event, in document order) whose job is open,
 	// or whose failure the token's incident is.
@@ -263,8 +264,9 @@ func (s *stepper) listenerOutcome(i int, tr Trigger) {
 	switch {
 	case run.Process:
 		s.merge(tr.Variables) // the process's scope is the instance's
-	case run.Event == bpmn.ListenerStart:
-		// Set on the element's own scope, where the rest of it reads them.
+	case run.Event == bpmn.ListenerStart, run.Event == bpmn.ListenerBeforeAll:
+		// Set on the element's own scope (a multi-instance body's, for
+		// beforeAll), where the rest of it reads them.
 		if len(tr.Variables) > 0 {
 			s.ownLocals(i)
 			for k, v := range tr.Variables {
@@ -299,6 +301,8 @@ func (s *stepper) listenerOutcome(i int, tr Trigger) {
 		return
 	}
 	switch run.Event {
+	case bpmn.ListenerBeforeAll:
+		s.multi(i, el)
 	case bpmn.ListenerStart:
 		if el.Kind == bpmn.KindEventSubProcess {
 			s.activateEventSub(i, el, run.Result) // its start event completes with the trigger's payload

@@ -604,3 +604,29 @@ func TestAnUpdateWithoutUpdatingListenersAppliesAtOnceAndABadOneIsRefused(t *tes
 		t.Fatalf("an update with a priority of text: %v, want %s", err, fault.RelayInvalid)
 	}
 }
+
+// Zeebe 8.10's beforeAll listeners run once, on the multi-instance body,
+// before its input collection is evaluated: what their jobs set is the
+// body's, so the collection and every inner instance see it.
+func TestBeforeAllListenersRunOnTheBodyBeforeItsCollection(t *testing.T) {
+	before := strings.Replace(eachListened, `<zeebe:executionListener eventType="start" type="before" />`,
+		`<zeebe:executionListener eventType="beforeAll" type="fetch" /><zeebe:executionListener eventType="start" type="before" />`, 1)
+	x := newInstance(t, parse(t, before, ""))
+	k := job(t, x.step(Trigger{Kind: TriggerStart}))
+	if tok := x.token("Each"); k.Type != "fetch" || tok.Wait != WaitListener || tok.Loop != 0 {
+		t.Fatalf("job = %+v, tokens %v: want the body's beforeAll listener before any inner instance", k, x.at())
+	}
+	eff := x.step(done(k, map[string]any{"items": []any{"a", "b"}, "region": "eu"}))
+	if len(eff.Tasks) != 2 || eff.Tasks[0].Type != "before" || eff.Tasks[1].Type != "before" {
+		t.Fatalf("tasks = %+v, want each inner instance's start listener, over the collection the listener set", eff.Tasks)
+	}
+	if eff.Tasks[0].Variables["region"] != "eu" {
+		t.Fatalf("inner instance job sees %v, want the body's region", eff.Tasks[0].Variables)
+	}
+	if got := x.in.State.Variables["items"]; got != nil {
+		t.Fatalf("instance variables hold items %v: the beforeAll listener's variables are the body's", got)
+	}
+	if b := x.body("Each"); b.Vars["region"] != "eu" {
+		t.Fatalf("body locals = %v, want region from the listener", b.Vars)
+	}
+}
