@@ -136,6 +136,10 @@ func TestACompensationHandlerIsWorkedByATaskWorkerBeforeItsInstanceCompletes(t *
 	b.answer(t, book.ID, "complete", map[string]any{"workerId": "w",
 		"variables": map[string]any{"bookingId": map[string]any{"value": "B-1", "type": "String"}}})
 	b.stepped(t, "trip-1", "active", outcome(book.ID))
+	// The instance's detail lists the booking as what compensation may undo.
+	if _, in := b.do(t, "GET", "/instances/trip-1", nil); fmt.Sprint(in["compensable"]) != "[map[element:Book times:1]]" {
+		t.Fatalf("compensable = %v, want Book once", in["compensable"])
+	}
 	charge := b.fetch(t, "w", "charge", 1, time.Minute, 0)[0]
 	b.answer(t, charge.ID, "bpmnError", map[string]any{"workerId": "w", "errorCode": "DECLINED"})
 	b.stepped(t, "trip-1", "active", outcome(charge.ID))
@@ -143,6 +147,9 @@ func TestACompensationHandlerIsWorkedByATaskWorkerBeforeItsInstanceCompletes(t *
 	undo := b.fetch(t, "w", "cancel-booking", 1, time.Minute, 0)
 	if len(undo) != 1 {
 		t.Fatalf("fetched %d cancel-booking tasks, want the handler's one", len(undo))
+	}
+	if _, in := b.do(t, "GET", "/instances/trip-1", nil); fmt.Sprint(in["compensable"]) != "[]" {
+		t.Fatalf("compensable = %v while its handler runs, want none left", in["compensable"])
 	}
 	var booking string
 	if err := jsonValue(undo[0].Variables["booking"], &booking); err != nil || booking != "B-1" {

@@ -170,3 +170,91 @@ func TestAnAssignmentWaitsForTheAssigningListenersJob(t *testing.T) {
 	b.stepped(t, "a1", "completed", "task:"+id+":2")
 	b.env.AssertNoClaimsHeld(t)
 }
+
+// openTask starts an instance of process and returns its one open user
+// task's id.
+func (b *adminBundle) openTask(t *testing.T, process, instance string) string {
+	t.Helper()
+	b.pub.Publish(testkit.Relay{MessageID: "start-" + instance, Body: map[string]any{"start": process, "instance_id": instance}})
+	b.applied(t, "start-"+instance)
+	_, p := b.do(t, "GET", "/user-tasks?state=created", nil)
+	tasks, _ := asList(p["user_tasks"])
+	for _, task := range tasks {
+		if task["instance_id"] == instance {
+			return fmt.Sprint(task["id"])
+		}
+	}
+	t.Fatalf("%s has no open user task: %v", instance, tasks)
+	return ""
+}
+
+// An update through PATCH /v1/user-tasks/{id} of a user task with an
+// updating listener is answered 202 and takes effect only once the
+// listener's job, completed through /engine-rest, is done; meanwhile the
+// task is updating and takes no assignment, update nor completion.
+func TestAnUpdateWaitsForTheUpdatingListenersJob(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, nil, nil)
+	b.env.Deploy(t, "testdata/updated.bpmn")
+	id := b.openTask(t, "updated", "u1")
+	change := map[string]any{"candidate_groups": []string{"managers"}, "candidate_users": []string{"ada"}, "due_date": "",
+		"follow_up_date": "2029-12-24T09:00:00+01:00", "priority": 90}
+	status, ans := b.do(t, "PATCH", "/user-tasks/"+id, change)
+	if status != http.StatusAccepted || ans["state"] != "updating" {
+		t.Fatalf("updating: %d %v, want 202 updating", status, ans)
+	}
+	b.applied(t, outcome(id))
+	if _, u := b.do(t, "GET", "/user-tasks/"+id, nil); u["state"] != "updating" || u["priority"] != 40.0 || u["due_date"] != "2030-01-01T12:00:00Z" {
+		t.Fatalf("with its updating listener's job open the task is %v: want updating, unchanged", u)
+	}
+	for _, call := range []struct {
+		method, path string
+		body         map[string]any
+	}{{"PATCH", "/user-tasks/" + id, map[string]any{"priority": 10}}, {"POST", "/user-tasks/" + id + "/assignment", map[string]any{"assignee": "bob"}},
+		{"POST", "/user-tasks/" + id + "/completion", map[string]any{"override": true}}} {
+		if status, p := b.do(t, call.method, call.path, call.body); status != http.StatusNotFound || p["code"] != fault.TaskNotFound {
+			t.Fatalf("%s %s of an updating task: %d %v, want 404 %s", call.method, call.path, status, p, fault.TaskNotFound)
+		}
+	}
+	job := b.one(t, "on-update")
+	if job.ActivityID != "Review" {
+		t.Fatalf("listener job = %+v, want one of Review", job)
+	}
+	b.answer(t, job.ID, "complete", map[string]any{"workerId": "w"})
+	b.applied(t, outcome(job.ID))
+	_, u := b.do(t, "GET", "/user-tasks/"+id, nil)
+	groups, _ := u["candidate_groups"].([]any)
+	users, _ := u["candidate_users"].([]any)
+	if u["state"] != "created" || len(groups) != 1 || groups[0] != "managers" || len(users) != 1 || users[0] != "ada" ||
+		u["due_date"] != nil || u["follow_up_date"] != "2029-12-24T09:00:00+01:00" || u["priority"] != 90.0 {
+		t.Fatalf("after the listener's job the task is %v: want created with the update applied", u)
+	}
+	if status, code := b.completeAs(t, "", id, nil); status != http.StatusNoContent {
+		t.Fatalf("completing: %d %s", status, code)
+	}
+	b.stepped(t, "u1", "completed", "task:"+id+":2")
+	b.env.AssertNoClaimsHeld(t)
+}
+
+// Without updating listeners an update applies at once (204); one that
+// changes nothing or holds a bad value is refused with nothing changed.
+func TestAnUpdateWithoutUpdatingListenersAppliesAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, nil, nil)
+	b.env.Deploy(t, "testdata/assigned.bpmn")
+	id := b.openTask(t, "assigned", "u2")
+	for _, bad := range []map[string]any{{}, {"priority": 101}, {"due_date": "2030-01-01T12:00:00"}, {"candidate_users": []string{" "}}, {"assignee": "ada"}} {
+		if status, p := b.do(t, "PATCH", "/user-tasks/"+id, bad); status != http.StatusBadRequest || p["code"] != fault.APIInvalid {
+			t.Fatalf("update %v: %d %v, want 400 %s", bad, status, p, fault.APIInvalid)
+		}
+	}
+	if status, p := b.do(t, "PATCH", "/user-tasks/"+id, map[string]any{"priority": 7, "due_date": "2030-02-01T00:00:00Z"}); status != http.StatusNoContent {
+		t.Fatalf("update: %d %v, want 204", status, p)
+	}
+	if _, u := b.do(t, "GET", "/user-tasks/"+id, nil); u["state"] != "created" || u["priority"] != 7.0 || u["due_date"] != "2030-02-01T00:00:00Z" {
+		t.Fatalf("after the update the task is %v", u)
+	}
+	if status, _ := b.do(t, "PATCH", "/user-tasks/999999", map[string]any{"priority": 7}); status != http.StatusNotFound {
+		t.Fatalf("updating a task that does not exist: %d, want 404", status)
+	}
+}

@@ -168,6 +168,8 @@ func TestRealAnswersMatchTheSpec(t *testing.T) {
 	v.call("GET", "/v1/user-tasks/1", nil, "")
 	v.call("GET", "/v1/user-tasks/1/form", nil, "")
 	v.call("POST", "/v1/user-tasks/1/assignment", map[string]any{"assignee": "ada"}, jsonCT)
+	v.call("PATCH", "/v1/user-tasks/1", map[string]any{"priority": 70, "due_date": ""}, jsonCT)
+	v.call("PATCH", "/v1/user-tasks/1", map[string]any{"priority": 101}, jsonCT) // 400
 	v.call("POST", "/v1/user-tasks/1/completion", map[string]any{}, jsonCT)
 	v.call("POST", "/v1/instances/o-1/cancel", nil, jsonCT)
 	v.call("POST", "/v1/instances/o-1/cancel", nil, jsonCT) // not active: 409

@@ -7,14 +7,18 @@ import (
 )
 
 // Listener events. An execution listener runs at ListenerStart or
-// ListenerEnd of its element; a task listener at a user task's lifecycle
-// event (Zeebe 8.6's names create, assignment and complete are read as
-// creating, assigning and completing).
+// ListenerEnd of its element (of each inner instance of a multi-instance
+// activity) or, on a multi-instance activity, at ListenerBeforeAll of its
+// body (Zeebe 8.10), before its input collection is evaluated; a task listener at a user task's lifecycle
+// event (Zeebe 8.6's names create, assignment, update and complete are read
+// as creating, assigning, updating and completing).
 const (
 	ListenerStart      = "start"
 	ListenerEnd        = "end"
+	ListenerBeforeAll  = "beforeAll"
 	ListenerCreating   = "creating"
 	ListenerAssigning  = "assigning"
+	ListenerUpdating   = "updating"
 	ListenerCompleting = "completing"
 )
 
@@ -44,7 +48,8 @@ var taskListenerEvents = map[string]string{
 	"creating": ListenerCreating, "create": ListenerCreating,
 	"assigning": ListenerAssigning, "assignment": ListenerAssigning,
 	"completing": ListenerCompleting, "complete": ListenerCompleting,
-	"updating": "", "update": "", "canceling": "", "cancel": "",
+	"updating": ListenerUpdating, "update": ListenerUpdating,
+	"canceling": "", "cancel": "",
 }
 
 // listeners reads el's zeebe:executionListeners and zeebe:taskListeners
@@ -60,8 +65,8 @@ func (x *extensions) listeners(el *Element) error {
 			if event == "" {
 				event = ListenerStart // Zeebe's default
 			}
-			if event != ListenerStart && event != ListenerEnd {
-				return invalid("execution listener of %q has eventType %q, not start or end", el.ID, event)
+			if event != ListenerStart && event != ListenerEnd && event != ListenerBeforeAll {
+				return invalid("execution listener of %q has eventType %q, not start, end or beforeAll", el.ID, event)
 			}
 			if err := addListener(el, "execution listener", event, k); err != nil {
 				return err
@@ -79,7 +84,7 @@ func (x *extensions) listeners(el *Element) error {
 			case !known:
 				return invalid("task listener of %q has eventType %q, not creating, assigning, updating, completing or canceling", el.ID, written)
 			case event == "":
-				return unsupported(el.ID, el.Type, "a task listener on "+written+" (the engine runs creating, assigning and completing listeners)")
+				return unsupported(el.ID, el.Type, "a task listener on "+written+" (the engine runs creating, assigning, updating and completing listeners)")
 			}
 			if err := addListener(el, "task listener", event, k); err != nil {
 				return err
@@ -109,12 +114,11 @@ func addListener(el *Element, what, event string, k *node) error {
 	return nil
 }
 
-// checkListeners refuses listeners where Zeebe refuses them (invalid) and
-// where the engine does not run them (unsupported).
+// checkListeners refuses listeners where Zeebe refuses them.
 func checkListeners(el *Element) error {
 	for _, l := range el.Listeners {
 		switch l.Event {
-		case ListenerCreating, ListenerAssigning, ListenerCompleting:
+		case ListenerCreating, ListenerAssigning, ListenerUpdating, ListenerCompleting:
 			if el.User == nil || !el.User.Native {
 				return invalid("task listeners of %q need a Camunda user task (zeebe:userTask)", el.ID)
 			}
@@ -125,6 +129,10 @@ func checkListeners(el *Element) error {
 			case KindBoundary:
 				return invalid("boundary event %q cannot have start execution listeners: put them on %s", el.ID, "the activity it is attached to")
 			}
+		case ListenerBeforeAll:
+			if el.Loop == nil {
+				return invalid("%q has beforeAll execution listeners but is no multi-instance activity", el.ID)
+			}
 		case ListenerEnd:
 			switch el.Kind {
 			case KindExclusive, KindInclusive, KindParallel, KindEventGateway:
@@ -132,12 +140,6 @@ func checkListeners(el *Element) error {
 			case KindErrorEnd:
 				return invalid("error end event %q cannot have end execution listeners: put them on the catch event", el.ID)
 			}
-		}
-		if el.Loop != nil {
-			return unsupported(el.ID, el.Type, "listeners on a multi-instance activity")
-		}
-		if el.Kind == KindEventSubProcess {
-			return unsupported(el.ID, el.Type, "execution listeners on an event subprocess")
 		}
 	}
 	return nil

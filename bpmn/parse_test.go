@@ -86,8 +86,6 @@ func TestParseRefusesUnsupportedElementsNamingIDAndType(t *testing.T) {
 		{"compensation event subprocess", `<bpmn:subProcess id="Sub"><bpmn:startEvent id="SS" /><bpmn:subProcess id="ESP" triggeredByEvent="true">` +
 			`<bpmn:startEvent id="CS_1"><bpmn:compensateEventDefinition /></bpmn:startEvent></bpmn:subProcess></bpmn:subProcess>`,
 			`"CS_1" (startEvent): a compensation start event`},
-		{"execution listener on a multi-instance activity", `<bpmn:serviceTask id="Task_2"><bpmn:extensionElements><zeebe:taskDefinition type="a" /><zeebe:executionListeners><zeebe:executionListener eventType="start" type="l" /></zeebe:executionListeners></bpmn:extensionElements><bpmn:multiInstanceLoopCharacteristics><bpmn:extensionElements><zeebe:loopCharacteristics inputCollection="=xs" /></bpmn:extensionElements></bpmn:multiInstanceLoopCharacteristics></bpmn:serviceTask>`,
-			`"Task_2" (serviceTask): listeners on a multi-instance activity`},
 		{"timer cycle on catch event", `<bpmn:intermediateCatchEvent id="E_2"><bpmn:timerEventDefinition><bpmn:timeCycle>R3/PT1M</bpmn:timeCycle></bpmn:timerEventDefinition></bpmn:intermediateCatchEvent>`,
 			`"E_2" (intermediateCatchEvent): a timeCycle`},
 		{"compensation catch", `<bpmn:intermediateCatchEvent id="T_4"><bpmn:compensateEventDefinition /></bpmn:intermediateCatchEvent>`,

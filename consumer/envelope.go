@@ -79,8 +79,10 @@ func (t *taskOutcome) trigger(vars map[string]any) (engine.Trigger, error) {
 		tr.Kind, tr.ErrorCode, tr.ErrorMessage = engine.TriggerTaskError, t.ErrorCode, t.ErrorMessage
 	case store.TaskAssign:
 		tr.Kind = engine.TriggerTaskAssign
+	case store.TaskUpdate:
+		tr.Kind = engine.TriggerTaskUpdate
 	default:
-		return tr, fault.New(fault.RelayInvalid, "task outcome %q is none of completed, failed, bpmn_error, assign", t.Outcome)
+		return tr, fault.New(fault.RelayInvalid, "task outcome %q is none of completed, failed, bpmn_error, assign, update", t.Outcome)
 	}
 	if t.Token == "" || t.Element == "" {
 		return tr, fault.New(fault.RelayInvalid, "a task relay names the task's token and element")

@@ -180,6 +180,10 @@ const (
 	// assigning listeners are done: an assignment through /v1 of a user
 	// task that has some.
 	TriggerTaskAssign TriggerKind = "task_assign"
+	// TriggerTaskUpdate changes the open user task (TokenID, Element) by
+	// Variables (UserTaskChanges as JSON) once its updating listeners are
+	// done: an update through /v1 of a user task that has some.
+	TriggerTaskUpdate TriggerKind = "task_update"
 	// TriggerChildCompleted resumes a call activity (TokenID, Element) whose
 	// child instance ended: with its variables, or with ErrorCode when an
 	// uncaught BPMN error ended it.
@@ -328,6 +332,23 @@ type Assignment struct {
 	Assignee *string
 }
 
+// UserTaskChanges are the fields of a user task an update changes; a nil
+// field is left as it is, an empty list or date clears it.
+type UserTaskChanges struct {
+	CandidateGroups *[]string `json:"candidate_groups,omitempty"`
+	CandidateUsers  *[]string `json:"candidate_users,omitempty"`
+	DueDate         *string   `json:"due_date,omitempty"`
+	FollowUpDate    *string   `json:"follow_up_date,omitempty"`
+	Priority        *int      `json:"priority,omitempty"`
+}
+
+// UserTaskUpdate applies Changes to the user task (TokenID, Element).
+type UserTaskUpdate struct {
+	TokenID string
+	Element string
+	Changes UserTaskChanges
+}
+
 // OutboxMessage is a message to publish after the step commits.
 type OutboxMessage struct {
 	// ID is derived from instance id + step + element so that a re-run of the
@@ -433,7 +454,7 @@ type ParentEscalation struct {
 
 // Effects are the side effects of one step, written by the store in the
 // step's commit transaction, in this order: CloseWaits, RenameWaits, the new
-// subscriptions, timers and tasks, outbox messages and signals, Assignments, ResolvedIncidents, then
+// subscriptions, timers and tasks, outbox messages and signals, Assignments, Updates, ResolvedIncidents, then
 // Incidents (a retried token that fails again at once appears in both),
 // StartChildren, CancelChildren, NotifyParent and EscalateParent.
 type Effects struct {
@@ -448,7 +469,10 @@ type Effects struct {
 	// assigning state). (Left out of JSON when empty, as traces print
 	// effects.)
 	Assignments []Assignment `json:",omitempty"`
-	Publish     []OutboxMessage
+	// Updates change fields of open user tasks (and end their updating
+	// state), after the Assignments.
+	Updates []UserTaskUpdate `json:",omitempty"`
+	Publish []OutboxMessage
 	// Signals are thrown after the commit, with the outbox messages.
 	Signals []SignalThrow
 	// ResolvedIncidents are token ids whose open incidents this step resolves.

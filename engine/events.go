@@ -78,7 +78,10 @@ func (s *stepper) triggerEventSub(j int, start *bpmn.Element, payload map[string
 		s.mergeFrom(k, payload) // nothing the trigger carried is lost
 		return
 	}
-	s.activateEventSub(k, esp, payload)
+	// Its start listeners run before its scope opens; they hold the payload.
+	if !s.listen(k, esp, bpmn.ListenerStart, payload) {
+		s.activateEventSub(k, esp, payload)
+	}
 }
 
 // activateEventSub parks event subprocess token k and completes its start

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -9,9 +10,9 @@ import (
 )
 
 // Listeners. A token runs its element's listeners of one event (execution
-// listeners at start and end, a Camunda user task's creating, assigning and
-// completing listeners) one job at a time, in document order, parked in WaitListener:
-// each job is a pull task like any other, keyed by a token id of its own
+// listeners at start and end, a Camunda user task's creating, assigning,
+// updating and completing listeners) one job at a time, in document order,
+// parked in WaitListener: each job is a pull task like any other, keyed by a token id of its own
 // (ListenerRun.Job) so that it never meets the element's own rows, and
 // fresh for every job, so that a late outcome of an earlier one matches
 // nothing. After the last job the element goes on from where its listeners
@@ -19,8 +20,9 @@ import (
 
 // ListenerRun is where a token is in its element's listeners of one event.
 type ListenerRun struct {
-	// Event is bpmn.ListenerStart, ListenerEnd, ListenerCreating,
-	// ListenerAssigning or ListenerCompleting.
+	// Event is bpmn.ListenerStart, ListenerEnd, ListenerBeforeAll,
+	// ListenerCreating, ListenerAssigning, ListenerUpdating or
+	// ListenerCompleting.
 	Event string `json:"ev"`
 	// Index is the listener (of Event, in document order) whose job is open,
 	// or whose failure the token's incident is.
@@ -32,8 +34,10 @@ type ListenerRun struct {
 	// listeners on a token of their own once its last token ended.
 	Process bool `json:"process,omitempty"`
 	// Result is the user task's completion that completing listeners hold
-	// back, or the assignment ({"assignee": …}) assigning listeners hold
-	// back: applied once the last of them completes. Nil for assigning
+	// back, the trigger's payload an event subprocess's start listeners
+	// hold back, the assignment ({"assignee": …}) assigning listeners hold
+	// back, or the changes (UserTaskChanges) updating listeners hold back:
+	// applied once the last of them completes. Nil for assigning
 	// listeners at the task's creation.
 	Result map[string]any `json:"result,omitempty"`
 }
@@ -137,6 +141,42 @@ func (s *stepper) assign(tr Trigger) error {
 	return nil
 }
 
+// update applies an update of a user task through /v1: after its updating
+// listeners, if it has any, which hold the task updating.
+func (s *stepper) update(tr Trigger) error {
+	i := s.waiting(tr.TokenID, tr.Element, WaitTask)
+	if i < 0 || s.def.Element(tr.Element).User == nil {
+		return fault.New(fault.NotWaiting, "instance %s has no user task %s on token %s", s.in.ID, tr.Element, tr.TokenID)
+	}
+	if _, err := userTaskChanges(tr.Variables); err != nil {
+		return err
+	}
+	el := s.def.Element(tr.Element)
+	if !s.listen(i, el, bpmn.ListenerUpdating, tr.Variables) {
+		s.updated(i, el, tr.Variables)
+	}
+	return nil
+}
+
+// userTaskChanges reads an update's changes from its relay's variables.
+func userTaskChanges(vars map[string]any) (UserTaskChanges, error) {
+	var c UserTaskChanges
+	b, err := json.Marshal(vars)
+	if err == nil {
+		err = json.Unmarshal(b, &c)
+	}
+	if err != nil {
+		return c, fault.New(fault.RelayInvalid, "user task update %v: %v", vars, err)
+	}
+	return c, nil
+}
+
+// updated applies changes (checked by update) to token i's user task.
+func (s *stepper) updated(i int, el *bpmn.Element, changes map[string]any) {
+	c, _ := userTaskChanges(changes)
+	s.eff.Updates = append(s.eff.Updates, UserTaskUpdate{TokenID: s.tokens[i].ID, Element: el.ID, Changes: c})
+}
+
 // assigned sets the assignee of token i's user task to result's.
 func (s *stepper) assigned(i int, el *bpmn.Element, result map[string]any) {
 	a := Assignment{TokenID: s.tokens[i].ID, Element: el.ID}
@@ -224,8 +264,9 @@ func (s *stepper) listenerOutcome(i int, tr Trigger) {
 	switch {
 	case run.Process:
 		s.merge(tr.Variables) // the process's scope is the instance's
-	case run.Event == bpmn.ListenerStart:
-		// Set on the element's own scope, where the rest of it reads them.
+	case run.Event == bpmn.ListenerStart, run.Event == bpmn.ListenerBeforeAll:
+		// Set on the element's own scope (a multi-instance body's, for
+		// beforeAll), where the rest of it reads them.
 		if len(tr.Variables) > 0 {
 			s.ownLocals(i)
 			for k, v := range tr.Variables {
@@ -260,8 +301,14 @@ func (s *stepper) listenerOutcome(i int, tr Trigger) {
 		return
 	}
 	switch run.Event {
+	case bpmn.ListenerBeforeAll:
+		s.multi(i, el)
 	case bpmn.ListenerStart:
-		s.activate(i, el)
+		if el.Kind == bpmn.KindEventSubProcess {
+			s.activateEventSub(i, el, run.Result) // its start event completes with the trigger's payload
+		} else {
+			s.activate(i, el)
+		}
 		s.afterListeners(i, el)
 	case bpmn.ListenerEnd:
 		s.after(i, el)
@@ -276,6 +323,9 @@ func (s *stepper) listenerOutcome(i int, tr Trigger) {
 		}
 		s.tokens[i].Wait = WaitTask // the task stayed open
 		s.assigned(i, el, run.Result)
+	case bpmn.ListenerUpdating:
+		s.tokens[i].Wait = WaitTask
+		s.updated(i, el, run.Result)
 	case bpmn.ListenerCompleting:
 		s.resume(i)
 		s.complete(i, el, run.Result)

@@ -252,7 +252,7 @@ func TestListenersWhereZeebeRefusesThemAreRefused(t *testing.T) {
 		{"two listeners of one event and type", el(`startEvent id="X"`, "", `<zeebe:executionListeners><zeebe:executionListener eventType="end" type="l" /><zeebe:executionListener eventType="end" type="l" /></zeebe:executionListeners>`), fault.BPMNInvalid},
 		{"an unknown event", el(`startEvent id="X"`, "", exec("take")), fault.BPMNInvalid},
 		{"task listener on a job-worker user task", `<bpmn:startEvent id="S" />` + el(`userTask id="X"`, "", `<zeebe:taskListeners><zeebe:taskListener eventType="completing" type="l" /></zeebe:taskListeners>`) + flow("F", "S", "X"), fault.BPMNInvalid},
-		{"an updating task listener", `<bpmn:startEvent id="S" />` + el(`userTask id="X"`, "", `<zeebe:userTask /><zeebe:taskListeners><zeebe:taskListener eventType="updating" type="l" /></zeebe:taskListeners>`) + flow("F", "S", "X"), fault.BPMNUnsupported},
+		{"a canceling task listener", `<bpmn:startEvent id="S" />` + el(`userTask id="X"`, "", `<zeebe:userTask /><zeebe:taskListeners><zeebe:taskListener eventType="canceling" type="l" /></zeebe:taskListeners>`) + flow("F", "S", "X"), fault.BPMNUnsupported},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -481,5 +481,152 @@ func TestNoAssigningListenerAtCreationWithoutAnAssignee(t *testing.T) {
 	x := newInstance(t, parse(t, assigned, ""))
 	if u := job(t, x.step(Trigger{Kind: TriggerStart, Variables: map[string]any{"who": ""}})); u.User == nil {
 		t.Fatalf("job = %+v, want the user task itself", u)
+	}
+}
+
+// eachListened is a parallel multi-instance service task with a start and
+// an end listener, collecting each item's result.
+var eachListened = `<bpmn:startEvent id="S" />
+<bpmn:serviceTask id="Each"><bpmn:extensionElements><zeebe:taskDefinition type="work" />
+  <zeebe:executionListeners><zeebe:executionListener eventType="start" type="before" /><zeebe:executionListener eventType="end" type="after" /></zeebe:executionListeners>
+</bpmn:extensionElements>
+  <bpmn:multiInstanceLoopCharacteristics><bpmn:extensionElements><zeebe:loopCharacteristics inputCollection="=items" inputElement="item" outputCollection="results" outputElement="=result" /></bpmn:extensionElements></bpmn:multiInstanceLoopCharacteristics></bpmn:serviceTask>
+<bpmn:endEvent id="E" />` + flow("F1", "S", "Each") + flow("F2", "Each", "E")
+
+// As in Zeebe, a multi-instance activity's execution listeners run on each
+// inner instance (Modeler's "before each" and "after each"), not on the body.
+func TestMultiInstanceListenersRunAroundEachInnerInstance(t *testing.T) {
+	x := newInstance(t, parse(t, eachListened, ""))
+	eff := x.step(Trigger{Kind: TriggerStart, Variables: map[string]any{"items": []any{"a", "b"}}})
+	if len(eff.Tasks) != 2 || eff.Tasks[0].Type != "before" || eff.Tasks[1].Type != "before" {
+		t.Fatalf("tasks = %+v, want each inner instance's start listener", eff.Tasks)
+	}
+	items := map[string]bool{}
+	for _, k := range eff.Tasks {
+		items[k.Variables["item"].(string)] = true
+	}
+	if !items["a"] || !items["b"] {
+		t.Fatalf("listener jobs see items %v, want a and b: they run inside the inner instances", items)
+	}
+	if b := x.body("Each"); b.Wait != WaitMulti {
+		t.Fatalf("body = %+v", b)
+	}
+	var works []Task
+	for _, k := range eff.Tasks {
+		works = append(works, job(t, x.step(done(k, nil))))
+	}
+	var afters []Task
+	for n, w := range works {
+		if w.Type != "work" {
+			t.Fatalf("after the start listener: %+v, want the task", w)
+		}
+		k := job(t, x.step(done(w, map[string]any{"result": float64(n)})))
+		if k.Type != "after" {
+			t.Fatalf("after the task: %+v, want its end listener", k)
+		}
+		afters = append(afters, k)
+	}
+	if eff := x.step(done(afters[0], nil)); eff.Completed {
+		t.Fatal("completed after one inner instance's end listener")
+	}
+	eff = x.step(done(afters[1], nil))
+	if !eff.Completed || !reflect.DeepEqual(x.in.State.Variables["results"], []any{0.0, 1.0}) {
+		t.Fatalf("completed %v, results %v: want done with both results, no listener on the body", eff.Completed, x.in.State.Variables["results"])
+	}
+}
+
+// espListened is a process waiting at a service task, with a
+// non-interrupting message event subprocess that has start and end
+// listeners.
+var espListened = `<bpmn:startEvent id="S" />
+<bpmn:serviceTask id="Work"><bpmn:extensionElements><zeebe:taskDefinition type="work" /></bpmn:extensionElements></bpmn:serviceTask>
+<bpmn:endEvent id="E" />
+<bpmn:subProcess id="OnNote" triggeredByEvent="true"><bpmn:extensionElements>
+  <zeebe:executionListeners><zeebe:executionListener eventType="start" type="esp-start" /><zeebe:executionListener eventType="end" type="esp-end" /></zeebe:executionListeners>
+</bpmn:extensionElements>
+  <bpmn:startEvent id="NoteStart" isInterrupting="false"><bpmn:messageEventDefinition messageRef="M1" /></bpmn:startEvent>
+  <bpmn:endEvent id="NoteEnd" /><bpmn:sequenceFlow id="FN" sourceRef="NoteStart" targetRef="NoteEnd" />
+</bpmn:subProcess>` + flow("F1", "S", "Work") + flow("F2", "Work", "E")
+
+func TestEventSubprocessListenersWrapItAndItsStartSeesThePayloadAfterThem(t *testing.T) {
+	x := newInstance(t, parse(t, espListened, msgDefs))
+	work := job(t, x.step(Trigger{Kind: TriggerStart}))
+	k := job(t, x.step(Trigger{Kind: TriggerMessage, Message: "m1", Variables: map[string]any{"note": "hi"}}))
+	if k.Type != "esp-start" || k.Element != "OnNote" || x.in.State.Variables["note"] != nil {
+		t.Fatalf("job = %+v, variables %v: want the event subprocess's start listener before its start event completes", k, x.in.State.Variables)
+	}
+	k = job(t, x.step(done(k, nil)))
+	if k.Type != "esp-end" || x.in.State.Variables["note"] != "hi" {
+		t.Fatalf("job = %+v, variables %v: want its end listener once its content ended, the payload applied", k, x.in.State.Variables)
+	}
+	if eff := x.step(done(k, map[string]any{"noted": true})); eff.Completed || x.in.State.Variables["noted"] != true {
+		t.Fatalf("completed %v, variables %v: want the end listener's variables in the process, the process still at Work", eff.Completed, x.in.State.Variables)
+	}
+	if eff := x.step(done(work, nil)); !eff.Completed {
+		t.Fatalf("not completed: %v", x.at())
+	}
+}
+
+func TestAnUpdateTakesEffectAfterItsUpdatingListeners(t *testing.T) {
+	updating := strings.Replace(assigned, `<zeebe:taskListener eventType="assignment" type="on-assign" />`,
+		`<zeebe:taskListener eventType="update" type="on-update" /><zeebe:taskListener eventType="updating" type="audit" />`, 1)
+	x := newInstance(t, parse(t, updating, ""))
+	u := job(t, x.step(Trigger{Kind: TriggerStart, Variables: map[string]any{"who": "ada"}}))
+	changes := map[string]any{"candidate_groups": []any{"sales"}, "due_date": "", "priority": 80.0}
+	eff := x.step(Trigger{Kind: TriggerTaskUpdate, TokenID: u.TokenID, Element: "U", Variables: changes})
+	k := job(t, eff)
+	if k.Type != "on-update" || len(eff.Updates) != 0 || len(eff.CloseWaits) != 0 {
+		t.Fatalf("job = %+v, updates %+v, closed %+v: want the first listener's job, nothing changed, the task open", k, eff.Updates, eff.CloseWaits)
+	}
+	k = job(t, x.step(done(k, nil)))
+	if k.Type != "audit" {
+		t.Fatalf("job = %+v, want the second updating listener's", k)
+	}
+	eff = x.step(done(k, nil))
+	priority, empty := 80, ""
+	want := []UserTaskUpdate{{TokenID: u.TokenID, Element: "U", Changes: UserTaskChanges{CandidateGroups: &[]string{"sales"}, DueDate: &empty, Priority: &priority}}}
+	if !reflect.DeepEqual(eff.Updates, want) || x.token("U").Wait != WaitTask {
+		t.Fatalf("updates %+v, token %+v: want the changes applied to the open task", eff.Updates, x.token("U"))
+	}
+	if eff := x.step(done(u, nil)); !eff.Completed {
+		t.Fatalf("not completed: %v", x.at())
+	}
+}
+
+func TestAnUpdateWithoutUpdatingListenersAppliesAtOnceAndABadOneIsRefused(t *testing.T) {
+	x := newInstance(t, parse(t, assigned, ""))
+	u := job(t, x.step(done(job(t, x.step(Trigger{Kind: TriggerStart, Variables: map[string]any{"who": "ada"}})), nil)))
+	eff := x.step(Trigger{Kind: TriggerTaskUpdate, TokenID: u.TokenID, Element: "U", Variables: map[string]any{"candidate_users": []any{"bob"}}})
+	if len(eff.Updates) != 1 || len(eff.Tasks) != 0 || !reflect.DeepEqual(*eff.Updates[0].Changes.CandidateUsers, []string{"bob"}) {
+		t.Fatalf("updates %+v, tasks %+v: want the update applied at once", eff.Updates, eff.Tasks)
+	}
+	if err := x.fail(Trigger{Kind: TriggerTaskUpdate, TokenID: u.TokenID, Element: "U", Variables: map[string]any{"priority": "high"}}); !fault.HasCode(err, fault.RelayInvalid) {
+		t.Fatalf("an update with a priority of text: %v, want %s", err, fault.RelayInvalid)
+	}
+}
+
+// Zeebe 8.10's beforeAll listeners run once, on the multi-instance body,
+// before its input collection is evaluated: what their jobs set is the
+// body's, so the collection and every inner instance see it.
+func TestBeforeAllListenersRunOnTheBodyBeforeItsCollection(t *testing.T) {
+	before := strings.Replace(eachListened, `<zeebe:executionListener eventType="start" type="before" />`,
+		`<zeebe:executionListener eventType="beforeAll" type="fetch" /><zeebe:executionListener eventType="start" type="before" />`, 1)
+	x := newInstance(t, parse(t, before, ""))
+	k := job(t, x.step(Trigger{Kind: TriggerStart}))
+	if tok := x.token("Each"); k.Type != "fetch" || tok.Wait != WaitListener || tok.Loop != 0 {
+		t.Fatalf("job = %+v, tokens %v: want the body's beforeAll listener before any inner instance", k, x.at())
+	}
+	eff := x.step(done(k, map[string]any{"items": []any{"a", "b"}, "region": "eu"}))
+	if len(eff.Tasks) != 2 || eff.Tasks[0].Type != "before" || eff.Tasks[1].Type != "before" {
+		t.Fatalf("tasks = %+v, want each inner instance's start listener, over the collection the listener set", eff.Tasks)
+	}
+	if eff.Tasks[0].Variables["region"] != "eu" {
+		t.Fatalf("inner instance job sees %v, want the body's region", eff.Tasks[0].Variables)
+	}
+	if got := x.in.State.Variables["items"]; got != nil {
+		t.Fatalf("instance variables hold items %v: the beforeAll listener's variables are the body's", got)
+	}
+	if b := x.body("Each"); b.Vars["region"] != "eu" {
+		t.Fatalf("body locals = %v, want region from the listener", b.Vars)
 	}
 }

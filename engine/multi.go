@@ -27,7 +27,8 @@ func (s *stepper) multi(i int, el *bpmn.Element) {
 	}
 	s.tokens[i].Multi = Multi{Instances: len(items)}
 	if out := el.Loop.OutputCollection; out != "" {
-		s.setLocals(i, map[string]any{out: make([]any, len(items))})
+		s.ownLocals(i) // beside what its beforeAll listeners set
+		s.tokens[i].Vars[out] = make([]any, len(items))
 	}
 	switch {
 	case len(items) == 0:

@@ -74,10 +74,11 @@ func (s *stepper) handOut(i int, ctx map[string]any) map[string]any {
 
 // input returns the locals a pull task of token i carries (nil when it has
 // none): those of its scope tokens, outermost first, as view overlays them,
-// leaving out multi-instance bodies, whose only local is the output
-// collection being gathered (a list as long as the input collection, which
-// every inner instance's task would otherwise copy). The instance variables
-// are not copied: a worker reads them when it fetches the task.
+// leaving out a multi-instance body's output collection being gathered (a
+// list as long as the input collection, which every inner instance's task
+// would otherwise copy; what its beforeAll listeners set is kept). The
+// instance variables are not copied: a worker reads them when it fetches
+// the task.
 func (s *stepper) input(i int) map[string]any {
 	var m map[string]any
 	var overlay func(j int)
@@ -86,20 +87,21 @@ func (s *stepper) input(i int) map[string]any {
 			return
 		}
 		overlay(s.parentOf(j))
-		if s.tokens[j].Wait == WaitMulti || len(s.tokens[j].Vars) == 0 {
-			return
-		}
-		if m == nil {
-			m = make(map[string]any, len(s.tokens[j].Vars))
-		}
 		var skip []string
-		if el := s.def.Element(s.tokens[j].Element); j != i && el.Kind == bpmn.KindAdHoc && !s.tokens[j].Activation {
+		switch el := s.def.Element(s.tokens[j].Element); {
+		case s.tokens[j].Wait == WaitMulti:
+			skip = []string{el.Loop.OutputCollection}
+		case j != i && el.Kind == bpmn.KindAdHoc && !s.tokens[j].Activation:
 			skip = []string{AdHocElements, el.AdHoc.OutputCollection} // for its job, not for every task inside
 		}
 		for k, v := range s.tokens[j].Vars {
-			if !slices.Contains(skip, k) {
-				m[k] = v
+			if slices.Contains(skip, k) {
+				continue
 			}
+			if m == nil {
+				m = make(map[string]any, len(s.tokens[j].Vars))
+			}
+			m[k] = v
 		}
 	}
 	overlay(i)

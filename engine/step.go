@@ -159,6 +159,8 @@ func (s *stepper) apply(tr Trigger) error {
 		return s.task(tr)
 	case TriggerTaskAssign:
 		return s.assign(tr)
+	case TriggerTaskUpdate:
+		return s.update(tr)
 	case TriggerChildCompleted:
 		return s.childCompleted(tr)
 	case TriggerChildFailed:
@@ -462,7 +464,11 @@ func (s *stepper) run() error {
 func (s *stepper) execute(i int) {
 	el := s.def.Element(s.tokens[i].Element)
 	if el.Loop != nil && s.tokens[i].Loop == 0 {
-		s.multi(i, el)
+		// Its beforeAll listeners run on the body, before its input
+		// collection is evaluated.
+		if !s.listen(i, el, bpmn.ListenerBeforeAll, nil) {
+			s.multi(i, el)
+		}
 		return
 	}
 	if len(el.Inputs) > 0 && !bpmn.Publishes(el) && !s.localInputs(i, el) {

@@ -52,7 +52,7 @@ func (s *Store) DefinitionXML(ctx context.Context, key string, version int) (str
 // trip. ErrNotFound when it does not exist (or is a start that never
 // committed its first step).
 func (s *Store) Instance(ctx context.Context, id string) (adminapi.Instance, error) {
-	d := adminapi.Instance{ID: id, Tokens: []adminapi.Token{}, Incidents: []adminapi.Incident{},
+	d := adminapi.Instance{ID: id, Tokens: []adminapi.Token{}, Compensable: []adminapi.Compensable{}, Incidents: []adminapi.Incident{},
 		Waits: adminapi.Waits{Subscriptions: []adminapi.Subscription{}, Signals: []adminapi.SignalSubscription{}, Timers: []adminapi.Timer{},
 			Tasks: []adminapi.Task{}}}
 	var tokens []byte
@@ -115,6 +115,9 @@ func (s *Store) Instance(ctx context.Context, id string) (adminapi.Instance, err
 	}
 	for _, t := range st.Tokens {
 		d.Tokens = append(d.Tokens, adminapi.Token{ID: t.ID, Element: t.Element, Wait: string(t.Wait), Scope: t.Scope})
+	}
+	for _, c := range st.Compensable {
+		d.Compensable = append(d.Compensable, adminapi.Compensable{Element: c.Element, Scope: c.Scope, In: c.In, Times: c.Times})
 	}
 	if owner != nil {
 		d.Claim = &adminapi.Claim{Owner: *owner}

@@ -135,7 +135,7 @@ func TestEveryWriteBeforeAnAckOrASuccessAnswerWaitsForTheWALFlush(t *testing.T) 
 	if err := st.Forward(ctx, "fan-1", "o-1", []store.RelayOut{{ID: "fan-1/a", InstanceID: "a-1", RoutingKey: "k", Body: []byte(`{}`)}}); err != nil {
 		t.Fatal(err)
 	}
-	// Admin writes answered with success: a user task's assignment, a bulk
+	// Admin writes answered with success: a user task's assignment and update, a bulk
 	// migration's creation (answered 202).
 	inst = claim("r-1", "review")
 	state, eff = step(review, inst, engine.Trigger{Kind: engine.TriggerStart, Variables: map[string]any{"reviewer": "ann"}})
@@ -144,6 +144,10 @@ func TestEveryWriteBeforeAnAckOrASuccessAnswerWaitsForTheWALFlush(t *testing.T) 
 	}
 	bob := "bob"
 	if err := st.AssignUserTask(ctx, env.Int(t, "SELECT id FROM tasks WHERE instance_id = 'r-1'"), &bob); err != nil {
+		t.Fatal(err)
+	}
+	priority := 80
+	if err := st.UpdateUserTask(ctx, env.Int(t, "SELECT id FROM tasks WHERE instance_id = 'r-1'"), engine.UserTaskChanges{Priority: &priority}); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.CreateMigration(ctx, "mig-1", "review", 1, 1, nil); err != nil {

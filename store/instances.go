@@ -558,6 +558,11 @@ func queueStepEffects(b *pgx.Batch, w *outboxWrites, id string, e engine.Effects
 		b.Queue(`UPDATE tasks SET assignee = $4, outcome = NULL
 			WHERE instance_id = $1 AND token_id = $2 AND element_id = $3 AND user_task`, id, a.TokenID, a.Element, a.Assignee)
 	}
+	for _, u := range e.Updates {
+		b.Queue(`UPDATE tasks SET `+userTaskChangesSet(4)+`, outcome = NULL
+			WHERE instance_id = $1 AND token_id = $2 AND element_id = $3 AND user_task`,
+			append([]any{id, u.TokenID, u.Element}, userTaskChangesArgs(u.Changes)...)...)
+	}
 	if len(e.ResolvedIncidents) > 0 {
 		b.Queue(`UPDATE incidents SET resolved_at = now() WHERE instance_id = $1 AND token_id = ANY ($2) AND resolved_at IS NULL`,
 			id, e.ResolvedIncidents)

@@ -21,6 +21,10 @@ const (
 	// (Variables {"assignee": …}): the task is assigning until the step
 	// that runs them applies it (migration 0027).
 	TaskAssign = "assign"
+	// TaskUpdate is an update of a user task with updating listeners
+	// (Variables: engine.UserTaskChanges): the task is updating until the
+	// step that runs them applies it (migration 0029).
+	TaskUpdate = "update"
 )
 
 // TopicLock asks for tasks of one topic (a service task's type).
@@ -186,7 +190,8 @@ func (e *LockError) Error() string {
 type Outcome struct {
 	TaskID int64
 	Worker string
-	// Kind is TaskCompleted, TaskFailed, TaskBPMNError or TaskAssign.
+	// Kind is TaskCompleted, TaskFailed, TaskBPMNError, TaskAssign or
+	// TaskUpdate.
 	Kind      string
 	Variables map[string]any
 	// ErrorCode is the BPMN error's code (TaskBPMNError).

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sutra-run/worker/api/admin/adminapi"
+	"github.com/sutra-run/worker/engine"
 )
 
 // UserTaskFilter narrows a user task list; After is the cursor (an id).
@@ -21,9 +22,11 @@ type UserTaskFilter struct {
 }
 
 // userTaskState is a user task's state: created (open), assigning (an
-// assignment waits for its assigning listeners) or completing (a completion
-// is recorded and not yet applied).
-const userTaskState = `CASE WHEN t.outcome IS NULL THEN 'created' WHEN t.outcome = 'assign' THEN 'assigning' ELSE 'completing' END`
+// assignment waits for its assigning listeners), updating (an update waits
+// for its updating listeners) or completing (a completion is recorded and
+// not yet applied).
+const userTaskState = `CASE WHEN t.outcome IS NULL THEN 'created' WHEN t.outcome = 'assign' THEN 'assigning'
+	WHEN t.outcome = 'update' THEN 'updating' ELSE 'completing' END`
 
 const userTaskSelect = `
 SELECT t.id::text, t.id::text, t.instance_id, t.element_id, i.definition_key, i.definition_version, t.assignee,
@@ -70,6 +73,37 @@ func (s *Store) AssignUserTask(ctx context.Context, id int64, assignee *string) 
 	tag, err := s.pool.Exec(ctx, `UPDATE tasks SET assignee = $2 WHERE id = $1 AND user_task AND outcome IS NULL`, id, assignee)
 	if err != nil {
 		return translate(err, fmt.Sprintf("assigning user task %d", id))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("user task %d: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// userTaskChangesSet sets the fields an engine.UserTaskChanges names,
+// bound in its field order from $n on (userTaskChangesArgs): NULL leaves a
+// field as it is, an empty date clears it.
+func userTaskChangesSet(n int) string {
+	return fmt.Sprintf(`candidate_groups = COALESCE($%[1]d::text[], candidate_groups),
+	candidate_users = COALESCE($%[2]d::text[], candidate_users),
+	due_date = CASE WHEN $%[3]d::text IS NULL THEN due_date ELSE NULLIF($%[3]d::text, '') END,
+	follow_up_date = CASE WHEN $%[4]d::text IS NULL THEN follow_up_date ELSE NULLIF($%[4]d::text, '') END,
+	priority = COALESCE($%[5]d::int, priority)`, n, n+1, n+2, n+3, n+4)
+}
+
+func userTaskChangesArgs(c engine.UserTaskChanges) []any {
+	return []any{c.CandidateGroups, c.CandidateUsers, c.DueDate, c.FollowUpDate, c.Priority}
+}
+
+// UpdateUserTask applies c to an open user task (one with no updating
+// listeners: an update through them is an outcome, TaskUpdate).
+// ErrNotFound when there is none, or it is assigning, updating or
+// completing.
+func (s *Store) UpdateUserTask(ctx context.Context, id int64, c engine.UserTaskChanges) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE tasks SET `+userTaskChangesSet(2)+`
+		WHERE id = $1 AND user_task AND outcome IS NULL`, append([]any{id}, userTaskChangesArgs(c)...)...)
+	if err != nil {
+		return translate(err, fmt.Sprintf("updating user task %d", id))
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("user task %d: %w", id, ErrNotFound)

@@ -33,9 +33,11 @@ import (
 	"github.com/sutra-run/worker/api/admin/adminapi"
 	"github.com/sutra-run/worker/bpmn"
 	"github.com/sutra-run/worker/claims"
+	"github.com/sutra-run/worker/engine"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/feel"
 	"github.com/sutra-run/worker/internal/defaults"
+	"github.com/sutra-run/worker/iso8601"
 	"github.com/sutra-run/worker/lanes"
 	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/store"
@@ -62,6 +64,7 @@ type Store interface {
 	ListUserTasks(ctx context.Context, f store.UserTaskFilter) ([]adminapi.UserTask, error)
 	UserTaskByID(ctx context.Context, id int64) (adminapi.UserTask, error)
 	AssignUserTask(ctx context.Context, id int64, assignee *string) error
+	UpdateUserTask(ctx context.Context, id int64, c engine.UserTaskChanges) error
 	Process(ctx context.Context, key string, version int) (*bpmn.Process, error)
 	RecordOutcome(ctx context.Context, o store.Outcome) (store.Recorded, error)
 	ListParkedOutbox(ctx context.Context, f store.ParkedFilter) ([]adminapi.ParkedMessage, error)
@@ -173,6 +176,7 @@ func New(srv *api.Server, deps Deps, cfg Config) *API {
 	userTaskRoute("GET /v1/user-tasks/{id}", "user_task", s.getUserTask)
 	userTaskRoute("GET /v1/user-tasks/{id}/form", "user_task_form", s.getUserTaskForm)
 	userTaskRoute("POST /v1/user-tasks/{id}/assignment", "assign", s.assignUserTask)
+	userTaskRoute("PATCH /v1/user-tasks/{id}", "update", s.updateUserTask)
 	userTaskRoute("POST /v1/user-tasks/{id}/completion", "complete", s.completeUserTask)
 	adminRoute("GET /v1/outbox/parked", "outbox_parked", s.listParked)
 	adminRoute("POST /v1/outbox/parked/{id}/retry", "outbox_retry", s.retryParked)
@@ -717,8 +721,8 @@ func (s *API) listUserTasks(c *adminCall) (answer, error) {
 		}
 	}
 	q := c.r.URL.Query()
-	if st := q.Get("state"); st != "" && st != "created" && st != "assigning" && st != "completing" {
-		return answer{}, api.Invalidf("state %q is not created, assigning or completing", st)
+	if st := q.Get("state"); st != "" && st != "created" && st != "assigning" && st != "updating" && st != "completing" {
+		return answer{}, api.Invalidf("state %q is not created, assigning, updating or completing", st)
 	}
 	list, err := s.deps.Store.ListUserTasks(c.r.Context(), store.UserTaskFilter{Assignee: q.Get("assignee"),
 		CandidateGroup: q.Get("candidate_group"), CandidateUser: q.Get("candidate_user"), State: q.Get("state"), Limit: limit, After: from})
@@ -795,15 +799,22 @@ func (s *API) assignUserTask(c *adminCall) (answer, error) {
 	if err := api.Decode(c.r, &req); err != nil {
 		return answer{}, err
 	}
-	gone := refuse(http.StatusNotFound, fault.TaskNotFound, fmt.Sprintf("user task %d does not exist, or is assigning or completing", id))
-	listened, err := s.assigningListeners(c.r.Context(), id)
+	gone := userTaskGone(id)
+	listened, err := s.taskListeners(c.r.Context(), id, bpmn.ListenerAssigning)
 	switch {
 	case isNotFound(err):
 		return answer{}, gone
 	case err != nil:
 		return answer{}, err
 	case listened:
-		return s.assignAfterListeners(c, id, req.Assignee, gone)
+		var to any
+		if req.Assignee != nil && *req.Assignee != "" {
+			to = *req.Assignee
+		}
+		if err := s.afterListeners(c, id, store.TaskAssign, map[string]any{"assignee": to}, gone); err != nil {
+			return answer{}, err
+		}
+		return answer{status: http.StatusAccepted, body: adminapi.AssignmentAccepted{State: "assigning"}}, nil
 	}
 	err = s.deps.Store.AssignUserTask(c.r.Context(), id, req.Assignee)
 	if isNotFound(err) {
@@ -812,8 +823,89 @@ func (s *API) assignUserTask(c *adminCall) (answer, error) {
 	return answer{status: http.StatusNoContent}, err
 }
 
-// assigningListeners reports whether user task id has assigning listeners.
-func (s *API) assigningListeners(ctx context.Context, id int64) (bool, error) {
+// userTaskGone refuses a call on user task id that is missing or busy.
+func userTaskGone(id int64) error {
+	return refuse(http.StatusNotFound, fault.TaskNotFound, fmt.Sprintf("user task %d does not exist, or is assigning, updating or completing", id))
+}
+
+// updateUserTask changes the candidates, dates or priority of a user task:
+// at once (204) without updating listeners; with some, the update is
+// recorded and answered 202, to take effect once their jobs are done.
+func (s *API) updateUserTask(c *adminCall) (answer, error) {
+	id, err := userTaskID(c)
+	if err != nil {
+		return answer{}, err
+	}
+	var req adminapi.UserTaskUpdate
+	if err := api.Decode(c.r, &req); err != nil {
+		return answer{}, err
+	}
+	if err := checkUserTaskUpdate(req); err != nil {
+		return answer{}, err
+	}
+	gone := userTaskGone(id)
+	listened, err := s.taskListeners(c.r.Context(), id, bpmn.ListenerUpdating)
+	switch {
+	case isNotFound(err):
+		return answer{}, gone
+	case err != nil:
+		return answer{}, err
+	case listened:
+		var changes map[string]any
+		b, err := json.Marshal(req)
+		if err == nil {
+			err = json.Unmarshal(b, &changes)
+		}
+		if err != nil {
+			return answer{}, err
+		}
+		if err := s.afterListeners(c, id, store.TaskUpdate, changes, gone); err != nil {
+			return answer{}, err
+		}
+		return answer{status: http.StatusAccepted, body: adminapi.UpdateAccepted{State: "updating"}}, nil
+	}
+	err = s.deps.Store.UpdateUserTask(c.r.Context(), id, engine.UserTaskChanges(req))
+	if isNotFound(err) {
+		return answer{}, gone
+	}
+	return answer{status: http.StatusNoContent}, err
+}
+
+// checkUserTaskUpdate refuses an update that changes nothing, names an
+// empty candidate, a date that is not RFC 3339 with a zone, or a priority
+// outside 0 to 100 (what the engine accepts from the model).
+func checkUserTaskUpdate(u adminapi.UserTaskUpdate) error {
+	if u == (adminapi.UserTaskUpdate{}) {
+		return api.Invalidf("the update changes nothing: name candidate_groups, candidate_users, due_date, follow_up_date or priority")
+	}
+	for name, list := range map[string]*[]string{"candidate_groups": u.CandidateGroups, "candidate_users": u.CandidateUsers} {
+		if list == nil {
+			continue
+		}
+		for _, v := range *list {
+			if strings.TrimSpace(v) == "" {
+				return api.Invalidf("%s holds an empty name", name)
+			}
+		}
+	}
+	for name, d := range map[string]*string{"due_date": u.DueDate, "follow_up_date": u.FollowUpDate} {
+		if d == nil || *d == "" {
+			continue
+		}
+		if _, err := iso8601.ParseDateTime(*d); err != nil {
+			return api.Invalidf("%s %q: %s", name, *d, fault.Reason(err))
+		}
+	}
+	if u.Priority != nil {
+		if _, err := bpmn.UserTaskPriority(float64(*u.Priority)); err != nil {
+			return api.Invalidf("%v", err)
+		}
+	}
+	return nil
+}
+
+// taskListeners reports whether user task id has listeners of event.
+func (s *API) taskListeners(ctx context.Context, id int64, event string) (bool, error) {
 	u, err := s.deps.Store.UserTaskByID(ctx, id)
 	if err != nil {
 		return false, err
@@ -823,29 +915,25 @@ func (s *API) assigningListeners(ctx context.Context, id int64) (bool, error) {
 		return false, err
 	}
 	el := p.Element(u.Element)
-	return el != nil && len(el.ListenersOf(bpmn.ListenerAssigning)) > 0, nil
+	return el != nil && len(el.ListenersOf(event)) > 0, nil
 }
 
-// assignAfterListeners records the assignment of a user task with
-// assigning listeners with its relay, durably, and answers 202: the task is
-// assigning until the step that runs its listeners' jobs applies it.
-func (s *API) assignAfterListeners(c *adminCall, id int64, assignee *string, gone error) (answer, error) {
-	var to any
-	if assignee != nil && *assignee != "" {
-		to = *assignee
-	}
+// afterListeners records an assignment or update (kind) of a user task
+// with listeners of it, with its relay, durably: the task is assigning or
+// updating until the step that runs its listeners' jobs applies it.
+func (s *API) afterListeners(c *adminCall, id int64, kind string, vars map[string]any, gone error) error {
 	rec, err := s.deps.Store.RecordOutcome(c.r.Context(), store.Outcome{TaskID: id, Worker: "user:" + c.caller,
-		Kind: store.TaskAssign, Variables: map[string]any{"assignee": to}, Human: true, Override: true})
+		Kind: kind, Variables: vars, Human: true, Override: true})
 	if isNotFound(err) {
-		return answer{}, gone
+		return gone
 	}
 	if err != nil {
-		return answer{}, err
+		return err
 	}
 	if s.deps.Handoff != nil {
 		s.deps.Handoff(rec.Relay)
 	}
-	return answer{status: http.StatusAccepted, body: adminapi.AssignmentAccepted{State: "assigning"}}, nil
+	return nil
 }
 
 // completeUserTask records the completion with its relay, durably, and
@@ -872,7 +960,7 @@ func (s *API) completeUserTask(c *adminCall) (answer, error) {
 	var notAssignee *store.NotAssigneeError
 	switch {
 	case isNotFound(err):
-		return answer{}, refuse(http.StatusNotFound, fault.TaskNotFound, fmt.Sprintf("user task %d does not exist, or is assigning or completing", id))
+		return answer{}, userTaskGone(id)
 	case errors.As(err, &notAssignee):
 		return answer{}, refuse(http.StatusForbidden, fault.TaskNotAssignee, fmt.Sprintf(
 			"%s; this call names %q (X-Sutra-Caller): complete it as the assignee, assign it first, or set \"override\": true", notAssignee, user))

@@ -83,3 +83,46 @@ func TestAListenerJobFailedToZeroRetriesIsResolvedAsAnyJob(t *testing.T) {
 		t.Fatalf("task = %+v", task)
 	}
 }
+
+// A sequential multi-instance activity's listeners run around each inner
+// instance: a Zeebe client completes, per parcel, the start listener's job
+// (seeing the parcel), the task's (seeing what the listener set) and the
+// end listener's, whose label the output collection gathers.
+func TestZeebeJobsOfListenersAroundEachInnerInstance(t *testing.T) {
+	t.Parallel()
+	b := setupJobs(t, nil)
+	ctx := testkit.Ctx(t)
+	b.env.Deploy(t, "../testdata/each-listened.bpmn")
+	b.pub.Publish(testkit.Relay{MessageID: "start-e1", Body: map[string]any{"start": "each-listened", "instance_id": "e1",
+		"variables": map[string]any{"parcels": []any{"p1", "p2"}}}})
+	b.applied(t, "start-e1")
+	complete := func(typ, parcel string, vars map[string]any) map[string]any {
+		t.Helper()
+		job := b.one(t, typ)
+		var seen map[string]any
+		if err := json.Unmarshal([]byte(job.Variables), &seen); err != nil || seen["parcel"] != parcel || job.ElementId != "Ship" {
+			t.Fatalf("%s job at %s sees %s (%v), want parcel %s", typ, job.ElementId, job.Variables, err, parcel)
+		}
+		cmd, err := b.zb.NewCompleteJobCommand().JobKey(job.Key).VariablesFromMap(vars)
+		if err == nil {
+			_, err = cmd.Send(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.applied(t, outcome(job.Key, 1))
+		return seen
+	}
+	for _, parcel := range []string{"p1", "p2"} {
+		complete("ship-before", parcel, map[string]any{"carrier": "dhl"})
+		if seen := complete("ship", parcel, map[string]any{"label": "L-" + parcel}); seen["carrier"] != "dhl" {
+			t.Fatalf("the task's job sees %v, want the start listener's carrier", seen)
+		}
+		complete("ship-after", parcel, nil)
+	}
+	st, vars, _ := b.instance(t, "e1")
+	if labels, _ := vars["labels"].([]any); st != "completed" || len(labels) != 2 || labels[0] != "L-p1" || labels[1] != "L-p2" {
+		t.Fatalf("the instance is %s with labels %v, want completed with both", st, vars["labels"])
+	}
+	b.env.AssertNoClaimsHeld(t)
+}

@@ -60,6 +60,8 @@ var commands = []command{
 		setup: func(*flag.FlagSet) action { return userTasksGet }},
 	{name: "user-tasks assign", synopsis: "ID (USER | --unassign)", summary: "Assign a user task, or unassign it.", minArgs: 1, maxArgs: 2,
 		setup: userTasksAssign},
+	{name: "user-tasks update", synopsis: "ID [--candidate-groups A,B] [--candidate-users A,B] [--due-date TIME] [--follow-up-date TIME] [--priority N]",
+		summary: "Change a user task's candidates, dates or priority (\"\" clears a list or date).", minArgs: 1, maxArgs: 1, setup: userTasksUpdate},
 	{name: "user-tasks complete", synopsis: "ID [--var NAME=JSON ...] [--override]", summary: "Complete a user task with result variables (as its assignee, or with --override).",
 		minArgs: 1, maxArgs: 1, setup: userTasksComplete},
 	{name: "outbox parked", synopsis: "[--instance ID] [--limit N] [--after CURSOR] [--all]",
@@ -91,6 +93,13 @@ func instancesGet(ctx context.Context, c *cli, args []string) error {
 		t = section(w, "TOKENS", "ID", "ELEMENT", "WAIT", "SCOPE")
 		for _, tk := range in.Tokens {
 			t.row(tk.ID, tk.Element, tk.Wait, tk.Scope)
+		}
+		t.flush()
+	}
+	if len(in.Compensable) > 0 {
+		t = section(w, "COMPENSABLE", "ELEMENT", "SCOPE", "IN", "TIMES")
+		for _, c := range in.Compensable {
+			t.row(c.Element, c.Scope, strings.Join(c.In, ","), strconv.Itoa(c.Times))
 		}
 		t.flush()
 	}
@@ -809,6 +818,56 @@ func userTasksAssign(fs *flag.FlagSet) action {
 			fmt.Fprintf(&c.out, "user task %s unassigned\n", args[0])
 		} else {
 			fmt.Fprintf(&c.out, "user task %s assigned to %s\n", args[0], *assignee)
+		}
+		return nil
+	}
+}
+
+func userTasksUpdate(fs *flag.FlagSet) action {
+	var u adminapi.UserTaskUpdate
+	names := func(dst **[]string) func(string) error {
+		return func(v string) error {
+			list := []string{}
+			if v != "" {
+				list = strings.Split(v, ",")
+			}
+			*dst = &list
+			return nil
+		}
+	}
+	date := func(dst **string) func(string) error {
+		return func(v string) error { *dst = &v; return nil }
+	}
+	fs.Func("candidate-groups", "set the candidate groups to `A,B` (\"\" clears them)", names(&u.CandidateGroups))
+	fs.Func("candidate-users", "set the candidate users to `A,B` (\"\" clears them)", names(&u.CandidateUsers))
+	fs.Func("due-date", "set the due date to `TIME` (RFC 3339; \"\" clears it)", date(&u.DueDate))
+	fs.Func("follow-up-date", "set the follow-up date to `TIME` (RFC 3339; \"\" clears it)", date(&u.FollowUpDate))
+	fs.Func("priority", "set the priority to `N` (0 to 100)", func(v string) error {
+		n, err := strconv.Atoi(v)
+		u.Priority = &n
+		return err
+	})
+	return func(ctx context.Context, c *cli, args []string) error {
+		if u == (adminapi.UserTaskUpdate{}) {
+			return usagef("name at least one field to change")
+		}
+		data, err := c.api.callJSON(ctx, http.MethodPatch, "/v1/user-tasks/"+seg(args[0]), nil, u)
+		if err != nil {
+			return err
+		}
+		// 204: updated; 202 {"state": "updating"}: recorded, to take effect
+		// once the task's updating listeners are done.
+		var accepted adminapi.UpdateAccepted
+		pending := len(data) > 0 && json.Unmarshal(data, &accepted) == nil && accepted.State == "updating"
+		switch {
+		case c.json() && pending:
+			return c.done(data, nil)
+		case c.json():
+			return nil // 204: no JSON to print
+		case pending:
+			fmt.Fprintf(&c.out, "user task %s is updating: the update takes effect once its updating listeners are done\n", args[0])
+		default:
+			fmt.Fprintf(&c.out, "user task %s updated\n", args[0])
 		}
 		return nil
 	}

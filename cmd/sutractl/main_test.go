@@ -199,6 +199,7 @@ const (
 	instanceJSON = `{"instance_id":"order-42","zeebe_key":"2251799813685300","definition":{"key":"order","version":3},"status":"active","version":7,
 "variables":{"amount":42,"items":[1, 2],"note":"two\twords"},
 "tokens":[{"id":"t1","element":"pay","wait":"task"},{"id":"t2","element":"inner","wait":"message","scope":"t0"}],
+"compensable":[{"element":"reserve","times":2},{"element":"book","scope":"t0","in":["trip"],"times":1}],
 "waits":{"subscriptions":[{"token":"t2","element":"inner","message":"paid","correlation_key":"order-42","created_at":"2026-12-01T03:07:04Z"}],
 "signals":[{"token":"t1","element":"pay-alarm","signal":"alarm","created_at":"2026-12-01T03:07:05Z"}],
 "timers":[{"token":"","element":"tick","due_at":"2026-12-01T04:00:00Z","attempts":2}],
@@ -240,6 +241,11 @@ TOKENS
 ID  ELEMENT  WAIT     SCOPE
 t1  pay      task     -
 t2  inner    message  t0
+
+COMPENSABLE
+ELEMENT  SCOPE  IN    TIMES
+reserve  -      -     2
+book     t0     trip  1
 
 SUBSCRIPTIONS
 TOKEN  ELEMENT  MESSAGE  CORRELATION_KEY  CREATED
@@ -469,6 +475,13 @@ amount  42
 		{name: "user-tasks unassign", args: []string{"user-tasks", "assign", "--unassign", "18"},
 			api:    []exchange{{method: "POST", uri: "/v1/user-tasks/18/assignment", ctype: appJSON, body: `{"assignee":null}`, status: 204}},
 			stdout: "user task 18 unassigned\n"},
+		{name: "user-tasks update", args: []string{"user-tasks", "update", "18", "--candidate-groups", "sales,managers", "--candidate-users", "", "--due-date", "", "--priority", "80"},
+			api: []exchange{{method: "PATCH", uri: "/v1/user-tasks/18", ctype: appJSON,
+				body: `{"candidate_groups":["sales","managers"],"candidate_users":[],"due_date":"","priority":80}`, status: 204}},
+			stdout: "user task 18 updated\n"},
+		{name: "user-tasks update held by its listeners", args: []string{"user-tasks", "update", "18", "--follow-up-date", "2030-01-01T09:00:00Z"},
+			api:    []exchange{ok("PATCH", "/v1/user-tasks/18", appJSON, `{"follow_up_date":"2030-01-01T09:00:00Z"}`, 202, `{"state":"updating"}`)},
+			stdout: "user task 18 is updating: the update takes effect once its updating listeners are done\n"},
 		{name: "user-tasks complete", args: []string{"user-tasks", "complete", "18", "--var", "approved=true"},
 			api:    []exchange{{method: "POST", uri: "/v1/user-tasks/18/completion", ctype: appJSON, body: `{"variables":{"approved":true}}`, status: 204}},
 			stdout: "user task 18 completed\n"},
@@ -648,7 +661,7 @@ func TestUsageErrorsExit2AndSendNothing(t *testing.T) {
 		{"no command", nil, "sutractl: no command", nil},
 		{"unknown command", []string{"instance", "get", "x"}, `sutractl: unknown command "instance get"`, nil},
 		{"a group alone", []string{"instances"}, "sutractl: instances needs one of: get, list, history, start", nil},
-		{"unknown subcommand", []string{"user-tasks", "claim", "18"}, "sutractl: user-tasks needs one of: list, get, assign, complete", nil},
+		{"unknown subcommand", []string{"user-tasks", "claim", "18"}, "sutractl: user-tasks needs one of: list, get, assign, update, complete", nil},
 		{"missing argument", []string{"cancel"}, "sutractl: wrong number of arguments", nil},
 		{"extra argument", []string{"instances", "get", "a", "b"}, "sutractl: wrong number of arguments", nil},
 		{"unknown flag", []string{"cancel", "x", "--force"}, "sutractl: flag provided but not defined: -force", nil},
@@ -665,6 +678,7 @@ func TestUsageErrorsExit2AndSendNothing(t *testing.T) {
 		{"message by key and to an instance", []string{"messages", "publish", "--message", "m", "--key", "k", "--instance", "i"}, "sutractl: --key and --instance exclude each other", nil},
 		{"start without definition", []string{"instances", "start"}, "sutractl: --definition is required", nil},
 		{"assign nobody", []string{"user-tasks", "assign", "18"}, "sutractl: name the USER, or --unassign", nil},
+		{"update nothing", []string{"user-tasks", "update", "18"}, "sutractl: name at least one field to change", nil},
 		{"assign and unassign", []string{"user-tasks", "assign", "18", "bob", "--unassign"}, "sutractl: USER and --unassign exclude each other", nil},
 		{"deploy a missing file", []string{"deploy", "/nonexistent/order.bpmn"}, "sutractl: open /nonexistent/order.bpmn: no such file or directory", nil},
 		{"version not a number", []string{"definitions", "get", "order", "latest"}, `sutractl: VERSION "latest" is not a number`, nil},

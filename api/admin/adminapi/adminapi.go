@@ -59,6 +59,23 @@ type AssignmentAccepted struct {
 	State string `json:"state"`
 }
 
+// UserTaskUpdate is the body of PATCH /v1/user-tasks/{id}: the fields it
+// changes. An omitted (or null) field is left as it is; an empty list or
+// date ("") clears it.
+type UserTaskUpdate struct {
+	CandidateGroups *[]string `json:"candidate_groups,omitempty"`
+	CandidateUsers  *[]string `json:"candidate_users,omitempty"`
+	DueDate         *string   `json:"due_date,omitempty"`
+	FollowUpDate    *string   `json:"follow_up_date,omitempty"`
+	Priority        *int      `json:"priority,omitempty"`
+}
+
+// UpdateAccepted answers (202) an update of a user task with updating
+// listeners: it takes effect once their jobs are done.
+type UpdateAccepted struct {
+	State string `json:"state"`
+}
+
 // CompletionRequest is the body of POST /v1/user-tasks/{id}/completion.
 type CompletionRequest struct {
 	Variables map[string]any `json:"variables,omitempty"`
@@ -196,12 +213,15 @@ type Instance struct {
 	Version    int64          `json:"version"`
 	Variables  map[string]any `json:"variables"`
 	Tokens     []Token        `json:"tokens"`
-	Waits      Waits          `json:"waits"`
-	Incidents  []Incident     `json:"incidents"`
-	Claim      *Claim         `json:"claim"`
-	ParentID   *string        `json:"parent_id"`
-	CreatedAt  time.Time      `json:"created_at"`
-	UpdatedAt  time.Time      `json:"updated_at"`
+	// Compensable are the completed activities a compensation throw may
+	// still undo, the latest completion last.
+	Compensable []Compensable `json:"compensable"`
+	Waits       Waits         `json:"waits"`
+	Incidents   []Incident    `json:"incidents"`
+	Claim       *Claim        `json:"claim"`
+	ParentID    *string       `json:"parent_id"`
+	CreatedAt   time.Time     `json:"created_at"`
+	UpdatedAt   time.Time     `json:"updated_at"`
 }
 
 // Token is one active token.
@@ -210,6 +230,20 @@ type Token struct {
 	Element string `json:"element"`
 	Wait    string `json:"wait"`
 	Scope   string `json:"scope,omitempty"`
+}
+
+// Compensable is a completed activity with a compensation handler that no
+// compensation has undone yet.
+type Compensable struct {
+	Element string `json:"element"`
+	// Scope is the token of the scope whose compensation throws reach it;
+	// absent at process level.
+	Scope string `json:"scope,omitempty"`
+	// In are the completed embedded subprocesses between Scope and the
+	// activity, outermost first.
+	In []string `json:"in,omitempty"`
+	// Times counts its completions there: its handler runs that many times.
+	Times int `json:"times"`
 }
 
 // Claim is a held claim.
