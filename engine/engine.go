@@ -488,7 +488,17 @@ type Effects struct {
 	EscalateParent *ParentEscalation `json:",omitempty"`
 	// Completed is set when the instance reached its end.
 	Completed bool
+	// Passed are the ids of the elements tokens completed or left and of
+	// the sequence flows they took, in the order the step moved them (an
+	// element completed and left at once appears once). At most MaxPassed;
+	// PassedCut says the step passed more, as a loop does.
+	Passed    []string `json:",omitempty"`
+	PassedCut bool     `json:",omitempty"`
 }
+
+// MaxPassed bounds Effects.Passed: a step that loops many times records
+// the start of its path, not all of it.
+const MaxPassed = 256
 
 // Instance is what a step starts from: the row read at claim time.
 type Instance struct {

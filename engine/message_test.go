@@ -13,7 +13,8 @@ func TestStepRunsOrderExampleFromStartToCompletion(t *testing.T) {
 	x := newInstance(t, parseFile(t, "order.bpmn"))
 
 	eff := x.step(Trigger{Kind: TriggerStart, Variables: map[string]any{"orderId": "o-1"}})
-	want := Effects{Subscriptions: []Subscription{{TokenID: "t1", Element: "Event_PaymentReceived", Message: "payment-received", CorrelationKey: "o-1"}}}
+	want := Effects{Subscriptions: []Subscription{{TokenID: "t1", Element: "Event_PaymentReceived", Message: "payment-received", CorrelationKey: "o-1"}},
+		Passed: []string{"StartEvent_1", "Flow_0k1x2ab"}}
 	if !reflect.DeepEqual(eff, want) {
 		t.Fatalf("start effects = %+v\nwant %+v", eff, want)
 	}
@@ -25,6 +26,7 @@ func TestStepRunsOrderExampleFromStartToCompletion(t *testing.T) {
 	want = Effects{
 		CloseWaits:    []WaitRef{{TokenID: "t1"}},
 		Subscriptions: []Subscription{{TokenID: "t2", Element: "Activity_AwaitShipment", Message: "order-shipped", CorrelationKey: "o-1"}},
+		Passed:        []string{"Event_PaymentReceived", "Flow_1m7c3de"},
 	}
 	if !reflect.DeepEqual(eff, want) {
 		t.Fatalf("payment effects = %+v\nwant %+v", eff, want)
@@ -34,7 +36,7 @@ func TestStepRunsOrderExampleFromStartToCompletion(t *testing.T) {
 	}
 
 	eff = x.step(Trigger{Kind: TriggerMessage, Message: "order-shipped"})
-	want = Effects{CloseWaits: []WaitRef{{TokenID: "t2"}}, Completed: true}
+	want = Effects{CloseWaits: []WaitRef{{TokenID: "t2"}}, Completed: true, Passed: []string{"Activity_AwaitShipment", "Flow_0z9y8xw", "EndEvent_1"}}
 	if !reflect.DeepEqual(eff, want) {
 		t.Fatalf("shipped effects = %+v\nwant %+v", eff, want)
 	}

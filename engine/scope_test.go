@@ -95,7 +95,7 @@ func TestInterruptingBoundaryMessageEndsSubprocessAndEverythingInside(t *testing
 	x := newInstance(t, parse(t, subProcess, subDefs))
 	x.step(Trigger{Kind: TriggerStart})
 	eff := x.step(Trigger{Kind: TriggerMessage, Message: "m2", Variables: map[string]any{"reason": "customer"}})
-	want := Effects{CloseWaits: []WaitRef{{TokenID: "t2"}, {TokenID: "t3"}, {TokenID: "t1"}}, Completed: true}
+	want := Effects{CloseWaits: []WaitRef{{TokenID: "t2"}, {TokenID: "t3"}, {TokenID: "t1"}}, Completed: true, Passed: []string{"Sub", "Cancel", "F3", "Cancelled"}}
 	if !reflect.DeepEqual(eff, want) {
 		t.Errorf("effects = %+v\nwant %+v", eff, want)
 	}
@@ -143,7 +143,7 @@ func TestTerminateEndAtProcessLevelEndsEveryBranch(t *testing.T) {
 	x := newInstance(t, def)
 	x.step(Trigger{Kind: TriggerStart})
 	eff := x.step(Trigger{Kind: TriggerMessage, Message: "m1"})
-	want := Effects{CloseWaits: []WaitRef{{TokenID: "t1"}, {TokenID: "t2"}}, Completed: true}
+	want := Effects{CloseWaits: []WaitRef{{TokenID: "t1"}, {TokenID: "t2"}}, Completed: true, Passed: []string{"A", "FT", "T"}}
 	if !reflect.DeepEqual(eff, want) || x.in.State.Status != StatusCompleted {
 		t.Errorf("effects = %+v\nwant %+v", eff, want)
 	}

@@ -339,6 +339,8 @@ func (s *stepper) fire(i int, el *bpmn.Element, result map[string]any) {
 		flow := tok.Flow
 		if tok.Element != el.ID { // an event after an event-based gateway
 			flow = incomingFrom(el, tok.Element)
+			s.pass(tok.Element)
+			s.pass(flow)
 		}
 		s.resume(i)
 		s.tokens[i].Element, s.tokens[i].Flow = el.ID, flow
@@ -506,6 +508,7 @@ func (s *stepper) activate(i int, el *bpmn.Element) {
 	case bpmn.KindErrorEnd:
 		if code, ok := s.thrownCode(i, el, el.Error, "error code"); ok {
 			if vars, ok := s.errorVariables(i, el); ok {
+				s.pass(el.ID) // it threw: no token completes it
 				s.throw(i, code, vars)
 			}
 		}
@@ -573,6 +576,7 @@ func (s *stepper) complete(i int, el *bpmn.Element, result map[string]any) {
 
 // after moves token i on from el once el's outputs are applied.
 func (s *stepper) after(i int, el *bpmn.Element) {
+	s.pass(el.ID)
 	s.compensated(i, el)
 	switch {
 	case s.tokens[i].Activation:
@@ -607,11 +611,28 @@ func (s *stepper) leave(i int, flows []*bpmn.Flow) {
 		return
 	}
 	t := &s.tokens[i]
+	s.pass(t.Element) // a gateway or a multi-instance body leaves without after
+	for _, f := range flows {
+		s.pass(f.ID)
+	}
 	t.Element, t.Flow, t.Wait, t.Incident, t.Vars = flows[0].Target.ID, flows[0].ID, "", nil, nil
 	s.queue = append(s.queue, i)
 	scope := t.Scope
 	for _, f := range flows[1:] {
 		s.spawn(f.Target, scope, f.ID)
+	}
+}
+
+// pass records that a token passed element or flow id (Effects.Passed),
+// once when it completes an element and then leaves it, up to MaxPassed.
+func (s *stepper) pass(id string) {
+	p := s.eff.Passed
+	switch {
+	case len(p) > 0 && p[len(p)-1] == id:
+	case len(p) == MaxPassed:
+		s.eff.PassedCut = true
+	default:
+		s.eff.Passed = append(p, id)
 	}
 }
 
@@ -813,6 +834,7 @@ func (s *stepper) terminate(i int) {
 // interrupt ends activity token i (and everything inside it) and continues it
 // from boundary event b.
 func (s *stepper) interrupt(i int, b *bpmn.Element, result map[string]any) {
+	s.pass(s.tokens[i].Element)
 	s.killScope(s.tokens[i].ID)
 	s.release(i)
 	s.dropCompensable(s.tokens[i].ID)

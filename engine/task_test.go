@@ -59,7 +59,7 @@ func TestServiceTaskCompletionAppliesOutputMappings(t *testing.T) {
 	x, _ := startTask(t)
 	eff := x.step(Trigger{Kind: TriggerTaskCompleted, TokenID: "t1", Element: "Charge",
 		Variables: map[string]any{"receipt": "r-9", "noise": true}})
-	if !reflect.DeepEqual(eff, Effects{CloseWaits: []WaitRef{{TokenID: "t1"}}, Completed: true}) {
+	if !reflect.DeepEqual(eff, Effects{CloseWaits: []WaitRef{{TokenID: "t1"}}, Completed: true, Passed: []string{"Charge", "F2", "Done"}}) {
 		t.Errorf("effects = %+v", eff)
 	}
 	want := map[string]any{"order": map[string]any{"total": 30.0}, "payment": map[string]any{"receipt": "r-9"}}

@@ -33,7 +33,7 @@ func TestTimerCatchEventArmsTimerDueFromNow(t *testing.T) {
 				t.Fatalf("timers = %+v, want %+v", eff.Timers, want)
 			}
 			eff = x.step(Trigger{Kind: TriggerTimer, TokenID: "t1", Element: "Wait"})
-			if !reflect.DeepEqual(eff, Effects{CloseWaits: []WaitRef{{TokenID: "t1"}}, Completed: true}) {
+			if !reflect.DeepEqual(eff, Effects{CloseWaits: []WaitRef{{TokenID: "t1"}}, Completed: true, Passed: []string{"Wait"}}) {
 				t.Errorf("fire = %+v", eff)
 			}
 		})
@@ -126,7 +126,7 @@ func TestInterruptingBoundaryTimerCancelsTaskAndOtherTimers(t *testing.T) {
 	x := newInstance(t, parse(t, boundaryTimers, ""))
 	x.step(Trigger{Kind: TriggerStart})
 	eff := x.step(Trigger{Kind: TriggerTimer, TokenID: "t1", Element: "Expire"})
-	if !reflect.DeepEqual(eff, Effects{CloseWaits: []WaitRef{{TokenID: "t1"}}, Completed: true}) {
+	if !reflect.DeepEqual(eff, Effects{CloseWaits: []WaitRef{{TokenID: "t1"}}, Completed: true, Passed: []string{"Approve", "Expire", "F4", "Expired"}}) {
 		t.Errorf("effects = %+v", eff)
 	}
 	if err := x.fail(Trigger{Kind: TriggerTaskCompleted, TokenID: "t1"}); !fault.HasCode(err, fault.NotWaiting) {
@@ -140,6 +140,7 @@ func TestEventGatewayMessageAndTimerRaceHasExactlyOneWinner(t *testing.T) {
 		flow("F0", "S", "G")+flow("F1", "G", "Paid")+flow("F2", "G", "Timeout")+flow("F3", "Paid", "E1")+flow("F4", "Timeout", "E2"), msgDefs)
 	message := Trigger{Kind: TriggerMessage, Message: "m1"}
 	timer := Trigger{Kind: TriggerTimer, TokenID: "t1", Element: "Timeout"}
+	paths := map[TriggerKind][]string{TriggerMessage: {"G", "F1", "Paid", "F3", "E1"}, TriggerTimer: {"G", "F2", "Timeout", "F4", "E2"}}
 	for _, order := range [][2]Trigger{{message, timer}, {timer, message}} {
 		x := newInstance(t, def)
 		eff := x.step(Trigger{Kind: TriggerStart})
@@ -147,7 +148,7 @@ func TestEventGatewayMessageAndTimerRaceHasExactlyOneWinner(t *testing.T) {
 			t.Fatalf("gateway waits: %+v", eff)
 		}
 		eff = x.step(order[0])
-		if !reflect.DeepEqual(eff, Effects{CloseWaits: []WaitRef{{TokenID: "t1"}}, Completed: true}) {
+		if !reflect.DeepEqual(eff, Effects{CloseWaits: []WaitRef{{TokenID: "t1"}}, Completed: true, Passed: paths[order[0].Kind]}) {
 			t.Errorf("%s wins: %+v", order[0].Kind, eff)
 		}
 		if err := x.fail(order[1]); !fault.HasCode(err, fault.NotWaiting) {
