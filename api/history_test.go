@@ -22,7 +22,7 @@ func (b *adminBundle) historyOf(t *testing.T, id, query string) ([]map[string]an
 	return steps, out["next"]
 }
 
-func TestTheHistoryNamesWhatAdvancedEachStepAndUnderWhichOwner(t *testing.T) {
+func TestTheHistoryNamesWhatAdvancedEachStepUnderWhichOwnerAndThePathItTook(t *testing.T) {
 	t.Parallel()
 	b := setupAdmin(t, nil, nil)
 	b.startShop(t, "o-1")
@@ -40,10 +40,11 @@ func TestTheHistoryNamesWhatAdvancedEachStepAndUnderWhichOwner(t *testing.T) {
 		version            float64
 		cause, detail      string
 		ownerSuffix, msgID string
+		passed             string
 	}{
-		{3, "relay", "message payment-received", "/lane/", "paid-o-1"},
-		{2, "admin_variables", "note", "/admin", ""},
-		{1, "start", "start relay", "/lane/", "start-o-1"},
+		{3, "relay", "message payment-received", "/lane/", "paid-o-1", "[Event_Paid F2]"},
+		{2, "admin_variables", "note", "/admin", "", "[]"},
+		{1, "start", "start relay", "/lane/", "start-o-1", "[Start F1]"},
 	}
 	for i, w := range want {
 		s := steps[i]
@@ -51,6 +52,9 @@ func TestTheHistoryNamesWhatAdvancedEachStepAndUnderWhichOwner(t *testing.T) {
 		if s["version"] != w.version || s["cause"] != w.cause || s["detail"] != w.detail || msg != w.msgID ||
 			!strings.Contains(fmt.Sprint(s["owner"]), w.ownerSuffix) || s["bounces"] != nil || s["committed_at"] == nil {
 			t.Errorf("step %d: %v, want version %v, cause %s (%s), owner …%s…, message %q, no bounce count", i, s, w.version, w.cause, w.detail, w.ownerSuffix, w.msgID)
+		}
+		if _, list := s["passed"].([]any); !list || fmt.Sprint(s["passed"]) != w.passed || s["passed_cut"] != false {
+			t.Errorf("step %d passed %v (cut %v), want %s, not cut", i, s["passed"], s["passed_cut"], w.passed)
 		}
 	}
 	// Paged by cursor, newest first.

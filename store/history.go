@@ -3,12 +3,15 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sutra-run/worker/api/admin/adminapi"
+	"github.com/sutra-run/worker/engine"
 )
 
 // The step history (migration 0025): a row per committed step, written by
@@ -29,18 +32,25 @@ type StepCause struct {
 }
 
 // historyInsertSQL records the steps of one commit: their instances, the
-// counters they committed, causes, details, owners, relays (empty: none) and
-// bounces (-1 not counted).
-const historyInsertSQL = `INSERT INTO step_history (instance_id, version, cause, detail, owner, message_id, bounces)
-	SELECT id, v, c, d, o, NULLIF(m, ''), NULLIF(b, -1)
-	  FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[]) AS h(id, v, c, d, o, m, b)`
+// counters they committed, causes, details, owners, relays (empty: none),
+// bounces (-1 not counted), and paths (their ids joined by pathSep: a
+// multi-row insert takes one array per column, and SQL arrays of arrays
+// must be rectangular) and whether each was cut.
+const historyInsertSQL = `INSERT INTO step_history (instance_id, version, cause, detail, owner, message_id, bounces, passed, passed_cut)
+	SELECT id, v, c, d, o, NULLIF(m, ''), NULLIF(b, -1), string_to_array(p, E'\x1f'), x
+	  FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[], $9::bool[]) AS h(id, v, c, d, o, m, b, p, x)`
+
+// pathSep joins a step's path for historyInsertSQL: XML 1.0 allows no
+// U+001F anywhere, so no BPMN id holds it.
+const pathSep = "\x1f"
 
 // queueHistory queues the history rows of the steps of one commit as one
 // statement.
 func queueHistory(b *pgx.Batch, cs []StepWrites) {
-	var ids, causes, details, owners, messages []string
+	var ids, causes, details, owners, messages, paths []string
 	var versions []int64
 	var bounces []int32
+	var cuts []bool
 	for _, c := range cs {
 		h := c.History
 		if h.Kind == "" {
@@ -52,10 +62,25 @@ func queueHistory(b *pgx.Batch, cs []StepWrites) {
 		}
 		ids, versions, causes, details = append(ids, c.InstanceID), append(versions, c.Version+1), append(causes, h.Kind), append(details, clip(h.Detail))
 		owners, messages, bounces = append(owners, c.Owner), append(messages, c.InboxID), append(bounces, n)
+		path, cut := passed(c)
+		paths, cuts = append(paths, strings.Join(path, pathSep)), append(cuts, cut)
 	}
 	if len(ids) > 0 {
-		b.Queue(historyInsertSQL, ids, versions, causes, details, owners, messages, bounces)
+		b.Queue(historyInsertSQL, ids, versions, causes, details, owners, messages, bounces, paths, cuts)
 	}
+}
+
+// passed is the path of step c, the buffered messages it applied after its
+// trigger included, cut to engine.MaxPassed ids as one step's is.
+func passed(c StepWrites) ([]string, bool) {
+	path, cut := c.Effects.Passed, c.Effects.PassedCut
+	for _, x := range c.Consumed {
+		path, cut = append(slices.Clip(path), x.Effects.Passed...), cut || x.Effects.PassedCut
+	}
+	if len(path) > engine.MaxPassed {
+		path, cut = path[:engine.MaxPassed], true
+	}
+	return path, cut
 }
 
 // maxDetailBytes bounds a history row's detail (a variable name list, a
@@ -81,14 +106,14 @@ func (s *Store) StepHistory(ctx context.Context, id string, before int64, limit 
 	if before <= 0 {
 		before = 1<<63 - 1
 	}
-	rows, err := s.pool.Query(ctx, `SELECT version, committed_at, cause, detail, owner, message_id, bounces FROM step_history
+	rows, err := s.pool.Query(ctx, `SELECT version, committed_at, cause, detail, owner, message_id, bounces, coalesce(passed, '{}'), passed_cut FROM step_history
 		WHERE instance_id = $1 AND version < $2 ORDER BY version DESC LIMIT $3`, id, before, limit)
 	if err != nil {
 		return nil, translate(err, "reading the history of "+id)
 	}
 	steps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (adminapi.HistoryStep, error) {
 		var h adminapi.HistoryStep
-		err := r.Scan(&h.Version, &h.CommittedAt, &h.Cause, &h.Detail, &h.Owner, &h.MessageID, &h.Bounces)
+		err := r.Scan(&h.Version, &h.CommittedAt, &h.Cause, &h.Detail, &h.Owner, &h.MessageID, &h.Bounces, &h.Passed, &h.PassedCut)
 		return h, err
 	})
 	return steps, translate(err, "reading the history of "+id)

@@ -24,6 +24,12 @@ type HistoryStep struct {
 	// when it counts them (a timer fire, an instance of a bulk migration);
 	// null otherwise.
 	Bounces *int `json:"bounces"`
+	// Passed are the ids of the elements the step's tokens completed or
+	// left and of the sequence flows they took, in order (an element
+	// completed and left at once appears once); empty for a step recorded
+	// before paths were. At most 256; PassedCut says the step passed more.
+	Passed    []string `json:"passed"`
+	PassedCut bool     `json:"passed_cut"`
 }
 
 // History answers GET /v1/instances/{id}/history: a page of steps, newest
