@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -51,6 +52,46 @@ func TestTheHistoryShowsTheStepARelayCausedAndThePageFollowsIt(t *testing.T) {
 		t.Errorf("marked waiting after the relay: %v, want [Again]", marked)
 	}
 	shown(t, ctx, "history")
+}
+
+// passedMarks are the ids of the diagram's elements and flows marked passed.
+func passedMarks(t *testing.T, ctx context.Context) []string {
+	t.Helper()
+	ids := eval[[]string](t, ctx, `[...document.querySelectorAll('.djs-element.sutra-passed')].map(e => e.dataset.elementId)`)
+	slices.Sort(ids)
+	return ids
+}
+
+func TestTheInstancePageMarksThePathItTookAndListsItPerStep(t *testing.T) {
+	t.Parallel()
+	w := startWorker(t)
+	w.env.Deploy(t, "testdata/steps.bpmn")
+	startSteps(t, w, "s-3", "k3")
+	ctx := browser(t)
+	run(t, ctx, signIn(w.base+"/ui/instances/s-3", adminToken),
+		chromedp.WaitVisible(chromedp.CSS(`g.djs-element.sutra-waiting[data-element-id="Go"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`g.djs-element.sutra-passed[data-element-id="S1"]`)))
+	if got := passedMarks(t, ctx); !slices.Equal(got, []string{"Begin", "S1"}) {
+		t.Errorf("marked passed after the start: %v, want [Begin S1]: the element it waits at is not passed", got)
+	}
+	if row := stepRow(t, ctx, "1"); !strings.Contains(row, "Begin → S1") {
+		t.Errorf("step 1 reads %q, want its path Begin → S1", row)
+	}
+	// A relay moves it on while the page is open: the path grows by what
+	// the step passed.
+	w.v1(t, "POST", "/messages", map[string]any{"message": "go", "instance_id": "s-3", "message_id": "go-s-3"}, nil)
+	run(t, ctx, chromedp.WaitVisible(chromedp.CSS(`g.djs-element.sutra-waiting[data-element-id="Again"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`g.djs-element.sutra-passed[data-element-id="S2"]`)))
+	if got := passedMarks(t, ctx); !slices.Equal(got, []string{"Begin", "Go", "S1", "S2"}) {
+		t.Errorf("marked passed after the relay: %v, want [Begin Go S1 S2]", got)
+	}
+	if row := stepRow(t, ctx, "2"); !strings.Contains(row, "Go → S2") {
+		t.Errorf("step 2 reads %q, want its path Go → S2", row)
+	}
+	if legend := eval[string](t, ctx, `document.querySelector('ul.legend').textContent`); !strings.Contains(legend, "Passed") {
+		t.Errorf("the legend reads %q, want the passed mark named", legend)
+	}
+	shown(t, ctx, "path")
 }
 
 func TestMigratingFromTheInstancePageShowsThePreflightsAnswer(t *testing.T) {

@@ -1,5 +1,5 @@
-// An instance: its diagram with the elements it waits at marked, its
-// variables (edited with PATCH), incidents (retried), waits, the history
+// An instance: its diagram with the elements it waits at and the path it
+// took marked, its variables (edited with PATCH), incidents (retried), waits, the history
 // of its steps, and the actions cancel and migrate (previewed by the
 // server's preflight). It follows the instance every 2 s.
 import { h, fill, api, link, table, notice, button, pretty, time, query } from './lib.js';
@@ -18,12 +18,13 @@ export async function instancePage(main, id, page) {
   const details = h('div', {});
   const actions = h('div', {});
   const steps = h('div', {});
-  fill(main, h('h1', {}, `Instance ${id}`), header, out, canvas, actions, details,
+  fill(main, h('h1', {}, `Instance ${id}`), header, out, canvas, legend(), actions, details,
     h('h2', { id: 'history' }, 'History'), steps);
   const diagram = new Diagram(canvas);
   page.onLeave(() => diagram.destroy());
   let shown = null; // the definition version drawn
   let editing = false; // the variables editor is open: keep it as it is
+  let passed = new Set(); // the path of the steps the history lists
 
   const render = async () => {
     const ref = `${inst.definition.key}@${inst.definition.version}`;
@@ -31,7 +32,7 @@ export async function instancePage(main, id, page) {
       await diagram.show(await api('GET', `/v1/definitions/${encodeURIComponent(inst.definition.key)}/versions/${inst.definition.version}`));
       shown = ref;
     }
-    diagram.mark(markers(inst));
+    diagram.mark(markers(inst, passed));
     fill(header, h('p', { class: 'toolbar' },
       'Process ', link(`/ui/processes/${encodeURIComponent(inst.definition.key)}?version=${inst.definition.version}`,
         `${inst.definition.key} v${inst.definition.version}`),
@@ -53,7 +54,10 @@ export async function instancePage(main, id, page) {
     if (stepped) await history.reload();
   };
 
-  const history = stepHistory(steps, path);
+  const history = stepHistory(steps, path, (ids) => {
+    passed = ids;
+    if (shown) diagram.mark(markers(inst, passed));
+  });
 
   const sections = () => {
     const open = inst.incidents.filter((x) => !x.resolved_at);
@@ -181,35 +185,56 @@ export async function instancePage(main, id, page) {
   });
 }
 
-// markers: the elements the instance waits at, and those stopped by an
-// incident.
-function markers(inst) {
+// markers: the elements and flows the instance passed, the elements it
+// waits at, and those stopped by an incident.
+function markers(inst, passed) {
   const m = {};
   const add = (el, cls) => { (m[el] ||= new Set()).add(cls); };
+  for (const id of passed) add(id, 'sutra-passed');
   for (const t of inst.tokens) add(t.element, t.wait === 'incident' ? 'sutra-incident' : 'sutra-waiting');
   for (const x of inst.incidents) if (!x.resolved_at) add(x.element, 'sutra-incident');
   return Object.fromEntries(Object.entries(m).map(([k, v]) => [k, [...v]]));
 }
 
+// legend says what the diagram's marks mean, in words beside their look.
+function legend() {
+  const key = (cls, text) => h('li', {}, h('span', { class: `swatch ${cls}`, 'aria-hidden': 'true' }), text);
+  return h('ul', { class: 'legend', 'aria-label': 'Legend of the diagram' },
+    key('sutra-passed', 'Passed: the elements and flows the steps listed in the history took (their Path column)'),
+    key('sutra-waiting', 'Waits here'),
+    key('sutra-incident', 'Stopped by an incident'));
+}
+
 // stepHistory shows an instance's steps, newest first, from
 // GET /v1/instances/{id}/history: what advanced it, when, under which
-// owner. reload shows the newest page again; older pages are added below.
-function stepHistory(el, path) {
+// owner, and the path it took. reload shows the newest page again; older
+// pages are added below. onPassed receives the ids every step listed
+// passed, after each load.
+function stepHistory(el, path, onPassed) {
   const rows = h('tbody', {});
   const more = h('p', {});
+  let passed = new Set();
   const row = (s) => h('tr', { 'data-step': s.version },
     h('td', {}, s.version), h('td', {}, time(s.committed_at)), h('td', {}, h('strong', {}, s.cause)), h('td', {}, s.detail),
+    h('td', { class: 'path' }, s.passed.join(' → ') + (s.passed_cut ? ' … (cut: the step passed more)' : '')),
     h('td', {}, s.owner), h('td', {}, s.message_id || ''), h('td', {}, s.bounces === null ? '' : s.bounces));
   const load = async (after) => {
     const p = await api('GET', `${path}/history${query({ limit: historyPage, after })}`);
-    if (!after) rows.replaceChildren();
-    for (const s of p.steps) rows.append(row(s));
-    if (!rows.children.length) rows.append(h('tr', {}, h('td', { colspan: 7, class: 'empty' }, 'No step recorded (older steps are trimmed).')));
+    if (!after) {
+      rows.replaceChildren();
+      passed = new Set();
+    }
+    for (const s of p.steps) {
+      rows.append(row(s));
+      for (const id of s.passed) passed.add(id);
+    }
+    if (!rows.children.length) rows.append(h('tr', {}, h('td', { colspan: 8, class: 'empty' }, 'No step recorded (older steps are trimmed).')));
     fill(more, p.next ? button('Older steps', () => load(p.next)) : null);
+    onPassed(passed);
   };
   fill(el, h('table', {},
-    h('caption', {}, 'Steps, newest first: what advanced the instance, and under which claim'),
-    h('thead', {}, h('tr', {}, ['Step', 'Committed', 'Cause', 'Detail', 'Owner', 'Relay', 'Claim bounces'].map((c) => h('th', { scope: 'col' }, c)))),
+    h('caption', {}, 'Steps, newest first: what advanced the instance, the path it took, and under which claim'),
+    h('thead', {}, h('tr', {}, ['Step', 'Committed', 'Cause', 'Detail', 'Path', 'Owner', 'Relay', 'Claim bounces'].map((c) => h('th', { scope: 'col' }, c)))),
     rows), more);
   return { reload: () => load() };
 }
