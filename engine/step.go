@@ -631,6 +631,8 @@ func (s *stepper) pass(id string) {
 	case len(p) > 0 && p[len(p)-1] == id:
 	case len(p) == MaxPassed:
 		s.eff.PassedCut = true
+	case p == nil:
+		s.eff.Passed = append(make([]string, 0, 16), id) // one allocation for most steps' paths
 	default:
 		s.eff.Passed = append(p, id)
 	}
