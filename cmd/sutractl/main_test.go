@@ -349,8 +349,8 @@ t1     pay   payV2  task
 `},
 		{name: "instances history", args: []string{"instances", "history", "order-42", "--limit", "2"},
 			api: []exchange{ok("GET", "/v1/instances/order-42/history?limit=2", "", "", 200, `{"instance_id":"order-42","steps":[`+
-				`{"version":7,"committed_at":"2026-12-01T03:07:04Z","cause":"timer","detail":"timer at remind","owner":"w-1/lane/3","message_id":null,"bounces":2},`+
-				`{"version":6,"committed_at":"2026-12-01T03:07:01Z","cause":"relay","detail":"message paid","owner":"w-0/lane/1","message_id":"m-9","bounces":null}],"next":"6"}`)},
+				`{"version":7,"committed_at":"2026-12-01T03:07:04Z","cause":"timer","detail":"timer at remind","owner":"w-1/lane/3","message_id":null,"bounces":2,"passed":["remind","Flow_3","Ship"],"passed_cut":false},`+
+				`{"version":6,"committed_at":"2026-12-01T03:07:01Z","cause":"relay","detail":"message paid","owner":"w-0/lane/1","message_id":"m-9","bounces":null,"passed":["paid"],"passed_cut":false}],"next":"6"}`)},
 			stdout: `STEP  COMMITTED             CAUSE  OWNER       RELAY  BOUNCES  DETAIL
 7     2026-12-01T03:07:04Z  timer  w-1/lane/3  -      2        timer at remind
 6     2026-12-01T03:07:01Z  relay  w-0/lane/1  m-9    -        message paid
