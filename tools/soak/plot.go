@@ -16,7 +16,10 @@ import (
 func writePlot(path string, samples []sample, c config) error {
 	latency := plot.New()
 	latency.Title.Text = "p99 publish → commit"
-	latency.X.Label.Text, latency.Y.Label.Text = "minutes", "ms"
+	latency.X.Label.Text, latency.Y.Label.Text = "minutes", "ms (log scale)"
+	// Log scale: a minute of seconds must not flatten the minutes of
+	// milliseconds around it.
+	latency.Y.Scale, latency.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
 	sizes := plot.New()
 	sizes.Title.Text = "table size (heap and indexes)"
 	sizes.X.Label.Text, sizes.Y.Label.Text = "minutes", "MB"
@@ -24,7 +27,7 @@ func writePlot(path string, samples []sample, c config) error {
 	full := samples[:len(samples)-1] // the drain's interval is partial
 	p99, want := make(plotter.XYs, len(full)), make(plotter.XYs, len(full))
 	for i, x := range full {
-		p99[i] = plotter.XY{X: x.elapsed.Minutes(), Y: msf(x.p99)}
+		p99[i] = plotter.XY{X: x.elapsed.Minutes(), Y: max(msf(x.p99), 0.01)}
 		want[i] = plotter.XY{X: x.elapsed.Minutes(), Y: msf(c.MaxP99)}
 	}
 	if err := addLine(latency, "p99", p99, 0); err != nil {
@@ -33,7 +36,6 @@ func writePlot(path string, samples []sample, c config) error {
 	if err := addLine(latency, "target", want, 1); err != nil {
 		return err
 	}
-	latency.Y.Min = 0
 	for i, t := range tables {
 		xy := make(plotter.XYs, len(full))
 		for j, x := range full {

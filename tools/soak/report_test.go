@@ -1,6 +1,9 @@
 package main
 
 import (
+	"image/png"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -65,5 +68,29 @@ func TestTooShortASoakIsNotJudgedFlat(t *testing.T) {
 	r := soakOf(2, func(int) time.Duration { return time.Millisecond }, func(int) int64 { return 1 }, func(int) float64 { return 1 })
 	if m := missed(r); len(m) != 1 {
 		t.Fatalf("missed %v, want the one saying there are too few intervals", m)
+	}
+}
+
+func TestThePlotIsAPNGEvenWithASpikeAndAnEmptyInterval(t *testing.T) {
+	r := soakOf(10, func(i int) time.Duration {
+		switch i {
+		case 3:
+			return 5 * time.Second
+		case 4:
+			return 0 // an interval with no commit
+		}
+		return 30 * time.Millisecond
+	}, func(int) int64 { return 50 << 20 }, func(int) float64 { return 40 << 20 })
+	path := filepath.Join(t.TempDir(), "soak.png")
+	if err := writePlot(path, r.samples, r.config); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := png.Decode(f); err != nil {
+		t.Fatalf("soak.png: %v", err)
 	}
 }
