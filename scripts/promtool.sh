@@ -44,8 +44,9 @@ if ! download; then
 fi
 mkdir -p "$work/x" "$tools/bin"
 dpkg-deb --fsys-tarfile "$work"/prometheus_*.deb | tar -x -C "$work/x" ./usr/bin/promtool
-install -m 0755 "$work/x/usr/bin/promtool" "$tools/bin/promtool.new"
-mv -f "$tools/bin/promtool.new" "$tools/bin/promtool"
+# A name of its own: two fresh clones may install at once.
+install -m 0755 "$work/x/usr/bin/promtool" "$tools/bin/promtool.new.$$"
+mv -f "$tools/bin/promtool.new.$$" "$tools/bin/promtool"
 works "$tools/bin/promtool" || { echo "promtool.sh: the installed promtool does not run" >&2; exit 1; }
 echo "promtool.sh: $("$tools/bin/promtool" --version 2>&1 | head -1)" >&2
 echo "$tools/bin/promtool"
