@@ -143,7 +143,8 @@ func (c *Consumer) requeue(d amqp.Delivery) {
 // Step is the state and effects engine.Step computes for a ping to an
 // instance of the benchmark process (TestStepMatchesEngine holds it to that):
 // the waiting token leaves under a new id and parks at the catch event again,
-// closing its subscription and opening the next.
+// closing its subscription and opening the next, having passed the catch
+// event and its loop flow.
 func Step(in engine.State) (engine.State, engine.Effects) {
 	old := in.Tokens[0]
 	seq := in.Seq + 1
@@ -158,5 +159,6 @@ func Step(in engine.State) (engine.State, engine.Effects) {
 		Subscriptions: []engine.Subscription{{
 			TokenID: tok.ID, Element: bench.CatchElement, Message: bench.Message, CorrelationKey: key,
 		}},
+		Passed: []string{bench.CatchElement, bench.LoopFlow},
 	}
 }
