@@ -799,28 +799,46 @@ func (s *API) assignUserTask(c *adminCall) (answer, error) {
 	if err := api.Decode(c.r, &req); err != nil {
 		return answer{}, err
 	}
+	return s.throughListeners(c, id, bpmn.ListenerAssigning, store.TaskAssign, func() (map[string]any, error) {
+		var to any
+		if req.Assignee != nil && *req.Assignee != "" {
+			to = *req.Assignee
+		}
+		return map[string]any{"assignee": to}, nil
+	}, adminapi.AssignmentAccepted{State: "assigning"}, func() error {
+		return s.deps.Store.AssignUserTask(c.r.Context(), id, req.Assignee)
+	})
+}
+
+// throughListeners runs an operation on user task id: when the task has
+// listeners of event, the operation is recorded as outcome kind with the
+// variables vars gives and answered 202 with accepted, to take effect once
+// their jobs are done; otherwise apply runs it at once (204).
+func (s *API) throughListeners(c *adminCall, id int64, event, kind string, vars func() (map[string]any, error),
+	accepted any, apply func() error) (answer, error) {
 	gone := userTaskGone(id)
-	listened, err := s.taskListeners(c.r.Context(), id, bpmn.ListenerAssigning)
+	listened, err := s.taskListeners(c.r.Context(), id, event)
 	switch {
 	case isNotFound(err):
 		return answer{}, gone
 	case err != nil:
 		return answer{}, err
 	case listened:
-		var to any
-		if req.Assignee != nil && *req.Assignee != "" {
-			to = *req.Assignee
-		}
-		if err := s.afterListeners(c, id, store.TaskAssign, map[string]any{"assignee": to}, gone); err != nil {
+		v, err := vars()
+		if err != nil {
 			return answer{}, err
 		}
-		return answer{status: http.StatusAccepted, body: adminapi.AssignmentAccepted{State: "assigning"}}, nil
+		if err := s.afterListeners(c, id, kind, v, gone); err != nil {
+			return answer{}, err
+		}
+		return answer{status: http.StatusAccepted, body: accepted}, nil
 	}
-	err = s.deps.Store.AssignUserTask(c.r.Context(), id, req.Assignee)
-	if isNotFound(err) {
+	if err := apply(); isNotFound(err) {
 		return answer{}, gone
+	} else if err != nil {
+		return answer{}, err
 	}
-	return answer{status: http.StatusNoContent}, err
+	return answer{status: http.StatusNoContent}, nil
 }
 
 // userTaskGone refuses a call on user task id that is missing or busy.
@@ -843,32 +861,16 @@ func (s *API) updateUserTask(c *adminCall) (answer, error) {
 	if err := checkUserTaskUpdate(req); err != nil {
 		return answer{}, err
 	}
-	gone := userTaskGone(id)
-	listened, err := s.taskListeners(c.r.Context(), id, bpmn.ListenerUpdating)
-	switch {
-	case isNotFound(err):
-		return answer{}, gone
-	case err != nil:
-		return answer{}, err
-	case listened:
+	return s.throughListeners(c, id, bpmn.ListenerUpdating, store.TaskUpdate, func() (map[string]any, error) {
 		var changes map[string]any
 		b, err := json.Marshal(req)
 		if err == nil {
 			err = json.Unmarshal(b, &changes)
 		}
-		if err != nil {
-			return answer{}, err
-		}
-		if err := s.afterListeners(c, id, store.TaskUpdate, changes, gone); err != nil {
-			return answer{}, err
-		}
-		return answer{status: http.StatusAccepted, body: adminapi.UpdateAccepted{State: "updating"}}, nil
-	}
-	err = s.deps.Store.UpdateUserTask(c.r.Context(), id, engine.UserTaskChanges(req))
-	if isNotFound(err) {
-		return answer{}, gone
-	}
-	return answer{status: http.StatusNoContent}, err
+		return changes, err
+	}, adminapi.UpdateAccepted{State: "updating"}, func() error {
+		return s.deps.Store.UpdateUserTask(c.r.Context(), id, engine.UserTaskChanges(req))
+	})
 }
 
 // checkUserTaskUpdate refuses an update that changes nothing, names an
