@@ -62,7 +62,8 @@ type Config struct {
 	// (default 72h).
 	StepHistoryRetention time.Duration
 	// BatchSize bounds the rows one statement sweeps, trims or expires
-	// (default 1000); a sweep repeats until a batch comes back short.
+	// (default 1000); a sweep repeats until a batch comes back short, a
+	// trim pausing between batches (trimPause).
 	BatchSize int
 	// DeadExchange receives expired buffered messages (default
 	// sutra.relays.dead); RelayExchange is named in their x-sutra-exchange
@@ -286,19 +287,30 @@ func (s *Sweeper) sweep(ctx context.Context) {
 	if err := s.sweepClaims(ctx); err != nil && ctx.Err() == nil {
 		log.Warn("sweeping claims", "code", fault.Code(err), "err", err)
 	}
-	if err := s.trimInbox(ctx); err != nil && ctx.Err() == nil {
+	st, m := s.deps.Store, s.deps.Metrics
+	if err := s.trim(ctx, func(ctx context.Context, limit int) (int64, error) {
+		return st.TrimInbox(ctx, s.cfg.InboxRetention, limit)
+	}, m.InboxTrimmed); err != nil && ctx.Err() == nil {
 		log.Warn("trimming inbox", "code", fault.Code(err), "err", err)
 	}
-	if err := s.trimRelayAttempts(ctx); err != nil && ctx.Err() == nil {
+	// Relay failure counts go with the inbox retention: past it a
+	// redelivered copy is not recognised either.
+	if err := s.trim(ctx, func(ctx context.Context, limit int) (int64, error) {
+		return st.TrimRelayAttempts(ctx, s.cfg.InboxRetention, limit)
+	}, nil); err != nil && ctx.Err() == nil {
 		log.Warn("trimming relay attempts", "code", fault.Code(err), "err", err)
 	}
 	if err := s.expireBuffered(ctx); err != nil && ctx.Err() == nil {
 		log.Warn("expiring buffered messages", "code", fault.Code(err), "err", err)
 	}
-	if err := s.trimOutbox(ctx); err != nil && ctx.Err() == nil {
+	if err := s.trim(ctx, func(ctx context.Context, limit int) (int64, error) {
+		return st.TrimOutbox(ctx, s.cfg.OutboxRetention, limit)
+	}, m.OutboxTrimmed); err != nil && ctx.Err() == nil {
 		log.Warn("trimming outbox", "code", fault.Code(err), "err", err)
 	}
-	if err := s.trimStepHistory(ctx); err != nil && ctx.Err() == nil {
+	if err := s.trim(ctx, func(ctx context.Context, limit int) (int64, error) {
+		return st.TrimStepHistory(ctx, s.cfg.StepHistoryRetention, limit)
+	}, nil); err != nil && ctx.Err() == nil {
 		log.Warn("trimming the step history", "code", fault.Code(err), "err", err)
 	}
 	s.census(ctx)
@@ -376,59 +388,48 @@ func (s *Sweeper) sweepClaims(ctx context.Context) error {
 	}
 }
 
-func (s *Sweeper) trimInbox(ctx context.Context) error {
+// trimPause is how many times a trim batch's own duration the sweeper
+// waits before the next batch: a backlog of old rows (a sweep's worth at
+// a high rate, or days of it after an outage) is deleted at most a quarter
+// of the time, spread out rather than in one burst of back-to-back deletes
+// that every step's commit would queue behind.
+const trimPause = 3
+
+// trim deletes, a batch per statement, what a table's retention lets go,
+// until a batch comes back short, and counts the rows (when trimmed is set).
+func (s *Sweeper) trim(ctx context.Context, del func(context.Context, int) (int64, error), trimmed prometheus.Counter) error {
 	for {
+		began := s.cfg.Clock.Now()
 		cctx, cancel := s.call(ctx)
-		n, err := s.deps.Store.TrimInbox(cctx, s.cfg.InboxRetention, s.cfg.BatchSize)
+		n, err := del(cctx, s.cfg.BatchSize)
 		cancel()
 		if err != nil {
 			return err
 		}
-		s.deps.Metrics.InboxTrimmed.Add(float64(n))
+		if trimmed != nil {
+			trimmed.Add(float64(n))
+		}
 		if n < int64(s.cfg.BatchSize) {
 			return nil
 		}
-	}
-}
-
-// trimRelayAttempts deletes the failure counts of relays idle for the inbox
-// retention: past it a redelivered copy is not recognised either.
-func (s *Sweeper) trimRelayAttempts(ctx context.Context) error {
-	for {
-		cctx, cancel := s.call(ctx)
-		n, err := s.deps.Store.TrimRelayAttempts(cctx, s.cfg.InboxRetention, s.cfg.BatchSize)
-		cancel()
-		if err != nil || n < int64(s.cfg.BatchSize) {
+		if err := s.pause(ctx, trimPause*s.cfg.Clock.Now().Sub(began)); err != nil {
 			return err
 		}
 	}
 }
 
-func (s *Sweeper) trimOutbox(ctx context.Context) error {
-	for {
-		cctx, cancel := s.call(ctx)
-		n, err := s.deps.Store.TrimOutbox(cctx, s.cfg.OutboxRetention, s.cfg.BatchSize)
-		cancel()
-		if err != nil {
-			return err
-		}
-		s.deps.Metrics.OutboxTrimmed.Add(float64(n))
-		if n < int64(s.cfg.BatchSize) {
-			return nil
-		}
+// pause waits d on the sweeper's clock, or until ctx ends.
+func (s *Sweeper) pause(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
 	}
-}
-
-// trimStepHistory deletes the history rows of steps older than the
-// retention, a batch per statement.
-func (s *Sweeper) trimStepHistory(ctx context.Context) error {
-	for {
-		cctx, cancel := s.call(ctx)
-		n, err := s.deps.Store.TrimStepHistory(cctx, s.cfg.StepHistoryRetention, s.cfg.BatchSize)
-		cancel()
-		if err != nil || n < int64(s.cfg.BatchSize) {
-			return err
-		}
+	t := s.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C():
+		return nil
 	}
 }
 

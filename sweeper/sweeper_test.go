@@ -351,3 +351,52 @@ func TestEachSweepTrimsRelayFailureCountsWithTheInboxRetention(t *testing.T) {
 		t.Fatalf("relay attempts trimmed with %v, want the inbox retention (7 days) on every sweep", st.attemptsTrimmed)
 	}
 }
+
+// slowInbox is a store whose inbox holds full batches of old rows for its
+// first trims, each statement taking 20ms on the clock.
+type slowInbox struct {
+	*fakeStore
+	clk   *clock.Fake
+	full  int
+	calls chan int
+}
+
+func (s *slowInbox) TrimInbox(_ context.Context, _ time.Duration, limit int) (int64, error) {
+	s.clk.Advance(20 * time.Millisecond)
+	s.full--
+	s.calls <- s.full
+	if s.full >= 0 {
+		return int64(limit), nil
+	}
+	return 0, nil
+}
+
+func TestATrimBacklogIsDeletedInPacedBatchesNotInOneBurst(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Now())
+	clk.Set.Init()
+	st := &slowInbox{fakeStore: &fakeStore{lease: func() (bool, error) { return true, nil }}, clk: clk, full: 2, calls: make(chan int, 8)}
+	s := sweeper.New(sweeper.Deps{Store: st, Broker: &deadLetters{}, Metrics: metrics.New(prometheus.NewRegistry()), Logger: testkit.Logger(t)},
+		sweeper.Config{Replica: "r", Clock: clk})
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	if d := clk.Set.WaitOrTimeout(t); d != 0 {
+		t.Fatalf("first timer %v, want the first tick at once", d)
+	}
+	for batch := 1; batch <= 2; batch++ {
+		<-st.calls
+		// A full batch that took 20ms: the next waits three times that.
+		if d := clk.Set.WaitOrTimeout(t); d != 60*time.Millisecond {
+			t.Fatalf("after full batch %d the sweeper set a timer of %v, want a pause of 60ms", batch, d)
+		}
+		select {
+		case <-st.calls:
+			t.Fatalf("batch %d followed at once: no pause between trim batches", batch+1)
+		default:
+		}
+		clk.Advance(60 * time.Millisecond)
+	}
+	<-st.calls // the short batch ends the trim
+}

@@ -46,13 +46,14 @@ type config struct {
 	Data   string `default:"small" desc:"data set seeded before the run (tools/bench: small, large, large-2k)"`
 	Worker string `default:"bin/worker" desc:"the worker binary (make build)"`
 	Out    string `default:"bin/soak" desc:"directory of the report, samples and plot"`
-	// InboxRetention is the worker's one setting changed from its default:
-	// a week of relay ids at 3,000/s is 1.8 billion rows, so at the default
-	// no soak shorter than a week could show the trim keeping the inbox
-	// bounded.
-	InboxRetention time.Duration `split_words:"true" default:"2m" desc:"SUTRA_INBOX_RETENTION of the worker"`
-	DatabaseURL    string        `split_words:"true" default:"postgres://postgres@127.0.0.1:5432/sutra_bench" desc:"server of the run's fresh schema"`
-	AMQPURL        string        `envconfig:"AMQP_URL" default:"amqp://guest:guest@127.0.0.1:5672/" desc:"RabbitMQ URL"`
+	// InboxRetention and HistoryRetention are the worker's settings changed
+	// from their defaults: a week of relay ids at 3,000/s is 1.8 billion
+	// rows, 72 hours of step history 780 million, so at the defaults no soak
+	// shorter than that could show the trims keeping the tables bounded.
+	InboxRetention   time.Duration `split_words:"true" default:"2m" desc:"SUTRA_INBOX_RETENTION of the worker"`
+	HistoryRetention time.Duration `split_words:"true" default:"2m" desc:"SUTRA_STEP_HISTORY_RETENTION of the worker"`
+	DatabaseURL      string        `split_words:"true" default:"postgres://postgres@127.0.0.1:5432/sutra_bench" desc:"server of the run's fresh schema"`
+	AMQPURL          string        `envconfig:"AMQP_URL" default:"amqp://guest:guest@127.0.0.1:5672/" desc:"RabbitMQ URL"`
 	// Targets (issue 28).
 	MaxP99   time.Duration `envconfig:"MAX_P99" default:"50ms" desc:"p99 publish → commit every sample must keep"`
 	MaxDrift float64       `envconfig:"MAX_DRIFT" default:"1.5" desc:"the last sample's p99 within this factor of the second's"`
@@ -223,7 +224,7 @@ type worker struct {
 // startWorker starts the binary at its defaults but for what points it at
 // the run's schema and broker names, a free metrics port, no API or gateway
 // listener (the soak calls neither; their default ports may be taken), and
-// the inbox retention; and waits until it is ready.
+// the inbox and step history retentions; and waits until it is ready.
 func startWorker(ctx context.Context, c config, env *bench.Env) (*worker, error) {
 	httpAddr, err := freeAddr()
 	if err != nil {
@@ -236,7 +237,8 @@ func startWorker(ctx context.Context, c config, env *bench.Env) (*worker, error)
 		"SUTRA_HTTP_ADDR="+httpAddr, "SUTRA_API_ADDR=", "SUTRA_GATEWAY_ADDR=",
 		"SUTRA_RELAY_EXCHANGE="+cfg.RelayExchange, "SUTRA_RELAY_QUEUE="+cfg.RelayQueue,
 		"SUTRA_DEAD_EXCHANGE="+cfg.DeadExchange, "SUTRA_DEAD_QUEUE="+cfg.DeadQueue,
-		"SUTRA_OUTBOX_EXCHANGE="+cfg.OutboxExchange, "SUTRA_INBOX_RETENTION="+c.InboxRetention.String())
+		"SUTRA_OUTBOX_EXCHANGE="+cfg.OutboxExchange, "SUTRA_INBOX_RETENTION="+c.InboxRetention.String(),
+		"SUTRA_STEP_HISTORY_RETENTION="+c.HistoryRetention.String())
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s (make build): %w", c.Worker, err)

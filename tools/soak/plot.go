@@ -40,7 +40,7 @@ func writePlot(path string, samples []sample, c config) error {
 		xy := make(plotter.XYs, len(full))
 		for j, x := range full {
 			v := x.tables[t]
-			xy[j] = plotter.XY{X: x.elapsed.Minutes(), Y: float64(v.heap+v.indexes) / (1 << 20)}
+			xy[j] = plotter.XY{X: x.elapsed.Minutes(), Y: float64(v.size()) / (1 << 20)}
 		}
 		if err := addLine(sizes, t, xy, i+2); err != nil {
 			return err

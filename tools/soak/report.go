@@ -74,7 +74,7 @@ func (r report) targets() []target {
 		wanted: fmt.Sprintf("≤ %.2f×", c.MaxDrift), met: drift <= c.MaxDrift})
 	for _, t := range tables {
 		a, b := half.tables[t], last.tables[t]
-		sa, sb := a.heap+a.indexes, b.heap+b.indexes
+		sa, sb := a.size(), b.size()
 		out = append(out, target{name: "size of " + t + " (heap and indexes): end ÷ half-way", measured: fmt.Sprintf("%.2f× (%s → %s)", float64(sb)/float64(max(sa, 1)), mb(sa), mb(sb)),
 			wanted: fmt.Sprintf("≤ %.2f× or +1MB", c.MaxGrow), met: float64(sb) <= c.MaxGrow*float64(sa) || sb <= sa+1<<20})
 	}
@@ -89,20 +89,20 @@ func (r report) targets() []target {
 func (r report) writeMarkdown(w io.Writer) (int, error) {
 	c := r.config
 	fmt.Fprintf(w, "# Soak: %.0f relays/s for %v\n\n", c.Rate, c.Duration)
-	fmt.Fprintf(w, "The worker binary (`%s`) at its defaults but SUTRA_INBOX_RETENTION=%v, %d instances of the looping ping process, %s, autovacuum on; %d relays offered, %v in all with the drain. "+
+	fmt.Fprintf(w, "The worker binary (`%s`) at its defaults but SUTRA_INBOX_RETENTION=%v and SUTRA_STEP_HISTORY_RETENTION=%v, %d instances of the looping ping process, %s, autovacuum on; %d relays offered, %v in all with the drain. "+
 		"Latency is publish → commit (the commit transaction's now() in the relay's inbox row), by the interval the relay committed in.\n\n",
-		c.Worker, c.InboxRetention, c.Instances, r.data, r.offered, r.elapsed.Round(time.Second))
-	fmt.Fprintln(w, "| at | commits/s | p50 | p99 | p999 | WAL/s | instances | dead | inbox | outbox | RSS | goroutines |")
-	fmt.Fprintln(w, "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+		c.Worker, c.InboxRetention, c.HistoryRetention, c.Instances, r.data, r.offered, r.elapsed.Round(time.Second))
+	fmt.Fprintln(w, "| at | commits/s | p50 | p99 | p999 | WAL/s | instances | dead | inbox | outbox | history | RSS | goroutines |")
+	fmt.Fprintln(w, "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 	for i, x := range r.samples {
 		at := x.elapsed.Round(time.Second).String()
 		if i == len(r.samples)-1 {
 			at += " (drain)"
 		}
 		in := x.tables["instances"]
-		fmt.Fprintf(w, "| %s | %.0f | %s | %s | %s | %s | %s | %d | %s | %s | %s | %.0f |\n", at, x.perSecond, ms(x.p50), ms(x.p99), ms(x.p999),
-			mb(int64(x.walPerS)), mb(in.heap+in.indexes), in.dead, mb(x.tables["inbox"].heap+x.tables["inbox"].indexes),
-			mb(x.tables["outbox"].heap+x.tables["outbox"].indexes), mb(int64(x.rss)), x.goroutine)
+		fmt.Fprintf(w, "| %s | %.0f | %s | %s | %s | %s | %s | %d | %s | %s | %s | %s | %.0f |\n", at, x.perSecond, ms(x.p50), ms(x.p99), ms(x.p999),
+			mb(int64(x.walPerS)), mb(in.size()), in.dead, mb(x.tables["inbox"].size()),
+			mb(x.tables["outbox"].size()), mb(x.tables["step_history"].size()), mb(int64(x.rss)), x.goroutine)
 	}
 	fmt.Fprintln(w, "\n| target | measured | wanted | met |")
 	fmt.Fprintln(w, "|---|--:|--:|---|")

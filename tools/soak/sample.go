@@ -34,8 +34,11 @@ type table struct {
 	autovacuums   int64
 }
 
+// size is the table's heap and indexes.
+func (t table) size() int64 { return t.heap + t.indexes }
+
 // tables are the tables the report shows, in its order.
-var tables = []string{"instances", "subscriptions", "inbox", "outbox", "relay_attempts"}
+var tables = []string{"instances", "subscriptions", "inbox", "outbox", "relay_attempts", "step_history"}
 
 // sampler takes the samples.
 type sampler struct {
@@ -160,9 +163,9 @@ func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Se
 // line is the sample as the progress line on stderr.
 func (x sample) line() string {
 	in := x.tables["instances"]
-	return fmt.Sprintf("%6s  %6.0f commits/s  p50 %-8s p99 %-8s p999 %-8s  instances %s (%d dead)  inbox %s  WAL %s/s  RSS %s  %0.f goroutines",
-		x.elapsed.Round(time.Second), x.perSecond, ms(x.p50), ms(x.p99), ms(x.p999), mb(in.heap+in.indexes), in.dead,
-		mb(x.tables["inbox"].heap+x.tables["inbox"].indexes), mb(int64(x.walPerS)), mb(int64(x.rss)), x.goroutine)
+	return fmt.Sprintf("%6s  %6.0f commits/s  p50 %-8s p99 %-8s p999 %-8s  instances %s (%d dead)  inbox %s  history %s  WAL %s/s  RSS %s  %0.f goroutines",
+		x.elapsed.Round(time.Second), x.perSecond, ms(x.p50), ms(x.p99), ms(x.p999), mb(in.size()), in.dead,
+		mb(x.tables["inbox"].size()), mb(x.tables["step_history"].size()), mb(int64(x.walPerS)), mb(int64(x.rss)), x.goroutine)
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d.Microseconds())/1000) }
