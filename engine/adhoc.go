@@ -210,8 +210,8 @@ func (s *stepper) activations(b int) int {
 // condition holds: at once, ending the activations still running when
 // cancel says so, else once they have ended.
 func (s *stepper) adHocFulfilled(b int, el *bpmn.Element, cancel bool) {
-	if cancel {
-		s.killScope(s.tokens[b].ID)
+	if cancel && s.halt(b, Then{Kind: ThenAdHoc}) {
+		return
 	}
 	if s.activations(b) > 0 {
 		s.tokens[b].Fulfilled = true
