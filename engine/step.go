@@ -830,6 +830,10 @@ func (s *stepper) terminate(i int) {
 	scope, j := s.tokens[i].Scope, s.parentOf(i)
 	s.kill(i)
 	if s.halt(j, Then{Kind: ThenTerminate}) {
+		// Nothing starts in the scope while it ends.
+		for _, esp := range s.eventSubs(j) {
+			s.closeWaits(j, esp.SubStart.ID)
+		}
 		return
 	}
 	s.scopeDone(scope)

@@ -244,3 +244,48 @@ func TestTerminatingTokenIsNotMigrated(t *testing.T) {
 		t.Fatalf("Migrate: %v, want %s", err, fault.MigrateListener)
 	}
 }
+
+// A terminate end event inside a subprocess: the subprocess completes once
+// the task beside it ran its canceling listeners, and its message event
+// subprocess, closed meanwhile, starts nothing inside it.
+func TestTerminateEndInASubprocessCompletesItAfterCancelingListeners(t *testing.T) {
+	x := newInstance(t, parse(t, `<bpmn:startEvent id="S" />
+<bpmn:subProcess id="Sub"><bpmn:startEvent id="SS" /><bpmn:parallelGateway id="Fork" />`+canceledTask("U")+catchMsg("Stop", "M1")+`
+<bpmn:endEvent id="T"><bpmn:terminateEventDefinition /></bpmn:endEvent><bpmn:endEvent id="SE" />
+<bpmn:subProcess id="Note" triggeredByEvent="true"><bpmn:startEvent id="NS" isInterrupting="false"><bpmn:messageEventDefinition messageRef="M2" /></bpmn:startEvent></bpmn:subProcess>`+
+		flow("G0", "SS", "Fork")+flow("G1", "Fork", "U")+flow("G2", "Fork", "Stop")+flow("G3", "Stop", "T")+flow("G4", "U", "SE")+`</bpmn:subProcess>
+<bpmn:userTask id="After"><bpmn:extensionElements><zeebe:userTask /></bpmn:extensionElements></bpmn:userTask>`+flow("F1", "S", "Sub")+flow("F2", "Sub", "After"), msgDefs))
+	x.step(Trigger{Kind: TriggerStart})
+	k := job(t, x.step(Trigger{Kind: TriggerMessage, Message: "m1"}))
+	if sub := x.token("Sub"); sub.Then == nil || sub.Then.Kind != ThenTerminate || len(sub.Armed) != 0 {
+		t.Fatalf("subprocess token %+v: want its completion held, its event subprocess closed", sub)
+	}
+	if err := x.fail(Trigger{Kind: TriggerMessage, Message: "m2"}); !fault.HasCode(err, fault.NotWaiting) {
+		t.Fatalf("the event subprocess of a terminating scope: %v, want %s", err, fault.NotWaiting)
+	}
+	k = job(t, x.step(done(k, nil)))
+	userTask(t, x.step(done(k, nil)), "After")
+	if got := x.at(); !reflect.DeepEqual(got, []string{"After/task"}) {
+		t.Fatalf("tokens %v, want only After", got)
+	}
+}
+
+// An ad-hoc subprocess whose completion condition cancels the remaining
+// activations completes once a user task among them ran its canceling
+// listeners.
+func TestAdHocCancelRemainingWaitsForCancelingListeners(t *testing.T) {
+	bpmnText := strings.Replace(adHocBPMN("", `<bpmn:completionCondition>=count(results) &gt;= 1</bpmn:completionCondition>`),
+		`<bpmn:serviceTask id="B"><bpmn:extensionElements><zeebe:taskDefinition type="b" /></bpmn:extensionElements></bpmn:serviceTask>`, canceledTask("B"), 1)
+	x := newInstance(t, parse(t, bpmnText, ""))
+	eff := x.step(Trigger{Kind: TriggerStart, Variables: map[string]any{"tools": []any{"A", "B"}}})
+	a := tasksAt(eff.Tasks)["A"]
+	k := job(t, x.step(Trigger{Kind: TriggerTaskCompleted, TokenID: a.TokenID, Element: "A", Variables: map[string]any{"result": 1.0}}))
+	if x.in.State.Status != StatusActive || k.Type != "undo" || x.adHocToken("AH").Then == nil {
+		t.Fatalf("status %s, job %+v, tokens %v: want the subprocess held by B's canceling listener", x.in.State.Status, k, x.at())
+	}
+	k = job(t, x.step(done(k, nil)))
+	x.step(done(k, nil))
+	if x.in.State.Status != StatusCompleted || !reflect.DeepEqual(x.in.State.Variables["results"], []any{1.0}) {
+		t.Fatalf("status %s, results %v: want completed with A's result", x.in.State.Status, x.in.State.Variables["results"])
+	}
+}
