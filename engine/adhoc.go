@@ -211,7 +211,9 @@ func (s *stepper) activations(b int) int {
 // cancel says so, else once they have ended.
 func (s *stepper) adHocFulfilled(b int, el *bpmn.Element, cancel bool) {
 	if cancel && s.halt(b, Then{Kind: ThenAdHoc}) {
-		s.closeWaits(b, el.ID) // its job: it completes once they have ended
+		if slices.ContainsFunc(s.tokens[b].Armed, func(a Armed) bool { return a.Element == el.ID }) {
+			s.closeWaits(b, el.ID) // its job: it completes once they have ended
+		}
 		return
 	}
 	if s.activations(b) > 0 {
