@@ -315,3 +315,41 @@ func TestAnInstanceCancelWaitsForTheCancelingListenersJobs(t *testing.T) {
 	}
 	b.env.AssertNoClaimsHeld(t)
 }
+
+// An interrupting message boundary event on a user task with a canceling
+// listener: the task closes when the message arrives, and the boundary's
+// flow, with the message's variables, is taken only once an /engine-rest
+// worker completed the listener's job.
+func TestABoundaryEventWaitsForTheCancelingListenersJob(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, nil, nil)
+	b.env.Deploy(t, "testdata/withdrawn.bpmn")
+	b.pub.Publish(testkit.Relay{MessageID: "start-w1", Body: map[string]any{"start": "withdrawn", "instance_id": "w1",
+		"variables": map[string]any{"orderId": "o-w1"}}})
+	b.applied(t, "start-w1")
+	_, p := b.do(t, "GET", "/user-tasks?state=created", nil)
+	tasks, _ := asList(p["user_tasks"])
+	if len(tasks) != 1 || tasks[0]["instance_id"] != "w1" {
+		t.Fatalf("user tasks = %v, want Review of w1", tasks)
+	}
+	id := fmt.Sprint(tasks[0]["id"])
+	b.pub.Publish(testkit.Relay{MessageID: "withdraw-w1", Body: map[string]any{"message": "withdraw", "correlation_key": "o-w1",
+		"variables": map[string]any{"reason": "changed my mind"}}})
+	b.applied(t, "withdraw-w1")
+	if status, _ := b.do(t, "GET", "/user-tasks/"+id, nil); status != http.StatusNotFound {
+		t.Fatalf("the interrupted user task answers %d, want 404", status)
+	}
+	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'w1' AND status = 'active' AND NOT variables ? 'reason'"); n != 1 {
+		t.Fatal("the boundary event completed before the canceling listener's job")
+	}
+	job := b.one(t, "on-withdraw")
+	if job.ActivityID != "Review" {
+		t.Fatalf("listener job = %+v, want one of Review", job)
+	}
+	b.answer(t, job.ID, "complete", map[string]any{"workerId": "w"})
+	b.stepped(t, "w1", "completed", outcome(job.ID))
+	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'w1' AND variables->>'reason' = 'changed my mind'"); n != 1 {
+		t.Error("the boundary event did not complete with the message's variables")
+	}
+	b.env.AssertNoClaimsHeld(t)
+}
