@@ -258,3 +258,98 @@ func TestAnUpdateWithoutUpdatingListenersAppliesAtOnce(t *testing.T) {
 		t.Fatalf("updating a task that does not exist: %d, want 404", status)
 	}
 }
+
+// A cancel through /v1 of an instance whose user task has canceling
+// listeners answers 202 cancelling: the task closes at once, the
+// listeners' jobs run one after the other through /engine-rest (a failed
+// one is an incident whose retry creates it again), a second cancel
+// changes nothing, and the instance ends cancelled after the last job.
+func TestAnInstanceCancelWaitsForTheCancelingListenersJobs(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, nil, nil)
+	b.env.Deploy(t, "testdata/canceled.bpmn")
+	id := b.openTask(t, "canceled", "c1")
+	for range 2 {
+		status, ans := b.do(t, "POST", "/instances/c1/cancel", nil)
+		if status != http.StatusAccepted || ans["status"] != "cancelling" || ans["instance_id"] != "c1" {
+			t.Fatalf("cancelling: %d %v, want 202 cancelling", status, ans)
+		}
+	}
+	if _, in := b.do(t, "GET", "/instances/c1", nil); in["status"] != "cancelling" {
+		t.Fatalf("instance status %v, want cancelling", in["status"])
+	}
+	if status, code := b.completeAs(t, "", id, nil); status != http.StatusNotFound {
+		t.Fatalf("completing the canceled task: %d %s, want 404", status, code)
+	}
+	job := b.one(t, "on-cancel")
+	if job.ActivityID != "Review" {
+		t.Fatalf("listener job = %+v, want one of Review", job)
+	}
+	if got := b.fetch(t, "w", "on-cancel-notify", 5, time.Minute, 0); len(got) != 0 {
+		t.Fatalf("the second canceling listener's job is open before the first completed: %+v", got)
+	}
+	b.answer(t, job.ID, "failure", map[string]any{"workerId": "w", "errorMessage": "down", "retries": 0})
+	b.applied(t, outcome(job.ID))
+	_, list := b.do(t, "GET", "/incidents?open=true&instance_id=c1", nil)
+	incidents, _ := asList(list["incidents"])
+	if len(incidents) != 1 || incidents[0]["code"] != fault.IncidentTaskFailed || incidents[0]["element"] != "Review" {
+		t.Fatalf("incidents = %v, want one %s at Review", incidents, fault.IncidentTaskFailed)
+	}
+	if status, p := b.do(t, "POST", "/incidents/"+fmt.Sprint(incidents[0]["id"])+"/retry", nil); status != http.StatusOK {
+		t.Fatalf("retry: %d %v", status, p)
+	}
+	job = b.one(t, "on-cancel")
+	b.answer(t, job.ID, "complete", map[string]any{"workerId": "w"})
+	b.applied(t, outcome(job.ID))
+	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'c1' AND status = 'cancelling'"); n != 1 {
+		t.Fatal("the instance ended before its last canceling listener's job")
+	}
+	job = b.one(t, "on-cancel-notify")
+	b.answer(t, job.ID, "complete", map[string]any{"workerId": "w"})
+	b.stepped(t, "c1", "cancelled", outcome(job.ID))
+	if n := b.env.Int(t, "SELECT count(*) FROM tasks WHERE instance_id = 'c1'"); n != 0 {
+		t.Errorf("%d task rows left", n)
+	}
+	if status, p := b.do(t, "POST", "/instances/c1/cancel", nil); status != http.StatusConflict || p["code"] != fault.NotWaiting {
+		t.Fatalf("cancelling a cancelled instance: %d %v, want 409 %s", status, p, fault.NotWaiting)
+	}
+	b.env.AssertNoClaimsHeld(t)
+}
+
+// An interrupting message boundary event on a user task with a canceling
+// listener: the task closes when the message arrives, and the boundary's
+// flow, with the message's variables, is taken only once an /engine-rest
+// worker completed the listener's job.
+func TestABoundaryEventWaitsForTheCancelingListenersJob(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, nil, nil)
+	b.env.Deploy(t, "testdata/withdrawn.bpmn")
+	b.pub.Publish(testkit.Relay{MessageID: "start-w1", Body: map[string]any{"start": "withdrawn", "instance_id": "w1",
+		"variables": map[string]any{"orderId": "o-w1"}}})
+	b.applied(t, "start-w1")
+	_, p := b.do(t, "GET", "/user-tasks?state=created", nil)
+	tasks, _ := asList(p["user_tasks"])
+	if len(tasks) != 1 || tasks[0]["instance_id"] != "w1" {
+		t.Fatalf("user tasks = %v, want Review of w1", tasks)
+	}
+	id := fmt.Sprint(tasks[0]["id"])
+	b.pub.Publish(testkit.Relay{MessageID: "withdraw-w1", Body: map[string]any{"message": "withdraw", "correlation_key": "o-w1",
+		"variables": map[string]any{"reason": "changed my mind"}}})
+	b.applied(t, "withdraw-w1")
+	if status, _ := b.do(t, "GET", "/user-tasks/"+id, nil); status != http.StatusNotFound {
+		t.Fatalf("the interrupted user task answers %d, want 404", status)
+	}
+	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'w1' AND status = 'active' AND NOT variables ? 'reason'"); n != 1 {
+		t.Fatal("the boundary event completed before the canceling listener's job")
+	}
+	job := b.one(t, "on-withdraw")
+	if job.ActivityID != "Review" {
+		t.Fatalf("listener job = %+v, want one of Review", job)
+	}
+	b.answer(t, job.ID, "complete", map[string]any{"workerId": "w"})
+	b.stepped(t, "w1", "completed", outcome(job.ID))
+	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'w1' AND variables->>'reason' = 'changed my mind'"); n != 1 {
+		t.Error("the boundary event did not complete with the message's variables")
+	}
+	b.env.AssertNoClaimsHeld(t)
+}

@@ -10,8 +10,8 @@ import (
 // ListenerEnd of its element (of each inner instance of a multi-instance
 // activity) or, on a multi-instance activity, at ListenerBeforeAll of its
 // body (Zeebe 8.10), before its input collection is evaluated; a task listener at a user task's lifecycle
-// event (Zeebe 8.6's names create, assignment, update and complete are read
-// as creating, assigning, updating and completing).
+// event (Zeebe 8.6's names create, assignment, update, complete and cancel
+// are read as creating, assigning, updating, completing and canceling).
 const (
 	ListenerStart      = "start"
 	ListenerEnd        = "end"
@@ -20,6 +20,10 @@ const (
 	ListenerAssigning  = "assigning"
 	ListenerUpdating   = "updating"
 	ListenerCompleting = "completing"
+	// ListenerCanceling runs when a created user task is canceled (an
+	// interrupting event, a termination, a cancel of its instance): its
+	// termination, and what caused it, wait for the jobs.
+	ListenerCanceling = "canceling"
 )
 
 // Listener is a zeebe:executionListener or zeebe:taskListener: a job of
@@ -43,13 +47,13 @@ func (el *Element) ListenersOf(event string) []Listener {
 }
 
 // taskListenerEvents maps the eventType values Modeler writes to the event
-// they name; "" marks the events the engine does not run (refused).
+// they name.
 var taskListenerEvents = map[string]string{
 	"creating": ListenerCreating, "create": ListenerCreating,
 	"assigning": ListenerAssigning, "assignment": ListenerAssigning,
 	"completing": ListenerCompleting, "complete": ListenerCompleting,
 	"updating": ListenerUpdating, "update": ListenerUpdating,
-	"canceling": "", "cancel": "",
+	"canceling": ListenerCanceling, "cancel": ListenerCanceling,
 }
 
 // listeners reads el's zeebe:executionListeners and zeebe:taskListeners
@@ -80,11 +84,8 @@ func (x *extensions) listeners(el *Element) error {
 			}
 			written := strings.TrimSpace(k.Attr("eventType"))
 			event, known := taskListenerEvents[written]
-			switch {
-			case !known:
+			if !known {
 				return invalid("task listener of %q has eventType %q, not creating, assigning, updating, completing or canceling", el.ID, written)
-			case event == "":
-				return unsupported(el.ID, el.Type, "a task listener on "+written+" (the engine runs creating, assigning, updating and completing listeners)")
 			}
 			if err := addListener(el, "task listener", event, k); err != nil {
 				return err
@@ -118,7 +119,7 @@ func addListener(el *Element, what, event string, k *node) error {
 func checkListeners(el *Element) error {
 	for _, l := range el.Listeners {
 		switch l.Event {
-		case ListenerCreating, ListenerAssigning, ListenerUpdating, ListenerCompleting:
+		case ListenerCreating, ListenerAssigning, ListenerUpdating, ListenerCompleting, ListenerCanceling:
 			if el.User == nil || !el.User.Native {
 				return invalid("task listeners of %q need a Camunda user task (zeebe:userTask)", el.ID)
 			}

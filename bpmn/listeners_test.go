@@ -38,3 +38,29 @@ func TestBeforeAllListenersNeedAMultiInstanceActivity(t *testing.T) {
 		t.Fatalf("Parse: %v, want %s naming One", err, fault.BPMNInvalid)
 	}
 }
+
+// Zeebe 8.6's cancel and 8.7's canceling name one event, which marks the
+// process as one whose cancellations wait for listener jobs; a process
+// without any does not say so.
+func TestCancelingAndCancelTaskListenersAreOneEvent(t *testing.T) {
+	user := func(id, event, typ string) string {
+		return `<bpmn:userTask id="` + id + `"><bpmn:extensionElements><zeebe:userTask /><zeebe:taskListeners><zeebe:taskListener eventType="` +
+			event + `" type="` + typ + `" /></zeebe:taskListeners></bpmn:extensionElements></bpmn:userTask>`
+	}
+	p := mustParse(t, doc(`<bpmn:startEvent id="S" />`+user("A", "canceling", "a")+user("B", "cancel", "b"), ""))
+	for _, id := range []string{"A", "B"} {
+		if l := p.Element(id).ListenersOf(ListenerCanceling); len(l) != 1 {
+			t.Errorf("%s canceling listeners = %+v, want one", id, p.Element(id).Listeners)
+		}
+	}
+	if !p.ListensCanceling() {
+		t.Error("ListensCanceling() = false on a process with canceling listeners")
+	}
+	if q := mustParse(t, doc(`<bpmn:startEvent id="S" />`+user("C", "completing", "c"), "")); q.ListensCanceling() {
+		t.Error("ListensCanceling() = true on a process without canceling listeners")
+	}
+	_, err := Parse(strings.NewReader(doc(`<bpmn:startEvent id="S" /><bpmn:serviceTask id="T"><bpmn:extensionElements><zeebe:taskDefinition type="a" /><zeebe:taskListeners><zeebe:taskListener eventType="canceling" type="l" /></zeebe:taskListeners></bpmn:extensionElements></bpmn:serviceTask>`, "")))
+	if !fault.HasCode(err, fault.BPMNInvalid) {
+		t.Fatalf("a canceling listener on a service task: %v, want %s", err, fault.BPMNInvalid)
+	}
+}

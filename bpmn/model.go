@@ -109,12 +109,20 @@ type Process struct {
 	signalStarts  []*Element
 	decisions     []DecisionRef
 	self          *Element
+	// canceling is set when a user task of the process has canceling
+	// listeners (ListensCanceling).
+	canceling bool
 }
 
 // Self is the process as an element that is no flow node: its id, its
 // type "process" and its execution listeners, which run before its start
 // event and after its last token ends.
 func (p *Process) Self() *Element { return p.self }
+
+// ListensCanceling reports whether a user task of the process has
+// canceling listeners, which hold its cancellation back: without any, a
+// step ends tokens at once.
+func (p *Process) ListensCanceling() bool { return p.canceling }
 
 // Key is the definition key under which the store versions this process.
 func (p *Process) Key() string { return p.ID }

@@ -617,6 +617,9 @@ func (p *parser) element(n *node, parent *Element) (*Element, error) {
 	if err := checkListeners(el); err != nil {
 		return nil, err
 	}
+	if len(el.ListenersOf(ListenerCanceling)) > 0 {
+		p.proc.canceling = true
+	}
 	p.proc.elements[id] = el
 	return el, nil
 }

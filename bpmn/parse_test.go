@@ -104,8 +104,6 @@ func TestParseRefusesUnsupportedElementsNamingIDAndType(t *testing.T) {
 			`"Task_4" (serviceTask): a multi-instance loopCardinality`},
 		{"multi-instance event", `<bpmn:intermediateCatchEvent id="E_5"><bpmn:messageEventDefinition messageRef="M1" /><bpmn:multiInstanceLoopCharacteristics /></bpmn:intermediateCatchEvent>`,
 			`"E_5" (intermediateCatchEvent): multiInstanceLoopCharacteristics`},
-		{"canceling task listener", `<bpmn:userTask id="U_2"><bpmn:extensionElements><zeebe:userTask /><zeebe:taskListeners><zeebe:taskListener eventType="canceling" type="l" /></zeebe:taskListeners></bpmn:extensionElements></bpmn:userTask>`,
-			`"U_2" (userTask): a task listener on canceling`},
 		{"input mapping on a start event", `<bpmn:startEvent id="S_5"><bpmn:extensionElements><zeebe:ioMapping><zeebe:input source="=a" target="b" /></zeebe:ioMapping></bpmn:extensionElements><bpmn:messageEventDefinition messageRef="M2" /></bpmn:startEvent>`,
 			`"S_5" (startEvent): input mappings`},
 		{"an extension on a receive task", `<bpmn:receiveTask id="R_2" messageRef="M1"><bpmn:extensionElements><zeebe:linkedResources /></bpmn:extensionElements></bpmn:receiveTask>`,

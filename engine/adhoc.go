@@ -210,8 +210,11 @@ func (s *stepper) activations(b int) int {
 // condition holds: at once, ending the activations still running when
 // cancel says so, else once they have ended.
 func (s *stepper) adHocFulfilled(b int, el *bpmn.Element, cancel bool) {
-	if cancel {
-		s.killScope(s.tokens[b].ID)
+	if cancel && s.halt(b, Then{Kind: ThenAdHoc}) {
+		if slices.ContainsFunc(s.tokens[b].Armed, func(a Armed) bool { return a.Element == el.ID }) {
+			s.closeWaits(b, el.ID) // its job: it completes once they have ended
+		}
+		return
 	}
 	if s.activations(b) > 0 {
 		s.tokens[b].Fulfilled = true

@@ -6,9 +6,18 @@ import (
 )
 
 // cancel ends the instance: every token is killed, which closes its waits,
-// cancels its child instance and resolves its incident.
+// cancels its child instance and resolves its incident; user tasks with
+// canceling listeners run them first, the instance cancelling meanwhile. A
+// cancel of a cancelling instance changes nothing.
 func (s *stepper) cancel() {
-	s.killAll()
+	if s.halt(-1, Then{Kind: ThenCancel}) {
+		return
+	}
+	s.cancelled()
+}
+
+// cancelled ends the instance cancelled, its tokens ended.
+func (s *stepper) cancelled() {
 	s.closeWaits(-1, "")
 	s.ended = StatusCancelled
 }

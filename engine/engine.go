@@ -18,7 +18,16 @@ const (
 	StatusTerminated Status = "terminated"
 	// StatusCancelled: an operator cancelled the instance (TriggerCancel).
 	StatusCancelled Status = "cancelled"
+	// StatusCancelling: an operator cancelled the instance, and user tasks
+	// in it run their canceling listeners before it ends cancelled
+	// (State.Then). It still takes their jobs' outcomes and incidents'
+	// retries; a cancel of it changes nothing.
+	StatusCancelling Status = "cancelling"
 )
+
+// Live reports whether an instance of status st has not ended: active or
+// cancelling.
+func (st Status) Live() bool { return st == StatusActive || st == StatusCancelling }
 
 // State is the durable state of one instance. Variables and Status live in
 // their own columns; the rest is stored as one JSON document (the tokens column).
@@ -43,6 +52,10 @@ type State struct {
 	// Escalated counts the escalation relays (ParentEscalation) an instance
 	// with a Parent sent it from steps that did not end it.
 	Escalated int `json:"escalated,omitempty"`
+	// Then is what the instance does once its terminating tokens have ended
+	// (terminating.go): complete after a terminate end event, end cancelled
+	// or in favour of its parent, start an interrupting event subprocess.
+	Then *Then `json:"then,omitempty"`
 }
 
 // Compensable is a completed activity with a compensation handler that no
@@ -112,6 +125,10 @@ type Token struct {
 	// Listener is set while the token runs its element's listeners
 	// (WaitListener), or stopped in an incident of one of them.
 	Listener *ListenerRun `json:"lsn,omitempty"`
+	// Then is what the token does once the terminating tokens under it
+	// (or, on a user task running its canceling listeners, itself) have
+	// ended (terminating.go).
+	Then *Then `json:"then,omitempty"`
 }
 
 // Multi counts the inner instances of a multi-instance body.
@@ -155,7 +172,10 @@ const (
 	WaitAdHoc    WaitKind = "adhoc"    // ad-hoc subprocess containing its activations (and its job, when a worker chooses them)
 	WaitChild    WaitKind = "child"    // call activity waiting for its child instance
 	WaitListener WaitKind = "listener" // a listener's job (Token.Listener)
-	WaitIncident WaitKind = "incident" // stopped by an incident until an operator retries
+	// WaitTerminating: a scope ended while user tasks inside it run their
+	// canceling listeners; it ends after them (terminating.go).
+	WaitTerminating WaitKind = "terminating"
+	WaitIncident    WaitKind = "incident" // stopped by an incident until an operator retries
 )
 
 // WaitCompensation parks a compensation throw or end event until the

@@ -58,19 +58,23 @@ func (s *stepper) eventSubs(j int) []*bpmn.Element {
 // triggerEventSub starts the event subprocess of start in the scope token j
 // opens (-1 = process level), with payload as the start event's result.
 func (s *stepper) triggerEventSub(j int, start *bpmn.Element, payload map[string]any) {
-	scope := ""
-	if j >= 0 {
-		scope = s.tokens[j].ID
-	}
 	if start.Interrupting {
 		for _, esp := range s.eventSubs(j) {
 			s.closeWaits(j, esp.SubStart.ID)
 		}
-		if j < 0 {
-			s.killAll()
-		} else {
-			s.killScope(scope)
+		if s.halt(j, Then{Kind: ThenEventSub, Element: start.ID, Result: payload}) {
+			return
 		}
+	}
+	s.startEventSub(j, start, payload)
+}
+
+// startEventSub starts the event subprocess of start in the scope token j
+// opens (-1 = process level), with payload as the start event's result.
+func (s *stepper) startEventSub(j int, start *bpmn.Element, payload map[string]any) {
+	scope := ""
+	if j >= 0 {
+		scope = s.tokens[j].ID
 	}
 	esp := start.Parent
 	k := s.add(esp, scope, "")
@@ -184,10 +188,9 @@ func (s *stepper) throw(i int, code string, vars map[string]any) {
 	}
 	if s.parent != nil {
 		// The parent's call activity rethrows it; this instance ends.
-		s.killAll()
-		s.closeWaits(-1, "")
-		s.ended = StatusTerminated
-		s.eff.NotifyParent = &ChildResult{Parent: *s.parent, Variables: vars, ErrorCode: code}
+		if !s.halt(-1, Then{Kind: ThenRethrow, Code: code, Result: vars}) {
+			s.rethrow(code, vars)
+		}
 		return
 	}
 	stage := StageActivate
@@ -199,6 +202,14 @@ func (s *stepper) throw(i int, code string, vars map[string]any) {
 		stage = StageAdHocJob
 	}
 	s.incident(i, fault.IncidentError, "BPMN error "+strconv.Quote(code)+" was not caught", stage)
+}
+
+// rethrow ends the instance, its tokens ended, in favour of its parent's
+// call activity, which rethrows error code with vars.
+func (s *stepper) rethrow(code string, vars map[string]any) {
+	s.closeWaits(-1, "")
+	s.ended = StatusTerminated
+	s.eff.NotifyParent = &ChildResult{Parent: *s.parent, Variables: vars, ErrorCode: code}
 }
 
 // escalate propagates an escalation from token i outward like an error, to

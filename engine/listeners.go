@@ -11,7 +11,7 @@ import (
 
 // Listeners. A token runs its element's listeners of one event (execution
 // listeners at start and end, a Camunda user task's creating, assigning,
-// updating and completing listeners) one job at a time, in document order,
+// updating, completing and canceling listeners (terminating.go)) one job at a time, in document order,
 // parked in WaitListener: each job is a pull task like any other, keyed by a token id of its own
 // (ListenerRun.Job) so that it never meets the element's own rows, and
 // fresh for every job, so that a late outcome of an earlier one matches
@@ -21,8 +21,8 @@ import (
 // ListenerRun is where a token is in its element's listeners of one event.
 type ListenerRun struct {
 	// Event is bpmn.ListenerStart, ListenerEnd, ListenerBeforeAll,
-	// ListenerCreating, ListenerAssigning, ListenerUpdating or
-	// ListenerCompleting.
+	// ListenerCreating, ListenerAssigning, ListenerUpdating,
+	// ListenerCompleting or ListenerCanceling.
 	Event string `json:"ev"`
 	// Index is the listener (of Event, in document order) whose job is open,
 	// or whose failure the token's incident is.
@@ -329,5 +329,7 @@ func (s *stepper) listenerOutcome(i int, tr Trigger) {
 	case bpmn.ListenerCompleting:
 		s.resume(i)
 		s.complete(i, el, run.Result)
+	case bpmn.ListenerCanceling:
+		s.canceled(i)
 	}
 }

@@ -252,7 +252,6 @@ func TestListenersWhereZeebeRefusesThemAreRefused(t *testing.T) {
 		{"two listeners of one event and type", el(`startEvent id="X"`, "", `<zeebe:executionListeners><zeebe:executionListener eventType="end" type="l" /><zeebe:executionListener eventType="end" type="l" /></zeebe:executionListeners>`), fault.BPMNInvalid},
 		{"an unknown event", el(`startEvent id="X"`, "", exec("take")), fault.BPMNInvalid},
 		{"task listener on a job-worker user task", `<bpmn:startEvent id="S" />` + el(`userTask id="X"`, "", `<zeebe:taskListeners><zeebe:taskListener eventType="completing" type="l" /></zeebe:taskListeners>`) + flow("F", "S", "X"), fault.BPMNInvalid},
-		{"a canceling task listener", `<bpmn:startEvent id="S" />` + el(`userTask id="X"`, "", `<zeebe:userTask /><zeebe:taskListeners><zeebe:taskListener eventType="canceling" type="l" /></zeebe:taskListeners>`) + flow("F", "S", "X"), fault.BPMNUnsupported},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -75,6 +75,10 @@ func (m *migration) check(t Token) error {
 		return fault.New(fault.MigrateListener, "token %s at %s is in its %s listeners (listener %d): migrate it once they are done",
 			t.ID, t.Element, t.Listener.Event, t.Listener.Index+1)
 	}
+	if t.Wait == WaitTerminating || t.Then != nil {
+		return fault.New(fault.MigrateListener, "token %s at %s is terminating, waiting for canceling listeners: migrate it once they are done",
+			t.ID, t.Element)
+	}
 	el := m.from.Element(t.Element)
 	tgt := m.to.Element(m.target(t.Element))
 	if el == nil {

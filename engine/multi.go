@@ -134,8 +134,9 @@ func (s *stepper) innerDone(i int, el *bpmn.Element) {
 	s.kill(i)
 	switch {
 	case done:
-		s.killScope(s.tokens[b].ID)
-		s.bodyDone(b, el)
+		if !s.halt(b, Then{Kind: ThenBody}) {
+			s.bodyDone(b, el)
+		}
 	case l.Sequential && loop < len(items):
 		s.inner(b, el, loop+1, items[loop])
 	case l.Sequential || active == 0:

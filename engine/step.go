@@ -120,6 +120,9 @@ type stepper struct {
 	// comp are the compensable completions (State.Compensable); the slice
 	// is replaced, never written in place: it may be in.State's.
 	comp []Compensable
+	// then is what the instance does once its terminating tokens have
+	// ended (State.Then).
+	then *Then
 	// fail, once set, fails the step.
 	fail error
 }
@@ -136,6 +139,7 @@ func newStepper(def *bpmn.Process, in *Instance, now time.Time) *stepper {
 		parent: in.State.Parent,
 		seq:    in.State.Seq,
 		comp:   in.State.Compensable,
+		then:   in.State.Then,
 	}
 	copy(s.tokens, in.State.Tokens)
 	return s
@@ -145,7 +149,7 @@ func (s *stepper) apply(tr Trigger) error {
 	if tr.Kind == TriggerStart {
 		return s.start(tr)
 	}
-	if s.in.State.Status != StatusActive {
+	if !s.in.State.Status.Live() {
 		return fault.New(fault.NotWaiting, "instance %s is %s", s.in.ID, statusName(s.in.State.Status))
 	}
 	switch tr.Kind {
@@ -823,22 +827,40 @@ func (s *stepper) killAll() {
 
 // terminate ends every token of token i's scope, then the scope itself.
 func (s *stepper) terminate(i int) {
-	scope := s.tokens[i].Scope
+	scope, j := s.tokens[i].Scope, s.parentOf(i)
 	s.kill(i)
-	if scope == "" {
-		s.killAll()
-	} else {
-		s.killScope(scope)
+	if s.halt(j, Then{Kind: ThenTerminate}) {
+		// Nothing starts in the scope while it ends.
+		for _, esp := range s.eventSubs(j) {
+			s.closeWaits(j, esp.SubStart.ID)
+		}
+		return
 	}
 	s.scopeDone(scope)
 }
 
 // interrupt ends activity token i (and everything inside it) and continues it
-// from boundary event b.
+// from boundary event b, once whatever of it cancels through listeners has
+// ended.
 func (s *stepper) interrupt(i int, b *bpmn.Element, result map[string]any) {
 	s.pass(s.tokens[i].Element)
-	s.killScope(s.tokens[i].ID)
+	then := Then{Kind: ThenBoundary, Element: b.ID, Result: result}
+	switch {
+	case s.halt(i, then):
+		s.release(i)
+		s.tokens[i].Wait = WaitTerminating
+		return
+	case s.def.ListensCanceling() && s.cancels(i):
+		s.startCanceling(i)
+		s.tokens[i].Then = &then
+		return
+	}
 	s.release(i)
+	s.interrupted(i, b, result)
+}
+
+// interrupted continues activity token i, ended, from boundary event b.
+func (s *stepper) interrupted(i int, b *bpmn.Element, result map[string]any) {
 	s.dropCompensable(s.tokens[i].ID)
 	s.resume(i)
 	t := &s.tokens[i]
@@ -872,7 +894,10 @@ func (s *stepper) exprIncident(i int, err error, msg string, stage Stage) {
 // result assembles the state after the step.
 func (s *stepper) result() State {
 	st := State{Status: StatusActive, Variables: s.vars, Seq: s.seq, Armed: s.armed, Parent: s.parent, Compensable: s.comp,
-		Escalated: s.in.State.Escalated}
+		Escalated: s.in.State.Escalated, Then: s.then}
+	if s.then != nil && s.then.Kind == ThenCancel {
+		st.Status = StatusCancelling
+	}
 	live := 0
 	for _, t := range s.tokens {
 		if t.Element != "" {
@@ -888,7 +913,7 @@ func (s *stepper) result() State {
 		}
 	}
 	if s.ended != "" {
-		st.Status, st.Compensable = s.ended, nil
+		st.Status, st.Compensable, st.Then = s.ended, nil, nil
 	}
 	s.eff.compact()
 	if s.ended == StatusCompleted {

@@ -392,7 +392,7 @@ func (l *lane) notify(eff engine.Effects, consumed []store.Consumed) {
 // ended tells who waits for instance id's end that a committed step ended
 // it.
 func (l *lane) ended(id string, status engine.Status) {
-	if notify := l.pool.deps.Ended; notify != nil && status != engine.StatusActive {
+	if notify := l.pool.deps.Ended; notify != nil && !status.Live() {
 		notify(id)
 	}
 }

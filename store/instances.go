@@ -339,7 +339,7 @@ func queueStepWrites(b *pgx.Batch, w *outboxWrites, cs ...StepWrites) error {
 				return err
 			}
 		}
-		if c.State.Status != engine.StatusActive {
+		if !c.State.Status.Live() {
 			// The instance ended: a message start waiting for its key may start now.
 			b.Queue("SELECT sutra_release_start_buffer($1)", c.InstanceID)
 		}

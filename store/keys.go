@@ -64,9 +64,9 @@ func (s *Store) InstanceKeys(ctx context.Context, id string, vars bool) (KeyedIn
 }
 
 // Ended lists which of the instances ids have ended (completed,
-// terminated or cancelled): one statement for every waiter of a poll.
+// terminated or cancelled, not cancelling): one statement for every waiter of a poll.
 func (s *Store) Ended(ctx context.Context, ids []string) ([]string, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id FROM instances WHERE id = ANY($1) AND version > 0 AND status <> 'active'`, ids)
+	rows, err := s.pool.Query(ctx, `SELECT id FROM instances WHERE id = ANY($1) AND version > 0 AND status NOT IN ('active', 'cancelling')`, ids)
 	if err != nil {
 		return nil, translate(err, "looking for ended instances")
 	}

@@ -499,12 +499,23 @@ func (s *API) listInstances(c *adminCall) (answer, error) {
 	return answer{status: http.StatusOK, body: map[string]any{"instances": p.Instances, "next": next}}, nil
 }
 
+// cancel cancels an instance: 200 cancelled, or 202 cancelling while user
+// tasks in it run their canceling listeners (the instance ends cancelled
+// once their jobs are done). A cancel of a cancelling instance answers the
+// same 202 and changes nothing.
 func (s *API) cancel(c *adminCall) (answer, error) {
 	c.instanceID = c.r.PathValue("id")
 	if err := s.step(c, admin.OpCancel, admin.Cancel(c.instanceID)); err != nil {
 		return answer{}, err
 	}
-	return answer{status: http.StatusOK, body: adminapi.Cancelled{InstanceID: c.instanceID, Status: "cancelled"}}, nil
+	in, err := s.deps.Store.InstanceKeys(c.r.Context(), c.instanceID, false)
+	if err != nil {
+		return answer{}, err
+	}
+	if in.Status == string(engine.StatusCancelling) {
+		return answer{status: http.StatusAccepted, body: adminapi.Cancelled{InstanceID: c.instanceID, Status: in.Status}}, nil
+	}
+	return answer{status: http.StatusOK, body: adminapi.Cancelled{InstanceID: c.instanceID, Status: string(engine.StatusCancelled)}}, nil
 }
 
 func (s *API) setVariables(c *adminCall) (answer, error) {

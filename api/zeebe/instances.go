@@ -70,7 +70,7 @@ func (g *Gateway) CreateProcessInstanceWithResult(ctx context.Context, req *pb.C
 		if err != nil {
 			return nil, statusOf(err)
 		}
-		if in.Status != string(engine.StatusActive) {
+		if !engine.Status(in.Status).Live() {
 			break
 		}
 		select {
@@ -153,9 +153,11 @@ func (g *Gateway) start(ctx context.Context, req *pb.CreateProcessInstanceReques
 }
 
 // CancelProcessInstance cancels the instance: every wait closed, its
-// children cancelled, its open incidents resolved. An instance that does
-// not exist or has ended is NotFound, as in Zeebe, whose state holds no
-// ended instance.
+// children cancelled, its open incidents resolved. User tasks with
+// canceling listeners run them first: the instance is cancelling until
+// their jobs are done, and a cancel of it meanwhile changes nothing. An
+// instance that does not exist or has ended is NotFound, as in Zeebe,
+// whose state holds no ended instance.
 func (g *Gateway) CancelProcessInstance(ctx context.Context, req *pb.CancelProcessInstanceRequest) (*pb.CancelProcessInstanceResponse, error) {
 	in, err := g.activeInstance(ctx, req.ProcessInstanceKey)
 	if err != nil {
@@ -193,7 +195,7 @@ func (g *Gateway) SetVariables(ctx context.Context, req *pb.SetVariablesRequest)
 }
 
 // activeInstance reads the instance whose key is key: NotFound when there is
-// none or it has ended.
+// none or it has ended (a cancelling one has not).
 func (g *Gateway) activeInstance(ctx context.Context, key int64) (store.KeyedInstance, error) {
 	in, err := g.deps.Store.InstanceByKey(ctx, key, false)
 	switch {
@@ -201,7 +203,7 @@ func (g *Gateway) activeInstance(ctx context.Context, key int64) (store.KeyedIns
 		return in, status.Errorf(codes.NotFound, "%s: no process instance with key %d", fault.NotFound, key)
 	case err != nil:
 		return in, statusOf(err)
-	case in.Status != string(engine.StatusActive):
+	case !engine.Status(in.Status).Live():
 		return in, status.Errorf(codes.NotFound, "%s: process instance %d has ended (%s)", fault.NotFound, key, in.Status)
 	}
 	return in, nil

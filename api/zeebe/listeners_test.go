@@ -126,3 +126,39 @@ func TestZeebeJobsOfListenersAroundEachInnerInstance(t *testing.T) {
 	}
 	b.env.AssertNoClaimsHeld(t)
 }
+
+// CancelProcessInstance of an instance whose user task has canceling
+// listeners holds the cancel until a Zeebe job worker completed their jobs,
+// in order; a second CancelProcessInstance meanwhile is accepted and opens
+// no second job.
+func TestCancelProcessInstanceWaitsForCancelingListenerJobs(t *testing.T) {
+	t.Parallel()
+	b := setupJobs(t, nil)
+	ctx := testkit.Ctx(t)
+	b.env.Deploy(t, "../testdata/canceled.bpmn")
+	b.pub.Publish(testkit.Relay{MessageID: "start-g1", Body: map[string]any{"start": "canceled", "instance_id": "g1"}})
+	b.applied(t, "start-g1")
+	key := int64(b.env.Int(t, "SELECT zeebe_key FROM instances WHERE id = 'g1'"))
+	for range 2 {
+		if _, err := b.zb.NewCancelInstanceCommand().ProcessInstanceKey(key).Send(ctx); err != nil {
+			t.Fatalf("CancelProcessInstance: %v", err)
+		}
+	}
+	for _, typ := range []string{"on-cancel", "on-cancel-notify"} {
+		if st, _, _ := b.instance(t, "g1"); st != "cancelling" {
+			t.Fatalf("before the %s job the instance is %s, want cancelling", typ, st)
+		}
+		job := b.one(t, typ)
+		if job.ElementId != "Review" {
+			t.Fatalf("%s job = %+v, want one of Review", typ, job)
+		}
+		if _, err := b.zb.NewCompleteJobCommand().JobKey(job.Key).Send(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b.applied(t, outcome(job.Key, 1))
+	}
+	if st, _, _ := b.instance(t, "g1"); st != "cancelled" {
+		t.Fatalf("the instance is %s, want cancelled once the listeners' jobs completed", st)
+	}
+	b.env.AssertNoClaimsHeld(t)
+}

@@ -219,7 +219,7 @@ func instancesList(fs *flag.FlagSet) action {
 	var p pageFlags
 	p.register(fs)
 	definition := fs.String("definition", "", "only instances of this definition `KEY`")
-	status := fs.String("status", "", "only instances in this `STATUS`: active, completed, terminated, cancelled")
+	status := fs.String("status", "", "only instances in this `STATUS`: active, cancelling, completed, terminated, cancelled")
 	var hasIncident optBool
 	fs.Var(&hasIncident, "has-incident", "only instances with an open incident (--has-incident=false: without)")
 	return func(ctx context.Context, c *cli, _ []string) error {
@@ -289,6 +289,10 @@ func cancel(ctx context.Context, c *cli, args []string) error {
 	t := newTable(&c.out, "INSTANCE", "STATUS")
 	t.row(out.InstanceID, out.Status)
 	t.flush()
+	if out.Status == "cancelling" {
+		// 202: user tasks in it run their canceling listeners first.
+		fmt.Fprintf(&c.out, "instance %s ends cancelled once the canceling listeners of its user tasks are done\n", out.InstanceID)
+	}
 	return nil
 }
 

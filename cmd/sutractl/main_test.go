@@ -310,6 +310,12 @@ order-42
 			stdout: `INSTANCE  STATUS
 order-42  cancelled
 `},
+		{name: "cancel held by canceling listeners", args: []string{"cancel", "order-42"},
+			api: []exchange{ok("POST", "/v1/instances/order-42/cancel", appJSON, "", 202, `{"instance_id":"order-42","status":"cancelling"}`)},
+			stdout: `INSTANCE  STATUS
+order-42  cancelling
+instance order-42 ends cancelled once the canceling listeners of its user tasks are done
+`},
 		{name: "variables set", args: []string{"variables", "set", "order-42", "amount=43", `note="checked by hand"`, "flags=[true,false]"},
 			api: []exchange{ok("PATCH", "/v1/instances/order-42/variables", appJSON, `{"amount":43,"note":"checked by hand","flags":[true,false]}`,
 				200, `{"instance_id":"order-42","variables":{"amount":43,"flags":[true,false],"note":"checked by hand","orderId":"order-42"}}`)},

@@ -356,7 +356,9 @@ type Started struct {
 	ZeebeKey   int64  `json:"zeebe_key,string"`
 }
 
-// Cancelled answers POST /v1/instances/{id}/cancel.
+// Cancelled answers POST /v1/instances/{id}/cancel: status cancelled (200),
+// or cancelling (202) while user tasks in it run their canceling
+// listeners.
 type Cancelled struct {
 	InstanceID string `json:"instance_id"`
 	Status     string `json:"status"`

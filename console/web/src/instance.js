@@ -158,9 +158,11 @@ export async function instancePage(main, id, page) {
     fill(actions, h('h2', {}, 'Actions'), h('div', { class: 'toolbar' },
       button('Cancel instance', async () => {
         if (!confirm(`Cancel instance ${id}? Every token is killed.`)) return '';
-        await api('POST', `${path}/cancel`, {});
+        const r = await api('POST', `${path}/cancel`, {});
         await reload();
-        return 'Instance cancelled.';
+        return r.status === 'cancelling'
+          ? 'Cancel recorded: the instance is cancelling until the canceling listeners of its user tasks are done.'
+          : 'Instance cancelled.';
       }, out, { class: 'danger' })),
       target.options.length ? h('details', {}, h('summary', {}, 'Migrate to another version'),
         h('p', {}, h('label', { for: 'target' }, 'Target '), target),

@@ -12,7 +12,7 @@ export async function instancesPage(main, params) {
     definition: h('select', { name: 'definition' }, h('option', { value: '' }, 'any'),
       definitions.map((d) => h('option', { value: d.key, selected: d.key === get('definition') }, d.key))),
     version: h('input', { name: 'version', type: 'number', min: 1, value: get('version'), size: 4 }),
-    status: h('select', { name: 'status' }, ['', 'active', 'completed', 'cancelled', 'terminated'].map((s) =>
+    status: h('select', { name: 'status' }, ['', 'active', 'cancelling', 'completed', 'cancelled', 'terminated'].map((s) =>
       h('option', { value: s, selected: s === get('status') }, s || 'any'))),
     has_incident: h('select', { name: 'has_incident' }, [['', 'any'], ['true', 'with an open incident'], ['false', 'without']].map(([v, l]) =>
       h('option', { value: v, selected: v === get('has_incident') }, l))),
