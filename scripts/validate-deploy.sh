@@ -17,6 +17,13 @@ command -v node >/dev/null && command -v npm >/dev/null || {
 	exit 1
 }
 
+# One run at a time per tools directory: parallel clones of the repository
+# (make test in each) share it, and an install half done by one would be
+# read by the other.
+mkdir -p "$tools"
+exec 9>"$tools/validate-deploy.lock"
+flock 9
+
 lock=$(sha256sum "$src/package-lock.json" | cut -d' ' -f1)
 if [ "$(cat "$dir/.lock-sha256" 2>/dev/null)" != "$lock" ] || [ ! -d "$dir/node_modules" ]; then
 	echo "validate-deploy.sh: installing the validator's npm packages into $dir" >&2
