@@ -90,9 +90,7 @@ func TestReadyzGivesAShortReasonNotTheDatabasesError(t *testing.T) {
 		_ = w.Stop(ctx)
 	})
 	readyz := "http://" + <-listening + "/readyz"
-	if err := w.Ready(context.Background()); err != nil {
-		t.Fatalf("not ready once started: %v", err)
-	}
+	waitReady(t, w)
 	pg.Cut()
 	var body string
 	testkit.Eventually(t, 10*time.Second, "not ready once the database is cut", func() bool {

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -66,8 +67,20 @@ func (b *bundle) start(t *testing.T, hooks *lanes.Hooks) {
 	w.Timers().TestSignals.Init()
 	w.Sweeper().TestSignals.Init()
 	w.Outbox().TestSignals.Init()
-	if err := w.Ready(context.Background()); err != nil {
-		t.Fatalf("the worker is not ready once started: %v", err)
+	waitReady(t, w)
+}
+
+// waitReady waits until w is ready. Ready gives the database a second to
+// answer its ping, which a loaded machine may miss once: a test that needs
+// a ready worker waits for it rather than race that deadline.
+func waitReady(t *testing.T, w *app.Worker) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for err := w.Ready(context.Background()); err != nil; err = w.Ready(context.Background()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker is not ready 30s after its start: %v (%v)", err, errors.Unwrap(err))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
