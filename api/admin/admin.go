@@ -534,14 +534,24 @@ func (s *API) setVariables(c *adminCall) (answer, error) {
 	return answer{status: http.StatusOK, body: adminapi.VariablesSet{InstanceID: c.instanceID, Variables: d.Variables}}, nil
 }
 
-func (s *API) migrate(c *adminCall) (answer, error) {
+// migrateRequest reads the instance and the body of a migration or of its
+// preflight, which take the same request.
+func migrateRequest(c *adminCall) (adminapi.MigrateRequest, error) {
 	c.instanceID = c.r.PathValue("id")
 	var req adminapi.MigrateRequest
 	if err := api.Decode(c.r, &req); err != nil {
-		return answer{}, err
+		return req, err
 	}
 	if req.TargetVersion < 1 {
-		return answer{}, api.Invalidf("target_version is required")
+		return req, api.Invalidf("target_version is required")
+	}
+	return req, nil
+}
+
+func (s *API) migrate(c *adminCall) (answer, error) {
+	req, err := migrateRequest(c)
+	if err != nil {
+		return answer{}, err
 	}
 	if err := s.step(c, admin.OpMigrate, admin.Migrate(c.instanceID, req.TargetVersion, req.Mapping)); err != nil {
 		return answer{}, err

@@ -57,13 +57,9 @@ func (s *API) history(c *adminCall) (answer, error) {
 // nothing, so a step committed meanwhile may change the answer; the
 // migration checks again under its claim.
 func (s *API) migratePreflight(c *adminCall) (answer, error) {
-	c.instanceID = c.r.PathValue("id")
-	var req adminapi.MigrateRequest
-	if err := api.Decode(c.r, &req); err != nil {
+	req, err := migrateRequest(c)
+	if err != nil {
 		return answer{}, err
-	}
-	if req.TargetVersion < 1 {
-		return answer{}, api.Invalidf("target_version is required")
 	}
 	ctx := c.r.Context()
 	in, err := s.deps.Store.ReadInstance(ctx, c.instanceID)
