@@ -140,6 +140,8 @@ func run() error {
 
 	tick := time.NewTicker(c.Interval)
 	defer tick.Stop()
+	follow := time.NewTicker(time.Second)
+	defer follow.Stop()
 	var pubErr error
 	for offering := true; offering; {
 		select {
@@ -152,6 +154,10 @@ func run() error {
 			}
 		case <-w.exited:
 			return fmt.Errorf("the worker exited during the soak: %v", w.err)
+		case <-follow.C:
+			if err := s.follow(ctx); err != nil {
+				return err
+			}
 		case <-tick.C:
 			if err := s.sample(ctx, published.Load(), false); err != nil {
 				return err

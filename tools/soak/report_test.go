@@ -94,3 +94,41 @@ func TestThePlotIsAPNGEvenWithASpikeAndAnEmptyInterval(t *testing.T) {
 		t.Fatalf("soak.png: %v", err)
 	}
 }
+
+func TestPercentileInterpolatesAsPostgresPercentileCont(t *testing.T) {
+	ms := func(n ...int) []time.Duration {
+		var out []time.Duration
+		for _, x := range n {
+			out = append(out, time.Duration(x)*time.Millisecond)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		sorted []time.Duration
+		q      float64
+		want   time.Duration
+	}{
+		{nil, 0.99, 0},
+		{ms(7), 0.99, 7 * time.Millisecond},
+		{ms(1, 2, 3, 4), 0.5, 2500 * time.Microsecond}, // SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY x) FROM (VALUES (1),(2),(3),(4)) v(x): 2.5
+		{ms(0, 100), 0.99, 99 * time.Millisecond},
+		{ms(1, 2, 3), 1, 3 * time.Millisecond},
+	} {
+		if got := percentile(tc.sorted, tc.q); got != tc.want {
+			t.Errorf("percentile(%v, %v) = %v, want %v", tc.sorted, tc.q, got, tc.want)
+		}
+	}
+}
+
+func TestAPublishTimeIsReadFromTheEndOfTheMessageID(t *testing.T) {
+	at, err := publishedAt("ping-00017-1764900000123456789")
+	if err != nil || at.UnixNano() != 1764900000123456789 {
+		t.Fatalf("publishedAt = %v, %v", at.UnixNano(), err)
+	}
+	if _, err := publishedAt("ping-17"); err != nil {
+		t.Fatalf("an id ending in digits is a time: %v", err)
+	}
+	if _, err := publishedAt("ping-x"); err == nil {
+		t.Fatal("an id not ending in a time was read as one")
+	}
+}

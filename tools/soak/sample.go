@@ -3,8 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sutra-run/worker/internal/loadgen"
@@ -50,45 +54,104 @@ type sampler struct {
 	began   time.Time
 	wal     int64
 	samples []sample
+	// read is how far the inbox has been read, and latencies what it held
+	// since the last sample. The inbox is read every second (follow), a
+	// second's rows at a time, so that the soak's own reading is a small
+	// steady load: one query per interval over its every row was a burst
+	// that showed up as a spike in the next interval's latency.
+	read      time.Time
+	latencies []time.Duration
 }
 
 func (s *sampler) start(ctx context.Context) error {
 	var err error
 	s.wal, err = walLSN(ctx, s.db)
 	s.since, s.began = time.Now(), time.Now()
+	s.read = s.since
 	return err
 }
 
-// settle is how far behind the clock the intervals end: an inbox row's
+// settle is how far behind the clock the inbox is read: an inbox row's
 // received_at is its transaction's start, so a row stamped just before a
-// sample may commit just after it; no step transaction lasts this long.
+// read may commit just after it; no step transaction lasts this long.
 const settle = 10 * time.Second
 
-// sample reads the interval since the last sample, ending settle ago (now,
-// when final: nothing is in flight then). The latency of a relay is its
-// commit (the commit transaction's now() in its inbox row) minus its
-// publish time (in its message id); a relay counts in the interval it
+// follow reads the inbox rows committed since the last read, up to settle
+// ago.
+func (s *sampler) follow(ctx context.Context) error {
+	return s.readUntil(ctx, time.Now().Add(-settle))
+}
+
+// readUntil adds the latency of each timed relay committed from s.read to
+// until. The latency of a relay is its commit (the commit transaction's
+// now() in its inbox row) minus its publish time (in its message id).
+func (s *sampler) readUntil(ctx context.Context, until time.Time) error {
+	if !until.After(s.read) {
+		return nil
+	}
+	rows, err := s.db.Query(ctx, `
+		SELECT message_id, received_at FROM inbox
+		 WHERE received_at >= $2 AND received_at < $3 AND starts_with(message_id, $1)`, s.prefix, s.read, until)
+	if err != nil {
+		return fmt.Errorf("reading the inbox: %w", err)
+	}
+	var id string
+	var committed time.Time
+	if _, err := pgx.ForEachRow(rows, []any{&id, &committed}, func() error {
+		published, err := publishedAt(id)
+		if err != nil {
+			return err
+		}
+		s.latencies = append(s.latencies, committed.Sub(published))
+		return nil
+	}); err != nil {
+		return fmt.Errorf("reading the inbox: %w", err)
+	}
+	s.read = until
+	return nil
+}
+
+// publishedAt is the publish time a timed relay's message id ends with
+// (loadgen: "<id>-<unix nanoseconds>").
+func publishedAt(id string) (time.Time, error) {
+	i := strings.LastIndexByte(id, '-')
+	ns, err := strconv.ParseInt(id[i+1:], 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("message id %q does not end with its publish time: %w", id, err)
+	}
+	return time.Unix(0, ns), nil
+}
+
+// percentile is the q-quantile of sorted, interpolated between the two
+// nearest values as PostgreSQL's percentile_cont does; 0 when it is empty.
+func percentile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	pos := q * float64(len(sorted)-1)
+	lo := int(pos)
+	if lo+1 >= len(sorted) {
+		return sorted[len(sorted)-1]
+	}
+	return sorted[lo] + time.Duration((pos-float64(lo))*float64(sorted[lo+1]-sorted[lo]))
+}
+
+// sample ends the interval since the last sample settle ago (now, when
+// final: nothing is in flight then); a relay counts in the interval it
 // committed in.
 func (s *sampler) sample(ctx context.Context, published int64, final bool) error {
 	now := time.Now()
 	if !final {
 		now = now.Add(-settle)
 	}
-	x := sample{at: now, elapsed: now.Sub(s.began), published: published, tables: map[string]table{}}
-	var p50, p99, p999 float64
-	err := s.db.QueryRow(ctx, `
-		WITH l AS (
-			SELECT extract(epoch FROM received_at - to_timestamp(substring(message_id FROM '([0-9]+)$')::numeric / 1e9)) AS s
-			  FROM inbox WHERE received_at >= $2 AND received_at < $3 AND starts_with(message_id, $1))
-		SELECT count(*),
-		       COALESCE(percentile_cont(0.5) WITHIN GROUP (ORDER BY s), 0),
-		       COALESCE(percentile_cont(0.99) WITHIN GROUP (ORDER BY s), 0),
-		       COALESCE(percentile_cont(0.999) WITHIN GROUP (ORDER BY s), 0)
-		  FROM l`, s.prefix, s.since, now).Scan(&x.commits, &p50, &p99, &p999)
-	if err != nil {
-		return fmt.Errorf("reading the inbox: %w", err)
+	if err := s.readUntil(ctx, now); err != nil {
+		return err
 	}
-	x.p50, x.p99, x.p999 = seconds(p50), seconds(p99), seconds(p999)
+	x := sample{at: now, elapsed: now.Sub(s.began), published: published, tables: map[string]table{}}
+	slices.Sort(s.latencies)
+	x.commits = int64(len(s.latencies))
+	x.p50, x.p99, x.p999 = percentile(s.latencies, 0.5), percentile(s.latencies, 0.99), percentile(s.latencies, 0.999)
+	s.latencies = s.latencies[:0]
 	x.perSecond = float64(x.commits) / now.Sub(s.since).Seconds()
 	wal, err := walLSN(ctx, s.db)
 	if err != nil {
@@ -157,8 +220,6 @@ func walLSN(ctx context.Context, db *pgxpool.Pool) (int64, error) {
 	err := db.QueryRow(ctx, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint").Scan(&n)
 	return n, err
 }
-
-func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
 
 // line is the sample as the progress line on stderr.
 func (x sample) line() string {
