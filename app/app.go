@@ -175,7 +175,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		TasksCreated: w.waiters.TasksCreated, ClaimGuard: w.replica.Valid, Ended: func(id string) { w.gateway.Ended(id) }}, lanes.Config{
 		// Room for every resume that can be in flight: relays and timer fires.
 		Replica: cfg.ReplicaID, Lanes: cfg.Lanes, InboxSize: cfg.Prefetch + inflight + 1,
-		ClaimTimeout: cfg.ClaimTimeout, BatchMax: cfg.BatchMax, StepTimeout: cfg.StepTimeout,
+		ClaimTimeout: cfg.ClaimTimeout, BatchMax: cfg.BatchMax, BatchWait: cfg.BatchWait, StepTimeout: cfg.StepTimeout,
 		FeelLimits: feel.Limits{MaxSteps: cfg.FeelMaxSteps, MaxBytes: cfg.FeelMaxBytes}, NoStepHistory: !cfg.StepHistory,
 	})
 	w.gateway = zeebe.New(zeebe.Deps{Store: st, Lanes: lanesDispatcher{w}, Metrics: w.metrics, Logger: log, PublishRelay: w.publishRelay,

@@ -11,21 +11,22 @@ import (
 // variables (envconfig). Every field has a default that works against local
 // PostgreSQL and RabbitMQ.
 type Config struct {
-	DatabaseURL   string `envconfig:"DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/sutra" desc:"PostgreSQL URL; the database is created by migrate if missing"`
-	AMQPURL       string `envconfig:"AMQP_URL" default:"amqp://guest:guest@127.0.0.1:5672/" desc:"RabbitMQ URL; isolate deployments by vhost"`
-	ReplicaID     string `envconfig:"REPLICA_ID" desc:"this replica's id in claim owners (default: hostname plus a random suffix)"`
-	Lanes         int    `envconfig:"LANES" default:"16" desc:"lane goroutines; each runs one step at a time"`
-	Prefetch      int    `envconfig:"PREFETCH" default:"256" desc:"unacknowledged relays in flight per replica"`
-	BatchMax      int    `envconfig:"BATCH_MAX" default:"64" desc:"most relays a lane claims in one statement and commits in one transaction, from those already queued (never waited for); 1: one step per transaction"`
-	HTTPAddr      string `envconfig:"HTTP_ADDR" default:":9464" desc:"listen address of /metrics, /healthz and /readyz"`
-	APIAddr       string `envconfig:"API_ADDR" default:":8080" desc:"listen address of the HTTP API (the Camunda external-task protocol under /engine-rest, the admin API under /v1); empty: no API listener"`
-	APIToken      string `envconfig:"API_TOKEN" desc:"token of task workers (Bearer, or HTTP Basic password): the external-task API and the user-task routes of /v1; required while the API listener is on, unless SUTRA_API_INSECURE=true"`
-	APIInsecure   bool   `envconfig:"API_INSECURE" default:"false" desc:"let a worker with no SUTRA_API_TOKEN serve its task API to every caller (a trusted network only: anyone who reaches the port may lock tasks and read their variables)"`
-	AdminToken    string `envconfig:"ADMIN_TOKEN" desc:"token of operators (Bearer) for the admin API under /v1 (sutractl sends it); must differ from SUTRA_API_TOKEN, which the admin API refuses (403 SUTRA.API.FORBIDDEN); unset: the admin API is off (403 SUTRA.ADMIN.DISABLED) unless SUTRA_ADMIN_INSECURE=true"`
-	AdminInsecure bool   `envconfig:"ADMIN_INSECURE" default:"false" desc:"with no SUTRA_ADMIN_TOKEN, open the admin API to every caller (a trusted network only: anyone who reaches the port may cancel instances); refused beside SUTRA_API_TOKEN or SUTRA_ADMIN_TOKEN"`
-	UI            bool   `envconfig:"UI" default:"true" desc:"serve the web console at /ui/ on the API listener (docs/console.md); its page and assets hold no data and are served without credentials, the page asks for a token"`
-	APITLSCert    string `envconfig:"API_TLS_CERT" desc:"PEM certificate (chain) file of the API listener; with SUTRA_API_TLS_KEY it serves HTTPS (set both or neither)"`
-	APITLSKey     string `envconfig:"API_TLS_KEY" desc:"PEM private key file of SUTRA_API_TLS_CERT"`
+	DatabaseURL   string        `envconfig:"DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/sutra" desc:"PostgreSQL URL; the database is created by migrate if missing"`
+	AMQPURL       string        `envconfig:"AMQP_URL" default:"amqp://guest:guest@127.0.0.1:5672/" desc:"RabbitMQ URL; isolate deployments by vhost"`
+	ReplicaID     string        `envconfig:"REPLICA_ID" desc:"this replica's id in claim owners (default: hostname plus a random suffix)"`
+	Lanes         int           `envconfig:"LANES" default:"16" desc:"lane goroutines; each runs one step at a time"`
+	Prefetch      int           `envconfig:"PREFETCH" default:"256" desc:"unacknowledged relays in flight per replica"`
+	BatchMax      int           `envconfig:"BATCH_MAX" default:"64" desc:"most relays a lane claims in one statement and commits in one transaction, from those already queued; 1: one step per transaction"`
+	BatchWait     time.Duration `envconfig:"BATCH_WAIT" default:"2ms" desc:"longest a relay waits for other lanes' relays to share its claim and its commit, and only while relays arrive closer together than this (a steady load); 0: never wait"`
+	HTTPAddr      string        `envconfig:"HTTP_ADDR" default:":9464" desc:"listen address of /metrics, /healthz and /readyz"`
+	APIAddr       string        `envconfig:"API_ADDR" default:":8080" desc:"listen address of the HTTP API (the Camunda external-task protocol under /engine-rest, the admin API under /v1); empty: no API listener"`
+	APIToken      string        `envconfig:"API_TOKEN" desc:"token of task workers (Bearer, or HTTP Basic password): the external-task API and the user-task routes of /v1; required while the API listener is on, unless SUTRA_API_INSECURE=true"`
+	APIInsecure   bool          `envconfig:"API_INSECURE" default:"false" desc:"let a worker with no SUTRA_API_TOKEN serve its task API to every caller (a trusted network only: anyone who reaches the port may lock tasks and read their variables)"`
+	AdminToken    string        `envconfig:"ADMIN_TOKEN" desc:"token of operators (Bearer) for the admin API under /v1 (sutractl sends it); must differ from SUTRA_API_TOKEN, which the admin API refuses (403 SUTRA.API.FORBIDDEN); unset: the admin API is off (403 SUTRA.ADMIN.DISABLED) unless SUTRA_ADMIN_INSECURE=true"`
+	AdminInsecure bool          `envconfig:"ADMIN_INSECURE" default:"false" desc:"with no SUTRA_ADMIN_TOKEN, open the admin API to every caller (a trusted network only: anyone who reaches the port may cancel instances); refused beside SUTRA_API_TOKEN or SUTRA_ADMIN_TOKEN"`
+	UI            bool          `envconfig:"UI" default:"true" desc:"serve the web console at /ui/ on the API listener (docs/console.md); its page and assets hold no data and are served without credentials, the page asks for a token"`
+	APITLSCert    string        `envconfig:"API_TLS_CERT" desc:"PEM certificate (chain) file of the API listener; with SUTRA_API_TLS_KEY it serves HTTPS (set both or neither)"`
+	APITLSKey     string        `envconfig:"API_TLS_KEY" desc:"PEM private key file of SUTRA_API_TLS_CERT"`
 
 	OAuthTokenTTL time.Duration `envconfig:"OAUTH_TOKEN_TTL" default:"1h" desc:"how long an access token from POST /oauth/token lasts (OAuth 2.0 client credentials: the client secret is SUTRA_API_TOKEN or SUTRA_ADMIN_TOKEN, and the token opens that token's routes); whole seconds, at least 1s"`
 

@@ -81,6 +81,10 @@ func (c Config) Validate() error {
 		// The sweep would take the claim of a step still within its deadline.
 		bad("STEP_TIMEOUT", "%s is not below SUTRA_CLAIM_TIMEOUT (%s)", c.StepTimeout, c.ClaimTimeout)
 	}
+	if c.BatchWait < 0 || c.BatchWait > 100*time.Millisecond {
+		// Every relay of a steady load may wait this long, twice.
+		bad("BATCH_WAIT", "%s is not between 0 and 100ms", c.BatchWait)
+	}
 	if c.TimerBatch > c.TimerMaxInFlight {
 		bad("TIMER_BATCH", "%d is above SUTRA_TIMER_MAX_IN_FLIGHT (%d)", c.TimerBatch, c.TimerMaxInFlight)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/sutra-run/worker/claims"
@@ -11,16 +12,17 @@ import (
 )
 
 // Batches. A lane that finds several resumes already queued in its inbox
-// takes up to Config.BatchMax of them at once (it never waits to fill a
-// batch), claims the Messages among them, runs the engine for each and
+// takes up to Config.BatchMax of them at once (it never waits to fill its
+// own batch), claims the Messages among them, runs the engine for each and
 // commits them, then answers each with the outcome the single path would
 // give it. The claim and the commit go through the pool's two gatherers
 // (gather.go): a batch joins whatever other lanes handed in meanwhile, so one
 // statement claims and one transaction commits the batches of several lanes.
 // A lone Message goes this way too while another lane's batch is in a
-// gatherer, to join its group (with many lanes under a moderate load most
-// lanes hold one relay at a time); on an idle pool it runs on its own, which
-// costs less. Only the common kind goes this way: a Message, a relay to a
+// gatherer, to join its group, and while relays arrive within
+// Config.BatchWait of each other, when its group waits up to that long for
+// other lanes' (with many lanes under a steady load most lanes hold one
+// relay at a time); on an idle pool it runs on its own, which costs less. Only the common kind goes this way: a Message, a relay to a
 // known instance, with nothing to look up, start, consume or administer.
 // Every other kind, and every step of a batch that leaves the happy path,
 // runs through step unchanged.
@@ -63,7 +65,7 @@ func batchable(r *Resume) bool {
 // all, runs the batchable ones of distinct instances as one batch and then
 // the others, in order, one at a time (a second resume of an instance of
 // the batch runs after it, never beside it).
-func (l *lane) handleBatch(ctx context.Context, first *Resume) {
+func (l *lane) handleBatch(ctx context.Context, first *Resume, wait bool) {
 	batch, rest := []*Resume{first}, []*Resume(nil)
 	seen := map[string]bool{first.id: true}
 take:
@@ -87,7 +89,7 @@ take:
 		}
 	}
 	if len(admitted) > 0 {
-		l.stepBatch(ctx, admitted)
+		l.stepBatch(ctx, admitted, wait)
 	}
 	for _, r := range rest {
 		l.handle(ctx, r)
@@ -108,8 +110,9 @@ type batched struct {
 }
 
 // stepBatch runs admitted batchable resumes of distinct instances as one
-// batch (see the exit table above) and answers each.
-func (l *lane) stepBatch(ctx context.Context, rs []*Resume) {
+// batch (see the exit table above) and answers each; wait lets its groups
+// wait for other lanes' batches.
+func (l *lane) stepBatch(ctx context.Context, rs []*Resume, wait bool) {
 	var alone []*Resume // run on their own once the batch is answered
 	defer func() {
 		for _, r := range alone {
@@ -121,7 +124,11 @@ func (l *lane) stepBatch(ctx context.Context, rs []*Resume) {
 	for i, r := range rs {
 		reqs[i] = claims.BatchRequest{InstanceID: r.id, InboxID: r.InboxID()}
 	}
-	got := l.pool.claimer.do(claims.Batch{Claimer: l.claimer, Requests: reqs})
+	got := l.pool.claimer.do(claims.Batch{Claimer: l.claimer, Requests: reqs}, wait)
+	// The writer's groups wait for this batch until it is handed in or
+	// given up on, whichever exit comes first.
+	handedIn := sync.OnceFunc(func() { l.pool.claimedUnwritten.Add(-1) })
+	defer handedIn()
 	helds, err := got.helds, got.err
 	if err != nil {
 		alone = rs // every claim was released; on its own each learns its outcome
@@ -179,7 +186,8 @@ func (l *lane) stepBatch(ctx context.Context, rs []*Resume) {
 	for i, b := range steps {
 		cs[i] = claims.Step{Held: b.c.held, State: b.res.State, Effects: b.res.Effects, Extras: extras(l, b.r, b.c, b.res)}
 	}
-	errs := l.pool.writer.do(cs)
+	handedIn()
+	errs := l.pool.writer.do(cs, wait)
 	n := 0
 	for _, err := range errs {
 		if err == nil {

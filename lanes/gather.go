@@ -16,17 +16,30 @@ const groupMax = 256
 
 // gatherer runs the batches of every lane of the pool in groups: a batch
 // handed to it joins whatever other lanes handed in meanwhile, and the group
-// goes to the database as one statement or transaction. It never waits to
-// fill a group; while it runs one group the next gathers behind it, which is
-// what makes the groups grow with the load. A pool has two, one that claims
-// (claims.ClaimBatch) and one that commits (claims.WriteGroup), each one
-// goroutine: with two or four writers the groups were smaller and the
-// 16-lane run slower (BENCHMARKS.md).
+// goes to the database as one statement or transaction. While it runs one
+// group the next gathers behind it, which is what makes the groups grow
+// with the load. A pool has two, one that claims (claims.ClaimBatch) and one
+// that commits (claims.WriteGroup), each one goroutine: with two or four
+// writers the groups were smaller and the 16-lane run slower
+// (BENCHMARKS.md).
+//
+// A group waits for more only when its first batch was handed in to wait
+// (relays are arriving closer together than the pool's BatchWait), for at
+// most wait after that hand-in, and only while more says another batch may
+// still come. Under a steady rate most relays arrive alone; a group of one
+// costs the database nearly what a group of several does, so the wait buys
+// back more CPU than the milliseconds it adds (BENCHMARKS.md, "Batch wait").
 type gatherer[T, R any] struct {
 	reqs    chan *gathered[T, R]
 	max     int           // steps in one group (it may pass it by one batch)
 	timeout time.Duration // bounds each group's statement or transaction
-	size    func(T) int
+	wait    time.Duration // the longest a group waits for more (0: never)
+	// more says whether another batch may still join a group of n batches.
+	more func(n int) bool
+	// answered, when set, hears how many batches a group answers, just
+	// before they are.
+	answered func(n int)
+	size     func(T) int
 	// run runs a group and answers each batch, aligned; failed answers a
 	// batch of a group whose run panicked.
 	run    func(ctx context.Context, group []T) []R
@@ -34,23 +47,30 @@ type gatherer[T, R any] struct {
 	// pending counts the batches handed in and not answered yet.
 	pending atomic.Int32
 	// handedIn is signalled as each batch is handed in (tests wait for
-	// batches to queue behind a group in flight).
-	handedIn testsignal.Signal[struct{}]
+	// batches to queue behind a group in flight), waiting as a group starts
+	// to wait for more.
+	handedIn, waiting testsignal.Signal[struct{}]
 }
 
 type gathered[T, R any] struct {
 	batch T
+	wait  bool      // its group may wait for more
+	at    time.Time // handed in
 	out   chan R
 }
 
 // do runs batch with whatever other lanes run at the same time and returns
-// its answer. It always returns: a gatherer runs until every lane has
-// stopped, and each lane has at most one batch in it at a time (reqs has
-// room for all), so a hand-in never waits.
-func (g *gatherer[T, R]) do(batch T) R {
+// its answer; wait lets its group wait for more (see gatherer). It always
+// returns: a gatherer runs until every lane has stopped, and each lane has
+// at most one batch in it at a time (reqs has room for all), so a hand-in
+// never waits.
+func (g *gatherer[T, R]) do(batch T, wait bool) R {
 	g.pending.Add(1)
 	defer g.pending.Add(-1)
-	r := &gathered[T, R]{batch: batch, out: make(chan R, 1)}
+	r := &gathered[T, R]{batch: batch, wait: wait && g.wait > 0, out: make(chan R, 1)}
+	if r.wait {
+		r.at = time.Now()
+	}
 	g.reqs <- r
 	g.handedIn.Signal(struct{}{})
 	return <-r.out
@@ -72,16 +92,40 @@ func (g *gatherer[T, R]) loop(ctx context.Context, stop <-chan struct{}) {
 	}
 }
 
-// gather takes the batches already waiting behind first, up to max steps.
+// gather takes the batches already waiting behind first, up to max steps,
+// and when first may wait, those handed in until wait after it while more
+// may come.
 func (g *gatherer[T, R]) gather(first *gathered[T, R]) []*gathered[T, R] {
 	group, n := []*gathered[T, R]{first}, g.size(first.batch)
-	for n < g.max {
-		select {
-		case r := <-g.reqs:
-			group, n = append(group, r), n+g.size(r.batch)
-		default:
-			return group
+	var deadline *time.Timer
+	defer func() {
+		if deadline != nil {
+			deadline.Stop()
 		}
+	}()
+	for n < g.max {
+		var r *gathered[T, R]
+		select {
+		case r = <-g.reqs:
+		default:
+			if !first.wait || !g.more(len(group)) {
+				return group
+			}
+			if deadline == nil {
+				left := time.Until(first.at.Add(g.wait))
+				if left <= 0 {
+					return group
+				}
+				deadline = time.NewTimer(left)
+			}
+			g.waiting.Signal(struct{}{})
+			select {
+			case r = <-g.reqs:
+			case <-deadline.C:
+				return group
+			}
+		}
+		group, n = append(group, r), n+g.size(r.batch)
 	}
 	return group
 }
@@ -107,6 +151,9 @@ func (g *gatherer[T, R]) runGroup(ctx context.Context, group []*gathered[T, R]) 
 		defer cancel()
 		return g.run(gctx, batches)
 	}()
+	if g.answered != nil {
+		g.answered(len(group))
+	}
 	for i, r := range group {
 		r.out <- outs[i]
 	}
@@ -124,9 +171,13 @@ type claimed struct {
 	err   error
 }
 
-func newClaimGatherer(timeout time.Duration, lanes int) *claimGatherer {
+// newClaimGatherer's groups wait for at most wait, while a lane may still
+// come (each lane hands in one batch at a time); answered hears the batches
+// it answers (the writer expects them next).
+func newClaimGatherer(timeout, wait time.Duration, lanes int, answered func(n int)) *claimGatherer {
 	return &claimGatherer{
 		reqs: make(chan *gathered[claims.Batch, claimed], lanes), max: groupMax, timeout: timeout,
+		wait: wait, more: func(n int) bool { return n < lanes }, answered: answered,
 		size: func(b claims.Batch) int { return len(b.Requests) },
 		run: func(ctx context.Context, bs []claims.Batch) []claimed {
 			helds, errs := claims.ClaimBatch(ctx, bs)
@@ -142,9 +193,12 @@ func newClaimGatherer(timeout time.Duration, lanes int) *claimGatherer {
 	}
 }
 
-func newWriteGatherer(timeout time.Duration, lanes int) *writeGatherer {
+// newWriteGatherer's groups wait for at most wait, while expected says a
+// lane whose batch was claimed has not handed it in yet.
+func newWriteGatherer(timeout, wait time.Duration, lanes int, expected func() bool) *writeGatherer {
 	return &writeGatherer{
 		reqs: make(chan *gathered[[]claims.Step, []error], lanes), max: groupMax, timeout: timeout,
+		wait: wait, more: func(int) bool { return expected() },
 		size: func(steps []claims.Step) int { return len(steps) },
 		run: func(ctx context.Context, batches [][]claims.Step) [][]error {
 			var all []claims.Step

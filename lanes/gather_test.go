@@ -102,7 +102,7 @@ func steps(t *testing.T, g *groupStore, n int, ids ...string) []claims.Step {
 // outcomes.
 func TestBatchesOfSeveralLanesReadyTogetherCommitInOneTransaction(t *testing.T) {
 	g := &groupStore{hold: make(chan struct{}), entered: make(chan struct{}), fenced: "c-2"}
-	c := newWriteGatherer(time.Minute, 3)
+	c := newWriteGatherer(time.Minute, 0, 3, func() bool { return false })
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() { c.loop(t.Context(), stop) })
@@ -110,12 +110,12 @@ func TestBatchesOfSeveralLanesReadyTogetherCommitInOneTransaction(t *testing.T) 
 
 	results := make([][]error, 3)
 	var lanes sync.WaitGroup
-	lanes.Go(func() { results[0] = c.do(steps(t, g, 0, "a-1")) })
+	lanes.Go(func() { results[0] = c.do(steps(t, g, 0, "a-1"), false) })
 	<-g.entered // lane 0's batch is committing
 	c.handedIn.Init()
 	b, cs := steps(t, g, 1, "b-1", "b-2"), steps(t, g, 2, "c-1", "c-2", "c-3")
-	lanes.Go(func() { results[1] = c.do(b) })
-	lanes.Go(func() { results[2] = c.do(cs) })
+	lanes.Go(func() { results[1] = c.do(b, false) })
+	lanes.Go(func() { results[2] = c.do(cs, false) })
 	c.handedIn.WaitOrTimeout(t) // both queued behind the commit in flight
 	c.handedIn.WaitOrTimeout(t)
 	close(g.hold)
@@ -137,13 +137,13 @@ func TestBatchesOfSeveralLanesReadyTogetherCommitInOneTransaction(t *testing.T) 
 func TestAGroupCommitThatPanicsAnswersEveryLaneAndTheCommitterGoesOn(t *testing.T) {
 	g := &groupStore{hold: make(chan struct{}), entered: make(chan struct{}), panics: true}
 	close(g.hold)
-	c := newWriteGatherer(time.Minute, 1)
+	c := newWriteGatherer(time.Minute, 0, 1, func() bool { return false })
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() { c.loop(t.Context(), stop) })
 	defer func() { close(stop); wg.Wait() }()
 
-	for _, err := range c.do(steps(t, g, 0, "a-1", "a-2")) {
+	for _, err := range c.do(steps(t, g, 0, "a-1", "a-2"), false) {
 		if err == nil {
 			t.Fatal("a step of a panicked group commit reported committed")
 		}
@@ -151,7 +151,7 @@ func TestAGroupCommitThatPanicsAnswersEveryLaneAndTheCommitterGoesOn(t *testing.
 	g.mu.Lock()
 	g.panics = false
 	g.mu.Unlock()
-	if errs := c.do(steps(t, g, 0, "a-3")); errs[0] != nil {
+	if errs := c.do(steps(t, g, 0, "a-3"), false); errs[0] != nil {
 		t.Fatalf("the next commit: %v", errs[0])
 	}
 }
@@ -161,7 +161,7 @@ func TestAGroupCommitThatPanicsAnswersEveryLaneAndTheCommitterGoesOn(t *testing.
 // own claims.
 func TestBatchClaimsOfSeveralLanesReadyTogetherGoInOneStatement(t *testing.T) {
 	g := &groupStore{hold: make(chan struct{}), entered: make(chan struct{})}
-	c := newClaimGatherer(time.Minute, 3)
+	c := newClaimGatherer(time.Minute, 0, 3, nil)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() { c.loop(t.Context(), stop) })
@@ -177,11 +177,11 @@ func TestBatchClaimsOfSeveralLanesReadyTogetherGoInOneStatement(t *testing.T) {
 	}
 	results := make([]claimed, 3)
 	var lanes sync.WaitGroup
-	lanes.Go(func() { results[0] = c.do(batch(0, "a-1")) })
+	lanes.Go(func() { results[0] = c.do(batch(0, "a-1"), false) })
 	<-g.entered
 	c.handedIn.Init()
-	lanes.Go(func() { results[1] = c.do(batch(1, "b-1", "taken")) })
-	lanes.Go(func() { results[2] = c.do(batch(2, "c-1")) })
+	lanes.Go(func() { results[1] = c.do(batch(1, "b-1", "taken"), false) })
+	lanes.Go(func() { results[2] = c.do(batch(2, "c-1"), false) })
 	c.handedIn.WaitOrTimeout(t) // both queued behind the claim in flight
 	c.handedIn.WaitOrTimeout(t)
 	close(g.hold)
@@ -257,7 +257,7 @@ func TestALoneRelayJoinsTheGroupOfAnotherLanesBatchInFlight(t *testing.T) {
 	var other sync.WaitGroup
 	other.Go(func() {
 		p.claimer.do(claims.Batch{Claimer: claims.New(st, claims.LaneOwner("r", 9), time.Minute, nil),
-			Requests: []claims.BatchRequest{{InstanceID: "x", InboxID: "m-x"}}})
+			Requests: []claims.BatchRequest{{InstanceID: "x", InboxID: "m-x"}}}, false)
 	})
 	<-g.entered // another lane's batch is being claimed
 	p.claimer.handedIn.Init()
@@ -274,5 +274,130 @@ func TestALoneRelayJoinsTheGroupOfAnotherLanesBatchInFlight(t *testing.T) {
 	defer g.mu.Unlock()
 	if len(g.groups) != 2 || len(g.groups[1]) != 1 || g.groups[1][0][:2] != "y@" {
 		t.Fatalf("claim groups = %v, want [x@…] then [y@…]", g.groups)
+	}
+}
+
+// openStore is a groupStore whose first group does not block.
+func openStore() *groupStore {
+	g := &groupStore{hold: make(chan struct{}), entered: make(chan struct{})}
+	close(g.hold)
+	return g
+}
+
+// A batch handed in to wait holds its group open for the batches other
+// lanes hand in after it, and no longer than until every lane is in: with a
+// wait of an hour, a group that did not close then would hang the test.
+func TestAGroupThatMayWaitTakesTheLanesThatComeAfterItAndClosesOnceEveryLaneIsIn(t *testing.T) {
+	g := openStore()
+	answered := 0
+	c := newClaimGatherer(time.Minute, time.Hour, 2, func(n int) { answered += n })
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { c.loop(t.Context(), stop) })
+	defer func() { close(stop); wg.Wait() }()
+
+	c.waiting.Init()
+	var lanes sync.WaitGroup
+	lanes.Go(func() {
+		c.do(claims.Batch{Claimer: claims.New(g, claims.LaneOwner("r", 0), time.Minute, nil), Requests: []claims.BatchRequest{{InstanceID: "a"}}}, true)
+	})
+	c.waiting.WaitOrTimeout(t) // lane 0's group waits; lane 1 comes after it
+	lanes.Go(func() {
+		c.do(claims.Batch{Claimer: claims.New(g, claims.LaneOwner("r", 1), time.Minute, nil), Requests: []claims.BatchRequest{{InstanceID: "b"}}}, false)
+	})
+	lanes.Wait()
+
+	if len(g.groups) != 1 || len(g.groups[0]) != 2 {
+		t.Fatalf("claim statements = %v, want a and b in one", g.groups)
+	}
+	if answered != 2 {
+		t.Errorf("the claimer told of %d batches answered, want 2", answered)
+	}
+}
+
+// A batch handed in without waiting runs at once, whatever the gatherer's
+// wait: the lanes hand in that way on an idle pool, where a wait would only
+// add latency.
+func TestABatchThatMayNotWaitRunsAtOnce(t *testing.T) {
+	g := openStore()
+	c := newWriteGatherer(time.Minute, time.Hour, 2, func() bool { return true })
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { c.loop(t.Context(), stop) })
+	defer func() { close(stop); wg.Wait() }()
+
+	if errs := c.do(steps(t, g, 0, "a"), false); len(errs) != 1 || errs[0] != nil {
+		t.Fatalf("commit = %v", errs)
+	}
+}
+
+// The writer's group waits for the batches the claimer answered that their
+// lanes have not handed in yet (they are computing their steps), and closes
+// as soon as none is left, so the batches claimed in one statement commit
+// in one transaction.
+func TestTheWriterWaitsForTheBatchesClaimedWithItsOwnAndNoLonger(t *testing.T) {
+	g := openStore()
+	var lanes sync.WaitGroup
+	left := 1 // stands in for the pool's count of batches claimed and not handed in
+	var mu sync.Mutex
+	c := newWriteGatherer(time.Minute, time.Hour, 2, func() bool { mu.Lock(); defer mu.Unlock(); return left > 0 })
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { c.loop(t.Context(), stop) })
+	defer func() { close(stop); wg.Wait() }()
+
+	a, b := steps(t, g, 0, "a"), steps(t, g, 1, "b")
+	c.waiting.Init()
+	lanes.Go(func() { c.do(a, true) })
+	c.waiting.WaitOrTimeout(t) // lane 0's group waits; lane 1 is still computing
+	mu.Lock()
+	left--
+	mu.Unlock()
+	lanes.Go(func() { c.do(b, true) })
+	lanes.Wait()
+
+	if len(g.groups) != 1 || !slices.Equal(g.groups[0], []string{"a", "b"}) {
+		t.Fatalf("transactions = %v, want [a b] in one", g.groups)
+	}
+}
+
+// Relays that reach the lanes within Config.BatchWait of each other take
+// the batch path even alone, and their lanes' batches share one claim
+// statement; the first relay on an idle pool runs on its own, unheld.
+func TestRelaysArrivingWithinTheBatchWaitShareOneClaimStatement(t *testing.T) {
+	g := openStore()
+	st := poolStore{g}
+	lane := map[string]int{"first": 0, "second": 0, "third": 1}
+	p := New(Deps{Store: st, Metrics: metrics.New(prometheus.NewRegistry()), Logger: slog.New(slog.DiscardHandler),
+		Hooks: &Hooks{Route: func(r *Resume) int { return lane[r.id] }}},
+		Config{Replica: "r", Lanes: 2, ClaimTimeout: time.Minute, BatchWait: time.Hour})
+	if err := p.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.Stop(context.Background()) }()
+
+	done := make(chan Outcome, 3)
+	relay := func(id string) {
+		p.Dispatch(Resume{Cause: Message{InstanceID: id, MessageID: "m-" + id, Name: "m"}, Done: func(o Outcome) { done <- o }})
+	}
+	relay("first")
+	<-done
+	relay("second")
+	relay("third")
+	<-done
+	<-done
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var batched []string
+	for _, group := range g.groups {
+		if slices.ContainsFunc(group, func(id string) bool { return id == "first@r/lane/0" }) {
+			t.Errorf("the first relay on an idle pool was claimed in a batch: %v", g.groups)
+		}
+		if len(group) == 2 {
+			batched = slices.Sorted(slices.Values(group))
+		}
+	}
+	if want := []string{"second@r/lane/0", "third@r/lane/1"}; !slices.Equal(batched, want) {
+		t.Fatalf("claim statements = %v, want one with %v", g.groups, want)
 	}
 }

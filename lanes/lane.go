@@ -36,11 +36,13 @@ func (l *lane) run(ctx context.Context, quit <-chan struct{}) {
 	for {
 		select {
 		case r := <-l.inbox:
-			if l.batches && batchable(r) && (len(l.inbox) > 0 || l.pool.claimer.busy() || l.pool.writer.busy()) {
-				l.handleBatch(ctx, r)
-			} else {
-				l.handle(ctx, r)
+			if l.batches && batchable(r) {
+				if wait := l.pool.arrived(); wait || len(l.inbox) > 0 || l.pool.claimer.busy() || l.pool.writer.busy() {
+					l.handleBatch(ctx, r, wait)
+					continue
+				}
 			}
+			l.handle(ctx, r)
 		case <-quit:
 			return
 		}

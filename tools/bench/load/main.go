@@ -48,6 +48,7 @@ type options struct {
 	relays         int
 	prefetch       int
 	batchMax       int
+	batchWait      time.Duration
 	pgbenchClients []int
 	pgbenchTime    time.Duration
 	baselineConns  int
@@ -94,6 +95,7 @@ func main() {
 	flag.IntVar(&o.relays, "relays", 12000, "ping relays published per worker or baseline run")
 	flag.IntVar(&o.prefetch, "prefetch", 256, "the worker's AMQP prefetch (SUTRA_PREFETCH)")
 	flag.IntVar(&o.batchMax, "batch-max", 0, "the worker's SUTRA_BATCH_MAX (0: its default; 1: one step per transaction)")
+	flag.DurationVar(&o.batchWait, "batch-wait", 2*time.Millisecond, "the worker's SUTRA_BATCH_WAIT (its default 2ms; 0: never wait)")
 	flag.StringVar(&clientsFlag, "pgbench-clients", "1,4,16,64", "pgbench client counts; the best is the ceiling (empty: no pgbench)")
 	flag.StringVar(&o.ceilingScript, "ceiling-script", "", "pgbench script to run instead of bench/ceiling.sql (to measure a change to the SQL)")
 	flag.IntVar(&o.batchSize, "batch-size", 16, "N of the batch ceiling: pgbench of bench/batch.sql, N steps a transaction, at the -pgbench-clients C with C*N <= K (0: skip it)")
@@ -520,11 +522,11 @@ func (b *bencher) workerRun(ctx context.Context, s workerSpec) (result, error) {
 }
 
 // startWorker starts a worker on env's schema and broker names with lanes
-// lanes and the run's prefetch and batch size; stop stops it (once, however
+// lanes and the run's prefetch, batch size and batch wait; stop stops it (once, however
 // often it is called).
 func (b *bencher) startWorker(ctx context.Context, env *bench.Env, lanes int, syncClaims bool) (*app.Worker, *prometheus.Registry, func(), error) {
 	cfg := env.Config
-	cfg.Lanes, cfg.Prefetch, cfg.BatchMax = lanes, b.o.prefetch, b.o.batchMax
+	cfg.Lanes, cfg.Prefetch, cfg.BatchMax, cfg.BatchWait = lanes, b.o.prefetch, b.o.batchMax, b.o.batchWait
 	cfg.AdminToken = adminToken // the admin API of measureAPI
 	reg := prometheus.NewRegistry()
 	w, err := app.Start(ctx, cfg, app.Options{Logger: b.log, Registry: reg, SyncClaims: syncClaims})
