@@ -17,7 +17,7 @@ type Config struct {
 	Lanes         int           `envconfig:"LANES" default:"16" desc:"lane goroutines; each runs one step at a time"`
 	Prefetch      int           `envconfig:"PREFETCH" default:"256" desc:"unacknowledged relays in flight per replica"`
 	BatchMax      int           `envconfig:"BATCH_MAX" default:"64" desc:"most relays a lane claims in one statement and commits in one transaction, from those already queued; 1: one step per transaction"`
-	BatchWait     time.Duration `envconfig:"BATCH_WAIT" default:"2ms" desc:"longest a relay waits for other lanes' relays to share its claim and its commit, and only while relays arrive closer together than this (a steady load); 0: never wait"`
+	BatchWait     time.Duration `envconfig:"BATCH_WAIT" default:"2ms" desc:"longest a relay waits for other lanes' relays to share its claim and its commit, and only while relays arrive at two or more per wait on average; 0: never wait"`
 	HTTPAddr      string        `envconfig:"HTTP_ADDR" default:":9464" desc:"listen address of /metrics, /healthz and /readyz"`
 	APIAddr       string        `envconfig:"API_ADDR" default:":8080" desc:"listen address of the HTTP API (the Camunda external-task protocol under /engine-rest, the admin API under /v1); empty: no API listener"`
 	APIToken      string        `envconfig:"API_TOKEN" desc:"token of task workers (Bearer, or HTTP Basic password): the external-task API and the user-task routes of /v1; required while the API listener is on, unless SUTRA_API_INSECURE=true"`

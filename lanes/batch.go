@@ -19,10 +19,10 @@ import (
 // (gather.go): a batch joins whatever other lanes handed in meanwhile, so one
 // statement claims and one transaction commits the batches of several lanes.
 // A lone Message goes this way too while another lane's batch is in a
-// gatherer, to join its group, and while relays arrive within
-// Config.BatchWait of each other, when its group waits up to that long for
-// other lanes' (with many lanes under a steady load most lanes hold one
-// relay at a time); on an idle pool it runs on its own, which costs less. Only the common kind goes this way: a Message, a relay to a
+// gatherer, to join its group, and while relays arrive at two or more per
+// Config.BatchWait, when its group waits up to that long for other lanes'
+// (with many lanes under a steady load most lanes hold one relay at a
+// time); on an idle pool it runs on its own, which costs less. Only the common kind goes this way: a Message, a relay to a
 // known instance, with nothing to look up, start, consume or administer.
 // Every other kind, and every step of a batch that leaves the happy path,
 // runs through step unchanged.
@@ -64,7 +64,8 @@ func batchable(r *Resume) bool {
 // handleBatch takes what is queued behind first, up to BatchMax resumes in
 // all, runs the batchable ones of distinct instances as one batch and then
 // the others, in order, one at a time (a second resume of an instance of
-// the batch runs after it, never beside it).
+// the batch runs after it, never beside it). wait lets the groups of a lone
+// relay wait for other lanes' batches.
 func (l *lane) handleBatch(ctx context.Context, first *Resume, wait bool) {
 	batch, rest := []*Resume{first}, []*Resume(nil)
 	seen := map[string]bool{first.id: true}
@@ -82,6 +83,9 @@ take:
 			break take
 		}
 	}
+	// Only a lone relay waits for company: a lane that found a backlog
+	// in its inbox brings its own, and the gatherers are busy anyway.
+	wait = wait && len(batch)+len(rest) == 1
 	var admitted []*Resume
 	for _, r := range batch {
 		if l.admit(ctx, r) {

@@ -159,6 +159,45 @@ func (g *gatherer[T, R]) runGroup(ctx context.Context, group []*gathered[T, R]) 
 	}
 }
 
+// arrivals tells whether relays reach the lanes fast enough that a batch
+// waiting up to wait finds company: when the mean gap between them (a
+// moving average over about the last eight, on every lane) is at most half
+// of wait, two or more arrive in one. A batch of one through the gatherers
+// costs more than a step on its own (a round trip more), so waiting for
+// relays that come only now and then, or at less than two a wait, would
+// cost CPU and add latency for nothing (BENCHMARKS.md, "Batch wait").
+type arrivals struct {
+	wait int64 // nanoseconds; 0: never
+	// last is the latest arrival and mean the moving average of the gaps
+	// (nanoseconds). Lanes update them at once: a lost update only nudges
+	// the average less.
+	last, mean atomic.Int64
+}
+
+// idleGapWaits, in waits, caps a gap that enters the average: after an
+// idle time the average starts over from there, and it takes about sixteen
+// arrivals in quick succession before batches wait again.
+const idleGapWaits = 4
+
+func newArrivals(wait time.Duration) *arrivals {
+	a := &arrivals{wait: int64(wait)}
+	a.mean.Store(idleGapWaits * a.wait)
+	return a
+}
+
+// add records an arrival at now and says whether its batch may wait.
+func (a *arrivals) add(now time.Time) bool {
+	if a.wait <= 0 {
+		return false
+	}
+	t := now.UnixNano()
+	gap := min(t-a.last.Swap(t), idleGapWaits*a.wait)
+	mean := a.mean.Load()
+	mean += (gap - mean) / 8
+	a.mean.Store(mean)
+	return mean <= a.wait/2
+}
+
 // The two gatherers of a pool.
 type (
 	claimGatherer = gatherer[claims.Batch, claimed]

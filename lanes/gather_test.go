@@ -361,9 +361,9 @@ func TestTheWriterWaitsForTheBatchesClaimedWithItsOwnAndNoLonger(t *testing.T) {
 	}
 }
 
-// Relays that reach the lanes within Config.BatchWait of each other take
-// the batch path even alone, and their lanes' batches share one claim
-// statement; the first relay on an idle pool runs on its own, unheld.
+// Relays that reach the lanes at a rate that fills a wait take the batch
+// path even alone, and their lanes' batches share one claim statement; the
+// first relay on an idle pool runs on its own, unheld.
 func TestRelaysArrivingWithinTheBatchWaitShareOneClaimStatement(t *testing.T) {
 	g := openStore()
 	st := poolStore{g}
@@ -382,6 +382,7 @@ func TestRelaysArrivingWithinTheBatchWaitShareOneClaimStatement(t *testing.T) {
 	}
 	relay("first")
 	<-done
+	p.arrivals.mean.Store(0) // as after many relays in quick succession
 	relay("second")
 	relay("third")
 	<-done
@@ -399,5 +400,44 @@ func TestRelaysArrivingWithinTheBatchWaitShareOneClaimStatement(t *testing.T) {
 	}
 	if want := []string{"second@r/lane/0", "third@r/lane/1"}; !slices.Equal(batched, want) {
 		t.Fatalf("claim statements = %v, want one with %v", g.groups, want)
+	}
+}
+
+// Batches wait only while relays arrive at two or more a wait on average:
+// not for the first relays after an idle time, not at a steady rate below
+// that (a batch of one costs more than a step on its own), and not for an
+// odd pair that comes close together; at a rate above it they do, within
+// about sixteen arrivals, and stop again once relays thin out.
+func TestBatchesWaitOnlyWhileRelaysArriveAtTwoOrMoreAWait(t *testing.T) {
+	const wait = 2 * time.Millisecond
+	a := newArrivals(wait)
+	at := time.Unix(1_000_000, 0)
+	run := func(n int, gap time.Duration) (waited int) {
+		for range n {
+			at = at.Add(gap)
+			if a.add(at) {
+				waited++
+			}
+		}
+		return waited
+	}
+	if n := run(1000, 1100*time.Microsecond); n != 0 {
+		t.Errorf("at a relay every 1.1ms, %d of 1000 batches waited, want none", n)
+	}
+	run(1, time.Second)
+	if n := run(1, 10*time.Microsecond); n != 0 {
+		t.Error("a relay just after another, after an idle second, waited")
+	}
+	if n := run(16, 300*time.Microsecond); n == 16 {
+		t.Error("the first relays of a burst after an idle time all waited")
+	}
+	if n := run(100, 300*time.Microsecond); n != 100 {
+		t.Errorf("at a relay every 0.3ms, %d of the next 100 batches waited, want all", n)
+	}
+	if n := run(32, 5*time.Millisecond); n == 32 || a.add(at.Add(5*time.Millisecond)) {
+		t.Error("batches went on waiting once relays came 5ms apart")
+	}
+	if newArrivals(0).add(at) {
+		t.Error("a pool without a batch wait waited")
 	}
 }

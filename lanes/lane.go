@@ -37,7 +37,7 @@ func (l *lane) run(ctx context.Context, quit <-chan struct{}) {
 		select {
 		case r := <-l.inbox:
 			if l.batches && batchable(r) {
-				if wait := l.pool.arrived(); wait || len(l.inbox) > 0 || l.pool.claimer.busy() || l.pool.writer.busy() {
+				if wait := l.pool.arrivals.add(time.Now()); wait || len(l.inbox) > 0 || l.pool.claimer.busy() || l.pool.writer.busy() {
 					l.handleBatch(ctx, r, wait)
 					continue
 				}

@@ -47,8 +47,8 @@ type Config struct {
 	BatchMax int
 	// BatchWait is the longest a batch waits for other lanes' batches to
 	// share its claim and its commit, and it waits only while relays reach
-	// the lanes closer together than that (0, the default here: never; the
-	// worker's default is 2ms, SUTRA_BATCH_WAIT).
+	// the lanes at two or more per wait on average (arrivals; 0, the
+	// default here: never; the worker's default is 2ms, SUTRA_BATCH_WAIT).
 	BatchWait time.Duration
 	// StepTimeout bounds the engine's computation of one step, or an admin
 	// operation's (default 5s). Past it the expression being evaluated and
@@ -142,11 +142,11 @@ type Pool struct {
 	// lanes' in one statement or transaction when they are ready together.
 	claimer *claimGatherer
 	writer  *writeGatherer
-	// lastArrival is when a lane last took a batchable resume (Unix
-	// nanoseconds), and claimedUnwritten counts the batches the claimer has
-	// answered whose lanes have not handed them to the writer yet (nor
-	// given up): the writer's groups wait for those.
-	lastArrival      atomic.Int64
+	// arrivals times the batchable resumes the lanes take, and
+	// claimedUnwritten counts the batches the claimer has answered whose
+	// lanes have not handed them to the writer yet (nor given up): the
+	// writer's groups wait for those.
+	arrivals         *arrivals
 	claimedUnwritten atomic.Int32
 	// adminLane runs administrative resumes under the replica's admin owner,
 	// beside the lanes (an admin call must meet a lane's claim, not queue
@@ -182,7 +182,7 @@ func New(deps Deps, cfg Config) *Pool {
 	if deps.Hooks == nil {
 		deps.Hooks = &Hooks{}
 	}
-	p := &Pool{cfg: cfg, deps: deps}
+	p := &Pool{cfg: cfg, deps: deps, arrivals: newArrivals(cfg.BatchWait)}
 	p.claimer = newClaimGatherer(cfg.ClaimTimeout, cfg.BatchWait, cfg.Lanes, func(n int) { p.claimedUnwritten.Add(int32(n)) })
 	p.writer = newWriteGatherer(cfg.ClaimTimeout, cfg.BatchWait, cfg.Lanes, func() bool { return p.claimedUnwritten.Load() > 0 })
 	p.adminLane = &lane{
@@ -206,17 +206,6 @@ func New(deps Deps, cfg Config) *Pool {
 		})
 	}
 	return p
-}
-
-// arrived records that a lane took a batchable resume and says whether it
-// came within BatchWait of the one before, on any lane: relays are arriving
-// fast enough that a batch waiting that long finds company.
-func (p *Pool) arrived() bool {
-	if p.cfg.BatchWait <= 0 {
-		return false
-	}
-	now := time.Now().UnixNano()
-	return now-p.lastArrival.Swap(now) < int64(p.cfg.BatchWait)
 }
 
 // Lanes is the number of lanes.
