@@ -24,7 +24,7 @@ const groupMax = 256
 // (BENCHMARKS.md).
 //
 // A group waits for more only when its first batch was handed in to wait
-// (relays are arriving closer together than the pool's BatchWait), for at
+// (a lone relay, while relays arrive at two or more per wait), for at
 // most wait after that hand-in, and only while more says another batch may
 // still come. Under a steady rate most relays arrive alone; a group of one
 // costs the database nearly what a group of several does, so the wait buys
