@@ -20,7 +20,7 @@ func TestAConfigurationThatCannotWorkExitsWithStatus2NamingTheVariable(t *testin
 		{"SUTRA_PREFETCH=0", "SUTRA_PREFETCH"},
 		{"SUTRA_CLAIM_TIMEOUT=0s", "SUTRA_CLAIM_TIMEOUT"},
 		{"SUTRA_BATCH_WAIT=-1ms", "SUTRA_BATCH_WAIT"},
-		{"SUTRA_BATCH_WAIT=1s", "SUTRA_BATCH_WAIT"}, // every relay of a steady load would wait that long
+		{"SUTRA_BATCH_WAIT=1s", "SUTRA_BATCH_WAIT"},      // every relay of a steady load would wait that long
 		{"SUTRA_STEP_TIMEOUT=30s", "SUTRA_STEP_TIMEOUT"}, // not below the claim timeout
 		{"SUTRA_FEEL_MAX_STEPS=0", "SUTRA_FEEL_MAX_STEPS"},
 		{"SUTRA_FEEL_MAX_BYTES=100", "SUTRA_FEEL_MAX_BYTES"},
