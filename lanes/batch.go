@@ -22,8 +22,9 @@ import (
 // gatherer, to join its group, and while relays arrive at two or more per
 // Config.BatchWait, when its group waits up to that long for other lanes'
 // (with many lanes under a steady load most lanes hold one relay at a
-// time); on an idle pool it runs on its own, which costs less. Only the common kind goes this way: a Message, a relay to a
-// known instance, with nothing to look up, start, consume or administer.
+// time); on an idle pool it runs on its own, which costs less. Only the
+// common kind goes this way: a Message, a relay to a known instance, with
+// nothing to look up, start, consume or administer.
 // Every other kind, and every step of a batch that leaves the happy path,
 // runs through step unchanged.
 //

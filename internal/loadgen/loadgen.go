@@ -109,7 +109,7 @@ func (p *Publisher) PublishEach(ctx context.Context, n int, perSecond float64, r
 		}
 		now := time.Now()
 		msg := amqp.Publishing{
-			MessageId: r.ID + "-" + strconv.FormatInt(now.UnixNano(), 10), ContentType: "application/json",
+			MessageId: messageID(r.ID, now), ContentType: "application/json",
 			DeliveryMode: amqp.Persistent, Timestamp: now, Body: body,
 		}
 		for range 1 + r.Copies {
@@ -125,6 +125,21 @@ func (p *Publisher) PublishEach(ctx context.Context, n int, perSecond float64, r
 		}
 	}
 	return wait()
+}
+
+// messageID is a relay's message id: id, then its publish time.
+func messageID(id string, published time.Time) string {
+	return id + "-" + strconv.FormatInt(published.UnixNano(), 10)
+}
+
+// PublishedAt is the publish time a relay's message id ends with.
+func PublishedAt(messageID string) (time.Time, error) {
+	i := strings.LastIndexByte(messageID, '-')
+	ns, err := strconv.ParseInt(messageID[i+1:], 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("message id %q does not end with its publish time: %w", messageID, err)
+	}
+	return time.Unix(0, ns), nil
 }
 
 // Stats summarises the commits of relays whose message ids start with prefix.

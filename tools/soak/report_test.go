@@ -119,16 +119,3 @@ func TestPercentileInterpolatesAsPostgresPercentileCont(t *testing.T) {
 		}
 	}
 }
-
-func TestAPublishTimeIsReadFromTheEndOfTheMessageID(t *testing.T) {
-	at, err := publishedAt("ping-00017-1764900000123456789")
-	if err != nil || at.UnixNano() != 1764900000123456789 {
-		t.Fatalf("publishedAt = %v, %v", at.UnixNano(), err)
-	}
-	if _, err := publishedAt("ping-17"); err != nil {
-		t.Fatalf("an id ending in digits is a time: %v", err)
-	}
-	if _, err := publishedAt("ping-x"); err == nil {
-		t.Fatal("an id not ending in a time was read as one")
-	}
-}

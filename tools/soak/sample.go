@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -84,7 +82,8 @@ func (s *sampler) follow(ctx context.Context) error {
 
 // readUntil adds the latency of each timed relay committed from s.read to
 // until. The latency of a relay is its commit (the commit transaction's
-// now() in its inbox row) minus its publish time (in its message id).
+// now() in its inbox row) minus its publish time (in its message id,
+// loadgen.PublishedAt).
 func (s *sampler) readUntil(ctx context.Context, until time.Time) error {
 	if !until.After(s.read) {
 		return nil
@@ -98,7 +97,7 @@ func (s *sampler) readUntil(ctx context.Context, until time.Time) error {
 	var id string
 	var committed time.Time
 	if _, err := pgx.ForEachRow(rows, []any{&id, &committed}, func() error {
-		published, err := publishedAt(id)
+		published, err := loadgen.PublishedAt(id)
 		if err != nil {
 			return err
 		}
@@ -109,17 +108,6 @@ func (s *sampler) readUntil(ctx context.Context, until time.Time) error {
 	}
 	s.read = until
 	return nil
-}
-
-// publishedAt is the publish time a timed relay's message id ends with
-// (loadgen: "<id>-<unix nanoseconds>").
-func publishedAt(id string) (time.Time, error) {
-	i := strings.LastIndexByte(id, '-')
-	ns, err := strconv.ParseInt(id[i+1:], 10, 64)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("message id %q does not end with its publish time: %w", id, err)
-	}
-	return time.Unix(0, ns), nil
 }
 
 // percentile is the q-quantile of sorted, interpolated between the two
