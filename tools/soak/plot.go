@@ -25,6 +25,11 @@ func writePlot(path string, samples []sample, c config) error {
 	sizes.X.Label.Text, sizes.Y.Label.Text = "minutes", "MB"
 
 	full := samples[:len(samples)-1] // the drain's interval is partial
+	if len(full) == 0 {
+		// A soak of one interval: the drain's is all there is, and an
+		// empty log axis panics.
+		full = samples
+	}
 	p99, want := make(plotter.XYs, len(full)), make(plotter.XYs, len(full))
 	for i, x := range full {
 		p99[i] = plotter.XY{X: x.elapsed.Minutes(), Y: max(msf(x.p99), 0.01)}
