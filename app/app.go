@@ -194,11 +194,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	w.broker = broker.New(log, broker.Config{
 		URL: cfg.AMQPURL, ConnectionName: "sutra-worker/" + cfg.ReplicaID,
 		WriteTimeout: cfg.AMQPWriteTimeout, ChannelTimeout: cfg.AMQPChannelTimeout, Metrics: w.metrics,
-		Topology: broker.Topology{
-			RelayExchange: cfg.RelayExchange, RelayQueue: cfg.RelayQueue, RelayBindingKey: cfg.RelayBindingKey,
-			DeadExchange: cfg.DeadExchange, DeadQueue: cfg.DeadQueue, QueueType: cfg.QueueType,
-			OutboxExchange: cfg.OutboxExchange,
-		},
+		Topology: cfg.Topology(),
 	})
 	w.sweeper = sweeper.New(sweeper.Deps{Store: st, Broker: w.broker, Metrics: w.metrics, Logger: log}, sweeper.Config{
 		Replica: cfg.ReplicaID, Interval: cfg.SweepInterval, LeaseTTL: cfg.LeaseTTL,

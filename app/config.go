@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"os"
 	"time"
+
+	"github.com/sutra-run/worker/broker"
 )
 
 // Config is every knob of the worker, read from SUTRA_* environment
@@ -101,6 +103,15 @@ type Config struct {
 	Migrate   bool   `envconfig:"MIGRATE" default:"true" desc:"apply migrations (and create the database) when run starts"`
 	LogFormat string `envconfig:"LOG_FORMAT" desc:"json or text (default: text on a terminal, json otherwise)"`
 	LogLevel  string `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
+}
+
+// Topology is the broker topology the configuration names.
+func (c Config) Topology() broker.Topology {
+	return broker.Topology{
+		RelayExchange: c.RelayExchange, RelayQueue: c.RelayQueue, RelayBindingKey: c.RelayBindingKey,
+		DeadExchange: c.DeadExchange, DeadQueue: c.DeadQueue, QueueType: c.QueueType,
+		OutboxExchange: c.OutboxExchange,
+	}
 }
 
 // DefaultReplicaID is the hostname plus a random suffix, so that two

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -122,6 +123,9 @@ func NewEnv(ctx context.Context, serverURL, amqpURL, label string, k int, proces
 		RelayExchange: queue, RelayQueue: queue, RelayBindingKey: "#",
 		DeadExchange: queue + ".dead", DeadQueue: queue + ".dead", OutboxExchange: queue + ".outbox",
 		RequeueBackoff: 50 * time.Millisecond, RequeueBackoffMax: 2 * time.Second, StepHistory: true,
+		// The soak's worker inherits the environment: its queues are
+		// declared here first, so they must be of the type it declares.
+		QueueType: os.Getenv("SUTRA_QUEUE_TYPE"),
 	}}
 	if err := e.populate(ctx); err != nil {
 		e.Close()
@@ -210,26 +214,7 @@ func (e *Env) DeclareQueues() error {
 	if err != nil {
 		return err
 	}
-	c := e.Config
-	if err := ch.ExchangeDeclare(c.RelayExchange, "topic", true, false, false, false, nil); err != nil {
-		return err
-	}
-	if _, err := ch.QueueDeclare(c.RelayQueue, true, false, false, false, nil); err != nil {
-		return err
-	}
-	if err := ch.QueueBind(c.RelayQueue, c.RelayBindingKey, c.RelayExchange, false, nil); err != nil {
-		return err
-	}
-	if err := ch.ExchangeDeclare(c.DeadExchange, "topic", true, false, false, false, nil); err != nil {
-		return err
-	}
-	if _, err := ch.QueueDeclare(c.DeadQueue, true, false, false, false, nil); err != nil {
-		return err
-	}
-	if err := ch.QueueBind(c.DeadQueue, "#", c.DeadExchange, false, nil); err != nil {
-		return err
-	}
-	if err := ch.ExchangeDeclare(c.OutboxExchange, "topic", true, false, false, false, nil); err != nil {
+	if err := e.Config.Topology().Declare(ch); err != nil {
 		return err
 	}
 	// Durable, so the broker persists each message as a real consumer's
@@ -237,7 +222,7 @@ func (e *Env) DeclareQueues() error {
 	if _, err := ch.QueueDeclare(e.SinkQueue, true, false, false, false, amqp.Table{"x-max-length": 10000}); err != nil {
 		return err
 	}
-	return ch.QueueBind(e.SinkQueue, "#", c.OutboxExchange, false, nil)
+	return ch.QueueBind(e.SinkQueue, "#", e.Config.OutboxExchange, false, nil)
 }
 
 // Pings are n ping relays, addressed by instance id round-robin over the
