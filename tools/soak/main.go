@@ -37,10 +37,14 @@ import (
 
 // config is read from SOAK_* variables.
 type config struct {
-	Rate      float64       `default:"3000" desc:"offered relays per second"`
+	Rate      rate          `default:"3000" desc:"offered relays per second, or a share of the drain rate measured first (40%)"`
 	Duration  time.Duration `default:"20m" desc:"how long relays are offered"`
 	Interval  time.Duration `default:"1m" desc:"how often a sample is taken (one row of the report)"`
 	Instances int           `default:"1024" desc:"instances the relays go to, round-robin"`
+	// CapacityRelays is the backlog the worker drains before the offer: its
+	// drain rate, what `make bench` measures, puts the offered rate in
+	// proportion to the machine (the report gives the share).
+	CapacityRelays int `split_words:"true" default:"30000" desc:"relays of the backlog drained first to measure the drain rate; 0 skips it (SOAK_RATE in relays a second only)"`
 	// Data seeds the tables first with a bench.DataSets size ("large": a
 	// million instances, a tenth of them waiting), to soak on grown tables.
 	Data   string `default:"small" desc:"data set seeded before the run (tools/bench: small, large, large-2k)"`
@@ -72,8 +76,11 @@ func run() error {
 	if err := envconfig.Process("soak", &c); err != nil {
 		return err
 	}
-	if c.Rate <= 0 || c.Duration < c.Interval || c.Interval <= settle || c.Instances <= 0 {
-		return fmt.Errorf("SOAK_RATE and SOAK_INSTANCES must be positive, SOAK_INTERVAL over %v and SOAK_DURATION at least SOAK_INTERVAL", settle)
+	if c.Duration < c.Interval || c.Interval <= settle || c.Instances <= 0 || c.CapacityRelays < 0 {
+		return fmt.Errorf("SOAK_INSTANCES must be positive, SOAK_CAPACITY_RELAYS not negative, SOAK_INTERVAL over %v and SOAK_DURATION at least SOAK_INTERVAL", settle)
+	}
+	if c.Rate.share && c.CapacityRelays == 0 {
+		return fmt.Errorf("SOAK_RATE %v is a share of the drain rate, which SOAK_CAPACITY_RELAYS=0 does not measure", c.Rate)
 	}
 	data, ok := bench.DataSets[c.Data]
 	if !ok {
@@ -122,21 +129,29 @@ func run() error {
 		return err
 	}
 	defer pub.Close()
+	var capacity float64
+	if c.CapacityRelays > 0 {
+		if capacity, err = measureCapacity(ctx, db, pub, env, c.CapacityRelays); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "drained a backlog of %d relays at %.0f relays/s\n", c.CapacityRelays, capacity)
+	}
+	perSecond := c.Rate.perSecond(capacity)
 	s := &sampler{db: db, schema: env.Schema, metrics: "http://" + w.httpAddr + "/metrics", prefix: bench.PingPrefix}
 	if err := s.start(ctx); err != nil {
 		return err
 	}
-	total := int(c.Rate * c.Duration.Seconds())
+	total := int(perSecond * c.Duration.Seconds())
 	var published atomic.Int64
 	pubDone := make(chan error, 1)
 	began := time.Now()
 	go func() {
-		pubDone <- pub.PublishEach(ctx, total, c.Rate, func(i int) loadgen.Relay {
+		pubDone <- pub.PublishEach(ctx, total, perSecond, func(i int) loadgen.Relay {
 			published.Store(int64(i + 1))
 			return env.Ping(i)
 		})
 	}()
-	fmt.Fprintf(os.Stderr, "offering %.0f relays/s to %d instances for %v (worker pid %d, schema %s)\n", c.Rate, c.Instances, c.Duration, w.cmd.Process.Pid, env.Schema)
+	fmt.Fprintf(os.Stderr, "offering %.0f relays/s to %d instances for %v (worker pid %d, schema %s)\n", perSecond, c.Instances, c.Duration, w.cmd.Process.Pid, env.Schema)
 
 	tick := time.NewTicker(c.Interval)
 	defer tick.Stop()
@@ -180,7 +195,7 @@ func run() error {
 	if err := os.MkdirAll(c.Out, 0o755); err != nil {
 		return err
 	}
-	rep := report{config: c, samples: s.samples, elapsed: elapsed, data: data.String(), offered: total, drained: drained}
+	rep := report{config: c, rate: perSecond, capacity: capacity, samples: s.samples, elapsed: elapsed, data: data.String(), offered: total, drained: drained}
 	if err := writeFile(filepath.Join(c.Out, "samples.tsv"), rep.writeTSV); err != nil {
 		return err
 	}

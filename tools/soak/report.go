@@ -8,11 +8,14 @@ import (
 
 // report is what a soak writes at its end.
 type report struct {
-	config  config
-	samples []sample // the last is the drain after the offer stopped
-	elapsed time.Duration
-	data    string
-	offered int
+	config config
+	// rate is the offered relays a second; capacity the drain rate measured
+	// before the offer (0: not measured).
+	rate, capacity float64
+	samples        []sample // the last is the drain after the offer stopped
+	elapsed        time.Duration
+	data           string
+	offered        int
 	// drained is how long the last relays took to commit once the offer
 	// stopped: about a step's latency when the worker kept up, the backlog's
 	// drain when it did not.
@@ -88,7 +91,12 @@ func (r report) targets() []target {
 // writeMarkdown writes the report and returns how many targets it missed.
 func (r report) writeMarkdown(w io.Writer) (int, error) {
 	c := r.config
-	fmt.Fprintf(w, "# Soak: %.0f relays/s for %v\n\n", c.Rate, c.Duration)
+	fmt.Fprintf(w, "# Soak: %.0f relays/s for %v\n\n", r.rate, c.Duration)
+	if r.capacity > 0 {
+		fmt.Fprintf(w, "The offered rate is **%.0f%% of the drain rate** measured first on this machine: the worker drained a backlog of %d relays at %.0f relays/s "+
+			"(published as fast as the broker confirms them, first publish to last commit, as `make bench` measures it; SOAK_RATE=%v).\n\n",
+			100*r.rate/r.capacity, c.CapacityRelays, r.capacity, c.Rate)
+	}
 	fmt.Fprintf(w, "The worker binary (`%s`) at its defaults but SUTRA_INBOX_RETENTION=%v and SUTRA_STEP_HISTORY_RETENTION=%v, %d instances of the looping ping process, %s, autovacuum on; %d relays offered, %v in all with the drain. "+
 		"Latency is publish → commit (the commit transaction's now() in the relay's inbox row), by the interval the relay committed in.\n\n",
 		c.Worker, c.InboxRetention, c.HistoryRetention, c.Instances, r.data, r.offered, r.elapsed.Round(time.Second))

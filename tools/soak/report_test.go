@@ -12,13 +12,13 @@ import (
 // soakOf is a soak of n one-minute intervals whose p99, instances size and RSS
 // follow the given functions of the interval index, plus the drain's.
 func soakOf(n int, p99 func(int) time.Duration, size func(int) int64, rss func(int) float64) report {
-	c := config{Rate: 3000, MaxP99: 50 * time.Millisecond, MaxDrift: 1.5, MaxGrow: 1.25}
+	c := config{Rate: rate{value: 3000}, MaxP99: 50 * time.Millisecond, MaxDrift: 1.5, MaxGrow: 1.25}
 	var ss []sample
 	for i := range n + 1 {
 		ss = append(ss, sample{elapsed: time.Duration(i+1) * time.Minute, p99: p99(i), rss: rss(i),
 			tables: map[string]table{"instances": {heap: size(i)}}})
 	}
-	return report{config: c, samples: ss, drained: 100 * time.Millisecond}
+	return report{config: c, rate: 3000, samples: ss, drained: 100 * time.Millisecond}
 }
 
 func missed(r report) []string {

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sutra-run/worker/internal/loadgen"
+	"github.com/sutra-run/worker/tools/bench"
+)
+
+// rate is SOAK_RATE: relays a second ("3000"), or a share of the drain rate
+// the soak measures first on the same machine ("40%"), so that a latency
+// target can be stated for any machine: a fixed rate is a different load on
+// a machine twice as fast.
+type rate struct {
+	value float64 // relays a second, or the share when share is set
+	share bool
+}
+
+// Decode reads SOAK_RATE (envconfig.Decoder).
+func (r *rate) Decode(s string) error {
+	v, share := strings.CutSuffix(strings.TrimSpace(s), "%")
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f <= 0 || math.IsInf(f, 0) {
+		return fmt.Errorf("SOAK_RATE %q is neither relays a second (3000) nor a share of the measured drain rate (40%%)", s)
+	}
+	if share {
+		f /= 100
+	}
+	*r = rate{value: f, share: share}
+	return nil
+}
+
+func (r rate) String() string {
+	if r.share {
+		return strconv.FormatFloat(r.value*100, 'f', -1, 64) + "%"
+	}
+	return strconv.FormatFloat(r.value, 'f', -1, 64)
+}
+
+// perSecond is the offered rate, given the drain rate measured (0 when it
+// was not).
+func (r rate) perSecond(capacity float64) float64 {
+	if r.share {
+		return r.value * capacity
+	}
+	return r.value
+}
+
+// capacityPrefix starts the message id of every relay of the capacity
+// backlog, which the latency samples (PingPrefix) leave out.
+const capacityPrefix = "drain-"
+
+// measureCapacity publishes n relays as fast as the broker confirms them to
+// the running worker and returns the rate it committed them at: the drain
+// rate `make bench` reports (loadgen.Measure, first publish to last commit),
+// here of the worker binary at its defaults.
+func measureCapacity(ctx context.Context, db *pgxpool.Pool, pub *loadgen.Publisher, env *bench.Env, n int) (float64, error) {
+	relays := env.Pings(n)
+	for i := range relays {
+		relays[i].ID = capacityPrefix + strconv.Itoa(i)
+	}
+	if err := pub.Publish(ctx, relays); err != nil {
+		return 0, fmt.Errorf("publishing the capacity backlog: %w", err)
+	}
+	last, lastChange := -1, time.Now()
+	for {
+		var committed int
+		if err := db.QueryRow(ctx, `SELECT count(*) FROM inbox WHERE starts_with(message_id, $1)`, capacityPrefix).Scan(&committed); err != nil {
+			return 0, err
+		}
+		switch {
+		case committed >= n:
+			s, err := loadgen.Measure(ctx, db, capacityPrefix)
+			return s.StepsPerS, err
+		case committed != last:
+			last, lastChange = committed, time.Now()
+		case time.Since(lastChange) > time.Minute:
+			return 0, fmt.Errorf("draining the capacity backlog: %d of %d relays committed, none for a minute", committed, n)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
