@@ -65,10 +65,12 @@ bench-data: services
 bench-plans: services
 	$(GO) run ./tools/bench/load -plans tools/bench/plans
 
-# Sustained load (BENCHMARKS.md, "Soak"): the worker binary at its defaults,
-# SOAK_RATE relays/s (3000) for SOAK_DURATION (20m) with autovacuum on; a
-# report, the samples and a plot into SOAK_OUT (bin/soak). Exits 1 when a
-# target is missed. Other knobs: `go doc ./tools/soak` and tools/soak/main.go.
+# Sustained load (BENCHMARKS.md, "Soak"): the worker binary at its defaults
+# drains a backlog first (its drain rate), then takes SOAK_RATE relays/s (3000,
+# or a share of that drain rate: SOAK_RATE=25%) for SOAK_DURATION (20m) with
+# autovacuum on; a report, the samples and a plot into SOAK_OUT (bin/soak).
+# Exits 1 when a target is missed. Other knobs: `go doc ./tools/soak` and
+# tools/soak/main.go.
 soak: services build
 	$(GO) run ./tools/soak
 

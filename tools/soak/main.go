@@ -1,5 +1,7 @@
-// Command soak is `make soak` (issue 28): the worker binary at its defaults,
-// relays offered at a fixed rate for a long time with autovacuum on, and
+// Command soak is `make soak` (issue 28): the worker binary at its defaults
+// drains a backlog first, which gives the machine's drain rate; then relays
+// are offered at a fixed rate (SOAK_RATE, in relays a second or as a share of
+// that drain rate) for a long time with autovacuum on, and
 // every minute the latency from publish to commit, the commit rate, the
 // tables' sizes and dead tuples, the WAL rate and the worker's memory and
 // goroutines. It writes a report (report.md), the samples (samples.tsv) and
