@@ -60,39 +60,24 @@ const capacityPrefix = "drain-"
 // measureCapacity publishes n relays as fast as the broker confirms them to
 // the running worker and returns the rate it committed them at: the drain
 // rate `make bench` reports (loadgen.Measure, first publish to last commit),
-// here of the worker binary at its defaults.
+// here of the worker binary at its defaults. The relays are made as they are
+// published, so a large n costs no memory.
 func measureCapacity(ctx context.Context, db *pgxpool.Pool, pub *loadgen.Publisher, env *bench.Env, n int) (float64, error) {
-	relays := env.Pings(n)
-	for i := range relays {
-		relays[i].ID = capacityPrefix + strconv.Itoa(i)
-	}
-	if err := pub.Publish(ctx, relays); err != nil {
+	if err := pub.PublishEach(ctx, n, 0, func(i int) loadgen.Relay {
+		r := env.Ping(i)
+		r.ID = capacityPrefix + strconv.Itoa(i)
+		return r
+	}); err != nil {
 		return 0, fmt.Errorf("publishing the capacity backlog: %w", err)
 	}
-	last, lastChange := -1, time.Now()
-	for {
-		var committed int
-		if err := db.QueryRow(ctx, `SELECT count(*) FROM inbox WHERE starts_with(message_id, $1)`, capacityPrefix).Scan(&committed); err != nil {
-			return 0, err
-		}
-		switch {
-		case committed >= n:
-			s, err := loadgen.Measure(ctx, db, capacityPrefix)
-			if err != nil {
-				return 0, err
-			}
-			return s.StepsPerS, dropBacklog(ctx, db)
-		case committed != last:
-			last, lastChange = committed, time.Now()
-		case time.Since(lastChange) > time.Minute:
-			return 0, fmt.Errorf("draining the capacity backlog: %d of %d relays committed, none for a minute", committed, n)
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+	if err := waitCommitted(ctx, db, capacityPrefix, time.Time{}, int64(n), time.Minute); err != nil {
+		return 0, fmt.Errorf("draining the capacity backlog: %w", err)
 	}
+	m, err := loadgen.Measure(ctx, db, capacityPrefix)
+	if err != nil {
+		return 0, err
+	}
+	return m.StepsPerS, dropBacklog(ctx, db)
 }
 
 // dropBacklog deletes the capacity backlog's inbox and step history rows and

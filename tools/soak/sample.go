@@ -176,24 +176,32 @@ func (s *sampler) sample(ctx context.Context, published int64, final bool) error
 // drain waits until want relays are committed in all, or none commits for
 // idle.
 func (s *sampler) drain(ctx context.Context, want int64, idle time.Duration) error {
+	for _, x := range s.samples {
+		want -= x.commits
+	}
+	if err := waitCommitted(ctx, s.db, s.prefix, s.since, want, idle); err != nil {
+		return fmt.Errorf("draining: %w", err)
+	}
+	return nil
+}
+
+// waitCommitted waits until want relays whose message ids start with prefix
+// have committed since since, or none has for idle.
+func waitCommitted(ctx context.Context, db *pgxpool.Pool, prefix string, since time.Time, want int64, idle time.Duration) error {
 	last, lastChange := int64(-1), time.Now()
 	for {
 		var n int64
-		if err := s.db.QueryRow(ctx, `SELECT count(*) FROM inbox WHERE received_at >= $2 AND starts_with(message_id, $1)`,
-			s.prefix, s.since).Scan(&n); err != nil {
+		if err := db.QueryRow(ctx, `SELECT count(*) FROM inbox WHERE received_at >= $2 AND starts_with(message_id, $1)`,
+			prefix, since).Scan(&n); err != nil {
 			return err
 		}
-		done := n
-		for _, x := range s.samples {
-			done += x.commits
-		}
 		switch {
-		case done >= want:
+		case n >= want:
 			return nil
 		case n != last:
 			last, lastChange = n, time.Now()
 		case time.Since(lastChange) > idle:
-			return fmt.Errorf("draining: %d of %d relays committed, none for %v", done, want, idle)
+			return fmt.Errorf("%d of %d relays committed, none for %v", n, want, idle)
 		}
 		select {
 		case <-ctx.Done():
