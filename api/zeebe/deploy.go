@@ -78,3 +78,26 @@ func (g *Gateway) deployResource(ctx context.Context, r *pb.Resource) ([]*pb.Dep
 	}
 	return out, nil
 }
+
+// DeployProcess is the deprecated form of DeployResource that zbctl 8.4's
+// plain `zbctl deploy FILE` and older clients still send: it deploys each
+// file as DeployResource does and answers the processes deployed. A DMN file
+// is deployed too, but this answer has no place for decisions (Zeebe's
+// has none either).
+func (g *Gateway) DeployProcess(ctx context.Context, req *pb.DeployProcessRequest) (*pb.DeployProcessResponse, error) {
+	resources := make([]*pb.Resource, len(req.Processes))
+	for i, p := range req.Processes {
+		resources[i] = &pb.Resource{Name: p.Name, Content: p.Definition}
+	}
+	deployed, err := g.DeployResource(ctx, &pb.DeployResourceRequest{Resources: resources})
+	if err != nil {
+		return nil, err
+	}
+	resp := &pb.DeployProcessResponse{Key: deployed.Key}
+	for _, d := range deployed.Deployments {
+		if p := d.GetProcess(); p != nil {
+			resp.Processes = append(resp.Processes, p)
+		}
+	}
+	return resp, nil
+}

@@ -104,3 +104,28 @@ func TestDeployResourceRefusals(t *testing.T) {
 		t.Errorf("refused deploys stored %d definitions (%v)", n, err)
 	}
 }
+
+// TestDeployProcessDeploysAsDeployResourceAndAnswersTheProcesses: older
+// clients (zbctl 8.4's plain deploy) send the deprecated DeployProcess; it
+// is DeployResource under another name, with an answer of processes only.
+func TestDeployProcessDeploysAsDeployResourceAndAnswersTheProcesses(t *testing.T) {
+	b := setup(t, nil)
+	p := b.deploy(t, "payment.bpmn")
+	xml, err := os.ReadFile("testdata/payment.bpmn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := b.client.NewDeployProcessCommand().AddResource(xml, "payment.bpmn").Send(testkit.Ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Processes) != 1 || resp.Key < firstKey {
+		t.Fatalf("DeployProcess answered %+v", resp)
+	}
+	// The same content keeps its version and key, as DeployResource does.
+	if got := resp.Processes[0]; got.BpmnProcessId != "payment" || got.Version != 1 || got.ProcessDefinitionKey != p.ProcessDefinitionKey {
+		t.Errorf("DeployProcess of deployed content: %+v, want version 1 key %d", got, p.ProcessDefinitionKey)
+	}
+	_, err = b.client.NewDeployProcessCommand().AddResource([]byte("<not-bpmn/>"), "bad.bpmn").Send(testkit.Ctx(t))
+	codeOf(t, err, codes.InvalidArgument, "SUTRA.BPMN.")
+}

@@ -76,6 +76,10 @@ func TestZbctl(t *testing.T) {
 	if !strings.Contains(out, `"bpmnProcessId": "payment"`) {
 		t.Errorf("zbctl deploy resource:\n%s", out)
 	}
+	// zbctl's plain form sends the deprecated DeployProcess.
+	if out := z.run(t, "deploy", "testdata/payment.bpmn"); !strings.Contains(out, `"bpmnProcessId": "payment"`) {
+		t.Errorf("zbctl deploy:\n%s", out)
+	}
 	paid := key(t, z.run(t, "create", "instance", "payment", "--variables", `{"orderId": "z-1"}`), "processInstanceKey")
 	dropped := key(t, z.run(t, "create", "instance", "payment", "--variables", `{"orderId": "z-2"}`), "processInstanceKey")
 	key(t, z.run(t, "publish", "message", "paid", "--correlationKey", "z-1", "--variables", `{"amount": 3}`), "key")
