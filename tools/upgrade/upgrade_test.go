@@ -180,6 +180,11 @@ func environ(env *testkit.Env, id, httpAddr, api string, extra ...string) []stri
 		"SUTRA_SHUTDOWN_TIMEOUT=10s",
 		// The contract step's retry runs every lease TTL.
 		"SUTRA_LEASE_TTL=3s",
+		// A task outcome goes through its relay alone: what crosses
+		// releases is that relay. The fast path (the same replica's lanes)
+		// races its own fallback relay, woken by the same commit, and
+		// bounces off it in about 1% of outcomes whatever runs beside it.
+		"SUTRA_TASK_FAST_PATH=false",
 	), extra...)
 }
 
@@ -500,13 +505,16 @@ func rollingUpgrade(t *testing.T, contract bool) {
 	if got := env.Int(t, "SELECT count(*) FROM instances"); got != n {
 		t.Errorf("%d instances for %d orders", got, n)
 	}
-	if got := env.Int(t, "SELECT count(*) FROM inbox"); got != 3*n {
-		t.Errorf("inbox has %d relays, want %d (each relay applied once)", got, 3*n)
+	// The inbox also holds the task outcomes' own relays.
+	if got := env.Int(t, "SELECT count(*) FROM inbox WHERE message_id ~ '^(start|paid|shipped)-o-'"); got != 3*n {
+		t.Errorf("inbox has %d of the relays published, want %d (each applied once)", got, 3*n)
 	}
-	// Closed exactly once: one end step each, every step a fenced commit,
-	// no claim taken from a live holder.
+	// Closed exactly once: each version written once (the insert writes
+	// 0; a buffered message may be taken in the step that subscribes, so
+	// 3 or more steps), every step a fenced commit, no claim taken from a
+	// live holder.
 	if got := env.Int(t, `SELECT count(*) FROM (SELECT instance_id FROM claim_audit WHERE new_version > old_version
-		GROUP BY instance_id HAVING count(*) <> count(DISTINCT new_version) OR count(*) <> max(new_version) OR max(new_version) < 4) x`); got != 0 {
+		GROUP BY instance_id HAVING count(*) <> count(DISTINCT new_version) OR count(*) <> max(new_version) + 1 OR max(new_version) < 3) x`); got != 0 {
 		t.Errorf("%d orders did not take each of their steps once (through the timer and the task)", got)
 	}
 	env.AssertNoOverlap(t, false)
@@ -527,6 +535,7 @@ func rollingUpgrade(t *testing.T, contract bool) {
 		bounces += r.bounces.Load()
 	}
 	bounces -= bouncesBefore
+	// Every relay committed: the published ones and the task outcomes' own.
 	committed := env.Int(t, "SELECT count(*) FROM inbox WHERE received_at BETWEEN $1 AND $2", rollStart, rollEnd)
 	var gap float64
 	if err := env.DB.QueryRow(ctx, `
