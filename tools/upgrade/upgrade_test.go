@@ -48,7 +48,16 @@ var (
 	buildOnce sync.Once
 	built     binaries
 	buildErr  error
+	buildDir  string // removed by TestMain
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
 
 // build builds the previous release from its recorded commit, and the
 // current tree with and without the test's contract step.
@@ -74,6 +83,7 @@ func buildAll() (binaries, error) {
 	if err != nil {
 		return binaries{}, err
 	}
+	buildDir = dir
 	b := binaries{release: release, old: filepath.Join(dir, "old"), new: filepath.Join(dir, "new"), newContract: filepath.Join(dir, "new-contract")}
 	src := filepath.Join(dir, "src")
 	if err := os.Mkdir(src, 0o755); err != nil {
