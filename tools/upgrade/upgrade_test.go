@@ -476,7 +476,25 @@ func rollingUpgrade(t *testing.T, contract bool) {
 		mu.Lock()
 		running[i] = nil
 		mu.Unlock()
+		var stopping time.Time // the old replica gives its registration up as it stops
+		if err := env.DB.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&stopping); err != nil {
+			t.Fatal(err)
+		}
 		old.stop(t)
+		if contract && i == len(slots)-1 {
+			// The last old replica has left, and no replica starts: the
+			// new ones started without the contract step apply it on
+			// their next try (every SUTRA_LEASE_TTL, 3 s here).
+			testkit.Eventually(t, 30*time.Second, "the waiting replicas' retry applying the contract step", func() bool { return applied(t, env, 9000) })
+			var at time.Time
+			if err := env.DB.QueryRow(ctx, "SELECT applied_at FROM upgrade_test_contract").Scan(&at); err != nil {
+				t.Fatal(err)
+			}
+			if at.Before(stopping) {
+				t.Fatalf("the contract step was applied at %s, before the last old replica was stopped at %s", at, stopping)
+			}
+			t.Logf("contract step applied %s after the last old replica was told to stop", at.Sub(stopping).Round(time.Millisecond))
+		}
 		r := start(t, env, newBin, fmt.Sprintf("new-%d", i), slots[i].httpAddr, slots[i].api)
 		mu.Lock()
 		running[i] = r
@@ -491,16 +509,6 @@ func rollingUpgrade(t *testing.T, contract bool) {
 		t.Fatal(err)
 	}
 	stopLoad()
-	if contract {
-		// The last new replica found no old replica and applied it at its
-		// start, or the others' retry did within a lease TTL.
-		testkit.Eventually(t, 30*time.Second, "the contract step applied after the last old replica left", func() bool { return applied(t, env, 9000) })
-		var at time.Time
-		if err := env.DB.QueryRow(ctx, "SELECT applied_at FROM upgrade_test_contract").Scan(&at); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("contract step applied %s after the roll began", at.Sub(rollStart).Round(time.Millisecond))
-	}
 	workTasks()
 
 	n := l.orders.Load()
