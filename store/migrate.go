@@ -108,7 +108,7 @@ func SchemaVersion() int {
 // advisory lock so that replicas starting together apply each exactly once.
 //
 // A contract step is applied only when no live replica is older than it
-// allows (LiveReplicas). Otherwise it is left for a later Migrate and the
+// allows (olderReplicas). Otherwise it is left for a later Migrate and the
 // migrations after it are applied all the same (a release's code never
 // depends on its own contract steps); Migrate then returns an error coded
 // fault.MigrateContractWaiting that names the step and the replicas.
@@ -152,11 +152,12 @@ func (s *Store) migrate(ctx context.Context, extra fs.FS) error {
 			}
 			if m.MinSchema > 0 {
 				older, err := olderReplicas(ctx, tx, m.MinSchema)
-				if err != nil || len(older) > 0 {
-					if err == nil {
-						waiting = append(waiting, fmt.Sprintf("%s waits for %s (it needs schema %d or newer)", m.Name, strings.Join(older, ", "), m.MinSchema))
-					}
+				if err != nil {
 					return err
+				}
+				if len(older) > 0 {
+					waiting = append(waiting, fmt.Sprintf("%s waits for %s (it needs schema %d or newer)", m.Name, strings.Join(older, ", "), m.MinSchema))
+					return nil
 				}
 			}
 			if _, err := tx.Exec(ctx, m.Body); err != nil {
