@@ -5,10 +5,16 @@ PKGS      := ./...
 # A short fuzz run of each parser target in CI.
 FUZZTIME  ?= 10s
 
-.PHONY: build console test demo bench bench-data bench-plans soak lint services fuzz clean check-deploy
+.PHONY: build console test test-upgrade demo bench bench-data bench-plans soak lint services fuzz clean check-deploy
+
+# worker version: the release (a tag at HEAD, else the release RELEASES
+# records for HEAD, else "devel") and the commit.
+REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null)
+RELEASE   ?= $(or $(shell git describe --tags --exact-match 2>/dev/null),$(shell awk -v c="$(REVISION)" '$$2 == c { print $$1 }' RELEASES),devel)
+LDFLAGS   := -X github.com/sutra-run/worker/internal/buildinfo.version=$(RELEASE) -X github.com/sutra-run/worker/internal/buildinfo.revision=$(REVISION)
 
 build: console
-	$(GO) build -o $(BIN) ./cmd/worker
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/worker
 
 # The web console's bundle (console/web into console/dist, embedded in the
 # worker): its pinned npm packages are installed on first use.
@@ -25,6 +31,13 @@ test: services
 	$(MAKE) check-deploy
 	PROMTOOL="$$(scripts/promtool.sh)" CHROMIUM="$$(scripts/chromium.sh)" $(GO) test -race -count=1 -timeout 20m $(PKGS)
 	$(MAKE) fuzz
+
+# The rolling upgrade from the previous release (RELEASES) to this tree,
+# under load, with and without a contract migration (docs/operations.md,
+# "Upgrading"; tools/upgrade). About 2 minutes, most of it building the
+# previous release the first time.
+test-upgrade: services
+	$(GO) test -tags upgrade -count=1 -timeout 10m -v ./tools/upgrade
 
 # The operations pack (deploy/, docker-compose.yml): the alert rules and their
 # unit tests with promtool, and the Kubernetes manifests and the compose file

@@ -29,6 +29,7 @@ import (
 	"github.com/sutra-run/worker/docs"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/feel"
+	"github.com/sutra-run/worker/internal/buildinfo"
 	"github.com/sutra-run/worker/internal/clock"
 	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/lanes"
@@ -38,6 +39,7 @@ import (
 	"github.com/sutra-run/worker/store"
 	"github.com/sutra-run/worker/sweeper"
 	"github.com/sutra-run/worker/timers"
+	"github.com/sutra-run/worker/upgrade"
 )
 
 // Options are what a test may inject into a worker besides Config.
@@ -74,6 +76,7 @@ type Worker struct {
 	waiters    *jobs.Waiters
 	gateway    *zeebe.Gateway
 	migrations *admin.Runner
+	contracts  *upgrade.Contracts
 	http       *http.Server
 	listener   net.Listener
 	metrics    *metrics.Metrics
@@ -106,14 +109,20 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	}
 	log := opt.Logger
 	var st *store.Store
+	var waiting error // a contract migration waiting for older replicas to leave
 	err := untilAvailable(ctx, log, "opening the database", func() (err error) {
-		st, err = openStore(ctx, cfg, opt.SyncClaims)
+		st, waiting, err = openStore(ctx, cfg, opt.SyncClaims)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	w := &Worker{cfg: cfg, opt: opt, log: log, store: st, metrics: metrics.New(opt.Registry)}
+	w.contracts = upgrade.New(upgrade.Deps{Migrate: st.Migrate, Logger: log}, upgrade.Config{Interval: cfg.LeaseTTL})
+	if waiting != nil {
+		log.Warn("starting without a contract migration; trying it again until the older replicas have left",
+			"code", fault.MigrateContractWaiting, "err", waiting, "every", cfg.LeaseTTL.String())
+	}
 	opt.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sutra_ready",
 		Help: "1 when /readyz would answer 200 (the database answers, the broker is connected, the lanes run, the replica id is registered), else 0.",
@@ -123,7 +132,9 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		}
 		return 0
 	}))
-	w.replica = replica.New(st, log, replica.Config{ID: cfg.ReplicaID, TTL: cfg.LeaseTTL})
+	bi := buildinfo.Read()
+	w.replica = replica.New(st, log, replica.Config{ID: cfg.ReplicaID, TTL: cfg.LeaseTTL,
+		Version: store.ReplicaVersion{Release: bi.Version, Revision: bi.Revision, Schema: store.SchemaVersion()}})
 	var limit store.ConnectionLimit
 	err = untilAvailable(ctx, log, "checking the connection limit", func() (err error) {
 		limit, err = st.ConnectionLimit(ctx, replica.LeaseName(""), replica.LeaseName(cfg.ReplicaID))
@@ -224,6 +235,9 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	if cfg.GatewayAddr != "" { // empty: no Zeebe gateway
 		services = append(services, w.gateway)
 	}
+	if waiting != nil {
+		services = append(services, w.contracts)
+	}
 	for _, c := range services {
 		if err := c.Start(ctx); err != nil {
 			w.abort()
@@ -302,28 +316,39 @@ func (w *Worker) abort() {
 
 // OpenStore opens the database pool, creating the database and applying
 // migrations first when cfg.Migrate is set.
+// A contract step waiting for older replicas fails it with
+// fault.MigrateContractWaiting, the other migrations applied.
 func OpenStore(ctx context.Context, cfg Config) (*store.Store, error) {
-	return openStore(ctx, cfg, false)
+	st, waiting, err := openStore(ctx, cfg, false)
+	if err == nil && waiting != nil {
+		st.Close()
+		return nil, fmt.Errorf("migrating: %w", waiting)
+	}
+	return st, err
 }
 
-func openStore(ctx context.Context, cfg Config, syncClaims bool) (*store.Store, error) {
+// openStore opens the store; waiting is the migration error of a contract
+// step left waiting for older replicas (the store is open all the same).
+func openStore(ctx context.Context, cfg Config, syncClaims bool) (st *store.Store, waiting, err error) {
 	if cfg.Migrate {
 		if err := store.EnsureDatabase(ctx, cfg.DatabaseURL); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: int32(cfg.PoolSize()), SyncClaims: syncClaims,
+	st, err = store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: int32(cfg.PoolSize()), SyncClaims: syncClaims,
 		MaxVariablesBytes: cfg.MaxVariablesBytes, MaxCommitBytes: cfg.MaxCommitBytes, BroadcastPage: cfg.SignalBroadcastPage})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if cfg.Migrate {
-		if err := st.Migrate(ctx); err != nil {
+		if err := st.Migrate(ctx); fault.Code(err) == fault.MigrateContractWaiting {
+			return st, err, nil
+		} else if err != nil {
 			st.Close()
-			return nil, fmt.Errorf("migrating: %w", err)
+			return nil, nil, fmt.Errorf("migrating: %w", err)
 		}
 	}
-	return st, nil
+	return st, nil, nil
 }
 
 // Store is the worker's store (for tests and tools).
@@ -480,7 +505,8 @@ func (w *Worker) Stop(ctx context.Context) error {
 		// every resume they accepted is answered, the consumer and the
 		// poller keep answering until theirs are, and the outbox publisher
 		// finishes its batch. Rows committed meanwhile wait for a replica.
-		stopped := startstop.StopAllParallel(ctx, w.consumer, w.timers, w.lanes, w.sweeper, w.outbox, w.migrations, w.api, w.gateway, w.waiters, httpStop)
+		stopped := startstop.StopAllParallel(ctx, w.consumer, w.timers, w.lanes, w.sweeper, w.outbox, w.migrations, w.api, w.gateway, w.waiters, httpStop,
+			w.contracts)
 		// Everything that publishes or consumes has stopped: the connection
 		// may close (a relay still unanswered is redelivered elsewhere).
 		bctx, cancel := startstop.FinalContext(ctx)

@@ -90,6 +90,11 @@ func (t *taskOutcome) trigger(vars map[string]any) (engine.Trigger, error) {
 	return tr, nil
 }
 
+// internal reports whether the relay is one the worker writes itself.
+func (e *envelope) internal() bool {
+	return e.Task != nil || e.Child != nil || e.Cancel != nil || e.Signal != nil
+}
+
 // decode turns a delivery into a Resume, or a fault.RelayInvalid error saying
 // what is wrong with it.
 func decode(d *amqp.Delivery, now time.Time) (lanes.Resume, error) {
@@ -103,7 +108,16 @@ func decode(d *amqp.Delivery, now time.Time) (lanes.Resume, error) {
 	dec := json.NewDecoder(bytes.NewReader(d.Body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&env); err != nil {
-		return lanes.Resume{}, fault.Wrap(fault.RelayInvalid, err, "the body is not a relay JSON object")
+		// A relay of the worker's own (a task outcome, a child's end, a
+		// cancel, a signal) that a newer release wrote may carry fields
+		// this one does not know: they are ignored, so that releases run
+		// side by side (docs/operations.md, "Upgrading"). A relay
+		// published from outside with a field unknown is refused: a typo.
+		// Only a refused body pays for the second decode.
+		env, dec = envelope{}, json.NewDecoder(bytes.NewReader(d.Body))
+		if lerr := dec.Decode(&env); lerr != nil || !env.internal() {
+			return lanes.Resume{}, fault.Wrap(fault.RelayInvalid, err, "the body is not a relay JSON object")
+		}
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return lanes.Resume{}, fault.New(fault.RelayInvalid, "the body has data after its JSON object")

@@ -46,6 +46,10 @@ const (
 	Transient = "SUTRA.RUNTIME.TRANSIENT"
 	// Another live process runs with this replica id.
 	ReplicaIDInUse = "SUTRA.RUNTIME.REPLICA_ID_IN_USE"
+	// A contract migration is not applied while a live replica runs an
+	// older release than it allows (`worker migrate` exits 2; run starts
+	// without it and tries again).
+	MigrateContractWaiting = "SUTRA.RUNTIME.MIGRATE.CONTRACT_WAITING"
 	// A configuration value that cannot work (exit status 2), and a setting
 	// of the environment no retry cures (a wrong password, a queue declared
 	// with other arguments, a missing vhost).

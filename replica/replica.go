@@ -13,6 +13,10 @@
 //   - A process that cannot renew in time stops claiming (Valid fails) until
 //     it renews again; one that finds its lease taken by another process
 //     reports it on Lost and the worker stops.
+//
+// Beside the lease, the process records the release and the schema version
+// it runs (table replica_versions, keyed by the lease's holder), so that a
+// contract migration waits while an older replica is live (store.Migrate).
 package replica
 
 import (
@@ -27,6 +31,7 @@ import (
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/internal/startstop"
+	"github.com/sutra-run/worker/store"
 )
 
 // Store is what the registration needs from the database (*store.Store).
@@ -34,6 +39,8 @@ type Store interface {
 	AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
 	ReleaseLease(ctx context.Context, name, holder string) error
 	Lease(ctx context.Context, name string) (holder string, expiresAt time.Time, found bool, err error)
+	RecordReplicaVersion(ctx context.Context, holder string, v store.ReplicaVersion) error
+	ForgetReplicaVersion(ctx context.Context, holder string) error
 }
 
 // Config configures the registration.
@@ -43,6 +50,9 @@ type Config struct {
 	// TTL is how long the registration lasts unrenewed (default 15s); it is
 	// renewed every third of that.
 	TTL time.Duration
+	// Release, Revision and Schema are what this process runs (its ID is
+	// filled in from ID).
+	Version store.ReplicaVersion
 }
 
 // LeaseName is the lease under which replica id is registered.
@@ -93,7 +103,9 @@ func (r *Registration) register(ctx context.Context) error {
 		}
 		if held {
 			r.validUntil.Store(asked.Add(r.cfg.TTL).UnixNano())
-			return nil
+			v := r.cfg.Version
+			v.ID = r.cfg.ID
+			return r.store.RecordReplicaVersion(ctx, r.holder, v)
 		}
 		holder, expires, found, err := r.store.Lease(ctx, name)
 		if err != nil {
@@ -128,8 +140,13 @@ func (r *Registration) run(ctx, _ context.Context) {
 			fctx, cancel := startstop.FinalContext(ctx)
 			defer cancel()
 			r.validUntil.Store(0)
+			// The lease first: a live lease without its version row would
+			// read as the oldest release.
 			if err := r.store.ReleaseLease(fctx, name, r.holder); err != nil {
 				r.log.Warn("releasing the replica registration; it lapses by itself", "replica", r.cfg.ID, "code", fault.Code(err), "err", err)
+			}
+			if err := r.store.ForgetReplicaVersion(fctx, r.holder); err != nil {
+				r.log.Warn("forgetting the replica's version; the next registration does", "replica", r.cfg.ID, "code", fault.Code(err), "err", err)
 			}
 			return
 		case <-tick.C:

@@ -46,3 +46,28 @@ func (s *Store) Lease(ctx context.Context, name string) (holder string, expiresA
 	}
 	return holder, expiresAt, true, nil
 }
+
+// ReplicaVersion is what one replica process runs.
+type ReplicaVersion struct {
+	ID, Release, Revision string
+	// Schema is the newest migration the build carries (SchemaVersion).
+	Schema int
+}
+
+// RecordReplicaVersion records what the process holding a replica
+// registration (holder) runs, and forgets the rows of holders whose
+// registration is gone (a process that crashed).
+func (s *Store) RecordReplicaVersion(ctx context.Context, holder string, v ReplicaVersion) error {
+	_, err := s.pool.Exec(ctx, `
+		WITH gone AS (DELETE FROM replica_versions r WHERE NOT EXISTS (SELECT 1 FROM leases l WHERE l.holder = r.holder) AND r.holder <> $1)
+		INSERT INTO replica_versions (holder, replica_id, release, revision, schema_version) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (holder) DO UPDATE SET release = EXCLUDED.release, revision = EXCLUDED.revision, schema_version = EXCLUDED.schema_version`,
+		holder, v.ID, v.Release, v.Revision, v.Schema)
+	return translate(err, "recording the replica's version")
+}
+
+// ForgetReplicaVersion removes holder's row (its registration is given up).
+func (s *Store) ForgetReplicaVersion(ctx context.Context, holder string) error {
+	_, err := s.pool.Exec(ctx, "DELETE FROM replica_versions WHERE holder = $1", holder)
+	return translate(err, "forgetting the replica's version")
+}

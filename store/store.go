@@ -5,14 +5,8 @@ package store
 
 import (
 	"context"
-	"embed"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"io/fs"
-	"sort"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -22,9 +16,6 @@ import (
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/defaults"
 )
-
-//go:embed migrations/*.sql
-var migrations embed.FS
 
 // Store is the worker's handle on PostgreSQL.
 type Store struct {
@@ -150,63 +141,6 @@ func EnsureDatabase(ctx context.Context, url string) error {
 		return nil
 	}
 	return translate(err, "creating database "+name)
-}
-
-// Migrate applies the embedded migrations that are not applied yet, under an
-// advisory lock so that replicas starting together apply each exactly once.
-func (s *Store) Migrate(ctx context.Context) error {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return translate(err, "acquiring connection for migrations")
-	}
-	defer conn.Release()
-	var schema string
-	if err := conn.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
-		return translate(err, "reading current schema")
-	}
-	h := fnv.New64a()
-	h.Write([]byte("sutra.migrate." + schema))
-	lock := int64(h.Sum64())
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", lock); err != nil {
-		return translate(err, "taking migration lock")
-	}
-	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", lock)
-
-	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-		return translate(err, "creating schema_migrations")
-	}
-	files, err := fs.Glob(migrations, "migrations/*.sql")
-	if err != nil {
-		return err
-	}
-	sort.Strings(files)
-	for _, f := range files {
-		base := strings.TrimPrefix(f, "migrations/")
-		v, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
-		if err != nil {
-			return fmt.Errorf("migration %s: name must start with a number", base)
-		}
-		body, err := migrations.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			var done bool
-			if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)", v).Scan(&done); err != nil || done {
-				return err
-			}
-			if _, err := tx.Exec(ctx, string(body)); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version) VALUES ($1)", v)
-			return err
-		})
-		if err != nil {
-			return translate(err, "applying migration "+base)
-		}
-	}
-	return nil
 }
 
 // ConnectionLimit is the server's connection limit and the replicas that

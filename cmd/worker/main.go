@@ -27,14 +27,18 @@ const usage = `Usage: worker [command]
 
 Commands:
   run                 consume relays and run steps (default)
-  migrate             create the database if missing and apply migrations
+  migrate             create the database if missing and apply migrations;
+                      a contract step waits while an older replica runs
+                      (exit status 2, the replicas named)
+  version             print the release, commit and schema version
   deploy FILE|DIR...  deploy BPMN and DMN files (a directory: every *.dmn,
                       then every *.bpmn in it); prints each process's key
                       and version, and each decision's id and version
   help                show this help
 
 Exit status: 0 done; 1 failed (the reason on stderr); 2 a configuration
-value that cannot work (the variable named).
+value that cannot work (the variable named), or a contract migration that
+must wait for older replicas to leave (SUTRA.RUNTIME.MIGRATE.CONTRACT_WAITING).
 
 Configuration (environment variables):
 `
@@ -50,6 +54,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if cmd == "help" || cmd == "--help" || cmd == "-h" {
 		printHelp(stdout)
+		return 0
+	}
+	if cmd == "version" {
+		bi := buildinfo.Read()
+		fmt.Fprintf(stdout, "release %s\ncommit %s\nschema %d\ngo %s\n", bi.Version, bi.Revision, store.SchemaVersion(), bi.GoVersion)
 		return 0
 	}
 	var cfg app.Config
@@ -104,7 +113,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "worker:", err)
-		if fault.Code(err) == fault.ConfigInvalid {
+		if c := fault.Code(err); c == fault.ConfigInvalid || c == fault.MigrateContractWaiting {
 			return 2
 		}
 		return 1
@@ -117,7 +126,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // signal exits at once. It fails when another process took the replica id.
 func runWorker(ctx context.Context, stopSignals context.CancelFunc, cfg app.Config, log *slog.Logger, warnUnknown func()) error {
 	bi := buildinfo.Read()
-	log.Info("worker starting", "version", bi.Version, "revision", bi.Revision, "go_version", bi.GoVersion,
+	log.Info("worker starting", "version", bi.Version, "revision", bi.Revision, "schema", store.SchemaVersion(), "go_version", bi.GoVersion,
 		"database", app.Redact(cfg.DatabaseURL), "broker", app.Redact(cfg.AMQPURL), "lanes", cfg.Lanes, "prefetch", cfg.Prefetch,
 		"http", cfg.HTTPAddr, "api", cfg.APIAddr, "shutdown_timeout", cfg.ShutdownTimeout)
 	warnUnknown()

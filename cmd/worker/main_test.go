@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sutra-run/worker/internal/testkit"
+	"github.com/sutra-run/worker/store"
 )
 
 var binary string
@@ -187,6 +188,21 @@ func TestHelpListsEveryVariableWithItsDefault(t *testing.T) {
 		"SUTRA_SHUTDOWN_TIMEOUT", "run", "migrate", "deploy"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("help does not mention %q:\n%s", want, out)
+		}
+	}
+}
+
+// worker version names the release, the commit and the schema version the
+// replica registers (docs/operations.md, "Upgrading").
+func TestVersionPrintsReleaseCommitAndSchema(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command(binary, "version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("version: %v\n%s", err, out)
+	}
+	for _, want := range []string{"release ", "commit ", fmt.Sprintf("schema %d\n", store.SchemaVersion())} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("version does not print %q:\n%s", want, out)
 		}
 	}
 }

@@ -87,6 +87,37 @@ type Env struct {
 // broker names; both are removed when the test ends.
 func New(t testing.TB) *Env {
 	t.Helper()
+	e := NewUnmigrated(t)
+	ctx := Ctx(t)
+	err := whileBusy(ctx, func() error {
+		st, err := store.Open(ctx, e.Config.DatabaseURL, store.Options{MaxConns: 1})
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		return st.Migrate(ctx)
+	})
+	if err != nil {
+		t.Fatalf("migrating test schema: %v", err)
+	}
+	e.InstallAudit(t)
+	return e
+}
+
+// InstallAudit installs the claim audit on a migrated schema.
+func (e *Env) InstallAudit(t testing.TB) {
+	t.Helper()
+	ctx := Ctx(t)
+	if err := whileBusy(ctx, func() error { _, err := e.DB.Exec(ctx, auditSQL); return err }); err != nil {
+		t.Fatalf("installing claim audit: %v", err)
+	}
+}
+
+// NewUnmigrated is New without migrations and without the claim audit: a
+// test that migrates with another build (the upgrade test) installs the
+// audit itself.
+func NewUnmigrated(t testing.TB) *Env {
+	t.Helper()
 	ctx := Ctx(t)
 	ensureOnce.Do(func() {
 		if err := whileBusy(ctx, func() error { return store.EnsureDatabase(ctx, DatabaseURL()) }); err != nil {
@@ -117,17 +148,6 @@ func New(t testing.TB) *Env {
 		RelayExchange: names, RelayQueue: names,
 		DeadExchange: names + ".dead", DeadQueue: names + ".dead", OutboxExchange: names + ".outbox",
 	}}
-	err = whileBusy(ctx, func() error {
-		st, err := store.Open(ctx, e.Config.DatabaseURL, store.Options{MaxConns: 1})
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		return st.Migrate(ctx)
-	})
-	if err != nil {
-		t.Fatalf("migrating test schema: %v", err)
-	}
 	cfg, err := pgxpool.ParseConfig(e.Config.DatabaseURL)
 	if err != nil {
 		t.Fatal(err)
@@ -135,9 +155,6 @@ func New(t testing.TB) *Env {
 	cfg.MaxConns = 2 // assertions and fault injection; the suite shares max_connections with make bench
 	if e.DB, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		t.Fatal(err)
-	}
-	if err := whileBusy(ctx, func() error { _, err := e.DB.Exec(ctx, auditSQL); return err }); err != nil {
-		t.Fatalf("installing claim audit: %v", err)
 	}
 	t.Cleanup(func() {
 		e.DB.Close()
