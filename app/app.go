@@ -268,7 +268,7 @@ func (w *Worker) publishRelay(ctx context.Context, routingKey, messageID string,
 	}}})[0]
 	if err != nil && fault.Code(err) == "" {
 		// Returned (no queue bound for the routing key) or nacked: not delivered.
-		return fault.Wrap(fault.Unavailable, err, "publishing to %s with routing key %q", w.cfg.RelayExchange, routingKey)
+		return fault.Wrap(fault.Unavailable, err, "publishing to %s with routing key %q", w.cfg.RelayExchange, api.Clip(routingKey))
 	}
 	return err
 }

@@ -171,6 +171,19 @@ func Code(err error) string {
 // HasCode reports whether err carries code.
 func HasCode(err error, code string) bool { return Code(err) == code }
 
+// Summary is err's own sentence without its code and without its cause:
+// what the worker was doing, in its words. An answer quotes it where the
+// cause may be a driver's or a server's words (a statement, a value, an
+// address); the log keeps the whole error. An error without a code has no
+// sentence of its own: "".
+func Summary(err error) string {
+	var e *Error
+	if !errors.As(err, &e) {
+		return ""
+	}
+	return e.Msg
+}
+
 // Reason is the human sentence of err without its code prefix.
 func Reason(err error) string {
 	var e *Error

@@ -219,8 +219,8 @@ func (s *API) admin(op string, h func(c *adminCall) (answer, error)) http.Handle
 		code := "OK"
 		if err != nil {
 			p := asProblem(err)
-			if p.status == http.StatusInternalServerError {
-				s.deps.Logger.Error("admin call failed", "op", op, "path", r.URL.Path, "code", fault.Code(err), "err", err)
+			if p.status >= http.StatusInternalServerError { // the answer left the cause out
+				s.deps.Logger.Error("admin call failed", "op", op, "path", api.Clip(r.URL.Path), "code", fault.Code(err), "err", err)
 			}
 			code = p.p.Code
 			if p.p.InstanceID == "" {
@@ -317,6 +317,9 @@ func (s *API) listDecisions(c *adminCall) (answer, error) {
 		if i < 1 || err != nil {
 			return answer{}, api.Invalidf("after %q is not a decision cursor (id:version)", after)
 		}
+		if err := api.CheckInt32("after's version", v); err != nil {
+			return answer{}, err
+		}
 		f.AfterID, f.AfterVersion = after[:i], v
 	}
 	list, err := s.deps.Store.ListDecisions(c.r.Context(), f)
@@ -324,6 +327,16 @@ func (s *API) listDecisions(c *adminCall) (answer, error) {
 		return answer{}, err
 	}
 	return pageOf("decisions", list, limit, func(d adminapi.Decision) string { return d.DecisionID + ":" + strconv.Itoa(d.Version) }), nil
+}
+
+// pathVersion is the version a path names: 404 when it is no number, 400
+// when it is out of the store's range.
+func pathVersion(c *adminCall) (int, error) {
+	v, err := strconv.Atoi(c.r.PathValue("version"))
+	if err != nil {
+		return 0, refuse(http.StatusNotFound, fault.AdminNotFound, "no such version")
+	}
+	return v, api.CheckInt32("version", v)
 }
 
 func (s *API) definitions(c *adminCall) (answer, error) {
@@ -335,9 +348,9 @@ func (s *API) definitions(c *adminCall) (answer, error) {
 }
 
 func (s *API) definitionXML(c *adminCall) (answer, error) {
-	v, err := strconv.Atoi(c.r.PathValue("version"))
+	v, err := pathVersion(c)
 	if err != nil {
-		return answer{}, refuse(http.StatusNotFound, fault.AdminNotFound, "no such version")
+		return answer{}, err
 	}
 	xml, err := s.deps.Store.DefinitionXML(c.r.Context(), c.r.PathValue("key"), v)
 	return answer{status: http.StatusOK, raw: []byte(xml), contentType: "application/xml"}, err
@@ -362,9 +375,9 @@ func (s *API) whoami(c *adminCall) (answer, error) {
 const statisticsPage = 500
 
 func (s *API) statistics(c *adminCall) (answer, error) {
-	v, err := strconv.Atoi(c.r.PathValue("version"))
+	v, err := pathVersion(c)
 	if err != nil {
-		return answer{}, refuse(http.StatusNotFound, fault.AdminNotFound, "no such version")
+		return answer{}, err
 	}
 	limit := min(statisticsPage, s.cfg.MaxScan)
 	if l := c.r.URL.Query().Get("limit"); l != "" {
@@ -391,6 +404,9 @@ func (s *API) statistics(c *adminCall) (answer, error) {
 func (s *API) startInstance(c *adminCall) (answer, error) {
 	var req adminapi.StartRequest
 	if err := api.Decode(c.r, &req); err != nil {
+		return answer{}, err
+	}
+	if err := api.CheckInt32("version", req.Version); err != nil {
 		return answer{}, err
 	}
 	if req.Definition == "" || req.Version < 0 {
@@ -465,6 +481,9 @@ func (s *API) listInstances(c *adminCall) (answer, error) {
 	if v := q.Get("version"); v != "" {
 		if f.Version, err = strconv.Atoi(v); err != nil || f.Version < 1 {
 			return answer{}, api.Invalidf("version %q is not a positive number", v)
+		}
+		if err := api.CheckInt32("version", f.Version); err != nil {
+			return answer{}, err
 		}
 	}
 	if f.Variable = q.Get("variable"); f.Variable != "" {
@@ -545,6 +564,9 @@ func migrateRequest(c *adminCall) (adminapi.MigrateRequest, error) {
 	if req.TargetVersion < 1 {
 		return req, api.Invalidf("target_version is required")
 	}
+	if err := api.CheckInt32("target_version", req.TargetVersion); err != nil {
+		return req, err
+	}
 	return req, nil
 }
 
@@ -567,6 +589,14 @@ func (s *API) startMigration(c *adminCall) (answer, error) {
 	var req adminapi.MigrationRequest
 	if err := api.Decode(c.r, &req); err != nil {
 		return answer{}, err
+	}
+	for _, f := range [...]struct {
+		name string
+		v    int
+	}{{"from_version", req.FromVersion}, {"to_version", req.ToVersion}} {
+		if err := api.CheckInt32(f.name, f.v); err != nil {
+			return answer{}, err
+		}
 	}
 	if req.Definition == "" || req.FromVersion < 1 || req.ToVersion < 1 {
 		return answer{}, api.Invalidf("definition, from_version and to_version are required")
@@ -617,6 +647,9 @@ func (s *API) retryIncident(c *adminCall) (answer, error) {
 	id, err := strconv.ParseInt(c.r.PathValue("id"), 10, 64)
 	if err != nil || req.Retries < 0 {
 		return answer{}, refuse(http.StatusNotFound, fault.AdminNotFound, "no such incident")
+	}
+	if err := api.CheckInt32("retries", req.Retries); err != nil {
+		return answer{}, err
 	}
 	inc, err := s.deps.Store.IncidentByID(c.r.Context(), id)
 	if err != nil {
@@ -681,8 +714,23 @@ func PublishMessage(ctx context.Context, publish func(ctx context.Context, routi
 	case req.CorrelationKey != "" && req.InstanceID != "":
 		return "", api.Invalidf("name correlation_key or instance_id, not both")
 	}
-	for name, id := range map[string]string{"instance_id": req.InstanceID, "message_id": req.MessageID, "correlation_key": req.CorrelationKey} {
-		if err := api.CheckText(name, id); err != nil {
+	// The name is the relay's routing key and the id its message_id, both
+	// AMQP short strings: checked here, before anything reaches the broker.
+	for _, f := range [...]struct{ name, v string }{{"message", req.Message}, {"instance_id", req.InstanceID},
+		{"message_id", req.MessageID}, {"correlation_key", req.CorrelationKey}} {
+		if err := api.CheckText(f.name, f.v); err != nil {
+			return "", err
+		}
+	}
+	if req.TTL != "" {
+		// Checked as the consumer will read it, so that a message is never
+		// accepted here and dead-lettered there.
+		d, err := iso8601.ParseDuration(req.TTL)
+		if err != nil {
+			return "", api.Invalidf("ttl is not an ISO 8601 duration (PT30S, P1D)")
+		}
+		now := time.Now()
+		if err := api.CheckTTL("ttl", d.AddTo(now).Sub(now)); err != nil {
 			return "", err
 		}
 	}

@@ -86,6 +86,9 @@ func (g *Gateway) admit(ctx context.Context, rpc string) error {
 
 func (g *Gateway) count(rpc string, err error) {
 	g.deps.Metrics.GatewayRequests.WithLabelValues(rpc, status.Code(err).String()).Inc()
+	if wc := (withCause{}); errors.As(err, &wc) {
+		g.deps.Logger.Error("gateway call failed", "rpc", rpc, "code", fault.Code(wc.cause), "err", wc.cause)
+	}
 }
 
 // defaultTenant is the one tenant: Zeebe clients send it, or nothing.
@@ -124,10 +127,7 @@ func statusOf(err error) error {
 		return status.Errorf(codes.NotFound, "%s: %v", fault.NotFound, err)
 	}
 	code := fault.Code(err)
-	msg := err.Error()
-	if code != "" && !strings.HasPrefix(msg, code) {
-		msg = code + ": " + msg
-	}
+	msg := code + ": " + fault.Reason(err)
 	switch code {
 	case fault.NotFound, fault.AdminNotFound, fault.TaskNotFound, fault.UnknownDefinition:
 		return status.Error(codes.NotFound, msg)
@@ -139,11 +139,27 @@ func statusOf(err error) error {
 	case fault.TaskLockLost, fault.TaskNotAssignee, fault.NotWaiting, fault.InstanceExists:
 		return status.Error(codes.FailedPrecondition, msg)
 	case fault.ClaimHeld, fault.StepFenced, fault.Unavailable, fault.Transient:
-		return status.Error(codes.Unavailable, msg)
+		// The cause (the driver's or the broker's words) goes to the log.
+		return withCause{status.New(codes.Unavailable, code+": "+fault.Summary(err)+": retry"), err}
 	}
 	if strings.HasPrefix(code, "SUTRA.ADMIN.") && strings.HasSuffix(code, ".CLAIM_HELD") {
 		// admin.ClaimHeld: another step holds the instance, a race to retry.
 		return status.Error(codes.Unavailable, msg)
 	}
-	return status.Error(codes.Internal, msg)
+	if code == "" {
+		code = fault.StepFailed
+	}
+	return withCause{status.New(codes.Internal, code+": the call failed; the worker's log has the reason"), err}
 }
+
+// withCause is a status answered without its cause, which the call's log
+// line keeps (the interceptors log it): a driver's or a server's words
+// never reach a caller.
+type withCause struct {
+	st    *status.Status
+	cause error
+}
+
+func (e withCause) Error() string              { return e.st.Message() }
+func (e withCause) GRPCStatus() *status.Status { return e.st }
+func (e withCause) Unwrap() error              { return e.cause }
