@@ -67,6 +67,10 @@ const (
 	// A call refused because the replica is at a cap of its API (request
 	// bytes being read, database connections of API calls): 503, retry.
 	APIBusy = "SUTRA.API.BUSY"
+	// A call from an address whose credentials failed too often lately
+	// (429 Retry-After, gRPC ResourceExhausted), refused before its token
+	// is checked.
+	APIAuthThrottled = "SUTRA.API.AUTH_THROTTLED"
 	// The admin API: off (no token and not explicitly insecure); the thing
 	// named does not exist.
 	AdminDisabled = "SUTRA.ADMIN.DISABLED"

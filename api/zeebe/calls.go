@@ -62,18 +62,17 @@ func (g *Gateway) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.St
 // admit checks the call's `authorization: Bearer <token>` metadata with
 // the listener's one credential check (api.Credentials.Admit).
 func (g *Gateway) admit(ctx context.Context, rpc string) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return g.admitToken(md, rpc)
+}
+
+// admitToken checks the token of md for rpc's scopes.
+func (g *Gateway) admitToken(md metadata.MD, rpc string) error {
 	allowed, ok := scopes[rpc]
 	if !ok {
 		allowed = api.Admin
 	}
-	var token []byte
-	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get("authorization") {
-		if scheme, cred, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "Bearer") {
-			token = []byte(strings.TrimLeft(cred, " "))
-		}
-	}
-	_, err := g.cfg.Credentials.Admit(token, allowed)
+	_, err := g.cfg.Credentials.Admit(bearerOf(md), allowed)
 	switch code := fault.Code(err); {
 	case err == nil:
 		return nil
