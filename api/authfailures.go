@@ -49,6 +49,7 @@ type AuthFailures struct {
 
 	mu       sync.Mutex
 	sources  map[netip.Prefix]*budget
+	sweptAt  time.Time
 	loggedAt time.Time
 	unlogged int
 }
@@ -123,16 +124,19 @@ func (f *AuthFailures) Failed(surface, addr string) {
 	}
 }
 
-// makeRoom forgets budgets that refilled (they hold nothing), and one
-// other when every one is still spent, so that the map never passes
-// maxSources. Called with f.mu held.
+// makeRoom forgets budgets that refilled (they hold nothing), at most
+// once per failureRefill (a walk of the whole record), and otherwise any
+// one, so that the record never passes maxSources. Called with f.mu held.
 func (f *AuthFailures) makeRoom(now time.Time) {
 	if len(f.sources) < maxSources {
 		return
 	}
-	for src, b := range f.sources {
-		if b.refill(now); b.tokens >= failureBurst {
-			delete(f.sources, src)
+	if now.Sub(f.sweptAt) >= failureRefill {
+		f.sweptAt = now
+		for src, b := range f.sources {
+			if b.refill(now); b.tokens >= failureBurst {
+				delete(f.sources, src)
+			}
 		}
 	}
 	for src := range f.sources {

@@ -1,11 +1,17 @@
 package api_test
 
 import (
+	"io"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sutra-run/worker/api"
+	"github.com/sutra-run/worker/app"
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/clock"
 )
 
 // A message name, an id or a correlation key travels in AMQP short strings
@@ -88,6 +94,82 @@ func TestOutOfRangeNumbersAre400NamingTheFieldWithoutDriverText(t *testing.T) {
 		}
 		if strings.Contains(detail, "int4") || strings.Contains(detail, "encode") {
 			t.Errorf("%s %s: driver text in the answer: %s", c.method, c.path, detail)
+		}
+	}
+}
+
+// clientFrom is an HTTP client whose connections come from ip (a loopback
+// address of its own: another source).
+func clientFrom(ip string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+}
+
+// get GETs url with token from client and returns the status, the code
+// and the Retry-After header.
+func get(t *testing.T, client *http.Client, url, token string) (int, string, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, codeOf(string(body)), resp.Header.Get("Retry-After")
+}
+
+// Failed credentials are counted by surface, and a source address that
+// keeps failing is refused unchecked (429) until its budget refills, on
+// the API and on /oauth/token; a client at another address, and valid
+// tokens, never spend it.
+func TestASourceThatKeepsFailingItsCredentialsIsThrottledAndCounted(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Now())
+	b := setupAdminWith(t, app.Options{Clock: clk}, nil)
+	guesser, valid := clientFrom("127.0.0.1"), clientFrom("127.0.0.2")
+	url := b.v1 + "/definitions"
+	for range 50 { // valid calls spend nothing
+		if st, _, _ := get(t, guesser, url, adminToken); st != 200 {
+			t.Fatalf("a valid call: %d", st)
+		}
+	}
+	for i := range 20 {
+		if st, code, _ := get(t, guesser, url, "guess"); st != 401 {
+			t.Fatalf("guess %d: %d %s, want 401", i, st, code)
+		}
+	}
+	st, code, retry := get(t, guesser, url, "guess")
+	if st != 429 || code != fault.APIAuthThrottled || retry != "1" {
+		t.Fatalf("guess 21: %d %s Retry-After %q, want 429 %s, 1", st, code, retry, fault.APIAuthThrottled)
+	}
+	if st, code, _ := get(t, guesser, url, adminToken); st != 429 {
+		t.Fatalf("the right token from the throttled source: %d %s, want 429 (nothing is checked)", st, code)
+	}
+	if st, _, _ := get(t, valid, url, adminToken); st != 200 {
+		t.Fatalf("a valid client at another address: %d", st)
+	}
+	form := "grant_type=client_credentials&client_id=x&client_secret=guess"
+	resp, err := guesser.Post("http://"+b.w.APIAddr()+"/oauth/token", "application/x-www-form-urlencoded", strings.NewReader(form))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 429 {
+		t.Fatalf("/oauth/token from the throttled source: %d", resp.StatusCode)
+	}
+	clk.Advance(time.Second) // one failure's worth refilled
+	if st, _, _ := get(t, guesser, url, "guess"); st != 401 {
+		t.Fatalf("after a second: %d, want 401", st)
+	}
+	if st, _, _ := get(t, guesser, url, "guess"); st != 429 {
+		t.Fatalf("the second guess after a second: %d, want 429", st)
+	}
+	// 20 failed, 2 throttled, 1 failed and 1 throttled after the second.
+	for surface, want := range map[string]float64{"api": 24, "oauth": 1} {
+		if n := b.counter(t, "sutra_api_auth_failures_total", "surface", surface); n != want {
+			t.Errorf("%v failures of %s, want %v", n, surface, want)
 		}
 	}
 }
