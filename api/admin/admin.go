@@ -70,7 +70,7 @@ type Store interface {
 	ListParkedOutbox(ctx context.Context, f store.ParkedFilter) ([]adminapi.ParkedMessage, error)
 	RetryParkedOutbox(ctx context.Context, id string) error
 	DiscardParkedOutbox(ctx context.Context, id string) error
-	BroadcastSignal(ctx context.Context, id, name string, vars map[string]any) (store.SignalReach, error)
+	RecordAndBroadcastSignal(ctx context.Context, id, name string, vars map[string]any) (store.SignalReach, error)
 	StepHistory(ctx context.Context, id string, before int64, limit int) ([]adminapi.HistoryStep, error)
 	ReadInstance(ctx context.Context, id string) (store.Instance, error)
 }
@@ -759,11 +759,19 @@ func (s *API) broadcastSignal(c *adminCall) (answer, error) {
 	if req.Name == "" {
 		return answer{}, api.Invalidf("name is required")
 	}
-	if err := api.CheckText("name", req.Name); err != nil {
-		return answer{}, err
+	for _, f := range [...]struct{ name, v string }{{"name", req.Name}, {"signal_id", req.SignalID}} {
+		if err := api.CheckText(f.name, f.v); err != nil {
+			return answer{}, err
+		}
 	}
-	id := api.NewID()
-	reach, err := s.deps.Store.BroadcastSignal(c.r.Context(), id, req.Name, req.Variables)
+	id := req.SignalID
+	if id == "" {
+		id = api.NewID()
+	}
+	// Recorded before the answer: a broadcast cut short by a crash is
+	// finished after it, and a retry with the same signal_id writes
+	// nothing twice.
+	reach, err := s.deps.Store.RecordAndBroadcastSignal(c.r.Context(), id, req.Name, req.Variables)
 	if err != nil {
 		return answer{}, err
 	}
