@@ -22,14 +22,15 @@ const (
 	SurfaceGateway = "gateway"
 )
 
-// Failure budget of one source address: a burst of failures, then one per
-// failureRefill. Past it, every call from the address that needs
-// credentials is refused unchecked until the budget refills, so that
-// guessing a token costs its sender time: about 3,600 guesses an hour
-// rather than 11,000 a second. A call whose token is valid never spends
-// the budget, and other addresses are never slowed.
+// Failure budget of one source address: a burst of failures
+// (SUTRA_API_AUTH_FAILURE_BURST), then one per failureRefill. Past it,
+// every call from the address that needs credentials is refused unchecked
+// until the budget refills, so that guessing a token costs its sender
+// time: about 3,600 guesses an hour rather than 11,000 a second. A call
+// whose token is valid never spends the budget, and other addresses are
+// never slowed. Unchecked, because a guess that is checked is answered:
+// a source that keeps failing is slowed whatever it presents.
 const (
-	failureBurst  = 20
 	failureRefill = time.Second
 	// maxSources bounds the addresses remembered (about 100 bytes each);
 	// past it a full budget is forgotten first, then any.
@@ -46,6 +47,7 @@ type AuthFailures struct {
 	metrics *metrics.Metrics
 	log     *slog.Logger
 	clock   clock.Clock
+	burst   float64 // 0: count and log, throttle nothing
 
 	mu       sync.Mutex
 	sources  map[netip.Prefix]*budget
@@ -60,12 +62,13 @@ type budget struct {
 	at     time.Time
 }
 
-// NewAuthFailures builds the failure record; c nil is the real clock.
-func NewAuthFailures(m *metrics.Metrics, log *slog.Logger, c clock.Clock) *AuthFailures {
+// NewAuthFailures builds the failure record of a budget of burst failures
+// per source (0: no throttle); c nil is the real clock.
+func NewAuthFailures(m *metrics.Metrics, log *slog.Logger, c clock.Clock, burst int) *AuthFailures {
 	if c == nil {
 		c = clock.Real()
 	}
-	return &AuthFailures{metrics: m, log: log, clock: c, sources: map[netip.Prefix]*budget{}}
+	return &AuthFailures{metrics: m, log: log, clock: c, burst: float64(max(burst, 0)), sources: map[netip.Prefix]*budget{}}
 }
 
 // Throttled refuses a call from addr (host:port, or a host) when its source
@@ -77,7 +80,7 @@ func (f *AuthFailures) Throttled(surface, addr string) (retryAfter time.Duration
 		return 0, nil
 	}
 	src, ok := sourceOf(addr)
-	if !ok {
+	if !ok || f.burst == 0 {
 		return 0, nil
 	}
 	f.mu.Lock()
@@ -87,7 +90,7 @@ func (f *AuthFailures) Throttled(surface, addr string) (retryAfter time.Duration
 		return 0, nil
 	}
 	now := f.clock.Now()
-	b.refill(now)
+	f.refill(b, now)
 	if b.tokens >= 1 {
 		return 0, nil
 	}
@@ -106,14 +109,14 @@ func (f *AuthFailures) Failed(surface, addr string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := f.clock.Now()
-	if ok {
+	if ok && f.burst > 0 {
 		b := f.sources[src]
 		if b == nil {
 			f.makeRoom(now)
-			b = &budget{tokens: failureBurst, at: now}
+			b = &budget{tokens: f.burst, at: now}
 			f.sources[src] = b
 		}
-		b.refill(now)
+		f.refill(b, now)
 		b.tokens = math.Max(b.tokens-1, 0)
 	}
 	f.unlogged++
@@ -134,7 +137,7 @@ func (f *AuthFailures) makeRoom(now time.Time) {
 	if now.Sub(f.sweptAt) >= failureRefill {
 		f.sweptAt = now
 		for src, b := range f.sources {
-			if b.refill(now); b.tokens >= failureBurst {
+			if f.refill(b, now); b.tokens >= f.burst {
 				delete(f.sources, src)
 			}
 		}
@@ -147,9 +150,9 @@ func (f *AuthFailures) makeRoom(now time.Time) {
 	}
 }
 
-func (b *budget) refill(now time.Time) {
+func (f *AuthFailures) refill(b *budget, now time.Time) {
 	if d := now.Sub(b.at); d > 0 {
-		b.tokens = math.Min(failureBurst, b.tokens+float64(d)/float64(failureRefill))
+		b.tokens = math.Min(f.burst, b.tokens+float64(d)/float64(failureRefill))
 		b.at = now
 	}
 }

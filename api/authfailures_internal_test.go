@@ -19,7 +19,8 @@ import (
 func TestAuthFailuresKeepBoundedMemoryAndLogAtABoundedRate(t *testing.T) {
 	var log bytes.Buffer
 	clk := clock.NewFake(time.Now())
-	f := NewAuthFailures(metrics.New(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(&log, nil)), clk)
+	const burst = 20
+	f := NewAuthFailures(metrics.New(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(&log, nil)), clk, burst)
 	for i := range maxSources + 5000 {
 		f.Failed(SurfaceAPI, fmt.Sprintf("10.%d.%d.%d:1234", i>>16&255, i>>8&255, i&255))
 	}
@@ -35,7 +36,7 @@ func TestAuthFailuresKeepBoundedMemoryAndLogAtABoundedRate(t *testing.T) {
 		t.Errorf("the second line does not count the failures since the first:\n%s", log.String())
 	}
 	// One IPv6 host is its /64: another address of it shares its budget.
-	for range failureBurst {
+	for range burst {
 		f.Failed(SurfaceAPI, "[2001:db8::2]:1")
 	}
 	if _, err := f.Throttled(SurfaceAPI, "[2001:db8::3]:1"); err == nil {

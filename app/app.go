@@ -152,7 +152,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		AdminToken: cfg.AdminToken, AdminInsecure: cfg.AdminInsecure, TokenTTL: cfg.OAuthTokenTTL, Clock: opt.Clock}
 	// Failed credentials are counted and throttled per source address
 	// across both listeners.
-	authFailures := api.NewAuthFailures(w.metrics, log, opt.Clock)
+	authFailures := api.NewAuthFailures(w.metrics, log, opt.Clock, cfg.APIAuthFailureBurst)
 	w.api = api.New(api.Deps{Metrics: w.metrics, Logger: log, AuthFailures: authFailures}, api.Config{
 		Addr: cfg.APIAddr, TLSCert: cfg.APITLSCert, TLSKey: cfg.APITLSKey,
 		Credentials: credentials,

@@ -30,6 +30,8 @@ type Config struct {
 	APITLSCert    string        `envconfig:"API_TLS_CERT" desc:"PEM certificate (chain) file of the API listener; with SUTRA_API_TLS_KEY it serves HTTPS (set both or neither)"`
 	APITLSKey     string        `envconfig:"API_TLS_KEY" desc:"PEM private key file of SUTRA_API_TLS_CERT"`
 
+	APIAuthFailureBurst int `envconfig:"API_AUTH_FAILURE_BURST" default:"20" desc:"failed credentials one source address (an IPv4 address, an IPv6 /64) may have at once on the API listener, /oauth/token and the Zeebe gateway, regained at one a second; past them its calls are refused unchecked (429 SUTRA.API.AUTH_THROTTLED, gRPC ResourceExhausted) until one is regained; 0: count and log failures, throttle none (behind a proxy that hides the clients' addresses)"`
+
 	OAuthTokenTTL time.Duration `envconfig:"OAUTH_TOKEN_TTL" default:"1h" desc:"how long an access token from POST /oauth/token lasts (OAuth 2.0 client credentials: the client secret is SUTRA_API_TOKEN or SUTRA_ADMIN_TOKEN, and the token opens that token's routes); whole seconds, at least 1s"`
 
 	APIMaxTasks        int           `envconfig:"API_MAX_TASKS" default:"100" desc:"largest maxTasks a fetchAndLock may ask for"`
