@@ -92,18 +92,6 @@ func CheckText(what, v string) error {
 	return nil
 }
 
-// maxLogged is the most of a caller's text a log line quotes.
-const maxLogged = 256
-
-// Clip is v as a log line may quote it: whole up to maxLogged bytes, else
-// its start and its length, so that no caller writes megabytes to the log.
-func Clip(v string) string {
-	if len(v) <= maxLogged {
-		return v
-	}
-	return fmt.Sprintf("%s… (%d bytes)", strings.ToValidUTF8(v[:maxLogged], ""), len(v))
-}
-
 // CheckInt32 refuses a number of a path or query that the store keeps in
 // a 32-bit column (a version): naming what, rather than letting the
 // driver refuse it with its own words.

@@ -29,6 +29,7 @@ import (
 	"github.com/sutra-run/worker/docs"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/feel"
+	"github.com/sutra-run/worker/internal/clip"
 	"github.com/sutra-run/worker/internal/clock"
 	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/lanes"
@@ -275,7 +276,7 @@ func (w *Worker) publishRelay(ctx context.Context, routingKey, messageID string,
 	}}})[0]
 	if err != nil && fault.Code(err) == "" {
 		// Returned (no queue bound for the routing key) or nacked: not delivered.
-		return fault.Wrap(fault.Unavailable, err, "publishing to %s with routing key %q", w.cfg.RelayExchange, api.Clip(routingKey))
+		return fault.Wrap(fault.Unavailable, err, "publishing to %s with routing key %q", w.cfg.RelayExchange, clip.String(routingKey))
 	}
 	return err
 }

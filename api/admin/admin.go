@@ -36,6 +36,7 @@ import (
 	"github.com/sutra-run/worker/engine"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/feel"
+	"github.com/sutra-run/worker/internal/clip"
 	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/iso8601"
 	"github.com/sutra-run/worker/lanes"
@@ -220,7 +221,7 @@ func (s *API) admin(op string, h func(c *adminCall) (answer, error)) http.Handle
 		if err != nil {
 			p := asProblem(err)
 			if p.status >= http.StatusInternalServerError { // the answer left the cause out
-				s.deps.Logger.Error("admin call failed", "op", op, "path", api.Clip(r.URL.Path), "code", fault.Code(err), "err", err)
+				s.deps.Logger.Error("admin call failed", "op", op, "path", clip.String(r.URL.Path), "code", fault.Code(err), "err", err)
 			}
 			code = p.p.Code
 			if p.p.InstanceID == "" {
