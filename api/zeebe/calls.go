@@ -3,6 +3,7 @@ package zeebe
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -86,7 +87,11 @@ func (g *Gateway) admitToken(md metadata.MD, rpc string) error {
 func (g *Gateway) count(rpc string, err error) {
 	g.deps.Metrics.GatewayRequests.WithLabelValues(rpc, status.Code(err).String()).Inc()
 	if wc := (withCause{}); errors.As(err, &wc) {
-		g.deps.Logger.Error("gateway call failed", "rpc", rpc, "code", fault.Code(wc.cause), "err", wc.cause)
+		level := slog.LevelError
+		if wc.st.Code() == codes.Unavailable { // an outage: /readyz says so too
+			level = slog.LevelWarn
+		}
+		g.deps.Logger.Log(context.Background(), level, "gateway call failed", "rpc", rpc, "code", fault.Code(wc.cause), "err", wc.cause)
 	}
 }
 
@@ -137,7 +142,9 @@ func statusOf(err error) error {
 		return status.Error(codes.ResourceExhausted, msg)
 	case fault.TaskLockLost, fault.TaskNotAssignee, fault.NotWaiting, fault.InstanceExists:
 		return status.Error(codes.FailedPrecondition, msg)
-	case fault.ClaimHeld, fault.StepFenced, fault.Unavailable, fault.Transient:
+	case fault.ClaimHeld, fault.StepFenced:
+		return status.Error(codes.Unavailable, msg)
+	case fault.Unavailable, fault.Transient:
 		// The cause (the driver's or the broker's words) goes to the log.
 		return withCause{status.New(codes.Unavailable, code+": "+fault.Summary(err)+": retry"), err}
 	}

@@ -103,13 +103,6 @@ func (cs *conns) authenticated(addr string) {
 	}
 }
 
-// Open is the number of connections open.
-func (cs *conns) Open() int {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	return len(cs.open)
-}
-
 // limitListener accepts at most conns.max connections at once: one over it
 // is closed at once (its descriptor freed, the client told by the reset),
 // rather than left to hold a descriptor and a goroutine.
