@@ -59,6 +59,9 @@ func (c *Config) setDefaults() {
 type Deps struct {
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
+	// AuthFailures counts and throttles failed credentials (shared with
+	// the Zeebe gateway); nil: neither.
+	AuthFailures *AuthFailures
 }
 
 // TestSignals tell tests what the listener did; inert unless Init'ed.

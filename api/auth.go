@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -169,11 +171,16 @@ func (c Credentials) Admit(token []byte, allowed Scope) (Scope, error) {
 // case-insensitive (RFC 7235).
 func (s *Server) authorize(p Protocol, allowed Scope, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if retry, err := s.deps.AuthFailures.Throttled(SurfaceAPI, r.RemoteAddr); err != nil {
+			s.throttled(w, p, retry, err)
+			return
+		}
 		sc, err := s.cfg.Credentials.Admit(presented(r), allowed)
 		switch code := fault.Code(err); {
 		case err == nil:
 			next(w, r.WithContext(context.WithValue(r.Context(), scopeKey{}, sc)))
 		case code == fault.APIUnauthorized:
+			s.deps.AuthFailures.Failed(SurfaceAPI, r.RemoteAddr)
 			w.Header().Set("WWW-Authenticate", p.Challenge)
 			p.Refuse(w, http.StatusUnauthorized, code, fault.Reason(err)+
 				" (Authorization: Bearer <token>, or HTTP Basic with the token as password)")
@@ -181,6 +188,13 @@ func (s *Server) authorize(p Protocol, allowed Scope, next http.HandlerFunc) htt
 			p.Refuse(w, http.StatusForbidden, code, fault.Reason(err))
 		}
 	}
+}
+
+// throttled refuses a call from a source that failed its credentials too
+// often: 429, Retry-After in whole seconds.
+func (s *Server) throttled(w http.ResponseWriter, p Protocol, retry time.Duration, err error) {
+	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))
+	p.Refuse(w, http.StatusTooManyRequests, fault.Code(err), fault.Reason(err))
 }
 
 // presented is the token a call presents: Bearer, or the password of HTTP

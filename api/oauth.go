@@ -182,8 +182,13 @@ func (s *Server) issueToken(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("grant_type %.64q: this endpoint takes client_credentials only", req.GrantType))
 		return
 	}
+	if retry, err := s.deps.AuthFailures.Throttled(SurfaceOAuth, r.RemoteAddr); err != nil {
+		s.throttled(w, oauthProtocol, retry, err)
+		return
+	}
 	token, sc, err := s.cfg.Credentials.Issue([]byte(req.ClientSecret))
 	if err != nil {
+		s.deps.AuthFailures.Failed(SurfaceOAuth, r.RemoteAddr)
 		if basic {
 			// RFC 6749 §5.2: the scheme the client authenticated with.
 			w.Header().Set("WWW-Authenticate", `Basic realm="sutra"`)

@@ -7,10 +7,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/lanes"
@@ -71,15 +74,42 @@ func DecodeVariables(what string, doc []byte) (map[string]any, error) {
 	return vars, nil
 }
 
-// CheckText refuses an id (or any text used as one) that the store cannot
-// hold or that is longer than lanes.MaxIDBytes; what names it in the reason,
-// which never echoes the text.
+// CheckText is the one rule for an id, a message or signal name and a
+// correlation key, at every surface: it refuses text the store cannot hold
+// (a NUL), that is not UTF-8, or that is longer than lanes.MaxIDBytes (an
+// AMQP short string, where names and ids travel); what names it in the
+// reason, which never echoes the text. Each protocol answers it as its bad
+// request (400 SUTRA.API.INVALID_REQUEST, gRPC InvalidArgument).
 func CheckText(what, v string) error {
 	switch {
+	case len(v) > lanes.MaxIDBytes:
+		return Invalidf("%s is %d bytes long; names and ids are at most %d", what, len(v), lanes.MaxIDBytes)
 	case strings.IndexByte(v, 0) >= 0:
 		return Invalidf("%s holds a NUL character", what)
-	case len(v) > lanes.MaxIDBytes:
-		return Invalidf("%s is %d bytes long; ids are at most %d", what, len(v), lanes.MaxIDBytes)
+	case !utf8.ValidString(v):
+		return Invalidf("%s is not valid UTF-8", what)
+	}
+	return nil
+}
+
+// CheckInt32 refuses a number of a path or query that the store keeps in
+// a 32-bit column (a version): naming what, rather than letting the
+// driver refuse it with its own words.
+func CheckInt32(what string, v int) error {
+	if v > math.MaxInt32 || v < math.MinInt32 {
+		return Invalidf("%s %d is out of range: at most %d", what, v, math.MaxInt32)
+	}
+	return nil
+}
+
+// CheckTTL refuses a message's time to live that is not positive or is
+// longer than lanes.MaxMessageTTL; what names the field.
+func CheckTTL(what string, ttl time.Duration) error {
+	switch {
+	case ttl <= 0:
+		return Invalidf("%s is not positive", what)
+	case ttl > lanes.MaxMessageTTL:
+		return Invalidf("%s is longer than the maximum time to live, P%dD (%d ms)", what, lanes.MaxMessageTTL/(24*time.Hour), lanes.MaxMessageTTL.Milliseconds())
 	}
 	return nil
 }

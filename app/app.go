@@ -30,6 +30,7 @@ import (
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/feel"
 	"github.com/sutra-run/worker/internal/buildinfo"
+	"github.com/sutra-run/worker/internal/clip"
 	"github.com/sutra-run/worker/internal/clock"
 	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/lanes"
@@ -143,6 +144,9 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	if err == nil {
 		err = cfg.checkConnectionLimit(limit, log)
 	}
+	if err == nil {
+		err = cfg.checkDescriptorLimit()
+	}
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -158,7 +162,10 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	armed := func(due time.Time) { w.timers.Armed(due) }
 	credentials := api.Credentials{TaskToken: cfg.APIToken, TaskInsecure: cfg.APIInsecure,
 		AdminToken: cfg.AdminToken, AdminInsecure: cfg.AdminInsecure, TokenTTL: cfg.OAuthTokenTTL, Clock: opt.Clock}
-	w.api = api.New(api.Deps{Metrics: w.metrics, Logger: log}, api.Config{
+	// Failed credentials are counted and throttled per source address
+	// across both listeners.
+	authFailures := api.NewAuthFailures(w.metrics, log, opt.Clock, cfg.APIAuthFailureBurst)
+	w.api = api.New(api.Deps{Metrics: w.metrics, Logger: log, AuthFailures: authFailures}, api.Config{
 		Addr: cfg.APIAddr, TLSCert: cfg.APITLSCert, TLSKey: cfg.APITLSKey,
 		Credentials: credentials,
 		Limits: api.Limits{MaxConns: cfg.APIMaxConns, MaxBody: cfg.APIMaxBody,
@@ -190,9 +197,10 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		FeelLimits: feel.Limits{MaxSteps: cfg.FeelMaxSteps, MaxBytes: cfg.FeelMaxBytes}, NoStepHistory: !cfg.StepHistory,
 	})
 	w.gateway = zeebe.New(zeebe.Deps{Store: st, Lanes: lanesDispatcher{w}, Metrics: w.metrics, Logger: log, PublishRelay: w.publishRelay,
-		Handoff: w.handoff.Relay, Waiters: w.waiters, AcquireDB: w.api.AcquireDB}, zeebe.Config{
+		Handoff: w.handoff.Relay, Waiters: w.waiters, AcquireDB: w.api.AcquireDB, AuthFailures: authFailures, Clock: opt.Clock}, zeebe.Config{
 		Addr: cfg.GatewayAddr, TLSCert: cfg.GatewayTLSCert, TLSKey: cfg.GatewayTLSKey, Credentials: credentials,
 		MaxStreams: cfg.GatewayMaxStreams, MaxJobsToActivate: cfg.GatewayMaxJobs, MaxMessageSize: cfg.GatewayMaxMessageSize,
+		MaxConnections: cfg.GatewayMaxConnections, MaxStreamsPerConnection: cfg.GatewayMaxStreamsPerConnection, AuthTimeout: cfg.GatewayAuthTimeout,
 		PollInterval: cfg.TaskPollInterval, MaxLockDuration: cfg.APIMaxLockDuration,
 		StepTimeout: cfg.StepTimeout, FeelLimits: feel.Limits{MaxSteps: cfg.FeelMaxSteps, MaxBytes: cfg.FeelMaxBytes},
 	})
@@ -282,7 +290,7 @@ func (w *Worker) publishRelay(ctx context.Context, routingKey, messageID string,
 	}}})[0]
 	if err != nil && fault.Code(err) == "" {
 		// Returned (no queue bound for the routing key) or nacked: not delivered.
-		return fault.Wrap(fault.Unavailable, err, "publishing to %s with routing key %q", w.cfg.RelayExchange, routingKey)
+		return fault.Wrap(fault.Unavailable, err, "publishing to %s with routing key %q", w.cfg.RelayExchange, clip.String(routingKey))
 	}
 	return err
 }

@@ -30,6 +30,8 @@ type Config struct {
 	APITLSCert    string        `envconfig:"API_TLS_CERT" desc:"PEM certificate (chain) file of the API listener; with SUTRA_API_TLS_KEY it serves HTTPS (set both or neither)"`
 	APITLSKey     string        `envconfig:"API_TLS_KEY" desc:"PEM private key file of SUTRA_API_TLS_CERT"`
 
+	APIAuthFailureBurst int `envconfig:"API_AUTH_FAILURE_BURST" default:"20" desc:"failed credentials one source address (an IPv4 address, an IPv6 /64) may have at once on the API listener, /oauth/token and the Zeebe gateway, regained at one a second; past them its calls are refused unchecked (429 SUTRA.API.AUTH_THROTTLED, gRPC ResourceExhausted) until one is regained; 0: count and log failures, throttle none (behind a proxy that hides the clients' addresses)"`
+
 	OAuthTokenTTL time.Duration `envconfig:"OAUTH_TOKEN_TTL" default:"1h" desc:"how long an access token from POST /oauth/token lasts (OAuth 2.0 client credentials: the client secret is SUTRA_API_TOKEN or SUTRA_ADMIN_TOKEN, and the token opens that token's routes); whole seconds, at least 1s"`
 
 	APIMaxTasks        int           `envconfig:"API_MAX_TASKS" default:"100" desc:"largest maxTasks a fetchAndLock may ask for"`
@@ -47,12 +49,15 @@ type Config struct {
 	APIMaxScan          int           `envconfig:"API_MAX_SCAN" default:"5000" desc:"most instances one page of GET /v1/instances walks to check the filters no index serves (version, status, incident, a variable, creation time), and one page of a version's element statistics may count (500 unless it asks); past it the page answers what it found and the cursor to go on"`
 	APIMaxRetryTimeout  time.Duration `envconfig:"API_MAX_RETRY_TIMEOUT" default:"24h" desc:"longest retryTimeout a task failure may ask for (400 SUTRA.API.INVALID_REQUEST)"`
 
-	GatewayAddr           string `envconfig:"GATEWAY_ADDR" default:":26500" desc:"listen address of the Zeebe gateway (gRPC; Camunda 8 clients, zbctl); it takes the tokens of the API listener; empty: no gateway"`
-	GatewayTLSCert        string `envconfig:"GATEWAY_TLS_CERT" desc:"PEM certificate (chain) file of the Zeebe gateway; with SUTRA_GATEWAY_TLS_KEY it serves TLS (set both or neither)"`
-	GatewayTLSKey         string `envconfig:"GATEWAY_TLS_KEY" desc:"PEM private key file of SUTRA_GATEWAY_TLS_CERT"`
-	GatewayMaxStreams     int    `envconfig:"GATEWAY_MAX_STREAMS" default:"256" desc:"job streams and ActivateJobs long polls open at once on this replica's Zeebe gateway, and apart from them CreateProcessInstanceWithResult calls waiting for their end; one over it is refused (ResourceExhausted)"`
-	GatewayMaxJobs        int    `envconfig:"GATEWAY_MAX_JOBS" default:"1000" desc:"largest maxJobsToActivate an ActivateJobs may ask for (ResourceExhausted)"`
-	GatewayMaxMessageSize int    `envconfig:"GATEWAY_MAX_MESSAGE_SIZE" default:"4194304" desc:"largest gRPC request message in bytes the Zeebe gateway reads (ResourceExhausted)"`
+	GatewayAddr                    string        `envconfig:"GATEWAY_ADDR" default:":26500" desc:"listen address of the Zeebe gateway (gRPC; Camunda 8 clients, zbctl); it takes the tokens of the API listener; empty: no gateway"`
+	GatewayTLSCert                 string        `envconfig:"GATEWAY_TLS_CERT" desc:"PEM certificate (chain) file of the Zeebe gateway; with SUTRA_GATEWAY_TLS_KEY it serves TLS (set both or neither)"`
+	GatewayTLSKey                  string        `envconfig:"GATEWAY_TLS_KEY" desc:"PEM private key file of SUTRA_GATEWAY_TLS_CERT"`
+	GatewayMaxStreams              int           `envconfig:"GATEWAY_MAX_STREAMS" default:"256" desc:"job streams and ActivateJobs long polls open at once on this replica's Zeebe gateway, and apart from them CreateProcessInstanceWithResult calls waiting for their end; one over it is refused (ResourceExhausted)"`
+	GatewayMaxJobs                 int           `envconfig:"GATEWAY_MAX_JOBS" default:"1000" desc:"largest maxJobsToActivate an ActivateJobs may ask for (ResourceExhausted)"`
+	GatewayMaxMessageSize          int           `envconfig:"GATEWAY_MAX_MESSAGE_SIZE" default:"4194304" desc:"largest gRPC request message in bytes the Zeebe gateway reads (ResourceExhausted)"`
+	GatewayMaxConnections          int           `envconfig:"GATEWAY_MAX_CONNECTIONS" default:"1024" desc:"open connections of the Zeebe gateway; one over it is closed at once (sutra_gateway_connections_refused_total); with SUTRA_API_MAX_CONNS it must leave the process's descriptor limit room for the pool and the other listeners, or the start is refused"`
+	GatewayMaxStreamsPerConnection int           `envconfig:"GATEWAY_MAX_STREAMS_PER_CONNECTION" default:"128" desc:"concurrent gRPC streams of one Zeebe gateway connection; one over it is refused (REFUSED_STREAM)"`
+	GatewayAuthTimeout             time.Duration `envconfig:"GATEWAY_AUTH_TIMEOUT" default:"5s" desc:"a Zeebe gateway connection on which no call presented valid credentials within it is closed"`
 
 	MaxVariablesBytes   int `envconfig:"MAX_VARIABLES_BYTES" default:"4194304" desc:"largest an instance's variables may grow, in bytes of JSON; a step past it is refused, nothing written (SUTRA.RUNTIME.STEP.TOO_LARGE: a relay is dead-lettered, an admin call answered 422)"`
 	SignalBroadcastPage int `envconfig:"SIGNAL_BROADCAST_PAGE" default:"1000" desc:"signal subscriptions one transaction of a signal broadcast reads and relays; a broadcast to more goes page by page"`

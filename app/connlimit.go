@@ -3,6 +3,7 @@ package app
 import (
 	"fmt"
 	"log/slog"
+	"syscall"
 
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/store"
@@ -24,6 +25,42 @@ func (c Config) checkConnectionLimit(l store.ConnectionLimit, log *slog.Logger) 
 			"code", fault.ConfigInvalid, "replicas", l.Replicas, "pool", size, "connections", total,
 			"max_connections", l.Max, "reserved", l.Reserved,
 			"detail", fmt.Sprintf("%d replicas × %d = %d connections > max_connections %d (less %d reserved)", l.Replicas, size, total, l.Max, l.Reserved))
+	}
+	return nil
+}
+
+// descriptorReserve is what the process keeps beside the listeners'
+// connections and the pool: the listeners themselves, the metrics
+// listener's connections (/readyz, /metrics), the broker connections, log
+// files and what the runtime opens.
+const descriptorReserve = 128
+
+// checkDescriptorLimit refuses caps of connections that could together
+// take every file descriptor the process may open (RLIMIT_NOFILE, which Go
+// raises to its hard limit at start): the API listener's
+// (SUTRA_API_MAX_CONNS), the Zeebe gateway's (SUTRA_GATEWAY_MAX_CONNECTIONS),
+// the database pool and descriptorReserve. Within it, a full gateway or API
+// listener leaves /readyz and /metrics answering and the pool connecting.
+func (c Config) checkDescriptorLimit() error {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return nil // not knowable here: nothing to check against
+	}
+	return c.fitsDescriptors(lim.Cur)
+}
+
+func (c Config) fitsDescriptors(limit uint64) error {
+	var conns int
+	if c.APIAddr != "" {
+		conns += c.APIMaxConns
+	}
+	if c.GatewayAddr != "" {
+		conns += c.GatewayMaxConnections
+	}
+	need := uint64(conns + c.PoolSize() + descriptorReserve)
+	if need > limit {
+		return fault.New(fault.ConfigInvalid, "SUTRA_API_MAX_CONNS (%d) and SUTRA_GATEWAY_MAX_CONNECTIONS (%d) with the pool (%d) and %d descriptors kept for the other listeners need %d file descriptors, over this process's limit %d: lower them or raise the limit (ulimit -n)",
+			c.APIMaxConns, c.GatewayMaxConnections, c.PoolSize(), descriptorReserve, need, limit)
 	}
 	return nil
 }

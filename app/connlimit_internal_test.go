@@ -32,3 +32,22 @@ func TestTheConnectionCheckRefusesAPoolTooLargeAndWarnsOfReplicasTimesPoolOverTh
 		t.Fatalf("three replicas that fit: %v, logged %q", err, logged)
 	}
 }
+
+// The listeners' connection caps, the pool and the reserve must fit the
+// descriptor limit: a full gateway must leave /readyz, /metrics and the
+// pool their descriptors.
+func TestTheDescriptorCheckRefusesCapsThatLeaveTheOtherListenersNoRoom(t *testing.T) {
+	c := Config{Lanes: 10, APIAddr: ":8080", APIMaxConns: 1024, GatewayAddr: ":26500", GatewayMaxConnections: 1024}
+	need := uint64(2048 + c.PoolSize() + descriptorReserve)
+	if err := c.fitsDescriptors(need); err != nil {
+		t.Errorf("caps that fit refused: %v", err)
+	}
+	err := c.fitsDescriptors(need - 1)
+	if fault.Code(err) != fault.ConfigInvalid || !strings.Contains(err.Error(), "SUTRA_GATEWAY_MAX_CONNECTIONS (1024)") {
+		t.Errorf("caps over the limit: %v", err)
+	}
+	c.GatewayAddr = "" // no gateway: its cap takes nothing
+	if err := c.fitsDescriptors(need - 1); err != nil {
+		t.Errorf("without a gateway: %v", err)
+	}
+}

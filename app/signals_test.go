@@ -1,8 +1,10 @@
 package app_test
 
 import (
+	"fmt"
 	"testing"
 
+	"github.com/sutra-run/worker/app"
 	"github.com/sutra-run/worker/internal/testkit"
 )
 
@@ -92,6 +94,63 @@ func TestASignalEndEventReachesAnotherWaitingInstance(t *testing.T) {
 	})
 	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'c-1' AND variables->>'from' = 't-1'"); n != 1 {
 		t.Errorf("c-1 did not get the thrower's variables")
+	}
+	b.env.AssertNoOverlap(t, false)
+	b.env.AssertNoClaimsHeld(t)
+}
+
+// A broadcast cut short between two pages (the process died; here the
+// database refuses the second page) was recorded before it began: once
+// its hold lapses, a restarted worker's outbox publisher sends it and the
+// relay path finishes it under the same id. Every waiting instance
+// completes, each reached once.
+func TestABroadcastCutShortIsFinishedAfterARestart(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, func(c *app.Config) { c.SignalBroadcastPage = 2 })
+	b.env.Deploy(t, "testdata/signals.bpmn")
+	ids := map[string]string{}
+	for i := range 5 {
+		ids[fmt.Sprintf("c-%d", i)] = "sig-catch"
+	}
+	b.startWaiting(t, 5, ids)
+	ctx := testkit.Ctx(t)
+	// The crash: the second page's first relay fails its insert.
+	if _, err := b.env.DB.Exec(ctx, `CREATE FUNCTION crash() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+		IF NEW.id LIKE 'signal:cut:%' AND (SELECT count(*) FROM outbox WHERE id LIKE 'signal:cut:%') >= 2 THEN
+			RAISE EXCEPTION 'injected crash';
+		END IF;
+		RETURN NEW; END $$;
+		CREATE TRIGGER crash BEFORE INSERT ON outbox FOR EACH ROW EXECUTE FUNCTION crash()`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.w.Store().RecordAndBroadcastSignal(ctx, "cut", "alarm", nil); err == nil {
+		t.Fatal("the broadcast survived its crash")
+	}
+	b.waitCommitted(t, "the first page applied", func() bool { return b.signalStatus(t, "sig-catch", "completed") == 2 })
+	b.stop(t, b.w)
+	if _, err := b.env.DB.Exec(ctx, `DROP TRIGGER crash ON outbox`); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.env.Int(t, `SELECT count(*) FROM outbox WHERE id = 'cut' AND published_at IS NULL`); n != 1 {
+		t.Fatalf("the broadcast is not recorded (%d rows)", n)
+	}
+	// Its hold lapsed: a row is made due by writing it so.
+	if _, err := b.env.DB.Exec(ctx, `UPDATE outbox SET locked_until = now() - interval '1 second' WHERE id = 'cut'`); err != nil {
+		t.Fatal(err)
+	}
+	b.start(t, nil)
+	b.w.Outbox().Wake()
+	b.waitCommitted(t, "every waiting instance completed", func() bool { return b.signalStatus(t, "sig-catch", "completed") == 5 })
+	if n := b.env.Int(t, `SELECT count(*) FROM outbox WHERE id LIKE 'signal:cut:%'`); n != 5 {
+		t.Errorf("%d relays of the broadcast, want one per waiting instance", n)
+	}
+	// Sent again by a caller, it writes nothing twice.
+	reach, err := b.w.Store().RecordAndBroadcastSignal(ctx, "cut", "alarm", nil)
+	if err != nil || reach.Subscriptions != 0 {
+		t.Fatalf("the retry reached %+v, %v", reach, err)
+	}
+	if n := b.env.Int(t, `SELECT count(*) FROM outbox WHERE id LIKE 'signal:cut:%'`); n != 5 {
+		t.Errorf("%d relays once retried, want 5", n)
 	}
 	b.env.AssertNoOverlap(t, false)
 	b.env.AssertNoClaimsHeld(t)

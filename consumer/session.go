@@ -11,6 +11,7 @@ import (
 	"github.com/sutra-run/worker/broker"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/backoff"
+	"github.com/sutra-run/worker/internal/clip"
 	"github.com/sutra-run/worker/lanes"
 	"github.com/sutra-run/worker/metrics"
 )
@@ -252,7 +253,7 @@ func (s *session) deadLetter(d *amqp.Delivery, instanceID string, cause error) {
 		s.forgetFailures(d)
 	}
 	s.answerAck(d, metrics.OutcomeDeadLettered, &DeadLetter{MessageID: d.MessageId, Code: code})
-	log.Warn("relay dead-lettered", "message_id", d.MessageId, "instance_id", instanceID, "code", code, "reason", fault.Reason(cause))
+	log.Warn("relay dead-lettered", "message_id", d.MessageId, "instance_id", instanceID, "code", code, "reason", clip.String(fault.Reason(cause)))
 }
 
 // delayed is a delivery waiting for its requeue.

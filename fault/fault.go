@@ -71,6 +71,10 @@ const (
 	// A call refused because the replica is at a cap of its API (request
 	// bytes being read, database connections of API calls): 503, retry.
 	APIBusy = "SUTRA.API.BUSY"
+	// A call from an address whose credentials failed too often lately
+	// (429 Retry-After, gRPC ResourceExhausted), refused before its token
+	// is checked.
+	APIAuthThrottled = "SUTRA.API.AUTH_THROTTLED"
 	// The admin API: off (no token and not explicitly insecure); the thing
 	// named does not exist.
 	AdminDisabled = "SUTRA.ADMIN.DISABLED"
@@ -174,6 +178,19 @@ func Code(err error) string {
 
 // HasCode reports whether err carries code.
 func HasCode(err error, code string) bool { return Code(err) == code }
+
+// Summary is err's own sentence without its code and without its cause:
+// what the worker was doing, in its words. An answer quotes it where the
+// cause may be a driver's or a server's words (a statement, a value, an
+// address); the log keeps the whole error. An error without a code has no
+// sentence of its own: "".
+func Summary(err error) string {
+	var e *Error
+	if !errors.As(err, &e) {
+		return ""
+	}
+	return e.Msg
+}
 
 // Reason is the human sentence of err without its code prefix.
 func Reason(err error) string {

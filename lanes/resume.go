@@ -143,10 +143,17 @@ type Definitions interface {
 	Process(ctx context.Context, key string, version int) (*bpmn.Process, error)
 }
 
-// MaxIDBytes caps an instance or message id that a relay or an API call
-// names: longer ones are refused, never stored or logged whole. 255 is the
-// most an AMQP message_id (a short string) can carry.
+// MaxIDBytes caps an instance or message id, a message name or a
+// correlation key that a relay or an API call names: longer ones are
+// refused, never stored or logged whole. 255 is the most an AMQP short
+// string (a message_id, a routing key) can carry: a longer one makes the
+// broker close the publishing connection.
 const MaxIDBytes = 255
+
+// MaxMessageTTL is the longest a message published through an API may stay
+// buffered for a subscription to open (its ttl, Zeebe's timeToLive): one
+// year. Longer is refused at the call, never accepted and dropped later.
+const MaxMessageTTL = 365 * 24 * time.Hour
 
 // InstanceIDFor derives a UUID-shaped instance id from a relay message id,
 // so that a redelivered start finds the instance it started.

@@ -63,13 +63,17 @@ type Metrics struct {
 
 	AdminRequests      *prometheus.CounterVec
 	APIBusy            *prometheus.CounterVec
+	APIAuthFailures    *prometheus.CounterVec
 	APILongPolls       prometheus.Gauge
 	APILongPollsOver   prometheus.Counter
 	MigrationInstances *prometheus.CounterVec
 
 	GatewayRequests *prometheus.CounterVec
-	GatewayStreams  prometheus.Gauge
-	JobActivation   *prometheus.HistogramVec
+	// GatewayConnectionsRefused counts connections closed at once because
+	// SUTRA_GATEWAY_MAX_CONNECTIONS were open.
+	GatewayConnectionsRefused prometheus.Counter
+	GatewayStreams            prometheus.Gauge
+	JobActivation             *prometheus.HistogramVec
 
 	ClaimsSwept      prometheus.Counter
 	LeaseHeld        *prometheus.GaugeVec
@@ -197,6 +201,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "sutra_api_busy_total",
 		Help: "API calls refused with 503 SUTRA.API.BUSY, by the cap they found full (max_bytes_in_flight, max_db_conns).",
 	}, []string{"cap"})
+	m.APIAuthFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sutra_api_auth_failures_total",
+		Help: "Calls refused for their credentials (no valid token, a wrong client secret) and calls refused unchecked from an address that failed too often (throttled), by surface (api, oauth, gateway).",
+	}, []string{"surface"})
 	m.APILongPolls = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "sutra_api_long_polls",
 		Help: "Long polls (fetchAndLock with asyncResponseTimeout) waiting for tasks on this replica.",
@@ -209,6 +217,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "sutra_gateway_requests_total",
 		Help: "Calls of the Zeebe gateway (gRPC), by RPC and gRPC status code name (OK, NotFound, ResourceExhausted, ...).",
 	}, []string{"rpc", "code"})
+	m.GatewayConnectionsRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sutra_gateway_connections_refused_total",
+		Help: "Connections the Zeebe gateway closed at once because SUTRA_GATEWAY_MAX_CONNECTIONS were open.",
+	})
 	m.GatewayStreams = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "sutra_gateway_streams_open",
 		Help: "Job streams (StreamActivatedJobs) and ActivateJobs long polls open on this replica's Zeebe gateway.",
@@ -301,7 +313,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.Relays, m.RelayRequeues, m.ClaimBounces, m.StepDuration, m.BatchSteps, m.LaneDepth, m.LaneWait, m.StepsFenced, m.LanePanics,
 		m.TimersFired, m.TimerDeferrals, m.TimersStale, m.TimerFireLag,
 		m.TasksLocked, m.TasksCompleted, m.TasksLockExpired, m.TaskWait, m.TaskFastPath, m.AdminRequests, m.MigrationInstances,
-		m.APIBusy, m.APILongPolls, m.APILongPollsOver, m.GatewayRequests, m.GatewayStreams, m.JobActivation,
+		m.APIBusy, m.APIAuthFailures, m.APILongPolls, m.APILongPollsOver, m.GatewayRequests, m.GatewayConnectionsRefused, m.GatewayStreams, m.JobActivation,
 		m.ClaimsSwept, m.LeaseHeld, m.InboxTrimmed, m.BufferedConsumed, m.BufferedExpired,
 		m.OutboxPublished, m.OutboxPublishErrors, m.OutboxLag, m.OutboxBacklog, m.OutboxParked, m.OutboxParkedRows, m.OutboxTrimmed,
 		m.ClaimOldestAge, m.DeadLetterMessages, m.IncidentsOpen, m.TasksOpen, m.DeadLetters)

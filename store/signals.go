@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -139,6 +140,51 @@ func (s *Store) BroadcastSignal(ctx context.Context, id, name string, vars map[s
 		s.notifyOutbox(&outboxWrites{rows: w.rows + written})
 	}
 	return reach, translate(err, "starting on signal "+name)
+}
+
+// BroadcastHold is how long a broadcast a call asked for is left to the
+// call before the outbox publisher may send its recorded relay
+// (RecordAndBroadcastSignal): past it, the call is taken as cut short (a
+// crash) and its broadcast is finished from the relay.
+const BroadcastHold = 30 * time.Second
+
+// recordBroadcastSQL records broadcast $1 of $2 (a broadcast relay body)
+// as an outbox relay held for $3: no publisher leases it before (a row
+// with no holder and locked_until ahead is backing off), and the call that
+// recorded it deletes it once its broadcast is done. Recorded again (a
+// retry of the same id), it keeps the first row.
+const recordBroadcastSQL = `INSERT INTO outbox (id, instance_id, message_name, target, routing_key, body, locked_until)
+VALUES ($1, '', 'relay', 'relay', '` + SignalRouting + `', $2, now() + $3::interval)
+ON CONFLICT (id) DO NOTHING`
+
+// RecordAndBroadcastSignal is BroadcastSignal for a call that answers
+// when it ends (POST /v1/signals, the Zeebe gateway): it first records the
+// broadcast durably, as the broadcast relay a step's signal throw writes,
+// held for BroadcastHold, then broadcasts, then forgets the relay. If the
+// broadcast is cut short (the process dies, the database fails between two
+// pages), the relay is published once the hold lapses and the relay path
+// finishes the broadcast under the same id (SignalBroadcast): the pages
+// already written are not written twice, the subscriptions still open are
+// reached. A retry of the call with the same id is as safe.
+func (s *Store) RecordAndBroadcastSignal(ctx context.Context, id, name string, vars map[string]any) (SignalReach, error) {
+	if vars == nil {
+		vars = map[string]any{}
+	}
+	body, err := json.Marshal(signalBody{Signal: SignalRelay{Name: name, Broadcast: true}, Variables: vars})
+	if err != nil {
+		return SignalReach{}, fmt.Errorf("encoding signal %s: %w", name, err)
+	}
+	if _, err := s.pool.Exec(ctx, recordBroadcastSQL, id, body, BroadcastHold); err != nil {
+		return SignalReach{}, translate(err, "recording the broadcast of signal "+name)
+	}
+	reach, err := s.BroadcastSignal(ctx, id, name, vars)
+	if err != nil {
+		return reach, err // the recorded relay finishes it
+	}
+	// Not yet leased by a publisher: no one needs it. Leased (the hold
+	// lapsed), it is sent, and the relay path finds nothing left to write.
+	_, err = s.pool.Exec(ctx, `DELETE FROM outbox WHERE id = $1 AND published_at IS NULL AND locked_by IS NULL`, id)
+	return reach, translate(err, "forgetting the recorded broadcast of signal "+name)
 }
 
 // SignalStartID is the message id of the relay that starts definition key

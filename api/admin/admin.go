@@ -36,6 +36,7 @@ import (
 	"github.com/sutra-run/worker/engine"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/feel"
+	"github.com/sutra-run/worker/internal/clip"
 	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/iso8601"
 	"github.com/sutra-run/worker/lanes"
@@ -70,7 +71,7 @@ type Store interface {
 	ListParkedOutbox(ctx context.Context, f store.ParkedFilter) ([]adminapi.ParkedMessage, error)
 	RetryParkedOutbox(ctx context.Context, id string) error
 	DiscardParkedOutbox(ctx context.Context, id string) error
-	BroadcastSignal(ctx context.Context, id, name string, vars map[string]any) (store.SignalReach, error)
+	RecordAndBroadcastSignal(ctx context.Context, id, name string, vars map[string]any) (store.SignalReach, error)
 	StepHistory(ctx context.Context, id string, before int64, limit int) ([]adminapi.HistoryStep, error)
 	ReadInstance(ctx context.Context, id string) (store.Instance, error)
 }
@@ -219,8 +220,8 @@ func (s *API) admin(op string, h func(c *adminCall) (answer, error)) http.Handle
 		code := "OK"
 		if err != nil {
 			p := asProblem(err)
-			if p.status == http.StatusInternalServerError {
-				s.deps.Logger.Error("admin call failed", "op", op, "path", r.URL.Path, "code", fault.Code(err), "err", err)
+			if p.status >= http.StatusInternalServerError { // the answer left the cause out
+				s.deps.Logger.Error("admin call failed", "op", op, "path", clip.String(r.URL.Path), "code", fault.Code(err), "err", err)
 			}
 			code = p.p.Code
 			if p.p.InstanceID == "" {
@@ -317,6 +318,9 @@ func (s *API) listDecisions(c *adminCall) (answer, error) {
 		if i < 1 || err != nil {
 			return answer{}, api.Invalidf("after %q is not a decision cursor (id:version)", after)
 		}
+		if err := api.CheckInt32("after's version", v); err != nil {
+			return answer{}, err
+		}
 		f.AfterID, f.AfterVersion = after[:i], v
 	}
 	list, err := s.deps.Store.ListDecisions(c.r.Context(), f)
@@ -324,6 +328,16 @@ func (s *API) listDecisions(c *adminCall) (answer, error) {
 		return answer{}, err
 	}
 	return pageOf("decisions", list, limit, func(d adminapi.Decision) string { return d.DecisionID + ":" + strconv.Itoa(d.Version) }), nil
+}
+
+// pathVersion is the version a path names: 404 when it is no number, 400
+// when it is out of the store's range.
+func pathVersion(c *adminCall) (int, error) {
+	v, err := strconv.Atoi(c.r.PathValue("version"))
+	if err != nil {
+		return 0, refuse(http.StatusNotFound, fault.AdminNotFound, "no such version")
+	}
+	return v, api.CheckInt32("version", v)
 }
 
 func (s *API) definitions(c *adminCall) (answer, error) {
@@ -335,9 +349,9 @@ func (s *API) definitions(c *adminCall) (answer, error) {
 }
 
 func (s *API) definitionXML(c *adminCall) (answer, error) {
-	v, err := strconv.Atoi(c.r.PathValue("version"))
+	v, err := pathVersion(c)
 	if err != nil {
-		return answer{}, refuse(http.StatusNotFound, fault.AdminNotFound, "no such version")
+		return answer{}, err
 	}
 	xml, err := s.deps.Store.DefinitionXML(c.r.Context(), c.r.PathValue("key"), v)
 	return answer{status: http.StatusOK, raw: []byte(xml), contentType: "application/xml"}, err
@@ -362,9 +376,9 @@ func (s *API) whoami(c *adminCall) (answer, error) {
 const statisticsPage = 500
 
 func (s *API) statistics(c *adminCall) (answer, error) {
-	v, err := strconv.Atoi(c.r.PathValue("version"))
+	v, err := pathVersion(c)
 	if err != nil {
-		return answer{}, refuse(http.StatusNotFound, fault.AdminNotFound, "no such version")
+		return answer{}, err
 	}
 	limit := min(statisticsPage, s.cfg.MaxScan)
 	if l := c.r.URL.Query().Get("limit"); l != "" {
@@ -391,6 +405,9 @@ func (s *API) statistics(c *adminCall) (answer, error) {
 func (s *API) startInstance(c *adminCall) (answer, error) {
 	var req adminapi.StartRequest
 	if err := api.Decode(c.r, &req); err != nil {
+		return answer{}, err
+	}
+	if err := api.CheckInt32("version", req.Version); err != nil {
 		return answer{}, err
 	}
 	if req.Definition == "" || req.Version < 0 {
@@ -465,6 +482,9 @@ func (s *API) listInstances(c *adminCall) (answer, error) {
 	if v := q.Get("version"); v != "" {
 		if f.Version, err = strconv.Atoi(v); err != nil || f.Version < 1 {
 			return answer{}, api.Invalidf("version %q is not a positive number", v)
+		}
+		if err := api.CheckInt32("version", f.Version); err != nil {
+			return answer{}, err
 		}
 	}
 	if f.Variable = q.Get("variable"); f.Variable != "" {
@@ -545,6 +565,9 @@ func migrateRequest(c *adminCall) (adminapi.MigrateRequest, error) {
 	if req.TargetVersion < 1 {
 		return req, api.Invalidf("target_version is required")
 	}
+	if err := api.CheckInt32("target_version", req.TargetVersion); err != nil {
+		return req, err
+	}
 	return req, nil
 }
 
@@ -567,6 +590,14 @@ func (s *API) startMigration(c *adminCall) (answer, error) {
 	var req adminapi.MigrationRequest
 	if err := api.Decode(c.r, &req); err != nil {
 		return answer{}, err
+	}
+	for _, f := range [...]struct {
+		name string
+		v    int
+	}{{"from_version", req.FromVersion}, {"to_version", req.ToVersion}} {
+		if err := api.CheckInt32(f.name, f.v); err != nil {
+			return answer{}, err
+		}
 	}
 	if req.Definition == "" || req.FromVersion < 1 || req.ToVersion < 1 {
 		return answer{}, api.Invalidf("definition, from_version and to_version are required")
@@ -617,6 +648,9 @@ func (s *API) retryIncident(c *adminCall) (answer, error) {
 	id, err := strconv.ParseInt(c.r.PathValue("id"), 10, 64)
 	if err != nil || req.Retries < 0 {
 		return answer{}, refuse(http.StatusNotFound, fault.AdminNotFound, "no such incident")
+	}
+	if err := api.CheckInt32("retries", req.Retries); err != nil {
+		return answer{}, err
 	}
 	inc, err := s.deps.Store.IncidentByID(c.r.Context(), id)
 	if err != nil {
@@ -681,8 +715,23 @@ func PublishMessage(ctx context.Context, publish func(ctx context.Context, routi
 	case req.CorrelationKey != "" && req.InstanceID != "":
 		return "", api.Invalidf("name correlation_key or instance_id, not both")
 	}
-	for name, id := range map[string]string{"instance_id": req.InstanceID, "message_id": req.MessageID, "correlation_key": req.CorrelationKey} {
-		if err := api.CheckText(name, id); err != nil {
+	// The name is the relay's routing key and the id its message_id, both
+	// AMQP short strings: checked here, before anything reaches the broker.
+	for _, f := range [...]struct{ name, v string }{{"message", req.Message}, {"instance_id", req.InstanceID},
+		{"message_id", req.MessageID}, {"correlation_key", req.CorrelationKey}} {
+		if err := api.CheckText(f.name, f.v); err != nil {
+			return "", err
+		}
+	}
+	if req.TTL != "" {
+		// Checked as the consumer will read it, so that a message is never
+		// accepted here and dead-lettered there.
+		d, err := iso8601.ParseDuration(req.TTL)
+		if err != nil {
+			return "", api.Invalidf("ttl is not an ISO 8601 duration (PT30S, P1D)")
+		}
+		now := time.Now()
+		if err := api.CheckTTL("ttl", d.AddTo(now).Sub(now)); err != nil {
 			return "", err
 		}
 	}
@@ -711,11 +760,19 @@ func (s *API) broadcastSignal(c *adminCall) (answer, error) {
 	if req.Name == "" {
 		return answer{}, api.Invalidf("name is required")
 	}
-	if err := api.CheckText("name", req.Name); err != nil {
-		return answer{}, err
+	for _, f := range [...]struct{ name, v string }{{"name", req.Name}, {"signal_id", req.SignalID}} {
+		if err := api.CheckText(f.name, f.v); err != nil {
+			return answer{}, err
+		}
 	}
-	id := api.NewID()
-	reach, err := s.deps.Store.BroadcastSignal(c.r.Context(), id, req.Name, req.Variables)
+	id := req.SignalID
+	if id == "" {
+		id = api.NewID()
+	}
+	// Recorded before the answer: a broadcast cut short by a crash is
+	// finished after it, and a retry with the same signal_id writes
+	// nothing twice.
+	reach, err := s.deps.Store.RecordAndBroadcastSignal(c.r.Context(), id, req.Name, req.Variables)
 	if err != nil {
 		return answer{}, err
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/sutra-run/worker/api"
@@ -68,6 +67,9 @@ func (s *API) evaluate(c *adminCall) (answer, error) {
 	if err := s.decodeAdmin(c, &req); err != nil {
 		return answer{}, err
 	}
+	if err := api.CheckInt32("version", req.Version); err != nil {
+		return answer{}, err
+	}
 	if req.Version < 0 {
 		return answer{}, api.Invalidf("version, when set, is positive")
 	}
@@ -108,9 +110,9 @@ func (s *API) evaluate(c *adminCall) (answer, error) {
 // what the console draws its table from.
 func (s *API) decisionXML(c *adminCall) (answer, error) {
 	id := c.r.PathValue("id")
-	version, err := strconv.Atoi(c.r.PathValue("version"))
+	version, err := pathVersion(c)
 	if err != nil {
-		return answer{}, refuse(http.StatusNotFound, fault.AdminNotFound, "no such version")
+		return answer{}, err
 	}
 	xml, err := s.deps.Store.DecisionXML(c.r.Context(), id, version)
 	if isNotFound(err) {

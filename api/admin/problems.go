@@ -49,7 +49,8 @@ func asProblem(err error) *apiError {
 		p.p.ElementID = quoted(fault.Reason(err))
 		return p
 	case code == fault.Unavailable, code == fault.Transient, code == fault.StepFenced:
-		return refuse(http.StatusServiceUnavailable, fault.Unavailable, fault.Reason(err))
+		// Its cause (the driver's or the broker's words) goes to the log.
+		return refuse(http.StatusServiceUnavailable, fault.Unavailable, fault.Summary(err)+": retry")
 	case code != "":
 		return refuse(http.StatusUnprocessableEntity, code, fault.Reason(err))
 	}

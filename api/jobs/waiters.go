@@ -23,6 +23,11 @@ import (
 	"github.com/sutra-run/worker/store"
 )
 
+// MaxLongPoll is the longest a long poll of either protocol waits for
+// tasks: /engine-rest's cap on asyncResponseTimeout (Camunda's), and where
+// the Zeebe gateway cuts a longer requestTimeout.
+const MaxLongPoll = 30 * time.Minute
+
 // Counter is what the look needs from the database (*store.Store).
 type Counter interface {
 	CountFetchable(ctx context.Context, asks []store.TopicLock, limits []int) ([]int, error)

@@ -13,6 +13,7 @@ import (
 	"github.com/sutra-run/worker/api"
 	"github.com/sutra-run/worker/api/jobs"
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/internal/clip"
 	"github.com/sutra-run/worker/store"
 )
 
@@ -96,7 +97,7 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case fault.Code(err) == fault.Unavailable || fault.Code(err) == fault.Transient || r.Context().Err() != nil:
 		writeError(w, http.StatusServiceUnavailable, "RestException", fault.Unavailable, fault.Reason(err))
 	default:
-		a.deps.Logger.Error("task API call failed", "path", r.URL.Path, "code", fault.Code(err), "err", err)
+		a.deps.Logger.Error("task API call failed", "path", clip.String(r.URL.Path), "code", fault.Code(err), "err", err)
 		writeError(w, http.StatusInternalServerError, "RestException", fault.StepFailed, "the call failed; the worker's log has the reason")
 	}
 }

@@ -42,7 +42,7 @@ type Config struct {
 	// MaxTopics caps the topics of one fetchAndLock (default 100); its body
 	// is capped by FetchBodyLimit.
 	MaxTopics int
-	// MaxAsyncResponseTimeout caps a long poll (default 30 min, Camunda's cap).
+	// MaxAsyncResponseTimeout caps a long poll (default jobs.MaxLongPoll).
 	MaxAsyncResponseTimeout time.Duration
 	// MaxLongPolls caps the long polls waiting at once (default 256). A
 	// long poll over it is served as a fetch that does not wait: it answers
@@ -62,7 +62,7 @@ type Config struct {
 func (c *Config) setDefaults() {
 	defaults.Set(&c.MaxTasks, 100)
 	defaults.Set(&c.MaxTopics, 100)
-	defaults.Set(&c.MaxAsyncResponseTimeout, 30*time.Minute)
+	defaults.Set(&c.MaxAsyncResponseTimeout, jobs.MaxLongPoll)
 	defaults.Set(&c.MaxLongPolls, 256)
 	defaults.Set(&c.MaxLockDuration, 24*time.Hour)
 	defaults.Set(&c.MaxRetryTimeout, 24*time.Hour)

@@ -3,6 +3,7 @@ package zeebe
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -62,18 +63,17 @@ func (g *Gateway) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.St
 // admit checks the call's `authorization: Bearer <token>` metadata with
 // the listener's one credential check (api.Credentials.Admit).
 func (g *Gateway) admit(ctx context.Context, rpc string) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return g.admitToken(md, rpc)
+}
+
+// admitToken checks the token of md for rpc's scopes.
+func (g *Gateway) admitToken(md metadata.MD, rpc string) error {
 	allowed, ok := scopes[rpc]
 	if !ok {
 		allowed = api.Admin
 	}
-	var token []byte
-	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get("authorization") {
-		if scheme, cred, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "Bearer") {
-			token = []byte(strings.TrimLeft(cred, " "))
-		}
-	}
-	_, err := g.cfg.Credentials.Admit(token, allowed)
+	_, err := g.cfg.Credentials.Admit(bearerOf(md), allowed)
 	switch code := fault.Code(err); {
 	case err == nil:
 		return nil
@@ -86,6 +86,13 @@ func (g *Gateway) admit(ctx context.Context, rpc string) error {
 
 func (g *Gateway) count(rpc string, err error) {
 	g.deps.Metrics.GatewayRequests.WithLabelValues(rpc, status.Code(err).String()).Inc()
+	if wc := (withCause{}); errors.As(err, &wc) {
+		level := slog.LevelError
+		if wc.st.Code() == codes.Unavailable { // an outage: /readyz says so too
+			level = slog.LevelWarn
+		}
+		g.deps.Logger.Log(context.Background(), level, "gateway call failed", "rpc", rpc, "code", fault.Code(wc.cause), "err", wc.cause)
+	}
 }
 
 // defaultTenant is the one tenant: Zeebe clients send it, or nothing.
@@ -124,10 +131,7 @@ func statusOf(err error) error {
 		return status.Errorf(codes.NotFound, "%s: %v", fault.NotFound, err)
 	}
 	code := fault.Code(err)
-	msg := err.Error()
-	if code != "" && !strings.HasPrefix(msg, code) {
-		msg = code + ": " + msg
-	}
+	msg := code + ": " + fault.Reason(err)
 	switch code {
 	case fault.NotFound, fault.AdminNotFound, fault.TaskNotFound, fault.UnknownDefinition:
 		return status.Error(codes.NotFound, msg)
@@ -138,12 +142,30 @@ func statusOf(err error) error {
 		return status.Error(codes.ResourceExhausted, msg)
 	case fault.TaskLockLost, fault.TaskNotAssignee, fault.NotWaiting, fault.InstanceExists:
 		return status.Error(codes.FailedPrecondition, msg)
-	case fault.ClaimHeld, fault.StepFenced, fault.Unavailable, fault.Transient:
+	case fault.ClaimHeld, fault.StepFenced:
 		return status.Error(codes.Unavailable, msg)
+	case fault.Unavailable, fault.Transient:
+		// The cause (the driver's or the broker's words) goes to the log.
+		return withCause{status.New(codes.Unavailable, code+": "+fault.Summary(err)+": retry"), err}
 	}
 	if strings.HasPrefix(code, "SUTRA.ADMIN.") && strings.HasSuffix(code, ".CLAIM_HELD") {
 		// admin.ClaimHeld: another step holds the instance, a race to retry.
 		return status.Error(codes.Unavailable, msg)
 	}
-	return status.Error(codes.Internal, msg)
+	if code == "" {
+		code = fault.StepFailed
+	}
+	return withCause{status.New(codes.Internal, code+": the call failed; the worker's log has the reason"), err}
 }
+
+// withCause is a status answered without its cause, which the call's log
+// line keeps (the interceptors log it): a driver's or a server's words
+// never reach a caller.
+type withCause struct {
+	st    *status.Status
+	cause error
+}
+
+func (e withCause) Error() string              { return e.st.Message() }
+func (e withCause) GRPCStatus() *status.Status { return e.st }
+func (e withCause) Unwrap() error              { return e.cause }

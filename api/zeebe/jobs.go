@@ -162,7 +162,7 @@ func activatedJob(t store.LockedTask, q jobQuery) (*pb.ActivatedJob, error) {
 
 // ActivateJobs locks up to maxJobsToActivate jobs of a type to worker for
 // timeout, waiting for them up to requestTimeout (0: 10 s, negative: no
-// wait): a long poll that holds no database connection while it waits.
+// wait, at most jobs.MaxLongPoll): a long poll that holds no database connection while it waits.
 func (g *Gateway) ActivateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_ActivateJobsServer) error {
 	q, err := g.newJobQuery(req.Type, req.Worker, req.Timeout, req.FetchVariable, req.TenantIds)
 	if err != nil {
@@ -175,9 +175,14 @@ func (g *Gateway) ActivateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_Ac
 	case max > g.cfg.MaxJobsToActivate:
 		return exhausted("maxJobsToActivate %d is over SUTRA_GATEWAY_MAX_JOBS (%d)", max, g.cfg.MaxJobsToActivate)
 	}
-	wait := time.Duration(req.RequestTimeout) * time.Millisecond
-	if req.RequestTimeout == 0 {
+	// Compared in milliseconds: converted first, a huge one overflows (to
+	// a negative wait: no wait at all).
+	wait := jobs.MaxLongPoll
+	switch {
+	case req.RequestTimeout == 0:
 		wait = defaultLongPoll
+	case req.RequestTimeout < jobs.MaxLongPoll.Milliseconds():
+		wait = time.Duration(req.RequestTimeout) * time.Millisecond
 	}
 	ctx := stream.Context()
 	answer := func(got []*pb.ActivatedJob) error {

@@ -13,6 +13,7 @@ import (
 	apiadmin "github.com/sutra-run/worker/api/admin"
 	"github.com/sutra-run/worker/api/admin/adminapi"
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/lanes"
 )
 
 // PublishMessage publishes a message as POST /v1/messages does, as a relay
@@ -39,6 +40,10 @@ func (g *Gateway) PublishMessage(ctx context.Context, req *pb.PublishMessageRequ
 	}
 	if req.TimeToLive < 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "%s: timeToLive %d is negative", fault.APIInvalid, req.TimeToLive)
+	}
+	// Compared in milliseconds: converted first, a huge one overflows.
+	if req.TimeToLive > lanes.MaxMessageTTL.Milliseconds() {
+		return nil, statusOf(api.CheckTTL("timeToLive", lanes.MaxMessageTTL+1))
 	}
 	if g.deps.PublishRelay == nil {
 		return nil, status.Errorf(codes.Unavailable, "%s: no broker publisher", fault.Unavailable)

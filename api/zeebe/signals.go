@@ -13,7 +13,7 @@ import (
 )
 
 // BroadcastSignal broadcasts a signal as POST /v1/signals does
-// (store.BroadcastSignal): every instance waiting for it when it is thrown
+// (store.RecordAndBroadcastSignal): every instance waiting for it when it is thrown
 // is resumed under its own claim, and every process whose start event
 // catches it starts once. It answers the broadcast's key once every relay
 // that carries it is durable; the instances step as replicas consume them.
@@ -37,7 +37,7 @@ func (g *Gateway) BroadcastSignal(ctx context.Context, req *pb.BroadcastSignalRe
 	}
 	// The key, unique, is the broadcast's id: a relay redelivered after a
 	// crash writes nothing twice.
-	if _, err := g.deps.Store.BroadcastSignal(ctx, strconv.FormatInt(key, 10), req.SignalName, vars); err != nil {
+	if _, err := g.deps.Store.RecordAndBroadcastSignal(ctx, strconv.FormatInt(key, 10), req.SignalName, vars); err != nil {
 		return nil, statusOf(err)
 	}
 	return &pb.BroadcastSignalResponse{Key: key, TenantId: defaultTenant}, nil

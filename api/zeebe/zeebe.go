@@ -39,6 +39,7 @@ import (
 	"github.com/sutra-run/worker/api/jobs"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/feel"
+	"github.com/sutra-run/worker/internal/clock"
 	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/internal/testsignal"
@@ -73,6 +74,15 @@ type Config struct {
 	// bound a step's (defaults: 10s, feel's).
 	StepTimeout time.Duration
 	FeelLimits  feel.Limits
+	// MaxConnections caps the gateway's open connections (default 1024);
+	// one over it is closed at once.
+	MaxConnections int
+	// MaxStreamsPerConnection caps the concurrent streams of one
+	// connection (default 128); one over it is refused (REFUSED_STREAM).
+	MaxStreamsPerConnection int
+	// AuthTimeout closes a connection on which no stream presented valid
+	// credentials within it (default 5s).
+	AuthTimeout time.Duration
 	// PollInterval is how often calls waiting for something another
 	// replica may do look for it (default 250ms, SUTRA_TASK_POLL_INTERVAL);
 	// what this replica does wakes them at once.
@@ -84,6 +94,9 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.MaxStreams, 256)
 	defaults.Set(&c.MaxJobsToActivate, 1000)
 	defaults.Set(&c.MaxMessageSize, 4<<20)
+	defaults.Set(&c.MaxConnections, 1024)
+	defaults.Set(&c.MaxStreamsPerConnection, 128)
+	defaults.Set(&c.AuthTimeout, 5*time.Second)
 	defaults.Set(&c.MaxLockDuration, 24*time.Hour)
 	defaults.Set(&c.PollInterval, 250*time.Millisecond)
 	defaults.Set(&c.StepTimeout, 10*time.Second)
@@ -98,7 +111,7 @@ type Store interface {
 	Ended(ctx context.Context, ids []string) ([]string, error)
 	NextKey(ctx context.Context) (int64, error)
 	MessageSeen(ctx context.Context, id string) (bool, error)
-	BroadcastSignal(ctx context.Context, id, name string, vars map[string]any) (store.SignalReach, error)
+	RecordAndBroadcastSignal(ctx context.Context, id, name string, vars map[string]any) (store.SignalReach, error)
 	FindDecision(ctx context.Context, ref store.DecisionRef) (store.FoundDecision, error)
 
 	// The job RPCs': a job is a task row, the one /engine-rest serves: one
@@ -134,6 +147,11 @@ type Deps struct {
 	// (api.Server.AcquireDB): the gateway's calls share
 	// SUTRA_API_MAX_DB_CONNS with the API listener's.
 	AcquireDB func(ctx context.Context) (release func(), err error)
+	// AuthFailures counts and throttles failed credentials, with the API
+	// listener's; nil: neither.
+	AuthFailures *api.AuthFailures
+	// Clock times AuthTimeout (default the real one).
+	Clock clock.Clock
 }
 
 // TestSignals tell tests what the gateway did; inert unless Init'ed.
@@ -169,13 +187,21 @@ type Gateway struct {
 	ends *ends
 	// slots cap the job streams and long polls open at once (MaxStreams).
 	slots *jobs.Slots
+	// conns are the open connections (MaxConnections, AuthTimeout).
+	conns *conns
+	// rpcs are the service's method names.
+	rpcs map[string]bool
 }
 
 // New builds the gateway; Start binds its listener.
 func New(deps Deps, cfg Config) *Gateway {
 	cfg.setDefaults()
-	return &Gateway{cfg: cfg, deps: deps, stopping: make(chan struct{}), ends: newEnds(cfg.MaxStreams),
+	g := &Gateway{cfg: cfg, deps: deps, stopping: make(chan struct{}), ends: newEnds(cfg.MaxStreams),
 		slots: jobs.NewSlots(cfg.MaxStreams, deps.Metrics.GatewayStreams.Set)}
+	g.conns = newConns(cfg.MaxConnections, cfg.AuthTimeout, deps.Clock, func() {
+		deps.Metrics.GatewayConnectionsRefused.Inc()
+	})
+	return g
 }
 
 // keepaliveMinTime is the shortest ping interval the gateway tolerates.
@@ -189,6 +215,9 @@ func (g *Gateway) Start(ctx context.Context) error {
 	opts := []grpc.ServerOption{
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
 		grpc.MaxRecvMsgSize(g.cfg.MaxMessageSize),
+		grpc.InTapHandle(g.tap),
+		grpc.MaxConcurrentStreams(uint32(g.cfg.MaxStreamsPerConnection)),
+		grpc.MaxHeaderListSize(maxHeaderListSize),
 		grpc.ChainUnaryInterceptor(g.unaryInterceptor),
 		grpc.ChainStreamInterceptor(g.streamInterceptor),
 	}
@@ -203,9 +232,10 @@ func (g *Gateway) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("Zeebe gateway listener on %s: %w", g.cfg.Addr, err)
 	}
-	g.ln = ln
+	g.ln = limitListener{Listener: ln, conns: g.conns}
 	g.srv = grpc.NewServer(opts...)
 	pb.RegisterGatewayServer(g.srv, g)
+	g.rpcs = rpcNames(g.srv)
 	return g.Run(ctx, "zeebe gateway", g.run)
 }
 

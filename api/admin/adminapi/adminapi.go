@@ -413,7 +413,10 @@ type IncidentRetried struct {
 
 // SignalRequest is the body of POST /v1/signals.
 type SignalRequest struct {
-	Name      string         `json:"name"`
+	Name string `json:"name"`
+	// SignalID names the broadcast (default: a new id): a caller that got
+	// no answer retries with the same one, and nothing is sent twice.
+	SignalID  string         `json:"signal_id,omitempty"`
 	Variables map[string]any `json:"variables,omitempty"`
 }
 
