@@ -1090,6 +1090,8 @@ func bytesOf(q string) (int64, error) {
 // the worker's own state.
 var appMetrics = map[string][]string{
 	"sutra_ready": nil, // 1 when /readyz would answer 200; every replica
+	// 1 while commits wait for a synchronous standby
+	"sutra_database_synchronous": nil,
 }
 
 // registered are the metric names metrics.New registers, with their labels.
