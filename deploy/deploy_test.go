@@ -948,6 +948,50 @@ func secretRefs(c container) map[string]string {
 // token of its own (the admin API is off without one, and refuses the task
 // token), from a Secret on Kubernetes, where a NetworkPolicy also keeps
 // other pods off the port.
+// deploy/k8s/ha: no single point of failure, and nothing acked lost in a
+// failover (docs/operations.md, "High availability"): three PostgreSQL
+// instances whose commits wait for a standby even when none is left, three
+// RabbitMQ nodes, and the worker told to declare quorum queues on them.
+func TestTheHAManifestsReplicateBothEnginesSynchronously(t *testing.T) {
+	var pg struct {
+		Kind string
+		Spec struct {
+			Instances  int
+			Postgresql struct {
+				Synchronous struct {
+					Number         int
+					DataDurability string `yaml:"dataDurability"`
+				}
+				Parameters map[string]string
+			}
+		}
+	}
+	if err := yaml.Unmarshal(read(t, "deploy/k8s/ha/postgres.yaml"), &pg); err != nil {
+		t.Fatal(err)
+	}
+	sync := pg.Spec.Postgresql.Synchronous
+	if pg.Kind != "Cluster" || pg.Spec.Instances != 3 || sync.Number < 1 || sync.DataDurability != "required" {
+		t.Errorf("postgres.yaml: %s of %d instances, %d synchronous standby(s), dataDurability %q; want a Cluster of 3, at least 1, required",
+			pg.Kind, pg.Spec.Instances, sync.Number, sync.DataDurability)
+	}
+	if c := pg.Spec.Postgresql.Parameters["synchronous_commit"]; c != "on" && c != "remote_apply" && c != "remote_write" {
+		t.Errorf("postgres.yaml: synchronous_commit %q: commits would not wait for the standby", c)
+	}
+	var mq struct {
+		Kind string
+		Spec struct{ Replicas int }
+	}
+	if err := yaml.Unmarshal(read(t, "deploy/k8s/ha/rabbitmq.yaml"), &mq); err != nil {
+		t.Fatal(err)
+	}
+	if mq.Kind != "RabbitmqCluster" || mq.Spec.Replicas != 3 {
+		t.Errorf("rabbitmq.yaml: %s of %d replicas, want a RabbitmqCluster of 3", mq.Kind, mq.Spec.Replicas)
+	}
+	if !strings.Contains(string(read(t, "deploy/k8s/worker.env")), "SUTRA_QUEUE_TYPE=quorum") {
+		t.Error("worker.env does not say to declare quorum queues on the cluster")
+	}
+}
+
 func TestTheShippedWorkersHaveAnAPITokenAndANetworkPolicy(t *testing.T) {
 	c := loadCompose(t)
 	for _, name := range sortedKeys(c.Services) {
