@@ -151,7 +151,15 @@ install_pg_auto_failover() {
 	fi
 }
 
-as_postgres() { runuser -u postgres -- env PATH="$pgbin:$PATH" PG_CONFIG="$pgbin/pg_config" XDG_RUNTIME_DIR="$dir/pg/run" "$@"; }
+# pg_autoctl keeps its configuration and state under the XDG directories:
+# in the state dir, so that down removes them too.
+pg_env() {
+	echo PATH="$pgbin:$PATH" PG_CONFIG="$pgbin/pg_config" XDG_RUNTIME_DIR="$dir/pg/run" \
+		XDG_CONFIG_HOME="$dir/pg/config" XDG_DATA_HOME="$dir/pg/share"
+}
+
+# shellcheck disable=SC2046 # pg_env's words are VAR=value pairs without spaces
+as_postgres() { runuser -u postgres -- env $(pg_env) "$@"; }
 
 monitor_url() { echo "postgres://autoctl_node@127.0.0.1:$pg_monitor_port/pg_auto_failover?sslmode=disable"; }
 
@@ -170,14 +178,14 @@ pg_node() {
 		}
 	fi
 	log "running pg_auto_failover $name on $port"
-	spawn "$dir/pg/$name.group" "$dir/pg/$name.log" runuser -u postgres -- env PATH="$pgbin:$PATH" XDG_RUNTIME_DIR="$dir/pg/run" \
-		pg_autoctl run --pgdata "$pgdata"
+	# shellcheck disable=SC2046
+	spawn "$dir/pg/$name.group" "$dir/pg/$name.log" runuser -u postgres -- env $(pg_env) pg_autoctl run --pgdata "$pgdata"
 	wait_until 120 "PostgreSQL $name's start" pg_isready -q -h 127.0.0.1 -p "$port"
 }
 
 pg_up() {
 	install_pg_auto_failover
-	mkdir -p "$dir/pg/run"
+	mkdir -p "$dir/pg/run" "$dir/pg/config" "$dir/pg/share"
 	chown -R postgres: "$dir/pg"
 	pg_node monitor "$dir/pg/monitor" "$pg_monitor_port" monitor
 	# Fail over within seconds of a node's loss rather than the defaults'
