@@ -31,7 +31,7 @@ test: services
 # installs pg_auto_failover on first use), three worker replicas, the node
 # leading the relay queue and the PostgreSQL primary killed with SIGKILL.
 # Prints the seconds with no commit and the p99 relay latency of each
-# failover; about 3 minutes. The formation is removed afterwards unless
+# failover; about 3.5 minutes. The formation is removed afterwards unless
 # SUTRA_HA_KEEP=1.
 test-ha: services
 	@scripts/ha.sh up
