@@ -103,7 +103,7 @@ func TestReadyzGivesAShortReasonNotTheDatabasesError(t *testing.T) {
 		body = string(raw)
 		return resp.StatusCode == http.StatusServiceUnavailable
 	})
-	if body != "not ready: the database does not answer\n" {
+	if body != "not ready: the database is unreachable\n" {
 		t.Errorf("/readyz said %q, want the short reason", body)
 	}
 }

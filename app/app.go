@@ -78,6 +78,7 @@ type Worker struct {
 	gateway    *zeebe.Gateway
 	migrations *admin.Runner
 	contracts  *upgrade.Contracts
+	durability *durabilityWatch
 	http       *http.Server
 	listener   net.Listener
 	metrics    *metrics.Metrics
@@ -134,6 +135,11 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		return 0
 	}))
 	bi := buildinfo.Read()
+	w.durability = &durabilityWatch{store: st, log: log}
+	opt.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sutra_database_synchronous",
+		Help: "1 while the database's commits wait for a synchronous standby (synchronous_standby_names set, synchronous_commit on, remote_write or remote_apply), read every 10 s; else 0.",
+	}, w.durability.synchronous))
 	w.replica = replica.New(st, log, replica.Config{ID: cfg.ReplicaID, TTL: cfg.LeaseTTL,
 		Version: store.ReplicaVersion{Release: bi.Version, Revision: bi.Revision, Schema: store.SchemaVersion()}})
 	var limit store.ConnectionLimit
@@ -236,7 +242,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		w.abort()
 		return nil, err
 	}
-	services := []startstop.Service{w.broker, w.lanes, w.timers, w.sweeper, w.outbox, w.consumer, w.migrations, w.waiters}
+	services := []startstop.Service{w.durability, w.broker, w.lanes, w.timers, w.sweeper, w.outbox, w.consumer, w.migrations, w.waiters}
 	if cfg.APIAddr != "" { // empty: no API listener (Stop of a server never started is a no-op)
 		services = append(services, w.api)
 	}
@@ -403,9 +409,10 @@ func (w *Worker) Handoff() *consumer.Handoff { return w.handoff }
 // Outbox is the worker's outbox publisher (for tests: its TestSignals).
 func (w *Worker) Outbox() *outbox.Publisher { return w.outbox }
 
-// Ready reports whether the database answers, both broker connections are
-// open and not blocked by the broker, relays are consumed, the lanes run and
-// the replica registration is valid. The
+// Ready reports whether the database answers and takes writes without
+// holding them for a missing synchronous standby, both broker connections
+// are open and not blocked by the broker, relays are consumed, the lanes
+// run and the replica registration is valid. The
 // outbox publisher does not count: rows wait while it cannot publish, and
 // relays may still be applied meanwhile.
 func (w *Worker) Ready(ctx context.Context) error {
@@ -420,13 +427,17 @@ func (w *Worker) Ready(ctx context.Context) error {
 	case !w.consumer.Connected():
 		return errors.New("not consuming relays")
 	}
-	if err := w.replica.Valid(); err != nil {
+	// The database first: during its failover the replica's registration
+	// lapses too, and the database is what the operator must look at.
+	if err := w.store.Ping(ctx); errors.Is(err, store.ErrReadOnly) {
+		return notReady{reason: "the database is read-only", cause: err}
+	} else if err != nil {
+		return notReady{reason: "the database is unreachable", cause: err}
+	}
+	if err := w.durability.blocked(); err != nil {
 		return err
 	}
-	if err := w.store.Ping(ctx); err != nil {
-		return notReady{reason: "the database does not answer", cause: err}
-	}
-	return nil
+	return w.replica.Valid()
 }
 
 // notReady is a reason /readyz gives in a few words; the cause (a driver's
@@ -459,6 +470,7 @@ func (w *Worker) serveHTTP() error {
 			return
 		}
 		fmt.Fprintln(rw, "ready")
+		fmt.Fprintln(rw, "database:", w.durability.detail())
 	})
 	ln, err := net.Listen("tcp", w.cfg.HTTPAddr)
 	if err != nil {
@@ -513,7 +525,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 		// every resume they accepted is answered, the consumer and the
 		// poller keep answering until theirs are, and the outbox publisher
 		// finishes its batch. Rows committed meanwhile wait for a replica.
-		stopped := startstop.StopAllParallel(ctx, w.consumer, w.timers, w.lanes, w.sweeper, w.outbox, w.migrations, w.api, w.gateway, w.waiters, httpStop,
+		stopped := startstop.StopAllParallel(ctx, w.consumer, w.timers, w.lanes, w.sweeper, w.outbox, w.migrations, w.api, w.gateway, w.waiters, w.durability, httpStop,
 			w.contracts)
 		// Everything that publishes or consumes has stopped: the connection
 		// may close (a relay still unanswered is redelivered elsewhere).

@@ -13,8 +13,8 @@ import (
 // variables (envconfig). Every field has a default that works against local
 // PostgreSQL and RabbitMQ.
 type Config struct {
-	DatabaseURL   string        `envconfig:"DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/sutra" desc:"PostgreSQL URL; the database is created by migrate if missing"`
-	AMQPURL       string        `envconfig:"AMQP_URL" default:"amqp://guest:guest@127.0.0.1:5672/" desc:"RabbitMQ URL; isolate deployments by vhost"`
+	DatabaseURL   string        `envconfig:"DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/sutra" desc:"PostgreSQL URL; the database is created by migrate if missing; several hosts (postgres://h1:5432,h2:5432/sutra?target_session_attrs=read-write) for a primary that fails over"`
+	AMQPURL       string        `envconfig:"AMQP_URL" default:"amqp://guest:guest@127.0.0.1:5672/" desc:"RabbitMQ URL, or a comma-separated list of the URLs of one cluster's nodes (one virtual host, one user): the worker connects to the first that answers and to the next when that connection is lost; isolate deployments by vhost"`
 	ReplicaID     string        `envconfig:"REPLICA_ID" desc:"this replica's id in claim owners (default: hostname plus a random suffix)"`
 	Lanes         int           `envconfig:"LANES" default:"16" desc:"lane goroutines; each runs one step at a time"`
 	Prefetch      int           `envconfig:"PREFETCH" default:"256" desc:"unacknowledged relays in flight per replica"`

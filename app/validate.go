@@ -7,6 +7,7 @@ import (
 	"net/url"
 
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/sutra-run/worker/api"
 	"github.com/sutra-run/worker/api/tasks"
+	"github.com/sutra-run/worker/broker"
 	"github.com/sutra-run/worker/fault"
 )
 
@@ -97,8 +99,8 @@ func (c Config) Validate() error {
 	if _, err := pgconn.ParseConfig(c.DatabaseURL); err != nil {
 		bad("DATABASE_URL", "%q is not a PostgreSQL URL (postgres://user@host:5432/db) or key=value string", Redact(c.DatabaseURL))
 	}
-	if u, err := url.Parse(c.AMQPURL); err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") || u.Host == "" {
-		bad("AMQP_URL", "%q is not an amqp:// or amqps:// URL", Redact(c.AMQPURL))
+	if _, err := broker.Nodes(c.AMQPURL); err != nil {
+		bad("AMQP_URL", "%q is not an amqp:// or amqps:// URL or a comma-separated list of the URLs of one cluster's nodes: %s", Redact(c.AMQPURL), redactIn(err.Error(), c.AMQPURL))
 	}
 	if c.ReplicaID != "" && strings.ContainsAny(c.ReplicaID, "/ \t\n") {
 		bad("REPLICA_ID", "%q contains a slash or white space (it is a part of claim owners <replica>/lane/<n>)", c.ReplicaID)
@@ -158,16 +160,46 @@ func (c Config) PoolSize() int {
 	return c.Lanes + 2 + n
 }
 
-// Redact hides a URL's password.
+// Redact hides the password of a URL, or of each URL of a broker's list.
 func Redact(raw string) string {
+	if strings.Count(raw, "://") < 2 {
+		return redactURL(raw)
+	}
+	urls := strings.Split(raw, ",") // a broker's list of nodes
+	for i, u := range urls {
+		urls[i] = redactURL(u)
+	}
+	return strings.Join(urls, ",")
+}
+
+// userPassword is the password of a URL that url.Parse refuses (a libpq
+// multi-host URL: postgres://user:password@h1:5432,h2:5432/db).
+var userPassword = regexp.MustCompile(`(://[^:/@]*:)[^@/]*@`)
+
+func redactURL(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
+	if err != nil {
+		return userPassword.ReplaceAllString(raw, "${1}xxxxx@")
+	}
+	if u.User == nil {
 		return raw
 	}
 	if _, ok := u.User.Password(); ok {
 		u.User = url.UserPassword(u.User.Username(), "xxxxx")
 	}
 	return u.String()
+}
+
+// redactIn hides in msg the passwords of the URLs of list.
+func redactIn(msg, list string) string {
+	for _, raw := range strings.Split(list, ",") {
+		if u, err := url.Parse(strings.TrimSpace(raw)); err == nil && u.User != nil {
+			if p, ok := u.User.Password(); ok && p != "" {
+				msg = strings.ReplaceAll(msg, p, "xxxxx")
+			}
+		}
+	}
+	return msg
 }
 
 // UnknownVariables lists the SUTRA_* variables of environ that the worker

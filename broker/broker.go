@@ -42,6 +42,9 @@ import (
 
 // Config configures the owner.
 type Config struct {
+	// URL is the broker's AMQP URL, or a comma-separated list of the URLs
+	// of one cluster's nodes (see Nodes): each connection dials the first
+	// that answers and, once that connection is lost, the next.
 	URL string
 	// ConnectionName is shown by the broker for the consuming connection
 	// (default sutra-worker); the publishing one adds "/publish".
@@ -145,8 +148,12 @@ func (s state) String() string {
 // link is one of the owner's two connections. The fields after
 // isConnected are guarded by the owner's mu.
 type link struct {
-	role         string // Consuming or Publishing
-	name         string // shown by the broker
+	role string // Consuming or Publishing
+	name string // shown by the broker
+	// node is the index in the owner's nodes of the node dialled first
+	// next time: the one that served last, or the one after it once its
+	// connection is lost. Only keep reads and writes it.
+	node         int
 	connected    *testsignal.Signal[int]
 	disconnected *testsignal.Signal[error]
 	// isConnected mirrors state == connected for lock-free readers.
@@ -168,6 +175,10 @@ type Owner struct {
 
 	cfg Config
 	log *slog.Logger
+	// nodes are the URLs of cfg.URL (Nodes); nodesErr, when set, refuses
+	// every connection attempt (a malformed list).
+	nodes    []string
+	nodesErr error
 
 	consuming, publishing *link
 
@@ -205,6 +216,7 @@ func New(logger *slog.Logger, cfg Config) *Owner {
 	for range cfg.PublishChannels {
 		o.slots <- &slot{}
 	}
+	o.nodes, o.nodesErr = Nodes(cfg.URL)
 	return o
 }
 
@@ -437,10 +449,7 @@ func (o *Owner) run(soft, _ context.Context) {
 func (o *Owner) keep(soft context.Context, l *link) {
 	delay := o.cfg.ReconnectMin
 	for attempt := 0; ; attempt++ {
-		conn, err := o.connect(soft, l)
-		if hint, refused := refusal(err); refused {
-			err = fault.Wrap(fault.Misconfigured, err, "%s", hint)
-		}
+		conn, err := o.dialAny(soft, l)
 		if attempt == 0 {
 			o.attempted(err)
 		}
@@ -450,6 +459,9 @@ func (o *Owner) keep(soft context.Context, l *link) {
 				o.stop(l, conn)
 				return
 			}
+			// The node went away (or dropped us): the next one is tried
+			// first, while this one may be restarting.
+			l.node = (l.node + 1) % len(o.nodes)
 		}
 		if soft.Err() != nil {
 			o.stop(l, nil)
@@ -517,7 +529,7 @@ func refusal(err error) (hint string, ok bool) {
 	case err == nil:
 		return "", false
 	case errors.As(err, &uri):
-		return "SUTRA_AMQP_URL is not a valid AMQP URL (amqp://user:password@host:5672/vhost)", true
+		return "SUTRA_AMQP_URL is not a valid AMQP URL (amqp://user:password@host:5672/vhost) or comma-separated list of the URLs of one cluster's nodes", true
 	case errors.Is(err, amqp.ErrCredentials), errors.Is(err, amqp.ErrSASL):
 		return "the broker refused the user name or password: correct the credentials in SUTRA_AMQP_URL", true
 	case errors.Is(err, amqp.ErrVhost):
@@ -540,14 +552,37 @@ type uriError struct{ err error }
 func (e uriError) Error() string { return e.err.Error() }
 func (e uriError) Unwrap() error { return e.err }
 
-// connect dials l's connection and declares the topology on it. A stop
-// interrupts the dial.
-func (o *Owner) connect(ctx context.Context, l *link) (*amqp.Connection, error) {
-	if _, err := amqp.ParseURI(o.cfg.URL); err != nil {
-		return nil, uriError{err}
+// dialAny dials l's connection to the nodes in turn, from l.node on, until
+// one answers and takes the topology; l.node is then that one. A refusal
+// no reconnect can cure ends the round (the nodes of one cluster share
+// their users, virtual hosts and definitions: the next would refuse too);
+// otherwise the error is the last node's.
+func (o *Owner) dialAny(ctx context.Context, l *link) (*amqp.Connection, error) {
+	var conn *amqp.Connection
+	err := error(uriError{o.nodesErr})
+	for range o.nodes {
+		if conn, err = o.connect(ctx, l, o.nodes[l.node]); err == nil {
+			if len(o.nodes) > 1 {
+				o.log.Info("broker connected", "connection", l.role, "node", nodeAddress(o.nodes[l.node]))
+			}
+			return conn, nil
+		}
+		if _, refused := refusal(err); refused || ctx.Err() != nil {
+			break
+		}
+		l.node = (l.node + 1) % len(o.nodes)
 	}
+	if hint, refused := refusal(err); refused {
+		err = fault.Wrap(fault.Misconfigured, err, "%s", hint)
+	}
+	return nil, err
+}
+
+// connect dials one connection to the node at rawURL and declares the
+// topology on it. A stop interrupts the dial.
+func (o *Owner) connect(ctx context.Context, l *link, rawURL string) (*amqp.Connection, error) {
 	var interrupt func() bool
-	conn, err := amqp.DialConfig(o.cfg.URL, amqp.Config{
+	conn, err := amqp.DialConfig(rawURL, amqp.Config{
 		Heartbeat:  heartbeat,
 		Properties: amqp.Table{"connection_name": l.name},
 		Dial: func(network, addr string) (net.Conn, error) {

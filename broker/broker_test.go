@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -328,4 +329,63 @@ func TestStopClosesEverythingAndLeavesNoGoroutine(t *testing.T) {
 		t.Fatalf("WaitConnected after Stop = %v", err)
 	}
 	goleak.VerifyNone(t, before)
+}
+
+func TestConnectsToTheFirstNodeThatAnswersAndToTheNextOnceItsConnectionIsLost(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	u, _ := url.Parse(testkit.AMQPURL())
+	down, a, b := testkit.NewProxy(t, u.Host), testkit.NewProxy(t, u.Host), testkit.NewProxy(t, u.Host)
+	down.Cut() // a node that does not answer, listed first
+	list := down.Through(t, testkit.AMQPURL()) + "," + a.Through(t, testkit.AMQPURL()) + ", " + b.Through(t, testkit.AMQPURL())
+	o := start(t, env, list, "sutra-test-broker/"+env.Schema)
+	if n := o.TestSignals.Connected.WaitOrTimeout(t); n != 1 {
+		t.Fatalf("connection %d, want 1", n)
+	}
+	connected(t, o)
+	if failed := o.TestSignals.Disconnected.Drain(); len(failed) != 0 {
+		t.Fatalf("the first attempt failed (%v) although a listed node answered", failed)
+	}
+	// a serves; with a gone (and the first node still down) only b is left.
+	a.Cut()
+	o.TestSignals.Disconnected.WaitOrTimeout(t)
+	if n := o.TestSignals.Connected.WaitOrTimeout(t); n != 2 {
+		t.Fatalf("connection %d, want 2", n)
+	}
+	connected(t, o)
+	if errs := o.Publish(testkit.Ctx(t), []broker.Message{deadLetter(env, "m-1")}); errs[0] != nil {
+		t.Fatalf("publishing through the next node: %v", errs[0])
+	}
+	// b goes too: the owner goes round the list, with its backoff, until a
+	// node answers again.
+	b.Cut()
+	o.TestSignals.Disconnected.WaitOrTimeout(t)
+	o.TestSignals.Disconnected.WaitOrTimeout(t) // a round of dials failed
+	a.Restore()
+	if n := o.TestSignals.Connected.WaitOrTimeout(t); n != 3 {
+		t.Fatalf("connection %d, want 3", n)
+	}
+	connected(t, o)
+	if errs := o.Publish(testkit.Ctx(t), []broker.Message{deadLetter(env, "m-2")}); errs[0] != nil {
+		t.Fatalf("publishing once a node is back: %v", errs[0])
+	}
+}
+
+func TestNodesRefusesAListThatMixesVirtualHostsOrCredentials(t *testing.T) {
+	t.Parallel()
+	for list, want := range map[string]string{
+		"amqp://u:p@h1:5672/ha,amqp://u:p@h2:5672/other": "virtual host",
+		"amqp://u:p@h1:5672/ha,amqp://v:p@h2:5672/ha":    "credentials",
+		"amqp://u:p@h1:5672/ha,amqp://u:q@h2:5672/ha":    "credentials",
+		"amqp://u:p@h1:5672/ha,,amqp://u:p@h2:5672/ha":   "empty",
+		"amqp://u:p@h1:5672/ha,http://h2/":               "URL 2",
+	} {
+		if _, err := broker.Nodes(list); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Nodes(%q) = %v, want an error saying %q", list, err, want)
+		}
+	}
+	nodes, err := broker.Nodes("amqp://u:p@h1:5681/ha, amqp://u:p@h2:5682/ha,amqp://u:p@h3:5683/ha")
+	if err != nil || len(nodes) != 3 || nodes[1] != "amqp://u:p@h2:5682/ha" {
+		t.Fatalf("Nodes of a cluster's three URLs = %q, %v", nodes, err)
+	}
 }

@@ -131,6 +131,9 @@ type composeFile struct {
 }
 
 type composeService struct {
+	// Profiles is empty for the default stack; ["ha"] for the highly
+	// available one (TestComposeHAProfileHasNoSinglePointOfFailure).
+	Profiles        []string          `yaml:"profiles"`
 	Image           string            `yaml:"image"`
 	Build           any               `yaml:"build"`
 	Command         []string          `yaml:"command"`
@@ -191,6 +194,10 @@ func TestComposeRunsAsWritten(t *testing.T) {
 	image := ""
 	for _, name := range sortedKeys(c.Services) {
 		s := c.Services[name]
+		checkEnvNames(t, "docker-compose.yml service "+name, sortedKeys(s.Environment))
+		if len(s.Profiles) > 0 {
+			continue // the ha profile: TestComposeHAProfileHasNoSinglePointOfFailure
+		}
 		if s.Build != nil {
 			builders = append(builders, name)
 			image = s.Image
@@ -205,7 +212,6 @@ func TestComposeRunsAsWritten(t *testing.T) {
 				migrate = name
 			}
 		}
-		checkEnvNames(t, "docker-compose.yml service "+name, sortedKeys(s.Environment))
 	}
 	if len(builders) != 1 || image == "" {
 		t.Fatalf("the worker image must be built once, by one service with build and image; built by %v (image %q)", builders, image)
@@ -335,6 +341,76 @@ func TestComposeRunsAsWritten(t *testing.T) {
 			}
 			used[host] = name
 		}
+	}
+}
+
+// The ha profile: three RabbitMQ nodes clustered with one cookie, a
+// pg_auto_failover monitor and two nodes whose standby is synchronous, and
+// workers told every node, on quorum queues, migrated and deployed by the
+// profile's own one-shots. Its workers are checked like the default ones
+// where the default test checks them: image, ports, ids, health check.
+func TestComposeHAProfileHasNoSinglePointOfFailure(t *testing.T) {
+	c := loadCompose(t)
+	ha := map[string]composeService{}
+	for name, s := range c.Services {
+		if slices.Contains(s.Profiles, "ha") {
+			ha[name] = s
+		}
+	}
+	var brokers, nodes, workers []string
+	monitor := ""
+	for _, name := range sortedKeys(ha) {
+		s := ha[name]
+		switch {
+		case strings.HasPrefix(s.Image, "rabbitmq:"):
+			brokers = append(brokers, name)
+			if !strings.Contains(s.Environment["RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS"], "cluster_nodes") || s.Environment["RABBITMQ_ERLANG_COOKIE"] == "" {
+				t.Errorf("%s does not join the cluster (cluster_nodes, a shared Erlang cookie)", name)
+			}
+		case slices.Contains(s.Command, "monitor"):
+			monitor = name
+		case slices.Contains(s.Command, "pg_autoctl"):
+			nodes = append(nodes, name)
+			if !hasArg(s.Command, "--replication-quorum", "true") || !slices.Contains(s.Command, "--run") {
+				t.Errorf("%s: %v is not a synchronous, running pg_auto_failover node", name, s.Command)
+			}
+		case len(s.Command) > 0 && s.Command[0] == "run":
+			workers = append(workers, name)
+		}
+	}
+	if len(brokers) != 3 || monitor == "" || len(nodes) != 2 || len(workers) < 2 {
+		t.Fatalf("ha profile: brokers %v, monitor %q, nodes %v, workers %v; want 3, a monitor, 2 and at least 2", brokers, monitor, nodes, workers)
+	}
+	for _, name := range workers {
+		env := ha[name].Environment
+		for _, b := range brokers {
+			if !strings.Contains(env["SUTRA_AMQP_URL"], "@"+b+":") {
+				t.Errorf("worker %s: SUTRA_AMQP_URL %q does not list node %s", name, env["SUTRA_AMQP_URL"], b)
+			}
+			if cond := ha[name].DependsOn[b].Condition; cond != "service_healthy" {
+				t.Errorf("worker %s depends on %s with %q, want service_healthy", name, b, cond)
+			}
+		}
+		for _, n := range nodes {
+			if !strings.Contains(env["SUTRA_DATABASE_URL"], n+":") {
+				t.Errorf("worker %s: SUTRA_DATABASE_URL %q does not list %s", name, env["SUTRA_DATABASE_URL"], n)
+			}
+		}
+		if env["SUTRA_QUEUE_TYPE"] != "quorum" || env["SUTRA_MIGRATE"] != "false" {
+			t.Errorf("worker %s: SUTRA_QUEUE_TYPE %q, SUTRA_MIGRATE %q; want quorum and false", name, env["SUTRA_QUEUE_TYPE"], env["SUTRA_MIGRATE"])
+		}
+		for _, oneShot := range []string{"migrate-ha", "deploy-ha"} {
+			if cond := ha[name].DependsOn[oneShot].Condition; cond != "service_completed_successfully" {
+				t.Errorf("worker %s depends on %s with %q, want service_completed_successfully", name, oneShot, cond)
+			}
+		}
+		if ha[name].Image != c.Services["migrate"].Image || ha[name].Healthcheck == nil || ha[name].StopGracePeriod == "" {
+			t.Errorf("worker %s: image %q, health check %v, stop grace %q; want the worker image, a health check and a grace",
+				name, ha[name].Image, ha[name].Healthcheck, ha[name].StopGracePeriod)
+		}
+	}
+	if q := ha["migrate-ha"].Environment["SUTRA_QUEUE_TYPE"]; q != "quorum" {
+		t.Errorf("migrate-ha: SUTRA_QUEUE_TYPE %q, want quorum", q)
 	}
 }
 
@@ -948,6 +1024,50 @@ func secretRefs(c container) map[string]string {
 // token of its own (the admin API is off without one, and refuses the task
 // token), from a Secret on Kubernetes, where a NetworkPolicy also keeps
 // other pods off the port.
+// deploy/k8s/ha: no single point of failure, and nothing acked lost in a
+// failover (docs/operations.md, "High availability"): three PostgreSQL
+// instances whose commits wait for a standby even when none is left, three
+// RabbitMQ nodes, and the worker told to declare quorum queues on them.
+func TestTheHAManifestsReplicateBothEnginesSynchronously(t *testing.T) {
+	var pg struct {
+		Kind string
+		Spec struct {
+			Instances  int
+			Postgresql struct {
+				Synchronous struct {
+					Number         int
+					DataDurability string `yaml:"dataDurability"`
+				}
+				Parameters map[string]string
+			}
+		}
+	}
+	if err := yaml.Unmarshal(read(t, "deploy/k8s/ha/postgres.yaml"), &pg); err != nil {
+		t.Fatal(err)
+	}
+	sync := pg.Spec.Postgresql.Synchronous
+	if pg.Kind != "Cluster" || pg.Spec.Instances != 3 || sync.Number < 1 || sync.DataDurability != "required" {
+		t.Errorf("postgres.yaml: %s of %d instances, %d synchronous standby(s), dataDurability %q; want a Cluster of 3, at least 1, required",
+			pg.Kind, pg.Spec.Instances, sync.Number, sync.DataDurability)
+	}
+	if c := pg.Spec.Postgresql.Parameters["synchronous_commit"]; c != "on" && c != "remote_apply" && c != "remote_write" {
+		t.Errorf("postgres.yaml: synchronous_commit %q: commits would not wait for the standby", c)
+	}
+	var mq struct {
+		Kind string
+		Spec struct{ Replicas int }
+	}
+	if err := yaml.Unmarshal(read(t, "deploy/k8s/ha/rabbitmq.yaml"), &mq); err != nil {
+		t.Fatal(err)
+	}
+	if mq.Kind != "RabbitmqCluster" || mq.Spec.Replicas != 3 {
+		t.Errorf("rabbitmq.yaml: %s of %d replicas, want a RabbitmqCluster of 3", mq.Kind, mq.Spec.Replicas)
+	}
+	if !strings.Contains(string(read(t, "deploy/k8s/worker.env")), "SUTRA_QUEUE_TYPE=quorum") {
+		t.Error("worker.env does not say to declare quorum queues on the cluster")
+	}
+}
+
 func TestTheShippedWorkersHaveAnAPITokenAndANetworkPolicy(t *testing.T) {
 	c := loadCompose(t)
 	for _, name := range sortedKeys(c.Services) {
@@ -1090,6 +1210,8 @@ func bytesOf(q string) (int64, error) {
 // the worker's own state.
 var appMetrics = map[string][]string{
 	"sutra_ready": nil, // 1 when /readyz would answer 200; every replica
+	// 1 while commits wait for a synchronous standby
+	"sutra_database_synchronous": nil,
 }
 
 // registered are the metric names metrics.New registers, with their labels.

@@ -44,4 +44,23 @@ else
 		[ "$(basename "$f")" = kustomization.yaml ] || k8s+=(--k8s "$f")
 	done
 fi
-node "$dir/validate.mjs" "${k8s[@]}" --compose docker-compose.yml
+# The highly available engines (deploy/k8s/ha) are custom resources: their
+# operators' CRDs (CloudNativePG's Cluster, the RabbitMQ cluster operator's
+# RabbitmqCluster, with their licences) are kept beside the repository, in
+# the steering repository's shared/crds, or in $SUTRA_CRD_DIR.
+crds=${SUTRA_CRD_DIR:-$(cd .. && pwd)/shared/crds}
+ha=()
+if [ -f "$crds/postgresql.cnpg.io_clusters.yaml" ] && [ -f "$crds/rabbitmq.com_rabbitmqclusters.yaml" ]; then
+	ha=(--crd "$crds/postgresql.cnpg.io_clusters.yaml" --crd "$crds/rabbitmq.com_rabbitmqclusters.yaml")
+	if command -v kubectl >/dev/null; then
+		kubectl kustomize deploy/k8s/ha >"$dir/k8s-ha.yaml"
+		ha+=(--k8s "$dir/k8s-ha.yaml")
+	else
+		for f in deploy/k8s/ha/*.yaml; do
+			[ "$(basename "$f")" = kustomization.yaml ] || ha+=(--k8s "$f")
+		done
+	fi
+else
+	echo "validate-deploy.sh: NOT VALIDATED: deploy/k8s/ha (no CRDs in $crds; set SUTRA_CRD_DIR)" >&2
+fi
+node "$dir/validate.mjs" "${k8s[@]}" "${ha[@]}" --compose docker-compose.yml

@@ -28,6 +28,9 @@ import (
 //
 //	unavailable  connection lost or refused, 08xxx, 53xxx (resources),
 //	             57P01-57P03 (server shutting down), 58xxx (system I/O),
+//	             25006 (read-only: a standby, a demoted primary; the
+//	             connection is closed, see followPrimary), 40001 raised
+//	             by a recovery conflict is transient below,
 //	             a per-call deadline passed     → fault.Unavailable: an outage,
 //	             not this work's fault; retried with backoff, never capped
 //	transient    40001 serialization, 40P01 deadlock, 55P03 lock not
@@ -45,12 +48,16 @@ const (
 	sqlstateBufferedGone  = "SU004"
 	sqlstateUnique        = "23505"
 	sqlstateNotNull       = "23502"
+	sqlstateReadOnly      = "25006" // read_only_sql_transaction
 )
 
 // Sentinel errors callers branch on with errors.Is.
 var (
 	ErrNotFound = errors.New("store: not found")
 	ErrConflict = errors.New("store: conflict")
+	// ErrReadOnly is a server that refuses writes: during a failover, the
+	// old primary or a standby (always with fault.Unavailable).
+	ErrReadOnly = errors.New("store: the database is read-only")
 )
 
 // translate maps driver errors to the worker's errors at the store boundary.
@@ -68,6 +75,8 @@ func translate(err error, what string) error {
 			return fault.Wrap(fault.StepFenced, err, "%s", what)
 		case pgErr.Code == sqlstateUnique:
 			return fmt.Errorf("%s: %w: %s", what, ErrConflict, pgErr.Message)
+		case pgErr.Code == sqlstateReadOnly:
+			return fault.Wrap(fault.Unavailable, fmt.Errorf("%w: %w", ErrReadOnly, err), "%s", what)
 		case unavailableSQLState(pgErr.Code):
 			return fault.Wrap(fault.Unavailable, err, "%s", what)
 		case transientSQLState(pgErr.Code):
@@ -112,6 +121,32 @@ func transientSQLState(code string) bool {
 		return true
 	}
 	return false
+}
+
+// followPrimary makes a pool follow a primary that moves. A connection
+// whose server answers read-only (SQLSTATE 25006: the primary it reached
+// was demoted, or it reached a standby) is closed on that error, and the
+// pool drops it on release instead of handing it out again. A URL naming
+// several hosts connects only to the one that takes writes (libpq's
+// target_session_attrs=read-write) unless it asks for a primary in another
+// way: the worker writes, so "any" would be no choice.
+func followPrimary(cfg *pgx.ConnConfig) {
+	next := cfg.OnPgError
+	cfg.OnPgError = func(c *pgconn.PgConn, pgErr *pgconn.PgError) bool {
+		if pgErr.Code == sqlstateReadOnly {
+			return false // closes the connection
+		}
+		return next == nil || next(c, pgErr)
+	}
+	if cfg.ValidateConnect != nil {
+		return
+	}
+	for _, f := range cfg.Fallbacks { // also each host's TLS and plain attempt
+		if f.Host != cfg.Host || f.Port != cfg.Port {
+			cfg.ValidateConnect = pgconn.ValidateConnectTargetSessionAttrsReadWrite
+			return
+		}
+	}
 }
 
 func isSQLState(err error, code string) bool {

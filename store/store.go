@@ -86,6 +86,7 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	if opt.MaxConns > 0 {
 		cfg.MaxConns = opt.MaxConns
 	}
+	followPrimary(cfg.ConnConfig)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fault.Wrap(fault.Unavailable, err, "opening database pool")
@@ -103,10 +104,23 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 // Close closes the pool.
 func (s *Store) Close() { s.pool.Close() }
 
-// Ping reports whether the database answers.
+// Ping reports whether the database answers and takes writes: a server
+// that answers read-only (a standby, a demoted primary) is ErrReadOnly
+// with fault.Unavailable, and the connection that asked is closed so that
+// the pool's next one looks for the primary again.
 func (s *Store) Ping(ctx context.Context) error {
-	if err := s.pool.Ping(ctx); err != nil {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
 		return translate(err, "pinging database")
+	}
+	defer conn.Release()
+	var readOnly bool
+	if err := conn.QueryRow(ctx, "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only')::bool").Scan(&readOnly); err != nil {
+		return translate(err, "pinging database")
+	}
+	if readOnly {
+		_ = conn.Conn().PgConn().Close(ctx) // released closed: the pool drops it
+		return fault.Wrap(fault.Unavailable, ErrReadOnly, "pinging database")
 	}
 	return nil
 }

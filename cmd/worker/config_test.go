@@ -26,6 +26,9 @@ func TestAConfigurationThatCannotWorkExitsWithStatus2NamingTheVariable(t *testin
 		{"SUTRA_FEEL_MAX_BYTES=100", "SUTRA_FEEL_MAX_BYTES"},
 		{"SUTRA_DATABASE_URL=notaurl", "SUTRA_DATABASE_URL"},
 		{"SUTRA_AMQP_URL=http://127.0.0.1:5672/", "SUTRA_AMQP_URL"},
+		// The nodes of one cluster share their virtual hosts and users.
+		{"SUTRA_AMQP_URL=amqp://guest:guest@127.0.0.1:5672/,amqp://guest:guest@127.0.0.1:5673/other", "SUTRA_AMQP_URL"},
+		{"SUTRA_AMQP_URL=amqp://guest:guest@127.0.0.1:5672/,amqp://admin:guest@127.0.0.1:5673/", "SUTRA_AMQP_URL"},
 		{"SUTRA_OAUTH_TOKEN_TTL=0s", "SUTRA_OAUTH_TOKEN_TTL"},
 		{"SUTRA_OAUTH_TOKEN_TTL=1500ms", "SUTRA_OAUTH_TOKEN_TTL"}, // expires_in is whole seconds
 		// TLS on the API listener: both files or neither, and they must load.

@@ -3,16 +3,24 @@
 //   node validate.mjs --k8s FILE|-      Kubernetes objects (multi-document YAML;
 //                                       `-` reads stdin, e.g. `kubectl kustomize`)
 //   node validate.mjs --compose FILE    a docker-compose.yml
+//   node validate.mjs --crd FILE        a CustomResourceDefinition: later
+//                                       --k8s objects of its kinds are
+//                                       checked against its schema
 //
 // Kubernetes objects are checked twice: against the API's OpenAPI schemas
 // (types, required fields, enums) as compiled by kubernetes-models, and for
 // unknown fields (a misspelt key is silently dropped by the API server; this
 // is what `kubectl --validate=strict` would catch) against the field lists of
 // @kubernetes/client-node's models. Compose files are checked against the
-// compose specification's JSON schema. Run by scripts/validate-deploy.sh.
+// compose specification's JSON schema. Custom resources (a CloudNativePG
+// Cluster, a RabbitmqCluster) are checked against the openAPIV3Schema of
+// their CRD, with unknown fields refused wherever the schema lists the
+// fields and does not preserve unknown ones (the API server would prune
+// them). Run by scripts/validate-deploy.sh.
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import YAML from "yaml";
+import Ajv from "ajv";
 import Ajv2019 from "ajv/dist/2019.js";
 import * as k8s from "@kubernetes/client-node";
 
@@ -81,6 +89,37 @@ function unknownFields(value, type, path, report) {
   }
 }
 
+// Custom resources' validators by "group/version Kind" (--crd).
+const customKinds = new Map();
+
+// strictObjects makes a structural schema refuse fields it does not list.
+function strictObjects(node) {
+  if (Array.isArray(node)) return node.forEach(strictObjects);
+  if (!node || typeof node !== "object") return;
+  if (node.properties && node.additionalProperties === undefined && !node["x-kubernetes-preserve-unknown-fields"]) {
+    node.additionalProperties = false;
+  }
+  for (const v of Object.values(node)) strictObjects(v);
+}
+
+function loadCRD(file) {
+  for (const crd of readDocs(file)) {
+    if (crd.kind !== "CustomResourceDefinition") {
+      fail(file, `${crd.kind} is not a CustomResourceDefinition`);
+      continue;
+    }
+    for (const v of crd.spec.versions.filter((v) => v.served)) {
+      const schema = structuredClone(v.schema.openAPIV3Schema);
+      strictObjects(schema);
+      // The API server fills these in; the schema leaves them out.
+      schema.properties ??= {};
+      Object.assign(schema.properties, { apiVersion: { type: "string" }, kind: { type: "string" }, metadata: { type: "object" } });
+      const ajv = new Ajv({ allErrors: true, strict: false, validateFormats: false });
+      customKinds.set(`${crd.spec.group}/${v.name} ${crd.spec.names.kind}`, ajv.compile(schema));
+    }
+  }
+}
+
 function validateK8s(file) {
   const docs = readDocs(file);
   if (docs.length === 0) fail(file, "no objects");
@@ -91,6 +130,12 @@ function validateK8s(file) {
       continue;
     }
     const before = failures;
+    const custom = customKinds.get(`${obj.apiVersion} ${obj.kind}`);
+    if (custom) {
+      if (!custom(obj)) for (const e of custom.errors) fail(where, `${e.instancePath || "/"} ${e.message} ${JSON.stringify(e.params)}`);
+      if (failures === before) console.log(`ok ${where}: CRD schema`);
+      continue;
+    }
     const Model = schemaModel(obj.apiVersion, obj.kind);
     const fields = fieldModel(obj.apiVersion, obj.kind);
     if (!Model || !fields) {
@@ -143,7 +188,8 @@ function validateCompose(file) {
 const args = process.argv.slice(2);
 for (let i = 0; i < args.length; i += 2) {
   const [flag, file] = [args[i], args[i + 1]];
-  if (!file) fail("usage", "validate.mjs (--k8s FILE | --compose FILE)…");
+  if (!file) fail("usage", "validate.mjs (--k8s FILE | --compose FILE | --crd FILE)…");
+  else if (flag === "--crd") loadCRD(file);
   else if (flag === "--k8s") validateK8s(file);
   else if (flag === "--compose") validateCompose(file);
   else fail("usage", `unknown flag ${flag}`);
