@@ -10,6 +10,9 @@
 # The web console's bundle (console/web, pinned by its package-lock.json),
 # embedded by the build stage below.
 FROM node:20-bookworm-slim AS console
+# No install-time telemetry from @ibm/telemetry-js (scripts/console.sh sets it
+# too; this covers any npm command added to this stage).
+ENV IBM_TELEMETRY_DISABLED=true
 WORKDIR /src
 COPY console/web/package.json console/web/package-lock.json console/web/
 COPY console/web/index.html console/web/

@@ -6,6 +6,10 @@
 # bundle as it is and says so (the worker then serves a page that says how
 # to build it). Quick when nothing changed.
 set -euo pipefail
+# @carbon/grid and @carbon/layout (under @bpmn-io/form-js) run @ibm/telemetry-js
+# on install, which in CI and containers starts a background process that
+# sends usage data to IBM; this is its documented opt-out.
+export IBM_TELEMETRY_DISABLED=true
 root="$(cd "$(dirname "$0")/.." && pwd)"
 web="$root/console/web"
 out="$root/console/dist"
