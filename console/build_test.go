@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,7 +45,7 @@ func buildConsole(t *testing.T) consoleBuild {
 		}
 		build.root = root
 		for _, p := range []string{"scripts/console.sh", "console/web/package.json", "console/web/package-lock.json",
-			"console/web/index.html", "console/web/src"} {
+			"console/web/index.html", "console/web/src", "console/web/notices.mjs"} {
 			cp := exec.Command("cp", "-r", "--parents", p, root)
 			cp.Dir = ".." // the repository
 			if out, err := cp.CombinedOutput(); err != nil {
@@ -109,4 +110,75 @@ func TestTheConsoleBuildStartsNoTelemetry(t *testing.T) {
 			t.Errorf("the console build started a telemetry process: %s", line)
 		}
 	}
+}
+
+// TestTheThirdPartyNoticeListsEveryBundledPackage reads esbuild's own list of
+// what went into the bundle (its metafile) and finds each npm package in it,
+// by name and version, in the notice, with a licence.
+func TestTheThirdPartyNoticeListsEveryBundledPackage(t *testing.T) {
+	b := buildConsole(t)
+	web := filepath.Join(b.root, "console/web")
+	raw, err := os.ReadFile(filepath.Join(web, "node_modules/.esbuild-meta.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct {
+		Inputs map[string]json.RawMessage `json:"inputs"`
+	}
+	if err := json.Unmarshal(raw, &meta); err != nil {
+		t.Fatal(err)
+	}
+	notice, err := os.ReadFile(filepath.Join(b.root, "console/dist/third-party-notices.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	packages := map[string]bool{}
+	for input := range meta.Inputs {
+		parts := strings.Split(input, "/")
+		at := -1
+		for i, p := range parts {
+			if p == "node_modules" {
+				at = i
+			}
+		}
+		if at < 0 {
+			continue // the console's own source
+		}
+		n := 2
+		if strings.HasPrefix(parts[at+1], "@") {
+			n = 3
+		}
+		dir := filepath.Join(append([]string{web}, parts[:at+n]...)...)
+		var pkg struct{ Name, Version string }
+		raw, err := os.ReadFile(filepath.Join(dir, "package.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(raw, &pkg); err != nil {
+			t.Fatal(err)
+		}
+		packages[pkg.Name+"@"+pkg.Version] = true
+	}
+	for _, want := range []string{"bpmn-js@", "dmn-js-decision-table@", "@bpmn-io/form-js-viewer@", "diagram-js@", "preact@"} {
+		found := false
+		for p := range packages {
+			found = found || strings.HasPrefix(p, want)
+		}
+		if !found {
+			t.Errorf("the metafile lists no %s package: is the bundle built from it?", want)
+		}
+	}
+	text := string(notice)
+	for p := range packages {
+		at := strings.Index(text, "\n"+p+"\n")
+		if at < 0 {
+			t.Errorf("the third-party notice has no entry for %s", p)
+			continue
+		}
+		entry := text[at+len(p)+2:]
+		if !strings.HasPrefix(entry, "License: ") || strings.HasPrefix(entry, "License: UNKNOWN") {
+			t.Errorf("the notice's entry for %s declares no licence: %.80q", p, entry)
+		}
+	}
+	t.Logf("%d packages in the bundle; the notice: %d bytes", len(packages), len(notice))
 }
