@@ -60,7 +60,7 @@ func explainAll(ctx context.Context, env *bench.Env, dir, tables string, known f
 		}
 		var out strings.Builder
 		fmt.Fprintf(&out, "-- %s: generic plan (force_generic_plan), PostgreSQL %s,\n-- %s.\n", s.Name, version, tables)
-		fmt.Fprintf(&out, "-- Written by `go run ./tools/bench/load -plans tools/bench/plans` (bench.HotStatements).\n")
+		fmt.Fprintf(&out, "-- Written by `make bench-plans` (bench.HotStatements).\n")
 		if s.Setup != "" {
 			fmt.Fprintf(&out, "%s;\n", s.Setup)
 		}
