@@ -11,7 +11,7 @@ import (
 )
 
 func TestTheConnectionCheckRefusesAPoolTooLargeAndWarnsOfReplicasTimesPoolOverTheLimit(t *testing.T) {
-	c := Config{Lanes: 10}
+	c := Config{Lanes: Lanes{Count: 10}}
 	size := c.PoolSize()
 	check := func(l store.ConnectionLimit) (string, error) {
 		var out bytes.Buffer

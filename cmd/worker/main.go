@@ -118,8 +118,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 func runWorker(ctx context.Context, stopSignals context.CancelFunc, cfg app.Config, log *slog.Logger, warnUnknown func()) error {
 	bi := buildinfo.Read()
 	log.Info("worker starting", "version", bi.Version, "revision", bi.Revision, "go_version", bi.GoVersion,
-		"database", app.Redact(cfg.DatabaseURL), "broker", app.Redact(cfg.AMQPURL), "lanes", cfg.Lanes, "prefetch", cfg.Prefetch,
-		"http", cfg.HTTPAddr, "api", cfg.APIAddr, "shutdown_timeout", cfg.ShutdownTimeout)
+		"database", app.Redact(cfg.Database.URL), "broker", app.Redact(cfg.Broker.URL), "lanes", cfg.Lanes.Count, "prefetch", cfg.Consumer.Prefetch,
+		"http", cfg.HTTPAddr, "api", cfg.API.Addr, "shutdown_timeout", cfg.ShutdownTimeout)
 	warnUnknown()
 	w, err := app.Start(ctx, cfg, app.Options{Logger: log})
 	if err != nil {

@@ -41,7 +41,7 @@ func (b *bencher) writePlans(ctx context.Context, dir string) error {
 // explainAll writes every hot statement's plan in env to dir; tables says
 // what the tables hold, known what excuses a fault.
 func explainAll(ctx context.Context, env *bench.Env, dir, tables string, known func(bench.Statement) string) error {
-	conn, err := pgx.Connect(ctx, env.Config.DatabaseURL)
+	conn, err := pgx.Connect(ctx, env.Config.Database.URL)
 	if err != nil {
 		return err
 	}
