@@ -1,6 +1,8 @@
 package app
 
 import (
+	"time"
+
 	"github.com/sutra-run/worker/admin"
 	"github.com/sutra-run/worker/api"
 	apiadmin "github.com/sutra-run/worker/api/admin"
@@ -18,6 +20,41 @@ import (
 	"github.com/sutra-run/worker/sweeper"
 	"github.com/sutra-run/worker/timers"
 )
+
+// Defaults is the worker's configuration before the environment, each
+// default written once: a knob a component has reads the component's own
+// default (its DefaultConfig), and only the knobs no component has (the
+// URLs, the metrics listener, the switches whose zero means off) are
+// written here. cmd/worker reads the environment over it.
+func Defaults() Config {
+	ln, co, tm, sw, ob := lanes.DefaultConfig(), consumer.DefaultConfig(), timers.DefaultConfig(), sweeper.DefaultConfig(), outbox.DefaultConfig()
+	br, ap, ad, ts, gw := broker.DefaultConfig(), api.DefaultConfig(), apiadmin.DefaultConfig(), tasks.DefaultConfig(), zeebe.DefaultConfig()
+	return Config{
+		Process: Process{HTTPAddr: ":9464", ShutdownTimeout: 30 * time.Second, Migrate: true, LogLevel: "info"},
+		Database: Database{URL: "postgres://postgres@127.0.0.1:5432/sutra", MaxVariablesBytes: store.DefaultMaxVariablesBytes,
+			MaxCommitBytes: store.DefaultMaxCommitBytes, SignalBroadcastPage: store.DefaultBroadcastPage},
+		Broker: Broker{URL: br.URL, WriteTimeout: br.WriteTimeout, ChannelTimeout: br.ChannelTimeout,
+			RelayExchange: ob.RelayExchange, RelayQueue: co.Queue, RelayBindingKey: broker.DefaultRelayBindingKey,
+			DeadExchange: co.DeadExchange, DeadQueue: sw.DeadQueue, OutboxExchange: ob.Exchange},
+		// A batch wait of 0 means never wait, so lanes has no default for it.
+		Lanes: Lanes{Count: ln.Lanes, BatchMax: ln.BatchMax, BatchWait: 2 * time.Millisecond, ClaimTimeout: ln.ClaimTimeout,
+			StepTimeout: ln.StepTimeout, FeelMaxSteps: feel.DefaultMaxSteps, FeelMaxBytes: feel.DefaultMaxBytes, StepHistory: true},
+		Consumer: Consumer{Prefetch: co.Prefetch, RequeueBackoff: co.RequeueBackoff, RequeueBackoffMax: co.RequeueBackoffMax,
+			MaxRetries: co.MaxRetries},
+		Timers: Timers{PollInterval: tm.PollInterval, Batch: tm.BatchSize, MaxInFlight: tm.MaxInFlight, Lease: tm.Lease,
+			Backoff: tm.Backoff, BackoffMax: tm.BackoffMax, MaxAttempts: tm.MaxAttempts},
+		Sweeper: Sweeper{Interval: sw.Interval, LeaseTTL: sw.LeaseTTL, InboxRetention: sw.InboxRetention,
+			OutboxRetention: sw.OutboxRetention, StepHistoryRetention: sw.StepHistoryRetention},
+		Outbox: Outbox{PollInterval: ob.PollInterval, Lease: ob.Lease, Batch: ob.BatchSize, MaxAttempts: ob.MaxAttempts},
+		API: API{Addr: ap.Addr, OAuthTokenTTL: api.DefaultTokenTTL, UI: true, MaxConns: ap.Limits.MaxConns,
+			MaxBody: ap.Limits.MaxBody, MaxBytesInFlight: ap.Limits.MaxBytesInFlight, MaxDBConns: ap.Limits.MaxDBConns,
+			MaxDeployBody: ad.MaxDeployBody, MaxScan: ad.MaxScan},
+		Tasks: Tasks{MaxTasks: ts.MaxTasks, MaxTopics: ts.MaxTopics, MaxLongPolls: ts.MaxLongPolls,
+			MaxLockDuration: ts.MaxLockDuration, MaxRetryTimeout: ts.MaxRetryTimeout, PollInterval: jobs.DefaultPollInterval,
+			FastPath: true},
+		Gateway: Gateway{Addr: gw.Addr, MaxStreams: gw.MaxStreams, MaxJobs: gw.MaxJobsToActivate, MaxMessageSize: gw.MaxMessageSize},
+	}
+}
 
 // Each component's configuration from the worker's: the one place a knob
 // meets the component it sets, so that Start only wires. A knob two

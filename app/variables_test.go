@@ -59,3 +59,10 @@ func TestNoVariableIsRenamed(t *testing.T) {
 		t.Errorf("app.Variables lists\n%v\nenvconfig reads\n%v", listed, read)
 	}
 }
+
+// The defaults, read from the components, make a configuration that starts.
+func TestTheDefaultsAreValid(t *testing.T) {
+	if err := app.Defaults().Validate(); err != nil {
+		t.Error(err)
+	}
+}

@@ -52,7 +52,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		printHelp(stdout)
 		return 0
 	}
-	var cfg app.Config
+	cfg := app.Defaults() // the environment's variables over the defaults
 	if err := envconfig.Process("sutra", &cfg); err != nil {
 		fmt.Fprintln(stderr, "worker: configuration:", err)
 		return 2
@@ -243,8 +243,9 @@ func newLogger(cfg app.Config, w io.Writer) (*slog.Logger, error) {
 func printHelp(w io.Writer) {
 	fmt.Fprint(w, usage)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	_ = envconfig.Usagef("sutra", &app.Config{}, tw, `{{range .}}  {{usage_key .}}	{{usage_default .}}	{{usage_description .}}
-{{end}}`)
+	for _, v := range app.Variables() {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", v.Name, v.Default, v.Description)
+	}
 	tw.Flush()
 	fmt.Fprintln(w, strings.TrimSpace(`
 Relays: publish JSON to the relay exchange with a message_id; see README.md.`))
