@@ -10,9 +10,12 @@
 # The web console's bundle (console/web, pinned by its package-lock.json),
 # embedded by the build stage below.
 FROM node:20-bookworm-slim AS console
+# No install-time telemetry from @ibm/telemetry-js (scripts/console.sh sets it
+# too; this covers any npm command added to this stage).
+ENV IBM_TELEMETRY_DISABLED=true
 WORKDIR /src
 COPY console/web/package.json console/web/package-lock.json console/web/
-COPY console/web/index.html console/web/
+COPY console/web/index.html console/web/notices.mjs console/web/
 COPY console/web/src/ console/web/src/
 COPY scripts/console.sh scripts/
 RUN --mount=type=cache,target=/root/.npm scripts/console.sh

@@ -5,7 +5,7 @@ PKGS      := ./...
 # A short fuzz run of each parser target in CI.
 FUZZTIME  ?= 10s
 
-.PHONY: build console test test-upgrade test-ha demo bench bench-data bench-plans soak lint services fuzz clean check-deploy
+.PHONY: build console test test-upgrade test-ha demo bench bench-data bench-plans soak lint services fuzz clean check-deploy tools
 
 # worker version: the release (a tag at HEAD, else the release RELEASES
 # records for HEAD, else "devel") and the commit.
@@ -30,6 +30,7 @@ test: services
 	@scripts/console.sh
 	$(MAKE) check-deploy
 	PROMTOOL="$$(scripts/promtool.sh)" CHROMIUM="$$(scripts/chromium.sh)" $(GO) test -race -count=1 -timeout 20m $(PKGS)
+	$(GO) -C tools vet ./... && $(GO) -C tools test -race -count=1 -timeout 20m ./...
 	$(MAKE) fuzz
 
 # The rolling upgrade from the previous release (RELEASES) to this tree,
@@ -37,7 +38,7 @@ test: services
 # "Upgrading"; tools/upgrade). About 2 minutes, most of it building the
 # previous release the first time.
 test-upgrade: services
-	$(GO) test -tags upgrade -count=1 -timeout 10m -v ./tools/upgrade
+	$(GO) -C tools test -tags upgrade -count=1 -timeout 10m -v ./upgrade
 
 # The HA chaos test (docs/operations.md, "High availability"): a 3-node
 # RabbitMQ cluster and a pg_auto_failover formation (scripts/ha.sh, which
@@ -73,35 +74,43 @@ demo: services build
 # about 35 s and the batch ceiling about 45 s; 4.5 minutes in all on a quiet
 # machine, up to 8 on a busy one. Pass flags with BENCHFLAGS, e.g.
 # make bench BENCHFLAGS='-lanes 16 -relays 5000'.
-bench: services
-	$(GO) run ./tools/bench/load $(BENCHFLAGS)
+bench: services tools
+	bin/sutra-bench $(BENCHFLAGS)
 
 # Cost as the data grows (BENCHMARKS.md): 16 lanes on the K instances alone,
 # then on a million seeded instances, then on the same with 2 kB of variables
 # each, then on a million of which 1% are active. Seeding is not timed but
 # takes most of the 4 minutes or so. Ten million (1% active; about 15 minutes
 # more, 6 GB of disk): make bench-data BENCHFLAGS='-data 10m'.
-bench-data: services
-	$(GO) run ./tools/bench/load -lanes 16 -data large,large-2k,1m -pgbench-clients '' -baseline=false -sync-claims=false \
+bench-data: services tools
+	bin/sutra-bench -lanes 16 -data large,large-2k,1m -pgbench-clients '' -baseline=false -sync-claims=false \
 	  -outbox-lanes 0 -task-lanes 0 -latency-loads '' $(BENCHFLAGS)
 
 # The generic plan of every hot statement on the large data set, into
 # tools/bench/plans (about a minute; review the diff).
-bench-plans: services
-	$(GO) run ./tools/bench/load -plans tools/bench/plans
+bench-plans: services tools
+	bin/sutra-bench -plans tools/bench/plans
 
 # Sustained load (BENCHMARKS.md, "Soak"): the worker binary at its defaults
 # drains a backlog first (its drain rate), then takes SOAK_RATE relays/s (3000,
 # or a share of that drain rate: SOAK_RATE=25%) for SOAK_DURATION (20m) with
 # autovacuum on; a report, the samples and a plot into SOAK_OUT (bin/soak).
-# Exits 1 when a target is missed. Other knobs: `go doc ./tools/soak` and
+# Exits 1 when a target is missed. Other knobs: `go -C tools doc ./soak` and
 # tools/soak/main.go.
-soak: services build
-	$(GO) run ./tools/soak
+soak: services build tools
+	bin/sutra-soak
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) vet $(PKGS)
+	$(GO) -C tools vet ./...
+
+# tools/ is a module of its own (tools/go.mod), so that gonum/plot and the
+# benchmark's clients are not the worker's dependencies: its commands are
+# built there and run from here, where their relative paths point.
+tools:
+	$(GO) -C tools build -o ../bin/sutra-bench ./bench/load
+	$(GO) -C tools build -o ../bin/sutra-soak ./soak
 
 clean:
 	rm -rf bin

@@ -58,7 +58,7 @@ func setupAdminWith(t *testing.T, opt app.Options, tweak func(*app.Config)) *adm
 	env.Deploy(t, "testdata/tasks.bpmn")
 	env.Deploy(t, "testdata/shop-v1.bpmn")
 	b := &bundle{token: token, env: env, cfg: apptest.Config(env), pub: env.Publisher(t), reg: prometheus.NewRegistry()}
-	b.cfg.APIToken, b.cfg.AdminToken = token, adminToken
+	b.cfg.API.Token, b.cfg.AdminToken = token, adminToken
 	if tweak != nil {
 		tweak(&b.cfg)
 	}
@@ -335,7 +335,7 @@ func TestRetryingAFailedTaskGivesItsRetriesBack(t *testing.T) {
 
 func TestAdminRoutesRefuseBadCallsWithProblemsNever500(t *testing.T) {
 	t.Parallel()
-	b := setupAdmin(t, nil, func(c *app.Config) { c.APIMaxTasks = 10 })
+	b := setupAdmin(t, nil, func(c *app.Config) { c.Tasks.MaxTasks = 10 })
 	b.startShop(t, "o-1")
 	routes := []struct{ method, path string }{
 		{"POST", "/definitions"}, {"GET", "/definitions"}, {"GET", "/definitions/shop/versions/1"},
@@ -390,7 +390,7 @@ func TestAdminRoutesAreOffWithoutAnAdminTokenUnlessExplicitlyInsecure(t *testing
 		wantCode string
 	}{
 		{"no token", func(*app.Config) {}, "", http.StatusForbidden, fault.AdminDisabled},
-		{"the task token alone", func(c *app.Config) { c.APIToken = token }, token, http.StatusForbidden, fault.AdminDisabled},
+		{"the task token alone", func(c *app.Config) { c.API.Token = token }, token, http.StatusForbidden, fault.AdminDisabled},
 		{"insecure", func(c *app.Config) { c.AdminInsecure = true }, "", http.StatusOK, ""},
 	} {
 		env := testkit.New(t)

@@ -55,6 +55,14 @@ func (c *Config) setDefaults() {
 	c.Limits.setDefaults()
 }
 
+// DefaultConfig is the configuration New fills unset fields from; the
+// worker's defaults (app.Defaults) are read here, not written again.
+func DefaultConfig() Config {
+	var c Config
+	c.setDefaults()
+	return c
+}
+
 // Deps are the listener's collaborators.
 type Deps struct {
 	Metrics *metrics.Metrics

@@ -62,6 +62,10 @@ type budget struct {
 	at     time.Time
 }
 
+// DefaultAuthFailureBurst is the failures a source may have at once before
+// it is throttled (SUTRA_API_AUTH_FAILURE_BURST).
+const DefaultAuthFailureBurst = 20
+
 // NewAuthFailures builds the failure record of a budget of burst failures
 // per source (0: no throttle); c nil is the real clock.
 func NewAuthFailures(m *metrics.Metrics, log *slog.Logger, c clock.Clock, burst int) *AuthFailures {

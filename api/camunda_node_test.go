@@ -29,7 +29,7 @@ func TestCamundasNodeClientWorksTasksUnchanged(t *testing.T) {
 	if _, err := os.Stat("testdata/camunda-js/node_modules/camunda-external-task-client-js"); err != nil {
 		t.Skip("the Node client is not installed: run scripts/node-deps.sh (make test does)")
 	}
-	b := setup(t, func(c *app.Config) { c.APIToken = "node-s3cret" })
+	b := setup(t, func(c *app.Config) { c.API.Token = "node-s3cret" })
 	b.token = "node-s3cret"
 	b.env.Deploy(t, "testdata/camunda-js/compat.bpmn")
 	topics := []string{"complete", "retry-then-complete", "fail-to-zero", "bpmn-error", "extend-lock"}

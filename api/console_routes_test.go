@@ -83,7 +83,7 @@ func TestTheInstanceListFiltersByVersionVariableAndCreationTime(t *testing.T) {
 func TestAnInstanceListPageEndsWhereItsWalkEnds(t *testing.T) {
 	t.Parallel()
 	// Each page walks 2 instances at most to check its filter.
-	b := setupAdmin(t, nil, func(c *app.Config) { c.APIMaxScan = 2 })
+	b := setupAdmin(t, nil, func(c *app.Config) { c.API.MaxScan = 2 })
 	for i, amount := range []int{5, 6, 7, 5, 6} {
 		id := fmt.Sprintf("o-%d", i+1)
 		if status, out := b.do(t, "POST", "/instances", map[string]any{"definition": "shop", "instance_id": id,

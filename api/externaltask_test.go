@@ -313,7 +313,7 @@ func TestAnOutcomeIsRecordedWithItsRelayBeforeTheAnswerAndOnlyOnce(t *testing.T)
 
 func TestBadRequestsAreRefusedWith400AndTheirReason(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(c *app.Config) { c.APIMaxTasks = 10 })
+	b := setup(t, func(c *app.Config) { c.Tasks.MaxTasks = 10 })
 	b.start(t, "i-1", "bad", nil)
 	task := b.fetch(t, "w", "bad", 1, time.Minute, 0)[0]
 	topic := func(extra map[string]any) map[string]any {
@@ -362,7 +362,7 @@ func TestBadRequestsAreRefusedWith400AndTheirReason(t *testing.T) {
 
 func TestEveryCallNeedsTheTokenWhenOneIsSet(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(c *app.Config) { c.APIToken = "s3cret" })
+	b := setup(t, func(c *app.Config) { c.API.Token = "s3cret" })
 	fetch := map[string]any{"workerId": "w", "maxTasks": 1, "topics": []map[string]any{}}
 	for _, tt := range []struct {
 		header []string
@@ -389,7 +389,7 @@ func TestALongPollIsAnsweredByATaskCreatedOnThisReplica(t *testing.T) {
 	t.Parallel()
 	// The poll for other replicas' tasks never runs during the test: only the
 	// in-process wake-up from this replica's commit can answer the long poll.
-	b := setup(t, func(c *app.Config) { c.TaskPollInterval = time.Hour })
+	b := setup(t, func(c *app.Config) { c.Tasks.PollInterval = time.Hour })
 	b.w.Tasks().TestSignals.Init()
 	got := make(chan []locked, 1)
 	go func() { got <- b.fetch(t, "w", "soon", 1, time.Minute, 30*time.Second) }()
@@ -413,7 +413,7 @@ func TestALongPollIsAnsweredByATaskCreatedOnThisReplica(t *testing.T) {
 func TestEachTaskCreatedWakesOneLongPollAndReachesOneWithoutThePoll(t *testing.T) {
 	t.Parallel()
 	// Only the in-process wake-ups can answer: the poll never runs.
-	b := setup(t, func(c *app.Config) { c.TaskPollInterval = time.Hour })
+	b := setup(t, func(c *app.Config) { c.Tasks.PollInterval = time.Hour })
 	b.w.Tasks().TestSignals.Init()
 	const polls = 4
 	got := make(chan []locked, polls)

@@ -23,7 +23,7 @@ import (
 // relay only once published and consumed, and a lane takes its inbox in
 // order).
 
-func fastPath(c *app.Config) { c.TaskFastPath = true }
+func fastPath(c *app.Config) { c.Tasks.FastPath = true }
 
 // handed waits for the fast path's outcome of relay id.
 func (b *bundle) handed(t *testing.T, id string) lanes.Outcome {
@@ -67,7 +67,7 @@ func (b *bundle) relays(t *testing.T, want map[string]float64) {
 func TestACompletionOnTheFastPathIsAppliedOnceAndItsRelayNeverSent(t *testing.T) {
 	t.Parallel()
 	// The publisher looks only when woken: the fast path does not wake it.
-	b := setup(t, func(c *app.Config) { fastPath(c); c.OutboxPollInterval = time.Hour })
+	b := setup(t, func(c *app.Config) { fastPath(c); c.Outbox.PollInterval = time.Hour })
 	b.w.Handoff().TestSignals.Init()
 	b.w.Lanes().TestSignals.Committed.Init()
 	b.start(t, "i-1", "ship", nil)
@@ -112,7 +112,7 @@ func TestARelayThatArrivesAfterTheFastPathAppliedItIsAckedAsADuplicate(t *testin
 			}
 		}
 	}}
-	b := setupAdmin(t, hooks, func(c *app.Config) { fastPath(c); c.OutboxPollInterval = 20 * time.Millisecond })
+	b := setupAdmin(t, hooks, func(c *app.Config) { fastPath(c); c.Outbox.PollInterval = 20 * time.Millisecond })
 	b.w.Handoff().TestSignals.Init()
 	b.start(t, "i-1", "ship", nil)
 	task := b.fetch(t, "w", "ship", 1, time.Minute, 0)[0]
@@ -162,7 +162,7 @@ func TestAFastPathRefusedByAHeldClaimIsDroppedAndItsRelayAppliesItOnce(t *testin
 
 func TestWithTheFastPathOffTheOutboxRelayAloneAppliesACompletion(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(c *app.Config) { c.TaskFastPath = false })
+	b := setup(t, func(c *app.Config) { c.Tasks.FastPath = false })
 	b.start(t, "i-1", "ship", nil)
 	task := b.fetch(t, "w", "ship", 1, time.Minute, 0)[0]
 	b.answer(t, task.ID, "complete", map[string]any{"workerId": "w"})
@@ -177,7 +177,7 @@ func TestWithTheFastPathOffTheOutboxRelayAloneAppliesACompletion(t *testing.T) {
 
 func TestAUserTaskCompletionTakesTheFastPathToo(t *testing.T) {
 	t.Parallel()
-	b := setupAdmin(t, nil, func(c *app.Config) { fastPath(c); c.OutboxPollInterval = time.Hour })
+	b := setupAdmin(t, nil, func(c *app.Config) { fastPath(c); c.Outbox.PollInterval = time.Hour })
 	b.w.Handoff().TestSignals.Init()
 	b.env.Deploy(t, "testdata/review.bpmn")
 	id := b.reviewTask(t, "c-1", "ada")

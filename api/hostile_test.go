@@ -127,7 +127,7 @@ func get(t *testing.T, client *http.Client, url, token string) (int, string, str
 func TestASourceThatKeepsFailingItsCredentialsIsThrottledAndCounted(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(time.Now())
-	b := setupAdminWith(t, app.Options{Clock: clk}, func(c *app.Config) { c.APIAuthFailureBurst = 20 })
+	b := setupAdminWith(t, app.Options{Clock: clk}, func(c *app.Config) { c.API.AuthFailureBurst = 20 })
 	guesser, valid := clientFrom("127.0.0.1"), clientFrom("127.0.0.2")
 	url := b.v1 + "/definitions"
 	for range 50 { // valid calls spend nothing

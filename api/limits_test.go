@@ -158,7 +158,7 @@ func TestALongPollFilteredByDefinitionTakesATaskOfItsDefinitionCreatedHere(t *te
 	t.Parallel()
 	// The looks every interval never run: only the look a task created here
 	// asks for can find the task for the filtered long poll.
-	b := setup(t, func(c *app.Config) { c.TaskPollInterval = time.Hour })
+	b := setup(t, func(c *app.Config) { c.Tasks.PollInterval = time.Hour })
 	b.w.Tasks().TestSignals.Init()
 	got := longPoll(b.base, "w", "kick", "tasks", time.Minute)
 	b.w.Tasks().TestSignals.Waiting.WaitOrTimeout(t)
@@ -175,7 +175,7 @@ func TestALongPollFilteredByDefinitionTakesATaskOfItsDefinitionCreatedHere(t *te
 
 func TestALongPollOverTheCapAnswersAtOnceWithoutWaiting(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(c *app.Config) { c.APIMaxLongPolls = 2; c.TaskPollInterval = time.Hour })
+	b := setup(t, func(c *app.Config) { c.Tasks.MaxLongPolls = 2; c.Tasks.PollInterval = time.Hour })
 	sig := &b.w.Tasks().TestSignals
 	sig.Init()
 	waiting := []<-chan pollResult{longPoll(b.base, "w1", "cap", "", time.Minute), longPoll(b.base, "w2", "cap", "", time.Minute)}
@@ -205,7 +205,7 @@ func TestALongPollOverTheCapAnswersAtOnceWithoutWaiting(t *testing.T) {
 func TestBodiesAreCappedPerRouteAndReplicaWide(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *app.Config) {
-		c.APIMaxBody, c.APIMaxDeployBody, c.APIMaxTopics, c.APIMaxBytesInFlight = 4096, 4096, 3, 4096
+		c.API.MaxBody, c.API.MaxDeployBody, c.Tasks.MaxTopics, c.API.MaxBytesInFlight = 4096, 4096, 3, 4096
 	})
 	sig := &b.w.API().TestSignals
 	sig.Init()
@@ -253,7 +253,7 @@ func TestBodiesAreCappedPerRouteAndReplicaWide(t *testing.T) {
 
 func TestAPICallsUseNoMoreDatabaseConnectionsThanTheirCapAndAWaitingLongPollUsesNone(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(c *app.Config) { c.APIMaxDBConns = 1; c.TaskPollInterval = time.Hour })
+	b := setup(t, func(c *app.Config) { c.API.MaxDBConns = 1; c.Tasks.PollInterval = time.Hour })
 	b.w.Tasks().TestSignals.Init()
 
 	// A long poll that waits holds no connection: calls go on beside it.
@@ -303,7 +303,7 @@ func TestAPICallsUseNoMoreDatabaseConnectionsThanTheirCapAndAWaitingLongPollUses
 func TestAnAdminCallWaitingForItsStepHoldsNoneOfTheAPIsConnections(t *testing.T) {
 	t.Parallel()
 	h := holdFirstStep(t, func(r *lanes.Resume) bool { return r.Admin() })
-	b := setupAdmin(t, h.hooks, func(c *app.Config) { c.APIMaxDBConns = 1 })
+	b := setupAdmin(t, h.hooks, func(c *app.Config) { c.API.MaxDBConns = 1 })
 	b.startShop(t, "o-1")
 	cancelled := make(chan int, 1)
 	go func() {

@@ -38,7 +38,7 @@ func TestABulkMigrationUnderLoadMovesEveryInstanceOnceWithoutOverlap(t *testing.
 	}}
 	// The held step must not go stale while it waits (a busy machine may take
 	// a while to reach l-0): a stale takeover is another test's subject.
-	b := setupAdmin(t, hooks, func(c *app.Config) { c.Lanes, c.ClaimTimeout = 4, 5*time.Minute })
+	b := setupAdmin(t, hooks, func(c *app.Config) { c.Lanes.Count, c.ClaimTimeout = 4, 5*time.Minute })
 	b.env.Deploy(t, "testdata/loop-v1.bpmn")
 	var starts []testkit.Relay
 	var ids []string

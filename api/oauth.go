@@ -38,8 +38,8 @@ const (
 	tokenBodyLimit = 8 << 10
 	// tokenIssuer is the iss of every access token, checked.
 	tokenIssuer = "sutra"
-	// defaultTokenTTL is Credentials.TokenTTL when unset.
-	defaultTokenTTL = time.Hour
+	// DefaultTokenTTL is Credentials.TokenTTL when unset.
+	DefaultTokenTTL = time.Hour
 )
 
 // issuedClaims are an access token's claims: its scope's claim name, and
@@ -58,7 +58,7 @@ func (c Credentials) now() time.Time {
 
 func (c Credentials) ttl() time.Duration {
 	if c.TokenTTL <= 0 {
-		return defaultTokenTTL
+		return DefaultTokenTTL
 	}
 	return c.TokenTTL
 }

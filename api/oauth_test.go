@@ -241,7 +241,7 @@ func TestAnAccessTokenOpensEveryReplicaUntilItsSecretIsRotated(t *testing.T) {
 	t.Parallel()
 	issuer := setupAdmin(t, nil, nil)
 	const newToken = "r0tated+:%2F key"
-	rotated := setupAdmin(t, nil, func(c *app.Config) { c.APIToken = newToken })
+	rotated := setupAdmin(t, nil, func(c *app.Config) { c.API.Token = newToken })
 	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {"w"}, "client_secret": {token}}.Encode()
 	taskTok, _ := issue(t, issuer, "application/x-www-form-urlencoded", form)
 	adminTok, _ := issue(t, issuer, "application/x-www-form-urlencoded", strings.Replace(form, token, adminToken, 1))
@@ -312,7 +312,7 @@ func TestTheTokenEndpointRefusesInOAuthTerms(t *testing.T) {
 func TestAWorkerWithNoTokenIssuesNoAccessToken(t *testing.T) {
 	t.Parallel()
 	b := setupAdmin(t, nil, func(c *app.Config) {
-		c.APIToken, c.AdminToken, c.APIInsecure, c.AdminInsecure = "", "", true, true
+		c.API.Token, c.AdminToken, c.API.Insecure, c.AdminInsecure = "", "", true, true
 	})
 	for _, secret := range []string{"", token, "anything"} {
 		status, _, body := postToken(t, b, "application/x-www-form-urlencoded", "grant_type=client_credentials&client_secret="+secret)

@@ -31,7 +31,7 @@ func (b *adminBundle) startThrower(t *testing.T, id string) {
 
 func setupThrower(t *testing.T, maxAttempts int) *adminBundle {
 	t.Helper()
-	b := setupAdmin(t, nil, func(c *app.Config) { c.OutboxMaxAttempts = maxAttempts })
+	b := setupAdmin(t, nil, func(c *app.Config) { c.Outbox.MaxAttempts = maxAttempts })
 	b.env.Deploy(t, "testdata/throw-then-task.bpmn")
 	return b
 }

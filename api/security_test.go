@@ -196,7 +196,7 @@ func TestNULsAndOverlongIDsAre400WithACodeAndNeitherDatabaseTextNorTheID(t *test
 func TestTheAPIListenerServesTLSWithTheConfiguredCertificate(t *testing.T) {
 	t.Parallel()
 	certFile, keyFile, pool := selfSigned(t)
-	b := setupAdmin(t, nil, func(c *app.Config) { c.APITLSCert, c.APITLSKey = certFile, keyFile })
+	b := setupAdmin(t, nil, func(c *app.Config) { c.API.TLSCert, c.API.TLSKey = certFile, keyFile })
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	defer client.CloseIdleConnections()
 	req, _ := http.NewRequest("GET", "https://"+b.w.APIAddr()+"/v1/definitions", nil)

@@ -182,7 +182,7 @@ func TestACompletionOfATaskItsBoundaryTimerCancelledIsStaleNotADeadLetter(t *tes
 			}
 		},
 	}
-	b := setupAdmin(t, hooks, func(c *app.Config) { c.Lanes = 2; c.TimerPollInterval = 50 * time.Millisecond })
+	b := setupAdmin(t, hooks, func(c *app.Config) { c.Lanes.Count = 2; c.Timers.PollInterval = 50 * time.Millisecond })
 	env = b.env
 	b.start(t, "i-1", "slow", nil)
 	task := b.fetch(t, "w", "slow", 1, time.Minute, 0)[0]

@@ -23,7 +23,7 @@ func TestStartRefusesAnAPIListenerWithNoTokenUnlessInsecureIsSet(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	cfg := apptest.Config(env)
-	cfg.APIToken, cfg.APIInsecure = "", false
+	cfg.API.Token, cfg.API.Insecure = "", false
 	w, err := app.Start(testkit.Ctx(t), cfg, app.Options{Logger: testkit.Logger(t)})
 	if err == nil {
 		_ = w.Stop(context.Background())
@@ -44,10 +44,10 @@ func TestStartRefusesAnAdminTokenEqualToTheTaskTokenAndAnInsecureAdminBesideATok
 		tweak func(*app.Config)
 		names []string
 	}{
-		{"equal tokens", func(c *app.Config) { c.APIToken, c.AdminToken = "same", "same" }, []string{"SUTRA_ADMIN_TOKEN", "SUTRA_API_TOKEN"}},
+		{"equal tokens", func(c *app.Config) { c.API.Token, c.AdminToken = "same", "same" }, []string{"SUTRA_ADMIN_TOKEN", "SUTRA_API_TOKEN"}},
 		{"insecure beside the admin token", func(c *app.Config) { c.AdminToken, c.AdminInsecure = "adm", true },
 			[]string{"SUTRA_ADMIN_INSECURE", "SUTRA_ADMIN_TOKEN"}},
-		{"insecure beside the task token", func(c *app.Config) { c.APIToken, c.AdminInsecure = "tok", true },
+		{"insecure beside the task token", func(c *app.Config) { c.API.Token, c.AdminInsecure = "tok", true },
 			[]string{"SUTRA_ADMIN_INSECURE", "SUTRA_API_TOKEN"}},
 	} {
 		cfg := apptest.Config(env)
@@ -76,7 +76,7 @@ func TestReadyzGivesAShortReasonNotTheDatabasesError(t *testing.T) {
 	pgURL, _ := url.Parse(env.Config.DatabaseURL)
 	pg := testkit.NewProxy(t, pgURL.Host)
 	cfg := apptest.Config(env)
-	cfg.DatabaseURL = pg.Through(t, env.Config.DatabaseURL)
+	cfg.Database.URL = pg.Through(t, env.Config.DatabaseURL)
 	listening := make(chan string, 1)
 	w, err := app.Start(testkit.Ctx(t), cfg, app.Options{Logger: testkit.Logger(t), Registry: prometheus.NewRegistry(),
 		Listening: func(addr string) { listening <- addr }})

@@ -26,10 +26,7 @@ import (
 	"github.com/sutra-run/worker/broker"
 	"github.com/sutra-run/worker/console"
 	"github.com/sutra-run/worker/consumer"
-	"github.com/sutra-run/worker/docs"
 	"github.com/sutra-run/worker/fault"
-	"github.com/sutra-run/worker/feel"
-	"github.com/sutra-run/worker/internal/buildinfo"
 	"github.com/sutra-run/worker/internal/clip"
 	"github.com/sutra-run/worker/internal/clock"
 	"github.com/sutra-run/worker/internal/startstop"
@@ -134,14 +131,12 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		}
 		return 0
 	}))
-	bi := buildinfo.Read()
 	w.durability = &durabilityWatch{store: st, log: log}
 	opt.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sutra_database_synchronous",
 		Help: "1 while the database's commits wait for a synchronous standby (synchronous_standby_names set, synchronous_commit on, remote_write or remote_apply), read every 10 s; else 0.",
 	}, w.durability.synchronous))
-	w.replica = replica.New(st, log, replica.Config{ID: cfg.ReplicaID, TTL: cfg.LeaseTTL,
-		Version: store.ReplicaVersion{Release: bi.Version, Revision: bi.Revision, Schema: store.SchemaVersion()}})
+	w.replica = replica.New(st, log, cfg.replicaConfig())
 	var limit store.ConnectionLimit
 	err = untilAvailable(ctx, log, "checking the connection limit", func() (err error) {
 		limit, err = st.ConnectionLimit(ctx, replica.LeaseName(""), replica.LeaseName(cfg.ReplicaID))
@@ -161,80 +156,39 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		st.Close()
 		return nil, err
 	}
-	inflight := cfg.TimerMaxInFlight
-	if inflight <= 0 {
-		inflight = timers.DefaultMaxInFlight
-	}
 	armed := func(due time.Time) { w.timers.Armed(due) }
-	credentials := api.Credentials{TaskToken: cfg.APIToken, TaskInsecure: cfg.APIInsecure,
-		AdminToken: cfg.AdminToken, AdminInsecure: cfg.AdminInsecure, TokenTTL: cfg.OAuthTokenTTL, Clock: opt.Clock}
+	apiConfig := cfg.apiConfig()
+	apiConfig.Credentials.Clock = opt.Clock
 	// Failed credentials are counted and throttled per source address
 	// across both listeners.
-	authFailures := api.NewAuthFailures(w.metrics, log, opt.Clock, cfg.APIAuthFailureBurst)
-	w.api = api.New(api.Deps{Metrics: w.metrics, Logger: log, AuthFailures: authFailures}, api.Config{
-		Addr: cfg.APIAddr, TLSCert: cfg.APITLSCert, TLSKey: cfg.APITLSKey,
-		Credentials: credentials,
-		Limits: api.Limits{MaxConns: cfg.APIMaxConns, MaxBody: cfg.APIMaxBody,
-			MaxBytesInFlight: cfg.APIMaxBytesInFlight, MaxDBConns: cfg.APIMaxDBConns},
-	})
+	authFailures := api.NewAuthFailures(w.metrics, log, opt.Clock, cfg.API.AuthFailureBurst)
+	w.api = api.New(api.Deps{Metrics: w.metrics, Logger: log, AuthFailures: authFailures}, apiConfig)
 	// The lanes and the publisher exist only once the APIs are built.
-	w.handoff = consumer.NewHandoff(lanesDispatcher{w}, func() { w.outbox.Wake() }, w.metrics, cfg.TaskFastPath)
+	w.handoff = consumer.NewHandoff(lanesDispatcher{w}, func() { w.outbox.Wake() }, w.metrics, cfg.Tasks.FastPath)
 	// Both job protocols' long polls and streams wait for tasks in one
 	// place, which the lanes tell of the tasks they create.
-	w.waiters = jobs.New(jobs.Deps{Store: st, Acquire: w.api.AcquireDB, Logger: log}, jobs.Config{PollInterval: cfg.TaskPollInterval})
-	w.tasks = tasks.New(w.api, tasks.Deps{Store: st, Waiters: w.waiters, Metrics: w.metrics, Logger: log, Handoff: w.handoff.Relay}, tasks.Config{
-		MaxTasks: cfg.APIMaxTasks, MaxTopics: cfg.APIMaxTopics, MaxLongPolls: cfg.APIMaxLongPolls,
-		MaxLockDuration: cfg.APIMaxLockDuration, MaxRetryTimeout: cfg.APIMaxRetryTimeout, MaxBody: cfg.APIMaxBody,
-	})
+	w.waiters = jobs.New(jobs.Deps{Store: st, Acquire: w.api.AcquireDB, Logger: log}, cfg.jobsConfig())
+	w.tasks = tasks.New(w.api, tasks.Deps{Store: st, Waiters: w.waiters, Metrics: w.metrics, Logger: log, Handoff: w.handoff.Relay},
+		cfg.tasksConfig())
 	apiadmin.New(w.api, apiadmin.Deps{Store: st, Metrics: w.metrics, Logger: log, Lanes: lanesDispatcher{w},
-		PublishRelay: w.publishRelay, MigrationCreated: func() { w.migrations.Wake() }, Handoff: w.handoff.Relay}, apiadmin.Config{
-		Replica: cfg.ReplicaID, OpenAPI: docs.OpenAPI, MaxBody: cfg.APIMaxBody, MaxDeployBody: cfg.APIMaxDeployBody,
-		StepTimeout: cfg.StepTimeout, FeelLimits: feel.Limits{MaxSteps: cfg.FeelMaxSteps, MaxBytes: cfg.FeelMaxBytes},
-		MaxScan: cfg.APIMaxScan,
-	})
-	if cfg.UI {
+		PublishRelay: w.publishRelay, MigrationCreated: func() { w.migrations.Wake() }, Handoff: w.handoff.Relay}, cfg.adminAPIConfig())
+	if cfg.API.UI {
 		w.api.Public("GET "+console.Prefix, console.Handler())
 	}
 	w.lanes = lanes.New(lanes.Deps{Store: st, Metrics: w.metrics, Logger: log, Hooks: opt.Hooks, TimerArmed: armed,
-		TasksCreated: w.waiters.TasksCreated, ClaimGuard: w.replica.Valid, Ended: func(id string) { w.gateway.Ended(id) }}, lanes.Config{
-		// Room for every resume that can be in flight: relays and timer fires.
-		Replica: cfg.ReplicaID, Lanes: cfg.Lanes, InboxSize: cfg.Prefetch + inflight + 1,
-		ClaimTimeout: cfg.ClaimTimeout, BatchMax: cfg.BatchMax, BatchWait: cfg.BatchWait, StepTimeout: cfg.StepTimeout,
-		FeelLimits: feel.Limits{MaxSteps: cfg.FeelMaxSteps, MaxBytes: cfg.FeelMaxBytes}, NoStepHistory: !cfg.StepHistory,
-	})
+		TasksCreated: w.waiters.TasksCreated, ClaimGuard: w.replica.Valid, Ended: func(id string) { w.gateway.Ended(id) }}, cfg.lanesConfig())
+	gatewayConfig := cfg.gatewayConfig()
+	gatewayConfig.Credentials.Clock = opt.Clock
 	w.gateway = zeebe.New(zeebe.Deps{Store: st, Lanes: lanesDispatcher{w}, Metrics: w.metrics, Logger: log, PublishRelay: w.publishRelay,
-		Handoff: w.handoff.Relay, Waiters: w.waiters, AcquireDB: w.api.AcquireDB, AuthFailures: authFailures, Clock: opt.Clock}, zeebe.Config{
-		Addr: cfg.GatewayAddr, TLSCert: cfg.GatewayTLSCert, TLSKey: cfg.GatewayTLSKey, Credentials: credentials,
-		MaxStreams: cfg.GatewayMaxStreams, MaxJobsToActivate: cfg.GatewayMaxJobs, MaxMessageSize: cfg.GatewayMaxMessageSize,
-		MaxConnections: cfg.GatewayMaxConnections, MaxStreamsPerConnection: cfg.GatewayMaxStreamsPerConnection, AuthTimeout: cfg.GatewayAuthTimeout,
-		PollInterval: cfg.TaskPollInterval, MaxLockDuration: cfg.APIMaxLockDuration,
-		StepTimeout: cfg.StepTimeout, FeelLimits: feel.Limits{MaxSteps: cfg.FeelMaxSteps, MaxBytes: cfg.FeelMaxBytes},
-	})
-	w.migrations = admin.NewRunner(admin.RunnerDeps{Store: st, Lanes: w.lanes, Metrics: w.metrics, Logger: log},
-		admin.RunnerConfig{Replica: cfg.ReplicaID})
-	w.timers = timers.New(timers.Deps{Store: st, Lanes: w.lanes, Metrics: w.metrics, Logger: log}, timers.Config{
-		Replica: cfg.ReplicaID, PollInterval: cfg.TimerPollInterval, BatchSize: cfg.TimerBatch, MaxInFlight: inflight,
-		Lease: cfg.TimerLease, Backoff: cfg.TimerBackoff, BackoffMax: cfg.TimerBackoffMax, MaxAttempts: cfg.TimerMaxAttempts,
-	})
-	w.broker = broker.New(log, broker.Config{
-		URL: cfg.AMQPURL, ConnectionName: "sutra-worker/" + cfg.ReplicaID,
-		WriteTimeout: cfg.AMQPWriteTimeout, ChannelTimeout: cfg.AMQPChannelTimeout, Metrics: w.metrics,
-		Topology: cfg.Topology(),
-	})
-	w.sweeper = sweeper.New(sweeper.Deps{Store: st, Broker: w.broker, Metrics: w.metrics, Logger: log}, sweeper.Config{
-		Replica: cfg.ReplicaID, Interval: cfg.SweepInterval, LeaseTTL: cfg.LeaseTTL,
-		ClaimTimeout: cfg.ClaimTimeout, InboxRetention: cfg.InboxRetention, OutboxRetention: cfg.OutboxRetention,
-		DeadExchange: cfg.DeadExchange, RelayExchange: cfg.RelayExchange, DeadQueue: cfg.DeadQueue, StepHistoryRetention: cfg.StepHistoryRetention,
-	})
-	w.consumer = consumer.New(consumer.Deps{Broker: w.broker, Lanes: w.lanes, Attempts: st, Metrics: w.metrics, Logger: log}, consumer.Config{
-		Queue: cfg.RelayQueue, DeadExchange: cfg.DeadExchange, Prefetch: cfg.Prefetch,
-		RequeueBackoff: cfg.RequeueBackoff, RequeueBackoffMax: cfg.RequeueBackoffMax, MaxRetries: cfg.RelayMaxRetries,
-	})
-	w.outbox = outbox.New(outbox.Deps{Store: st, Broker: w.broker, Metrics: w.metrics, Logger: log}, outbox.Config{
-		Replica: cfg.ReplicaID, Exchange: cfg.OutboxExchange, RelayExchange: cfg.RelayExchange,
-		PollInterval: cfg.OutboxPollInterval, Lease: cfg.OutboxLease, BatchSize: cfg.OutboxBatch,
-		MaxAttempts: cfg.OutboxMaxAttempts,
-	})
+		Handoff: w.handoff.Relay, Waiters: w.waiters, AcquireDB: w.api.AcquireDB, AuthFailures: authFailures, Clock: opt.Clock}, gatewayConfig)
+	w.migrations = admin.NewRunner(admin.RunnerDeps{Store: st, Lanes: w.lanes, Metrics: w.metrics, Logger: log}, cfg.migrationsConfig())
+	w.timers = timers.New(timers.Deps{Store: st, Lanes: w.lanes, Metrics: w.metrics, Logger: log}, cfg.timersConfig())
+	brokerConfig := cfg.brokerConfig()
+	brokerConfig.Metrics = w.metrics
+	w.broker = broker.New(log, brokerConfig)
+	w.sweeper = sweeper.New(sweeper.Deps{Store: st, Broker: w.broker, Metrics: w.metrics, Logger: log}, cfg.sweeperConfig())
+	w.consumer = consumer.New(consumer.Deps{Broker: w.broker, Lanes: w.lanes, Attempts: st, Metrics: w.metrics, Logger: log}, cfg.consumerConfig())
+	w.outbox = outbox.New(outbox.Deps{Store: st, Broker: w.broker, Metrics: w.metrics, Logger: log}, cfg.outboxConfig())
 	// Commits that wrote outbox rows wake this replica's publisher: no wait
 	// for a poll.
 	st.NotifyOutbox(w.outbox.Wake)
@@ -243,10 +197,10 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		return nil, err
 	}
 	services := []startstop.Service{w.durability, w.broker, w.lanes, w.timers, w.sweeper, w.outbox, w.consumer, w.migrations, w.waiters}
-	if cfg.APIAddr != "" { // empty: no API listener (Stop of a server never started is a no-op)
+	if cfg.API.Addr != "" { // empty: no API listener (Stop of a server never started is a no-op)
 		services = append(services, w.api)
 	}
-	if cfg.GatewayAddr != "" { // empty: no Zeebe gateway
+	if cfg.Gateway.Addr != "" { // empty: no Zeebe gateway
 		services = append(services, w.gateway)
 	}
 	if waiting != nil {
@@ -278,7 +232,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		}
 		log.Warn("not consuming relays yet; starting not ready", "code", fault.Unavailable, "waited", firstConnectWait.String())
 	}
-	log.Info("worker started", "lanes", cfg.Lanes, "prefetch", cfg.Prefetch, "http", w.listener.Addr().String(), "api", w.api.Addr(),
+	log.Info("worker started", "lanes", cfg.Lanes.Count, "prefetch", cfg.Consumer.Prefetch, "http", w.listener.Addr().String(), "api", w.api.Addr(),
 		"gateway", w.gateway.Addr())
 	return w, nil
 }
@@ -291,12 +245,12 @@ const firstConnectWait = 10 * time.Second
 // /v1/messages) to the relay exchange, as an upstream service would, and
 // returns once the broker confirmed it.
 func (w *Worker) publishRelay(ctx context.Context, routingKey, messageID string, body []byte) error {
-	err := w.broker.Publish(ctx, []broker.Message{{Exchange: w.cfg.RelayExchange, RoutingKey: routingKey, Publishing: amqp.Publishing{
+	err := w.broker.Publish(ctx, []broker.Message{{Exchange: w.cfg.Broker.RelayExchange, RoutingKey: routingKey, Publishing: amqp.Publishing{
 		MessageId: messageID, ContentType: "application/json", DeliveryMode: amqp.Persistent, Timestamp: time.Now(), Body: body,
 	}}})[0]
 	if err != nil && fault.Code(err) == "" {
 		// Returned (no queue bound for the routing key) or nacked: not delivered.
-		return fault.Wrap(fault.Unavailable, err, "publishing to %s with routing key %q", w.cfg.RelayExchange, clip.String(routingKey))
+		return fault.Wrap(fault.Unavailable, err, "publishing to %s with routing key %q", w.cfg.Broker.RelayExchange, clip.String(routingKey))
 	}
 	return err
 }
@@ -345,12 +299,11 @@ func OpenStore(ctx context.Context, cfg Config) (*store.Store, error) {
 // step left waiting for older replicas (the store is open all the same).
 func openStore(ctx context.Context, cfg Config, syncClaims bool) (st *store.Store, waiting, err error) {
 	if cfg.Migrate {
-		if err := store.EnsureDatabase(ctx, cfg.DatabaseURL); err != nil {
+		if err := store.EnsureDatabase(ctx, cfg.Database.URL); err != nil {
 			return nil, nil, err
 		}
 	}
-	st, err = store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: int32(cfg.PoolSize()), SyncClaims: syncClaims,
-		MaxVariablesBytes: cfg.MaxVariablesBytes, MaxCommitBytes: cfg.MaxCommitBytes, BroadcastPage: cfg.SignalBroadcastPage})
+	st, err = store.Open(ctx, cfg.Database.URL, cfg.storeOptions(syncClaims))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -41,7 +41,7 @@ func batchBundle(t *testing.T, n int, applied []string, hook func(ctx context.Co
 			hook(ctx, r)
 		}
 	}}
-	b = setup(t, hooks, func(c *app.Config) { c.Lanes, c.BatchMax = 1, 16 })
+	b = setup(t, hooks, func(c *app.Config) { c.Lanes.Count, c.BatchMax = 1, 16 })
 	t.Cleanup(release) // before the worker's stop
 	for i := range n + 1 {
 		b.pub.Publish(start(fmt.Sprintf("o-%d", i)))

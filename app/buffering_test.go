@@ -61,7 +61,7 @@ func TestMessagesBufferedBeforeTheirSubscriptionsAreConsumedByTheStepsThatOpenTh
 
 func TestBufferedMessagePastItsTTLIsDeadLetteredUnchanged(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(c *app.Config) { c.SweepInterval = 100 * time.Millisecond; c.LeaseTTL = time.Second })
+	b := setup(t, nil, func(c *app.Config) { c.Sweeper.Interval = 100 * time.Millisecond; c.LeaseTTL = time.Second })
 	relay := byKeyWithTTL("lonely", "order-shipped", "nobody", "PT0.5S")
 	b.pub.Publish(relay)
 	dead := b.pub.DeadLetters(1, 10*time.Second)
@@ -96,7 +96,7 @@ func TestRelayWithoutTTLIsDeadLetteredNotBuffered(t *testing.T) {
 
 func TestBufferingRacingSubscriptionsNeverStrandsAMessage(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(c *app.Config) { c.Lanes = 8 })
+	b := setup(t, nil, func(c *app.Config) { c.Lanes.Count = 8 })
 	const n = 300
 	var starts []testkit.Relay
 	for i := range n {

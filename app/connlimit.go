@@ -51,16 +51,16 @@ func (c Config) checkDescriptorLimit() error {
 
 func (c Config) fitsDescriptors(limit uint64) error {
 	var conns int
-	if c.APIAddr != "" {
-		conns += c.APIMaxConns
+	if c.API.Addr != "" {
+		conns += c.API.MaxConns
 	}
-	if c.GatewayAddr != "" {
-		conns += c.GatewayMaxConnections
+	if c.Gateway.Addr != "" {
+		conns += c.Gateway.MaxConnections
 	}
 	need := uint64(conns + c.PoolSize() + descriptorReserve)
 	if need > limit {
 		return fault.New(fault.ConfigInvalid, "SUTRA_API_MAX_CONNS (%d) and SUTRA_GATEWAY_MAX_CONNECTIONS (%d) with the pool (%d) and %d descriptors kept for the other listeners need %d file descriptors, over this process's limit %d: lower them or raise the limit (ulimit -n)",
-			c.APIMaxConns, c.GatewayMaxConnections, c.PoolSize(), descriptorReserve, need, limit)
+			c.API.MaxConns, c.Gateway.MaxConnections, c.PoolSize(), descriptorReserve, need, limit)
 	}
 	return nil
 }

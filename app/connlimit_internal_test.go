@@ -11,7 +11,7 @@ import (
 )
 
 func TestTheConnectionCheckRefusesAPoolTooLargeAndWarnsOfReplicasTimesPoolOverTheLimit(t *testing.T) {
-	c := Config{Lanes: 10}
+	c := Config{Lanes: Lanes{Count: 10}}
 	size := c.PoolSize()
 	check := func(l store.ConnectionLimit) (string, error) {
 		var out bytes.Buffer
@@ -37,7 +37,7 @@ func TestTheConnectionCheckRefusesAPoolTooLargeAndWarnsOfReplicasTimesPoolOverTh
 // descriptor limit: a full gateway must leave /readyz, /metrics and the
 // pool their descriptors.
 func TestTheDescriptorCheckRefusesCapsThatLeaveTheOtherListenersNoRoom(t *testing.T) {
-	c := Config{Lanes: 10, APIAddr: ":8080", APIMaxConns: 1024, GatewayAddr: ":26500", GatewayMaxConnections: 1024}
+	c := Config{Lanes: Lanes{Count: 10}, API: API{Addr: ":8080", MaxConns: 1024}, Gateway: Gateway{Addr: ":26500", MaxConnections: 1024}}
 	need := uint64(2048 + c.PoolSize() + descriptorReserve)
 	if err := c.fitsDescriptors(need); err != nil {
 		t.Errorf("caps that fit refused: %v", err)
@@ -46,7 +46,7 @@ func TestTheDescriptorCheckRefusesCapsThatLeaveTheOtherListenersNoRoom(t *testin
 	if fault.Code(err) != fault.ConfigInvalid || !strings.Contains(err.Error(), "SUTRA_GATEWAY_MAX_CONNECTIONS (1024)") {
 		t.Errorf("caps over the limit: %v", err)
 	}
-	c.GatewayAddr = "" // no gateway: its cap takes nothing
+	c.Gateway.Addr = "" // no gateway: its cap takes nothing
 	if err := c.fitsDescriptors(need - 1); err != nil {
 		t.Errorf("without a gateway: %v", err)
 	}

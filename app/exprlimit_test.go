@@ -22,7 +22,7 @@ const stepTimeout = time.Second
 func setupBlowup(t *testing.T) *bundle {
 	t.Helper()
 	b := setup(t, nil, func(c *app.Config) {
-		c.Lanes, c.StepTimeout = 1, stepTimeout
+		c.Lanes.Count, c.StepTimeout = 1, stepTimeout
 		c.FeelMaxSteps, c.FeelMaxBytes = 1<<30, 1<<30
 		c.AdminInsecure = true
 	})

@@ -37,7 +37,7 @@ func TestReadyzSaysWhetherCommitsWaitForAStandbyAndWhenTheDatabaseIsReadOnly(t *
 	pg := testkit.NewProxy(t, pgURL.Host)
 	pgURL.User = url.User(role)
 	cfg := apptest.Config(env)
-	cfg.DatabaseURL = pg.Through(t, pgURL.String())
+	cfg.Database.URL = pg.Through(t, pgURL.String())
 	reg := prometheus.NewRegistry()
 	listening := make(chan string, 1)
 	w, err := app.Start(ctx, cfg, app.Options{Logger: testkit.Logger(t), Registry: reg, Listening: func(addr string) { listening <- addr }})

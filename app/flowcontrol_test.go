@@ -18,7 +18,7 @@ func TestABrokerThatBlocksTheWorkerMakesItNotReadyWithTheReasonUntilItUnblocks(t
 	var proxy *testkit.Proxy
 	b := setup(t, nil, func(c *app.Config) {
 		proxy = testkit.NewAMQPProxy(t)
-		c.AMQPURL = proxy.Through(t, c.AMQPURL)
+		c.Broker.URL = proxy.Through(t, c.Broker.URL)
 	})
 	blocked := func(connection string) float64 {
 		for _, m := range b.family(t, "sutra_broker_blocked").GetMetric() {

@@ -24,8 +24,8 @@ func TestWorkerRidesOutBrokerAndDatabaseOutagesUnderLoadAndIsNotReadyMeanwhile(t
 	q := pgURL.Query()
 	q.Set("application_name", appName)
 	pgURL.RawQuery = q.Encode()
-	b.cfg.DatabaseURL = pg.Through(t, pgURL.String())
-	b.cfg.AMQPURL = broker.Through(t, env.Config.AMQPURL)
+	b.cfg.Database.URL = pg.Through(t, pgURL.String())
+	b.cfg.Broker.URL = broker.Through(t, env.Config.AMQPURL)
 	b.start(t, nil)
 	// Each outage lasts until the worker has met it: not ready, and the
 	// work published meanwhile refused by it.

@@ -40,7 +40,7 @@ func TestAMessageThrownByOneProcessAdvancesAnotherThroughTheOutboxToRelaysBindin
 	env.Deploy(t, "../examples/quote-desk.bpmn")
 	b := &bundle{env: env, pub: env.Publisher(t), cfg: apptest.Config(env)} // declares the relay exchange
 	// Only the wake-up by the commit that wrote a row can publish it in time.
-	b.cfg.OutboxPollInterval = time.Hour
+	b.cfg.Outbox.PollInterval = time.Hour
 	bindOutboxToRelays(t, env)
 	b.start(t, nil)
 

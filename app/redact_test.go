@@ -19,7 +19,7 @@ func TestRedactHidesThePasswordsOfABrokerListAndOfAMultiHostDatabaseURL(t *testi
 			t.Errorf("Redact(%q) = %q, want the password hidden and the rest kept", raw, got)
 		}
 	}
-	cfg := app.Config{AMQPURL: "amqp://sutra:s3cret@h1:5681/ha,amqp://sutra:s3cret@h2:5682/other"}
+	cfg := app.Config{Broker: app.Broker{URL: "amqp://sutra:s3cret@h1:5681/ha,amqp://sutra:s3cret@h2:5682/other"}}
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "SUTRA_AMQP_URL") || strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("a list mixing virtual hosts: %v, want SUTRA_AMQP_URL named and no password", err)
 	}

@@ -16,7 +16,7 @@ import (
 )
 
 func fastSweep(c *app.Config) {
-	c.SweepInterval = 100 * time.Millisecond
+	c.Sweeper.Interval = 100 * time.Millisecond
 	c.LeaseTTL = time.Second
 }
 

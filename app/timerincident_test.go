@@ -27,8 +27,8 @@ func TestATimerThatFailsForGoodStopsInAnIncidentThatARetryArmsAgain(t *testing.T
 		}
 	}}
 	b := setup(t, hooks, func(c *app.Config) {
-		c.TimerMaxAttempts = maxAttempts
-		c.TimerBackoff, c.TimerBackoffMax = 10*time.Millisecond, 40*time.Millisecond
+		c.Timers.MaxAttempts = maxAttempts
+		c.Timers.Backoff, c.Timers.BackoffMax = 10*time.Millisecond, 40*time.Millisecond
 		c.AdminToken = "secret"
 	})
 	signals := &b.w.Timers().TestSignals

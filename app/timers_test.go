@@ -43,7 +43,7 @@ func TestTimerFiresAtItsDueTimeNotAtThePollInterval(t *testing.T) {
 	// poller heard of from this replica's commit can fire the timers. How
 	// close to the due time they fire is a figure for the benchmark and the
 	// docs (a few ms at low load), not a timed assertion here.
-	b := setup(t, nil, func(c *app.Config) { c.TimerPollInterval = time.Hour })
+	b := setup(t, nil, func(c *app.Config) { c.Timers.PollInterval = time.Hour })
 	b.env.Deploy(t, "testdata/timer.bpmn")
 	const n = 5
 	for i := range n {
@@ -63,7 +63,7 @@ func TestTimerFiresAtItsDueTimeNotAtThePollInterval(t *testing.T) {
 func TestRefusedTimerFireIsDeferredWithBackoffAndNeverDropped(t *testing.T) {
 	t.Parallel()
 	const base = 50 * time.Millisecond
-	b := setup(t, nil, func(c *app.Config) { c.TimerBackoff = base })
+	b := setup(t, nil, func(c *app.Config) { c.Timers.Backoff = base })
 	b.w.Timers().TestSignals.Init()
 	b.env.Deploy(t, "testdata/timer.bpmn")
 	// Due in 2 s: the claim below must be taken before the first fire, and a
@@ -145,7 +145,7 @@ func TestTimerFireWhoseRowVanishedCommitsNothing(t *testing.T) {
 
 func TestTimerAndMessageRaceOnAnEventGatewayHasExactlyOneWinner(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(c *app.Config) { c.Lanes = 8 })
+	b := setup(t, nil, func(c *app.Config) { c.Lanes.Count = 8 })
 	b.env.Deploy(t, "testdata/race.bpmn")
 	// Three groups, so that both sides win by construction whatever the
 	// machine's load: timers due at once whose messages come only after the

@@ -12,7 +12,7 @@ import (
 
 func TestARelayWhoseStepWouldPassTheLimitsIsDeadLetteredAndTheInstanceIsUnchangedAndUnclaimed(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(c *app.Config) { c.Lanes = 1; c.MaxVariablesBytes = 8 << 10 })
+	b := setup(t, nil, func(c *app.Config) { c.Lanes.Count = 1; c.MaxVariablesBytes = 8 << 10 })
 	b.pub.Publish(start("o-1"), start("o-2"), start("o-3"))
 	for _, id := range []string{"o-1", "o-2", "o-3"} {
 		b.waitVersion(t, id, 1)
@@ -46,7 +46,7 @@ func TestARelayWhoseStepWouldPassTheLimitsIsDeadLetteredAndTheInstanceIsUnchange
 
 func TestATimerFireWhoseStepWouldPassTheLimitsStopsInAnIncidentOnItsElement(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(c *app.Config) { c.MaxVariablesBytes = 8 << 10; c.TimerMaxAttempts = 1 })
+	b := setup(t, nil, func(c *app.Config) { c.MaxVariablesBytes = 8 << 10; c.Timers.MaxAttempts = 1 })
 	signals := &b.w.Timers().TestSignals
 	signals.Init()
 	b.env.Deploy(t, "testdata/timer-grow.bpmn")

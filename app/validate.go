@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/url"
 
-	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -38,7 +37,7 @@ func (c Config) Validate() error {
 			bad(name, "%s is not a positive duration", d)
 		}
 	}
-	between("LANES", c.Lanes, 1, 1024)
+	between("LANES", c.Lanes.Count, 1, 1024)
 	between("MAX_COMMIT_BYTES", c.MaxCommitBytes, 1<<20, 256<<20)
 	between("SIGNAL_BROADCAST_PAGE", c.SignalBroadcastPage, 1, 100_000)
 	between("MAX_VARIABLES_BYTES", c.MaxVariablesBytes, 1024, c.MaxCommitBytes)
@@ -46,32 +45,32 @@ func (c Config) Validate() error {
 	between("FEEL_MAX_BYTES", c.FeelMaxBytes, 64<<10, 1<<30)
 	between("PREFETCH", c.Prefetch, 1, 65535)
 	between("BATCH_MAX", c.BatchMax, 1, 1024)
-	between("RELAY_MAX_RETRIES", c.RelayMaxRetries, 1, 1_000_000)
-	between("TIMER_BATCH", c.TimerBatch, 1, 10_000)
-	between("TIMER_MAX_IN_FLIGHT", c.TimerMaxInFlight, 1, 100_000)
-	between("TIMER_MAX_ATTEMPTS", c.TimerMaxAttempts, 1, 1_000_000)
-	between("OUTBOX_MAX_ATTEMPTS", c.OutboxMaxAttempts, 1, 1_000_000)
-	between("API_MAX_TASKS", c.APIMaxTasks, 1, 10_000)
-	between("API_MAX_TOPICS", c.APIMaxTopics, 1, 10_000)
-	between("API_MAX_LONG_POLLS", c.APIMaxLongPolls, 1, 1_000_000)
-	between("API_MAX_CONNS", c.APIMaxConns, 1, 1_000_000)
-	between("API_MAX_DB_CONNS", c.APIMaxDBConns, 1, 256)
-	for name, v := range map[string]int64{"API_MAX_BODY": c.APIMaxBody, "API_MAX_DEPLOY_BODY": c.APIMaxDeployBody} {
-		if v < 1024 || v > c.APIMaxBytesInFlight {
-			bad(name, "%d is not between 1024 and SUTRA_API_MAX_BYTES_IN_FLIGHT (%d)", v, c.APIMaxBytesInFlight)
+	between("RELAY_MAX_RETRIES", c.Consumer.MaxRetries, 1, 1_000_000)
+	between("TIMER_BATCH", c.Timers.Batch, 1, 10_000)
+	between("TIMER_MAX_IN_FLIGHT", c.Timers.MaxInFlight, 1, 100_000)
+	between("TIMER_MAX_ATTEMPTS", c.Timers.MaxAttempts, 1, 1_000_000)
+	between("OUTBOX_MAX_ATTEMPTS", c.Outbox.MaxAttempts, 1, 1_000_000)
+	between("API_MAX_TASKS", c.Tasks.MaxTasks, 1, 10_000)
+	between("API_MAX_TOPICS", c.Tasks.MaxTopics, 1, 10_000)
+	between("API_MAX_LONG_POLLS", c.Tasks.MaxLongPolls, 1, 1_000_000)
+	between("API_MAX_CONNS", c.API.MaxConns, 1, 1_000_000)
+	between("API_MAX_DB_CONNS", c.API.MaxDBConns, 1, 256)
+	for name, v := range map[string]int64{"API_MAX_BODY": c.API.MaxBody, "API_MAX_DEPLOY_BODY": c.API.MaxDeployBody} {
+		if v < 1024 || v > c.API.MaxBytesInFlight {
+			bad(name, "%d is not between 1024 and SUTRA_API_MAX_BYTES_IN_FLIGHT (%d)", v, c.API.MaxBytesInFlight)
 		}
 	}
-	if fetch := tasks.FetchBodyLimit(c.APIMaxTopics); fetch > c.APIMaxBytesInFlight {
-		bad("API_MAX_TOPICS", "%d allows fetchAndLock bodies of %d bytes, over SUTRA_API_MAX_BYTES_IN_FLIGHT (%d)", c.APIMaxTopics, fetch, c.APIMaxBytesInFlight)
+	if fetch := tasks.FetchBodyLimit(c.Tasks.MaxTopics); fetch > c.API.MaxBytesInFlight {
+		bad("API_MAX_TOPICS", "%d allows fetchAndLock bodies of %d bytes, over SUTRA_API_MAX_BYTES_IN_FLIGHT (%d)", c.Tasks.MaxTopics, fetch, c.API.MaxBytesInFlight)
 	}
 	for name, d := range map[string]time.Duration{
 		"CLAIM_TIMEOUT": c.ClaimTimeout, "SHUTDOWN_TIMEOUT": c.ShutdownTimeout, "STEP_TIMEOUT": c.StepTimeout,
 		"REQUEUE_BACKOFF": c.RequeueBackoff, "REQUEUE_BACKOFF_MAX": c.RequeueBackoffMax,
-		"TIMER_POLL_INTERVAL": c.TimerPollInterval, "TIMER_LEASE": c.TimerLease,
-		"TIMER_BACKOFF": c.TimerBackoff, "TIMER_BACKOFF_MAX": c.TimerBackoffMax,
-		"SWEEP_INTERVAL": c.SweepInterval, "LEASE_TTL": c.LeaseTTL, "INBOX_RETENTION": c.InboxRetention, "STEP_HISTORY_RETENTION": c.StepHistoryRetention,
-		"API_MAX_LOCK_DURATION": c.APIMaxLockDuration, "TASK_POLL_INTERVAL": c.TaskPollInterval, "API_MAX_RETRY_TIMEOUT": c.APIMaxRetryTimeout,
-		"AMQP_WRITE_TIMEOUT": c.AMQPWriteTimeout, "AMQP_CHANNEL_TIMEOUT": c.AMQPChannelTimeout,
+		"TIMER_POLL_INTERVAL": c.Timers.PollInterval, "TIMER_LEASE": c.Timers.Lease,
+		"TIMER_BACKOFF": c.Timers.Backoff, "TIMER_BACKOFF_MAX": c.Timers.BackoffMax,
+		"SWEEP_INTERVAL": c.Sweeper.Interval, "LEASE_TTL": c.LeaseTTL, "INBOX_RETENTION": c.InboxRetention, "STEP_HISTORY_RETENTION": c.StepHistoryRetention,
+		"API_MAX_LOCK_DURATION": c.Tasks.MaxLockDuration, "TASK_POLL_INTERVAL": c.Tasks.PollInterval, "API_MAX_RETRY_TIMEOUT": c.Tasks.MaxRetryTimeout,
+		"AMQP_WRITE_TIMEOUT": c.Broker.WriteTimeout, "AMQP_CHANNEL_TIMEOUT": c.Broker.ChannelTimeout,
 	} {
 		positive(name, d)
 	}
@@ -87,29 +86,29 @@ func (c Config) Validate() error {
 		// Every relay of a steady load may wait this long, twice.
 		bad("BATCH_WAIT", "%s is not between 0 and 100ms", c.BatchWait)
 	}
-	if c.TimerBatch > c.TimerMaxInFlight {
-		bad("TIMER_BATCH", "%d is above SUTRA_TIMER_MAX_IN_FLIGHT (%d)", c.TimerBatch, c.TimerMaxInFlight)
+	if c.Timers.Batch > c.Timers.MaxInFlight {
+		bad("TIMER_BATCH", "%d is above SUTRA_TIMER_MAX_IN_FLIGHT (%d)", c.Timers.Batch, c.Timers.MaxInFlight)
 	}
 	if c.RequeueBackoffMax < c.RequeueBackoff {
 		bad("REQUEUE_BACKOFF_MAX", "%s is below SUTRA_REQUEUE_BACKOFF (%s)", c.RequeueBackoffMax, c.RequeueBackoff)
 	}
-	if c.TimerBackoffMax < c.TimerBackoff {
-		bad("TIMER_BACKOFF_MAX", "%s is below SUTRA_TIMER_BACKOFF (%s)", c.TimerBackoffMax, c.TimerBackoff)
+	if c.Timers.BackoffMax < c.Timers.Backoff {
+		bad("TIMER_BACKOFF_MAX", "%s is below SUTRA_TIMER_BACKOFF (%s)", c.Timers.BackoffMax, c.Timers.Backoff)
 	}
-	if _, err := pgconn.ParseConfig(c.DatabaseURL); err != nil {
-		bad("DATABASE_URL", "%q is not a PostgreSQL URL (postgres://user@host:5432/db) or key=value string", Redact(c.DatabaseURL))
+	if _, err := pgconn.ParseConfig(c.Database.URL); err != nil {
+		bad("DATABASE_URL", "%q is not a PostgreSQL URL (postgres://user@host:5432/db) or key=value string", Redact(c.Database.URL))
 	}
-	if _, err := broker.Nodes(c.AMQPURL); err != nil {
-		bad("AMQP_URL", "%q is not an amqp:// or amqps:// URL or a comma-separated list of the URLs of one cluster's nodes: %s", Redact(c.AMQPURL), redactIn(err.Error(), c.AMQPURL))
+	if _, err := broker.Nodes(c.Broker.URL); err != nil {
+		bad("AMQP_URL", "%q is not an amqp:// or amqps:// URL or a comma-separated list of the URLs of one cluster's nodes: %s", Redact(c.Broker.URL), redactIn(err.Error(), c.Broker.URL))
 	}
 	if c.ReplicaID != "" && strings.ContainsAny(c.ReplicaID, "/ \t\n") {
 		bad("REPLICA_ID", "%q contains a slash or white space (it is a part of claim owners <replica>/lane/<n>)", c.ReplicaID)
 	}
 	switch {
-	case (c.APITLSCert == "") != (c.APITLSKey == ""):
+	case (c.API.TLSCert == "") != (c.API.TLSKey == ""):
 		bad("API_TLS_CERT", "set SUTRA_API_TLS_CERT and SUTRA_API_TLS_KEY together, or neither")
-	case c.APITLSCert != "":
-		if _, err := tls.LoadX509KeyPair(c.APITLSCert, c.APITLSKey); err != nil {
+	case c.API.TLSCert != "":
+		if _, err := tls.LoadX509KeyPair(c.API.TLSCert, c.API.TLSKey); err != nil {
 			bad("API_TLS_CERT", "the certificate and SUTRA_API_TLS_KEY do not load: %v", err)
 		}
 	}
@@ -128,20 +127,20 @@ func (c Config) Validate() error {
 // does not, because migrate and deploy listen on nothing and run without a
 // token.
 func (c Config) apiAuth() error {
-	if c.APIAddr == "" {
+	if c.API.Addr == "" {
 		return nil
 	}
 	switch {
-	case c.APIToken == "" && !c.APIInsecure:
+	case c.API.Token == "" && !c.API.Insecure:
 		return fault.New(fault.ConfigInvalid, "SUTRA_API_TOKEN is not set and the API listener is on (SUTRA_API_ADDR=%s): "+
-			"set SUTRA_API_TOKEN, or SUTRA_API_INSECURE=true to serve every caller on a trusted network, or SUTRA_API_ADDR= to turn the listener off", c.APIAddr)
-	case c.AdminToken != "" && c.AdminToken == c.APIToken:
+			"set SUTRA_API_TOKEN, or SUTRA_API_INSECURE=true to serve every caller on a trusted network, or SUTRA_API_ADDR= to turn the listener off", c.API.Addr)
+	case c.AdminToken != "" && c.AdminToken == c.API.Token:
 		return fault.New(fault.ConfigInvalid, "SUTRA_ADMIN_TOKEN is SUTRA_API_TOKEN: every task worker could cancel instances; "+
 			"give the admin API a token of its own")
 	case c.AdminInsecure && c.AdminToken != "":
 		return fault.New(fault.ConfigInvalid, "SUTRA_ADMIN_INSECURE=true and SUTRA_ADMIN_TOKEN are both set: "+
 			"keep the token (the admin API then takes it), or unset it to open the admin API to every caller on a trusted network")
-	case c.AdminInsecure && c.APIToken != "":
+	case c.AdminInsecure && c.API.Token != "":
 		return fault.New(fault.ConfigInvalid, "SUTRA_ADMIN_INSECURE=true would open the admin API to every caller while the task API takes SUTRA_API_TOKEN: "+
 			"set SUTRA_ADMIN_TOKEN instead (the admin API no longer takes SUTRA_API_TOKEN)")
 	}
@@ -153,11 +152,11 @@ func (c Config) apiAuth() error {
 // registration and the admin lane (each holds one for a statement at a
 // time), and the API's share, which it never exceeds (SUTRA_API_MAX_DB_CONNS).
 func (c Config) PoolSize() int {
-	n := c.APIMaxDBConns
+	n := c.API.MaxDBConns
 	if n == 0 {
 		n = api.DefaultMaxDBConns
 	}
-	return c.Lanes + 2 + n
+	return c.Lanes.Count + 2 + n
 }
 
 // Redact hides the password of a URL, or of each URL of a broker's list.
@@ -207,11 +206,8 @@ func redactIn(msg, list string) string {
 // SUTRA_TEST_* are the test suite's and are left out.
 func UnknownVariables(environ []string) []string {
 	known := map[string]bool{}
-	t := reflect.TypeOf(Config{})
-	for i := range t.NumField() {
-		if k := t.Field(i).Tag.Get("envconfig"); k != "" {
-			known["SUTRA_"+k] = true
-		}
+	for _, v := range Variables() {
+		known[v.Name] = true
 	}
 	var unknown []string
 	for _, kv := range environ {

@@ -360,7 +360,7 @@ func TestPanicInStepReleasesDeadLettersAndTheLaneGoesOn(t *testing.T) {
 			panic("boom")
 		}
 	}}
-	b := setup(t, hooks, func(c *app.Config) { c.Lanes = 1 })
+	b := setup(t, hooks, func(c *app.Config) { c.Lanes.Count = 1 })
 	b.pub.Publish(start("o-1"), start("o-2"))
 	b.waitVersion(t, "o-1", 1)
 	b.waitVersion(t, "o-2", 1)

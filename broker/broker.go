@@ -86,6 +86,14 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.ChannelTimeout, 10*time.Second)
 }
 
+// DefaultConfig is the configuration New fills unset fields from; the
+// worker's defaults (app.Defaults) are read here, not written again.
+func DefaultConfig() Config {
+	var c Config
+	c.setDefaults()
+	return c
+}
+
 // heartbeat detects a dead peer on an idle connection.
 const heartbeat = 10 * time.Second
 

@@ -26,6 +26,10 @@ type Topology struct {
 	QueueType string
 }
 
+// DefaultRelayBindingKey binds the relay queue when RelayBindingKey is
+// empty: every routing key.
+const DefaultRelayBindingKey = "#"
+
 // Declare declares the topology on ch.
 func (t Topology) Declare(ch *amqp.Channel) error {
 	var args amqp.Table
@@ -55,7 +59,7 @@ func (t Topology) Declare(ch *amqp.Channel) error {
 	}
 	key := t.RelayBindingKey
 	if key == "" {
-		key = "#"
+		key = DefaultRelayBindingKey
 	}
 	for _, step := range []func() error{
 		func() error { return exchange(t.RelayExchange) },

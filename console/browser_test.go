@@ -48,7 +48,7 @@ func startWorker(t *testing.T) *consoleWorker {
 	env := testkit.New(t)
 	env.Deploy(t, "testdata/review.bpmn")
 	cfg := apptest.Config(env)
-	cfg.APIToken, cfg.AdminToken, cfg.APIInsecure, cfg.UI = taskToken, adminToken, false, true
+	cfg.API.Token, cfg.AdminToken, cfg.API.Insecure, cfg.UI = taskToken, adminToken, false, true
 	w, err := app.Start(testkit.Ctx(t), cfg, app.Options{Logger: testkit.Logger(t), Registry: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)

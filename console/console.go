@@ -101,6 +101,8 @@ func contentType(name string) string {
 		return "image/png"
 	case ".svg":
 		return "image/svg+xml"
+	case ".txt":
+		return "text/plain; charset=utf-8"
 	}
 	return "application/octet-stream"
 }

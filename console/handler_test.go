@@ -33,6 +33,8 @@ func TestDeepLinksServeThePageAndAssetsThemselves(t *testing.T) {
 		"index.html": {Data: []byte("<!doctype html>page")},
 		"app.js":     {Data: []byte("console.log(1)")},
 		"app.css":    {Data: []byte("body{}")},
+		// The licences of what the bundle holds (scripts/console.sh).
+		"third-party-notices.txt": {Data: []byte("bpmn-js@1")},
 	})
 	cases := []struct{ path, body, contentType string }{
 		{"/ui/", "<!doctype html>page", "text/html; charset=utf-8"},
@@ -41,6 +43,7 @@ func TestDeepLinksServeThePageAndAssetsThemselves(t *testing.T) {
 		{"/ui/incidents", "<!doctype html>page", "text/html; charset=utf-8"},
 		{"/ui/app.js", "console.log(1)", "text/javascript; charset=utf-8"},
 		{"/ui/app.css", "body{}", "text/css; charset=utf-8"},
+		{"/ui/third-party-notices.txt", "bpmn-js@1", "text/plain; charset=utf-8"},
 	}
 	for _, c := range cases {
 		w := get(h, c.path)

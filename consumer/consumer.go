@@ -85,6 +85,14 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.AckHold, 10*time.Millisecond)
 }
 
+// DefaultConfig is the configuration New fills unset fields from; the
+// worker's defaults (app.Defaults) are read here, not written again.
+func DefaultConfig() Config {
+	var c Config
+	c.setDefaults()
+	return c
+}
+
 // Attempts counts relays' transient failures durably (*store.Store), so that
 // the retry cap holds across replicas and restarts.
 type Attempts interface {

@@ -20,7 +20,6 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -54,15 +53,11 @@ func read(t *testing.T, name string) []byte {
 func configVars(t *testing.T) map[string]string {
 	t.Helper()
 	vars := map[string]string{}
-	typ := reflect.TypeFor[app.Config]()
-	for i := range typ.NumField() {
-		f := typ.Field(i)
-		if name := f.Tag.Get("envconfig"); name != "" {
-			vars["SUTRA_"+name] = f.Tag.Get("default")
-		}
+	for _, v := range app.Variables() {
+		vars[v.Name] = v.Default
 	}
 	if len(vars) < 10 {
-		t.Fatalf("found only %d envconfig tags in app.Config", len(vars))
+		t.Fatalf("found only %d variables in app.Variables", len(vars))
 	}
 	return vars
 }

@@ -72,6 +72,14 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.StepTimeout, 5*time.Second)
 }
 
+// DefaultConfig is the configuration New fills unset fields from; the
+// worker's defaults (app.Defaults) are read here, not written again.
+func DefaultConfig() Config {
+	var c Config
+	c.setDefaults()
+	return c
+}
+
 // Hooks let tests inject faults into the pipeline. Nil fields do nothing.
 type Hooks struct {
 	// Route overrides the lane of a resume (inject mis-routing); return -1 to

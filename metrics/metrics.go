@@ -21,6 +21,8 @@ const (
 
 // Relay outcomes.
 const (
+	// OutcomeCommitted is a relay whose resume applied (lanes.Applied): the
+	// published label value, kept as an alias of "applied".
 	OutcomeCommitted    = "committed"
 	OutcomeDuplicate    = "duplicate"
 	OutcomeRequeued     = "requeued"

@@ -102,6 +102,14 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.MaxAttempts, 10)
 }
 
+// DefaultConfig is the configuration New fills unset fields from; the
+// worker's defaults (app.Defaults) are read here, not written again.
+func DefaultConfig() Config {
+	var c Config
+	c.setDefaults()
+	return c
+}
+
 // Store is what the publisher needs from the database (*store.Store).
 type Store interface {
 	LeaseOutbox(ctx context.Context, owner string, limit int, lease time.Duration) ([]store.OutboxRow, error)

@@ -5,6 +5,8 @@
 # (api/zeebe/camunda8_node_test.go). Idempotent and quick when already
 # installed; needs node and npm (on this kind of machine).
 set -euo pipefail
+# No npm package's install-time telemetry (see scripts/console.sh).
+export IBM_TELEMETRY_DISABLED=true
 root="$(dirname "$0")/.."
 install() { # dir, a package whose presence means installed
 	if [ -d "$root/$1/node_modules/$2" ]; then

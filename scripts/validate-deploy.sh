@@ -6,6 +6,8 @@
 # $SUTRA_TOOLS_DIR/validate-deploy (default ~/.cache/sutra-tools), and again
 # only when the lock file changes.
 set -euo pipefail
+# No npm package's install-time telemetry (see scripts/console.sh).
+export IBM_TELEMETRY_DISABLED=true
 cd "$(dirname "$0")/.."
 
 tools=${SUTRA_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sutra-tools}

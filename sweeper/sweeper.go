@@ -108,6 +108,14 @@ func (c *Config) setDefaults() {
 	}
 }
 
+// DefaultConfig is the configuration New fills unset fields from; the
+// worker's defaults (app.Defaults) are read here, not written again.
+func DefaultConfig() Config {
+	var c Config
+	c.setDefaults()
+	return c
+}
+
 // Store is what the sweeper needs from the database (*store.Store).
 type Store interface {
 	AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)

@@ -92,6 +92,14 @@ func (c *Config) setDefaults() {
 	c.BatchSize = min(c.BatchSize, c.MaxInFlight)
 }
 
+// DefaultConfig is the configuration New fills unset fields from; the
+// worker's defaults (app.Defaults) are read here, not written again.
+func DefaultConfig() Config {
+	var c Config
+	c.setDefaults()
+	return c
+}
+
 // Store is what the poller needs from the database (*store.Store).
 type Store interface {
 	TakeDueTimers(ctx context.Context, owner string, limit int, lease time.Duration) (due []store.DueTimer, next time.Duration, ok bool, err error)

@@ -104,6 +104,14 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.MaxScan, 5000)
 }
 
+// DefaultConfig is the configuration New fills unset fields from; the
+// worker's defaults (app.Defaults) are read here, not written again.
+func DefaultConfig() Config {
+	var c Config
+	c.setDefaults()
+	return c
+}
+
 // Deps are the admin API's collaborators.
 type Deps struct {
 	Store   Store

@@ -117,9 +117,12 @@ type Waiter struct {
 // Wake delivers the waiter's wake-ups: fetch again.
 func (w *Waiter) Wake() <-chan struct{} { return w.wake }
 
+// DefaultPollInterval is Config.PollInterval when unset.
+const DefaultPollInterval = 250 * time.Millisecond
+
 // New builds the waiters; Start runs the look until Stop.
 func New(deps Deps, cfg Config) *Waiters {
-	defaults.Set(&cfg.PollInterval, 250*time.Millisecond)
+	defaults.Set(&cfg.PollInterval, DefaultPollInterval)
 	return &Waiters{deps: deps, cfg: cfg, byTopic: map[string]map[*Waiter]store.TopicLock{}, look: make(chan struct{}, 1)}
 }
 

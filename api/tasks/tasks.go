@@ -69,6 +69,14 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.MaxBody, 1<<20)
 }
 
+// DefaultConfig is the configuration New fills unset fields from; the
+// worker's defaults (app.Defaults) are read here, not written again.
+func DefaultConfig() Config {
+	var c Config
+	c.setDefaults()
+	return c
+}
+
 // Deps are the task API's collaborators.
 type Deps struct {
 	Store Store

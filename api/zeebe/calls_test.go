@@ -35,7 +35,7 @@ func TestUnimplementedRPCsNameThemselves(t *testing.T) {
 }
 
 func TestOversizeRequestIsResourceExhausted(t *testing.T) {
-	b := setup(t, func(c *app.Config) { c.GatewayMaxMessageSize = 64 << 10 })
+	b := setup(t, func(c *app.Config) { c.Gateway.MaxMessageSize = 64 << 10 })
 	big := bytes.Repeat([]byte("x"), 100<<10)
 	_, err := b.raw(t).DeployResource(ctxAs(t, adminToken), &pb.DeployResourceRequest{Resources: []*pb.Resource{{Name: "big.bpmn", Content: big}}})
 	wantStatus(t, err, codes.ResourceExhausted, "larger than max", "65536")

@@ -47,7 +47,7 @@ func TestCamunda8NodeSDKWorksJobsUnchanged(t *testing.T) {
 // nodeSDKWorksJobs runs the SDK's worker with the credentials auth names.
 func nodeSDKWorksJobs(t *testing.T, auth func(*app.Worker) []string) {
 	b := setupJobs(t, func(c *app.Config) {
-		c.APIToken, c.APIInsecure, c.AdminInsecure, c.AdminToken = "node-s3cret", false, false, "admin-s3cret"
+		c.API.Token, c.API.Insecure, c.AdminInsecure, c.AdminToken = "node-s3cret", false, false, "admin-s3cret"
 	})
 	types := []string{"node-complete", "node-error", "node-fail"}
 	for _, typ := range types {

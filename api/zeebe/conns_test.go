@@ -184,7 +184,7 @@ func TestAStreamWithoutATokenIsRefusedAtItsHeadersBeforeItsBodyIsRead(t *testing
 // SUTRA_GATEWAY_AUTH_TIMEOUT, while one that did stays open.
 func TestTheGatewayCapsConnectionsAndClosesThoseThatNeverAuthenticate(t *testing.T) {
 	clk := clock.NewFake(time.Now())
-	cfg := func(c *app.Config) { c.GatewayMaxConnections, c.GatewayAuthTimeout = 2, 5*time.Second }
+	cfg := func(c *app.Config) { c.Gateway.MaxConnections, c.Gateway.AuthTimeout = 2, 5*time.Second }
 	w, reg, httpAddr := startGateway(t, cfg, clk)
 
 	authed := dialH2(t, w.GatewayAddr())
@@ -233,7 +233,7 @@ func startGateway(t *testing.T, tweak func(*app.Config), clk clock.Clock) (*app.
 	t.Helper()
 	env := testkit.New(t)
 	cfg := apptest.Config(env)
-	cfg.APIToken, cfg.AdminToken, cfg.APIInsecure = taskToken, adminToken, false
+	cfg.API.Token, cfg.AdminToken, cfg.API.Insecure = taskToken, adminToken, false
 	if tweak != nil {
 		tweak(&cfg)
 	}

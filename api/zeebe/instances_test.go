@@ -115,7 +115,7 @@ func createWithResult(t *testing.T, c zbc.Client, orderID string, timeout time.D
 func TestCreateWithResultAnswersAtTheEnd(t *testing.T) {
 	// No look for ends other replicas committed within the test: only this
 	// replica's own step can wake the call.
-	b := setup(t, func(c *app.Config) { c.TaskPollInterval = time.Hour })
+	b := setup(t, func(c *app.Config) { c.Tasks.PollInterval = time.Hour })
 	b.deploy(t, "payment.bpmn")
 	done := createWithResult(t, b.client, "o-1", time.Minute, "amount")
 	key := b.waitingKey(t, "o-1")
@@ -157,7 +157,7 @@ func TestCreateWithResultTimesOutAsZeebe(t *testing.T) {
 }
 
 func TestCreateWithResultCallsWaitingAreCappedByMaxStreams(t *testing.T) {
-	b := setup(t, func(c *app.Config) { c.GatewayMaxStreams = 1 })
+	b := setup(t, func(c *app.Config) { c.Gateway.MaxStreams = 1 })
 	b.deploy(t, "payment.bpmn")
 	first := createWithResult(t, b.client, "o-1", time.Minute)
 	b.waitingKey(t, "o-1") // the first call waits for its end
@@ -176,7 +176,7 @@ func TestCreateWithResultCallsWaitingAreCappedByMaxStreams(t *testing.T) {
 }
 
 func TestCreateWithResultHearsOfAnEndOnAnotherReplica(t *testing.T) {
-	b := setup(t, func(c *app.Config) { c.TaskPollInterval = 50 * time.Millisecond })
+	b := setup(t, func(c *app.Config) { c.Tasks.PollInterval = 50 * time.Millisecond })
 	b.deploy(t, "payment.bpmn")
 	cfg := b.cfg
 	cfg.ReplicaID += "-2"

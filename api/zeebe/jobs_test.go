@@ -274,7 +274,7 @@ func TestAThrownErrorIsCaughtByTheBoundaryEvent(t *testing.T) {
 
 func TestAStreamingWorkerGetsAJobCreatedAfterItsStreamOpened(t *testing.T) {
 	t.Parallel()
-	b := setupJobs(t, func(c *app.Config) { c.TaskPollInterval = time.Hour }) // only the wake-up can find it
+	b := setupJobs(t, func(c *app.Config) { c.Tasks.PollInterval = time.Hour }) // only the wake-up can find it
 	jobs := make(chan entities.Job, 1)
 	jw := b.zb.NewJobWorker().JobType("push").Handler(func(c worker.JobClient, job entities.Job) {
 		if _, err := c.NewCompleteJobCommand().JobKey(job.GetKey()).Send(context.Background()); err != nil {
@@ -389,7 +389,11 @@ func TestAJobWhoseActivationTimedOutGoesToAnotherAndCompletesOnce(t *testing.T) 
 
 func TestBadJobCallsAreRefusedWithZeebesCodes(t *testing.T) {
 	t.Parallel()
-	b := setupJobs(t, func(c *app.Config) { c.GatewayMaxJobs = 5; c.GatewayMaxStreams = 2; c.GatewayMaxMessageSize = 64 << 10 })
+	b := setupJobs(t, func(c *app.Config) {
+		c.Gateway.MaxJobs = 5
+		c.Gateway.MaxStreams = 2
+		c.Gateway.MaxMessageSize = 64 << 10
+	})
 	ctx := testkit.Ctx(t)
 	b.start(t, "i-1", "bad", nil)
 	job := b.one(t, "bad")

@@ -46,7 +46,7 @@ func setup(t *testing.T, tweak func(*app.Config)) *bundle {
 	t.Helper()
 	env := testkit.New(t)
 	cfg := apptest.Config(env)
-	cfg.APIToken, cfg.AdminToken, cfg.APIInsecure = taskToken, adminToken, false
+	cfg.API.Token, cfg.AdminToken, cfg.API.Insecure = taskToken, adminToken, false
 	if tweak != nil {
 		tweak(&cfg)
 	}

@@ -102,6 +102,14 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.StepTimeout, 10*time.Second)
 }
 
+// DefaultConfig is the configuration New fills unset fields from; the
+// worker's defaults (app.Defaults) are read here, not written again.
+func DefaultConfig() Config {
+	var c Config
+	c.setDefaults()
+	return c
+}
+
 // Store is what the gateway needs from the database (*store.Store).
 type Store interface {
 	Deploy(ctx context.Context, xml []byte) ([]store.Deployed, error)

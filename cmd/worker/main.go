@@ -61,7 +61,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "release %s\ncommit %s\nschema %d\ngo %s\n", bi.Version, bi.Revision, store.SchemaVersion(), bi.GoVersion)
 		return 0
 	}
-	var cfg app.Config
+	cfg := app.Defaults() // the environment's variables over the defaults
 	if err := envconfig.Process("sutra", &cfg); err != nil {
 		fmt.Fprintln(stderr, "worker: configuration:", err)
 		return 2
@@ -127,8 +127,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 func runWorker(ctx context.Context, stopSignals context.CancelFunc, cfg app.Config, log *slog.Logger, warnUnknown func()) error {
 	bi := buildinfo.Read()
 	log.Info("worker starting", "version", bi.Version, "revision", bi.Revision, "schema", store.SchemaVersion(), "go_version", bi.GoVersion,
-		"database", app.Redact(cfg.DatabaseURL), "broker", app.Redact(cfg.AMQPURL), "lanes", cfg.Lanes, "prefetch", cfg.Prefetch,
-		"http", cfg.HTTPAddr, "api", cfg.APIAddr, "shutdown_timeout", cfg.ShutdownTimeout)
+		"database", app.Redact(cfg.Database.URL), "broker", app.Redact(cfg.Broker.URL), "lanes", cfg.Lanes.Count, "prefetch", cfg.Consumer.Prefetch,
+		"http", cfg.HTTPAddr, "api", cfg.API.Addr, "shutdown_timeout", cfg.ShutdownTimeout)
 	warnUnknown()
 	w, err := app.Start(ctx, cfg, app.Options{Logger: log})
 	if err != nil {
@@ -252,8 +252,9 @@ func newLogger(cfg app.Config, w io.Writer) (*slog.Logger, error) {
 func printHelp(w io.Writer) {
 	fmt.Fprint(w, usage)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	_ = envconfig.Usagef("sutra", &app.Config{}, tw, `{{range .}}  {{usage_key .}}	{{usage_default .}}	{{usage_description .}}
-{{end}}`)
+	for _, v := range app.Variables() {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", v.Name, v.Default, v.Description)
+	}
 	tw.Flush()
 	fmt.Fprintln(w, strings.TrimSpace(`
 Relays: publish JSON to the relay exchange with a message_id; see README.md.`))

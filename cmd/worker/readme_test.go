@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"reflect"
 	"regexp"
 	"testing"
 
@@ -21,22 +20,16 @@ func TestTheREADMEListsEveryVariableWithItsDefault(t *testing.T) {
 	for _, m := range regexp.MustCompile("(?m)^\\| `(SUTRA_[A-Z_]+)` \\| ([^|]*) \\|").FindAllStringSubmatch(string(readme), -1) {
 		rows[m[1]] = m[2]
 	}
-	typ := reflect.TypeOf(app.Config{})
-	for i := range typ.NumField() {
-		f := typ.Field(i)
-		name := f.Tag.Get("envconfig")
-		if name == "" {
-			continue
-		}
-		row, ok := rows["SUTRA_"+name]
+	for _, v := range app.Variables() {
+		row, ok := rows[v.Name]
 		if !ok {
-			t.Errorf("README's configuration table has no row for SUTRA_%s", name)
+			t.Errorf("README's configuration table has no row for %s", v.Name)
 			continue
 		}
-		if def := f.Tag.Get("default"); def != "" && row != "`"+def+"`" && !regexp.MustCompile("^`"+regexp.QuoteMeta(def)+"`").MatchString(row) {
-			t.Errorf("README says SUTRA_%s defaults to %s; the worker's default is %q", name, row, def)
+		if def := v.Default; def != "" && row != "`"+def+"`" && !regexp.MustCompile("^`"+regexp.QuoteMeta(def)+"`").MatchString(row) {
+			t.Errorf("README says %s defaults to %s; the worker's default is %q", v.Name, row, def)
 		}
-		delete(rows, "SUTRA_"+name)
+		delete(rows, v.Name)
 	}
 	for name := range rows {
 		t.Errorf("README lists %s, which the worker does not read", name)

@@ -118,14 +118,17 @@ func NewEnv(ctx context.Context, serverURL, amqpURL, label string, k int, proces
 	u.RawQuery = q.Encode()
 	queue := "sutra.bench." + name
 	e := &Env{Schema: name, Instances: k, serverURL: serverURL, process: process, SinkQueue: queue + ".outbox", Config: app.Config{
-		DatabaseURL: u.String(), AMQPURL: amqpURL, ReplicaID: "bench", HTTPAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", GatewayAddr: "127.0.0.1:0", APIInsecure: true,
-		ClaimTimeout: ClaimTimeout, ShutdownTimeout: 10 * time.Second,
-		RelayExchange: queue, RelayQueue: queue, RelayBindingKey: "#",
-		DeadExchange: queue + ".dead", DeadQueue: queue + ".dead", OutboxExchange: queue + ".outbox",
-		RequeueBackoff: 50 * time.Millisecond, RequeueBackoffMax: 2 * time.Second, StepHistory: true,
-		// The soak's worker inherits the environment: its queues are
-		// declared here first, so they must be of the type it declares.
-		QueueType: os.Getenv("SUTRA_QUEUE_TYPE"),
+		Process:  app.Process{ReplicaID: "bench", HTTPAddr: "127.0.0.1:0", ShutdownTimeout: 10 * time.Second},
+		Database: app.Database{URL: u.String()},
+		Broker: app.Broker{URL: amqpURL, RelayExchange: queue, RelayQueue: queue, RelayBindingKey: "#",
+			DeadExchange: queue + ".dead", DeadQueue: queue + ".dead", OutboxExchange: queue + ".outbox",
+			// The soak's worker inherits the environment: its queues are
+			// declared here first, so they must be of the type it declares.
+			QueueType: os.Getenv("SUTRA_QUEUE_TYPE")},
+		Lanes:    app.Lanes{ClaimTimeout: ClaimTimeout, StepHistory: true},
+		Consumer: app.Consumer{RequeueBackoff: 50 * time.Millisecond, RequeueBackoffMax: 2 * time.Second},
+		API:      app.API{Addr: "127.0.0.1:0", Insecure: true},
+		Gateway:  app.Gateway{Addr: "127.0.0.1:0"},
 	}}
 	if err := e.populate(ctx); err != nil {
 		e.Close()
@@ -137,7 +140,7 @@ func NewEnv(ctx context.Context, serverURL, amqpURL, label string, k int, proces
 // populate migrates the schema, deploys the process and starts the instances.
 func (e *Env) populate(ctx context.Context) error {
 	const workers = 8
-	st, err := store.Open(ctx, e.Config.DatabaseURL, store.Options{MaxConns: workers})
+	st, err := store.Open(ctx, e.Config.Database.URL, store.Options{MaxConns: workers})
 	if err != nil {
 		return err
 	}
@@ -205,7 +208,7 @@ func start(ctx context.Context, st *store.Store, proc *bpmn.Process, owner, id s
 // that relays published before a consumer attaches are kept, and the outbox
 // exchange with its sink queue.
 func (e *Env) DeclareQueues() error {
-	conn, err := amqp.Dial(e.Config.AMQPURL)
+	conn, err := amqp.Dial(e.Config.Broker.URL)
 	if err != nil {
 		return err
 	}
@@ -254,7 +257,7 @@ func (e *Env) Close() {
 		_, _ = conn.Exec(ctx, "DROP SCHEMA "+e.Schema+" CASCADE")
 		conn.Close(ctx)
 	}
-	if conn, err := amqp.Dial(e.Config.AMQPURL); err == nil {
+	if conn, err := amqp.Dial(e.Config.Broker.URL); err == nil {
 		if ch, err := conn.Channel(); err == nil {
 			c := e.Config
 			_, _ = ch.QueueDelete(c.RelayQueue, false, false, false)

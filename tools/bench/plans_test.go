@@ -55,7 +55,7 @@ func TestEveryHotStatementOfTheStoreIsExplained(t *testing.T) {
 // fault that known does not excuse.
 func checkPlans(ctx context.Context, t *testing.T, env *bench.Env, when string, known func(bench.Statement) string) {
 	t.Helper()
-	conn, err := pgx.Connect(ctx, env.Config.DatabaseURL)
+	conn, err := pgx.Connect(ctx, env.Config.Database.URL)
 	if err != nil {
 		t.Fatal(err)
 	}

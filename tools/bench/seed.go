@@ -84,7 +84,7 @@ func SeedID(i int) string { return "seed-" + strconv.Itoa(i) }
 // checkpoints. Nothing here is timed.
 // The seeded instances are of the deployed benchmark process at version 1.
 func (e *Env) Seed(ctx context.Context, d Data) error {
-	conn, err := pgx.Connect(ctx, e.Config.DatabaseURL)
+	conn, err := pgx.Connect(ctx, e.Config.Database.URL)
 	if err != nil {
 		return err
 	}

@@ -109,7 +109,7 @@ func run() error {
 		}
 		fmt.Fprintf(os.Stderr, "seeded %s in %v\n", data, time.Since(began).Round(time.Second))
 	}
-	db, err := pgxpool.New(ctx, env.Config.DatabaseURL)
+	db, err := pgxpool.New(ctx, env.Config.Database.URL)
 	if err != nil {
 		return err
 	}
@@ -256,7 +256,7 @@ func startWorker(ctx context.Context, c config, env *bench.Env) (*worker, error)
 	cfg := env.Config
 	cmd := exec.Command(c.Worker, "run")
 	cmd.Env = append(os.Environ(),
-		"SUTRA_DATABASE_URL="+cfg.DatabaseURL, "SUTRA_AMQP_URL="+cfg.AMQPURL, "SUTRA_REPLICA_ID=soak",
+		"SUTRA_DATABASE_URL="+cfg.Database.URL, "SUTRA_AMQP_URL="+cfg.Broker.URL, "SUTRA_REPLICA_ID=soak",
 		"SUTRA_HTTP_ADDR="+httpAddr, "SUTRA_API_ADDR=", "SUTRA_GATEWAY_ADDR=",
 		"SUTRA_RELAY_EXCHANGE="+cfg.RelayExchange, "SUTRA_RELAY_QUEUE="+cfg.RelayQueue,
 		"SUTRA_DEAD_EXCHANGE="+cfg.DeadExchange, "SUTRA_DEAD_QUEUE="+cfg.DeadQueue,

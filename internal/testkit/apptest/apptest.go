@@ -16,12 +16,14 @@ import (
 func Config(env *testkit.Env) app.Config {
 	c := env.Config
 	return app.Config{
-		DatabaseURL: c.DatabaseURL, AMQPURL: c.AMQPURL, ReplicaID: c.ReplicaID,
-		Lanes: 4, Prefetch: 64, HTTPAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", GatewayAddr: "127.0.0.1:0", APIInsecure: true,
-		ClaimTimeout: 30 * time.Second, ShutdownTimeout: 10 * time.Second,
-		RelayExchange: c.RelayExchange, RelayQueue: c.RelayQueue, RelayBindingKey: "#",
-		DeadExchange: c.DeadExchange, DeadQueue: c.DeadQueue, OutboxExchange: c.OutboxExchange,
-		RequeueBackoff: 20 * time.Millisecond, RequeueBackoffMax: 500 * time.Millisecond,
-		Migrate: true, LogLevel: "info", StepHistory: true,
+		Process: app.Process{ReplicaID: c.ReplicaID, HTTPAddr: "127.0.0.1:0", ShutdownTimeout: 10 * time.Second,
+			Migrate: true, LogLevel: "info"},
+		Database: app.Database{URL: c.DatabaseURL},
+		Broker: app.Broker{URL: c.AMQPURL, RelayExchange: c.RelayExchange, RelayQueue: c.RelayQueue, RelayBindingKey: "#",
+			DeadExchange: c.DeadExchange, DeadQueue: c.DeadQueue, OutboxExchange: c.OutboxExchange},
+		Lanes:    app.Lanes{Count: 4, ClaimTimeout: 30 * time.Second, StepHistory: true},
+		Consumer: app.Consumer{Prefetch: 64, RequeueBackoff: 20 * time.Millisecond, RequeueBackoffMax: 500 * time.Millisecond},
+		API:      app.API{Addr: "127.0.0.1:0", Insecure: true},
+		Gateway:  app.Gateway{Addr: "127.0.0.1:0"},
 	}
 }

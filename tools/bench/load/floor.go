@@ -26,7 +26,7 @@ func (b *bencher) brokerFloor(ctx context.Context) (result, error) {
 		return r, err
 	}
 	defer env.Close()
-	conn, err := amqp.Dial(env.Config.AMQPURL)
+	conn, err := amqp.Dial(env.Config.Broker.URL)
 	if err != nil {
 		return r, err
 	}
@@ -42,7 +42,7 @@ func (b *bencher) brokerFloor(ctx context.Context) (result, error) {
 	if err != nil {
 		return r, err
 	}
-	pub, err := loadgen.Dial(env.Config.AMQPURL, env.Config.RelayExchange)
+	pub, err := loadgen.Dial(env.Config.Broker.URL, env.Config.RelayExchange)
 	if err != nil {
 		return r, err
 	}

@@ -85,8 +85,8 @@ func (b *bencher) jobRun(ctx context.Context, fastPath bool, rate float64) (jobR
 		return r, err
 	}
 	defer env.Close()
-	env.Config.GatewayAddr = "127.0.0.1:0"
-	env.Config.TaskFastPath = fastPath
+	env.Config.Gateway.Addr = "127.0.0.1:0"
+	env.Config.Tasks.FastPath = fastPath
 	w, reg, stop, err := b.startWorker(ctx, env, b.o.jobLanes, false)
 	if err != nil {
 		return r, err
@@ -104,7 +104,7 @@ func (b *bencher) jobRun(ctx context.Context, fastPath bool, rate float64) (jobR
 	if rate > 0 {
 		starts = tasks3Starts(b.o.instances)
 	}
-	pub, err := loadgen.Dial(env.Config.AMQPURL, env.Config.RelayExchange)
+	pub, err := loadgen.Dial(env.Config.Broker.URL, env.Config.RelayExchange)
 	if err != nil {
 		return r, err
 	}

@@ -481,7 +481,7 @@ func (b *bencher) workerRun(ctx context.Context, s workerSpec) (result, error) {
 		}
 		fmt.Fprintf(os.Stderr, "  seeded %s (%s) in %v\n", s.data, bench.DataSets[s.data], time.Since(began).Round(time.Second))
 	}
-	db, err := pgxpool.New(ctx, env.Config.DatabaseURL)
+	db, err := pgxpool.New(ctx, env.Config.Database.URL)
 	if err != nil {
 		return result{}, err
 	}
@@ -526,7 +526,7 @@ func (b *bencher) workerRun(ctx context.Context, s workerSpec) (result, error) {
 // often it is called).
 func (b *bencher) startWorker(ctx context.Context, env *bench.Env, lanes int, syncClaims bool) (*app.Worker, *prometheus.Registry, func(), error) {
 	cfg := env.Config
-	cfg.Lanes, cfg.Prefetch, cfg.BatchMax, cfg.BatchWait = lanes, b.o.prefetch, b.o.batchMax, b.o.batchWait
+	cfg.Lanes.Count, cfg.Prefetch, cfg.BatchMax, cfg.BatchWait = lanes, b.o.prefetch, b.o.batchMax, b.o.batchWait
 	cfg.AdminToken = adminToken // the admin API of measureAPI
 	reg := prometheus.NewRegistry()
 	w, err := app.Start(ctx, cfg, app.Options{Logger: b.log, Registry: reg, SyncClaims: syncClaims})
@@ -573,7 +573,7 @@ func (b *bencher) baselineRun(ctx context.Context, syncClaims bool, s workerSpec
 	}
 	defer env.Close()
 	c, err := baseline.Start(ctx, baseline.Config{
-		DatabaseURL: env.Config.DatabaseURL, AMQPURL: env.Config.AMQPURL, Queue: env.Config.RelayQueue,
+		DatabaseURL: env.Config.Database.URL, AMQPURL: env.Config.Broker.URL, Queue: env.Config.RelayQueue,
 		Workers: b.o.instances, Conns: int32(b.o.baselineConns), SyncClaims: syncClaims,
 	})
 	if err != nil {
@@ -619,12 +619,12 @@ func (b *bencher) drive(ctx context.Context, env *bench.Env, name string, ready 
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	pub, err := loadgen.Dial(env.Config.AMQPURL, env.Config.RelayExchange)
+	pub, err := loadgen.Dial(env.Config.Broker.URL, env.Config.RelayExchange)
 	if err != nil {
 		return result{}, err
 	}
 	defer pub.Close()
-	db, err := pgxpool.New(ctx, env.Config.DatabaseURL)
+	db, err := pgxpool.New(ctx, env.Config.Database.URL)
 	if err != nil {
 		return result{}, err
 	}

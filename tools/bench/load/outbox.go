@@ -87,12 +87,12 @@ func (b *bencher) outboxRun(ctx context.Context, load, rate float64, n int) (out
 	if err := waitReady(ctx, w, "outbox run"); err != nil {
 		return r, err
 	}
-	db, err := pgxpool.New(ctx, env.Config.DatabaseURL)
+	db, err := pgxpool.New(ctx, env.Config.Database.URL)
 	if err != nil {
 		return r, err
 	}
 	defer db.Close()
-	pub, err := loadgen.Dial(env.Config.AMQPURL, env.Config.RelayExchange)
+	pub, err := loadgen.Dial(env.Config.Broker.URL, env.Config.RelayExchange)
 	if err != nil {
 		return r, err
 	}

@@ -41,7 +41,7 @@ func (b *bencher) writePlans(ctx context.Context, dir string) error {
 // explainAll writes every hot statement's plan in env to dir; tables says
 // what the tables hold, known what excuses a fault.
 func explainAll(ctx context.Context, env *bench.Env, dir, tables string, known func(bench.Statement) string) error {
-	conn, err := pgx.Connect(ctx, env.Config.DatabaseURL)
+	conn, err := pgx.Connect(ctx, env.Config.Database.URL)
 	if err != nil {
 		return err
 	}
@@ -60,7 +60,7 @@ func explainAll(ctx context.Context, env *bench.Env, dir, tables string, known f
 		}
 		var out strings.Builder
 		fmt.Fprintf(&out, "-- %s: generic plan (force_generic_plan), PostgreSQL %s,\n-- %s.\n", s.Name, version, tables)
-		fmt.Fprintf(&out, "-- Written by `go run ./tools/bench/load -plans tools/bench/plans` (bench.HotStatements).\n")
+		fmt.Fprintf(&out, "-- Written by `make bench-plans` (bench.HotStatements).\n")
 		if s.Setup != "" {
 			fmt.Fprintf(&out, "%s;\n", s.Setup)
 		}

@@ -101,7 +101,7 @@ func (b *bencher) taskRun(ctx context.Context, fastPath bool, load, rate float64
 		return r, err
 	}
 	defer env.Close()
-	env.Config.TaskFastPath = fastPath
+	env.Config.Tasks.FastPath = fastPath
 	w, reg, stop, err := b.startWorker(ctx, env, b.o.taskLanes, false)
 	if err != nil {
 		return r, err
@@ -116,7 +116,7 @@ func (b *bencher) taskRun(ctx context.Context, fastPath bool, load, rate float64
 	if rate > 0 {
 		starts = tasks3Starts(b.o.instances)
 	}
-	pub, err := loadgen.Dial(env.Config.AMQPURL, env.Config.RelayExchange)
+	pub, err := loadgen.Dial(env.Config.Broker.URL, env.Config.RelayExchange)
 	if err != nil {
 		return r, err
 	}
