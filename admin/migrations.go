@@ -123,10 +123,10 @@ func (r *Runner) round(soft, hard context.Context) (busy bool, err error) {
 	}
 	outs := make([]store.ItemOutcome, len(ids))
 	done := make(chan int, len(ids))
-	answers := make([]lanes.Outcome, len(ids))
+	answers := make([]lanes.Result, len(ids))
 	for i, id := range ids {
 		res := migrateItem(id, m.ToVersion, m.Mapping, attempts[i])
-		res.Done = func(o lanes.Outcome) { answers[i] = o; done <- i }
+		res.Done = func(o lanes.Result) { answers[i] = o; done <- i }
 		r.deps.Lanes.Dispatch(res)
 	}
 	for range ids {
@@ -146,7 +146,7 @@ func (r *Runner) round(soft, hard context.Context) (busy bool, err error) {
 }
 
 // classify turns a migration's outcome into the instance's progress.
-func (r *Runner) classify(id string, attempts int, o lanes.Outcome) store.ItemOutcome {
+func (r *Runner) classify(id string, attempts int, o lanes.Result) store.ItemOutcome {
 	out := store.ItemOutcome{InstanceID: id}
 	switch o.Kind {
 	case lanes.Applied:

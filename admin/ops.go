@@ -40,10 +40,10 @@ func ClaimHeld(op string) string { return "SUTRA.ADMIN." + strings.ToUpper(op) +
 // never a wait); fault.Unavailable when the lanes ask to retry later; the
 // step's own error otherwise. ctx ending ends the wait, not the step.
 func Run(ctx context.Context, d Dispatcher, op string, res lanes.Resume) error {
-	done := make(chan lanes.Outcome, 1)
-	res.Done = func(o lanes.Outcome) { done <- o }
+	done := make(chan lanes.Result, 1)
+	res.Done = func(o lanes.Result) { done <- o }
 	d.Dispatch(res)
-	var o lanes.Outcome
+	var o lanes.Result
 	select {
 	case o = <-done:
 	case <-ctx.Done():

@@ -26,7 +26,7 @@ import (
 func fastPath(c *app.Config) { c.Tasks.FastPath = true }
 
 // handed waits for the fast path's outcome of relay id.
-func (b *bundle) handed(t *testing.T, id string) lanes.Outcome {
+func (b *bundle) handed(t *testing.T, id string) lanes.Result {
 	t.Helper()
 	for {
 		if h := b.w.Handoff().TestSignals.Done.WaitOrTimeout(t); h.MessageID == id {

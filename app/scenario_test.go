@@ -18,17 +18,17 @@ import (
 
 // resume hands r straight to the lanes (as the timer poller and the task API
 // do) and waits for its outcome.
-func (b *bundle) resume(t *testing.T, r lanes.Resume) lanes.Outcome {
+func (b *bundle) resume(t *testing.T, r lanes.Resume) lanes.Result {
 	t.Helper()
-	done := make(chan lanes.Outcome, 1)
-	r.Done = func(o lanes.Outcome) { done <- o }
+	done := make(chan lanes.Result, 1)
+	r.Done = func(o lanes.Result) { done <- o }
 	b.w.Lanes().Dispatch(r)
 	select {
 	case o := <-done:
 		return o
 	case <-time.After(20 * time.Second):
 		t.Fatalf("no outcome for %+v", r)
-		return lanes.Outcome{}
+		return lanes.Result{}
 	}
 }
 
@@ -141,7 +141,7 @@ func TestEventBasedGatewayRaceHasExactlyOneWinnerAndNoZombieWait(t *testing.T) {
 		timerID, token, _ := b.timer(t, id, "Event_PaymentTimeout")
 		// The timer fire and the message arrive in the same instant.
 		var wg sync.WaitGroup
-		var fire lanes.Outcome
+		var fire lanes.Result
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

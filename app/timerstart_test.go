@@ -77,8 +77,8 @@ func TestATimerStartFiredTwiceStartsItsInstanceOnce(t *testing.T) {
 	}
 
 	// The copy: the same schedule row and lease, fired again.
-	outcome := make(chan lanes.Outcome, 1)
-	again := lanes.Resume{Cause: first, Done: func(o lanes.Outcome) { outcome <- o }}
+	outcome := make(chan lanes.Result, 1)
+	again := lanes.Resume{Cause: first, Done: func(o lanes.Result) { outcome <- o }}
 	b.w.Lanes().Dispatch(again)
 	if o := <-outcome; o.Kind != lanes.Rejected || o.Code != fault.InstanceExists {
 		t.Fatalf("the copy's outcome: %v %s, want rejected %s", o.Kind, o.Code, fault.InstanceExists)

@@ -21,7 +21,7 @@ func TestCoalescedAcksNeverCoverARefusedDeliveryAndAckEachAppliedOneOnce(t *test
 	release := make(chan struct{})
 	var mu sync.Mutex
 	attempts := map[string]int{}
-	cons, pub := start(t, func(r lanes.Resume, n int) lanes.Outcome {
+	cons, pub := start(t, func(r lanes.Resume, n int) lanes.Result {
 		mu.Lock()
 		attempts[r.InboxID()] = n
 		mu.Unlock()
@@ -29,11 +29,11 @@ func TestCoalescedAcksNeverCoverARefusedDeliveryAndAckEachAppliedOneOnce(t *test
 		case r.InboxID() == "m-1":
 			<-release // the lowest tag answers last: every ack above it waits
 		case r.InboxID() == "m-3" && n == 1:
-			return lanes.Outcome{Kind: lanes.Refused, Code: fault.ClaimHeld, Reason: lanes.ReasonClaimHeld}
+			return lanes.Result{Kind: lanes.Refused, Code: fault.ClaimHeld, Reason: lanes.ReasonClaimHeld}
 		case r.InboxID() == "m-4":
-			return lanes.Outcome{Kind: lanes.Rejected, Code: fault.NotWaiting, Err: fault.New(fault.NotWaiting, "poison")}
+			return lanes.Result{Kind: lanes.Rejected, Code: fault.NotWaiting, Err: fault.New(fault.NotWaiting, "poison")}
 		}
-		return lanes.Outcome{Kind: lanes.Applied}
+		return lanes.Result{Kind: lanes.Applied}
 	}, func(c *consumer.Config) {
 		c.AckHold = time.Minute // nothing is acked on its own behind m-1
 		// m-3 is still waiting for its requeue when m-1 is answered.

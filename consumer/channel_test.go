@@ -41,8 +41,8 @@ func TestTheConsumerGivesUpOpeningItsChannelAtTheDeadlineAndConsumesOnceTheBroke
 		t.Fatal(err)
 	}
 	proxy.HoldReplies()
-	ls := &scripted{attempts: map[string]int{}, answer: func(lanes.Resume, int) lanes.Outcome {
-		return lanes.Outcome{Kind: lanes.Applied}
+	ls := &scripted{attempts: map[string]int{}, answer: func(lanes.Resume, int) lanes.Result {
+		return lanes.Result{Kind: lanes.Applied}
 	}}
 	cons := consumer.New(consumer.Deps{Broker: owner, Lanes: ls, Metrics: metrics.New(prometheus.NewRegistry()), Logger: testkit.Logger(t)},
 		consumer.Config{Queue: c.RelayQueue, DeadExchange: c.DeadExchange, RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond})

@@ -21,7 +21,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // lanesFunc is a Dispatcher that answers every relay at once from a script.
-type lanesFunc func(r lanes.Resume, attempt int) lanes.Outcome
+type lanesFunc func(r lanes.Resume, attempt int) lanes.Result
 
 type scripted struct {
 	answer   lanesFunc
@@ -96,8 +96,8 @@ func relay(id string) testkit.Relay {
 
 func TestTransientFailuresOfOneRelayAreCappedThenItIsDeadLettered(t *testing.T) {
 	t.Parallel()
-	cons, pub := start(t, func(lanes.Resume, int) lanes.Outcome {
-		return lanes.Outcome{Kind: lanes.Retry, Code: fault.Transient, Reason: lanes.ReasonTransient, Err: fault.New(fault.Transient, "deadlock detected")}
+	cons, pub := start(t, func(lanes.Resume, int) lanes.Result {
+		return lanes.Result{Kind: lanes.Retry, Code: fault.Transient, Reason: lanes.ReasonTransient, Err: fault.New(fault.Transient, "deadlock detected")}
 	}, nil)
 	pub.Publish(relay("r-1"))
 	for n := 1; n < 5; n++ {
@@ -122,8 +122,8 @@ func TestTheRetryCapCountsTheFailuresOfEveryReplica(t *testing.T) {
 	pub := env.Publisher(t)
 	// Two replicas' consumers on one queue and one database: the relay
 	// bounces between them, each failure counted where the other sees it.
-	ls := &scripted{attempts: map[string]int{}, answer: func(lanes.Resume, int) lanes.Outcome {
-		return lanes.Outcome{Kind: lanes.Retry, Code: fault.Transient, Reason: lanes.ReasonTransient, Err: fault.New(fault.Transient, "deadlock detected")}
+	ls := &scripted{attempts: map[string]int{}, answer: func(lanes.Resume, int) lanes.Result {
+		return lanes.Result{Kind: lanes.Retry, Code: fault.Transient, Reason: lanes.ReasonTransient, Err: fault.New(fault.Transient, "deadlock detected")}
 	}}
 	capped := func(c *consumer.Config) { c.MaxRetries = maxRetries }
 	a, b := startOn(t, env, ls, capped), startOn(t, env, ls, capped)
@@ -158,14 +158,14 @@ func TestClaimRefusalsFencesAndOutagesAreNeverCapped(t *testing.T) {
 	t.Parallel()
 	reasons := []string{lanes.ReasonClaimHeld, lanes.ReasonFenced, lanes.ReasonUnavailable, lanes.ReasonShutdown, lanes.ReasonLaneFull}
 	const tries = 20 // four times the cap
-	cons, pub := start(t, func(r lanes.Resume, n int) lanes.Outcome {
+	cons, pub := start(t, func(r lanes.Resume, n int) lanes.Result {
 		if n > tries {
-			return lanes.Outcome{Kind: lanes.Applied}
+			return lanes.Result{Kind: lanes.Applied}
 		}
 		if reason := reasons[n%len(reasons)]; reason != lanes.ReasonClaimHeld {
-			return lanes.Outcome{Kind: lanes.Retry, Code: fault.Unavailable, Reason: reason}
+			return lanes.Result{Kind: lanes.Retry, Code: fault.Unavailable, Reason: reason}
 		}
-		return lanes.Outcome{Kind: lanes.Refused, Code: fault.ClaimHeld, Reason: lanes.ReasonClaimHeld}
+		return lanes.Result{Kind: lanes.Refused, Code: fault.ClaimHeld, Reason: lanes.ReasonClaimHeld}
 	}, nil)
 	pub.Publish(relay("r-1"))
 	for n := 1; n <= tries; n++ {
@@ -184,11 +184,11 @@ func TestClaimRefusalsFencesAndOutagesAreNeverCapped(t *testing.T) {
 func TestRequeueDelayDoublesPerBounceUpToItsCap(t *testing.T) {
 	t.Parallel()
 	const base, limit = 10 * time.Millisecond, 100 * time.Millisecond
-	cons, pub := start(t, func(r lanes.Resume, n int) lanes.Outcome {
+	cons, pub := start(t, func(r lanes.Resume, n int) lanes.Result {
 		if n > 8 {
-			return lanes.Outcome{Kind: lanes.Applied}
+			return lanes.Result{Kind: lanes.Applied}
 		}
-		return lanes.Outcome{Kind: lanes.Refused, Code: fault.ClaimHeld, Reason: lanes.ReasonClaimHeld}
+		return lanes.Result{Kind: lanes.Refused, Code: fault.ClaimHeld, Reason: lanes.ReasonClaimHeld}
 	}, func(c *consumer.Config) { c.RequeueBackoff, c.RequeueBackoffMax = base, limit })
 	pub.Publish(relay("r-1"))
 	for n := 1; n <= 8; n++ {

@@ -47,7 +47,7 @@ func (s *HandoffSignals) Init() { s.Done.Init() }
 // Handed is one relay handed off and what its lane made of it.
 type Handed struct {
 	MessageID string
-	Outcome   lanes.Outcome
+	Outcome   lanes.Result
 }
 
 // NewHandoff builds the fast path onto lanes; off (SUTRA_TASK_FAST_PATH=false),
@@ -72,7 +72,7 @@ func (h *Handoff) Relay(r store.RelayOut) {
 		h.wake()
 		return
 	}
-	res.Done = func(out lanes.Outcome) {
+	res.Done = func(out lanes.Result) {
 		if out.Kind != lanes.Applied {
 			h.wake()
 		}
@@ -85,7 +85,7 @@ func (h *Handoff) Relay(r store.RelayOut) {
 // fastPathLabel is the metric label of a handed-off relay's outcome: its
 // kind, or for one left to its relay to be retried, why (claim_held,
 // fenced, …).
-func fastPathLabel(out lanes.Outcome) string {
+func fastPathLabel(out lanes.Result) string {
 	if (out.Kind == lanes.Refused || out.Kind == lanes.Retry) && out.Reason != "" {
 		return out.Reason
 	}

@@ -28,7 +28,7 @@ const maxTrackedBounces = 100_000
 // result is the outcome of a dispatched delivery, sent back by its lane.
 type result struct {
 	d   *amqp.Delivery
-	out lanes.Outcome
+	out lanes.Result
 }
 
 // session is one channel's life. Its goroutine is the only one that touches
@@ -123,7 +123,7 @@ func (s *session) receive(d *amqp.Delivery) {
 	}
 	s.inflight++
 	results := s.results
-	r.Done = func(out lanes.Outcome) { results <- result{d: d, out: out} }
+	r.Done = func(out lanes.Result) { results <- result{d: d, out: out} }
 	s.c.deps.Lanes.Dispatch(r)
 }
 

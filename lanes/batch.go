@@ -235,7 +235,7 @@ func (l *lane) compute(ctx context.Context, r *Resume, h *claims.Held) (b batche
 // out is written on its own (the single path, which also applies buffered
 // messages that match): because another step's writes failed, or with the
 // buffered message that matched a subscription it opened.
-func (l *lane) finishBatched(ctx context.Context, b batched, start time.Time, err error) (out Outcome) {
+func (l *lane) finishBatched(ctx context.Context, b batched, start time.Time, err error) (out Result) {
 	defer func() {
 		if v := recover(); v != nil {
 			out = l.panicked(b.r, v, debug.Stack())
@@ -254,7 +254,7 @@ func (l *lane) finishBatched(ctx context.Context, b batched, start time.Time, er
 	return l.finish(ctx, b.r, b.c.held, start, err)
 }
 
-func withInstance(r *Resume, out Outcome) Outcome {
+func withInstance(r *Resume, out Result) Result {
 	out.InstanceID = r.id
 	return out
 }

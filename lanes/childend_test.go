@@ -35,11 +35,11 @@ func TestAChildsEndThatOvertookItsEscalationIsRetriedAndWritesNothing(t *testing
 	}
 	st := &fakeStore{proc: proc, waiting: waiting}
 	p := newPool(t, st, nil)
-	out := make(chan lanes.Outcome, 1)
+	out := make(chan lanes.Result, 1)
 	tok := waiting.Tokens[0].ID
 	p.Dispatch(lanes.Resume{Cause: lanes.ChildEnded{InstanceID: "i", MessageID: "end:i/" + tok, Trigger: engine.Trigger{
 		Kind: engine.TriggerChildCompleted, TokenID: tok, Element: "Call", Escalated: 1}},
-		Done: func(o lanes.Outcome) { out <- o }})
+		Done: func(o lanes.Result) { out <- o }})
 	o := <-out
 	if o.Kind != lanes.Retry || o.Code != fault.ChildEndEarly || o.Reason != lanes.ReasonTransient || !o.CountsAsFailure() {
 		t.Fatalf("outcome = %v/%q/%q (%v), want a retry counted as a transient failure", o.Kind, o.Reason, o.Code, o.Err)

@@ -50,7 +50,7 @@ func (c Correlate) routeKey() string { return c.Message + "\x00" + c.Correlation
 
 // prepare looks the relay up (unless it was, and then handed to its
 // instance's lane) and hands it to its instance's lane: routing is affinity.
-func (c Correlate) prepare(ctx context.Context, l *lane, r *Resume) (claims.Request, Outcome, next) {
+func (c Correlate) prepare(ctx context.Context, l *lane, r *Resume) (claims.Request, Result, next) {
 	if r.id == "" {
 		if out, done := c.lookup(ctx, l, r); done {
 			return claims.Request{}, out, answered
@@ -60,13 +60,13 @@ func (c Correlate) prepare(ctx context.Context, l *lane, r *Resume) (claims.Requ
 		}
 		if n := l.pool.Lane(r.id); n != l.n && l.pool.deps.Hooks.Route == nil {
 			l.pool.enqueue(n, r)
-			return claims.Request{}, Outcome{}, handedOn
+			return claims.Request{}, Result{}, handedOn
 		}
 	}
 	if ms, ok := r.Cause.(messageStart); ok {
 		return ms.prepare(ctx, l, r)
 	}
-	return claims.Request{InstanceID: r.id, InboxID: c.MessageID}, Outcome{}, claimIt
+	return claims.Request{InstanceID: r.id, InboxID: c.MessageID}, Result{}, claimIt
 }
 
 func (c Correlate) compute(ctx context.Context, l *lane, _ *Resume, cl loaded) (OpResult, error) {
@@ -80,26 +80,26 @@ func (c Correlate) writes(_ *lane, _ *Resume, cl loaded, res OpResult) claims.Ex
 // (another step consumed the subscription). The relay is looked up afresh,
 // since another instance may wait for it, and with a TTL it is buffered if
 // none does. It is never dead-lettered for a race it lost.
-func (c Correlate) stepFailed(ctx context.Context, l *lane, r *Resume, held *claims.Held, err error) (Outcome, bool, bool) {
+func (c Correlate) stepFailed(ctx context.Context, l *lane, r *Resume, held *claims.Held, err error) (Result, bool, bool) {
 	if fault.Code(err) != fault.NotWaiting {
-		return Outcome{}, false, false
+		return Result{}, false, false
 	}
 	if rerr := held.Release(ctx); rerr != nil {
 		l.pool.deps.Logger.Error("releasing claim; the sweep will clear it", "instance_id", r.id, "owner", held.Owner(), "code", fault.Code(rerr), "err", rerr)
 	}
 	if r.resolves++; r.resolves > maxResolves {
-		return Outcome{Kind: Retry, Code: fault.Transient, Reason: ReasonTransient,
+		return Result{Kind: Retry, Code: fault.Transient, Reason: ReasonTransient,
 			Err: fault.Wrap(fault.Transient, err, "message %q resolved %d times to instances that stopped waiting", c.Message, r.resolves)}, true, true
 	}
 	r.id = ""
 	l.pool.enqueue(l.pool.route(r), r)
-	return Outcome{}, false, true
+	return Result{}, false, true
 }
 
 // lookup finds what the relay goes to. With one target it sets r.id (and
 // for a start event makes r a messageStart); with several it fans the relay
 // out and answers it (done).
-func (c Correlate) lookup(ctx context.Context, l *lane, r *Resume) (out Outcome, done bool) {
+func (c Correlate) lookup(ctx context.Context, l *lane, r *Resume) (out Result, done bool) {
 	var starts []store.StartTarget
 	if !c.CorrelateOnly {
 		cctx, cancel := l.call(ctx)
@@ -124,7 +124,7 @@ func (c Correlate) lookup(ctx context.Context, l *lane, r *Resume) (out Outcome,
 			return l.failure(ctx, r, err), true
 		}
 		r.id = id
-		return Outcome{}, false
+		return Result{}, false
 	}
 	correlate := false
 	if c.StartOnly == "" && c.CorrelationKey != "" {
@@ -150,12 +150,12 @@ func (c Correlate) lookup(ctx context.Context, l *lane, r *Resume) (out Outcome,
 		if err != nil {
 			return l.failure(ctx, r, err), true
 		}
-		return Outcome{Kind: Applied}, true
+		return Result{Kind: Applied}, true
 	}
 	t := starts[0]
 	ms := messageStart{Correlate: c, definition: t.Key, element: t.Element}
 	r.Cause, r.id = ms, ms.instanceID()
-	return Outcome{}, false
+	return Result{}, false
 }
 
 // resolve finds the instance the relay goes to; a relay with a TTL that no
@@ -187,25 +187,25 @@ func (c messageStart) instanceID() string {
 	return InstanceIDFor(store.StartMessageID(c.definition, c.MessageID))
 }
 
-func (c messageStart) prepare(context.Context, *lane, *Resume) (claims.Request, Outcome, next) {
+func (c messageStart) prepare(context.Context, *lane, *Resume) (claims.Request, Result, next) {
 	return claims.Request{InstanceID: c.instanceID(), InboxID: c.MessageID, StartKey: c.definition,
-		StartCorrelationKey: c.CorrelationKey}, Outcome{}, claimIt
+		StartCorrelationKey: c.CorrelationKey}, Result{}, claimIt
 }
 func (c messageStart) compute(ctx context.Context, l *lane, _ *Resume, cl loaded) (OpResult, error) {
 	return l.startOn(ctx, cl, engine.Trigger{Element: c.element, Message: c.Message, Variables: c.Variables})
 }
 
 // stepFailed: a start has no subscription to look up again.
-func (c messageStart) stepFailed(context.Context, *lane, *Resume, *claims.Held, error) (Outcome, bool, bool) {
-	return Outcome{}, false, false
+func (c messageStart) stepFailed(context.Context, *lane, *Resume, *claims.Held, error) (Result, bool, bool) {
+	return Result{}, false, false
 }
 
 // claimFailed answers a start refused because an active instance of the
 // definition holds its correlation key: with a TTL it waits in the buffer
 // for that instance to end; without one it is dead-lettered.
-func (c messageStart) claimFailed(ctx context.Context, l *lane, r *Resume, err error) (Outcome, bool) {
+func (c messageStart) claimFailed(ctx context.Context, l *lane, r *Resume, err error) (Result, bool) {
 	if !errors.Is(err, store.ErrStartKeyActive) {
-		return Outcome{}, false
+		return Result{}, false
 	}
 	if c.TTL <= 0 {
 		return l.reject(ctx, r, fault.Wrap(fault.StartKeyActive, err,
@@ -216,7 +216,7 @@ func (c messageStart) claimFailed(ctx context.Context, l *lane, r *Resume, err e
 	cancel()
 	if berr == nil {
 		// The instance ended meanwhile: start on the next try.
-		return Outcome{Kind: Retry, Code: fault.Transient, Reason: ReasonTransient, Err: err}, true
+		return Result{Kind: Retry, Code: fault.Transient, Reason: ReasonTransient, Err: err}, true
 	}
 	return l.failure(ctx, r, berr), true
 }

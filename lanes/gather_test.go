@@ -261,8 +261,8 @@ func TestALoneRelayJoinsTheGroupOfAnotherLanesBatchInFlight(t *testing.T) {
 	})
 	<-g.entered // another lane's batch is being claimed
 	p.claimer.handedIn.Init()
-	done := make(chan Outcome, 1)
-	p.Dispatch(Resume{Cause: Message{InstanceID: "y", MessageID: "m-y", Name: "m"}, Done: func(o Outcome) { done <- o }})
+	done := make(chan Result, 1)
+	p.Dispatch(Resume{Cause: Message{InstanceID: "y", MessageID: "m-y", Name: "m"}, Done: func(o Result) { done <- o }})
 	_, joined := p.claimer.handedIn.Wait(testsignal.Timeout)
 	close(g.hold)
 	if !joined {
@@ -376,9 +376,9 @@ func TestRelaysArrivingWithinTheBatchWaitShareOneClaimStatement(t *testing.T) {
 	}
 	defer func() { _ = p.Stop(context.Background()) }()
 
-	done := make(chan Outcome, 3)
+	done := make(chan Result, 3)
 	relay := func(id string) {
-		p.Dispatch(Resume{Cause: Message{InstanceID: id, MessageID: "m-" + id, Name: "m"}, Done: func(o Outcome) { done <- o }})
+		p.Dispatch(Resume{Cause: Message{InstanceID: id, MessageID: "m-" + id, Name: "m"}, Done: func(o Result) { done <- o }})
 	}
 	relay("first")
 	<-done

@@ -32,8 +32,8 @@ type Message struct {
 func (c Message) path() string       { return metrics.PathRelay }
 func (c Message) instanceID() string { return c.InstanceID }
 func (c Message) inboxID() string    { return c.MessageID }
-func (c Message) prepare(context.Context, *lane, *Resume) (claims.Request, Outcome, next) {
-	return claims.Request{InstanceID: c.InstanceID, InboxID: c.MessageID}, Outcome{}, claimIt
+func (c Message) prepare(context.Context, *lane, *Resume) (claims.Request, Result, next) {
+	return claims.Request{InstanceID: c.InstanceID, InboxID: c.MessageID}, Result{}, claimIt
 }
 func (c Message) compute(ctx context.Context, l *lane, _ *Resume, cl loaded) (OpResult, error) {
 	return l.stepOn(ctx, cl, c.trigger())
@@ -65,10 +65,10 @@ func (c Start) inboxID() string    { return c.MessageID }
 func (c Start) internal() bool     { return c.Parent != nil }
 
 // prepare: a child whose parent cancelled it before it started never starts.
-func (c Start) prepare(ctx context.Context, l *lane, r *Resume) (claims.Request, Outcome, next) {
+func (c Start) prepare(ctx context.Context, l *lane, r *Resume) (claims.Request, Result, next) {
 	req := claims.Request{InstanceID: c.InstanceID, InboxID: c.MessageID, StartKey: c.Definition}
 	if c.Parent == nil {
-		return req, Outcome{}, claimIt
+		return req, Result{}, claimIt
 	}
 	req.ParentID = c.Parent.InstanceID
 	applied, err := l.applied(ctx, store.CancelMessageID(c.InstanceID))
@@ -76,7 +76,7 @@ func (c Start) prepare(ctx context.Context, l *lane, r *Resume) (claims.Request,
 	case err != nil:
 		return req, l.failure(ctx, r, err), answered
 	case applied:
-		return req, Outcome{Kind: Stale, Code: fault.NotWaiting}, answered
+		return req, Result{Kind: Stale, Code: fault.NotWaiting}, answered
 	}
 	if c.Binding != "" {
 		v, err := l.calledVersion(ctx, c)
@@ -88,7 +88,7 @@ func (c Start) prepare(ctx context.Context, l *lane, r *Resume) (claims.Request,
 		}
 		req.StartVersion = v
 	}
-	return req, Outcome{}, claimIt
+	return req, Result{}, claimIt
 }
 
 // calledVersion is the version child start c starts (bounded call).
@@ -106,18 +106,18 @@ func (c Start) writes(_ *lane, _ *Resume, cl loaded, res OpResult) claims.Extras
 
 // claimFailed: a child whose definition is not deployed fails into its
 // parent's incident.
-func (c Start) claimFailed(ctx context.Context, l *lane, r *Resume, err error) (Outcome, bool) {
+func (c Start) claimFailed(ctx context.Context, l *lane, r *Resume, err error) (Result, bool) {
 	if c.Parent == nil || fault.Code(err) != fault.UnknownDefinition {
-		return Outcome{}, false
+		return Result{}, false
 	}
 	return l.childFailed(ctx, r, *c.Parent, err), true
 }
 
 // stepFailed: a child whose definition has no start event to begin at fails
 // into its parent's incident.
-func (c Start) stepFailed(ctx context.Context, l *lane, r *Resume, _ *claims.Held, err error) (Outcome, bool, bool) {
+func (c Start) stepFailed(ctx context.Context, l *lane, r *Resume, _ *claims.Held, err error) (Result, bool, bool) {
 	if c.Parent == nil || fault.Code(err) != fault.NoStartEvent {
-		return Outcome{}, false, false
+		return Result{}, false, false
 	}
 	return l.childFailed(ctx, r, *c.Parent, err), true, true
 }
@@ -136,8 +136,8 @@ func (c TaskOutcome) path() string       { return metrics.PathTask }
 func (c TaskOutcome) instanceID() string { return c.InstanceID }
 func (c TaskOutcome) inboxID() string    { return c.MessageID }
 func (c TaskOutcome) internal() bool     { return true }
-func (c TaskOutcome) prepare(context.Context, *lane, *Resume) (claims.Request, Outcome, next) {
-	return claims.Request{InstanceID: c.InstanceID, InboxID: c.MessageID}, Outcome{}, claimIt
+func (c TaskOutcome) prepare(context.Context, *lane, *Resume) (claims.Request, Result, next) {
+	return claims.Request{InstanceID: c.InstanceID, InboxID: c.MessageID}, Result{}, claimIt
 }
 func (c TaskOutcome) compute(ctx context.Context, l *lane, _ *Resume, cl loaded) (OpResult, error) {
 	return l.stepOn(ctx, cl, c.Trigger)
@@ -193,8 +193,8 @@ func (c ChildEnded) path() string       { return metrics.PathRelay }
 func (c ChildEnded) instanceID() string { return c.InstanceID }
 func (c ChildEnded) inboxID() string    { return c.MessageID }
 func (c ChildEnded) internal() bool     { return true }
-func (c ChildEnded) prepare(context.Context, *lane, *Resume) (claims.Request, Outcome, next) {
-	return claims.Request{InstanceID: c.InstanceID, InboxID: c.MessageID}, Outcome{}, claimIt
+func (c ChildEnded) prepare(context.Context, *lane, *Resume) (claims.Request, Result, next) {
+	return claims.Request{InstanceID: c.InstanceID, InboxID: c.MessageID}, Result{}, claimIt
 }
 func (c ChildEnded) compute(ctx context.Context, l *lane, _ *Resume, cl loaded) (OpResult, error) {
 	return l.stepOn(ctx, cl, c.Trigger)
@@ -206,13 +206,13 @@ func (c ChildEnded) writes(_ *lane, _ *Resume, cl loaded, res OpResult) claims.E
 // stepFailed: a child's end that overtook an escalation relay of the child
 // (the escalation was refused and requeued meanwhile) is retried like a
 // transient failure, so that the parent catches the escalation first.
-func (c ChildEnded) stepFailed(_ context.Context, l *lane, r *Resume, held *claims.Held, err error) (Outcome, bool, bool) {
+func (c ChildEnded) stepFailed(_ context.Context, l *lane, r *Resume, held *claims.Held, err error) (Result, bool, bool) {
 	if fault.Code(err) != fault.ChildEndEarly {
-		return Outcome{}, false, false
+		return Result{}, false, false
 	}
 	l.pool.deps.Logger.Info("a child's end came before its escalation; retried", "instance_id", r.id, "owner", held.Owner(),
 		"code", fault.ChildEndEarly, "err", err)
-	return Outcome{Kind: Retry, Code: fault.ChildEndEarly, Reason: ReasonTransient, Err: err}, true, true
+	return Result{Kind: Retry, Code: fault.ChildEndEarly, Reason: ReasonTransient, Err: err}, true, true
 }
 
 // CancelChild is a parent's cancellation of its child: an internal relay.
@@ -225,8 +225,8 @@ func (c CancelChild) path() string       { return metrics.PathRelay }
 func (c CancelChild) instanceID() string { return c.InstanceID }
 func (c CancelChild) inboxID() string    { return c.MessageID }
 func (c CancelChild) internal() bool     { return true }
-func (c CancelChild) prepare(context.Context, *lane, *Resume) (claims.Request, Outcome, next) {
-	return claims.Request{InstanceID: c.InstanceID, InboxID: c.MessageID}, Outcome{}, claimIt
+func (c CancelChild) prepare(context.Context, *lane, *Resume) (claims.Request, Result, next) {
+	return claims.Request{InstanceID: c.InstanceID, InboxID: c.MessageID}, Result{}, claimIt
 }
 func (c CancelChild) compute(ctx context.Context, l *lane, _ *Resume, cl loaded) (OpResult, error) {
 	return l.stepOn(ctx, cl, engine.Trigger{Kind: engine.TriggerCancel})
@@ -237,14 +237,14 @@ func (c CancelChild) writes(_ *lane, _ *Resume, cl loaded, res OpResult) claims.
 
 // claimFailed: a child cancelled before it started has its cancellation
 // recorded, so that its start never runs.
-func (c CancelChild) claimFailed(ctx context.Context, l *lane, r *Resume, err error) (Outcome, bool) {
+func (c CancelChild) claimFailed(ctx context.Context, l *lane, r *Resume, err error) (Result, bool) {
 	if fault.Code(err) != fault.NotFound {
-		return Outcome{}, false
+		return Result{}, false
 	}
 	if ferr := l.forward(ctx, c.MessageID, c.InstanceID, nil); ferr != nil && !isDuplicate(ferr) {
 		return l.failure(ctx, r, ferr), true
 	}
-	return Outcome{Kind: Stale, Code: fault.NotFound}, true
+	return Result{Kind: Stale, Code: fault.NotFound}, true
 }
 
 // TimerFire is the fire of a timer an instance waits on; the step's
@@ -262,8 +262,8 @@ type TimerFire struct {
 func (c TimerFire) path() string       { return metrics.PathTimer }
 func (c TimerFire) instanceID() string { return c.InstanceID }
 func (c TimerFire) inboxID() string    { return "" }
-func (c TimerFire) prepare(context.Context, *lane, *Resume) (claims.Request, Outcome, next) {
-	return claims.Request{InstanceID: c.InstanceID}, Outcome{}, claimIt
+func (c TimerFire) prepare(context.Context, *lane, *Resume) (claims.Request, Result, next) {
+	return claims.Request{InstanceID: c.InstanceID}, Result{}, claimIt
 }
 func (c TimerFire) compute(ctx context.Context, l *lane, _ *Resume, cl loaded) (OpResult, error) {
 	return l.stepOn(ctx, cl, engine.Trigger{Kind: engine.TriggerTimer, TokenID: c.TokenID, Element: c.Element})
@@ -293,13 +293,13 @@ func Fire(t store.DueTimer) Cause {
 func (c ScheduledStart) path() string       { return metrics.PathTimer }
 func (c ScheduledStart) instanceID() string { return c.Timer.InstanceID }
 func (c ScheduledStart) inboxID() string    { return "" }
-func (c ScheduledStart) prepare(context.Context, *lane, *Resume) (claims.Request, Outcome, next) {
+func (c ScheduledStart) prepare(context.Context, *lane, *Resume) (claims.Request, Result, next) {
 	t := c.Timer
 	if t.Start == nil {
-		return claims.Request{}, Outcome{Kind: Rejected, Code: fault.StepFailed,
+		return claims.Request{}, Result{Kind: Rejected, Code: fault.StepFailed,
 			Err: fault.New(fault.StepFailed, "timer %d is no schedule row", t.ID)}, answered
 	}
-	return claims.Request{InstanceID: t.InstanceID, StartKey: t.Start.DefinitionKey, StartVersion: t.Start.DefinitionVersion}, Outcome{}, claimIt
+	return claims.Request{InstanceID: t.InstanceID, StartKey: t.Start.DefinitionKey, StartVersion: t.Start.DefinitionVersion}, Result{}, claimIt
 }
 func (c ScheduledStart) compute(ctx context.Context, l *lane, _ *Resume, cl loaded) (OpResult, error) {
 	return l.startOn(ctx, cl, engine.Trigger{Element: c.Timer.Element})
@@ -344,8 +344,8 @@ type AdminStep struct {
 func (c AdminStep) path() string       { return metrics.PathAdmin }
 func (c AdminStep) instanceID() string { return c.InstanceID }
 func (c AdminStep) inboxID() string    { return "" }
-func (c AdminStep) prepare(context.Context, *lane, *Resume) (claims.Request, Outcome, next) {
-	return claims.Request{InstanceID: c.InstanceID}, Outcome{}, claimIt
+func (c AdminStep) prepare(context.Context, *lane, *Resume) (claims.Request, Result, next) {
+	return claims.Request{InstanceID: c.InstanceID}, Result{}, claimIt
 }
 func (c AdminStep) compute(ctx context.Context, l *lane, _ *Resume, cl loaded) (OpResult, error) {
 	return l.stepOn(ctx, cl, c.Trigger)
@@ -369,8 +369,8 @@ type AdminOp struct {
 func (c AdminOp) path() string       { return metrics.PathAdmin }
 func (c AdminOp) instanceID() string { return c.InstanceID }
 func (c AdminOp) inboxID() string    { return "" }
-func (c AdminOp) prepare(context.Context, *lane, *Resume) (claims.Request, Outcome, next) {
-	return claims.Request{InstanceID: c.InstanceID}, Outcome{}, claimIt
+func (c AdminOp) prepare(context.Context, *lane, *Resume) (claims.Request, Result, next) {
+	return claims.Request{InstanceID: c.InstanceID}, Result{}, claimIt
 }
 func (c AdminOp) compute(ctx context.Context, l *lane, _ *Resume, cl loaded) (OpResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.pool.cfg.StepTimeout)
@@ -396,8 +396,8 @@ type AdminStart struct {
 func (c AdminStart) path() string       { return metrics.PathAdmin }
 func (c AdminStart) instanceID() string { return c.InstanceID }
 func (c AdminStart) inboxID() string    { return "" }
-func (c AdminStart) prepare(context.Context, *lane, *Resume) (claims.Request, Outcome, next) {
-	return claims.Request{InstanceID: c.InstanceID, StartKey: c.Definition, StartVersion: c.Version}, Outcome{}, claimIt
+func (c AdminStart) prepare(context.Context, *lane, *Resume) (claims.Request, Result, next) {
+	return claims.Request{InstanceID: c.InstanceID, StartKey: c.Definition, StartVersion: c.Version}, Result{}, claimIt
 }
 func (c AdminStart) compute(ctx context.Context, l *lane, _ *Resume, cl loaded) (OpResult, error) {
 	return l.startOn(ctx, cl, engine.Trigger{Variables: c.Variables})

@@ -60,7 +60,7 @@ func (l *lane) handle(ctx context.Context, r *Resume) {
 func (l *lane) admit(ctx context.Context, r *Resume) bool {
 	l.depth.Dec()
 	if ctx.Err() != nil {
-		l.pool.answer(r, Outcome{Kind: Retry, Code: fault.Unavailable, Reason: ReasonShutdown, Err: context.Cause(ctx)})
+		l.pool.answer(r, Result{Kind: Retry, Code: fault.Unavailable, Reason: ReasonShutdown, Err: context.Cause(ctx)})
 		return false
 	}
 	l.pool.deps.Metrics.LaneWait.Observe(time.Since(r.enqueued).Seconds())
@@ -77,7 +77,7 @@ func (l *lane) runOne(ctx context.Context, r *Resume) {
 
 // supervise runs one step and turns a panic into a Rejected outcome. The step
 // has already released its claim by the time the panic reaches here.
-func (l *lane) supervise(ctx context.Context, r *Resume) (out Outcome, answered bool) {
+func (l *lane) supervise(ctx context.Context, r *Resume) (out Result, answered bool) {
 	defer func() {
 		if v := recover(); v != nil {
 			out, answered = l.panicked(r, v, debug.Stack()), true
@@ -87,12 +87,12 @@ func (l *lane) supervise(ctx context.Context, r *Resume) (out Outcome, answered 
 }
 
 // panicked is the outcome of a step that panicked with v (stack: where).
-func (l *lane) panicked(r *Resume, v any, stack []byte) Outcome {
+func (l *lane) panicked(r *Resume, v any, stack []byte) Result {
 	l.pool.deps.Metrics.LanePanics.Inc()
 	err := fault.New(fault.StepPanic, "panic in step: %v", v)
 	l.pool.deps.Logger.Error("step panicked", "instance_id", r.id, "owner", l.claimer.Owner(),
 		"code", fault.StepPanic, "panic", fmt.Sprint(v), "stack", string(stack))
-	return Outcome{Kind: Rejected, Code: fault.StepPanic, Err: err}
+	return Result{Kind: Rejected, Code: fault.StepPanic, Err: err}
 }
 
 // step is the one way a step runs: the cause's work before the claim →
@@ -151,13 +151,13 @@ func (l *lane) panicked(r *Resume, v any, stack []byte) Outcome {
 //	commit fenced                      Retry      not ours any more
 //	commit fails                       by class   released
 //	commit succeeds                    Applied    released by the commit
-func (l *lane) step(ctx context.Context, r *Resume) (Outcome, bool) {
+func (l *lane) step(ctx context.Context, r *Resume) (Result, bool) {
 	req, out, nx := r.Cause.prepare(ctx, l, r)
 	switch nx {
 	case answered:
 		return out, true
 	case handedOn:
-		return Outcome{}, false
+		return Result{}, false
 	}
 
 	start := time.Now()
@@ -180,7 +180,7 @@ func (l *lane) step(ctx context.Context, r *Resume) (Outcome, bool) {
 	}
 	res, err := r.Cause.compute(ctx, l, r, c)
 	if err != nil && ctx.Err() != nil {
-		return Outcome{Kind: Retry, Code: fault.Unavailable, Reason: ReasonShutdown, Err: err}, true
+		return Result{Kind: Retry, Code: fault.Unavailable, Reason: ReasonShutdown, Err: err}, true
 	}
 	if err != nil {
 		if f, ok := r.Cause.(stepFailer); ok {
@@ -244,13 +244,13 @@ func (l *lane) startOn(ctx context.Context, c loaded, tr engine.Trigger) (OpResu
 
 // finish answers a step by its commit's error: the last rows of the exit
 // table, shared by the single and the batch path.
-func (l *lane) finish(ctx context.Context, r *Resume, held *claims.Held, start time.Time, err error) Outcome {
+func (l *lane) finish(ctx context.Context, r *Resume, held *claims.Held, start time.Time, err error) Result {
 	if err != nil {
 		if fault.Code(err) == fault.StepFenced {
 			l.pool.deps.Metrics.StepsFenced.Inc()
 			l.pool.deps.Logger.Warn("step fenced: claim swept or stolen, step rolled back", "instance_id", held.Instance.ID,
 				"owner", held.Owner(), "code", fault.StepFenced, "version", held.Instance.Version)
-			return Outcome{Kind: Retry, Code: fault.StepFenced, Reason: ReasonFenced, Err: err}
+			return Result{Kind: Retry, Code: fault.StepFenced, Reason: ReasonFenced, Err: err}
 		}
 		return l.failure(ctx, r, err)
 	}
@@ -259,7 +259,7 @@ func (l *lane) finish(ctx context.Context, r *Resume, held *claims.Held, start t
 	if h := l.pool.deps.Hooks.AfterCommit; h != nil {
 		h(ctx, l.n, r)
 	}
-	return Outcome{Kind: Applied}
+	return Result{Kind: Applied}
 }
 
 // engine computes a step under the step's deadline and the expression
@@ -278,7 +278,7 @@ func (l *lane) call(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // claimFailure classifies an error of the claim, with the exits of the
 // cause's kind first.
-func (l *lane) claimFailure(ctx context.Context, r *Resume, err error) Outcome {
+func (l *lane) claimFailure(ctx context.Context, r *Resume, err error) Result {
 	if f, ok := r.Cause.(claimFailer); ok {
 		if out, handled := f.claimFailed(ctx, l, r, err); handled {
 			return out
@@ -290,7 +290,7 @@ func (l *lane) claimFailure(ctx context.Context, r *Resume, err error) Outcome {
 // childFailed answers a call activity's child that cannot start (its
 // definition is not deployed, or has no start event to begin at): its parent
 // hears of it instead, as an incident on the call activity.
-func (l *lane) childFailed(ctx context.Context, r *Resume, parent engine.ParentRef, cause error) Outcome {
+func (l *lane) childFailed(ctx context.Context, r *Resume, parent engine.ParentRef, cause error) Result {
 	relay, err := store.ChildFailedRelay(r.id, parent, fault.Reason(cause))
 	if err == nil {
 		err = l.forward(ctx, r.InboxID(), r.id, []store.RelayOut{relay})
@@ -298,7 +298,7 @@ func (l *lane) childFailed(ctx context.Context, r *Resume, parent engine.ParentR
 	if err != nil {
 		return l.failure(ctx, r, err)
 	}
-	return Outcome{Kind: Applied}
+	return Result{Kind: Applied}
 }
 
 // forward records relay inboxID as applied without a step and writes relays
@@ -450,53 +450,53 @@ func earliest(first time.Time, ts []engine.Timer) time.Time {
 // reject answers a resume that can never apply, unless it is a relay that a
 // copy of it already applied: then it is a duplicate, never a dead letter;
 // or a task outcome whose task was cancelled meanwhile: then it is stale.
-func (l *lane) reject(ctx context.Context, r *Resume, err error) Outcome {
+func (l *lane) reject(ctx context.Context, r *Resume, err error) Result {
 	if id := r.InboxID(); id != "" {
 		applied, aerr := l.applied(ctx, id)
 		if aerr != nil {
 			return l.failure(ctx, r, aerr)
 		}
 		if applied {
-			return Outcome{Kind: Duplicate}
+			return Result{Kind: Duplicate}
 		}
 	}
 	if isInternal(r.Cause) && fault.Code(err) == fault.NotWaiting {
-		return Outcome{Kind: Stale, Code: fault.NotWaiting, Err: err}
+		return Result{Kind: Stale, Code: fault.NotWaiting, Err: err}
 	}
-	return Outcome{Kind: Rejected, Code: fault.Code(err), Err: err}
+	return Result{Kind: Rejected, Code: fault.Code(err), Err: err}
 }
 
 // failure classifies an error of resolve, claim, load or commit.
-func (l *lane) failure(ctx context.Context, r *Resume, err error) Outcome {
+func (l *lane) failure(ctx context.Context, r *Resume, err error) Result {
 	log := l.pool.deps.Logger
 	var held *store.ClaimHeldError
 	switch code := fault.Code(err); {
 	case errors.Is(err, store.ErrDuplicate):
-		return Outcome{Kind: Duplicate}
+		return Result{Kind: Duplicate}
 	case errors.Is(err, store.ErrBuffered):
-		return Outcome{Kind: Buffered}
+		return Result{Kind: Buffered}
 	case errors.As(err, &held):
 		l.bounce(r.Path()).Inc()
 		log.Info("claim refused", "instance_id", r.id, "owner", l.claimer.Owner(), "code", fault.ClaimHeld,
 			"path", r.Path(), "holder", held.Holder, "claim_age", held.Age)
-		return Outcome{Kind: Refused, Code: fault.ClaimHeld, Reason: ReasonClaimHeld, Err: err}
+		return Result{Kind: Refused, Code: fault.ClaimHeld, Reason: ReasonClaimHeld, Err: err}
 	case code == fault.NotFound, code == fault.UnknownDefinition, code == fault.RelayUncorrelated, code == fault.NotWaiting:
-		return Outcome{Kind: Rejected, Code: code, Err: err}
+		return Result{Kind: Rejected, Code: code, Err: err}
 	case code == fault.StepTooLarge:
 		log.Warn("step refused: too large", "instance_id", r.id, "owner", l.claimer.Owner(), "code", code, "err", err)
-		return Outcome{Kind: Rejected, Code: code, Err: err}
+		return Result{Kind: Rejected, Code: code, Err: err}
 	case ctx.Err() != nil:
-		return Outcome{Kind: Retry, Code: fault.Unavailable, Reason: ReasonShutdown, Err: err}
+		return Result{Kind: Retry, Code: fault.Unavailable, Reason: ReasonShutdown, Err: err}
 	case code == fault.Unavailable:
 		log.Warn("database unavailable", "instance_id", r.id, "owner", l.claimer.Owner(), "code", code, "err", err)
-		return Outcome{Kind: Retry, Code: code, Reason: ReasonUnavailable, Err: err}
+		return Result{Kind: Retry, Code: code, Reason: ReasonUnavailable, Err: err}
 	case code == fault.Transient:
 		log.Warn("step failed transiently; retried", "instance_id", r.id, "owner", l.claimer.Owner(), "code", code, "err", err)
-		return Outcome{Kind: Retry, Code: code, Reason: ReasonTransient, Err: err}
+		return Result{Kind: Retry, Code: code, Reason: ReasonTransient, Err: err}
 	default:
 		err = fault.Wrap(fault.StepFailed, err, "step of %s can never apply", r.id)
 		log.Error("step failed permanently", "instance_id", r.id, "owner", l.claimer.Owner(), "code", fault.StepFailed, "err", err)
-		return Outcome{Kind: Rejected, Code: fault.StepFailed, Err: err}
+		return Result{Kind: Rejected, Code: fault.StepFailed, Err: err}
 	}
 }
 

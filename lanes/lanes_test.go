@@ -135,10 +135,10 @@ func newPool(t *testing.T, st lanes.Store, hooks *lanes.Hooks) *lanes.Pool {
 }
 
 // resume is a relay for instance id whose outcome arrives on the channel.
-func resume(id string) (lanes.Resume, chan lanes.Outcome) {
-	out := make(chan lanes.Outcome, 1)
+func resume(id string) (lanes.Resume, chan lanes.Result) {
+	out := make(chan lanes.Result, 1)
 	return lanes.Resume{Cause: lanes.Message{InstanceID: id, MessageID: "m-" + id, Name: "payment-received"},
-		Done: func(o lanes.Outcome) { out <- o }}, out
+		Done: func(o lanes.Result) { out <- o }}, out
 }
 
 func TestStepErrorsAreClassifiedByWhetherARetryCanCureThem(t *testing.T) {
@@ -227,11 +227,11 @@ func TestEveryResumeAcceptedBeforeTheStopIsAnsweredEvenWhenForwardedDuringIt(t *
 		id += "!"
 	}
 	const n = 32
-	outs := make([]chan lanes.Outcome, n)
+	outs := make([]chan lanes.Result, n)
 	for i := range n {
-		outs[i] = make(chan lanes.Outcome, 1)
+		outs[i] = make(chan lanes.Result, 1)
 		p.Dispatch(lanes.Resume{Cause: lanes.Correlate{MessageID: fmt.Sprintf("m-%d", i), Message: "payment-received", CorrelationKey: "k"},
-			Done: func(o lanes.Outcome) { outs[i] <- o }})
+			Done: func(o lanes.Result) { outs[i] <- o }})
 	}
 	p.TestSignals.Stopping.Init()
 	stopped := make(chan error, 1)
@@ -307,10 +307,10 @@ func TestAdminCallsOfAReplicaNeverRunTwoStepsAtOnce(t *testing.T) {
 		return lanes.OpResult{State: in.State}, nil
 	}
 	const n = 40
-	outs := make(chan lanes.Outcome, n)
+	outs := make(chan lanes.Result, n)
 	for i := range n {
 		p.Dispatch(lanes.Resume{Cause: lanes.AdminOp{InstanceID: []string{"same", "other"}[i%2] + strings.Repeat("x", i%3), Op: op},
-			Done: func(o lanes.Outcome) { outs <- o }})
+			Done: func(o lanes.Result) { outs <- o }})
 	}
 	for range n {
 		if o := <-outs; o.Kind != lanes.Applied {

@@ -294,13 +294,13 @@ func (p *Pool) Dispatch(r Resume) {
 	p.mu.RLock()
 	if !p.accepting {
 		p.mu.RUnlock()
-		r.Done(Outcome{Kind: Retry, Code: fault.Unavailable, Reason: ReasonShutdown, Err: startstop.ErrStopped})
+		r.Done(Result{Kind: Retry, Code: fault.Unavailable, Reason: ReasonShutdown, Err: startstop.ErrStopped})
 		return
 	}
 	p.pending.Add(1)
 	p.mu.RUnlock()
 	if r.Cause == nil {
-		p.answer(&r, Outcome{Kind: Rejected, Code: fault.StepFailed, Err: fault.New(fault.StepFailed, "lanes: a resume without a cause")})
+		p.answer(&r, Result{Kind: Rejected, Code: fault.StepFailed, Err: fault.New(fault.StepFailed, "lanes: a resume without a cause")})
 		return
 	}
 	r.id = r.Cause.instanceID()
@@ -321,12 +321,12 @@ func (p *Pool) enqueueTo(l *lane, r *Resume) {
 		l.depth.Inc()
 		p.TestSignals.Queued.Signal(struct{}{})
 	default:
-		p.answer(r, Outcome{Kind: Retry, Code: fault.Unavailable, Reason: ReasonLaneFull, Err: errors.New("lanes: inbox full")})
+		p.answer(r, Result{Kind: Retry, Code: fault.Unavailable, Reason: ReasonLaneFull, Err: errors.New("lanes: inbox full")})
 	}
 }
 
 // answer gives an accepted resume its outcome: the one place that does.
-func (p *Pool) answer(r *Resume, out Outcome) {
+func (p *Pool) answer(r *Resume, out Result) {
 	r.Done(out)
 	p.pending.Done()
 }

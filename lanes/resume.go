@@ -20,7 +20,7 @@ type Resume struct {
 	// CancelChild, TimerFire, ScheduledStart, AdminStep, AdminOp, AdminStart.
 	Cause Cause
 	// Done receives the outcome exactly once. It must not block.
-	Done func(Outcome)
+	Done func(Result)
 
 	// id is the instance the resume steps: the one its cause names, or the
 	// one a Correlate's lookup found ("" before it).
@@ -63,7 +63,7 @@ type Cause interface {
 	inboxID() string
 	// prepare is the work before the claim: it returns what to claim, or
 	// answers r (answered), or hands it to another lane (handedOn).
-	prepare(ctx context.Context, l *lane, r *Resume) (claims.Request, Outcome, next)
+	prepare(ctx context.Context, l *lane, r *Resume) (claims.Request, Result, next)
 	// compute computes the step from the instance its claim loaded.
 	compute(ctx context.Context, l *lane, r *Resume, c loaded) (OpResult, error)
 	// writes are what the step's transaction writes beside the step.
@@ -76,12 +76,12 @@ type Cause interface {
 type (
 	// claimFailer answers some claim errors its own way (handled).
 	claimFailer interface {
-		claimFailed(ctx context.Context, l *lane, r *Resume, err error) (out Outcome, handled bool)
+		claimFailed(ctx context.Context, l *lane, r *Resume, err error) (out Result, handled bool)
 	}
 	// stepFailer answers some compute errors its own way (handled); answered
 	// false hands r on to another lane.
 	stepFailer interface {
-		stepFailed(ctx context.Context, l *lane, r *Resume, held *claims.Held, err error) (out Outcome, answered, handled bool)
+		stepFailed(ctx context.Context, l *lane, r *Resume, held *claims.Held, err error) (out Result, answered, handled bool)
 	}
 	// tooLarger writes something else in place of a step refused as too
 	// large, or returns cause.
@@ -222,8 +222,8 @@ const (
 	ReasonLaneFull  = "lane_full" // the lane's inbox had no room
 )
 
-// Outcome is what became of a Resume.
-type Outcome struct {
+// Result is what became of a Resume.
+type Result struct {
 	Kind Kind
 	// Code is the fault code of a Refused, Retry or Rejected outcome.
 	Code string
@@ -238,4 +238,4 @@ type Outcome struct {
 // fault (a transient error), as opposed to waiting its turn (a held claim, a
 // fenced commit) or an outage or stop that is nobody's fault: only failures
 // count towards a relay's retry cap.
-func (o Outcome) CountsAsFailure() bool { return o.Kind == Retry && o.Reason == ReasonTransient }
+func (o Result) CountsAsFailure() bool { return o.Kind == Retry && o.Reason == ReasonTransient }

@@ -25,13 +25,13 @@ func (c SignalBroadcast) path() string       { return metrics.PathRelay }
 func (c SignalBroadcast) instanceID() string { return "" }
 func (c SignalBroadcast) inboxID() string    { return c.MessageID }
 func (c SignalBroadcast) internal() bool     { return true }
-func (c SignalBroadcast) prepare(ctx context.Context, l *lane, r *Resume) (claims.Request, Outcome, next) {
+func (c SignalBroadcast) prepare(ctx context.Context, l *lane, r *Resume) (claims.Request, Result, next) {
 	applied, err := l.applied(ctx, c.MessageID)
 	switch {
 	case err != nil:
 		return claims.Request{}, l.failure(ctx, r, err), answered
 	case applied:
-		return claims.Request{}, Outcome{Kind: Duplicate}, answered
+		return claims.Request{}, Result{Kind: Duplicate}, answered
 	}
 	cctx, cancel := l.call(ctx)
 	_, err = l.pool.deps.Store.BroadcastSignal(cctx, c.MessageID, c.Name, c.Variables)
@@ -42,7 +42,7 @@ func (c SignalBroadcast) prepare(ctx context.Context, l *lane, r *Resume) (claim
 	if err != nil && !isDuplicate(err) {
 		return claims.Request{}, l.failure(ctx, r, err), answered
 	}
-	return claims.Request{}, Outcome{Kind: Applied}, answered
+	return claims.Request{}, Result{Kind: Applied}, answered
 }
 
 // compute and writes never run: prepare answers every broadcast.
@@ -72,8 +72,8 @@ func (c Signal) path() string       { return metrics.PathRelay }
 func (c Signal) instanceID() string { return c.InstanceID }
 func (c Signal) inboxID() string    { return c.MessageID }
 func (c Signal) internal() bool     { return true }
-func (c Signal) prepare(context.Context, *lane, *Resume) (claims.Request, Outcome, next) {
-	return claims.Request{InstanceID: c.InstanceID, InboxID: c.MessageID, StartKey: c.Definition}, Outcome{}, claimIt
+func (c Signal) prepare(context.Context, *lane, *Resume) (claims.Request, Result, next) {
+	return claims.Request{InstanceID: c.InstanceID, InboxID: c.MessageID, StartKey: c.Definition}, Result{}, claimIt
 }
 func (c Signal) compute(ctx context.Context, l *lane, _ *Resume, cl loaded) (OpResult, error) {
 	if c.Definition != "" {

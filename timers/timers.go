@@ -156,7 +156,7 @@ type Poller struct {
 // answered is a fire's outcome, sent back by its lane.
 type answered struct {
 	t   store.DueTimer
-	out lanes.Outcome
+	out lanes.Result
 	at  time.Time
 }
 
@@ -248,7 +248,7 @@ func (p *Poller) sleep(timer clock.Timer, next time.Duration, ok bool) {
 func (p *Poller) dispatch(t store.DueTimer) {
 	r := lanes.Resume{
 		Cause: lanes.Fire(t),
-		Done:  func(out lanes.Outcome) { p.results <- answered{t: t, out: out, at: p.cfg.Clock.Now()} },
+		Done:  func(out lanes.Result) { p.results <- answered{t: t, out: out, at: p.cfg.Clock.Now()} },
 	}
 	p.deps.Lanes.Dispatch(r)
 }
