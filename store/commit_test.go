@@ -126,7 +126,7 @@ func TestEveryWriteBeforeAnAckOrASuccessAnswerWaitsForTheWALFlush(t *testing.T) 
 	if err != nil || len(locked) != 1 {
 		t.Fatalf("locked %v, %v", locked, err)
 	}
-	if _, err := st.RecordOutcome(ctx, store.Outcome{TaskID: locked[0].ID, Worker: "w", Kind: store.TaskCompleted}); err != nil {
+	if _, err := st.RecordOutcome(ctx, store.TaskReport{TaskID: locked[0].ID, Worker: "w", Kind: store.TaskCompleted}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -186,8 +186,8 @@ func (e *LockError) Error() string {
 	return fmt.Sprintf("task %d is locked by worker %q, not %q", e.TaskID, e.Holder, e.Worker)
 }
 
-// Outcome is what a worker reports of a task it holds.
-type Outcome struct {
+// TaskReport is what a worker reports of a task it holds.
+type TaskReport struct {
 	TaskID int64
 	Worker string
 	// Kind is TaskCompleted, TaskFailed, TaskBPMNError, TaskAssign or
@@ -270,7 +270,7 @@ func jobOfRelay(id string) int64 {
 // caller hands the relay to the lanes (consumer.Handoff), which apply it
 // without a publish, or wake the publisher when they do not. A relay never
 // handed off waits for a publisher's poll.
-func (s *Store) RecordOutcome(ctx context.Context, o Outcome) (Recorded, error) {
+func (s *Store) RecordOutcome(ctx context.Context, o TaskReport) (Recorded, error) {
 	vars := o.Variables
 	if vars == nil {
 		vars = map[string]any{}

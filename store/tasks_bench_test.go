@@ -83,7 +83,7 @@ func BenchmarkRecordOutcome(b *testing.B) {
 	pg := postgresCPU(b)
 	b.ResetTimer()
 	for i, id := range ids {
-		if _, err := st.RecordOutcome(ctx, store.Outcome{TaskID: id, Worker: "w", Kind: store.TaskCompleted,
+		if _, err := st.RecordOutcome(ctx, store.TaskReport{TaskID: id, Worker: "w", Kind: store.TaskCompleted,
 			Variables: map[string]any{"n": i}}); err != nil {
 			b.Fatal(err)
 		}

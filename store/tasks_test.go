@@ -102,7 +102,7 @@ func TestAStepApplyingAnOutcomesRelayMarksItsOutboxRowPublishedUnlessLeased(t *t
 	}
 	var relays []store.RelayOut
 	for _, task := range locked {
-		rec, err := st.RecordOutcome(ctx, store.Outcome{TaskID: task.ID, Worker: "w", Kind: store.TaskCompleted})
+		rec, err := st.RecordOutcome(ctx, store.TaskReport{TaskID: task.ID, Worker: "w", Kind: store.TaskCompleted})
 		if err != nil {
 			t.Fatal(err)
 		}

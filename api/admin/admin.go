@@ -67,7 +67,7 @@ type Store interface {
 	AssignUserTask(ctx context.Context, id int64, assignee *string) error
 	UpdateUserTask(ctx context.Context, id int64, c engine.UserTaskChanges) error
 	Process(ctx context.Context, key string, version int) (*bpmn.Process, error)
-	RecordOutcome(ctx context.Context, o store.Outcome) (store.Recorded, error)
+	RecordOutcome(ctx context.Context, o store.TaskReport) (store.Recorded, error)
 	ListParkedOutbox(ctx context.Context, f store.ParkedFilter) ([]adminapi.ParkedMessage, error)
 	RetryParkedOutbox(ctx context.Context, id string) error
 	DiscardParkedOutbox(ctx context.Context, id string) error
@@ -1010,7 +1010,7 @@ func (s *API) taskListeners(ctx context.Context, id int64, event string) (bool, 
 // with listeners of it, with its relay, durably: the task is assigning or
 // updating until the step that runs its listeners' jobs applies it.
 func (s *API) afterListeners(c *adminCall, id int64, kind string, vars map[string]any, gone error) error {
-	rec, err := s.deps.Store.RecordOutcome(c.r.Context(), store.Outcome{TaskID: id, Worker: "user:" + c.caller,
+	rec, err := s.deps.Store.RecordOutcome(c.r.Context(), store.TaskReport{TaskID: id, Worker: "user:" + c.caller,
 		Kind: kind, Variables: vars, Human: true, Override: true})
 	if isNotFound(err) {
 		return gone
@@ -1043,7 +1043,7 @@ func (s *API) completeUserTask(c *adminCall) (answer, error) {
 	if !callerName.MatchString(user) {
 		user = ""
 	}
-	rec, err := s.deps.Store.RecordOutcome(c.r.Context(), store.Outcome{TaskID: id, Worker: "user:" + c.caller,
+	rec, err := s.deps.Store.RecordOutcome(c.r.Context(), store.TaskReport{TaskID: id, Worker: "user:" + c.caller,
 		Kind: store.TaskCompleted, Variables: req.Variables, Human: true, User: user, Override: req.Override})
 	var notAssignee *store.NotAssigneeError
 	switch {

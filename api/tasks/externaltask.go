@@ -329,7 +329,7 @@ func (a *API) complete(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, api.Invalidf("%v", err))
 		return
 	}
-	a.record(w, r, store.Outcome{Worker: req.WorkerID, Kind: store.TaskCompleted, Variables: vars})
+	a.record(w, r, store.TaskReport{Worker: req.WorkerID, Kind: store.TaskCompleted, Variables: vars})
 }
 
 type failureRequest struct {
@@ -362,7 +362,7 @@ func (a *API) failure(w http.ResponseWriter, r *http.Request) {
 			*req.RetryTimeout, a.cfg.MaxRetryTimeout.Milliseconds()))
 		return
 	}
-	o := store.Outcome{Worker: req.WorkerID, Kind: store.TaskFailed, ErrorMessage: req.ErrorMessage,
+	o := store.TaskReport{Worker: req.WorkerID, Kind: store.TaskFailed, ErrorMessage: req.ErrorMessage,
 		ErrorDetails: req.ErrorDetails, Retries: *req.Retries}
 	if req.RetryTimeout != nil {
 		o.RetryTimeout = time.Duration(*req.RetryTimeout) * time.Millisecond
@@ -392,13 +392,13 @@ func (a *API) bpmnError(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, api.Invalidf("%v", err))
 		return
 	}
-	a.record(w, r, store.Outcome{Worker: req.WorkerID, Kind: store.TaskBPMNError, ErrorCode: req.ErrorCode,
+	a.record(w, r, store.TaskReport{Worker: req.WorkerID, Kind: store.TaskBPMNError, ErrorCode: req.ErrorCode,
 		ErrorMessage: req.ErrorMessage, Variables: vars})
 }
 
 // record records an outcome durably, with the relay that applies it, and
 // answers 204 only then, handing the relay to the lanes as it does.
-func (a *API) record(w http.ResponseWriter, r *http.Request, o store.Outcome) {
+func (a *API) record(w http.ResponseWriter, r *http.Request, o store.TaskReport) {
 	id, err := taskID(r)
 	if err != nil {
 		a.fail(w, r, err)

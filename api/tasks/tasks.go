@@ -30,7 +30,7 @@ import (
 // Store is what the task API needs from the database (*store.Store).
 type Store interface {
 	FetchAndLock(ctx context.Context, worker string, topics []store.TopicLock, max int, byPriority bool) ([]store.LockedTask, error)
-	RecordOutcome(ctx context.Context, o store.Outcome) (store.Recorded, error)
+	RecordOutcome(ctx context.Context, o store.TaskReport) (store.Recorded, error)
 	ExtendLock(ctx context.Context, id int64, worker string, d time.Duration) error
 	Unlock(ctx context.Context, id int64) error
 }

@@ -304,7 +304,7 @@ func jobVariables(text string) (map[string]any, error) {
 // record records a job's outcome durably, with the relay that applies it,
 // fenced on a Zeebe worker holding the job, and answers only then. Never a
 // claim in the request.
-func (g *Gateway) record(ctx context.Context, o store.Outcome) error {
+func (g *Gateway) record(ctx context.Context, o store.TaskReport) error {
 	o.HolderPrefix = holderPrefix
 	release, err := g.useDB(ctx)
 	if err != nil {
@@ -347,7 +347,7 @@ func (g *Gateway) CompleteJob(ctx context.Context, req *pb.CompleteJobRequest) (
 	if err != nil {
 		return nil, err
 	}
-	if err := g.record(ctx, store.Outcome{TaskID: req.JobKey, Kind: store.TaskCompleted, Variables: vars}); err != nil {
+	if err := g.record(ctx, store.TaskReport{TaskID: req.JobKey, Kind: store.TaskCompleted, Variables: vars}); err != nil {
 		return nil, err
 	}
 	return &pb.CompleteJobResponse{}, nil
@@ -367,7 +367,7 @@ func (g *Gateway) FailJob(ctx context.Context, req *pb.FailJobRequest) (*pb.Fail
 	case req.RetryBackOff < 0:
 		return nil, invalid("retryBackOff %d ms is negative", req.RetryBackOff)
 	}
-	o := store.Outcome{TaskID: req.JobKey, Kind: store.TaskFailed, ErrorMessage: req.ErrorMessage,
+	o := store.TaskReport{TaskID: req.JobKey, Kind: store.TaskFailed, ErrorMessage: req.ErrorMessage,
 		Retries: int(req.Retries), RetryTimeout: time.Duration(req.RetryBackOff) * time.Millisecond}
 	if err := g.record(ctx, o); err != nil {
 		return nil, err
@@ -385,7 +385,7 @@ func (g *Gateway) ThrowError(ctx context.Context, req *pb.ThrowErrorRequest) (*p
 	if err != nil {
 		return nil, err
 	}
-	o := store.Outcome{TaskID: req.JobKey, Kind: store.TaskBPMNError, ErrorCode: req.ErrorCode,
+	o := store.TaskReport{TaskID: req.JobKey, Kind: store.TaskBPMNError, ErrorCode: req.ErrorCode,
 		ErrorMessage: req.ErrorMessage, Variables: vars}
 	if err := g.record(ctx, o); err != nil {
 		return nil, err

@@ -125,7 +125,7 @@ type Store interface {
 	// The job RPCs': a job is a task row, the one /engine-rest serves: one
 	// lock, whichever protocol takes it.
 	FetchAndLock(ctx context.Context, worker string, topics []store.TopicLock, max int, byPriority bool) ([]store.LockedTask, error)
-	RecordOutcome(ctx context.Context, o store.Outcome) (store.Recorded, error)
+	RecordOutcome(ctx context.Context, o store.TaskReport) (store.Recorded, error)
 	SetLockTimeout(ctx context.Context, id int64, d time.Duration) error
 	SetRetries(ctx context.Context, id int64, retries int) error
 	JobRetries(ctx context.Context, incidentID int64) (int, error)
