@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sutra-run/worker/api"
-	"github.com/sutra-run/worker/api/jobs"
 	"github.com/sutra-run/worker/api/tasks"
+	"github.com/sutra-run/worker/api/taskwait"
 	"github.com/sutra-run/worker/app"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/testkit"
@@ -101,7 +101,7 @@ func TestIdleLongPollsFilteredByDefinitionCostOneStatementPerLookWhateverTheirNu
 	m := metrics.New(prometheus.NewRegistry())
 	srv := api.New(api.Deps{Metrics: m, Logger: testkit.Logger(t)}, api.Config{Addr: "127.0.0.1:0",
 		Credentials: api.Credentials{TaskInsecure: true}})
-	waiters := jobs.New(jobs.Deps{Store: cs, Acquire: srv.AcquireDB, Logger: testkit.Logger(t)}, jobs.Config{PollInterval: 10 * time.Millisecond})
+	waiters := taskwait.New(taskwait.Deps{Store: cs, Acquire: srv.AcquireDB, Logger: testkit.Logger(t)}, taskwait.Config{PollInterval: 10 * time.Millisecond})
 	tasksAPI := tasks.New(srv, tasks.Deps{Store: cs, Waiters: waiters, Metrics: m, Logger: testkit.Logger(t)}, tasks.Config{})
 	sig := &tasksAPI.TestSignals
 	sig.Init()

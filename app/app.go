@@ -20,8 +20,8 @@ import (
 	"github.com/sutra-run/worker/admin"
 	"github.com/sutra-run/worker/api"
 	apiadmin "github.com/sutra-run/worker/api/admin"
-	"github.com/sutra-run/worker/api/jobs"
 	"github.com/sutra-run/worker/api/tasks"
+	"github.com/sutra-run/worker/api/taskwait"
 	"github.com/sutra-run/worker/api/zeebe"
 	"github.com/sutra-run/worker/broker"
 	"github.com/sutra-run/worker/console"
@@ -71,7 +71,7 @@ type Worker struct {
 	outbox     *outbox.Publisher
 	api        *api.Server
 	tasks      *tasks.API
-	waiters    *jobs.Waiters
+	waiters    *taskwait.Waiters
 	gateway    *zeebe.Gateway
 	migrations *admin.Runner
 	contracts  *upgrade.Contracts
@@ -167,7 +167,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	w.handoff = consumer.NewHandoff(lanesDispatcher{w}, func() { w.outbox.Wake() }, w.metrics, cfg.Tasks.FastPath)
 	// Both job protocols' long polls and streams wait for tasks in one
 	// place, which the lanes tell of the tasks they create.
-	w.waiters = jobs.New(jobs.Deps{Store: st, Acquire: w.api.AcquireDB, Logger: log}, cfg.jobsConfig())
+	w.waiters = taskwait.New(taskwait.Deps{Store: st, Acquire: w.api.AcquireDB, Logger: log}, cfg.jobsConfig())
 	w.tasks = tasks.New(w.api, tasks.Deps{Store: st, Waiters: w.waiters, Metrics: w.metrics, Logger: log, Handoff: w.handoff.Relay},
 		cfg.tasksConfig())
 	apiadmin.New(w.api, apiadmin.Deps{Store: st, Metrics: w.metrics, Logger: log, Lanes: lanesDispatcher{w},
@@ -338,7 +338,7 @@ func (w *Worker) Gateway() *zeebe.Gateway { return w.gateway }
 
 // Waiters are where the job protocols' fetches wait (for tests: their
 // TestSignals).
-func (w *Worker) Waiters() *jobs.Waiters { return w.waiters }
+func (w *Worker) Waiters() *taskwait.Waiters { return w.waiters }
 
 // Tasks is the worker's task API (for tests: its TestSignals).
 func (w *Worker) Tasks() *tasks.API { return w.tasks }

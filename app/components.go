@@ -6,8 +6,8 @@ import (
 	"github.com/sutra-run/worker/admin"
 	"github.com/sutra-run/worker/api"
 	apiadmin "github.com/sutra-run/worker/api/admin"
-	"github.com/sutra-run/worker/api/jobs"
 	"github.com/sutra-run/worker/api/tasks"
+	"github.com/sutra-run/worker/api/taskwait"
 	"github.com/sutra-run/worker/api/zeebe"
 	"github.com/sutra-run/worker/broker"
 	"github.com/sutra-run/worker/consumer"
@@ -51,7 +51,7 @@ func Defaults() Config {
 			MaxBody: ap.Limits.MaxBody, MaxBytesInFlight: ap.Limits.MaxBytesInFlight, MaxDBConns: ap.Limits.MaxDBConns,
 			MaxDeployBody: ad.MaxDeployBody, MaxScan: ad.MaxScan, AuthFailureBurst: api.DefaultAuthFailureBurst},
 		Tasks: Tasks{MaxTasks: ts.MaxTasks, MaxTopics: ts.MaxTopics, MaxLongPolls: ts.MaxLongPolls,
-			MaxLockDuration: ts.MaxLockDuration, MaxRetryTimeout: ts.MaxRetryTimeout, PollInterval: jobs.DefaultPollInterval,
+			MaxLockDuration: ts.MaxLockDuration, MaxRetryTimeout: ts.MaxRetryTimeout, PollInterval: taskwait.DefaultPollInterval,
 			FastPath: true},
 		Gateway: Gateway{Addr: gw.Addr, MaxStreams: gw.MaxStreams, MaxJobs: gw.MaxJobsToActivate, MaxMessageSize: gw.MaxMessageSize,
 			MaxConnections: gw.MaxConnections, MaxStreamsPerConnection: gw.MaxStreamsPerConnection, AuthTimeout: gw.AuthTimeout},
@@ -107,8 +107,8 @@ func (c Config) apiConfig() api.Config {
 			MaxBytesInFlight: c.API.MaxBytesInFlight, MaxDBConns: c.API.MaxDBConns}}
 }
 
-func (c Config) jobsConfig() jobs.Config {
-	return jobs.Config{PollInterval: c.Tasks.PollInterval}
+func (c Config) jobsConfig() taskwait.Config {
+	return taskwait.Config{PollInterval: c.Tasks.PollInterval}
 }
 
 func (c Config) tasksConfig() tasks.Config {

@@ -129,7 +129,7 @@ type API struct {
 	MaxScan          int           `envconfig:"API_MAX_SCAN" desc:"most instances one page of GET /v1/instances walks to check the filters no index serves (version, status, incident, a variable, creation time), and one page of a version's element statistics may count (500 unless it asks); past it the page answers what it found and the cursor to go on"`
 }
 
-// Tasks configures the task protocols: /engine-rest's limits and the job waiters both protocols share (api/tasks, api/jobs).
+// Tasks configures the task protocols: /engine-rest's limits and the job waiters both protocols share (api/tasks, api/taskwait).
 type Tasks struct {
 	MaxTasks        int           `envconfig:"API_MAX_TASKS" desc:"largest maxTasks a fetchAndLock may ask for"`
 	MaxTopics       int           `envconfig:"API_MAX_TOPICS" desc:"most topics one fetchAndLock may ask for (its body may have 1 KiB plus 512 bytes per topic allowed)"`

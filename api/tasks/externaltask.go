@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sutra-run/worker/api"
-	"github.com/sutra-run/worker/api/jobs"
+	"github.com/sutra-run/worker/api/taskwait"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/clip"
 	"github.com/sutra-run/worker/store"
@@ -222,8 +222,8 @@ func (a *API) fetch(r *http.Request, q lockQuery) ([]lockedTask, error) {
 	if q.max == 0 || len(q.topics) == 0 {
 		return []lockedTask{}, nil
 	}
-	var w *jobs.Waiter
-	passOn := false // see jobs.Waiters
+	var w *taskwait.Waiter
+	passOn := false // see taskwait.Waiters
 	if q.wait > 0 {
 		if w = a.deps.Waiters.Add(q.topics, q.max, a.slots); w != nil {
 			defer func() { a.deps.Waiters.Remove(w, passOn) }()
@@ -272,7 +272,7 @@ func (a *API) lock(ctx context.Context, q lockQuery) ([]lockedTask, error) {
 	}
 	out := make([]lockedTask, 0, len(got))
 	for _, t := range got {
-		jobs.Locked(a.deps.Metrics, jobs.EngineRest, t)
+		taskwait.Locked(a.deps.Metrics, taskwait.EngineRest, t)
 		ans := q.answers[t.Topic]
 		vars, err := toTyped(t.Variables, ans.variables)
 		if err != nil {

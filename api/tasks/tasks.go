@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/sutra-run/worker/api"
-	"github.com/sutra-run/worker/api/jobs"
+	"github.com/sutra-run/worker/api/taskwait"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/internal/testsignal"
@@ -42,7 +42,7 @@ type Config struct {
 	// MaxTopics caps the topics of one fetchAndLock (default 100); its body
 	// is capped by FetchBodyLimit.
 	MaxTopics int
-	// MaxAsyncResponseTimeout caps a long poll (default jobs.MaxLongPoll).
+	// MaxAsyncResponseTimeout caps a long poll (default taskwait.MaxLongPoll).
 	MaxAsyncResponseTimeout time.Duration
 	// MaxLongPolls caps the long polls waiting at once (default 256). A
 	// long poll over it is served as a fetch that does not wait: it answers
@@ -62,7 +62,7 @@ type Config struct {
 func (c *Config) setDefaults() {
 	defaults.Set(&c.MaxTasks, 100)
 	defaults.Set(&c.MaxTopics, 100)
-	defaults.Set(&c.MaxAsyncResponseTimeout, jobs.MaxLongPoll)
+	defaults.Set(&c.MaxAsyncResponseTimeout, taskwait.MaxLongPoll)
 	defaults.Set(&c.MaxLongPolls, 256)
 	defaults.Set(&c.MaxLockDuration, 24*time.Hour)
 	defaults.Set(&c.MaxRetryTimeout, 24*time.Hour)
@@ -81,8 +81,8 @@ func DefaultConfig() Config {
 type Deps struct {
 	Store Store
 	// Waiters are where long polls wait for tasks, with the Zeebe gateway's
-	// (jobs.Waiters: woken by this replica's new tasks and by its look).
-	Waiters *jobs.Waiters
+	// (taskwait.Waiters: woken by this replica's new tasks and by its look).
+	Waiters *taskwait.Waiters
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
 	// Handoff, when set, hands a recorded outcome's relay to this replica's
@@ -109,7 +109,7 @@ type API struct {
 	deps        Deps
 	srv         *api.Server
 	// slots cap the long polls waiting at once (MaxLongPolls).
-	slots *jobs.Slots
+	slots *taskwait.Slots
 	// stopping is closed when the listener stops: long polls answer at once.
 	stopping chan struct{}
 }
@@ -145,7 +145,7 @@ var protocol = api.Protocol{
 // New registers the task API's routes on srv.
 func New(srv *api.Server, deps Deps, cfg Config) *API {
 	cfg.setDefaults()
-	a := &API{cfg: cfg, deps: deps, srv: srv, slots: jobs.NewSlots(cfg.MaxLongPolls, deps.Metrics.APILongPolls.Set),
+	a := &API{cfg: cfg, deps: deps, srv: srv, slots: taskwait.NewSlots(cfg.MaxLongPolls, deps.Metrics.APILongPolls.Set),
 		stopping: make(chan struct{})}
 	route := func(pattern string, limit int64, h http.HandlerFunc) {
 		srv.Handle(protocol, api.Route{Pattern: "POST " + base + pattern, Scopes: api.Tasks, BodyLimit: limit, Handler: h})

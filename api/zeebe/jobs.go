@@ -16,7 +16,7 @@ import (
 	"github.com/sutra-run/worker/admin"
 	"github.com/sutra-run/worker/api"
 	"github.com/sutra-run/worker/api/admin/adminapi"
-	"github.com/sutra-run/worker/api/jobs"
+	"github.com/sutra-run/worker/api/taskwait"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/store"
 )
@@ -115,7 +115,7 @@ func (g *Gateway) activate(ctx context.Context, q jobQuery, max int) ([]*pb.Acti
 	}
 	out := make([]*pb.ActivatedJob, 0, len(got))
 	for _, t := range got {
-		jobs.Locked(g.deps.Metrics, jobs.Zeebe, t)
+		taskwait.Locked(g.deps.Metrics, taskwait.Zeebe, t)
 		j, err := activatedJob(t, q)
 		if err != nil {
 			return nil, err
@@ -162,7 +162,7 @@ func activatedJob(t store.LockedTask, q jobQuery) (*pb.ActivatedJob, error) {
 
 // ActivateJobs locks up to maxJobsToActivate jobs of a type to worker for
 // timeout, waiting for them up to requestTimeout (0: 10 s, negative: no
-// wait, at most jobs.MaxLongPoll): a long poll that holds no database connection while it waits.
+// wait, at most taskwait.MaxLongPoll): a long poll that holds no database connection while it waits.
 func (g *Gateway) ActivateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_ActivateJobsServer) error {
 	q, err := g.newJobQuery(req.Type, req.Worker, req.Timeout, req.FetchVariable, req.TenantIds)
 	if err != nil {
@@ -177,11 +177,11 @@ func (g *Gateway) ActivateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_Ac
 	}
 	// Compared in milliseconds: converted first, a huge one overflows (to
 	// a negative wait: no wait at all).
-	wait := jobs.MaxLongPoll
+	wait := taskwait.MaxLongPoll
 	switch {
 	case req.RequestTimeout == 0:
 		wait = defaultLongPoll
-	case req.RequestTimeout < jobs.MaxLongPoll.Milliseconds():
+	case req.RequestTimeout < taskwait.MaxLongPoll.Milliseconds():
 		wait = time.Duration(req.RequestTimeout) * time.Millisecond
 	}
 	ctx := stream.Context()
@@ -189,8 +189,8 @@ func (g *Gateway) ActivateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_Ac
 		g.TestSignals.Answered.Signal(len(got))
 		return g.sendJobs(stream, got)
 	}
-	var w *jobs.Waiter
-	passOn := false // see jobs.Waiters
+	var w *taskwait.Waiter
+	passOn := false // see taskwait.Waiters
 	if wait > 0 {
 		// Registered before the first fetch: no lost wake-up.
 		if w = g.deps.Waiters.Add([]store.TopicLock{q.ask}, max, g.slots); w == nil {

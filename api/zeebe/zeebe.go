@@ -36,7 +36,7 @@ import (
 	"github.com/sutra-run/worker/admin"
 	"github.com/sutra-run/worker/api"
 	"github.com/sutra-run/worker/api/admin/adminapi"
-	"github.com/sutra-run/worker/api/jobs"
+	"github.com/sutra-run/worker/api/taskwait"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/feel"
 	"github.com/sutra-run/worker/internal/clock"
@@ -150,7 +150,7 @@ type Deps struct {
 	Handoff func(store.RelayOut)
 	// Waiters are where the job RPCs' long polls and streams wait for
 	// tasks, with /engine-rest's.
-	Waiters *jobs.Waiters
+	Waiters *taskwait.Waiters
 	// AcquireDB takes one of the database connections API calls may use
 	// (api.Server.AcquireDB): the gateway's calls share
 	// SUTRA_API_MAX_DB_CONNS with the API listener's.
@@ -194,7 +194,7 @@ type Gateway struct {
 	// ends are the calls waiting for an instance's end.
 	ends *ends
 	// slots cap the job streams and long polls open at once (MaxStreams).
-	slots *jobs.Slots
+	slots *taskwait.Slots
 	// conns are the open connections (MaxConnections, AuthTimeout).
 	conns *conns
 	// rpcs are the service's method names.
@@ -205,7 +205,7 @@ type Gateway struct {
 func New(deps Deps, cfg Config) *Gateway {
 	cfg.setDefaults()
 	g := &Gateway{cfg: cfg, deps: deps, stopping: make(chan struct{}), ends: newEnds(cfg.MaxStreams),
-		slots: jobs.NewSlots(cfg.MaxStreams, deps.Metrics.GatewayStreams.Set)}
+		slots: taskwait.NewSlots(cfg.MaxStreams, deps.Metrics.GatewayStreams.Set)}
 	g.conns = newConns(cfg.MaxConnections, cfg.AuthTimeout, deps.Clock, func() {
 		deps.Metrics.GatewayConnectionsRefused.Inc()
 	})

@@ -1,11 +1,11 @@
-// Package jobs is what both job protocols share: /engine-rest's long polls
+// Package taskwait is what both job protocols share: /engine-rest's long polls
 // (api/tasks) and the Zeebe gateway's ActivateJobs long polls and job
 // streams (api/zeebe) wait for tasks here, woken by the tasks this
 // replica's steps create (TasksCreated, fed once by app from the lanes) and
 // by a periodic look for the tasks of other replicas. A task is one row
 // whichever protocol locks it (store.FetchAndLock): the waiters only say
 // when a fetch is worth running.
-package jobs
+package taskwait
 
 import (
 	"context"
