@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/sutra-run/worker/admin"
 	"github.com/sutra-run/worker/api"
 	apiadmin "github.com/sutra-run/worker/api/admin"
 	"github.com/sutra-run/worker/api/tasks"
@@ -32,6 +31,7 @@ import (
 	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/lanes"
 	"github.com/sutra-run/worker/metrics"
+	"github.com/sutra-run/worker/operations"
 	"github.com/sutra-run/worker/outbox"
 	"github.com/sutra-run/worker/replica"
 	"github.com/sutra-run/worker/store"
@@ -73,7 +73,7 @@ type Worker struct {
 	tasks      *tasks.API
 	waiters    *taskwait.Waiters
 	gateway    *zeebe.Gateway
-	migrations *admin.Runner
+	migrations *operations.Runner
 	contracts  *upgrade.Contracts
 	durability *durabilityWatch
 	http       *http.Server
@@ -181,7 +181,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	gatewayConfig.Credentials.Clock = opt.Clock
 	w.gateway = zeebe.New(zeebe.Deps{Store: st, Lanes: lanesDispatcher{w}, Metrics: w.metrics, Logger: log, PublishRelay: w.publishRelay,
 		Handoff: w.handoff.Relay, Waiters: w.waiters, AcquireDB: w.api.AcquireDB, AuthFailures: authFailures, Clock: opt.Clock}, gatewayConfig)
-	w.migrations = admin.NewRunner(admin.RunnerDeps{Store: st, Lanes: w.lanes, Metrics: w.metrics, Logger: log}, cfg.migrationsConfig())
+	w.migrations = operations.NewRunner(operations.RunnerDeps{Store: st, Lanes: w.lanes, Metrics: w.metrics, Logger: log}, cfg.migrationsConfig())
 	w.timers = timers.New(timers.Deps{Store: st, Lanes: w.lanes, Metrics: w.metrics, Logger: log}, cfg.timersConfig())
 	brokerConfig := cfg.brokerConfig()
 	brokerConfig.Metrics = w.metrics

@@ -3,7 +3,6 @@ package app
 import (
 	"time"
 
-	"github.com/sutra-run/worker/admin"
 	"github.com/sutra-run/worker/api"
 	apiadmin "github.com/sutra-run/worker/api/admin"
 	"github.com/sutra-run/worker/api/tasks"
@@ -15,6 +14,7 @@ import (
 	"github.com/sutra-run/worker/feel"
 	"github.com/sutra-run/worker/internal/buildinfo"
 	"github.com/sutra-run/worker/lanes"
+	"github.com/sutra-run/worker/operations"
 	"github.com/sutra-run/worker/outbox"
 	"github.com/sutra-run/worker/replica"
 	"github.com/sutra-run/worker/store"
@@ -137,8 +137,8 @@ func (c Config) gatewayConfig() zeebe.Config {
 		StepTimeout: c.Lanes.StepTimeout, FeelLimits: c.feelLimits()}
 }
 
-func (c Config) migrationsConfig() admin.RunnerConfig {
-	return admin.RunnerConfig{Replica: c.ReplicaID}
+func (c Config) migrationsConfig() operations.RunnerConfig {
+	return operations.RunnerConfig{Replica: c.ReplicaID}
 }
 
 func (c Config) timersConfig() timers.Config {

@@ -26,9 +26,6 @@ import (
 	"strings"
 	"time"
 
-	// The worker's admin operations, which this package serves: "admin"
-	// below names them, not this package.
-	"github.com/sutra-run/worker/admin"
 	"github.com/sutra-run/worker/api"
 	"github.com/sutra-run/worker/api/admin/adminapi"
 	"github.com/sutra-run/worker/bpmn"
@@ -41,6 +38,7 @@ import (
 	"github.com/sutra-run/worker/iso8601"
 	"github.com/sutra-run/worker/lanes"
 	"github.com/sutra-run/worker/metrics"
+	"github.com/sutra-run/worker/operations"
 	"github.com/sutra-run/worker/store"
 )
 
@@ -118,7 +116,7 @@ type Deps struct {
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
 	// Lanes run the admin calls' steps.
-	Lanes admin.Dispatcher
+	Lanes operations.Dispatcher
 	// MigrationCreated, when set, wakes the bulk migration runner.
 	MigrationCreated func()
 	// PublishRelay publishes a relay body under messageID to the relay
@@ -167,18 +165,18 @@ func New(srv *api.Server, deps Deps, cfg Config) *API {
 	adminRoute("GET /v1/decisions/{id}/versions/{version}", "decision", s.decisionXML)
 	adminRoute("POST /v1/decisions/{id}/evaluation", "evaluate", s.evaluate)
 	adminRoute("GET /v1/definitions/{key}/versions/{version}/statistics", "statistics", s.statistics)
-	adminRoute("POST /v1/instances", admin.OpStart, s.startInstance)
+	adminRoute("POST /v1/instances", operations.OpStart, s.startInstance)
 	adminRoute("GET /v1/instances", "instances", s.listInstances)
 	adminRoute("GET /v1/instances/{id}", "instance", s.getInstance)
-	adminRoute("POST /v1/instances/{id}/cancel", admin.OpCancel, s.cancel)
-	adminRoute("PATCH /v1/instances/{id}/variables", admin.OpVariables, s.setVariables)
-	adminRoute("POST /v1/instances/{id}/migrate", admin.OpMigrate, s.migrate)
+	adminRoute("POST /v1/instances/{id}/cancel", operations.OpCancel, s.cancel)
+	adminRoute("PATCH /v1/instances/{id}/variables", operations.OpVariables, s.setVariables)
+	adminRoute("POST /v1/instances/{id}/migrate", operations.OpMigrate, s.migrate)
 	adminRoute("POST /v1/instances/{id}/migrate/preflight", "migrate_preflight", s.migratePreflight)
 	adminRoute("GET /v1/instances/{id}/history", "history", s.history)
 	adminRoute("POST /v1/migrations", "migrations", s.startMigration)
 	adminRoute("GET /v1/migrations/{id}", "migration", s.getMigration)
 	adminRoute("GET /v1/incidents", "incidents", s.listIncidents)
-	adminRoute("POST /v1/incidents/{id}/retry", admin.OpRetry, s.retryIncident)
+	adminRoute("POST /v1/incidents/{id}/retry", operations.OpRetry, s.retryIncident)
 	adminRoute("POST /v1/messages", "message", s.publishMessage)
 	adminRoute("POST /v1/signals", "signal", s.broadcastSignal)
 	userTaskRoute("GET /v1/user-tasks", "user_tasks", s.listUserTasks)
@@ -263,8 +261,8 @@ func (s *API) step(c *adminCall, op string, res lanes.Resume) error {
 	if cl := api.CallOf(c.r); cl != nil {
 		cl.Idle()
 	}
-	err := admin.Run(c.r.Context(), s.deps.Lanes, op, res)
-	if code := fault.Code(err); code == admin.ClaimHeld(op) {
+	err := operations.Run(c.r.Context(), s.deps.Lanes, op, res)
+	if code := fault.Code(err); code == operations.ClaimHeld(op) {
 		return refuse(http.StatusConflict, code, fault.Reason(err))
 	}
 	return err
@@ -428,7 +426,7 @@ func (s *API) startInstance(c *adminCall) (answer, error) {
 		req.InstanceID = api.NewID()
 	}
 	c.instanceID = req.InstanceID
-	if err := s.step(c, admin.OpStart, admin.Start(req.InstanceID, req.Definition, req.Version, req.Variables)); err != nil {
+	if err := s.step(c, operations.OpStart, operations.Start(req.InstanceID, req.Definition, req.Version, req.Variables)); err != nil {
 		return answer{}, err
 	}
 	in, err := s.deps.Store.InstanceKeys(c.r.Context(), req.InstanceID, false)
@@ -533,7 +531,7 @@ func (s *API) listInstances(c *adminCall) (answer, error) {
 // same 202 and changes nothing.
 func (s *API) cancel(c *adminCall) (answer, error) {
 	c.instanceID = c.r.PathValue("id")
-	if err := s.step(c, admin.OpCancel, admin.Cancel(c.instanceID)); err != nil {
+	if err := s.step(c, operations.OpCancel, operations.Cancel(c.instanceID)); err != nil {
 		return answer{}, err
 	}
 	in, err := s.deps.Store.InstanceKeys(c.r.Context(), c.instanceID, false)
@@ -552,7 +550,7 @@ func (s *API) setVariables(c *adminCall) (answer, error) {
 	if err := api.Decode(c.r, &vars); err != nil {
 		return answer{}, err
 	}
-	if err := s.step(c, admin.OpVariables, admin.Variables(c.instanceID, vars)); err != nil {
+	if err := s.step(c, operations.OpVariables, operations.Variables(c.instanceID, vars)); err != nil {
 		return answer{}, err
 	}
 	d, err := s.deps.Store.Instance(c.r.Context(), c.instanceID)
@@ -584,7 +582,7 @@ func (s *API) migrate(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	if err := s.step(c, admin.OpMigrate, admin.Migrate(c.instanceID, req.TargetVersion, req.Mapping)); err != nil {
+	if err := s.step(c, operations.OpMigrate, operations.Migrate(c.instanceID, req.TargetVersion, req.Mapping)); err != nil {
 		return answer{}, err
 	}
 	d, err := s.deps.Store.Instance(c.r.Context(), c.instanceID)
@@ -672,7 +670,7 @@ func (s *API) retryIncident(c *adminCall) (answer, error) {
 		if err := s.retryTimer(c, inc, req); err != nil {
 			return answer{}, err
 		}
-	} else if err := s.step(c, admin.OpRetry, admin.Retry(inc.InstanceID, inc.Token, req.Variables, req.Retries)); err != nil {
+	} else if err := s.step(c, operations.OpRetry, operations.Retry(inc.InstanceID, inc.Token, req.Variables, req.Retries)); err != nil {
 		return answer{}, err
 	}
 	return answer{status: http.StatusOK, body: adminapi.IncidentRetried{IncidentID: id, InstanceID: inc.InstanceID, Resolved: true}}, nil

@@ -11,15 +11,15 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sutra-run/worker/admin"
 	"github.com/sutra-run/worker/api"
 	"github.com/sutra-run/worker/engine"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/lanes"
+	"github.com/sutra-run/worker/operations"
 	"github.com/sutra-run/worker/store"
 )
 
-// The instance RPCs run the admin API's operations (package admin) on the
+// The instance RPCs run the admin API's operations (package operations) on the
 // admin lane, as POST /v1/instances, POST /v1/instances/{id}/cancel and
 // PATCH /v1/instances/{id}/variables do; a held claim answers Unavailable
 // with SUTRA.ADMIN.<OP>.CLAIM_HELD, a race to retry.
@@ -136,7 +136,7 @@ func (g *Gateway) start(ctx context.Context, req *pb.CreateProcessInstanceReques
 	case definition == "":
 		return store.KeyedInstance{}, status.Errorf(codes.InvalidArgument, "%s: bpmnProcessId or processDefinitionKey is required", fault.APIInvalid)
 	case version == -1:
-		version = 0 // the latest (admin.Start)
+		version = 0 // the latest (operations.Start)
 	case version < 1:
 		return store.KeyedInstance{}, status.Errorf(codes.NotFound, "%s: process %q has no version %d (-1 names the latest)",
 			fault.UnknownDefinition, definition, version)
@@ -145,7 +145,7 @@ func (g *Gateway) start(ctx context.Context, req *pb.CreateProcessInstanceReques
 	if w != nil {
 		g.ends.add(id, w)
 	}
-	if err := admin.Run(ctx, g.deps.Lanes, admin.OpStart, admin.Start(id, definition, version, vars)); err != nil {
+	if err := operations.Run(ctx, g.deps.Lanes, operations.OpStart, operations.Start(id, definition, version, vars)); err != nil {
 		return store.KeyedInstance{}, statusOf(err)
 	}
 	in, err := g.deps.Store.InstanceKeys(ctx, id, false)
@@ -163,7 +163,7 @@ func (g *Gateway) CancelProcessInstance(ctx context.Context, req *pb.CancelProce
 	if err != nil {
 		return nil, err
 	}
-	if err := g.runOn(ctx, in, admin.OpCancel, admin.Cancel(in.ID)); err != nil {
+	if err := g.runOn(ctx, in, operations.OpCancel, operations.Cancel(in.ID)); err != nil {
 		return nil, err
 	}
 	return &pb.CancelProcessInstanceResponse{}, nil
@@ -184,7 +184,7 @@ func (g *Gateway) SetVariables(ctx context.Context, req *pb.SetVariablesRequest)
 	if err != nil {
 		return nil, err
 	}
-	if err := g.runOn(ctx, in, admin.OpVariables, admin.Variables(in.ID, vars)); err != nil {
+	if err := g.runOn(ctx, in, operations.OpVariables, operations.Variables(in.ID, vars)); err != nil {
 		return nil, err
 	}
 	key, err := g.deps.Store.NextKey(ctx)
@@ -212,7 +212,7 @@ func (g *Gateway) activeInstance(ctx context.Context, key int64) (store.KeyedIns
 // runOn runs an admin operation on instance in; an instance that ended
 // meanwhile is NotFound, as activeInstance answers.
 func (g *Gateway) runOn(ctx context.Context, in store.KeyedInstance, op string, res lanes.Resume) error {
-	err := admin.Run(ctx, g.deps.Lanes, op, res)
+	err := operations.Run(ctx, g.deps.Lanes, op, res)
 	if fault.Code(err) == fault.NotWaiting {
 		return status.Errorf(codes.NotFound, "%s: process instance %d: %s", fault.NotFound, in.Key, fault.Reason(err))
 	}

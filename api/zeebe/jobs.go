@@ -13,11 +13,11 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sutra-run/worker/admin"
 	"github.com/sutra-run/worker/api"
 	"github.com/sutra-run/worker/api/admin/adminapi"
 	"github.com/sutra-run/worker/api/taskwait"
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/operations"
 	"github.com/sutra-run/worker/store"
 )
 
@@ -445,7 +445,7 @@ func (g *Gateway) ResolveIncident(ctx context.Context, req *pb.ResolveIncidentRe
 		}
 		return &pb.ResolveIncidentResponse{}, nil
 	}
-	err = admin.Run(ctx, g.deps.Lanes, admin.OpRetry, admin.Retry(inc.InstanceID, inc.Token, nil, retries))
+	err = operations.Run(ctx, g.deps.Lanes, operations.OpRetry, operations.Retry(inc.InstanceID, inc.Token, nil, retries))
 	if fault.Code(err) == fault.NotWaiting {
 		return nil, status.Errorf(codes.FailedPrecondition, "%s: incident %d: %s", fault.NotWaiting, req.IncidentKey, fault.Reason(err))
 	}

@@ -33,7 +33,6 @@ import (
 	_ "google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/keepalive"
 
-	"github.com/sutra-run/worker/admin"
 	"github.com/sutra-run/worker/api"
 	"github.com/sutra-run/worker/api/admin/adminapi"
 	"github.com/sutra-run/worker/api/taskwait"
@@ -44,6 +43,7 @@ import (
 	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/internal/testsignal"
 	"github.com/sutra-run/worker/metrics"
+	"github.com/sutra-run/worker/operations"
 	"github.com/sutra-run/worker/store"
 )
 
@@ -138,7 +138,7 @@ type Deps struct {
 	Store Store
 	// Lanes run the steps of starts, cancellations and variables updates,
 	// on the admin lane, as the admin API's do.
-	Lanes   admin.Dispatcher
+	Lanes   operations.Dispatcher
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
 	// PublishRelay publishes a relay body under messageID to the relay

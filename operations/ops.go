@@ -1,10 +1,10 @@
-// Package admin holds the administrative operations on instances, as steps
+// Package operations holds the administrative operations on instances, as steps
 // that run through the lanes under the replica's admin owner
 // (claims.AdminOwner): cancel, merge variables, migrate, retry an incident,
 // start; and the runner of bulk migrations. Each claims the instance first
 // and is refused, having read and written nothing, when another owner holds
 // it.
-package admin
+package operations
 
 import (
 	"context"
