@@ -10,25 +10,25 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sutra-run/worker/api/admin/adminapi"
+	"github.com/sutra-run/worker/api/admin/wire"
 	"github.com/sutra-run/worker/engine"
 	"github.com/sutra-run/worker/fault"
 )
 
 // Queries of the admin API: what an operator reads about definitions,
 // instances, incidents and user tasks, in the shapes the API answers with
-// (adminapi). None of them claims anything: reading
+// (api/admin/wire). None of them claims anything: reading
 // an instance's row while a step holds it shows the last committed step.
 
 // ListDefinitions lists every definition key with its versions.
-func (s *Store) ListDefinitions(ctx context.Context) ([]adminapi.DefinitionVersions, error) {
+func (s *Store) ListDefinitions(ctx context.Context) ([]wire.DefinitionVersions, error) {
 	rows, err := s.pool.Query(ctx, `SELECT key, array_agg(version ORDER BY version), array_agg(zeebe_key::text ORDER BY version), max(version)
 		FROM definitions GROUP BY key ORDER BY key`)
 	if err != nil {
 		return nil, translate(err, "listing definitions")
 	}
-	defs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (adminapi.DefinitionVersions, error) {
-		var d adminapi.DefinitionVersions
+	defs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.DefinitionVersions, error) {
+		var d wire.DefinitionVersions
 		var versions []int32
 		err := r.Scan(&d.Key, &versions, &d.ZeebeKeys, &d.Latest)
 		for _, v := range versions {
@@ -51,10 +51,10 @@ func (s *Store) DefinitionXML(ctx context.Context, key string, version int) (str
 // Instance reads an instance, its waits, incidents and claim, in one round
 // trip. ErrNotFound when it does not exist (or is a start that never
 // committed its first step).
-func (s *Store) Instance(ctx context.Context, id string) (adminapi.Instance, error) {
-	d := adminapi.Instance{ID: id, Tokens: []adminapi.Token{}, Compensable: []adminapi.Compensable{}, Incidents: []adminapi.Incident{},
-		Waits: adminapi.Waits{Subscriptions: []adminapi.Subscription{}, Signals: []adminapi.SignalSubscription{}, Timers: []adminapi.Timer{},
-			Tasks: []adminapi.Task{}}}
+func (s *Store) Instance(ctx context.Context, id string) (wire.Instance, error) {
+	d := wire.Instance{ID: id, Tokens: []wire.Token{}, Compensable: []wire.Compensable{}, Incidents: []wire.Incident{},
+		Waits: wire.Waits{Subscriptions: []wire.Subscription{}, Signals: []wire.SignalSubscription{}, Timers: []wire.Timer{},
+			Tasks: []wire.Task{}}}
 	var tokens []byte
 	var owner *string
 	var age *time.Duration
@@ -68,8 +68,8 @@ func (s *Store) Instance(ctx context.Context, id string) (adminapi.Instance, err
 	b.Queue(`SELECT token_id, element_id, message_name, correlation_key, created_at FROM subscriptions WHERE instance_id = $1 ORDER BY created_at`, id).
 		Query(func(rows pgx.Rows) error {
 			var err error
-			d.Waits.Subscriptions, err = pgx.AppendRows(d.Waits.Subscriptions, rows, func(r pgx.CollectableRow) (adminapi.Subscription, error) {
-				var v adminapi.Subscription
+			d.Waits.Subscriptions, err = pgx.AppendRows(d.Waits.Subscriptions, rows, func(r pgx.CollectableRow) (wire.Subscription, error) {
+				var v wire.Subscription
 				return v, r.Scan(&v.Token, &v.Element, &v.Message, &v.CorrelationKey, &v.CreatedAt)
 			})
 			return err
@@ -77,8 +77,8 @@ func (s *Store) Instance(ctx context.Context, id string) (adminapi.Instance, err
 	b.Queue(`SELECT token_id, element_id, signal_name, created_at FROM signal_subscriptions WHERE instance_id = $1 ORDER BY id`, id).
 		Query(func(rows pgx.Rows) error {
 			var err error
-			d.Waits.Signals, err = pgx.AppendRows(d.Waits.Signals, rows, func(r pgx.CollectableRow) (adminapi.SignalSubscription, error) {
-				var v adminapi.SignalSubscription
+			d.Waits.Signals, err = pgx.AppendRows(d.Waits.Signals, rows, func(r pgx.CollectableRow) (wire.SignalSubscription, error) {
+				var v wire.SignalSubscription
 				return v, r.Scan(&v.Token, &v.Element, &v.Signal, &v.CreatedAt)
 			})
 			return err
@@ -86,8 +86,8 @@ func (s *Store) Instance(ctx context.Context, id string) (adminapi.Instance, err
 	b.Queue(`SELECT token_id, element_id, due_at, attempts FROM timers WHERE instance_id = $1 ORDER BY due_at`, id).
 		Query(func(rows pgx.Rows) error {
 			var err error
-			d.Waits.Timers, err = pgx.AppendRows(d.Waits.Timers, rows, func(r pgx.CollectableRow) (adminapi.Timer, error) {
-				var v adminapi.Timer
+			d.Waits.Timers, err = pgx.AppendRows(d.Waits.Timers, rows, func(r pgx.CollectableRow) (wire.Timer, error) {
+				var v wire.Timer
 				return v, r.Scan(&v.Token, &v.Element, &v.DueAt, &v.Attempts)
 			})
 			return err
@@ -95,8 +95,8 @@ func (s *Store) Instance(ctx context.Context, id string) (adminapi.Instance, err
 	b.Queue(`SELECT id::text, id::text, token_id, element_id, type, user_task, retries, locked_by, lock_expires_at FROM tasks WHERE instance_id = $1 ORDER BY id`, id).
 		Query(func(rows pgx.Rows) error {
 			var err error
-			d.Waits.Tasks, err = pgx.AppendRows(d.Waits.Tasks, rows, func(r pgx.CollectableRow) (adminapi.Task, error) {
-				var v adminapi.Task
+			d.Waits.Tasks, err = pgx.AppendRows(d.Waits.Tasks, rows, func(r pgx.CollectableRow) (wire.Task, error) {
+				var v wire.Task
 				return v, r.Scan(&v.ID, &v.ZeebeKey, &v.Token, &v.Element, &v.Topic, &v.UserTask, &v.Retries, &v.LockedBy, &v.LockExpiresAt)
 			})
 			return err
@@ -114,13 +114,13 @@ func (s *Store) Instance(ctx context.Context, id string) (adminapi.Instance, err
 		return d, fmt.Errorf("decoding tokens of %s: %w", id, err)
 	}
 	for _, t := range st.Tokens {
-		d.Tokens = append(d.Tokens, adminapi.Token{ID: t.ID, Element: t.Element, Wait: string(t.Wait), Scope: t.Scope})
+		d.Tokens = append(d.Tokens, wire.Token{ID: t.ID, Element: t.Element, Wait: string(t.Wait), Scope: t.Scope})
 	}
 	for _, c := range st.Compensable {
-		d.Compensable = append(d.Compensable, adminapi.Compensable{Element: c.Element, Scope: c.Scope, In: c.In, Times: c.Times})
+		d.Compensable = append(d.Compensable, wire.Compensable{Element: c.Element, Scope: c.Scope, In: c.In, Times: c.Times})
 	}
 	if owner != nil {
-		d.Claim = &adminapi.Claim{Owner: *owner}
+		d.Claim = &wire.Claim{Owner: *owner}
 		if age != nil {
 			d.Claim.AgeSeconds = age.Seconds()
 		}
@@ -133,8 +133,8 @@ func (s *Store) Instance(ctx context.Context, id string) (adminapi.Instance, err
 
 const incidentSelect = `SELECT id, instance_id, token_id, element_id, code, message, created_at, resolved_at FROM incidents`
 
-func scanIncident(r pgx.CollectableRow) (adminapi.Incident, error) {
-	var i adminapi.Incident
+func scanIncident(r pgx.CollectableRow) (wire.Incident, error) {
+	var i wire.Incident
 	err := r.Scan(&i.ID, &i.InstanceID, &i.Token, &i.Element, &i.Code, &i.Message, &i.CreatedAt, &i.ResolvedAt)
 	i.ZeebeKey = i.ID // an incident's id is drawn from sutra_keys
 	return i, err
@@ -164,7 +164,7 @@ type InstanceFilter struct {
 // following page, "" on the last: a page whose walk reached the filter's
 // Scan ends there, with fewer than Limit instances or none.
 type InstancePage struct {
-	Instances []adminapi.InstanceSummary
+	Instances []wire.InstanceSummary
 	Next      string
 }
 
@@ -248,7 +248,7 @@ func (s *Store) ListInstances(ctx context.Context, f InstanceFilter) (InstancePa
 			walkedTo, walked = last, *n
 			continue
 		}
-		page.Instances = append(page.Instances, adminapi.InstanceSummary{ID: *id, ZeebeKey: *zeebeKey, Definition: adminapi.DefinitionRef{Key: *key, Version: *version},
+		page.Instances = append(page.Instances, wire.InstanceSummary{ID: *id, ZeebeKey: *zeebeKey, Definition: wire.DefinitionRef{Key: *key, Version: *version},
 			Status: *status, Version: *step, HasIncident: *incident, CreatedAt: *created, UpdatedAt: *updated})
 	}
 	if err := rows.Err(); err != nil {
@@ -274,7 +274,7 @@ func (s *Store) ListInstances(ctx context.Context, f InstanceFilter) (InstancePa
 // the number of instances counted; next is the cursor of the following
 // page, "" on the last.
 func (s *Store) ElementStatistics(ctx context.Context, key string, version int, after string, limit int) (
-	elements []adminapi.ElementStatistics, walked int, next string, err error) {
+	elements []wire.ElementStatistics, walked int, next string, err error) {
 	rows, err := s.pool.Query(ctx, `
 		WITH ids AS MATERIALIZED (
 			SELECT id FROM instances
@@ -299,11 +299,11 @@ func (s *Store) ElementStatistics(ctx context.Context, key string, version int, 
 	if err != nil {
 		return nil, 0, "", translate(err, "counting tokens by element")
 	}
-	elements = []adminapi.ElementStatistics{}
+	elements = []wire.ElementStatistics{}
 	var last *string
 	for rows.Next() {
 		var element, lastID *string
-		var e adminapi.ElementStatistics
+		var e wire.ElementStatistics
 		var n *int
 		if err := rows.Scan(&element, &e.Active, &e.Incidents, &lastID, &n); err != nil {
 			rows.Close()
@@ -334,7 +334,7 @@ type IncidentFilter struct {
 }
 
 // ListIncidents pages through incidents by id.
-func (s *Store) ListIncidents(ctx context.Context, f IncidentFilter) ([]adminapi.Incident, error) {
+func (s *Store) ListIncidents(ctx context.Context, f IncidentFilter) ([]wire.Incident, error) {
 	rows, err := s.pool.Query(ctx, incidentSelect+`
 		 WHERE id > $1 AND ($2 = '' OR instance_id = $2)
 		   AND ($3::boolean IS NULL OR $3 = (resolved_at IS NULL))
@@ -347,10 +347,10 @@ func (s *Store) ListIncidents(ctx context.Context, f IncidentFilter) ([]adminapi
 }
 
 // IncidentByID reads one incident. ErrNotFound when there is none.
-func (s *Store) IncidentByID(ctx context.Context, id int64) (adminapi.Incident, error) {
+func (s *Store) IncidentByID(ctx context.Context, id int64) (wire.Incident, error) {
 	rows, err := s.pool.Query(ctx, incidentSelect+` WHERE id = $1`, id)
 	if err != nil {
-		return adminapi.Incident{}, translate(err, "reading incident")
+		return wire.Incident{}, translate(err, "reading incident")
 	}
 	inc, err := pgx.CollectExactlyOneRow(rows, scanIncident)
 	return inc, translate(err, fmt.Sprintf("reading incident %d", id))

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sutra-run/worker/api/admin/adminapi"
+	"github.com/sutra-run/worker/api/admin/wire"
 )
 
 // Migration is a bulk migration job as its runner leases it.
@@ -40,8 +40,8 @@ func (s *Store) CreateMigration(ctx context.Context, id, definition string, from
 
 // MigrationStatus reads a bulk migration and its progress. ErrNotFound when
 // there is none.
-func (s *Store) MigrationStatus(ctx context.Context, id string) (adminapi.Migration, error) {
-	m := adminapi.Migration{ID: id, Refused: []adminapi.Refusal{}}
+func (s *Store) MigrationStatus(ctx context.Context, id string) (wire.Migration, error) {
+	m := wire.Migration{ID: id, Refused: []wire.Refusal{}}
 	b := &pgx.Batch{}
 	b.Queue(`SELECT definition_key, from_version, to_version, state, created_at, updated_at FROM migrations WHERE id = $1`, id).
 		QueryRow(func(r pgx.Row) error {
@@ -54,8 +54,8 @@ func (s *Store) MigrationStatus(ctx context.Context, id string) (adminapi.Migrat
 	b.Queue(`SELECT instance_id, code, detail FROM migration_items WHERE migration_id = $1 AND state = 'refused' ORDER BY instance_id`, id).
 		Query(func(rows pgx.Rows) error {
 			var err error
-			m.Refused, err = pgx.AppendRows(m.Refused, rows, func(r pgx.CollectableRow) (adminapi.Refusal, error) {
-				var x adminapi.Refusal
+			m.Refused, err = pgx.AppendRows(m.Refused, rows, func(r pgx.CollectableRow) (wire.Refusal, error) {
+				var x wire.Refusal
 				return x, r.Scan(&x.InstanceID, &x.Code, &x.Detail)
 			})
 			return err

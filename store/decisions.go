@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sutra-run/worker/api/admin/adminapi"
+	"github.com/sutra-run/worker/api/admin/wire"
 	"github.com/sutra-run/worker/bpmn"
 	"github.com/sutra-run/worker/dmn"
 	"github.com/sutra-run/worker/engine"
@@ -251,14 +251,14 @@ type DecisionFilter struct {
 }
 
 // ListDecisions lists deployed decisions by id, then version.
-func (s *Store) ListDecisions(ctx context.Context, f DecisionFilter) ([]adminapi.Decision, error) {
+func (s *Store) ListDecisions(ctx context.Context, f DecisionFilter) ([]wire.Decision, error) {
 	rows, err := s.pool.Query(ctx, `SELECT decision_id, name, version, version_tag, deployed_at FROM decisions
 		WHERE $1 = '' OR (decision_id, version) > ($1, $2) ORDER BY decision_id, version LIMIT $3`, f.AfterID, f.AfterVersion, f.Limit)
 	if err != nil {
 		return nil, translate(err, "listing decisions")
 	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (adminapi.Decision, error) {
-		var d adminapi.Decision
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.Decision, error) {
+		var d wire.Decision
 		return d, r.Scan(&d.DecisionID, &d.Name, &d.Version, &d.VersionTag, &d.DeployedAt)
 	})
 	return list, translate(err, "listing decisions")

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sutra-run/worker/api/admin/adminapi"
+	"github.com/sutra-run/worker/api/admin/wire"
 	"github.com/sutra-run/worker/engine"
 )
 
@@ -21,10 +21,10 @@ import (
 // StepCause is what the step history records of why a step ran, beside
 // its instance, counter, owner, time and the relay it applied.
 type StepCause struct {
-	// Kind is the resume's kind (adminapi.HistoryStep.Cause); a step
+	// Kind is the resume's kind (wire.HistoryStep.Cause); a step
 	// without one (written by a tool, not the lanes) leaves no row.
 	Kind string
-	// Detail names what the cause carried (adminapi.HistoryStep.Detail).
+	// Detail names what the cause carried (wire.HistoryStep.Detail).
 	Detail string
 	// Bounces counts the claim refusals the resume met before it applied;
 	// nil when the resume carries no count.
@@ -102,7 +102,7 @@ func clip(s string) string {
 // StepHistory reads up to limit steps of instance id, newest first, those
 // before step counter before (0: from the newest). It reads by the primary
 // key whatever the table holds.
-func (s *Store) StepHistory(ctx context.Context, id string, before int64, limit int) ([]adminapi.HistoryStep, error) {
+func (s *Store) StepHistory(ctx context.Context, id string, before int64, limit int) ([]wire.HistoryStep, error) {
 	if before <= 0 {
 		before = 1<<63 - 1
 	}
@@ -111,8 +111,8 @@ func (s *Store) StepHistory(ctx context.Context, id string, before int64, limit 
 	if err != nil {
 		return nil, translate(err, "reading the history of "+id)
 	}
-	steps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (adminapi.HistoryStep, error) {
-		var h adminapi.HistoryStep
+	steps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.HistoryStep, error) {
+		var h wire.HistoryStep
 		err := r.Scan(&h.Version, &h.CommittedAt, &h.Cause, &h.Detail, &h.Owner, &h.MessageID, &h.Bounces, &h.Passed, &h.PassedCut)
 		return h, err
 	})

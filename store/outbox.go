@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sutra-run/worker/api/admin/adminapi"
+	"github.com/sutra-run/worker/api/admin/wire"
 )
 
 // Outbox targets (outbox.target).
@@ -226,15 +226,15 @@ type ParkedFilter struct {
 }
 
 // ListParkedOutbox lists parked outbox rows.
-func (s *Store) ListParkedOutbox(ctx context.Context, f ParkedFilter) ([]adminapi.ParkedMessage, error) {
+func (s *Store) ListParkedOutbox(ctx context.Context, f ParkedFilter) ([]wire.ParkedMessage, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, instance_id, element_id, target, message_name, correlation_key, attempts,
 		       created_at, parked_at, code, reason FROM outbox_parked
 		 WHERE ($1 = '' OR instance_id = $1) AND id > $2 ORDER BY id LIMIT $3`, f.InstanceID, f.After, f.Limit)
 	if err != nil {
 		return nil, translate(err, "listing parked outbox rows")
 	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (adminapi.ParkedMessage, error) {
-		var p adminapi.ParkedMessage
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.ParkedMessage, error) {
+		var p wire.ParkedMessage
 		err := r.Scan(&p.ID, &p.InstanceID, &p.ElementID, &p.Target, &p.Message, &p.CorrelationKey, &p.Attempts,
 			&p.CreatedAt, &p.ParkedAt, &p.Code, &p.Reason)
 		return p, err

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sutra-run/worker/api/admin/adminapi"
+	"github.com/sutra-run/worker/api/admin/wire"
 	"github.com/sutra-run/worker/engine"
 )
 
@@ -34,8 +34,8 @@ SELECT t.id::text, t.id::text, t.instance_id, t.element_id, i.definition_key, i.
        i.variables || t.variables, ` + userTaskState + `, t.created_at
   FROM tasks t JOIN instances i ON i.id = t.instance_id`
 
-func scanUserTask(r pgx.CollectableRow) (adminapi.UserTask, error) {
-	var u adminapi.UserTask
+func scanUserTask(r pgx.CollectableRow) (wire.UserTask, error) {
+	var u wire.UserTask
 	err := r.Scan(&u.ID, &u.ZeebeKey, &u.InstanceID, &u.Element, &u.Definition.Key, &u.Definition.Version, &u.Assignee,
 		&u.CandidateGroups, &u.CandidateUsers, &u.FormKey, &u.FormID, &u.DueDate, &u.FollowUpDate, &u.Priority,
 		&u.Variables, &u.State, &u.CreatedAt)
@@ -43,7 +43,7 @@ func scanUserTask(r pgx.CollectableRow) (adminapi.UserTask, error) {
 }
 
 // ListUserTasks pages through user tasks by id.
-func (s *Store) ListUserTasks(ctx context.Context, f UserTaskFilter) ([]adminapi.UserTask, error) {
+func (s *Store) ListUserTasks(ctx context.Context, f UserTaskFilter) ([]wire.UserTask, error) {
 	rows, err := s.pool.Query(ctx, userTaskSelect+`
 		 WHERE t.user_task AND t.id > $1
 		   AND ($2 = '' OR t.assignee = $2)
@@ -59,10 +59,10 @@ func (s *Store) ListUserTasks(ctx context.Context, f UserTaskFilter) ([]adminapi
 }
 
 // UserTaskByID reads one user task. ErrNotFound when there is none.
-func (s *Store) UserTaskByID(ctx context.Context, id int64) (adminapi.UserTask, error) {
+func (s *Store) UserTaskByID(ctx context.Context, id int64) (wire.UserTask, error) {
 	rows, err := s.pool.Query(ctx, userTaskSelect+` WHERE t.user_task AND t.id = $1`, id)
 	if err != nil {
-		return adminapi.UserTask{}, translate(err, "reading user task")
+		return wire.UserTask{}, translate(err, "reading user task")
 	}
 	u, err := pgx.CollectExactlyOneRow(rows, scanUserTask)
 	return u, translate(err, fmt.Sprintf("reading user task %d", id))

@@ -1,7 +1,7 @@
 // Package admin serves the admin API under /v1 on the API listener:
 // operators read instances and act on them, and the tools people work user
 // tasks with list, assign and complete them. Its bodies are declared once,
-// in adminapi, for the server and its clients; its errors are RFC 9457
+// in api/admin/wire, for the server and its clients; its errors are RFC 9457
 // problem documents.
 //
 // The admin routes take SUTRA_ADMIN_TOKEN (api.Admin) alone; the user-task
@@ -27,7 +27,7 @@ import (
 	"time"
 
 	"github.com/sutra-run/worker/api"
-	"github.com/sutra-run/worker/api/admin/adminapi"
+	"github.com/sutra-run/worker/api/admin/wire"
 	"github.com/sutra-run/worker/bpmn"
 	"github.com/sutra-run/worker/claims"
 	"github.com/sutra-run/worker/engine"
@@ -45,32 +45,32 @@ import (
 // Store is what the admin API needs from the database (*store.Store).
 type Store interface {
 	Deploy(ctx context.Context, xml []byte) ([]store.Deployed, error)
-	ListDefinitions(ctx context.Context) ([]adminapi.DefinitionVersions, error)
+	ListDefinitions(ctx context.Context) ([]wire.DefinitionVersions, error)
 	DefinitionXML(ctx context.Context, key string, version int) (string, error)
-	ListDecisions(ctx context.Context, f store.DecisionFilter) ([]adminapi.Decision, error)
+	ListDecisions(ctx context.Context, f store.DecisionFilter) ([]wire.Decision, error)
 	FindDecision(ctx context.Context, ref store.DecisionRef) (store.FoundDecision, error)
 	DecisionXML(ctx context.Context, id string, version int) (string, error)
-	Instance(ctx context.Context, id string) (adminapi.Instance, error)
+	Instance(ctx context.Context, id string) (wire.Instance, error)
 	InstanceKeys(ctx context.Context, id string, vars bool) (store.KeyedInstance, error)
 	ListInstances(ctx context.Context, f store.InstanceFilter) (store.InstancePage, error)
 	ElementStatistics(ctx context.Context, key string, version int, after string, limit int) (
-		elements []adminapi.ElementStatistics, walked int, next string, err error)
-	ListIncidents(ctx context.Context, f store.IncidentFilter) ([]adminapi.Incident, error)
-	IncidentByID(ctx context.Context, id int64) (adminapi.Incident, error)
+		elements []wire.ElementStatistics, walked int, next string, err error)
+	ListIncidents(ctx context.Context, f store.IncidentFilter) ([]wire.Incident, error)
+	IncidentByID(ctx context.Context, id int64) (wire.Incident, error)
 	RetryTimer(ctx context.Context, incidentID int64) error
 	CreateMigration(ctx context.Context, id, definition string, from, to int, mapping map[string]string) error
-	MigrationStatus(ctx context.Context, id string) (adminapi.Migration, error)
-	ListUserTasks(ctx context.Context, f store.UserTaskFilter) ([]adminapi.UserTask, error)
-	UserTaskByID(ctx context.Context, id int64) (adminapi.UserTask, error)
+	MigrationStatus(ctx context.Context, id string) (wire.Migration, error)
+	ListUserTasks(ctx context.Context, f store.UserTaskFilter) ([]wire.UserTask, error)
+	UserTaskByID(ctx context.Context, id int64) (wire.UserTask, error)
 	AssignUserTask(ctx context.Context, id int64, assignee *string) error
 	UpdateUserTask(ctx context.Context, id int64, c engine.UserTaskChanges) error
 	Process(ctx context.Context, key string, version int) (*bpmn.Process, error)
 	RecordOutcome(ctx context.Context, o store.TaskReport) (store.Recorded, error)
-	ListParkedOutbox(ctx context.Context, f store.ParkedFilter) ([]adminapi.ParkedMessage, error)
+	ListParkedOutbox(ctx context.Context, f store.ParkedFilter) ([]wire.ParkedMessage, error)
 	RetryParkedOutbox(ctx context.Context, id string) error
 	DiscardParkedOutbox(ctx context.Context, id string) error
 	RecordAndBroadcastSignal(ctx context.Context, id, name string, vars map[string]any) (store.SignalReach, error)
-	StepHistory(ctx context.Context, id string, before int64, limit int) ([]adminapi.HistoryStep, error)
+	StepHistory(ctx context.Context, id string, before int64, limit int) ([]wire.HistoryStep, error)
 	ReadInstance(ctx context.Context, id string) (store.Instance, error)
 }
 
@@ -293,20 +293,20 @@ func (s *API) deploy(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	body := adminapi.Deployment{Kind: ds[0].Kind, Definitions: []adminapi.Deployed{}, Decisions: []adminapi.DeployedDecision{}}
+	body := wire.Deployment{Kind: ds[0].Kind, Definitions: []wire.Deployed{}, Decisions: []wire.DeployedDecision{}}
 	status := http.StatusOK
 	for _, d := range ds {
 		if d.Kind == store.KindDMN {
-			body.Decisions = append(body.Decisions, adminapi.DeployedDecision{DecisionID: d.Key, Name: d.Name, Version: d.Version,
+			body.Decisions = append(body.Decisions, wire.DeployedDecision{DecisionID: d.Key, Name: d.Name, Version: d.Version,
 				VersionTag: d.VersionTag, Unchanged: !d.Created})
 		} else {
-			body.Definitions = append(body.Definitions, adminapi.Deployed{Key: d.Key, Version: d.Version, ZeebeKey: d.ZeebeKey, Unchanged: !d.Created})
+			body.Definitions = append(body.Definitions, wire.Deployed{Key: d.Key, Version: d.Version, ZeebeKey: d.ZeebeKey, Unchanged: !d.Created})
 		}
 		if d.Created {
 			status = http.StatusCreated
 		}
 	}
-	body.Deployed = adminapi.Deployed{Key: ds[0].Key, Version: ds[0].Version, ZeebeKey: ds[0].ZeebeKey, Unchanged: status == http.StatusOK}
+	body.Deployed = wire.Deployed{Key: ds[0].Key, Version: ds[0].Version, ZeebeKey: ds[0].ZeebeKey, Unchanged: status == http.StatusOK}
 	return answer{status: status, body: body}, nil
 }
 
@@ -333,7 +333,7 @@ func (s *API) listDecisions(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	return pageOf("decisions", list, limit, func(d adminapi.Decision) string { return d.DecisionID + ":" + strconv.Itoa(d.Version) }), nil
+	return pageOf("decisions", list, limit, func(d wire.Decision) string { return d.DecisionID + ":" + strconv.Itoa(d.Version) }), nil
 }
 
 // pathVersion is the version a path names: 404 when it is no number, 400
@@ -349,9 +349,9 @@ func pathVersion(c *adminCall) (int, error) {
 func (s *API) definitions(c *adminCall) (answer, error) {
 	defs, err := s.deps.Store.ListDefinitions(c.r.Context())
 	if defs == nil {
-		defs = []adminapi.DefinitionVersions{}
+		defs = []wire.DefinitionVersions{}
 	}
-	return answer{status: http.StatusOK, body: adminapi.Definitions{Definitions: defs}}, err
+	return answer{status: http.StatusOK, body: wire.Definitions{Definitions: defs}}, err
 }
 
 func (s *API) definitionXML(c *adminCall) (answer, error) {
@@ -374,7 +374,7 @@ func (s *API) whoami(c *adminCall) (answer, error) {
 	case api.Tasks:
 		scope = "tasks"
 	}
-	return answer{status: http.StatusOK, body: adminapi.WhoAmI{Scope: scope}}, nil
+	return answer{status: http.StatusOK, body: wire.WhoAmI{Scope: scope}}, nil
 }
 
 // statisticsPage is the active instances one statistics call counts by
@@ -401,7 +401,7 @@ func (s *API) statistics(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	st := adminapi.Statistics{Elements: list, Instances: walked}
+	st := wire.Statistics{Elements: list, Instances: walked}
 	if next != "" {
 		st.Next = &next
 	}
@@ -409,7 +409,7 @@ func (s *API) statistics(c *adminCall) (answer, error) {
 }
 
 func (s *API) startInstance(c *adminCall) (answer, error) {
-	var req adminapi.StartRequest
+	var req wire.StartRequest
 	if err := api.Decode(c.r, &req); err != nil {
 		return answer{}, err
 	}
@@ -433,7 +433,7 @@ func (s *API) startInstance(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	return answer{status: http.StatusCreated, body: adminapi.Started{InstanceID: req.InstanceID, ZeebeKey: in.Key}}, nil
+	return answer{status: http.StatusCreated, body: wire.Started{InstanceID: req.InstanceID, ZeebeKey: in.Key}}, nil
 }
 
 func (s *API) getInstance(c *adminCall) (answer, error) {
@@ -520,7 +520,7 @@ func (s *API) listInstances(c *adminCall) (answer, error) {
 		next = &p.Next
 	}
 	if p.Instances == nil {
-		p.Instances = []adminapi.InstanceSummary{}
+		p.Instances = []wire.InstanceSummary{}
 	}
 	return answer{status: http.StatusOK, body: map[string]any{"instances": p.Instances, "next": next}}, nil
 }
@@ -539,9 +539,9 @@ func (s *API) cancel(c *adminCall) (answer, error) {
 		return answer{}, err
 	}
 	if in.Status == string(engine.StatusCancelling) {
-		return answer{status: http.StatusAccepted, body: adminapi.Cancelled{InstanceID: c.instanceID, Status: in.Status}}, nil
+		return answer{status: http.StatusAccepted, body: wire.Cancelled{InstanceID: c.instanceID, Status: in.Status}}, nil
 	}
-	return answer{status: http.StatusOK, body: adminapi.Cancelled{InstanceID: c.instanceID, Status: string(engine.StatusCancelled)}}, nil
+	return answer{status: http.StatusOK, body: wire.Cancelled{InstanceID: c.instanceID, Status: string(engine.StatusCancelled)}}, nil
 }
 
 func (s *API) setVariables(c *adminCall) (answer, error) {
@@ -557,14 +557,14 @@ func (s *API) setVariables(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	return answer{status: http.StatusOK, body: adminapi.VariablesSet{InstanceID: c.instanceID, Variables: d.Variables}}, nil
+	return answer{status: http.StatusOK, body: wire.VariablesSet{InstanceID: c.instanceID, Variables: d.Variables}}, nil
 }
 
 // migrateRequest reads the instance and the body of a migration or of its
 // preflight, which take the same request.
-func migrateRequest(c *adminCall) (adminapi.MigrateRequest, error) {
+func migrateRequest(c *adminCall) (wire.MigrateRequest, error) {
 	c.instanceID = c.r.PathValue("id")
-	var req adminapi.MigrateRequest
+	var req wire.MigrateRequest
 	if err := api.Decode(c.r, &req); err != nil {
 		return req, err
 	}
@@ -589,11 +589,11 @@ func (s *API) migrate(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	return answer{status: http.StatusOK, body: adminapi.Migrated{InstanceID: c.instanceID, Definition: d.Definition}}, nil
+	return answer{status: http.StatusOK, body: wire.Migrated{InstanceID: c.instanceID, Definition: d.Definition}}, nil
 }
 
 func (s *API) startMigration(c *adminCall) (answer, error) {
-	var req adminapi.MigrationRequest
+	var req wire.MigrationRequest
 	if err := api.Decode(c.r, &req); err != nil {
 		return answer{}, err
 	}
@@ -615,7 +615,7 @@ func (s *API) startMigration(c *adminCall) (answer, error) {
 	if s.deps.MigrationCreated != nil {
 		s.deps.MigrationCreated()
 	}
-	return answer{status: http.StatusAccepted, body: adminapi.MigrationStarted{ID: id}}, nil
+	return answer{status: http.StatusAccepted, body: wire.MigrationStarted{ID: id}}, nil
 }
 
 func (s *API) getMigration(c *adminCall) (answer, error) {
@@ -643,11 +643,11 @@ func (s *API) listIncidents(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	return pageOf("incidents", list, limit, func(i adminapi.Incident) string { return strconv.FormatInt(i.ID, 10) }), nil
+	return pageOf("incidents", list, limit, func(i wire.Incident) string { return strconv.FormatInt(i.ID, 10) }), nil
 }
 
 func (s *API) retryIncident(c *adminCall) (answer, error) {
-	var req adminapi.RetryRequest
+	var req wire.RetryRequest
 	if err := s.decodeAdmin(c, &req); err != nil {
 		return answer{}, err
 	}
@@ -673,13 +673,13 @@ func (s *API) retryIncident(c *adminCall) (answer, error) {
 	} else if err := s.step(c, operations.OpRetry, operations.Retry(inc.InstanceID, inc.Token, req.Variables, req.Retries)); err != nil {
 		return answer{}, err
 	}
-	return answer{status: http.StatusOK, body: adminapi.IncidentRetried{IncidentID: id, InstanceID: inc.InstanceID, Resolved: true}}, nil
+	return answer{status: http.StatusOK, body: wire.IncidentRetried{IncidentID: id, InstanceID: inc.InstanceID, Resolved: true}}, nil
 }
 
 // retryTimer arms the timer parked in incident inc to fire now: the fire
 // then runs as any timer's does, through the claim. Nothing of the instance
 // is read or written here, so no claim is taken.
-func (s *API) retryTimer(c *adminCall, inc adminapi.Incident, req adminapi.RetryRequest) error {
+func (s *API) retryTimer(c *adminCall, inc wire.Incident, req wire.RetryRequest) error {
 	if len(req.Variables) > 0 || req.Retries > 0 {
 		return api.Invalidf("a timer incident's retry arms the timer again and takes no variables or retries: set variables with PATCH /v1/instances/{id}/variables first")
 	}
@@ -693,7 +693,7 @@ func (s *API) retryTimer(c *adminCall, inc adminapi.Incident, req adminapi.Retry
 // publishMessage publishes a relay to the relay exchange with confirms: a
 // caller with no AMQP client still goes through the spine.
 func (s *API) publishMessage(c *adminCall) (answer, error) {
-	var req adminapi.MessageRequest
+	var req wire.MessageRequest
 	if err := api.Decode(c.r, &req); err != nil {
 		return answer{}, err
 	}
@@ -704,7 +704,7 @@ func (s *API) publishMessage(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	return answer{status: http.StatusAccepted, body: adminapi.MessagePublished{MessageID: id}}, nil
+	return answer{status: http.StatusAccepted, body: wire.MessagePublished{MessageID: id}}, nil
 }
 
 // PublishMessage checks req and publishes it as a relay with publish (a
@@ -714,7 +714,7 @@ func (s *API) publishMessage(c *adminCall) (answer, error) {
 // semantics (buffered with its ttl, deduplicated by its message id)
 // whichever protocol sent it. Refusals are api.Invalid.
 func PublishMessage(ctx context.Context, publish func(ctx context.Context, routingKey, messageID string, body []byte) error,
-	req adminapi.MessageRequest) (string, error) {
+	req wire.MessageRequest) (string, error) {
 	switch {
 	case req.Message == "":
 		return "", api.Invalidf("message is required")
@@ -759,7 +759,7 @@ func PublishMessage(ctx context.Context, publish func(ctx context.Context, routi
 // waiting instance and every definition the signal starts is durable in the
 // outbox; the steps run after, each under its own claim.
 func (s *API) broadcastSignal(c *adminCall) (answer, error) {
-	var req adminapi.SignalRequest
+	var req wire.SignalRequest
 	if err := api.Decode(c.r, &req); err != nil {
 		return answer{}, err
 	}
@@ -782,7 +782,7 @@ func (s *API) broadcastSignal(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	return answer{status: http.StatusOK, body: adminapi.SignalBroadcast{SignalID: id, Subscriptions: reach.Subscriptions, Starts: reach.Starts}}, nil
+	return answer{status: http.StatusOK, body: wire.SignalBroadcast{SignalID: id, Subscriptions: reach.Subscriptions, Starts: reach.Starts}}, nil
 }
 
 func userTaskID(c *adminCall) (int64, error) {
@@ -813,7 +813,7 @@ func (s *API) listUserTasks(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	return pageOf("user_tasks", list, limit, func(t adminapi.UserTask) string { return t.ID }), nil
+	return pageOf("user_tasks", list, limit, func(t wire.UserTask) string { return t.ID }), nil
 }
 
 // pageOf answers one page of a list under key: a full page names the cursor of
@@ -832,10 +832,10 @@ func pageOf[T any](key string, list []T, limit int, id func(T) string) answer {
 
 // userTask reads the user task the call's path names: 404
 // SUTRA.TASK.NOT_FOUND when there is none.
-func (s *API) userTask(c *adminCall) (adminapi.UserTask, error) {
+func (s *API) userTask(c *adminCall) (wire.UserTask, error) {
 	id, err := userTaskID(c)
 	if err != nil {
-		return adminapi.UserTask{}, err
+		return wire.UserTask{}, err
 	}
 	u, err := s.deps.Store.UserTaskByID(c.r.Context(), id)
 	if isNotFound(err) {
@@ -879,7 +879,7 @@ func (s *API) assignUserTask(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	var req adminapi.AssignmentRequest
+	var req wire.AssignmentRequest
 	if err := api.Decode(c.r, &req); err != nil {
 		return answer{}, err
 	}
@@ -889,7 +889,7 @@ func (s *API) assignUserTask(c *adminCall) (answer, error) {
 			to = *req.Assignee
 		}
 		return map[string]any{"assignee": to}, nil
-	}, adminapi.AssignmentAccepted{State: "assigning"}, func() error {
+	}, wire.AssignmentAccepted{State: "assigning"}, func() error {
 		return s.deps.Store.AssignUserTask(c.r.Context(), id, req.Assignee)
 	})
 }
@@ -938,7 +938,7 @@ func (s *API) updateUserTask(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	var req adminapi.UserTaskUpdate
+	var req wire.UserTaskUpdate
 	if err := api.Decode(c.r, &req); err != nil {
 		return answer{}, err
 	}
@@ -952,7 +952,7 @@ func (s *API) updateUserTask(c *adminCall) (answer, error) {
 			err = json.Unmarshal(b, &changes)
 		}
 		return changes, err
-	}, adminapi.UpdateAccepted{State: "updating"}, func() error {
+	}, wire.UpdateAccepted{State: "updating"}, func() error {
 		return s.deps.Store.UpdateUserTask(c.r.Context(), id, engine.UserTaskChanges(req))
 	})
 }
@@ -960,8 +960,8 @@ func (s *API) updateUserTask(c *adminCall) (answer, error) {
 // checkUserTaskUpdate refuses an update that changes nothing, names an
 // empty candidate, a date that is not RFC 3339 with a zone, or a priority
 // outside 0 to 100 (what the engine accepts from the model).
-func checkUserTaskUpdate(u adminapi.UserTaskUpdate) error {
-	if u == (adminapi.UserTaskUpdate{}) {
+func checkUserTaskUpdate(u wire.UserTaskUpdate) error {
+	if u == (wire.UserTaskUpdate{}) {
 		return api.Invalidf("the update changes nothing: name candidate_groups, candidate_users, due_date, follow_up_date or priority")
 	}
 	for name, list := range map[string]*[]string{"candidate_groups": u.CandidateGroups, "candidate_users": u.CandidateUsers} {
@@ -1031,7 +1031,7 @@ func (s *API) completeUserTask(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	var req adminapi.CompletionRequest
+	var req wire.CompletionRequest
 	if err := s.decodeAdmin(c, &req); err != nil {
 		return answer{}, err
 	}
@@ -1076,7 +1076,7 @@ func (s *API) listParked(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	return pageOf("parked", list, limit, func(p adminapi.ParkedMessage) string { return p.ID }), nil
+	return pageOf("parked", list, limit, func(p wire.ParkedMessage) string { return p.ID }), nil
 }
 
 // retryParked puts a parked row back in the outbox, behind every row of its
@@ -1101,5 +1101,5 @@ func (s *API) settleParked(c *adminCall, status string, act func(ctx context.Con
 	if err != nil {
 		return answer{}, err
 	}
-	return answer{status: http.StatusOK, body: adminapi.ParkedSettled{ID: id, Status: status}}, nil
+	return answer{status: http.StatusOK, body: wire.ParkedSettled{ID: id, Status: status}}, nil
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sutra-run/worker/api"
-	"github.com/sutra-run/worker/api/admin/adminapi"
+	"github.com/sutra-run/worker/api/admin/wire"
 	"github.com/sutra-run/worker/dmn"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/feel"
@@ -63,7 +63,7 @@ func (e Evaluator) Evaluate(ctx context.Context, ref store.DecisionRef, vars map
 // decision and of those it requires, with the rules that matched; a failed
 // evaluation is a 422 with its code.
 func (s *API) evaluate(c *adminCall) (answer, error) {
-	var req adminapi.EvaluationRequest
+	var req wire.EvaluationRequest
 	if err := s.decodeAdmin(c, &req); err != nil {
 		return answer{}, err
 	}
@@ -81,25 +81,25 @@ func (s *API) evaluate(c *adminCall) (answer, error) {
 		return answer{}, ev.Failure
 	}
 	d := ev.Decision
-	body := adminapi.Evaluation{DecisionID: d.ID, Name: d.Name, Version: d.Version, ZeebeKey: d.Key,
-		DRG:    adminapi.DRG{ID: d.DRG.ID, Name: d.DRG.Name, ZeebeKey: d.DRG.Key},
-		Output: ev.Result.Output, Decisions: []adminapi.EvaluatedDecision{}}
+	body := wire.Evaluation{DecisionID: d.ID, Name: d.Name, Version: d.Version, ZeebeKey: d.Key,
+		DRG:    wire.DRG{ID: d.DRG.ID, Name: d.DRG.Name, ZeebeKey: d.DRG.Key},
+		Output: ev.Result.Output, Decisions: []wire.EvaluatedDecision{}}
 	for _, r := range ev.Result.Decisions {
 		key := d.Keys[r.ID]
-		e := adminapi.EvaluatedDecision{DecisionID: r.ID, Name: r.Name, Version: key.Version, ZeebeKey: key.Key,
-			Type: "literal_expression", Output: r.Output, Inputs: []adminapi.EvaluatedValue{}, MatchedRules: []adminapi.MatchedRule{}}
+		e := wire.EvaluatedDecision{DecisionID: r.ID, Name: r.Name, Version: key.Version, ZeebeKey: key.Key,
+			Type: "literal_expression", Output: r.Output, Inputs: []wire.EvaluatedValue{}, MatchedRules: []wire.MatchedRule{}}
 		if r.Table {
 			e.Type = "decision_table"
 		}
 		for _, in := range r.Inputs {
-			e.Inputs = append(e.Inputs, adminapi.EvaluatedValue{ID: in.ID, Name: in.Name, Value: in.Value})
+			e.Inputs = append(e.Inputs, wire.EvaluatedValue{ID: in.ID, Name: in.Name, Value: in.Value})
 		}
 		for _, m := range r.Matched {
 			outs := make(map[string]any, len(m.Outputs))
 			for _, o := range m.Outputs {
 				outs[o.Name] = o.Value
 			}
-			e.MatchedRules = append(e.MatchedRules, adminapi.MatchedRule{RuleID: m.ID, Index: m.Index, Outputs: outs})
+			e.MatchedRules = append(e.MatchedRules, wire.MatchedRule{RuleID: m.ID, Index: m.Index, Outputs: outs})
 		}
 		body.Decisions = append(body.Decisions, e)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/sutra-run/worker/api"
-	"github.com/sutra-run/worker/api/admin/adminapi"
+	"github.com/sutra-run/worker/api/admin/wire"
 )
 
 // FuzzRequestBodies feeds arbitrary bodies to every decoder of the admin
@@ -26,8 +26,8 @@ func FuzzRequestBodies(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		for _, v := range []any{&adminapi.StartRequest{}, &adminapi.MigrateRequest{}, &adminapi.MigrationRequest{},
-			&adminapi.RetryRequest{}, &adminapi.MessageRequest{}, &adminapi.AssignmentRequest{}, &adminapi.CompletionRequest{},
+		for _, v := range []any{&wire.StartRequest{}, &wire.MigrateRequest{}, &wire.MigrationRequest{},
+			&wire.RetryRequest{}, &wire.MessageRequest{}, &wire.AssignmentRequest{}, &wire.CompletionRequest{},
 			&map[string]any{}} {
 			r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
 			r.Header.Set("Content-Type", "application/json")

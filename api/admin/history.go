@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sutra-run/worker/api"
-	"github.com/sutra-run/worker/api/admin/adminapi"
+	"github.com/sutra-run/worker/api/admin/wire"
 	"github.com/sutra-run/worker/engine"
 	"github.com/sutra-run/worker/fault"
 )
@@ -39,9 +39,9 @@ func (s *API) history(c *adminCall) (answer, error) {
 			return answer{}, err
 		}
 	}
-	h := adminapi.History{InstanceID: c.instanceID, Steps: steps}
+	h := wire.History{InstanceID: c.instanceID, Steps: steps}
 	if h.Steps == nil {
-		h.Steps = []adminapi.HistoryStep{}
+		h.Steps = []wire.HistoryStep{}
 	}
 	if len(steps) == limit {
 		next := strconv.FormatInt(steps[len(steps)-1].Version, 10)
@@ -66,9 +66,9 @@ func (s *API) migratePreflight(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	p := adminapi.MigrationPreflight{InstanceID: in.ID, Version: in.Version, Tokens: []adminapi.MigratedToken{},
-		From: adminapi.DefinitionRef{Key: in.DefinitionKey, Version: in.DefinitionVersion},
-		To:   adminapi.DefinitionRef{Key: in.DefinitionKey, Version: req.TargetVersion}}
+	p := wire.MigrationPreflight{InstanceID: in.ID, Version: in.Version, Tokens: []wire.MigratedToken{},
+		From: wire.DefinitionRef{Key: in.DefinitionKey, Version: in.DefinitionVersion},
+		To:   wire.DefinitionRef{Key: in.DefinitionKey, Version: req.TargetVersion}}
 	refused := func(err error) (answer, error) {
 		if fault.Code(err) == "" {
 			return answer{}, err // not a refusal: the call failed
@@ -98,7 +98,7 @@ func (s *API) migratePreflight(c *adminCall) (answer, error) {
 		if !ok {
 			return answer{}, errors.New("migration preview: a token did not land") // engine.Migrate keeps every token
 		}
-		p.Tokens = append(p.Tokens, adminapi.MigratedToken{ID: t.ID, From: t.Element, To: to, Wait: string(t.Wait)})
+		p.Tokens = append(p.Tokens, wire.MigratedToken{ID: t.ID, From: t.Element, To: to, Wait: string(t.Wait)})
 	}
 	p.OK, p.Status = true, http.StatusOK
 	return answer{status: http.StatusOK, body: p}, nil

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sutra-run/worker/api"
-	"github.com/sutra-run/worker/api/admin/adminapi"
+	"github.com/sutra-run/worker/api/admin/wire"
 	"github.com/sutra-run/worker/api/taskwait"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/operations"
@@ -457,10 +457,10 @@ func (g *Gateway) ResolveIncident(ctx context.Context, req *pb.ResolveIncidentRe
 
 // incident reads an incident and the retries UpdateJobRetries set on its
 // failed job, with one of the API's connections.
-func (g *Gateway) incident(ctx context.Context, id int64) (adminapi.Incident, int, error) {
+func (g *Gateway) incident(ctx context.Context, id int64) (wire.Incident, int, error) {
 	release, err := g.useDB(ctx)
 	if err != nil {
-		return adminapi.Incident{}, 0, err
+		return wire.Incident{}, 0, err
 	}
 	defer release()
 	inc, err := g.deps.Store.IncidentByID(ctx, id)

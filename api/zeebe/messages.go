@@ -11,7 +11,7 @@ import (
 
 	"github.com/sutra-run/worker/api"
 	apiadmin "github.com/sutra-run/worker/api/admin"
-	"github.com/sutra-run/worker/api/admin/adminapi"
+	"github.com/sutra-run/worker/api/admin/wire"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/lanes"
 )
@@ -64,7 +64,7 @@ func (g *Gateway) PublishMessage(ctx context.Context, req *pb.PublishMessageRequ
 	if err != nil {
 		return nil, statusOf(err)
 	}
-	msg := adminapi.MessageRequest{Message: req.Name, CorrelationKey: req.CorrelationKey, Variables: vars, MessageID: req.MessageId}
+	msg := wire.MessageRequest{Message: req.Name, CorrelationKey: req.CorrelationKey, Variables: vars, MessageID: req.MessageId}
 	if msg.MessageID == "" {
 		msg.MessageID = strconv.FormatInt(key, 10)
 	}

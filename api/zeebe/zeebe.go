@@ -34,7 +34,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/sutra-run/worker/api"
-	"github.com/sutra-run/worker/api/admin/adminapi"
+	"github.com/sutra-run/worker/api/admin/wire"
 	"github.com/sutra-run/worker/api/taskwait"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/feel"
@@ -129,7 +129,7 @@ type Store interface {
 	SetLockTimeout(ctx context.Context, id int64, d time.Duration) error
 	SetRetries(ctx context.Context, id int64, retries int) error
 	JobRetries(ctx context.Context, incidentID int64) (int, error)
-	IncidentByID(ctx context.Context, id int64) (adminapi.Incident, error)
+	IncidentByID(ctx context.Context, id int64) (wire.Incident, error)
 	RetryTimer(ctx context.Context, incidentID int64) error
 }
 

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sutra-run/worker/api/admin/adminapi"
+	"github.com/sutra-run/worker/api/admin/wire"
 )
 
 // commands, in the order the help lists them.
@@ -77,7 +77,7 @@ func instancesGet(ctx context.Context, c *cli, args []string) error {
 	if err != nil || c.json() {
 		return c.done(data, err)
 	}
-	var in adminapi.Instance
+	var in wire.Instance
 	if err := decode(data, &in); err != nil {
 		return err
 	}
@@ -239,7 +239,7 @@ func instancesList(fs *flag.FlagSet) action {
 		}
 		t := newTable(&c.out, "INSTANCE", "DEFINITION", "STATUS", "STEP", "INCIDENT", "UPDATED")
 		for _, raw := range items {
-			var in adminapi.InstanceSummary
+			var in wire.InstanceSummary
 			if err := decode(raw, &in); err != nil {
 				return err
 			}
@@ -261,12 +261,12 @@ func instancesStart(fs *flag.FlagSet) action {
 		if *definition == "" {
 			return usagef("--definition is required")
 		}
-		body := adminapi.StartRequest{Definition: *definition, Version: version.v, InstanceID: *id, Variables: vars}
+		body := wire.StartRequest{Definition: *definition, Version: version.v, InstanceID: *id, Variables: vars}
 		data, err := c.api.callJSON(ctx, http.MethodPost, "/v1/instances", nil, body)
 		if err != nil || c.json() {
 			return c.done(data, err)
 		}
-		var out adminapi.Started
+		var out wire.Started
 		if err := decode(data, &out); err != nil {
 			return err
 		}
@@ -282,7 +282,7 @@ func cancel(ctx context.Context, c *cli, args []string) error {
 	if err != nil || c.json() {
 		return c.done(data, err)
 	}
-	var out adminapi.Cancelled
+	var out wire.Cancelled
 	if err := decode(data, &out); err != nil {
 		return err
 	}
@@ -307,7 +307,7 @@ func variablesSet(ctx context.Context, c *cli, args []string) error {
 	if err != nil || c.json() {
 		return c.done(data, err)
 	}
-	var out adminapi.VariablesSet
+	var out wire.VariablesSet
 	if err := decode(data, &out); err != nil {
 		return err
 	}
@@ -327,7 +327,7 @@ func migrate(fs *flag.FlagSet) action {
 		if !to.set {
 			return usagef("--to is required")
 		}
-		body := adminapi.MigrateRequest{TargetVersion: to.v, Mapping: mapping}
+		body := wire.MigrateRequest{TargetVersion: to.v, Mapping: mapping}
 		if *check {
 			return migrateCheck(ctx, c, args[0], body)
 		}
@@ -335,7 +335,7 @@ func migrate(fs *flag.FlagSet) action {
 		if err != nil || c.json() {
 			return c.done(data, err)
 		}
-		var out adminapi.Migrated
+		var out wire.Migrated
 		if err := decode(data, &out); err != nil {
 			return err
 		}
@@ -348,12 +348,12 @@ func migrate(fs *flag.FlagSet) action {
 
 // migrateCheck asks the migration's preflight; a migration it finds
 // refused is reported as that refusal would be (exit 1).
-func migrateCheck(ctx context.Context, c *cli, id string, body adminapi.MigrateRequest) error {
+func migrateCheck(ctx context.Context, c *cli, id string, body wire.MigrateRequest) error {
 	data, err := c.api.callJSON(ctx, http.MethodPost, "/v1/instances/"+seg(id)+"/migrate/preflight", nil, body)
 	if err != nil || c.json() {
 		return c.done(data, err)
 	}
-	var p adminapi.MigrationPreflight
+	var p wire.MigrationPreflight
 	if err := decode(data, &p); err != nil {
 		return err
 	}
@@ -379,12 +379,12 @@ func migrationsStart(fs *flag.FlagSet) action {
 		if *definition == "" || !from.set || !to.set {
 			return usagef("--definition, --from and --to are required")
 		}
-		body := adminapi.MigrationRequest{Definition: *definition, FromVersion: from.v, ToVersion: to.v, Mapping: mapping}
+		body := wire.MigrationRequest{Definition: *definition, FromVersion: from.v, ToVersion: to.v, Mapping: mapping}
 		data, err := c.api.callJSON(ctx, http.MethodPost, "/v1/migrations", nil, body)
 		if err != nil || c.json() {
 			return c.done(data, err)
 		}
-		var out adminapi.MigrationStarted
+		var out wire.MigrationStarted
 		if err := decode(data, &out); err != nil {
 			return err
 		}
@@ -401,7 +401,7 @@ func migrationsGet(ctx context.Context, c *cli, args []string) error {
 	if err != nil || c.json() {
 		return c.done(data, err)
 	}
-	var m adminapi.Migration
+	var m wire.Migration
 	if err := decode(data, &m); err != nil {
 		return err
 	}
@@ -429,7 +429,7 @@ func instancesHistory(fs *flag.FlagSet) action {
 		}
 		t := newTable(&c.out, "STEP", "COMMITTED", "CAUSE", "OWNER", "RELAY", "BOUNCES", "DETAIL")
 		for _, raw := range items {
-			var s adminapi.HistoryStep
+			var s wire.HistoryStep
 			if err := decode(raw, &s); err != nil {
 				return err
 			}
@@ -464,7 +464,7 @@ func incidentsList(fs *flag.FlagSet) action {
 		}
 		t := newTable(&c.out, "ID", "INSTANCE", "TOKEN", "ELEMENT", "CODE", "CREATED", "RESOLVED", "MESSAGE")
 		for _, raw := range items {
-			var i adminapi.Incident
+			var i wire.Incident
 			if err := decode(raw, &i); err != nil {
 				return err
 			}
@@ -481,12 +481,12 @@ func incidentsRetry(fs *flag.FlagSet) action {
 	var retries optInt
 	fs.Var(&retries, "retries", "`N` attempts a failed task gets again (default: the retries its model gives it)")
 	return func(ctx context.Context, c *cli, args []string) error {
-		body := adminapi.RetryRequest{Variables: vars, Retries: retries.v}
+		body := wire.RetryRequest{Variables: vars, Retries: retries.v}
 		data, err := c.api.callJSON(ctx, http.MethodPost, "/v1/incidents/"+seg(args[0])+"/retry", nil, body)
 		if err != nil || c.json() {
 			return c.done(data, err)
 		}
-		var out adminapi.IncidentRetried
+		var out wire.IncidentRetried
 		if err := decode(data, &out); err != nil {
 			return err
 		}
@@ -512,7 +512,7 @@ func outboxParked(fs *flag.FlagSet) action {
 		}
 		t := newTable(&c.out, "ID", "INSTANCE", "ELEMENT", "MESSAGE", "CORRELATION_KEY", "ATTEMPTS", "PARKED", "REASON")
 		for _, raw := range items {
-			var m adminapi.ParkedMessage
+			var m wire.ParkedMessage
 			if err := decode(raw, &m); err != nil {
 				return err
 			}
@@ -530,7 +530,7 @@ func outboxSettle(op string) action {
 		if err != nil || c.json() {
 			return c.done(data, err)
 		}
-		var out adminapi.ParkedSettled
+		var out wire.ParkedSettled
 		if err := decode(data, &out); err != nil {
 			return err
 		}
@@ -550,7 +550,7 @@ func deploy(ctx context.Context, c *cli, args []string) error {
 	if err != nil || c.json() {
 		return c.done(data, err)
 	}
-	var out adminapi.Deployment
+	var out wire.Deployment
 	if err := decode(data, &out); err != nil {
 		return err
 	}
@@ -586,7 +586,7 @@ func decisionsList(fs *flag.FlagSet) action {
 		}
 		t := newTable(&c.out, "DECISION", "VERSION", "VERSION_TAG", "NAME", "DEPLOYED")
 		for _, raw := range items {
-			var d adminapi.Decision
+			var d wire.Decision
 			if err := decode(raw, &d); err != nil {
 				return err
 			}
@@ -607,12 +607,12 @@ func decisionsEvaluate(fs *flag.FlagSet) action {
 	var version optInt
 	fs.Var(&version, "version", "evaluate this `VERSION` (default: the latest)")
 	return func(ctx context.Context, c *cli, args []string) error {
-		body := adminapi.EvaluationRequest{Variables: vars, Version: version.v}
+		body := wire.EvaluationRequest{Variables: vars, Version: version.v}
 		data, err := c.api.callJSON(ctx, http.MethodPost, "/v1/decisions/"+seg(args[0])+"/evaluation", nil, body)
 		if err != nil || c.json() {
 			return c.done(data, err)
 		}
-		var out adminapi.Evaluation
+		var out wire.Evaluation
 		if err := decode(data, &out); err != nil {
 			return err
 		}
@@ -638,7 +638,7 @@ func definitionsList(ctx context.Context, c *cli, _ []string) error {
 	if err != nil || c.json() {
 		return c.done(data, err)
 	}
-	var out adminapi.Definitions
+	var out wire.Definitions
 	if err := decode(data, &out); err != nil {
 		return err
 	}
@@ -684,13 +684,13 @@ func messagesPublish(fs *flag.FlagSet) action {
 		case key.set && instanceID.set:
 			return usagef("--key and --instance exclude each other")
 		}
-		body := adminapi.MessageRequest{Message: *message, CorrelationKey: key.v, InstanceID: instanceID.v, Variables: vars,
+		body := wire.MessageRequest{Message: *message, CorrelationKey: key.v, InstanceID: instanceID.v, Variables: vars,
 			TTL: *ttl, MessageID: *id}
 		data, err := c.api.callJSON(ctx, http.MethodPost, "/v1/messages", nil, body)
 		if err != nil || c.json() {
 			return c.done(data, err)
 		}
-		var out adminapi.MessagePublished
+		var out wire.MessagePublished
 		if err := decode(data, &out); err != nil {
 			return err
 		}
@@ -709,11 +709,11 @@ func signalsBroadcast(fs *flag.FlagSet) action {
 		if *name == "" {
 			return usagef("--name is required")
 		}
-		data, err := c.api.callJSON(ctx, http.MethodPost, "/v1/signals", nil, adminapi.SignalRequest{Name: *name, Variables: vars})
+		data, err := c.api.callJSON(ctx, http.MethodPost, "/v1/signals", nil, wire.SignalRequest{Name: *name, Variables: vars})
 		if err != nil || c.json() {
 			return c.done(data, err)
 		}
-		var out adminapi.SignalBroadcast
+		var out wire.SignalBroadcast
 		if err := decode(data, &out); err != nil {
 			return err
 		}
@@ -750,7 +750,7 @@ func userTasksList(fs *flag.FlagSet) action {
 		}
 		t := newTable(&c.out, "ID", "INSTANCE", "ELEMENT", "STATE", "ASSIGNEE", "CANDIDATE_GROUPS", "CANDIDATE_USERS", "PRIORITY", "DUE", "CREATED")
 		for _, raw := range items {
-			var u adminapi.UserTask
+			var u wire.UserTask
 			if err := decode(raw, &u); err != nil {
 				return err
 			}
@@ -767,7 +767,7 @@ func userTasksGet(ctx context.Context, c *cli, args []string) error {
 	if err != nil || c.json() {
 		return c.done(data, err)
 	}
-	var u adminapi.UserTask
+	var u wire.UserTask
 	if err := decode(data, &u); err != nil {
 		return err
 	}
@@ -799,14 +799,14 @@ func userTasksAssign(fs *flag.FlagSet) action {
 		case !*unassign:
 			assignee = &args[1]
 		}
-		body := adminapi.AssignmentRequest{Assignee: assignee}
+		body := wire.AssignmentRequest{Assignee: assignee}
 		data, err := c.api.callJSON(ctx, http.MethodPost, "/v1/user-tasks/"+seg(args[0])+"/assignment", nil, body)
 		if err != nil {
 			return err
 		}
 		// 204: assigned; 202 {"state": "assigning"}: recorded, to take
 		// effect once the task's assigning listeners are done.
-		var accepted adminapi.AssignmentAccepted
+		var accepted wire.AssignmentAccepted
 		pending := len(data) > 0 && json.Unmarshal(data, &accepted) == nil && accepted.State == "assigning"
 		if c.json() {
 			if pending {
@@ -828,7 +828,7 @@ func userTasksAssign(fs *flag.FlagSet) action {
 }
 
 func userTasksUpdate(fs *flag.FlagSet) action {
-	var u adminapi.UserTaskUpdate
+	var u wire.UserTaskUpdate
 	names := func(dst **[]string) func(string) error {
 		return func(v string) error {
 			list := []string{}
@@ -852,7 +852,7 @@ func userTasksUpdate(fs *flag.FlagSet) action {
 		return err
 	})
 	return func(ctx context.Context, c *cli, args []string) error {
-		if u == (adminapi.UserTaskUpdate{}) {
+		if u == (wire.UserTaskUpdate{}) {
 			return usagef("name at least one field to change")
 		}
 		data, err := c.api.callJSON(ctx, http.MethodPatch, "/v1/user-tasks/"+seg(args[0]), nil, u)
@@ -861,7 +861,7 @@ func userTasksUpdate(fs *flag.FlagSet) action {
 		}
 		// 204: updated; 202 {"state": "updating"}: recorded, to take effect
 		// once the task's updating listeners are done.
-		var accepted adminapi.UpdateAccepted
+		var accepted wire.UpdateAccepted
 		pending := len(data) > 0 && json.Unmarshal(data, &accepted) == nil && accepted.State == "updating"
 		switch {
 		case c.json() && pending:
@@ -882,7 +882,7 @@ func userTasksComplete(fs *flag.FlagSet) action {
 	fs.Var(vars, "var", "a result variable `NAME=JSON` (repeatable)")
 	override := fs.Bool("override", false, "complete a task assigned to someone other than the caller")
 	return func(ctx context.Context, c *cli, args []string) error {
-		body := adminapi.CompletionRequest{Variables: vars, Override: *override}
+		body := wire.CompletionRequest{Variables: vars, Override: *override}
 		if _, err := c.api.callJSON(ctx, http.MethodPost, "/v1/user-tasks/"+seg(args[0])+"/completion", nil, body); err != nil {
 			return err
 		}

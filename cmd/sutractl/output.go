@@ -12,7 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/sutra-run/worker/api/admin/adminapi"
+	"github.com/sutra-run/worker/api/admin/wire"
 )
 
 // table writes aligned columns under a header row.
@@ -94,4 +94,4 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-func defRef(d adminapi.DefinitionRef) string { return d.Key + ":" + strconv.Itoa(d.Version) }
+func defRef(d wire.DefinitionRef) string { return d.Key + ":" + strconv.Itoa(d.Version) }

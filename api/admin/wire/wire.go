@@ -1,9 +1,9 @@
-// Package adminapi holds the bodies of the admin API's calls and answers
+// Package wire holds the bodies of the admin API's calls and answers
 // (/v1, docs/openapi.yaml): the server (api/admin and the store's queries
 // behind it) and its clients (cmd/sutractl) share these declarations, so
 // that neither can drift from the other. It imports nothing of the worker,
 // so a client links none of it.
-package adminapi
+package wire
 
 import "time"
 

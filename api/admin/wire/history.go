@@ -1,4 +1,4 @@
-package adminapi
+package wire
 
 import "time"
 
