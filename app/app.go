@@ -169,7 +169,9 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		MaxScan: cfg.APIMaxScan,
 	})
 	if cfg.UI {
-		w.api.Public("GET "+console.Prefix, console.Handler())
+		ui := console.Handler()
+		w.api.Public("GET "+console.Prefix, ui)
+		w.api.Public("GET "+console.Favicon, ui)
 	}
 	w.lanes = lanes.New(lanes.Deps{Store: st, Metrics: w.metrics, Logger: log, Hooks: opt.Hooks, TimerArmed: armed,
 		TasksCreated: w.waiters.TasksCreated, ClaimGuard: w.replica.Valid, Ended: func(id string) { w.gateway.Ended(id) }}, lanes.Config{

@@ -22,12 +22,12 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 fi
 
 # Rebuild only when a source is newer than the bundle.
-if [ -f "$out/app.js" ] && [ -z "$(find "$web/src" "$web/index.html" "$web/package-lock.json" -newer "$out/app.js" -print -quit)" ]; then
+if [ -f "$out/app.js" ] && [ -z "$(find "$web/src" "$web/index.html" "$web/favicon.ico" "$web/package-lock.json" -newer "$out/app.js" -print -quit)" ]; then
 	exit 0
 fi
 mkdir -p "$out"
 "$web/node_modules/.bin/esbuild" "$web/src/main.js" --bundle --minify --format=iife --target=es2020 \
 	--legal-comments=none --log-level=warning --outfile="$out/app.js" \
 	--loader:.woff=empty --loader:.woff2=empty --loader:.ttf=empty --loader:.eot=empty --loader:.svg=dataurl
-cp "$web/index.html" "$out/index.html"
+cp "$web/index.html" "$web/favicon.ico" "$out/"
 echo "console.sh: built console/dist ($(gzip -c "$out/app.js" | wc -c) bytes of JavaScript gzipped)" >&2
