@@ -218,7 +218,11 @@ type Instance struct {
 	Compensable []Compensable `json:"compensable"`
 	Waits       Waits         `json:"waits"`
 	Incidents   []Incident    `json:"incidents"`
-	Claim       *Claim        `json:"claim"`
+	// CalledIncidents are the open incidents of the instances it called,
+	// at any depth (the first MaxCalledIncidents, oldest first): a parent
+	// that waits on a stuck child shows it.
+	CalledIncidents []CalledIncident `json:"called_incidents"`
+	Claim           *Claim           `json:"claim"`
 	ParentID    *string       `json:"parent_id"`
 	CreatedAt   time.Time     `json:"created_at"`
 	UpdatedAt   time.Time     `json:"updated_at"`
@@ -230,6 +234,9 @@ type Token struct {
 	Element string `json:"element"`
 	Wait    string `json:"wait"`
 	Scope   string `json:"scope,omitempty"`
+	// CalledInstance is the id of the instance a call activity's token
+	// waits for (wait "child").
+	CalledInstance string `json:"called_instance,omitempty"`
 }
 
 // Compensable is a completed activity with a compensation handler that no
@@ -313,6 +320,18 @@ type Incident struct {
 	Message    string     `json:"message"`
 	CreatedAt  time.Time  `json:"created_at"`
 	ResolvedAt *time.Time `json:"resolved_at"`
+}
+
+// MaxCalledIncidents is the most called instances' incidents an instance
+// shows.
+const MaxCalledIncidents = 100
+
+// CalledIncident is an open incident of an instance called, directly or
+// not, by the instance read; CalledBy is the element of the read
+// instance's call activity it descends from.
+type CalledIncident struct {
+	Incident
+	CalledBy string `json:"called_by"`
 }
 
 // InstanceSummary is one item of GET /v1/instances.

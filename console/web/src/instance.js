@@ -44,13 +44,17 @@ export async function instancePage(main, id, page) {
     if (!editing) fill(details, ...sections());
   };
 
+  // reload follows the instance: its actions follow its status (no
+  // Cancel once it has ended), whichever call saw the change first.
   const reload = async () => {
     const next = await api('GET', path);
     const stepped = next.version !== inst.version;
-    if (stepped || next.status !== inst.status || next.claim?.owner !== inst.claim?.owner) {
+    const ended = next.status !== inst.status;
+    if (stepped || ended || next.claim?.owner !== inst.claim?.owner || calledChanged(inst, next)) {
       inst = next;
       await render();
     }
+    if (ended) await renderActions();
     if (stepped) await history.reload();
   };
 
@@ -71,12 +75,26 @@ export async function instancePage(main, id, page) {
         ['', (x) => button('Retry', async () => {
           const r = await api('POST', `/v1/incidents/${x.id}/retry`, {});
           await reload();
+          // The retry's step has run when the call answers: a token that
+          // stopped again at once is a new incident, not a success.
+          const again = inst.incidents.find((y) => !y.resolved_at && y.id !== x.id && y.token === x.token);
+          if (again) throw new Error(`Incident ${x.id} was retried, but it failed again: ${again.code}: ${again.message}`);
           return r.resolved ? `Incident ${x.id} retried.` : `Incident ${x.id} was already resolved.`;
         }, out, { 'data-incident': x.id })],
       ], open),
+      inst.called_incidents.length ? table('Open incidents in called instances', [
+        ['Call activity', (x) => x.called_by],
+        ['Instance', (x) => link(`/ui/instances/${encodeURIComponent(x.instance_id)}`, x.instance_id)],
+        ['Element', (x) => x.element],
+        ['Code', (x) => x.code],
+        ['Reason', (x) => x.message],
+        ['Since', (x) => time(x.created_at)],
+      ], inst.called_incidents) : null,
       h('h2', {}, 'Waiting at'),
       table('Tokens', [
         ['Element', (t) => t.element], ['Waits for', (t) => t.wait], ['Token', (t) => t.id],
+        ['Called instance', (t) => (t.called_instance
+          ? link(`/ui/instances/${encodeURIComponent(t.called_instance)}`, t.called_instance) : '')],
       ], inst.tokens),
       table('Open tasks', [
         ['Element', (t) => t.element], ['Topic', (t) => t.topic], ['Kind', (t) => (t.user_task ? 'user task' : 'external task')],
@@ -195,7 +213,15 @@ function markers(inst, passed) {
   for (const id of passed) add(id, 'sutra-passed');
   for (const t of inst.tokens) add(t.element, t.wait === 'incident' ? 'sutra-incident' : 'sutra-waiting');
   for (const x of inst.incidents) if (!x.resolved_at) add(x.element, 'sutra-incident');
+  for (const x of inst.called_incidents) add(x.called_by, 'sutra-incident');
   return Object.fromEntries(Object.entries(m).map(([k, v]) => [k, [...v]]));
+}
+
+// calledChanged reports whether the open incidents of an instance's called
+// instances changed, which its own step does not show.
+function calledChanged(a, b) {
+  const ids = (i) => i.called_incidents.map((x) => x.id).join(',');
+  return ids(a) !== ids(b);
 }
 
 // legend says what the diagram's marks mean, in words beside their look.
@@ -204,7 +230,7 @@ function legend() {
   return h('ul', { class: 'legend', 'aria-label': 'Legend of the diagram' },
     key('sutra-passed', 'Passed: the elements and flows the steps listed in the history took (their Path column)'),
     key('sutra-waiting', 'Waits here'),
-    key('sutra-incident', 'Stopped by an incident'));
+    key('sutra-incident', 'Stopped by an incident (here, or in an instance it called)'));
 }
 
 // stepHistory shows an instance's steps, newest first, from

@@ -40,17 +40,23 @@ export async function tasksPage(main, params) {
     next ? h('p', {}, link(`/ui/tasks${query({ ...q, after: next })}`, 'Next page →')) : null);
 }
 
-export async function taskPage(main, id) {
+// taskPage shows user task id; said, when given, is the outcome of the
+// action that showed it again.
+export async function taskPage(main, id, said) {
   const path = `/v1/user-tasks/${encodeURIComponent(id)}`;
   const task = await api('GET', path);
-  const out = h('div', { 'aria-live': 'polite' });
+  const out = h('div', { 'aria-live': 'polite' }, said ? notice('ok', said) : null);
   const assignee = h('input', { id: 'assignee', value: task.assignee || session.user });
   const formBox = h('div', { class: 'form' });
   // A task with assigning listeners answers 202 {state: assigning}: the
   // assignment takes effect once their jobs are done.
+  // The page is drawn again from the task as the API then answers it: its
+  // assignee and the actions that follow from it.
   const assign = async (to, done) => {
     const r = await api('POST', `${path}/assignment`, { assignee: to });
-    return r && r.state === 'assigning' ? 'Assignment recorded: it takes effect once the task\'s assigning listeners are done.' : done;
+    await taskPage(main, id, r && r.state === 'assigning'
+      ? 'Assignment recorded: it takes effect once the task\'s assigning listeners are done.' : done);
+    return '';
   };
   const complete = async (variables) => {
     await api('POST', `${path}/completion`, { variables, override: session.admin && !!task.assignee && task.assignee !== session.user });

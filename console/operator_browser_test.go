@@ -1,0 +1,157 @@
+package console_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+// A called instance's id holds '/' (<parent>/<token>): it opens from its
+// parent's page and from the address bar, leads back to its parent, and
+// its incident shows on the parent, in the list and on the heatmap.
+func TestACalledInstanceOpensFromItsParentWhichShowsItsIncident(t *testing.T) {
+	t.Parallel()
+	w := startWorker(t, "testdata/trip.bpmn")
+	// No amount: the called expense stops at its gateway in an incident.
+	w.v1(t, "POST", "/instances", map[string]any{"definition": "trip", "instance_id": "t-1"}, nil)
+	ctx := browser(t)
+	run(t, ctx, signIn(w.base+"/ui/instances?definition=trip", adminToken),
+		chromedp.WaitVisible(chromedp.Search(`//tr[td/a[text()="t-1"]]/td/span[@class="bad" and text()="open"]`)),
+		chromedp.Click(chromedp.Search(`//a[text()="t-1"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`g.djs-element.sutra-incident[data-element-id="Approve"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//caption[text()="Open incidents in called instances"]`)))
+	child := eval[string](t, ctx, `[...document.querySelectorAll('td a')].map(a => a.textContent).find(s => s.startsWith('t-1/')) || ''`)
+	if !strings.HasPrefix(child, "t-1/") {
+		t.Fatalf("the parent's page links no called instance (found %q)", child)
+	}
+	shown(t, ctx, "called")
+
+	var parent struct {
+		Tokens []struct {
+			Element        string `json:"element"`
+			CalledInstance string `json:"called_instance"`
+		} `json:"tokens"`
+		CalledIncidents []struct {
+			InstanceID string `json:"instance_id"`
+			Element    string `json:"element"`
+			CalledBy   string `json:"called_by"`
+		} `json:"called_incidents"`
+	}
+	w.v1(t, "GET", "/instances/t-1", nil, &parent)
+	if len(parent.Tokens) != 1 || parent.Tokens[0].CalledInstance != child {
+		t.Errorf("t-1's tokens: %+v, want one calling %s", parent.Tokens, child)
+	}
+	if len(parent.CalledIncidents) != 1 || parent.CalledIncidents[0].InstanceID != child ||
+		parent.CalledIncidents[0].Element != "Check" || parent.CalledIncidents[0].CalledBy != "Approve" {
+		t.Errorf("t-1's called incidents: %+v, want %s's at Check, called by Approve", parent.CalledIncidents, child)
+	}
+
+	// From the call activity's token to the child, whose address holds its
+	// id encoded once.
+	run(t, ctx, chromedp.Click(chromedp.Search(`//table[caption="Tokens"]//a[text()="`+child+`"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//h1[text()="Instance `+child+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`g.djs-element.sutra-incident[data-element-id="Check"]`)))
+	if got, want := eval[string](t, ctx, `location.pathname`), "/ui/instances/"+url.PathEscape(child); got != want {
+		t.Errorf("the child's address: %s, want %s", got, want)
+	}
+	// Back to the parent, and to the child again from the address bar.
+	run(t, ctx, chromedp.Click(chromedp.Search(`//p[contains(., "parent")]/a[text()="t-1"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//h1[text()="Instance t-1"]`)),
+		chromedp.Navigate(w.base+"/ui/instances/"+url.PathEscape(child)),
+		chromedp.WaitVisible(chromedp.Search(`//h1[text()="Instance `+child+`"]`)),
+		chromedp.Navigate(w.base+"/ui/processes/trip"),
+		chromedp.WaitVisible(chromedp.CSS(`.badges[data-element="Approve"] .badge.incident`)))
+}
+
+func TestClaimingATaskShowsItsNewAssignee(t *testing.T) {
+	t.Parallel()
+	w := startWorker(t)
+	startExpense(t, w, "e-7", map[string]any{"amount": 5})
+	task := w.onlyID(t, "/user-tasks", "user_tasks")
+	ctx := browser(t)
+	run(t, ctx, signIn(w.base+"/ui/tasks/"+task, adminToken, "alice"),
+		chromedp.WaitVisible(chromedp.Search(`//strong[@id="current-assignee" and text()="nobody"]`)),
+		chromedp.Click(chromedp.Search(`//button[text()="Claim as alice"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//strong[@id="current-assignee" and text()="alice"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Claimed by alice.")]`)),
+		chromedp.WaitNotPresent(chromedp.Search(`//button[text()="Claim as alice"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//button[text()="Unassign"]`)))
+}
+
+// A retry that stops at once in a new incident says so; one that ends the
+// instance takes its actions away.
+func TestARetryShowsWhetherItFailedAgainAndEndsTheActions(t *testing.T) {
+	t.Parallel()
+	w := startWorker(t, "testdata/gate.bpmn")
+	w.v1(t, "POST", "/instances", map[string]any{"definition": "gate", "instance_id": "g-1"}, nil)
+	first := w.onlyID(t, "/incidents?open=true&instance_id=g-1", "incidents")
+	ctx := browser(t)
+	run(t, ctx, signIn(w.base+"/ui/instances/g-1", adminToken),
+		chromedp.WaitVisible(chromedp.Search(`//button[text()="Cancel instance"]`)),
+		chromedp.Click(chromedp.CSS(`button[data-incident="`+first+`"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//p[@role="alert" and contains(., "failed again")]`)))
+	if ok := eval[int](t, ctx, `document.querySelectorAll('p.notice.ok').length`); ok != 0 {
+		t.Errorf("a retry that failed again shows %d success notice(s)", ok)
+	}
+	second := w.onlyID(t, "/incidents?open=true&instance_id=g-1", "incidents")
+
+	w.v1(t, "PATCH", "/instances/g-1/variables", map[string]any{"pass": 1}, nil)
+	run(t, ctx, chromedp.Click(chromedp.CSS(`button[data-incident="`+second+`"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "retried.")]`)),
+		chromedp.WaitVisible(chromedp.Search(`//strong[@id="status" and text()="completed"]`)),
+		chromedp.WaitNotPresent(chromedp.Search(`//button[text()="Cancel instance"]`)))
+}
+
+// The page loads its icon, and its bundle gzipped, from a browser that
+// accepts gzip.
+func TestTheConsoleIsServedGzippedWithItsIcon(t *testing.T) {
+	t.Parallel()
+	w := startWorker(t)
+	ctx := browser(t)
+	run(t, ctx, chromedp.Navigate(w.base+"/ui/"), chromedp.WaitVisible(chromedp.CSS("#token")))
+	sizes := eval[[]float64](t, ctx, `(() => {
+		const e = performance.getEntriesByType('resource').find((r) => r.name.endsWith('/ui/app.js'));
+		return e ? [e.encodedBodySize, e.decodedBodySize] : [];
+	})()`)
+	if len(sizes) != 2 || sizes[0] <= 0 || sizes[0] > sizes[1]/2 {
+		t.Errorf("app.js reached the browser as [sent, decoded] %v bytes, want it sent gzipped (under half)", sizes)
+	}
+	icon, err := chromedp.Run(ctx, chromedp.Evaluate[string](
+		`fetch('/favicon.ico').then((r) => r.status + ' ' + r.headers.get('Content-Type'))`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if icon != "200 image/x-icon" {
+		t.Errorf("/favicon.ico: %s, want 200 image/x-icon", icon)
+	}
+
+	raw, err := os.ReadFile("dist/app.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", w.base+"/ui/app.js", nil)
+	req.Header.Set("Accept-Encoding", "gzip, deflate, br")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if enc := resp.Header.Get("Content-Encoding"); enc != "gzip" || len(body) > len(raw)/2 {
+		t.Fatalf("app.js: Content-Encoding %q, %d bytes of %d, want gzip under half", enc, len(body), len(raw))
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain, err := io.ReadAll(zr); err != nil || !bytes.Equal(plain, raw) {
+		t.Errorf("app.js gunzipped: %d bytes (%v), want dist/app.js's %d", len(plain), err, len(raw))
+	}
+}
