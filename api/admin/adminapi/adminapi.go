@@ -223,9 +223,9 @@ type Instance struct {
 	// that waits on a stuck child shows it.
 	CalledIncidents []CalledIncident `json:"called_incidents"`
 	Claim           *Claim           `json:"claim"`
-	ParentID    *string       `json:"parent_id"`
-	CreatedAt   time.Time     `json:"created_at"`
-	UpdatedAt   time.Time     `json:"updated_at"`
+	ParentID        *string          `json:"parent_id"`
+	CreatedAt       time.Time        `json:"created_at"`
+	UpdatedAt       time.Time        `json:"updated_at"`
 }
 
 // Token is one active token.
