@@ -159,6 +159,12 @@ func TestRealAnswersMatchTheSpec(t *testing.T) {
 	_ = json.Unmarshal(out, &mig)
 	v.call("GET", "/v1/migrations/"+mig.ID, nil, "")
 	v.call("GET", "/v1/migrations/nope", nil, "")
+	_, out = v.call("POST", "/v1/batches", map[string]any{"operation": "retry", "filter": map[string]any{"definition": "shop"}}, jsonCT)
+	var batch struct{ ID string }
+	_ = json.Unmarshal(out, &batch)
+	v.call("GET", "/v1/batches/"+batch.ID, nil, "")
+	v.call("GET", "/v1/batches/nope", nil, "")
+	v.call("POST", "/v1/batches", map[string]any{"operation": "cancel"}, jsonCT) // neither filter nor ids: 400
 	v.call("GET", "/v1/incidents?open=true", nil, "")
 	v.call("POST", "/v1/incidents/123/retry", map[string]any{}, jsonCT)
 	v.call("POST", "/v1/messages", map[string]any{"message": "payment-received", "correlation_key": "o-1"}, jsonCT)

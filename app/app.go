@@ -74,6 +74,7 @@ type Worker struct {
 	waiters    *jobs.Waiters
 	gateway    *zeebe.Gateway
 	migrations *admin.Runner
+	batches    *admin.BatchRunner
 	http       *http.Server
 	listener   net.Listener
 	metrics    *metrics.Metrics
@@ -163,7 +164,8 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		MaxLockDuration: cfg.APIMaxLockDuration, MaxRetryTimeout: cfg.APIMaxRetryTimeout, MaxBody: cfg.APIMaxBody,
 	})
 	apiadmin.New(w.api, apiadmin.Deps{Store: st, Metrics: w.metrics, Logger: log, Lanes: lanesDispatcher{w},
-		PublishRelay: w.publishRelay, MigrationCreated: func() { w.migrations.Wake() }, Handoff: w.handoff.Relay}, apiadmin.Config{
+		PublishRelay: w.publishRelay, MigrationCreated: func() { w.migrations.Wake() }, BatchCreated: func() { w.batches.Wake() },
+		Handoff: w.handoff.Relay}, apiadmin.Config{
 		Replica: cfg.ReplicaID, OpenAPI: docs.OpenAPI, MaxBody: cfg.APIMaxBody, MaxDeployBody: cfg.APIMaxDeployBody,
 		StepTimeout: cfg.StepTimeout, FeelLimits: feel.Limits{MaxSteps: cfg.FeelMaxSteps, MaxBytes: cfg.FeelMaxBytes},
 		MaxScan: cfg.APIMaxScan,
@@ -189,6 +191,8 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	})
 	w.migrations = admin.NewRunner(admin.RunnerDeps{Store: st, Lanes: w.lanes, Metrics: w.metrics, Logger: log},
 		admin.RunnerConfig{Replica: cfg.ReplicaID})
+	w.batches = admin.NewBatchRunner(admin.BatchDeps{Store: st, Lanes: w.lanes, Logger: log},
+		admin.BatchConfig{Replica: cfg.ReplicaID, Scan: cfg.APIMaxScan})
 	w.timers = timers.New(timers.Deps{Store: st, Lanes: w.lanes, Metrics: w.metrics, Logger: log}, timers.Config{
 		Replica: cfg.ReplicaID, PollInterval: cfg.TimerPollInterval, BatchSize: cfg.TimerBatch, MaxInFlight: inflight,
 		Lease: cfg.TimerLease, Backoff: cfg.TimerBackoff, BackoffMax: cfg.TimerBackoffMax, MaxAttempts: cfg.TimerMaxAttempts,
@@ -219,7 +223,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		w.abort()
 		return nil, err
 	}
-	services := []startstop.Service{w.broker, w.lanes, w.timers, w.sweeper, w.outbox, w.consumer, w.migrations, w.waiters}
+	services := []startstop.Service{w.broker, w.lanes, w.timers, w.sweeper, w.outbox, w.consumer, w.migrations, w.batches, w.waiters}
 	if cfg.APIAddr != "" { // empty: no API listener (Stop of a server never started is a no-op)
 		services = append(services, w.api)
 	}
@@ -482,7 +486,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 		// every resume they accepted is answered, the consumer and the
 		// poller keep answering until theirs are, and the outbox publisher
 		// finishes its batch. Rows committed meanwhile wait for a replica.
-		stopped := startstop.StopAllParallel(ctx, w.consumer, w.timers, w.lanes, w.sweeper, w.outbox, w.migrations, w.api, w.gateway, w.waiters, httpStop)
+		stopped := startstop.StopAllParallel(ctx, w.consumer, w.timers, w.lanes, w.sweeper, w.outbox, w.migrations, w.batches, w.api, w.gateway, w.waiters, httpStop)
 		// Everything that publishes or consumes has stopped: the connection
 		// may close (a relay still unanswered is redelivered elsewhere).
 		bctx, cancel := startstop.FinalContext(ctx)

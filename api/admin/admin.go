@@ -61,6 +61,8 @@ type Store interface {
 	RetryTimer(ctx context.Context, incidentID int64) error
 	CreateMigration(ctx context.Context, id, definition string, from, to int, mapping map[string]string) error
 	MigrationStatus(ctx context.Context, id string) (adminapi.Migration, error)
+	CreateBatch(ctx context.Context, b store.Batch) error
+	BatchStatus(ctx context.Context, id string) (adminapi.Batch, error)
 	ListUserTasks(ctx context.Context, f store.UserTaskFilter) ([]adminapi.UserTask, error)
 	UserTaskByID(ctx context.Context, id int64) (adminapi.UserTask, error)
 	AssignUserTask(ctx context.Context, id int64, assignee *string) error
@@ -112,6 +114,8 @@ type Deps struct {
 	Lanes admin.Dispatcher
 	// MigrationCreated, when set, wakes the bulk migration runner.
 	MigrationCreated func()
+	// BatchCreated, when set, wakes the batch runner.
+	BatchCreated func()
 	// PublishRelay publishes a relay body under messageID to the relay
 	// exchange with routingKey and returns once the broker confirmed it.
 	PublishRelay func(ctx context.Context, routingKey, messageID string, body []byte) error
@@ -168,6 +172,8 @@ func New(srv *api.Server, deps Deps, cfg Config) *API {
 	adminRoute("GET /v1/instances/{id}/history", "history", s.history)
 	adminRoute("POST /v1/migrations", "migrations", s.startMigration)
 	adminRoute("GET /v1/migrations/{id}", "migration", s.getMigration)
+	adminRoute("POST /v1/batches", "batches", s.startBatch)
+	adminRoute("GET /v1/batches/{id}", "batch", s.getBatch)
 	adminRoute("GET /v1/incidents", "incidents", s.listIncidents)
 	adminRoute("POST /v1/incidents/{id}/retry", admin.OpRetry, s.retryIncident)
 	adminRoute("POST /v1/messages", "message", s.publishMessage)
@@ -584,6 +590,83 @@ func (s *API) startMigration(c *adminCall) (answer, error) {
 func (s *API) getMigration(c *adminCall) (answer, error) {
 	m, err := s.deps.Store.MigrationStatus(c.r.Context(), c.r.PathValue("id"))
 	return answer{status: http.StatusOK, body: m}, err
+}
+
+// startBatch records a batch operation (202 with its id); the batch runner
+// works it, each instance through the same admin operation as a single
+// call.
+func (s *API) startBatch(c *adminCall) (answer, error) {
+	var req adminapi.BatchRequest
+	if err := api.Decode(c.r, &req); err != nil {
+		return answer{}, err
+	}
+	b := store.Batch{ID: api.NewID(), Operation: req.Operation, IDs: req.IDs, TargetVersion: req.TargetVersion, Mapping: req.Mapping}
+	switch req.Operation {
+	case admin.OpCancel, admin.OpRetry:
+		if req.TargetVersion != 0 || req.Mapping != nil {
+			return answer{}, api.Invalidf("target_version and mapping are for a migrate batch")
+		}
+	case admin.OpMigrate:
+		if req.TargetVersion < 1 {
+			return answer{}, api.Invalidf("target_version is required to migrate")
+		}
+	default:
+		return answer{}, api.Invalidf("operation %q is none of cancel, retry, migrate", req.Operation)
+	}
+	switch {
+	case (req.Filter == nil) == (req.IDs == nil):
+		return answer{}, api.Invalidf("name the instances by filter or by ids, one of the two")
+	case req.IDs != nil && (len(req.IDs) == 0 || len(req.IDs) > adminapi.MaxBatchIDs):
+		return answer{}, api.Invalidf("ids names %d instances: name 1 to %d, or use a filter", len(req.IDs), adminapi.MaxBatchIDs)
+	case req.Filter != nil:
+		f, err := batchFilter(*req.Filter)
+		if err != nil {
+			return answer{}, err
+		}
+		if req.Operation == admin.OpRetry {
+			yes := true // a retry has nothing to do on the others
+			f.HasIncident = &yes
+		}
+		b.Filter = &f
+	}
+	for _, id := range req.IDs {
+		if id == "" {
+			return answer{}, api.Invalidf("ids holds an empty id")
+		}
+	}
+	if err := s.deps.Store.CreateBatch(c.r.Context(), b); err != nil {
+		return answer{}, err
+	}
+	if s.deps.BatchCreated != nil {
+		s.deps.BatchCreated()
+	}
+	return answer{status: http.StatusAccepted, body: adminapi.BatchStarted{ID: b.ID}}, nil
+}
+
+// batchFilter checks a batch's filter as the instance list checks its own.
+func batchFilter(in adminapi.BatchFilter) (store.InstanceFilter, error) {
+	f := store.InstanceFilter{Definition: in.Definition, Version: in.Version, Status: in.Status, HasIncident: in.HasIncident,
+		Variable: in.Variable, Value: in.Value}
+	if in.Version < 0 {
+		return f, api.Invalidf("version %d is not a positive number", in.Version)
+	}
+	if f.Variable != "" && len(f.Value) == 0 {
+		return f, api.Invalidf("variable needs value, the JSON it must equal")
+	} else if f.Variable == "" && len(f.Value) > 0 {
+		return f, api.Invalidf("value needs variable, the name of the variable it is compared with")
+	}
+	if in.CreatedAfter != nil {
+		f.CreatedAfter = *in.CreatedAfter
+	}
+	if in.CreatedBefore != nil {
+		f.CreatedBefore = *in.CreatedBefore
+	}
+	return f, nil
+}
+
+func (s *API) getBatch(c *adminCall) (answer, error) {
+	b, err := s.deps.Store.BatchStatus(c.r.Context(), c.r.PathValue("id"))
+	return answer{status: http.StatusOK, body: b}, err
 }
 
 func (s *API) listIncidents(c *adminCall) (answer, error) {

@@ -5,7 +5,10 @@
 // so a client links none of it.
 package adminapi
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // StartRequest is the body of POST /v1/instances.
 type StartRequest struct {
@@ -493,4 +496,63 @@ type ParkedMessage struct {
 type ParkedSettled struct {
 	ID     string `json:"id"`
 	Status string `json:"status"`
+}
+
+// BatchRequest is the body of POST /v1/batches: an operation on the
+// instances Filter matches (the instance list's filters) or on those IDs
+// names, one of the two.
+type BatchRequest struct {
+	// Operation is cancel, retry (the open incidents of each instance) or
+	// migrate (to TargetVersion of each instance's definition, with
+	// Mapping naming the elements whose ids changed).
+	Operation     string            `json:"operation"`
+	Filter        *BatchFilter      `json:"filter,omitempty"`
+	IDs           []string          `json:"ids,omitempty"`
+	TargetVersion int               `json:"target_version,omitempty"`
+	Mapping       map[string]string `json:"mapping,omitempty"`
+}
+
+// MaxBatchIDs is the most instance ids one batch names.
+const MaxBatchIDs = 10000
+
+// BatchFilter is the instance list's filters (GET /v1/instances), as a
+// batch names them.
+type BatchFilter struct {
+	Definition    string          `json:"definition,omitempty"`
+	Version       int             `json:"version,omitempty"`
+	Status        string          `json:"status,omitempty"`
+	HasIncident   *bool           `json:"has_incident,omitempty"`
+	Variable      string          `json:"variable,omitempty"`
+	Value         json.RawMessage `json:"value,omitempty"`
+	CreatedAfter  *time.Time      `json:"created_after,omitempty"`
+	CreatedBefore *time.Time      `json:"created_before,omitempty"`
+}
+
+// BatchStarted answers POST /v1/batches (202).
+type BatchStarted struct {
+	ID string `json:"id"`
+}
+
+// Batch is a batch operation's progress (GET /v1/batches/{id}).
+type Batch struct {
+	ID        string `json:"id"`
+	Operation string `json:"operation"`
+	// State is running until every instance is done, refused or failed.
+	State string `json:"state"`
+	// Total is the number of ids named; null for a filter, whose
+	// instances are not counted up front.
+	Total *int  `json:"total"`
+	Done  int64 `json:"done"`
+	// Refused counts the instances the operation refused, by code
+	// (SUTRA.RUNTIME.RESUME.NOT_WAITING: it had ended; …).
+	Refused map[string]int64 `json:"refused"`
+	// Failed counts the instances whose operation failed with no code.
+	Failed int64 `json:"failed"`
+	// Retrying counts the instances put off by a held claim, to be tried
+	// again.
+	Retrying int64 `json:"retrying"`
+	// WalkedTo is the last instance id the walk handled.
+	WalkedTo  string    `json:"walked_to"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
