@@ -155,3 +155,49 @@ func TestTheConsoleIsServedGzippedWithItsIcon(t *testing.T) {
 		t.Errorf("app.js gunzipped: %d bytes (%v), want dist/app.js's %d", len(plain), err, len(raw))
 	}
 }
+
+// The instances selected, then all that match the filters, are cancelled
+// by batches the server runs, whose progress the page follows.
+func TestABatchCancelsTheInstancesSelectedOrAllThatMatch(t *testing.T) {
+	t.Parallel()
+	w := startWorker(t)
+	for _, id := range []string{"e-a", "e-b", "e-c", "e-d"} {
+		startExpense(t, w, id, map[string]any{"amount": 1})
+	}
+	ctx := browser(t)
+	run(t, ctx, signIn(w.base+"/ui/instances?definition=expense", adminToken),
+		chromedp.Click(chromedp.CSS(`input[data-instance="e-a"]`)),
+		chromedp.Click(chromedp.CSS(`input[data-instance="e-b"]`)),
+		chromedp.Click(chromedp.Search(`//div[@id="batch"]/button[text()="Cancel"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Cancel 2 selected instance(s)?")]`)),
+		chromedp.Click(chromedp.CSS(`#batch-confirm`)),
+		chromedp.WaitVisible(chromedp.Search(`//div[@id="batch-progress"]/p[contains(., "Batch cancel done: 2 done of 2, 0 refused, 0 failed, 0 to retry.")]`)),
+		// The list shows them as they are now.
+		chromedp.WaitVisible(chromedp.Search(`//tr[td/a[text()="e-b"]]/td[text()="cancelled"]`)))
+	status := func(id string) string {
+		var inst struct {
+			Status string `json:"status"`
+		}
+		w.v1(t, "GET", "/instances/"+id, nil, &inst)
+		return inst.Status
+	}
+	for id, want := range map[string]string{"e-a": "cancelled", "e-b": "cancelled", "e-c": "active", "e-d": "active"} {
+		if got := status(id); got != want {
+			t.Errorf("%s after cancelling e-a and e-b: %s, want %s", id, got, want)
+		}
+	}
+	shown(t, ctx, "batch")
+
+	run(t, ctx, chromedp.Navigate(w.base+"/ui/instances?definition=expense&status=active"),
+		chromedp.WaitVisible(chromedp.CSS(`input[data-instance="e-c"]`)),
+		chromedp.Click(chromedp.CSS(`#batch-all`)),
+		chromedp.Click(chromedp.Search(`//div[@id="batch"]/button[text()="Cancel"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Cancel every instance that matches these filters?")]`)),
+		chromedp.Click(chromedp.CSS(`#batch-confirm`)),
+		chromedp.WaitVisible(chromedp.Search(`//div[@id="batch-progress"]/p[contains(., "Batch cancel done: 2 done, 0 refused")]`)))
+	for _, id := range []string{"e-c", "e-d"} {
+		if got := status(id); got != "cancelled" {
+			t.Errorf("%s after cancelling all that match: %s, want cancelled", id, got)
+		}
+	}
+}

@@ -17,7 +17,7 @@ import { decisionsPage, decisionPage } from './decisions.js';
 const routes = [
   [/^\/ui\/processes\/?$/, true, (m) => processesPage(m)],
   [/^\/ui\/processes\/([^/]+)$/, true, (m, [key], p, page) => processPage(m, key, p, page)],
-  [/^\/ui\/instances\/?$/, true, (m, _, p) => instancesPage(m, p)],
+  [/^\/ui\/instances\/?$/, true, (m, _, p, page) => instancesPage(m, p, page)],
   // An instance id may hold '/' (a called instance's is <parent>/<token>):
   // typed as it is, rather than encoded, it is still one id.
   [/^\/ui\/instances\/(.+)$/, true, (m, [id], _p, page) => instancePage(m, id, page)],
