@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"time"
@@ -199,12 +200,19 @@ func (r *BatchRunner) apply(ctx context.Context, b store.Batch, id string, tries
 			return err
 		}
 	}
+	// A retry whose step stopped at once in a new incident failed.
+	if again, err := r.deps.Store.ListIncidents(ctx, store.IncidentFilter{Open: &open, InstanceID: id, Limit: 1}); err != nil {
+		return err
+	} else if len(again) > 0 {
+		return fmt.Errorf("instance %s: retried, but it stopped again in incident %d (%s): %s", id, again[0].ID, again[0].Code, again[0].Message)
+	}
 	return nil
 }
 
 // classify turns an operation's answer into the instance's outcome: a
 // held claim, or lanes asking to retry, put it off; a coded refusal is
-// counted by its code; an error of no code failed it.
+// counted by its code; an error of no code (a retry that failed again)
+// failed it.
 func (r *BatchRunner) classify(b store.Batch, id string, tries int, err error) store.BatchOutcome {
 	out := store.BatchOutcome{InstanceID: id}
 	code := fault.Code(err)

@@ -111,3 +111,64 @@ func (b *adminBundle) mustDo(t *testing.T, method, path string, body any, want i
 	}
 	return p
 }
+
+// A retry batch retries the open incidents of what its filter matches: one
+// whose retry stops again in a new incident is failed, not done.
+func TestABatchRetriesIncidentsAndCountsThoseThatFailAgain(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, nil, nil)
+	b.env.Deploy(t, "testdata/gate.bpmn")
+	for i := range 5 {
+		b.mustDo(t, "POST", "/instances", map[string]any{"definition": "gate", "instance_id": fmt.Sprintf("g-%d", i)}, http.StatusCreated)
+	}
+	if v := b.env.Int(t, "SELECT count(*) FROM incidents WHERE resolved_at IS NULL"); v != 5 {
+		t.Fatalf("%d open incidents, want 5", v)
+	}
+	for i := range 4 { // g-4 keeps failing
+		b.mustDo(t, "PATCH", fmt.Sprintf("/instances/g-%d/variables", i), map[string]any{"pass": 1}, http.StatusOK)
+	}
+	p := b.mustDo(t, "POST", "/batches", map[string]any{"operation": "retry", "filter": map[string]any{"definition": "gate"}}, http.StatusAccepted)
+	var m map[string]any
+	testkit.Eventually(t, time.Minute, "the retry batch done", func() bool {
+		_, m = b.do(t, "GET", fmt.Sprint("/batches/", p["id"]), nil)
+		return m["state"] == "done"
+	})
+	if m["done"] != float64(4) || m["failed"] != float64(1) || len(m["refused"].(map[string]any)) != 0 {
+		t.Errorf("retry batch = %v, want 4 done, 1 failed", m)
+	}
+	if v := b.env.Int(t, "SELECT count(*) FROM instances WHERE definition_key = 'gate' AND status = 'completed'"); v != 4 {
+		t.Errorf("%d instances completed by their retry, want 4", v)
+	}
+}
+
+// A batch whose replica died (its lease lapsed) is resumed by another from
+// the last instance it settled: what it had done is not done again.
+func TestABatchLeftByADeadReplicaResumesFromItsCursor(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, nil, nil)
+	for i := range 10 {
+		id := fmt.Sprintf("s-%d", i)
+		b.mustDo(t, "POST", "/instances", map[string]any{"definition": "shop", "instance_id": id, "variables": map[string]any{"orderId": id}},
+			http.StatusCreated)
+	}
+	// As a replica leaves it that settled s-0 to s-4 (by its cursor) and
+	// died: its lease lapsed a second ago.
+	if _, err := b.env.DB.Exec(testkit.Ctx(t), `INSERT INTO batches (id, operation, filter, walked_to, done, locked_by, locked_until)
+		VALUES ('left', 'cancel', '{"Definition": "shop"}', 's-4', 5, 'dead/admin', now() - interval '1 second')`); err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	testkit.Eventually(t, time.Minute, "the batch resumed and done", func() bool {
+		_, m = b.do(t, "GET", "/batches/left", nil)
+		return m["state"] == "done"
+	})
+	if m["done"] != float64(10) || m["failed"] != float64(0) || len(m["refused"].(map[string]any)) != 0 {
+		t.Errorf("resumed batch = %v, want 10 done", m)
+	}
+	if v := b.env.Int(t, "SELECT count(*) FROM instances WHERE id <= 's-4' AND status = 'active'"); v != 5 {
+		t.Errorf("%d of s-0..s-4, behind the cursor, still active, want 5", v)
+	}
+	if v := b.env.Int(t, "SELECT count(*) FROM instances WHERE id > 's-4' AND status = 'cancelled'"); v != 5 {
+		t.Errorf("%d of s-5..s-9 cancelled, want 5", v)
+	}
+}
