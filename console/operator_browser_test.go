@@ -3,6 +3,7 @@ package console_test
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
@@ -198,6 +199,74 @@ func TestABatchCancelsTheInstancesSelectedOrAllThatMatch(t *testing.T) {
 	for _, id := range []string{"e-c", "e-d"} {
 		if got := status(id); got != "cancelled" {
 			t.Errorf("%s after cancelling all that match: %s, want cancelled", id, got)
+		}
+	}
+}
+
+// A task that failed for good shows its worker's message and stack trace
+// in /v1 and on the instance's page, under a banner; the incidents page
+// names its process.
+func TestAnIncidentShowsItsWorkersErrorUnderABanner(t *testing.T) {
+	t.Parallel()
+	w := startWorker(t, "testdata/charge.bpmn")
+	w.v1(t, "POST", "/instances", map[string]any{"definition": "charge", "instance_id": "c-1"}, nil)
+	var locked []struct {
+		ID string `json:"id"`
+	}
+	engineREST(t, w, "/external-task/fetchAndLock", map[string]any{"workerId": "w", "maxTasks": 1,
+		"topics": []map[string]any{{"topicName": "charge", "lockDuration": 60000}}}, &locked)
+	if len(locked) != 1 {
+		t.Fatalf("fetchAndLock: %v, want c-1's task", locked)
+	}
+	const details = "java.lang.IllegalStateException: card declined\n\tat shop.Charge.run(Charge.java:42)"
+	engineREST(t, w, "/external-task/"+locked[0].ID+"/failure", map[string]any{"workerId": "w", "errorMessage": "card declined",
+		"errorDetails": details, "retries": 0}, nil)
+
+	ctx := browser(t)
+	run(t, ctx, signIn(w.base+"/ui/instances/c-1", adminToken),
+		chromedp.WaitVisible(chromedp.Search(`//p[@id="incident-banner" and contains(., "1 open incident(s). SUTRA.INCIDENT.TASK_FAILED at Charge: card declined")]`)),
+		chromedp.Click(chromedp.Search(`//summary[contains(., "The worker's error: card declined")]`)),
+		chromedp.WaitVisible(chromedp.Search(`//details/pre[contains(., "Charge.java:42")]`)))
+	shown(t, ctx, "incident")
+	run(t, ctx, chromedp.Navigate(w.base+"/ui/incidents"),
+		chromedp.WaitVisible(chromedp.Search(`//td/a[text()="charge v1"]`)))
+
+	var page struct {
+		Incidents []struct {
+			ErrorMessage *string `json:"error_message"`
+			ErrorDetails *string `json:"error_details"`
+			Definition   struct {
+				Key string `json:"key"`
+			} `json:"definition"`
+		} `json:"incidents"`
+	}
+	w.v1(t, "GET", "/incidents?instance_id=c-1", nil, &page)
+	if len(page.Incidents) != 1 || page.Incidents[0].ErrorMessage == nil || *page.Incidents[0].ErrorMessage != "card declined" ||
+		page.Incidents[0].ErrorDetails == nil || *page.Incidents[0].ErrorDetails != details || page.Incidents[0].Definition.Key != "charge" {
+		t.Errorf("c-1's incidents: %+v, want the worker's message and details, of process charge", page.Incidents)
+	}
+}
+
+// engineREST calls the task API (/engine-rest) with the task token and
+// decodes its answer into out (when not nil).
+func engineREST(t *testing.T, w *consoleWorker, path string, body, out any) {
+	t.Helper()
+	raw, _ := json.Marshal(body)
+	req, _ := http.NewRequest("POST", w.base+"/engine-rest"+path, bytes.NewReader(raw))
+	req.Header.Set("Authorization", "Bearer "+taskToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		t.Fatalf("POST %s: %d %s", path, resp.StatusCode, answer)
+	}
+	if out != nil {
+		if err := json.Unmarshal(answer, out); err != nil {
+			t.Fatalf("POST %s: %v: %s", path, err, answer)
 		}
 	}
 }

@@ -401,6 +401,11 @@ type Incident struct {
 	Message string `json:"message"`
 	// Stage is where a retry resumes the token.
 	Stage Stage `json:"stage,omitempty"`
+	// ErrorMessage and ErrorDetails are, for a task that failed with no
+	// retries left, the worker's own message and details (a stack trace):
+	// stored with the incident, not in the instance's state.
+	ErrorMessage string `json:"-"`
+	ErrorDetails string `json:"-"`
 }
 
 // Stage tells where a retry resumes a token stopped by an incident.

@@ -102,7 +102,7 @@ func (s *Store) Instance(ctx context.Context, id string) (adminapi.Instance, err
 			})
 			return err
 		})
-	b.Queue(incidentSelect+` WHERE instance_id = $1 ORDER BY id`, id).Query(func(rows pgx.Rows) error {
+	b.Queue(incidentSelect+` WHERE x.instance_id = $1 ORDER BY x.id`, id).Query(func(rows pgx.Rows) error {
 		var err error
 		d.Incidents, err = pgx.AppendRows(d.Incidents, rows, scanIncident)
 		return err
@@ -115,13 +115,15 @@ func (s *Store) Instance(ctx context.Context, id string) (adminapi.Instance, err
 			SELECT k.id, substr(k.id, length($1) + 2) FROM instances k WHERE k.parent_id = $1
 			UNION ALL
 			SELECT k.id, c.token FROM called c JOIN instances k ON k.parent_id = c.id)
-		SELECT x.id, x.instance_id, x.token_id, x.element_id, x.code, x.message, x.created_at, x.resolved_at, c.token
+		SELECT x.id, x.instance_id, x.token_id, x.element_id, x.code, x.message, x.error_message, x.error_details,
+		       x.created_at, x.resolved_at, c.token
 		  FROM called c JOIN incidents x ON x.instance_id = c.id AND x.resolved_at IS NULL ORDER BY x.id LIMIT $2`, id, adminapi.MaxCalledIncidents).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var c adminapi.CalledIncident
 			var token string
 			i := &c.Incident
-			if err := rows.Scan(&i.ID, &i.InstanceID, &i.Token, &i.Element, &i.Code, &i.Message, &i.CreatedAt, &i.ResolvedAt, &token); err != nil {
+			if err := rows.Scan(&i.ID, &i.InstanceID, &i.Token, &i.Element, &i.Code, &i.Message, &i.ErrorMessage, &i.ErrorDetails,
+				&i.CreatedAt, &i.ResolvedAt, &token); err != nil {
 				return err
 			}
 			i.ZeebeKey = i.ID
@@ -164,7 +166,10 @@ func (s *Store) Instance(ctx context.Context, id string) (adminapi.Instance, err
 	return d, nil
 }
 
-const incidentSelect = `SELECT id, instance_id, token_id, element_id, code, message, created_at, resolved_at FROM incidents`
+// incidentSelect reads incidents (x) with their instance's definition.
+const incidentSelect = `SELECT x.id, x.instance_id, x.token_id, x.element_id, x.code, x.message, x.error_message, x.error_details,
+		x.created_at, x.resolved_at, i.definition_key, i.definition_version
+	  FROM incidents x LEFT JOIN instances i ON i.id = x.instance_id`
 
 // openIncidentSQL is true when instance i, or an instance it called at any
 // depth, has an open incident: a parent waiting on a stuck child is stuck.
@@ -174,7 +179,13 @@ const openIncidentSQL = `EXISTS (
 
 func scanIncident(r pgx.CollectableRow) (adminapi.Incident, error) {
 	var i adminapi.Incident
-	err := r.Scan(&i.ID, &i.InstanceID, &i.Token, &i.Element, &i.Code, &i.Message, &i.CreatedAt, &i.ResolvedAt)
+	var key *string
+	var version *int
+	err := r.Scan(&i.ID, &i.InstanceID, &i.Token, &i.Element, &i.Code, &i.Message, &i.ErrorMessage, &i.ErrorDetails,
+		&i.CreatedAt, &i.ResolvedAt, &key, &version)
+	if key != nil && version != nil {
+		i.Definition = &adminapi.DefinitionRef{Key: *key, Version: *version}
+	}
 	i.ZeebeKey = i.ID // an incident's id is drawn from sutra_keys
 	return i, err
 }
@@ -386,9 +397,9 @@ type IncidentFilter struct {
 // ListIncidents pages through incidents by id.
 func (s *Store) ListIncidents(ctx context.Context, f IncidentFilter) ([]adminapi.Incident, error) {
 	rows, err := s.pool.Query(ctx, incidentSelect+`
-		 WHERE id > $1 AND ($2 = '' OR instance_id = $2)
-		   AND ($3::boolean IS NULL OR $3 = (resolved_at IS NULL))
-		 ORDER BY id LIMIT $4`, f.After, f.InstanceID, f.Open, f.Limit)
+		 WHERE x.id > $1 AND ($2 = '' OR x.instance_id = $2)
+		   AND ($3::boolean IS NULL OR $3 = (x.resolved_at IS NULL))
+		 ORDER BY x.id LIMIT $4`, f.After, f.InstanceID, f.Open, f.Limit)
 	if err != nil {
 		return nil, translate(err, "listing incidents")
 	}
@@ -398,7 +409,7 @@ func (s *Store) ListIncidents(ctx context.Context, f IncidentFilter) ([]adminapi
 
 // IncidentByID reads one incident. ErrNotFound when there is none.
 func (s *Store) IncidentByID(ctx context.Context, id int64) (adminapi.Incident, error) {
-	rows, err := s.pool.Query(ctx, incidentSelect+` WHERE id = $1`, id)
+	rows, err := s.pool.Query(ctx, incidentSelect+` WHERE x.id = $1`, id)
 	if err != nil {
 		return adminapi.Incident{}, translate(err, "reading incident")
 	}

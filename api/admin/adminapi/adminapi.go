@@ -314,15 +314,22 @@ type Task struct {
 // every row id. Its id is its key for Zeebe clients, given again as
 // zeebe_key.
 type Incident struct {
-	ID         int64      `json:"id,string"`
-	ZeebeKey   int64      `json:"zeebe_key,string"`
-	InstanceID string     `json:"instance_id"`
-	Token      string     `json:"token"`
-	Element    string     `json:"element"`
-	Code       string     `json:"code"`
-	Message    string     `json:"message"`
-	CreatedAt  time.Time  `json:"created_at"`
-	ResolvedAt *time.Time `json:"resolved_at"`
+	ID         int64  `json:"id,string"`
+	ZeebeKey   int64  `json:"zeebe_key,string"`
+	InstanceID string `json:"instance_id"`
+	Token      string `json:"token"`
+	Element    string `json:"element"`
+	Code       string `json:"code"`
+	Message    string `json:"message"`
+	// ErrorMessage and ErrorDetails are, for a task that failed with no
+	// retries left, what its worker reported (errorMessage, errorDetails:
+	// a stack trace); null otherwise.
+	ErrorMessage *string    `json:"error_message"`
+	ErrorDetails *string    `json:"error_details"`
+	CreatedAt    time.Time  `json:"created_at"`
+	ResolvedAt   *time.Time `json:"resolved_at"`
+	// Definition is the process of its instance, in an incident list.
+	Definition *DefinitionRef `json:"definition,omitempty"`
 }
 
 // MaxCalledIncidents is the most called instances' incidents an instance

@@ -40,7 +40,8 @@ export async function instancePage(main, id, page) {
       ' · step ', inst.version,
       ' · created ', time(inst.created_at), ' · updated ', time(inst.updated_at),
       inst.parent_id ? [' · parent ', link(`/ui/instances/${encodeURIComponent(inst.parent_id)}`, inst.parent_id)] : null,
-      inst.claim ? ` · claimed by ${inst.claim.owner} for ${inst.claim.age_seconds.toFixed(1)} s` : null));
+      inst.claim ? ` · claimed by ${inst.claim.owner} for ${inst.claim.age_seconds.toFixed(1)} s` : null),
+    banner(inst));
     if (!editing) fill(details, ...sections());
   };
 
@@ -66,11 +67,11 @@ export async function instancePage(main, id, page) {
   const sections = () => {
     const open = inst.incidents.filter((x) => !x.resolved_at);
     return [
-      h('h2', {}, 'Incidents'),
+      h('h2', { id: 'incidents', tabindex: -1 }, 'Incidents'),
       table('Open incidents', [
         ['Element', (x) => x.element],
         ['Code', (x) => x.code],
-        ['Reason', (x) => x.message],
+        ['Reason', (x) => [x.message, workerError(x)]],
         ['Since', (x) => time(x.created_at)],
         ['', (x) => button('Retry', async () => {
           const r = await api('POST', `/v1/incidents/${x.id}/retry`, {});
@@ -87,7 +88,7 @@ export async function instancePage(main, id, page) {
         ['Instance', (x) => link(`/ui/instances/${encodeURIComponent(x.instance_id)}`, x.instance_id)],
         ['Element', (x) => x.element],
         ['Code', (x) => x.code],
-        ['Reason', (x) => x.message],
+        ['Reason', (x) => [x.message, workerError(x)]],
         ['Since', (x) => time(x.created_at)],
       ], inst.called_incidents) : null,
       h('h2', {}, 'Waiting at'),
@@ -215,6 +216,30 @@ function markers(inst, passed) {
   for (const x of inst.incidents) if (!x.resolved_at) add(x.element, 'sutra-incident');
   for (const x of inst.called_incidents) add(x.called_by, 'sutra-incident');
   return Object.fromEntries(Object.entries(m).map(([k, v]) => [k, [...v]]));
+}
+
+// banner says at the top of the page that the instance is stopped by an
+// incident, its own or one of an instance it called, with the first one's
+// reason and a way to its table.
+function banner(inst) {
+  const open = [...inst.incidents.filter((x) => !x.resolved_at), ...inst.called_incidents];
+  if (!open.length) return null;
+  const x = open[0];
+  const where = x.instance_id && x.instance_id !== inst.instance_id ? ` in called instance ${x.instance_id}` : '';
+  return h('p', { class: 'notice error', role: 'alert', id: 'incident-banner' },
+    `${open.length} open incident(s). ${x.code} at ${x.element}${where}: ${x.error_message || x.message} `,
+    h('a', {
+      href: '#incidents',
+      onclick: (e) => { e.preventDefault(); document.getElementById('incidents').focus(); },
+    }, 'See the incidents'));
+}
+
+// workerError shows what the worker of a task that failed for good
+// reported: its message and, folded, its details (a stack trace).
+function workerError(x) {
+  if (!x.error_message && !x.error_details) return null;
+  return h('details', { class: 'worker-error' }, h('summary', {}, `The worker's error: ${x.error_message || '(no message)'}`),
+    x.error_details ? h('pre', {}, x.error_details) : null);
 }
 
 // calledChanged reports whether the open incidents of an instance's called

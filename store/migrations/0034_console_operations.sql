@@ -36,3 +36,8 @@ CREATE TABLE batch_retries (
     PRIMARY KEY (batch_id, instance_id)
 );
 CREATE INDEX batch_retries_due ON batch_retries (batch_id, next_at);
+
+-- An incident of a task that failed with no retries left keeps what its
+-- worker reported (errorMessage, errorDetails: a stack trace), for the
+-- operator; NULL for other incidents.
+ALTER TABLE incidents ADD COLUMN error_message text, ADD COLUMN error_details text;
