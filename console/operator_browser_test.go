@@ -3,6 +3,7 @@ package console_test
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 )
 
@@ -268,5 +271,31 @@ func engineREST(t *testing.T, w *consoleWorker, path string, body, out any) {
 		if err := json.Unmarshal(answer, out); err != nil {
 			t.Fatalf("POST %s: %v: %s", path, err, answer)
 		}
+	}
+}
+
+// Every timestamp follows one rule: local time with its zone named, UTC on
+// hover; a user task's due date too.
+func TestTimestampsAreLocalWithTheirZoneAndUTCOnHover(t *testing.T) {
+	t.Parallel()
+	w := startWorker(t)
+	startExpense(t, w, "e-8", map[string]any{"amount": 2})
+	task := w.onlyID(t, "/user-tasks", "user_tasks")
+	w.v1(t, "PATCH", "/user-tasks/"+task, map[string]any{"due_date": "2026-12-24T17:00:00Z"}, nil)
+	ctx := browser(t)
+	run(t, ctx, func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		_, err := cdp.Call(ctx, tg, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: "Europe/Berlin"})
+		return chromedp.Void{}, err
+	}, signIn(w.base+"/ui/tasks", adminToken),
+		chromedp.WaitVisible(chromedp.Search(`//time[@datetime="2026-12-24T17:00:00.000Z"]`)))
+	due := eval[[]string](t, ctx, `(() => { const e = document.querySelector('time[datetime="2026-12-24T17:00:00.000Z"]'); return [e.textContent, e.title]; })()`)
+	if !strings.Contains(due[0], "6:00") || !strings.Contains(due[0], "GMT+1") || due[1] != "2026-12-24 17:00:00 UTC" {
+		t.Errorf("the due date reads %q, on hover %q: want 6:00 PM in Berlin, its zone named, UTC on hover", due[0], due[1])
+	}
+	run(t, ctx, chromedp.Navigate(w.base+"/ui/instances/e-8"), chromedp.WaitVisible(chromedp.CSS(`#status`)))
+	bare := eval[int](t, ctx, `[...document.querySelectorAll('main time')].filter((e) => !e.title.endsWith(' UTC') || !/GMT|CET/.test(e.textContent)).length`)
+	stamps := eval[int](t, ctx, `document.querySelectorAll('main time').length`)
+	if stamps < 3 || bare != 0 {
+		t.Errorf("the instance page shows %d timestamps, %d of them without their zone or UTC on hover", stamps, bare)
 	}
 }

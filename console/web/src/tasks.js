@@ -34,7 +34,7 @@ export async function tasksPage(main, params) {
       ['Assignee', (t) => t.assignee || ''],
       ['Candidates', (t) => [...t.candidate_groups, ...t.candidate_users].join(', ')],
       ['Priority', (t) => t.priority],
-      ['Due', (t) => t.due_date || ''],
+      ['Due', (t) => (t.due_date ? time(t.due_date) : '')],
       ['Created', (t) => time(t.created_at)],
     ], list),
     next ? h('p', {}, link(`/ui/tasks${query({ ...q, after: next })}`, 'Next page →')) : null);
@@ -68,7 +68,7 @@ export async function taskPage(main, id, said) {
     h('h1', {}, `User task ${task.element} #${task.id}`),
     h('p', {}, 'Instance ', session.admin ? link(`/ui/instances/${encodeURIComponent(task.instance_id)}`, task.instance_id) : task.instance_id,
       ` · ${task.definition.key} v${task.definition.version} · priority ${task.priority}`,
-      task.due_date ? ` · due ${task.due_date}` : '', ` · ${task.state}`),
+      task.due_date ? [' · due ', time(task.due_date)] : '', ` · ${task.state}`),
     h('p', {}, 'Assignee: ', h('strong', { id: 'current-assignee' }, task.assignee || 'nobody'),
       task.candidate_groups.length ? ` · groups ${task.candidate_groups.join(', ')}` : '',
       task.candidate_users.length ? ` · users ${task.candidate_users.join(', ')}` : ''),
