@@ -299,3 +299,65 @@ func TestTimestampsAreLocalWithTheirZoneAndUTCOnHover(t *testing.T) {
 		t.Errorf("the instance page shows %d timestamps, %d of them without their zone or UTC on hover", stamps, bare)
 	}
 }
+
+// The Tasklist lists the unassigned tasks and those assigned to the name
+// signed in, follows changes by itself (until paused), and shows a task's
+// variables beside its form.
+func TestTheTasklistFiltersRefreshesAndShowsVariablesBesideTheForm(t *testing.T) {
+	t.Parallel()
+	w := startWorker(t)
+	startExpense(t, w, "e-9", map[string]any{"amount": 9})
+	mine := w.onlyID(t, "/user-tasks", "user_tasks")
+	w.v1(t, "POST", "/user-tasks/"+mine+"/assignment", map[string]any{"assignee": "alice"}, nil)
+	startExpense(t, w, "e-10", map[string]any{"amount": 10})
+	other := w.onlyID(t, "/user-tasks?assigned=false", "user_tasks")
+	ctx := browser(t)
+	link := func(id string) string { return `//td/a[@href="/ui/tasks/` + id + `"]` }
+	run(t, ctx, signIn(w.base+"/ui/tasks", taskToken, "alice"),
+		chromedp.WaitVisible(chromedp.Search(link(mine))),
+		chromedp.Click(chromedp.Search(`//button[text()="Unassigned"]`)),
+		chromedp.WaitVisible(chromedp.Search(link(other))),
+		chromedp.WaitNotPresent(chromedp.Search(link(mine))),
+		chromedp.Click(chromedp.Search(`//button[text()="Assigned to me"]`)),
+		chromedp.WaitVisible(chromedp.Search(link(mine))),
+		chromedp.WaitNotPresent(chromedp.Search(link(other))),
+		chromedp.Navigate(w.base+"/ui/tasks?assigned=false"),
+		chromedp.WaitVisible(chromedp.Search(link(other))))
+	// Claimed elsewhere, it leaves the unassigned list by itself.
+	w.v1(t, "POST", "/user-tasks/"+other+"/assignment", map[string]any{"assignee": "bob"}, nil)
+	run(t, ctx, chromedp.WaitNotPresent(chromedp.Search(link(other))),
+		chromedp.Click(chromedp.Search(`//button[text()="Pause auto-refresh"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//button[@aria-pressed="true" and text()="Resume auto-refresh"]`)),
+		chromedp.Navigate(w.base+"/ui/tasks/"+mine),
+		chromedp.WaitVisible(chromedp.CSS(`.fjs-form input`)),
+		chromedp.WaitVisible(chromedp.Search(`//aside//tr[td[text()="amount"]]/td/code[text()="9"]`)))
+	var page struct {
+		UserTasks []struct {
+			ID string `json:"id"`
+		} `json:"user_tasks"`
+	}
+	w.v1(t, "GET", "/user-tasks?assigned=true", nil, &page)
+	if len(page.UserTasks) != 2 {
+		t.Errorf("GET /v1/user-tasks?assigned=true: %v, want both tasks", page.UserTasks)
+	}
+}
+
+// The instance list opens an instance by its id, shows how long each ran,
+// and follows changes by itself.
+func TestTheInstanceListSearchesByIDShowsDurationsAndRefreshes(t *testing.T) {
+	t.Parallel()
+	w := startWorker(t)
+	startExpense(t, w, "e-11", map[string]any{"amount": 11})
+	ctx := browser(t)
+	run(t, ctx, signIn(w.base+"/ui/instances?definition=expense", adminToken),
+		chromedp.WaitVisible(chromedp.Search(`//tr[td/a[text()="e-11"]]/td[contains(., "s (running)")]`)),
+		chromedp.SendKeys(chromedp.CSS(`#search-id`), "nope\n"),
+		chromedp.WaitVisible(chromedp.Search(`//p[@role="alert" and text()="No instance nope."]`)))
+	w.v1(t, "POST", "/instances/e-11/cancel", map[string]any{}, nil)
+	run(t, ctx, chromedp.WaitVisible(chromedp.Search(`//tr[td/a[text()="e-11"]]/td[text()="cancelled"]`)),
+		chromedp.WaitNotPresent(chromedp.Search(`//tr[td/a[text()="e-11"]]/td[contains(., "(running)")]`)),
+		chromedp.Navigate(w.base+"/ui/instances"),
+		chromedp.WaitVisible(chromedp.CSS(`#search-id`)),
+		chromedp.SendKeys(chromedp.CSS(`#search-id`), "e-11\n"),
+		chromedp.WaitVisible(chromedp.Search(`//h1[text()="Instance e-11"]`)))
+}

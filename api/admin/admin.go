@@ -828,8 +828,13 @@ func (s *API) listUserTasks(c *adminCall) (answer, error) {
 	if st := q.Get("state"); st != "" && st != "created" && st != "assigning" && st != "updating" && st != "completing" {
 		return answer{}, api.Invalidf("state %q is not created, assigning, updating or completing", st)
 	}
+	assigned, err := optBool(c, "assigned")
+	if err != nil {
+		return answer{}, err
+	}
 	list, err := s.deps.Store.ListUserTasks(c.r.Context(), store.UserTaskFilter{Assignee: q.Get("assignee"),
-		CandidateGroup: q.Get("candidate_group"), CandidateUser: q.Get("candidate_user"), State: q.Get("state"), Limit: limit, After: from})
+		CandidateGroup: q.Get("candidate_group"), CandidateUser: q.Get("candidate_user"), State: q.Get("state"), Assigned: assigned,
+		Limit: limit, After: from})
 	if err != nil {
 		return answer{}, err
 	}

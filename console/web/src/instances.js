@@ -3,7 +3,7 @@
 // all that match the filters, are cancelled, retried or migrated by a
 // batch the server runs (POST /v1/batches), whose progress the page
 // follows.
-import { h, fill, api, link, table, query, go, time, notice, button } from './lib.js';
+import { h, fill, api, link, table, query, go, time, notice, button, autoRefresh } from './lib.js';
 
 const FIELDS = ['definition', 'version', 'status', 'has_incident', 'variable', 'value', 'created_after', 'created_before'];
 
@@ -62,13 +62,31 @@ export async function instancesPage(main, params, page) {
     ['Incident', (i) => (i.has_incident ? h('span', { class: 'bad' }, 'open') : '')],
     ['Created', (i) => time(i.created_at)],
     ['Updated', (i) => time(i.updated_at)],
+    ['Duration', (i) => duration(i)],
   ], rows));
   showRows(instances);
   const reread = async () => showRows((await api('GET', `/v1/instances${query(q)}`)).instances);
   const more = next ? link(`/ui/instances${query({ ...q, limit: undefined, after: next })}`,
     instances.length < q.limit ? `Search on after ${next} →` : 'Next page →') : null;
+  const search = h('input', { id: 'search-id', type: 'search', placeholder: 'an instance id' });
+  const found = h('div', { 'aria-live': 'polite' });
+  const searchForm = h('form', {
+    class: 'filters', role: 'search',
+    onsubmit: async (e) => {
+      e.preventDefault();
+      const id = search.value.trim();
+      if (!id) return;
+      try {
+        await api('GET', `/v1/instances/${encodeURIComponent(id)}`);
+        go(`/ui/instances/${encodeURIComponent(id)}`);
+      } catch (err) {
+        fill(found, notice('error', err.status === 404 ? `No instance ${id}.` : err.message));
+      }
+    },
+  }, h('label', { for: 'search-id' }, 'Open instance '), search, h('button', { type: 'submit' }, 'Open'));
   fill(main, 
-    h('h1', {}, 'Instances'), form,
+    h('h1', {}, 'Instances'), searchForm, found, form,
+    autoRefresh(page, 5000, reread),
     next && instances.length < q.limit
       ? notice('info', `This page searched the instances up to ${next} and found ${instances.length}: the filters are checked on a bounded walk per page.`) : null,
     batchTools(params, selected, page, reread),
@@ -151,6 +169,17 @@ function batchTools(params, selected, page, done) {
       params.get('definition') ? [h('label', { for: 'batch-target' }, 'Migrate to version '), target,
         button('Migrate', start('migrate'), progress)] : null),
     ask, progress);
+}
+
+// duration is how long an instance ran (until its last step, once ended)
+// or has been running.
+function duration(i) {
+  const ended = !['active', 'cancelling'].includes(i.status);
+  const ms = (ended ? new Date(i.updated_at) : new Date()) - new Date(i.created_at);
+  const s = Math.max(0, Math.round(ms / 1000));
+  const text = s < 60 ? `${s} s` : s < 3600 ? `${Math.floor(s / 60)} min ${s % 60} s`
+    : s < 86400 ? `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min` : `${Math.floor(s / 86400)} d ${Math.floor((s % 86400) / 3600)} h`;
+  return ended ? text : `${text} (running)`;
 }
 
 // local turns an RFC 3339 time into a datetime-local input's value.

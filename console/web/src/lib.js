@@ -165,6 +165,22 @@ export function button(label, action, out, attrs = {}) {
   return b;
 }
 
+// autoRefresh runs refresh every ms while page is shown, until paused: a
+// toggle button (on by default) that says which it is.
+export function autoRefresh(page, ms, refresh) {
+  let paused = false;
+  const toggle = h('button', {
+    type: 'button', class: 'auto-refresh', 'aria-pressed': 'false',
+    onclick: () => {
+      paused = !paused;
+      toggle.setAttribute('aria-pressed', String(paused));
+      toggle.textContent = paused ? 'Resume auto-refresh' : 'Pause auto-refresh';
+    },
+  }, 'Pause auto-refresh');
+  page.every(ms, async () => { if (!paused) await refresh(); });
+  return h('p', { class: 'toolbar' }, toggle, h('span', { class: 'muted' }, `Refreshed every ${ms / 1000} s.`));
+}
+
 export function pretty(v) {
   return JSON.stringify(v, null, 2);
 }

@@ -22,7 +22,7 @@ const routes = [
   // typed as it is, rather than encoded, it is still one id.
   [/^\/ui\/instances\/(.+)$/, true, (m, [id], _p, page) => instancePage(m, id, page)],
   [/^\/ui\/incidents\/?$/, true, (m, _, _p, page) => incidentsPage(m, page)],
-  [/^\/ui\/tasks\/?$/, false, (m, _, p) => tasksPage(m, p)],
+  [/^\/ui\/tasks\/?$/, false, (m, _, p, page) => tasksPage(m, p, page)],
   [/^\/ui\/tasks\/([^/]+)$/, false, (m, [id]) => taskPage(m, id)],
   [/^\/ui\/decisions\/?$/, true, (m, _, p) => decisionsPage(m, p)],
   [/^\/ui\/decisions\/([^/]+)$/, true, (m, [id], p, page) => decisionPage(m, id, p, page)],

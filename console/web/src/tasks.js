@@ -2,12 +2,14 @@
 // assign, its Camunda Form rendered by form-js (or a JSON editor when it
 // names none), and completion.
 import { Form } from '@bpmn-io/form-js';
-import { h, fill, api, link, table, notice, button, query, go, time, pretty, session, ApiError } from './lib.js';
+import { h, fill, api, link, table, notice, button, query, go, time, pretty, session, autoRefresh, ApiError } from './lib.js';
 
-export async function tasksPage(main, params) {
+export async function tasksPage(main, params, page) {
   const get = (k) => params.get(k) || '';
   const inputs = {
     assignee: h('input', { name: 'assignee', value: get('assignee') }),
+    assigned: h('select', { name: 'assigned' }, [['', 'any'], ['false', 'unassigned'], ['true', 'assigned']].map(([v, l]) =>
+      h('option', { value: v, selected: v === get('assigned') }, l))),
     candidate_group: h('input', { name: 'candidate_group', value: get('candidate_group') }),
     candidate_user: h('input', { name: 'candidate_user', value: get('candidate_user') }),
     state: h('select', { name: 'state' }, [['', 'any'], ['created', 'open'], ['completing', 'completing']].map(([v, l]) =>
@@ -20,15 +22,18 @@ export async function tasksPage(main, params) {
       go(`/ui/tasks${query(Object.fromEntries(Object.entries(inputs).map(([k, i]) => [k, i.value])))}`);
     },
   },
-  h('label', {}, 'Assignee ', inputs.assignee), h('label', {}, 'Candidate group ', inputs.candidate_group),
+  h('label', {}, 'Assignee ', inputs.assignee), h('label', {}, 'Assigned ', inputs.assigned),
+  h('label', {}, 'Candidate group ', inputs.candidate_group),
   h('label', {}, 'Candidate user ', inputs.candidate_user), h('label', {}, 'State ', inputs.state),
   h('button', { type: 'submit' }, 'Filter'),
-  session.user ? h('button', { type: 'button', onclick: () => go(`/ui/tasks${query({ assignee: session.user })}`) }, 'Mine') : null);
+  h('button', { type: 'button', onclick: () => go(`/ui/tasks${query({ assigned: 'false', state: 'created' })}`) }, 'Unassigned'),
+  session.user ? h('button', { type: 'button', onclick: () => go(`/ui/tasks${query({ assignee: session.user })}`) }, 'Assigned to me') : null);
   const q = Object.fromEntries(Object.keys(inputs).map((k) => [k, params.get(k)]));
   q.after = params.get('after');
-  const { user_tasks: list, next } = await api('GET', `/v1/user-tasks${query(q)}`);
-  fill(main, h('h1', {}, 'User tasks'), form,
-    table('User tasks', [
+  const list = h('div', {});
+  const refresh = async () => {
+    const { user_tasks: tasks, next } = await api('GET', `/v1/user-tasks${query(q)}`);
+    fill(list, table('User tasks', [
       ['Task', (t) => link(`/ui/tasks/${t.id}`, `${t.element} #${t.id}`)],
       ['Process', (t) => `${t.definition.key} v${t.definition.version}`],
       ['Assignee', (t) => t.assignee || ''],
@@ -36,8 +41,11 @@ export async function tasksPage(main, params) {
       ['Priority', (t) => t.priority],
       ['Due', (t) => (t.due_date ? time(t.due_date) : '')],
       ['Created', (t) => time(t.created_at)],
-    ], list),
+    ], tasks),
     next ? h('p', {}, link(`/ui/tasks${query({ ...q, after: next })}`, 'Next page →')) : null);
+  };
+  await refresh();
+  fill(main, h('h1', {}, 'User tasks'), form, autoRefresh(page, 5000, refresh), list);
 }
 
 // taskPage shows user task id; said, when given, is the outcome of the
@@ -78,7 +86,13 @@ export async function taskPage(main, id, said) {
       session.user && task.assignee !== session.user ? button(`Claim as ${session.user}`,
         async () => assign(session.user, `Claimed by ${session.user}.`), out) : null,
       task.assignee ? button('Unassign', async () => assign(null, 'Unassigned.'), out) : null),
-    out, h('h2', {}, 'Form'), formBox);
+    out,
+    // The variables stay beside the form while it is filled in.
+    h('div', { class: 'beside' },
+      h('div', {}, h('h2', {}, 'Form'), formBox),
+      h('aside', { 'aria-labelledby': 'task-variables' }, h('h2', { id: 'task-variables' }, 'Variables'),
+        table("The task's variables", [['Name', ([k]) => k], ['Value', ([, v]) => h('code', {}, JSON.stringify(v))]],
+          Object.entries(task.variables)))));
 
   let schema = null;
   if (task.form_key) {
