@@ -272,7 +272,7 @@ func TestAUserTaskCompletedThroughItsFormAdvancesItsInstance(t *testing.T) {
 	ctx := browser(t)
 	// The task token sees the user tasks alone.
 	run(t, ctx, signIn(w.base+"/ui/tasks", taskToken),
-		chromedp.WaitVisible(chromedp.Search(`//a[contains(., "Review #")]`)))
+		chromedp.WaitVisible(chromedp.Search(`//a[contains(., "Review expense #")]`)))
 	nav := eval[[]string](t, ctx, `[...document.querySelectorAll('nav a')].map(a => a.textContent)`)
 	if len(nav) != 1 || nav[0] != "User tasks" {
 		t.Errorf("a task token's pages: %v, want [User tasks]", nav)

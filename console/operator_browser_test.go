@@ -312,7 +312,7 @@ func TestTheTasklistFiltersRefreshesAndShowsVariablesBesideTheForm(t *testing.T)
 	startExpense(t, w, "e-10", map[string]any{"amount": 10})
 	other := w.onlyID(t, "/user-tasks?assigned=false", "user_tasks")
 	ctx := browser(t)
-	link := func(id string) string { return `//td/a[@href="/ui/tasks/` + id + `"]` }
+	link := func(id string) string { return `//td//a[@href="/ui/tasks/` + id + `"]` }
 	run(t, ctx, signIn(w.base+"/ui/tasks", taskToken, "alice"),
 		chromedp.WaitVisible(chromedp.Search(link(mine))),
 		chromedp.Click(chromedp.Search(`//button[text()="Unassigned"]`)),
@@ -360,4 +360,30 @@ func TestTheInstanceListSearchesByIDShowsDurationsAndRefreshes(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#search-id`)),
 		chromedp.SendKeys(chromedp.CSS(`#search-id`), "e-11\n"),
 		chromedp.WaitVisible(chromedp.Search(`//h1[text()="Instance e-11"]`)))
+}
+
+// Elements are shown by their names, their ids on hover: on the instance
+// page, the heatmap's table and in the Tasklist, which names the process
+// too.
+func TestElementsAreShownByTheirNamesWithTheirIdsOnHover(t *testing.T) {
+	t.Parallel()
+	w := startWorker(t)
+	startExpense(t, w, "e-12", map[string]any{"amount": 12})
+	task := w.onlyID(t, "/user-tasks", "user_tasks")
+	ctx := browser(t)
+	run(t, ctx, signIn(w.base+"/ui/instances/e-12", adminToken),
+		chromedp.WaitVisible(chromedp.Search(`//table[caption="Tokens"]//span[@title="Review" and text()="Review expense"]`)),
+		chromedp.Navigate(w.base+"/ui/processes/expense"),
+		chromedp.WaitVisible(chromedp.Search(`//td/span[@title="Review" and text()="Review expense"]`)),
+		chromedp.Navigate(w.base+"/ui/tasks"),
+		chromedp.WaitVisible(chromedp.Search(`//span[@title="Review"]/a[text()="Review expense #`+task+`"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//span[@title="expense" and text()="Expense v1"]`)))
+	var u struct {
+		Name        string `json:"name"`
+		ProcessName string `json:"process_name"`
+	}
+	w.v1(t, "GET", "/user-tasks/"+task, nil, &u)
+	if u.Name != "Review expense" || u.ProcessName != "Expense" {
+		t.Errorf("user task %s: name %q, process %q, want Review expense, Expense", task, u.Name, u.ProcessName)
+	}
 }

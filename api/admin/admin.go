@@ -835,6 +835,9 @@ func (s *API) listUserTasks(c *adminCall) (answer, error) {
 	list, err := s.deps.Store.ListUserTasks(c.r.Context(), store.UserTaskFilter{Assignee: q.Get("assignee"),
 		CandidateGroup: q.Get("candidate_group"), CandidateUser: q.Get("candidate_user"), State: q.Get("state"), Assigned: assigned,
 		Limit: limit, After: from})
+	if err == nil {
+		err = s.nameUserTasks(c.r.Context(), list)
+	}
 	if err != nil {
 		return answer{}, err
 	}
@@ -866,7 +869,29 @@ func (s *API) userTask(c *adminCall) (adminapi.UserTask, error) {
 	if isNotFound(err) {
 		return u, refuse(http.StatusNotFound, fault.TaskNotFound, fmt.Sprintf("user task %d does not exist", id))
 	}
-	return u, err
+	if err != nil {
+		return u, err
+	}
+	tasks := []adminapi.UserTask{u}
+	err = s.nameUserTasks(c.r.Context(), tasks)
+	return tasks[0], err
+}
+
+// nameUserTasks sets each task's and its process's names from its
+// definition (the store caches the parsed processes).
+func (s *API) nameUserTasks(ctx context.Context, tasks []adminapi.UserTask) error {
+	for i := range tasks {
+		u := &tasks[i]
+		p, err := s.deps.Store.Process(ctx, u.Definition.Key, u.Definition.Version)
+		if err != nil {
+			return err
+		}
+		u.ProcessName = p.Name
+		if el := p.Element(u.Element); el != nil {
+			u.Name = el.Name
+		}
+	}
+	return nil
 }
 
 func (s *API) getUserTask(c *adminCall) (answer, error) {

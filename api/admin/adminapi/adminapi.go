@@ -463,10 +463,14 @@ type MessagePublished struct {
 // UserTask is a user task as the tools people work them with see it. Its
 // id is its key for Zeebe clients (the job key), given again as zeebe_key.
 type UserTask struct {
-	ID              string         `json:"id"`
-	ZeebeKey        string         `json:"zeebe_key"`
-	InstanceID      string         `json:"instance_id"`
-	Element         string         `json:"element"`
+	ID         string `json:"id"`
+	ZeebeKey   string `json:"zeebe_key"`
+	InstanceID string `json:"instance_id"`
+	Element    string `json:"element"`
+	// Name and ProcessName are the user task's and its process's names
+	// in the BPMN ("" when they have none).
+	Name            string         `json:"name"`
+	ProcessName     string         `json:"process_name"`
 	Definition      DefinitionRef  `json:"definition"`
 	Assignee        *string        `json:"assignee"`
 	CandidateGroups []string       `json:"candidate_groups"`

@@ -15,6 +15,20 @@ export class Diagram {
     this.viewer.get('canvas').zoom('fit-viewport', 'auto');
   }
 
+  // name is element id's name in the diagram ("" when it has none or is
+  // not there).
+  name(id) {
+    const e = this.viewer.get('elementRegistry').get(id);
+    return (e && e.businessObject && e.businessObject.name) || '';
+  }
+
+  // label shows element id by its name, its id on hover (the id alone
+  // when it has no name).
+  label(id) {
+    const name = this.name(id);
+    return name ? h('span', { title: id, 'data-element': id }, name) : h('span', { 'data-element': id }, id);
+  }
+
   has(id) {
     return !!this.viewer.get('elementRegistry').get(id);
   }

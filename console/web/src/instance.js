@@ -69,7 +69,7 @@ export async function instancePage(main, id, page) {
     return [
       h('h2', { id: 'incidents', tabindex: -1 }, 'Incidents'),
       table('Open incidents', [
-        ['Element', (x) => x.element],
+        ['Element', (x) => diagram.label(x.element)],
         ['Code', (x) => x.code],
         ['Reason', (x) => [x.message, workerError(x)]],
         ['Since', (x) => time(x.created_at)],
@@ -84,7 +84,7 @@ export async function instancePage(main, id, page) {
         }, out, { 'data-incident': x.id })],
       ], open),
       inst.called_incidents.length ? table('Open incidents in called instances', [
-        ['Call activity', (x) => x.called_by],
+        ['Call activity', (x) => diagram.label(x.called_by)],
         ['Instance', (x) => link(`/ui/instances/${encodeURIComponent(x.instance_id)}`, x.instance_id)],
         ['Element', (x) => x.element],
         ['Code', (x) => x.code],
@@ -93,22 +93,22 @@ export async function instancePage(main, id, page) {
       ], inst.called_incidents) : null,
       h('h2', {}, 'Waiting at'),
       table('Tokens', [
-        ['Element', (t) => t.element], ['Waits for', (t) => t.wait], ['Token', (t) => t.id],
+        ['Element', (t) => diagram.label(t.element)], ['Waits for', (t) => t.wait], ['Token', (t) => t.id],
         ['Called instance', (t) => (t.called_instance
           ? link(`/ui/instances/${encodeURIComponent(t.called_instance)}`, t.called_instance) : '')],
       ], inst.tokens),
       table('Open tasks', [
-        ['Element', (t) => t.element], ['Topic', (t) => t.topic], ['Kind', (t) => (t.user_task ? 'user task' : 'external task')],
+        ['Element', (t) => diagram.label(t.element)], ['Topic', (t) => t.topic], ['Kind', (t) => (t.user_task ? 'user task' : 'external task')],
         ['Retries', (t) => t.retries], ['Locked by', (t) => t.locked_by || ''],
       ], inst.waits.tasks),
-      table('Timers', [['Element', (t) => t.element], ['Due', (t) => time(t.due_at)], ['Attempts', (t) => t.attempts]], inst.waits.timers),
+      table('Timers', [['Element', (t) => diagram.label(t.element)], ['Due', (t) => time(t.due_at)], ['Attempts', (t) => t.attempts]], inst.waits.timers),
       table('Message subscriptions', [
-        ['Element', (s) => s.element], ['Message', (s) => s.message], ['Correlation key', (s) => s.correlation_key],
+        ['Element', (s) => diagram.label(s.element)], ['Message', (s) => s.message], ['Correlation key', (s) => s.correlation_key],
       ], inst.waits.subscriptions),
       h('h2', {}, 'Variables'),
       variables(),
       inst.incidents.length > open.length ? [h('h2', {}, 'Resolved incidents'), table('Resolved incidents', [
-        ['Element', (x) => x.element], ['Code', (x) => x.code], ['Reason', (x) => x.message], ['Resolved', (x) => time(x.resolved_at)],
+        ['Element', (x) => diagram.label(x.element)], ['Code', (x) => x.code], ['Reason', (x) => x.message], ['Resolved', (x) => time(x.resolved_at)],
       ], inst.incidents.filter((x) => x.resolved_at))] : null,
     ];
   };

@@ -34,8 +34,8 @@ export async function tasksPage(main, params, page) {
   const refresh = async () => {
     const { user_tasks: tasks, next } = await api('GET', `/v1/user-tasks${query(q)}`);
     fill(list, table('User tasks', [
-      ['Task', (t) => link(`/ui/tasks/${t.id}`, `${t.element} #${t.id}`)],
-      ['Process', (t) => `${t.definition.key} v${t.definition.version}`],
+      ['Task', (t) => h('span', { title: t.element }, link(`/ui/tasks/${t.id}`, `${t.name || t.element} #${t.id}`))],
+      ['Process', (t) => h('span', { title: t.definition.key }, `${t.process_name || t.definition.key} v${t.definition.version}`)],
       ['Assignee', (t) => t.assignee || ''],
       ['Candidates', (t) => [...t.candidate_groups, ...t.candidate_users].join(', ')],
       ['Priority', (t) => t.priority],
@@ -68,14 +68,14 @@ export async function taskPage(main, id, said) {
   };
   const complete = async (variables) => {
     await api('POST', `${path}/completion`, { variables, override: session.admin && !!task.assignee && task.assignee !== session.user });
-    fill(main, h('h1', {}, `User task ${task.element} #${task.id}`),
+    fill(main, h('h1', {}, `User task ${task.name || task.element} #${task.id}`),
       notice('ok', 'Completion recorded: the task is completing until the instance applies it, after its completing listeners, if any.'),
       h('p', {}, link('/ui/tasks', 'Back to the user tasks')));
   };
   fill(main, 
-    h('h1', {}, `User task ${task.element} #${task.id}`),
+    h('h1', {}, `User task ${task.name || task.element} #${task.id}`),
     h('p', {}, 'Instance ', session.admin ? link(`/ui/instances/${encodeURIComponent(task.instance_id)}`, task.instance_id) : task.instance_id,
-      ` · ${task.definition.key} v${task.definition.version} · priority ${task.priority}`,
+      ` · ${task.process_name || task.definition.key} v${task.definition.version} · priority ${task.priority}`,
       task.due_date ? [' · due ', time(task.due_date)] : '', ` · ${task.state}`),
     h('p', {}, 'Assignee: ', h('strong', { id: 'current-assignee' }, task.assignee || 'nobody'),
       task.candidate_groups.length ? ` · groups ${task.candidate_groups.join(', ')}` : '',
