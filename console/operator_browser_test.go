@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -386,4 +387,23 @@ func TestElementsAreShownByTheirNamesWithTheirIdsOnHover(t *testing.T) {
 	if u.Name != "Review expense" || u.ProcessName != "Expense" {
 		t.Errorf("user task %s: name %q, process %q, want Review expense, Expense", task, u.Name, u.ProcessName)
 	}
+}
+
+// The instance list goes back a page as well as on.
+func TestTheInstanceListGoesBackAPage(t *testing.T) {
+	t.Parallel()
+	w := startWorker(t)
+	for i := range 55 {
+		startExpense(t, w, fmt.Sprintf("p-%02d", i), map[string]any{"amount": 1})
+	}
+	ctx := browser(t)
+	row := func(id string) chromedp.Action[chromedp.Void] {
+		return chromedp.WaitVisible(chromedp.Search(`//td/a[text()="` + id + `"]`))
+	}
+	run(t, ctx, signIn(w.base+"/ui/instances?definition=expense", adminToken), row("p-00"),
+		chromedp.Click(chromedp.Search(`//a[text()="Next page →"]`)), row("p-54"),
+		chromedp.WaitNotPresent(chromedp.Search(`//td/a[text()="p-00"]`)),
+		chromedp.Click(chromedp.Search(`//a[text()="← Previous page"]`)), row("p-00"),
+		chromedp.WaitNotPresent(chromedp.Search(`//a[text()="← Previous page"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//a[text()="Next page →"]`)))
 }

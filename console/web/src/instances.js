@@ -66,7 +66,13 @@ export async function instancesPage(main, params, page) {
   ], rows));
   showRows(instances);
   const reread = async () => showRows((await api('GET', `/v1/instances${query(q)}`)).instances);
-  const more = next ? link(`/ui/instances${query({ ...q, limit: undefined, after: next })}`,
+  // The cursors of the pages before this one ride in the address (back, a
+  // JSON list): Previous goes to the last of them, and a page reached by
+  // a link keeps its way back.
+  const back = cursors(params.get('back'));
+  const pageAt = (after, trail) => `/ui/instances${query({ ...q, limit: undefined, after: after || undefined,
+    back: trail.length ? JSON.stringify(trail) : undefined })}`;
+  const more = next ? link(pageAt(next, [...back, q.after || '']),
     instances.length < q.limit ? `Search on after ${next} →` : 'Next page →') : null;
   const search = h('input', { id: 'search-id', type: 'search', placeholder: 'an instance id' });
   const found = h('div', { 'aria-live': 'polite' });
@@ -91,7 +97,10 @@ export async function instancesPage(main, params, page) {
       ? notice('info', `This page searched the instances up to ${next} and found ${instances.length}: the filters are checked on a bounded walk per page.`) : null,
     batchTools(params, selected, page, reread),
     list,
-    h('p', {}, params.get('after') ? link(`/ui/instances${query({ ...q, limit: undefined, after: undefined })}`, '← First page') : null, ' ', more));
+    h('p', { class: 'toolbar' },
+      params.get('after') ? link(pageAt('', []), '⇤ First page') : null,
+      back.length ? link(pageAt(back[back.length - 1], back.slice(0, -1)), '← Previous page') : null,
+      more));
 }
 
 // batchTools are the batch actions on the instances selected, or on all
@@ -169,6 +178,17 @@ function batchTools(params, selected, page, done) {
       params.get('definition') ? [h('label', { for: 'batch-target' }, 'Migrate to version '), target,
         button('Migrate', start('migrate'), progress)] : null),
     ask, progress);
+}
+
+// cursors reads the back parameter: the cursors of the pages before,
+// oldest first ([] when absent or not a list of strings).
+function cursors(raw) {
+  try {
+    const v = JSON.parse(raw || '[]');
+    return Array.isArray(v) && v.every((c) => typeof c === 'string') ? v : [];
+  } catch {
+    return [];
+  }
 }
 
 // duration is how long an instance ran (until its last step, once ended)
