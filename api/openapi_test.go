@@ -149,6 +149,10 @@ func TestRealAnswersMatchTheSpec(t *testing.T) {
 	v.call("GET", "/v1/definitions/shop/versions/99/statistics", nil, "")
 	v.call("PATCH", "/v1/instances/o-1/variables", map[string]any{"note": "x"}, jsonCT)
 	v.call("GET", "/v1/instances/o-1/history?limit=1", nil, "")
+	v.call("POST", "/v1/instances/o-1/modification/preflight", map[string]any{"activate": []string{"Nope"}}, jsonCT)
+	v.call("POST", "/v1/instances/o-1/modification/preflight", map[string]any{"activate": []string{"End_Small"}}, jsonCT)
+	v.call("POST", "/v1/instances/o-1/modification", map[string]any{"activate": []string{"Nope"}}, jsonCT)
+	v.call("POST", "/v1/instances/o-1/modification", map[string]any{"activate": []string{"End_Small"}}, jsonCT) // a token that ends at once
 	v.call("GET", "/v1/instances/nope/history", nil, "")
 	v.call("POST", "/v1/instances/o-1/migrate/preflight", map[string]any{"target_version": 2, "mapping": map[string]string{"Event_Paid": "Nope"}}, jsonCT)
 	v.call("POST", "/v1/instances/o-1/migrate/preflight", map[string]any{"target_version": 2, "mapping": map[string]string{"Event_Paid": "Event_PaymentReceived"}}, jsonCT)

@@ -176,6 +176,8 @@ func (s *stepper) apply(tr Trigger) error {
 		return nil
 	case TriggerRetry:
 		return s.retry(tr)
+	case TriggerModify:
+		return s.modify(tr)
 	}
 	return fault.New(fault.StepFailed, "unknown trigger kind %q", tr.Kind)
 }

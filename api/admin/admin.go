@@ -170,6 +170,8 @@ func New(srv *api.Server, deps Deps, cfg Config) *API {
 	adminRoute("POST /v1/instances/{id}/migrate", admin.OpMigrate, s.migrate)
 	adminRoute("POST /v1/instances/{id}/migrate/preflight", "migrate_preflight", s.migratePreflight)
 	adminRoute("GET /v1/instances/{id}/history", "history", s.history)
+	adminRoute("POST /v1/instances/{id}/modification", admin.OpModify, s.modify)
+	adminRoute("POST /v1/instances/{id}/modification/preflight", "modify_preflight", s.modifyPreflight)
 	adminRoute("POST /v1/migrations", "migrations", s.startMigration)
 	adminRoute("GET /v1/migrations/{id}", "migration", s.getMigration)
 	adminRoute("POST /v1/batches", "batches", s.startBatch)
