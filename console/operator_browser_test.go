@@ -407,3 +407,28 @@ func TestTheInstanceListGoesBackAPage(t *testing.T) {
 		chromedp.WaitNotPresent(chromedp.Search(`//a[text()="← Previous page"]`)),
 		chromedp.WaitVisible(chromedp.Search(`//a[text()="Next page →"]`)))
 }
+
+// A token stopped in an incident is moved to the end event from the
+// instance page, after the server's preflight says where it would land.
+func TestAnInstanceIsModifiedFromItsPageAfterAPreflight(t *testing.T) {
+	t.Parallel()
+	w := startWorker(t, "testdata/gate.bpmn")
+	w.v1(t, "POST", "/instances", map[string]any{"definition": "gate", "instance_id": "g-9"}, nil)
+	ctx := browser(t)
+	run(t, ctx, signIn(w.base+"/ui/instances/g-9", adminToken),
+		chromedp.WaitVisible(chromedp.CSS(`g.djs-element.sutra-incident[data-element-id="Pass"]`)),
+		chromedp.Click(chromedp.Search(`//summary[text()="Modify the instance (move tokens)"]`)),
+		chromedp.Click(chromedp.CSS(`input[data-token="t1"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//div[@id="modify-preview"]/p[contains(., "would be refused (422 SUTRA.ADMIN.MODIFY.REFUSED)")]`)),
+		chromedp.SetValue(chromedp.CSS(`#modify-activate`), "Out"))
+	eval[bool](t, ctx, `document.getElementById('modify-activate').dispatchEvent(new Event('change'))`)
+	run(t, ctx, chromedp.WaitVisible(chromedp.Search(`//div[@id="modify-preview"]/p[contains(., "the instance would be completed")]`)))
+	shown(t, ctx, "modify")
+	run(t, ctx, chromedp.Click(chromedp.CSS(`#modify-apply`)),
+		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Modified: the instance is completed.")]`)),
+		chromedp.WaitVisible(chromedp.Search(`//strong[@id="status" and text()="completed"]`)),
+		chromedp.WaitNotPresent(chromedp.Search(`//button[text()="Cancel instance"]`)))
+	if open := w.env.Int(t, "SELECT count(*) FROM incidents WHERE instance_id = 'g-9' AND resolved_at IS NULL"); open != 0 {
+		t.Errorf("%d incidents of g-9 left open by the modification", open)
+	}
+}

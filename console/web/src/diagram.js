@@ -29,6 +29,16 @@ export class Diagram {
     return name ? h('span', { title: id, 'data-element': id }, name) : h('span', { 'data-element': id }, id);
   }
 
+  // flowNodes are the process-level elements a flow can reach (what an
+  // instance modification activates), by id and name.
+  flowNodes() {
+    const root = this.viewer.get('canvas').getRootElement();
+    return this.viewer.get('elementRegistry').filter((e) => e.parent === root && !e.labelTarget && !e.waypoints
+      && e.businessObject && e.businessObject.$instanceOf('bpmn:FlowNode') && e.type !== 'bpmn:BoundaryEvent'
+      && !(e.type === 'bpmn:SubProcess' && e.businessObject.triggeredByEvent))
+      .map((e) => ({ id: e.id, name: e.businessObject.name || '' }));
+  }
+
   has(id) {
     return !!this.viewer.get('elementRegistry').get(id);
   }

@@ -141,6 +141,45 @@ export async function instancePage(main, id, page) {
     return h('div', { class: 'variables' }, list, h('p', {}, edit));
   };
 
+  // modification moves tokens (Operate's "modify instance"): the tokens
+  // ticked end, a token starts at the element chosen; the server's
+  // preflight says where the tokens would be before Apply.
+  const modification = () => {
+    const top = inst.tokens.filter((t) => !t.scope);
+    const ticks = top.map((t) => h('label', {}, h('input', { type: 'checkbox', 'data-token': t.id, onchange: () => preview() }),
+      ' ', diagram.label(t.element), ` (${t.id}, ${t.wait})`));
+    const start = h('select', { id: 'modify-activate', onchange: () => preview() }, h('option', { value: '' }, 'nowhere'),
+      diagram.flowNodes().map((e) => h('option', { value: e.id }, e.name ? `${e.name} (${e.id})` : e.id)));
+    const said = h('div', { id: 'modify-preview', 'aria-live': 'polite' });
+    const body = () => ({
+      cancel: ticks.map((l) => l.querySelector('input')).filter((c) => c.checked).map((c) => c.dataset.token),
+      activate: start.value ? [start.value] : [],
+    });
+    const preview = async () => {
+      const b = body();
+      if (!b.cancel.length && !b.activate.length) { fill(said); return; }
+      try {
+        const p = await api('POST', `${path}/modification/preflight`, b);
+        fill(said, p.ok
+          ? notice('ok', `The preflight (step ${p.version}): the instance would be ${p.instance_status}, `
+            + `its tokens at ${p.tokens.map((t) => `${diagram.name(t.element) || t.element} (${t.wait})`).join(', ') || 'no element'}.`)
+          : notice('error', `The modification would be refused (${p.status} ${p.code}): ${p.detail}`));
+      } catch (e) {
+        fill(said, notice('error', `The preflight failed: ${e.message}`));
+      }
+    };
+    return h('details', {}, h('summary', {}, 'Modify the instance (move tokens)'),
+      h('fieldset', {}, h('legend', {}, 'End these tokens'), ticks),
+      h('p', {}, h('label', { for: 'modify-activate' }, 'Start a token at '), start),
+      said,
+      h('p', {}, button('Apply modification', async () => {
+        const r = await api('POST', `${path}/modification`, body());
+        await reload();
+        await renderActions(); // its tokens changed, if not its status
+        return `Modified: the instance is ${r.status}.`;
+      }, out, { id: 'modify-apply' })));
+  };
+
   const renderActions = async () => {
     if (inst.status !== 'active') {
       fill(actions, );
@@ -174,7 +213,7 @@ export async function instancePage(main, id, page) {
     };
     target.addEventListener('change', showPreview);
     mapping.addEventListener('change', showPreview);
-    fill(actions, h('h2', {}, 'Actions'), h('div', { class: 'toolbar' },
+    fill(actions, h('h2', {}, 'Actions'), modification(), h('div', { class: 'toolbar' },
       button('Cancel instance', async () => {
         if (!confirm(`Cancel instance ${id}? Every token is killed.`)) return '';
         const r = await api('POST', `${path}/cancel`, {});
