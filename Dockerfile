@@ -15,7 +15,7 @@ FROM node:20-bookworm-slim AS console
 ENV IBM_TELEMETRY_DISABLED=true
 WORKDIR /src
 COPY console/web/package.json console/web/package-lock.json console/web/
-COPY console/web/index.html console/web/notices.mjs console/web/
+COPY console/web/index.html console/web/notices.mjs console/web/favicon.ico console/web/
 COPY console/web/src/ console/web/src/
 COPY scripts/console.sh scripts/
 RUN --mount=type=cache,target=/root/.npm scripts/console.sh

@@ -149,6 +149,10 @@ func TestRealAnswersMatchTheSpec(t *testing.T) {
 	v.call("GET", "/v1/definitions/shop/versions/99/statistics", nil, "")
 	v.call("PATCH", "/v1/instances/o-1/variables", map[string]any{"note": "x"}, jsonCT)
 	v.call("GET", "/v1/instances/o-1/history?limit=1", nil, "")
+	v.call("POST", "/v1/instances/o-1/modification/preflight", map[string]any{"activate": []string{"Nope"}}, jsonCT)
+	v.call("POST", "/v1/instances/o-1/modification/preflight", map[string]any{"activate": []string{"End_Small"}}, jsonCT)
+	v.call("POST", "/v1/instances/o-1/modification", map[string]any{"activate": []string{"Nope"}}, jsonCT)
+	v.call("POST", "/v1/instances/o-1/modification", map[string]any{"activate": []string{"End_Small"}}, jsonCT) // a token that ends at once
 	v.call("GET", "/v1/instances/nope/history", nil, "")
 	v.call("POST", "/v1/instances/o-1/migrate/preflight", map[string]any{"target_version": 2, "mapping": map[string]string{"Event_Paid": "Nope"}}, jsonCT)
 	v.call("POST", "/v1/instances/o-1/migrate/preflight", map[string]any{"target_version": 2, "mapping": map[string]string{"Event_Paid": "Event_PaymentReceived"}}, jsonCT)
@@ -159,6 +163,12 @@ func TestRealAnswersMatchTheSpec(t *testing.T) {
 	_ = json.Unmarshal(out, &mig)
 	v.call("GET", "/v1/migrations/"+mig.ID, nil, "")
 	v.call("GET", "/v1/migrations/nope", nil, "")
+	_, out = v.call("POST", "/v1/batches", map[string]any{"operation": "retry", "filter": map[string]any{"definition": "shop"}}, jsonCT)
+	var batch struct{ ID string }
+	_ = json.Unmarshal(out, &batch)
+	v.call("GET", "/v1/batches/"+batch.ID, nil, "")
+	v.call("GET", "/v1/batches/nope", nil, "")
+	v.call("POST", "/v1/batches", map[string]any{"operation": "cancel"}, jsonCT) // neither filter nor ids: 400
 	v.call("GET", "/v1/incidents?open=true", nil, "")
 	v.call("POST", "/v1/incidents/123/retry", map[string]any{}, jsonCT)
 	v.call("POST", "/v1/messages", map[string]any{"message": "payment-received", "correlation_key": "o-1"}, jsonCT)

@@ -74,6 +74,7 @@ type Worker struct {
 	waiters    *taskwait.Waiters
 	gateway    *zeebe.Gateway
 	migrations *operations.Runner
+	batches    *operations.BatchRunner
 	contracts  *upgrade.Contracts
 	durability *durabilityWatch
 	http       *http.Server
@@ -171,9 +172,12 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	w.tasks = tasks.New(w.api, tasks.Deps{Store: st, Waiters: w.waiters, Metrics: w.metrics, Logger: log, Handoff: w.handoff.Relay},
 		cfg.tasksConfig())
 	apiadmin.New(w.api, apiadmin.Deps{Store: st, Metrics: w.metrics, Logger: log, Lanes: lanesDispatcher{w},
-		PublishRelay: w.publishRelay, MigrationCreated: func() { w.migrations.Wake() }, Handoff: w.handoff.Relay}, cfg.adminAPIConfig())
+		PublishRelay: w.publishRelay, MigrationCreated: func() { w.migrations.Wake() }, BatchCreated: func() { w.batches.Wake() },
+		Handoff: w.handoff.Relay}, cfg.adminAPIConfig())
 	if cfg.API.UI {
-		w.api.Public("GET "+console.Prefix, console.Handler())
+		ui := console.Handler()
+		w.api.Public("GET "+console.Prefix, ui)
+		w.api.Public("GET "+console.Favicon, ui)
 	}
 	w.lanes = lanes.New(lanes.Deps{Store: st, Metrics: w.metrics, Logger: log, Hooks: opt.Hooks, TimerArmed: armed,
 		TasksCreated: w.waiters.TasksCreated, ClaimGuard: w.replica.Valid, Ended: func(id string) { w.gateway.Ended(id) }}, cfg.lanesConfig())
@@ -182,6 +186,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	w.gateway = zeebe.New(zeebe.Deps{Store: st, Lanes: lanesDispatcher{w}, Metrics: w.metrics, Logger: log, PublishRelay: w.publishRelay,
 		Handoff: w.handoff.Relay, Waiters: w.waiters, AcquireDB: w.api.AcquireDB, AuthFailures: authFailures, Clock: opt.Clock}, gatewayConfig)
 	w.migrations = operations.NewRunner(operations.RunnerDeps{Store: st, Lanes: w.lanes, Metrics: w.metrics, Logger: log}, cfg.migrationsConfig())
+	w.batches = operations.NewBatchRunner(operations.BatchDeps{Store: st, Lanes: w.lanes, Logger: log}, cfg.batchesConfig())
 	w.timers = timers.New(timers.Deps{Store: st, Lanes: w.lanes, Metrics: w.metrics, Logger: log}, cfg.timersConfig())
 	brokerConfig := cfg.brokerConfig()
 	brokerConfig.Metrics = w.metrics
@@ -196,7 +201,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		w.abort()
 		return nil, err
 	}
-	services := []startstop.Service{w.durability, w.broker, w.lanes, w.timers, w.sweeper, w.outbox, w.consumer, w.migrations, w.waiters}
+	services := []startstop.Service{w.durability, w.broker, w.lanes, w.timers, w.sweeper, w.outbox, w.consumer, w.migrations, w.batches, w.waiters}
 	if cfg.API.Addr != "" { // empty: no API listener (Stop of a server never started is a no-op)
 		services = append(services, w.api)
 	}
@@ -478,7 +483,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 		// every resume they accepted is answered, the consumer and the
 		// poller keep answering until theirs are, and the outbox publisher
 		// finishes its batch. Rows committed meanwhile wait for a replica.
-		stopped := startstop.StopAllParallel(ctx, w.consumer, w.timers, w.lanes, w.sweeper, w.outbox, w.migrations, w.api, w.gateway, w.waiters, w.durability, httpStop,
+		stopped := startstop.StopAllParallel(ctx, w.consumer, w.timers, w.lanes, w.sweeper, w.outbox, w.migrations, w.batches, w.api, w.gateway, w.waiters, w.durability, httpStop,
 			w.contracts)
 		// Everything that publishes or consumes has stopped: the connection
 		// may close (a relay still unanswered is redelivered elsewhere).

@@ -141,6 +141,10 @@ func (c Config) migrationsConfig() operations.RunnerConfig {
 	return operations.RunnerConfig{Replica: c.ReplicaID}
 }
 
+func (c Config) batchesConfig() operations.BatchConfig {
+	return operations.BatchConfig{Replica: c.ReplicaID, Scan: c.API.MaxScan}
+}
+
 func (c Config) timersConfig() timers.Config {
 	return timers.Config{Replica: c.ReplicaID, PollInterval: c.Timers.PollInterval, BatchSize: c.Timers.Batch,
 		MaxInFlight: c.timerMaxInFlight(), Lease: c.Timers.Lease, Backoff: c.Timers.Backoff,

@@ -40,13 +40,17 @@ type consoleWorker struct {
 	base string
 }
 
-func startWorker(t *testing.T) *consoleWorker {
+// startWorker starts a consoleWorker with the processes of the files also
+// names deployed besides the test process.
+func startWorker(t *testing.T, also ...string) *consoleWorker {
 	t.Helper()
 	if _, err := os.Stat("dist/app.js"); err != nil {
 		t.Skip("the console is not built: run make console (make test does)")
 	}
 	env := testkit.New(t)
-	env.Deploy(t, "testdata/review.bpmn")
+	for _, file := range append([]string{"testdata/review.bpmn"}, also...) {
+		env.Deploy(t, file)
+	}
 	cfg := apptest.Config(env)
 	cfg.API.Token, cfg.AdminToken, cfg.API.Insecure, cfg.UI = taskToken, adminToken, false, true
 	w, err := app.Start(testkit.Ctx(t), cfg, app.Options{Logger: testkit.Logger(t), Registry: prometheus.NewRegistry()})
@@ -164,14 +168,18 @@ func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 	return v
 }
 
-// signIn opens url, which shows the sign-in form first, and signs in.
-func signIn(url, token string) chromedp.Action[chromedp.Void] {
-	return chromedp.Steps(
+// signIn opens url, which shows the sign-in form first, and signs in,
+// under the name user when given.
+func signIn(url, token string, user ...string) chromedp.Action[chromedp.Void] {
+	steps := []chromedp.Action[chromedp.Void]{
 		chromedp.Navigate(url),
 		chromedp.WaitVisible(chromedp.CSS("#token")),
 		chromedp.SendKeys(chromedp.CSS("#token"), token),
-		chromedp.Click(chromedp.CSS("#signin")),
-	)
+	}
+	for _, name := range user {
+		steps = append(steps, chromedp.SendKeys(chromedp.CSS("#user"), name))
+	}
+	return chromedp.Steps(append(steps, chromedp.Click(chromedp.CSS("#signin")))...)
 }
 
 // shown checks the page on view loaded nothing its Content-Security-Policy
@@ -264,7 +272,7 @@ func TestAUserTaskCompletedThroughItsFormAdvancesItsInstance(t *testing.T) {
 	ctx := browser(t)
 	// The task token sees the user tasks alone.
 	run(t, ctx, signIn(w.base+"/ui/tasks", taskToken),
-		chromedp.WaitVisible(chromedp.Search(`//a[contains(., "Review #")]`)))
+		chromedp.WaitVisible(chromedp.Search(`//a[contains(., "Review expense #")]`)))
 	nav := eval[[]string](t, ctx, `[...document.querySelectorAll('nav a')].map(a => a.textContent)`)
 	if len(nav) != 1 || nav[0] != "User tasks" {
 		t.Errorf("a task token's pages: %v, want [User tasks]", nav)

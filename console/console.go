@@ -10,6 +10,7 @@ package console
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -17,6 +18,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -28,6 +30,10 @@ var dist embed.FS
 
 // Prefix is where the console is served.
 const Prefix = "/ui/"
+
+// Favicon is the path browsers ask for an icon on every first load; the
+// handler serves the bundle's favicon.ico there.
+const Favicon = "/favicon.ico"
 
 // securityPolicy lets the page load and call nothing but its own origin: no
 // CDN, no external font, no inline script or style (bpmn-js and form-js set
@@ -57,20 +63,43 @@ func Handler() http.Handler {
 	return newHandler(sub)
 }
 
-// asset is one file of the bundle, read once.
+// asset is one file of the bundle, read once, and gzipped once on the
+// first request that accepts it (a text asset: the bundle is about a third
+// of its size gzipped).
 type asset struct {
 	body        []byte
 	etag        string
 	contentType string
+	gzipped     *gzipped
+}
+
+type gzipped struct {
+	once sync.Once
+	body []byte
+	etag string
+}
+
+// compressed is a's body gzipped and its ETag; a.gzipped is set.
+func (a *asset) compressed() *gzipped {
+	g := a.gzipped
+	g.once.Do(func() {
+		var buf bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression) // a valid level: no error
+		_, _ = zw.Write(a.body)                                  // a bytes.Buffer does not fail
+		_ = zw.Close()
+		g.body = buf.Bytes()
+		g.etag = strings.TrimSuffix(a.etag, `"`) + `-gzip"`
+	})
+	return g
 }
 
 type handler struct {
-	assets map[string]asset
+	assets map[string]*asset
 	index  *asset
 }
 
 func newHandler(fsys fs.FS) *handler {
-	h := &handler{assets: map[string]asset{}}
+	h := &handler{assets: map[string]*asset{}}
 	_ = fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -80,12 +109,14 @@ func newHandler(fsys fs.FS) *handler {
 			return err
 		}
 		sum := sha256.Sum256(body)
-		h.assets[name] = asset{body: body, etag: `"` + hex.EncodeToString(sum[:8]) + `"`, contentType: contentType(name)}
+		a := &asset{body: body, etag: `"` + hex.EncodeToString(sum[:8]) + `"`, contentType: contentType(name)}
+		if strings.HasPrefix(a.contentType, "text/") || a.contentType == "image/svg+xml" {
+			a.gzipped = &gzipped{}
+		}
+		h.assets[name] = a
 		return nil
 	})
-	if a, ok := h.assets["index.html"]; ok {
-		h.index = &a
-	}
+	h.index = h.assets["index.html"]
 	return h
 }
 
@@ -103,6 +134,8 @@ func contentType(name string) string {
 		return "image/svg+xml"
 	case ".txt":
 		return "text/plain; charset=utf-8"
+	case ".ico":
+		return "image/x-icon"
 	}
 	return "application/octet-stream"
 }
@@ -111,7 +144,7 @@ func contentType(name string) string {
 // path under /ui/, so that a deep link (/ui/instances/{id}) loads the page,
 // which routes on its path. Every answer is revalidated (no-cache, with an
 // ETag): the asset names carry no hash, and a new binary must not be served
-// an old bundle.
+// an old bundle. A text asset goes gzipped to a client that accepts it.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr := w.Header()
 	hdr.Set("Content-Security-Policy", securityPolicy)
@@ -125,14 +158,50 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte(notBuilt))
 		return
 	}
-	a, ok := h.assets[strings.TrimPrefix(r.URL.Path, Prefix)]
+	name := strings.TrimPrefix(r.URL.Path, Prefix)
+	if r.URL.Path == Favicon {
+		name = "favicon.ico"
+	}
+	a, ok := h.assets[name]
+	if !ok && r.URL.Path == Favicon {
+		http.NotFound(w, r)
+		return
+	}
 	if !ok || strings.HasSuffix(r.URL.Path, "/") || a.contentType == "application/octet-stream" {
-		a = *h.index
+		a = h.index
 	}
 	hdr.Set("Cache-Control", "no-cache")
-	hdr.Set("ETag", a.etag)
 	hdr.Set("Content-Type", a.contentType)
-	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(a.body))
+	body, etag := a.body, a.etag
+	if a.gzipped != nil {
+		hdr.Add("Vary", "Accept-Encoding")
+		if acceptsGzip(r.Header.Values("Accept-Encoding")) {
+			g := a.compressed()
+			body, etag = g.body, g.etag
+			hdr.Set("Content-Encoding", "gzip")
+		}
+	}
+	hdr.Set("ETag", etag)
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
+}
+
+// acceptsGzip reports whether Accept-Encoding admits gzip: named (or *)
+// with a weight other than 0.
+func acceptsGzip(values []string) bool {
+	for _, v := range values {
+		for _, part := range strings.Split(v, ",") {
+			coding, params, _ := strings.Cut(part, ";")
+			coding = strings.TrimSpace(coding)
+			if coding != "gzip" && coding != "*" {
+				continue
+			}
+			q := strings.ReplaceAll(strings.TrimSpace(params), " ", "")
+			if q != "q=0" && q != "q=0.0" && q != "q=0.00" && q != "q=0.000" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 const notBuilt = `<!doctype html>

@@ -62,3 +62,41 @@ func TestDeepLinksServeThePageAndAssetsThemselves(t *testing.T) {
 		t.Errorf("a revalidation with the current ETag: %d, want 304", w.Code)
 	}
 }
+
+func TestTextAssetsGoGzippedToClientsThatAcceptIt(t *testing.T) {
+	h := newHandler(fstest.MapFS{
+		"index.html":  {Data: []byte("<!doctype html>page")},
+		"app.js":      {Data: []byte(strings.Repeat("console.log(1);", 100))},
+		"favicon.ico": {Data: []byte{0, 0, 1, 0}},
+	})
+	cases := []struct {
+		path, accept, encoding string
+	}{
+		{"/ui/app.js", "gzip, deflate, br", "gzip"},
+		{"/ui/app.js", "br;q=1.0, gzip;q=0.5", "gzip"},
+		{"/ui/app.js", "*", "gzip"},
+		{"/ui/app.js", "gzip;q=0", ""},
+		{"/ui/app.js", "", ""},
+		{"/ui/instances/a%2Fb", "gzip", "gzip"},
+		{"/favicon.ico", "gzip", ""},
+	}
+	for _, c := range cases {
+		w := get(h, c.path, "Accept-Encoding", c.accept)
+		if w.Code != http.StatusOK || w.Header().Get("Content-Encoding") != c.encoding {
+			t.Errorf("%s with Accept-Encoding %q: %d, Content-Encoding %q, want 200 %q", c.path, c.accept, w.Code, w.Header().Get("Content-Encoding"), c.encoding)
+		}
+	}
+	plain, zipped := get(h, "/ui/app.js"), get(h, "/ui/app.js", "Accept-Encoding", "gzip")
+	if plain.Header().Get("ETag") == zipped.Header().Get("ETag") {
+		t.Errorf("the gzipped and plain app.js share the ETag %s", plain.Header().Get("ETag"))
+	}
+	if v := zipped.Header().Get("Vary"); v != "Accept-Encoding" {
+		t.Errorf("Vary %q, want Accept-Encoding", v)
+	}
+	if w := get(h, "/favicon.ico"); w.Header().Get("Content-Type") != "image/x-icon" {
+		t.Errorf("/favicon.ico: %d %q, want image/x-icon", w.Code, w.Header().Get("Content-Type"))
+	}
+	if w := get(newHandler(fstest.MapFS{"index.html": {Data: []byte("page")}}), "/favicon.ico"); w.Code != http.StatusNotFound {
+		t.Errorf("/favicon.ico of a bundle without one: %d, want 404", w.Code)
+	}
+}

@@ -246,7 +246,7 @@ func (s *stepper) adHocJob(i int, el *bpmn.Element, tr Trigger) error {
 	case TriggerTaskFailed:
 		s.closeWaits(i, el.ID)
 		if tr.Retries <= 0 {
-			s.incident(i, fault.IncidentTaskFailed, "task failed with no retries left: "+tr.ErrorMessage, StageAdHocJob)
+			s.taskIncident(i, "task failed with no retries left: "+tr.ErrorMessage, StageAdHocJob, tr)
 			return nil
 		}
 		s.recreateTask(i, el, tr)

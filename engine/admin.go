@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"slices"
+
 	"github.com/sutra-run/worker/bpmn"
 	"github.com/sutra-run/worker/fault"
 )
@@ -20,6 +22,64 @@ func (s *stepper) cancel() {
 func (s *stepper) cancelled() {
 	s.closeWaits(-1, "")
 	s.ended = StatusCancelled
+}
+
+// modify ends the tokens tr.Modification cancels, merges tr.Variables and
+// starts tokens at the elements it activates, which the step then runs. It
+// checks everything before it changes anything: a refusal
+// (fault.ModifyRefused) leaves the instance as it was.
+func (s *stepper) modify(tr Trigger) error {
+	m := tr.Modification
+	if s.in.State.Status != StatusActive {
+		return fault.New(fault.NotWaiting, "instance %s is %s", s.in.ID, statusName(s.in.State.Status))
+	}
+	if m == nil || len(m.Cancel)+len(m.Activate) == 0 {
+		return fault.New(fault.ModifyRefused, "the modification cancels and activates nothing")
+	}
+	cancel := make([]int, 0, len(m.Cancel))
+	for _, id := range m.Cancel {
+		i := slices.IndexFunc(s.tokens, func(t Token) bool { return t.ID == id && t.Element != "" })
+		switch {
+		case i < 0:
+			return fault.New(fault.ModifyRefused, "instance %s has no token %s", s.in.ID, id)
+		case s.tokens[i].Scope != "":
+			return fault.New(fault.ModifyRefused, "token %s at %s is inside a scope: cancel the scope's token", id, s.tokens[i].Element)
+		case slices.Contains(cancel, i):
+			return fault.New(fault.ModifyRefused, "token %s is cancelled twice", id)
+		}
+		cancel = append(cancel, i)
+	}
+	activate := make([]*bpmn.Element, 0, len(m.Activate))
+	for _, id := range m.Activate {
+		el := s.def.Element(id)
+		switch {
+		case el == nil:
+			return fault.New(fault.ModifyRefused, "process %s has no element %q", s.def.ID, id)
+		case el.Parent != nil:
+			return fault.New(fault.ModifyRefused, "element %q is inside %s: only process-level elements are activated", id, el.Parent.ID)
+		case el.AttachedTo != nil || el.Kind == bpmn.KindEventSubProcess:
+			return fault.New(fault.ModifyRefused, "element %q is not reached by a flow: it cannot be activated", id)
+		}
+		activate = append(activate, el)
+	}
+	live := 0
+	for _, t := range s.tokens {
+		if t.Element != "" && t.Scope == "" {
+			live++
+		}
+	}
+	if live-len(cancel)+len(activate) == 0 {
+		return fault.New(fault.ModifyRefused, "the modification leaves instance %s no token: cancel the instance instead", s.in.ID)
+	}
+	for _, i := range cancel {
+		s.killScope(s.tokens[i].ID)
+		s.kill(i)
+	}
+	s.merge(tr.Variables)
+	for _, el := range activate {
+		s.spawn(el, "", "")
+	}
+	return nil
 }
 
 // retry resolves the incident of token tr.TokenID and resumes the token

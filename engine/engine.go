@@ -223,7 +223,23 @@ const (
 	// TriggerRetry resolves the incident of token TokenID and runs its
 	// element again (admin).
 	TriggerRetry TriggerKind = "retry"
+	// TriggerModify moves the instance's tokens (admin, Operate's "modify
+	// instance"): the tokens Modification.Cancel names end, Variables are
+	// merged, and tokens start at the elements Modification.Activate names.
+	TriggerModify TriggerKind = "modify"
 )
+
+// Modification is what TriggerModify changes: moving a token is cancelling
+// it and activating the element it moves to.
+type Modification struct {
+	// Cancel names process-level tokens to end, with what they hold (their
+	// waits, a called instance, an incident, the tokens inside a scope).
+	Cancel []string
+	// Activate names process-level elements (not inside a subprocess, not
+	// boundary events) to start a token at, each run as if a flow reached
+	// it.
+	Activate []string
+}
 
 // Trigger is the one resume that a step applies.
 type Trigger struct {
@@ -267,6 +283,8 @@ type Trigger struct {
 	Variables map[string]any
 	// Parent is the call activity that starts this instance (TriggerStart).
 	Parent *ParentRef
+	// Modification is TriggerModify's change.
+	Modification *Modification `json:",omitempty"`
 }
 
 // WaitRef names one wait of one token. An empty Element means every wait of
@@ -401,6 +419,11 @@ type Incident struct {
 	Message string `json:"message"`
 	// Stage is where a retry resumes the token.
 	Stage Stage `json:"stage,omitempty"`
+	// ErrorMessage and ErrorDetails are, for a task that failed with no
+	// retries left, the worker's own message and details (a stack trace):
+	// stored with the incident, not in the instance's state.
+	ErrorMessage string `json:"-"`
+	ErrorDetails string `json:"-"`
 }
 
 // Stage tells where a retry resumes a token stopped by an incident.

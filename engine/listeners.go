@@ -252,7 +252,7 @@ func (s *stepper) listenerOutcome(i int, tr Trigger) {
 	switch tr.Kind {
 	case TriggerTaskFailed:
 		if tr.Retries <= 0 {
-			s.incident(i, fault.IncidentTaskFailed, what+" failed with no retries left: "+tr.ErrorMessage, StageActivate)
+			s.taskIncident(i, what+" failed with no retries left: "+tr.ErrorMessage, StageActivate, tr)
 			return
 		}
 		s.openListener(i, el, tr)

@@ -176,6 +176,8 @@ func (s *stepper) apply(tr Trigger) error {
 		return nil
 	case TriggerRetry:
 		return s.retry(tr)
+	case TriggerModify:
+		return s.modify(tr)
 	}
 	return fault.New(fault.StepFailed, "unknown trigger kind %q", tr.Kind)
 }
@@ -393,7 +395,7 @@ func (s *stepper) task(tr Trigger) error {
 	case TriggerTaskFailed:
 		s.closeWaits(i, el.ID)
 		if tr.Retries <= 0 {
-			s.incident(i, fault.IncidentTaskFailed, "task failed with no retries left: "+tr.ErrorMessage, StageActivate)
+			s.taskIncident(i, "task failed with no retries left: "+tr.ErrorMessage, StageActivate, tr)
 			return nil
 		}
 		s.recreateTask(i, el, tr)
@@ -878,6 +880,15 @@ func (s *stepper) incident(i int, code, msg string, stage Stage) {
 	inc := Incident{TokenID: t.ID, Element: t.Element, Code: code, Message: msg, Stage: stage}
 	t.Wait, t.Incident = WaitIncident, &inc
 	s.eff.Incidents = append(s.eff.Incidents, inc)
+}
+
+// taskIncident stops token i in an incident for its task (or listener
+// job), which tr failed with no retries left, keeping the worker's message
+// and details with it.
+func (s *stepper) taskIncident(i int, msg string, stage Stage, tr Trigger) {
+	s.incident(i, fault.IncidentTaskFailed, msg, stage)
+	inc := &s.eff.Incidents[len(s.eff.Incidents)-1]
+	inc.ErrorMessage, inc.ErrorDetails = tr.ErrorMessage, tr.ErrorDetails
 }
 
 // exprIncident stops token i in an incident for the evaluation that failed

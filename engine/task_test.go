@@ -99,7 +99,14 @@ func TestServiceTaskFailureRecreatesTaskOrRaisesIncident(t *testing.T) {
 				!strings.Contains(eff.Incidents[0].Message, "card service down") {
 				t.Fatalf("effects = %+v", eff)
 			}
-			if *tok.Incident != eff.Incidents[0] {
+			// The worker's error goes to the incident's row, not into the
+			// instance's state.
+			stored := eff.Incidents[0]
+			if stored.ErrorMessage != "card service down" {
+				t.Errorf("effect %+v, want the worker's error message", stored)
+			}
+			stored.ErrorMessage, stored.ErrorDetails = "", ""
+			if *tok.Incident != stored {
 				t.Errorf("token incident %+v, effect %+v", tok.Incident, eff.Incidents[0])
 			}
 			// The task is gone: a late completion is a recognised no-op.

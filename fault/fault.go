@@ -99,6 +99,9 @@ const (
 	// An instance with a token in or at an ad-hoc subprocess: its
 	// activations are not moved between definitions.
 	MigrateAdHoc = "SUTRA.ADMIN.MIGRATE.AD_HOC"
+	// A modification the instance cannot take: a token it does not have,
+	// an element it cannot start at, or no token left.
+	ModifyRefused = "SUTRA.ADMIN.MODIFY.REFUSED"
 	// Run-time incidents.
 	IncidentExpression = "SUTRA.INCIDENT.EXPRESSION"
 	// An evaluation cut off by a limit: SUTRA_FEEL_MAX_STEPS,

@@ -28,6 +28,7 @@ const (
 	OpVariables = "variables"
 	OpMigrate   = "migrate"
 	OpRetry     = "retry"
+	OpModify    = "modify"
 )
 
 // ClaimHeld is the code of op's refusal when another owner holds the
@@ -121,6 +122,13 @@ func migrate(id string, target int, mapping map[string]string, bounces *int) lan
 func Retry(id, token string, vars map[string]any, retries int) lanes.Resume {
 	return lanes.Resume{Cause: lanes.AdminStep{InstanceID: id,
 		Trigger: engine.Trigger{Kind: engine.TriggerRetry, TokenID: token, Variables: vars, Retries: retries}}}
+}
+
+// Modify is the resume that modifies instance id: the tokens m cancels
+// end, vars are merged, tokens start at the elements m activates.
+func Modify(id string, m engine.Modification, vars map[string]any) lanes.Resume {
+	return lanes.Resume{Cause: lanes.AdminStep{InstanceID: id,
+		Trigger: engine.Trigger{Kind: engine.TriggerModify, Modification: &m, Variables: vars}}}
 }
 
 // Start is the resume that starts an instance of definition at version (0:

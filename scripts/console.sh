@@ -30,7 +30,7 @@ fi
 # Rebuild only when a source is newer than the bundle.
 notice="$out/third-party-notices.txt"
 if [ -f "$out/app.js" ] && [ -f "$notice" ] &&
-	[ -z "$(find "$web/src" "$web/index.html" "$web/package-lock.json" "$web/notices.mjs" -newer "$out/app.js" -print -quit)" ]; then
+	[ -z "$(find "$web/src" "$web/index.html" "$web/favicon.ico" "$web/package-lock.json" "$web/notices.mjs" -newer "$out/app.js" -print -quit)" ]; then
 	exit 0
 fi
 mkdir -p "$out"
@@ -43,5 +43,5 @@ node_modules/.bin/esbuild src/main.js --bundle --minify --format=iife --target=e
 	--legal-comments=none --log-level=warning --outfile="$out/app.js" --metafile="$meta" \
 	--loader:.woff=empty --loader:.woff2=empty --loader:.ttf=empty --loader:.eot=empty --loader:.svg=dataurl
 node notices.mjs "$meta" "$notice"
-cp "$web/index.html" "$out/index.html"
+cp "$web/index.html" "$web/favicon.ico" "$out/"
 echo "console.sh: built console/dist ($(gzip -c "$out/app.js" | wc -c) bytes of JavaScript gzipped)" >&2

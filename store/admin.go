@@ -17,7 +17,7 @@ import (
 
 // Queries of the admin API: what an operator reads about definitions,
 // instances, incidents and user tasks, in the shapes the API answers with
-// (api/admin/wire). None of them claims anything: reading
+// (adminapi). None of them claims anything: reading
 // an instance's row while a step holds it shows the last committed step.
 
 // ListDefinitions lists every definition key with its versions.
@@ -53,6 +53,7 @@ func (s *Store) DefinitionXML(ctx context.Context, key string, version int) (str
 // committed its first step).
 func (s *Store) Instance(ctx context.Context, id string) (wire.Instance, error) {
 	d := wire.Instance{ID: id, Tokens: []wire.Token{}, Compensable: []wire.Compensable{}, Incidents: []wire.Incident{},
+		CalledIncidents: []wire.CalledIncident{},
 		Waits: wire.Waits{Subscriptions: []wire.Subscription{}, Signals: []wire.SignalSubscription{}, Timers: []wire.Timer{},
 			Tasks: []wire.Task{}}}
 	var tokens []byte
@@ -101,10 +102,35 @@ func (s *Store) Instance(ctx context.Context, id string) (wire.Instance, error) 
 			})
 			return err
 		})
-	b.Queue(incidentSelect+` WHERE instance_id = $1 ORDER BY id`, id).Query(func(rows pgx.Rows) error {
+	b.Queue(incidentSelect+` WHERE x.instance_id = $1 ORDER BY x.id`, id).Query(func(rows pgx.Rows) error {
 		var err error
 		d.Incidents, err = pgx.AppendRows(d.Incidents, rows, scanIncident)
 		return err
+	})
+	// The called instances' incidents, at any depth (by instances_parent,
+	// 0007), each with the token of this instance whose call it descends
+	// from (a child's id is <parent>/<token>).
+	var calledBy []string
+	b.Queue(`WITH RECURSIVE called(id, token) AS (
+			SELECT k.id, substr(k.id, length($1) + 2) FROM instances k WHERE k.parent_id = $1
+			UNION ALL
+			SELECT k.id, c.token FROM called c JOIN instances k ON k.parent_id = c.id)
+		SELECT x.id, x.instance_id, x.token_id, x.element_id, x.code, x.message, x.error_message, x.error_details,
+		       x.created_at, x.resolved_at, c.token
+		  FROM called c JOIN incidents x ON x.instance_id = c.id AND x.resolved_at IS NULL ORDER BY x.id LIMIT $2`, id, wire.MaxCalledIncidents).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var c wire.CalledIncident
+			var token string
+			i := &c.Incident
+			if err := rows.Scan(&i.ID, &i.InstanceID, &i.Token, &i.Element, &i.Code, &i.Message, &i.ErrorMessage, &i.ErrorDetails,
+				&i.CreatedAt, &i.ResolvedAt, &token); err != nil {
+				return err
+			}
+			i.ZeebeKey = i.ID
+			d.CalledIncidents = append(d.CalledIncidents, c)
+			calledBy = append(calledBy, token)
+		}
+		return rows.Err()
 	})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return d, translate(err, "reading instance "+id)
@@ -113,8 +139,17 @@ func (s *Store) Instance(ctx context.Context, id string) (wire.Instance, error) 
 	if err := json.Unmarshal(tokens, &st); err != nil {
 		return d, fmt.Errorf("decoding tokens of %s: %w", id, err)
 	}
+	elementOf := make(map[string]string, len(st.Tokens))
 	for _, t := range st.Tokens {
-		d.Tokens = append(d.Tokens, wire.Token{ID: t.ID, Element: t.Element, Wait: string(t.Wait), Scope: t.Scope})
+		tok := wire.Token{ID: t.ID, Element: t.Element, Wait: string(t.Wait), Scope: t.Scope}
+		if t.Wait == engine.WaitChild {
+			tok.CalledInstance = id + "/" + t.ID
+		}
+		d.Tokens = append(d.Tokens, tok)
+		elementOf[t.ID] = t.Element
+	}
+	for n, token := range calledBy {
+		d.CalledIncidents[n].CalledBy = elementOf[token]
 	}
 	for _, c := range st.Compensable {
 		d.Compensable = append(d.Compensable, wire.Compensable{Element: c.Element, Scope: c.Scope, In: c.In, Times: c.Times})
@@ -131,11 +166,26 @@ func (s *Store) Instance(ctx context.Context, id string) (wire.Instance, error) 
 	return d, nil
 }
 
-const incidentSelect = `SELECT id, instance_id, token_id, element_id, code, message, created_at, resolved_at FROM incidents`
+// incidentSelect reads incidents (x) with their instance's definition.
+const incidentSelect = `SELECT x.id, x.instance_id, x.token_id, x.element_id, x.code, x.message, x.error_message, x.error_details,
+		x.created_at, x.resolved_at, i.definition_key, i.definition_version
+	  FROM incidents x LEFT JOIN instances i ON i.id = x.instance_id`
+
+// openIncidentSQL is true when instance i, or an instance it called at any
+// depth, has an open incident: a parent waiting on a stuck child is stuck.
+const openIncidentSQL = `EXISTS (
+	WITH RECURSIVE self(id) AS (SELECT i.id UNION ALL SELECT k.id FROM self s JOIN instances k ON k.parent_id = s.id)
+	SELECT 1 FROM self JOIN incidents x ON x.instance_id = self.id AND x.resolved_at IS NULL)`
 
 func scanIncident(r pgx.CollectableRow) (wire.Incident, error) {
 	var i wire.Incident
-	err := r.Scan(&i.ID, &i.InstanceID, &i.Token, &i.Element, &i.Code, &i.Message, &i.CreatedAt, &i.ResolvedAt)
+	var key *string
+	var version *int
+	err := r.Scan(&i.ID, &i.InstanceID, &i.Token, &i.Element, &i.Code, &i.Message, &i.ErrorMessage, &i.ErrorDetails,
+		&i.CreatedAt, &i.ResolvedAt, &key, &version)
+	if key != nil && version != nil {
+		i.Definition = &wire.DefinitionRef{Key: *key, Version: *version}
+	}
 	i.ZeebeKey = i.ID // an incident's id is drawn from sutra_keys
 	return i, err
 }
@@ -174,7 +224,6 @@ type InstancePage struct {
 // instances walked, at most f.Scan of them per page, so that a filter few
 // instances pass costs one bounded walk per page, not a scan of the table.
 func (s *Store) ListInstances(ctx context.Context, f InstanceFilter) (InstancePage, error) {
-	const openIncident = `EXISTS (SELECT 1 FROM incidents x WHERE x.instance_id = i.id AND x.resolved_at IS NULL)`
 	walk := []string{"i.version > 0", "i.id > $1"}
 	var checks []string
 	args := []any{f.After}
@@ -192,7 +241,7 @@ func (s *Store) ListInstances(ctx context.Context, f InstanceFilter) (InstancePa
 		checks = append(checks, "i.status = "+arg(f.Status))
 	}
 	if f.HasIncident != nil {
-		checks = append(checks, arg(*f.HasIncident)+" = "+openIncident)
+		checks = append(checks, arg(*f.HasIncident)+" = "+openIncidentSQL)
 	}
 	if f.Variable != "" {
 		checks = append(checks, fmt.Sprintf("i.variables -> %s = %s::jsonb", arg(f.Variable), arg(string(f.Value))))
@@ -225,7 +274,7 @@ func (s *Store) ListInstances(ctx context.Context, f InstanceFilter) (InstancePa
 		UNION ALL
 		SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT max(id) FROM walked), (SELECT count(*) FROM walked)
 		 ORDER BY 1`,
-		keep, strings.Join(walk, " AND "), walkArg, limitArg, openIncident), args...)
+		keep, strings.Join(walk, " AND "), walkArg, limitArg, openIncidentSQL), args...)
 	if err != nil {
 		return InstancePage{}, translate(err, "listing instances")
 	}
@@ -265,7 +314,8 @@ func (s *Store) ListInstances(ctx context.Context, f InstanceFilter) (InstancePa
 
 // ElementStatistics counts, for each element of definition key@version,
 // the tokens of its active instances there and the open incidents raised
-// there (the console's diagram overlay), over the next limit active
+// there, or in an instance called there at any depth (the console's
+// diagram overlay), over the next limit active
 // instances of that version after the cursor after, in id order
 // (instances_active_definition, 0022): a client sums the pages. Each
 // instance counted is one read of its row, scattered over the table, about
@@ -276,7 +326,7 @@ func (s *Store) ListInstances(ctx context.Context, f InstanceFilter) (InstancePa
 func (s *Store) ElementStatistics(ctx context.Context, key string, version int, after string, limit int) (
 	elements []wire.ElementStatistics, walked int, next string, err error) {
 	rows, err := s.pool.Query(ctx, `
-		WITH ids AS MATERIALIZED (
+		WITH RECURSIVE ids AS MATERIALIZED (
 			SELECT id FROM instances
 			 WHERE definition_key = $1 AND definition_version = $2 AND status = 'active' AND id > $3
 			 ORDER BY id LIMIT $4),
@@ -285,12 +335,23 @@ func (s *Store) ElementStatistics(ctx context.Context, key string, version int, 
 		w AS MATERIALIZED (
 			SELECT ids.id, i.tokens FROM ids
 			 CROSS JOIN LATERAL (SELECT x.tokens FROM instances x WHERE x.id = ids.id AND x.version > 0 LIMIT 1) i),
+		-- The instances they called, at any depth (instances_parent, 0007),
+		-- each with the token of the call it descends from.
+		called(root, token, id) AS (
+			SELECT w.id, substr(k.id, length(w.id) + 2), k.id FROM w JOIN instances k ON k.parent_id = w.id
+			UNION ALL
+			SELECT c.root, c.token, k.id FROM called c JOIN instances k ON k.parent_id = c.id),
 		t AS (
 			SELECT tok->>'el' AS element, count(*) AS active
 			  FROM w CROSS JOIN LATERAL jsonb_array_elements(w.tokens->'tokens') tok GROUP BY 1),
+		-- An incident of a called instance counts on the call activity.
 		x AS (
-			SELECT x.element_id AS element, count(*) AS incidents
-			  FROM w JOIN incidents x ON x.instance_id = w.id AND x.resolved_at IS NULL GROUP BY 1)
+			SELECT element, count(*) AS incidents FROM (
+				SELECT x.element_id AS element FROM w JOIN incidents x ON x.instance_id = w.id AND x.resolved_at IS NULL
+				UNION ALL
+				SELECT tok->>'el' FROM called c JOIN incidents x ON x.instance_id = c.id AND x.resolved_at IS NULL
+				  JOIN w ON w.id = c.root CROSS JOIN LATERAL jsonb_array_elements(w.tokens->'tokens') tok
+				 WHERE tok->>'id' = c.token) e GROUP BY 1)
 		SELECT coalesce(t.element, x.element), coalesce(t.active, 0), coalesce(x.incidents, 0), NULL, NULL
 		  FROM t FULL JOIN x ON x.element = t.element
 		UNION ALL
@@ -336,9 +397,9 @@ type IncidentFilter struct {
 // ListIncidents pages through incidents by id.
 func (s *Store) ListIncidents(ctx context.Context, f IncidentFilter) ([]wire.Incident, error) {
 	rows, err := s.pool.Query(ctx, incidentSelect+`
-		 WHERE id > $1 AND ($2 = '' OR instance_id = $2)
-		   AND ($3::boolean IS NULL OR $3 = (resolved_at IS NULL))
-		 ORDER BY id LIMIT $4`, f.After, f.InstanceID, f.Open, f.Limit)
+		 WHERE x.id > $1 AND ($2 = '' OR x.instance_id = $2)
+		   AND ($3::boolean IS NULL OR $3 = (x.resolved_at IS NULL))
+		 ORDER BY x.id LIMIT $4`, f.After, f.InstanceID, f.Open, f.Limit)
 	if err != nil {
 		return nil, translate(err, "listing incidents")
 	}
@@ -348,7 +409,7 @@ func (s *Store) ListIncidents(ctx context.Context, f IncidentFilter) ([]wire.Inc
 
 // IncidentByID reads one incident. ErrNotFound when there is none.
 func (s *Store) IncidentByID(ctx context.Context, id int64) (wire.Incident, error) {
-	rows, err := s.pool.Query(ctx, incidentSelect+` WHERE id = $1`, id)
+	rows, err := s.pool.Query(ctx, incidentSelect+` WHERE x.id = $1`, id)
 	if err != nil {
 		return wire.Incident{}, translate(err, "reading incident")
 	}

@@ -572,8 +572,9 @@ func queueStepEffects(b *pgx.Batch, w *outboxWrites, id string, e engine.Effects
 		if job != 0 && inc.Code == fault.IncidentTaskFailed {
 			jobKey = &job
 		}
-		b.Queue(`INSERT INTO incidents (instance_id, token_id, element_id, code, message, job_key)
-			VALUES ($1, $2, $3, $4, $5, $6)`, id, inc.TokenID, inc.Element, inc.Code, inc.Message, jobKey)
+		b.Queue(`INSERT INTO incidents (instance_id, token_id, element_id, code, message, job_key, error_message, error_details)
+			VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, ''), NULLIF($8, ''))`,
+			id, inc.TokenID, inc.Element, inc.Code, inc.Message, jobKey, inc.ErrorMessage, inc.ErrorDetails)
 	}
 	relays, err := childRelays(id, e)
 	if err != nil {

@@ -59,6 +59,7 @@ var migrationChecksums = map[string]string{
 	"0030_step_history_passed.sql":            "cbc3ea6e8ee6a36d554bfafd3354404cbb9d4d73be268671ce752e0faa69011f",
 	"0031_instance_cancelling.sql":            "1d1eb55a70137a0f8e81ea3a5927e2aac0c604b7c678ada8a26da6ade226d0bf",
 	"0032_replica_versions.sql":               "e4493b186ed605994d81561eab7f1eb4e1241edbf247793e0aab91d912424178",
+	"0033_console_operations.sql":             "3210abb0ab01332b2a5c82bc09cb4636b14f3f71ffb1b58f1e48b7c6e4d4474c",
 }
 
 func TestMigrationFilesNeverChange(t *testing.T) {

@@ -17,8 +17,11 @@ type UserTaskFilter struct {
 	CandidateGroup string
 	CandidateUser  string
 	State          string
-	Limit          int
-	After          int64
+	// Assigned, when set, keeps the tasks with (true) or without (false)
+	// an assignee.
+	Assigned *bool
+	Limit    int
+	After    int64
 }
 
 // userTaskState is a user task's state: created (open), assigning (an
@@ -50,7 +53,8 @@ func (s *Store) ListUserTasks(ctx context.Context, f UserTaskFilter) ([]wire.Use
 		   AND ($3 = '' OR $3 = ANY (t.candidate_groups))
 		   AND ($4 = '' OR $4 = ANY (t.candidate_users))
 		   AND ($5 = '' OR $5 = `+userTaskState+`)
-		 ORDER BY t.id LIMIT $6`, f.After, f.Assignee, f.CandidateGroup, f.CandidateUser, f.State, f.Limit)
+		   AND ($7::boolean IS NULL OR $7 = (t.assignee IS NOT NULL))
+		 ORDER BY t.id LIMIT $6`, f.After, f.Assignee, f.CandidateGroup, f.CandidateUser, f.State, f.Limit, f.Assigned)
 	if err != nil {
 		return nil, translate(err, "listing user tasks")
 	}

@@ -60,6 +60,8 @@ type Store interface {
 	RetryTimer(ctx context.Context, incidentID int64) error
 	CreateMigration(ctx context.Context, id, definition string, from, to int, mapping map[string]string) error
 	MigrationStatus(ctx context.Context, id string) (wire.Migration, error)
+	CreateBatch(ctx context.Context, b store.Batch) error
+	BatchStatus(ctx context.Context, id string) (wire.Batch, error)
 	ListUserTasks(ctx context.Context, f store.UserTaskFilter) ([]wire.UserTask, error)
 	UserTaskByID(ctx context.Context, id int64) (wire.UserTask, error)
 	AssignUserTask(ctx context.Context, id int64, assignee *string) error
@@ -119,6 +121,8 @@ type Deps struct {
 	Lanes operations.Dispatcher
 	// MigrationCreated, when set, wakes the bulk migration runner.
 	MigrationCreated func()
+	// BatchCreated, when set, wakes the batch runner.
+	BatchCreated func()
 	// PublishRelay publishes a relay body under messageID to the relay
 	// exchange with routingKey and returns once the broker confirmed it.
 	PublishRelay func(ctx context.Context, routingKey, messageID string, body []byte) error
@@ -173,8 +177,12 @@ func New(srv *api.Server, deps Deps, cfg Config) *API {
 	adminRoute("POST /v1/instances/{id}/migrate", operations.OpMigrate, s.migrate)
 	adminRoute("POST /v1/instances/{id}/migrate/preflight", "migrate_preflight", s.migratePreflight)
 	adminRoute("GET /v1/instances/{id}/history", "history", s.history)
+	adminRoute("POST /v1/instances/{id}/modification", operations.OpModify, s.modify)
+	adminRoute("POST /v1/instances/{id}/modification/preflight", "modify_preflight", s.modifyPreflight)
 	adminRoute("POST /v1/migrations", "migrations", s.startMigration)
 	adminRoute("GET /v1/migrations/{id}", "migration", s.getMigration)
+	adminRoute("POST /v1/batches", "batches", s.startBatch)
+	adminRoute("GET /v1/batches/{id}", "batch", s.getBatch)
 	adminRoute("GET /v1/incidents", "incidents", s.listIncidents)
 	adminRoute("POST /v1/incidents/{id}/retry", operations.OpRetry, s.retryIncident)
 	adminRoute("POST /v1/messages", "message", s.publishMessage)
@@ -623,6 +631,83 @@ func (s *API) getMigration(c *adminCall) (answer, error) {
 	return answer{status: http.StatusOK, body: m}, err
 }
 
+// startBatch records a batch operation (202 with its id); the batch runner
+// works it, each instance through the same admin operation as a single
+// call.
+func (s *API) startBatch(c *adminCall) (answer, error) {
+	var req wire.BatchRequest
+	if err := api.Decode(c.r, &req); err != nil {
+		return answer{}, err
+	}
+	b := store.Batch{ID: api.NewID(), Operation: req.Operation, IDs: req.IDs, TargetVersion: req.TargetVersion, Mapping: req.Mapping}
+	switch req.Operation {
+	case operations.OpCancel, operations.OpRetry:
+		if req.TargetVersion != 0 || req.Mapping != nil {
+			return answer{}, api.Invalidf("target_version and mapping are for a migrate batch")
+		}
+	case operations.OpMigrate:
+		if req.TargetVersion < 1 {
+			return answer{}, api.Invalidf("target_version is required to migrate")
+		}
+	default:
+		return answer{}, api.Invalidf("operation %q is none of cancel, retry, migrate", req.Operation)
+	}
+	switch {
+	case (req.Filter == nil) == (req.IDs == nil):
+		return answer{}, api.Invalidf("name the instances by filter or by ids, one of the two")
+	case req.IDs != nil && (len(req.IDs) == 0 || len(req.IDs) > wire.MaxBatchIDs):
+		return answer{}, api.Invalidf("ids names %d instances: name 1 to %d, or use a filter", len(req.IDs), wire.MaxBatchIDs)
+	case req.Filter != nil:
+		f, err := batchFilter(*req.Filter)
+		if err != nil {
+			return answer{}, err
+		}
+		if req.Operation == operations.OpRetry {
+			yes := true // a retry has nothing to do on the others
+			f.HasIncident = &yes
+		}
+		b.Filter = &f
+	}
+	for _, id := range req.IDs {
+		if id == "" {
+			return answer{}, api.Invalidf("ids holds an empty id")
+		}
+	}
+	if err := s.deps.Store.CreateBatch(c.r.Context(), b); err != nil {
+		return answer{}, err
+	}
+	if s.deps.BatchCreated != nil {
+		s.deps.BatchCreated()
+	}
+	return answer{status: http.StatusAccepted, body: wire.BatchStarted{ID: b.ID}}, nil
+}
+
+// batchFilter checks a batch's filter as the instance list checks its own.
+func batchFilter(in wire.BatchFilter) (store.InstanceFilter, error) {
+	f := store.InstanceFilter{Definition: in.Definition, Version: in.Version, Status: in.Status, HasIncident: in.HasIncident,
+		Variable: in.Variable, Value: in.Value}
+	if in.Version < 0 {
+		return f, api.Invalidf("version %d is not a positive number", in.Version)
+	}
+	if f.Variable != "" && len(f.Value) == 0 {
+		return f, api.Invalidf("variable needs value, the JSON it must equal")
+	} else if f.Variable == "" && len(f.Value) > 0 {
+		return f, api.Invalidf("value needs variable, the name of the variable it is compared with")
+	}
+	if in.CreatedAfter != nil {
+		f.CreatedAfter = *in.CreatedAfter
+	}
+	if in.CreatedBefore != nil {
+		f.CreatedBefore = *in.CreatedBefore
+	}
+	return f, nil
+}
+
+func (s *API) getBatch(c *adminCall) (answer, error) {
+	b, err := s.deps.Store.BatchStatus(c.r.Context(), c.r.PathValue("id"))
+	return answer{status: http.StatusOK, body: b}, err
+}
+
 func (s *API) listIncidents(c *adminCall) (answer, error) {
 	limit, after, err := page(c)
 	if err != nil {
@@ -808,8 +893,16 @@ func (s *API) listUserTasks(c *adminCall) (answer, error) {
 	if st := q.Get("state"); st != "" && st != "created" && st != "assigning" && st != "updating" && st != "completing" {
 		return answer{}, api.Invalidf("state %q is not created, assigning, updating or completing", st)
 	}
+	assigned, err := optBool(c, "assigned")
+	if err != nil {
+		return answer{}, err
+	}
 	list, err := s.deps.Store.ListUserTasks(c.r.Context(), store.UserTaskFilter{Assignee: q.Get("assignee"),
-		CandidateGroup: q.Get("candidate_group"), CandidateUser: q.Get("candidate_user"), State: q.Get("state"), Limit: limit, After: from})
+		CandidateGroup: q.Get("candidate_group"), CandidateUser: q.Get("candidate_user"), State: q.Get("state"), Assigned: assigned,
+		Limit: limit, After: from})
+	if err == nil {
+		err = s.nameUserTasks(c.r.Context(), list)
+	}
 	if err != nil {
 		return answer{}, err
 	}
@@ -841,7 +934,29 @@ func (s *API) userTask(c *adminCall) (wire.UserTask, error) {
 	if isNotFound(err) {
 		return u, refuse(http.StatusNotFound, fault.TaskNotFound, fmt.Sprintf("user task %d does not exist", id))
 	}
-	return u, err
+	if err != nil {
+		return u, err
+	}
+	tasks := []wire.UserTask{u}
+	err = s.nameUserTasks(c.r.Context(), tasks)
+	return tasks[0], err
+}
+
+// nameUserTasks sets each task's and its process's names from its
+// definition (the store caches the parsed processes).
+func (s *API) nameUserTasks(ctx context.Context, tasks []wire.UserTask) error {
+	for i := range tasks {
+		u := &tasks[i]
+		p, err := s.deps.Store.Process(ctx, u.Definition.Key, u.Definition.Version)
+		if err != nil {
+			return err
+		}
+		u.ProcessName = p.Name
+		if el := p.Element(u.Element); el != nil {
+			u.Name = el.Name
+		}
+	}
+	return nil
 }
 
 func (s *API) getUserTask(c *adminCall) (answer, error) {

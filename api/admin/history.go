@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"github.com/sutra-run/worker/api/admin/wire"
 	"github.com/sutra-run/worker/engine"
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/operations"
 )
 
 // history answers the steps of an instance, newest first, from the step
@@ -101,5 +103,77 @@ func (s *API) migratePreflight(c *adminCall) (answer, error) {
 		p.Tokens = append(p.Tokens, wire.MigratedToken{ID: t.ID, From: t.Element, To: to, Wait: string(t.Wait)})
 	}
 	p.OK, p.Status = true, http.StatusOK
+	return answer{status: http.StatusOK, body: p}, nil
+}
+
+// modificationRequest reads the instance and the body of a modification or
+// of its preflight, which take the same request.
+func modificationRequest(c *adminCall) (wire.ModificationRequest, error) {
+	c.instanceID = c.r.PathValue("id")
+	var req wire.ModificationRequest
+	if err := api.Decode(c.r, &req); err != nil {
+		return req, err
+	}
+	if len(req.Cancel)+len(req.Activate) == 0 {
+		return req, api.Invalidf("name tokens to cancel or elements to activate")
+	}
+	return req, nil
+}
+
+// modify moves an instance's tokens as one admin step (Operate's "modify
+// instance"): 200 with the instance as the step left it.
+func (s *API) modify(c *adminCall) (answer, error) {
+	req, err := modificationRequest(c)
+	if err != nil {
+		return answer{}, err
+	}
+	m := engine.Modification{Cancel: req.Cancel, Activate: req.Activate}
+	if err := s.step(c, operations.OpModify, operations.Modify(c.instanceID, m, req.Variables)); err != nil {
+		return answer{}, err
+	}
+	d, err := s.deps.Store.Instance(c.r.Context(), c.instanceID)
+	if err != nil {
+		return answer{}, err
+	}
+	return answer{status: http.StatusOK, body: wire.Modified{InstanceID: c.instanceID, Status: d.Status, Tokens: d.Tokens}}, nil
+}
+
+// modifyPreflight answers what POST /v1/instances/{id}/modification would
+// do: the same step computed on the instance as last committed, claiming
+// and writing nothing (a called decision is not looked up: a business rule
+// task it would reach shows as an incident here).
+func (s *API) modifyPreflight(c *adminCall) (answer, error) {
+	req, err := modificationRequest(c)
+	if err != nil {
+		return answer{}, err
+	}
+	ctx := c.r.Context()
+	in, err := s.deps.Store.ReadInstance(ctx, c.instanceID)
+	if err != nil {
+		return answer{}, err
+	}
+	p := wire.ModificationPreflight{InstanceID: in.ID, Version: in.Version, Tokens: []wire.Token{}}
+	proc, err := s.deps.Store.Process(ctx, in.DefinitionKey, in.DefinitionVersion)
+	if err != nil {
+		return answer{}, err
+	}
+	stepCtx, cancel := context.WithTimeout(ctx, s.cfg.StepTimeout)
+	defer cancel()
+	tr := engine.Trigger{Kind: engine.TriggerModify, Modification: &engine.Modification{Cancel: req.Cancel, Activate: req.Activate},
+		Variables: req.Variables}
+	st, _, err := engine.StepContext(stepCtx, proc, engine.Instance{ID: in.ID, Version: in.Version, State: in.State}, tr,
+		engine.Options{Now: time.Now(), Limits: s.cfg.FeelLimits})
+	if err != nil {
+		if fault.Code(err) == "" {
+			return answer{}, err // not a refusal: the call failed
+		}
+		pr := asProblem(err)
+		p.Code, p.Detail, p.Status = pr.p.Code, pr.p.Detail, pr.status
+		return answer{status: http.StatusOK, body: p}, nil
+	}
+	for _, t := range st.Tokens {
+		p.Tokens = append(p.Tokens, wire.Token{ID: t.ID, Element: t.Element, Wait: string(t.Wait), Scope: t.Scope})
+	}
+	p.OK, p.Status, p.InstanceStatus = true, http.StatusOK, string(st.Status)
 	return answer{status: http.StatusOK, body: p}, nil
 }

@@ -44,7 +44,8 @@ func asProblem(err error) *apiError {
 		return refuse(http.StatusNotFound, code, fault.Reason(err))
 	case code == fault.InstanceExists, code == fault.NotWaiting, code == fault.MigrateListener:
 		return refuse(http.StatusConflict, code, fault.Reason(err))
-	case strings.HasPrefix(code, "SUTRA.BPMN."), strings.HasPrefix(code, "SUTRA.DMN."), code == fault.IncidentExpressionLimit, code == fault.MigrateUnreachable, code == fault.MigrateAdHoc:
+	case strings.HasPrefix(code, "SUTRA.BPMN."), strings.HasPrefix(code, "SUTRA.DMN."), code == fault.IncidentExpressionLimit, code == fault.MigrateUnreachable, code == fault.MigrateAdHoc,
+		code == fault.ModifyRefused:
 		p := refuse(http.StatusUnprocessableEntity, code, fault.Reason(err))
 		p.p.ElementID = quoted(fault.Reason(err))
 		return p

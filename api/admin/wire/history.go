@@ -68,3 +68,39 @@ type MigratedToken struct {
 	To   string `json:"to"`
 	Wait string `json:"wait"`
 }
+
+// ModificationRequest is the body of POST /v1/instances/{id}/modification
+// and of its preflight: the process-level tokens to cancel, the variables
+// to merge, and the process-level elements to start a token at. Moving a
+// token is cancelling it and activating where it goes.
+type ModificationRequest struct {
+	Cancel    []string       `json:"cancel,omitempty"`
+	Activate  []string       `json:"activate,omitempty"`
+	Variables map[string]any `json:"variables,omitempty"`
+}
+
+// Modified answers a modification: the instance as its step left it.
+type Modified struct {
+	InstanceID string  `json:"instance_id"`
+	Status     string  `json:"status"`
+	Tokens     []Token `json:"tokens"`
+}
+
+// ModificationPreflight answers POST /v1/instances/{id}/modification/
+// preflight: what the modification would do on the instance as its last
+// step committed it, claiming and writing nothing.
+type ModificationPreflight struct {
+	InstanceID string `json:"instance_id"`
+	// Version is the step counter the check read.
+	Version int64 `json:"version"`
+	OK      bool  `json:"ok"`
+	// Status is the HTTP status the modification would answer (200 when
+	// OK); Code and Detail its refusal's problem.
+	Status int    `json:"status"`
+	Code   string `json:"code,omitempty"`
+	Detail string `json:"detail,omitempty"`
+	// Tokens are where the tokens would be once the step ran (empty when
+	// refused), and InstanceStatus the instance's status then.
+	Tokens         []Token `json:"tokens"`
+	InstanceStatus string  `json:"instance_status,omitempty"`
+}

@@ -5,7 +5,10 @@
 // so a client links none of it.
 package wire
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // StartRequest is the body of POST /v1/instances.
 type StartRequest struct {
@@ -218,10 +221,14 @@ type Instance struct {
 	Compensable []Compensable `json:"compensable"`
 	Waits       Waits         `json:"waits"`
 	Incidents   []Incident    `json:"incidents"`
-	Claim       *Claim        `json:"claim"`
-	ParentID    *string       `json:"parent_id"`
-	CreatedAt   time.Time     `json:"created_at"`
-	UpdatedAt   time.Time     `json:"updated_at"`
+	// CalledIncidents are the open incidents of the instances it called,
+	// at any depth (the first MaxCalledIncidents, oldest first): a parent
+	// that waits on a stuck child shows it.
+	CalledIncidents []CalledIncident `json:"called_incidents"`
+	Claim           *Claim           `json:"claim"`
+	ParentID        *string          `json:"parent_id"`
+	CreatedAt       time.Time        `json:"created_at"`
+	UpdatedAt       time.Time        `json:"updated_at"`
 }
 
 // Token is one active token.
@@ -230,6 +237,9 @@ type Token struct {
 	Element string `json:"element"`
 	Wait    string `json:"wait"`
 	Scope   string `json:"scope,omitempty"`
+	// CalledInstance is the id of the instance a call activity's token
+	// waits for (wait "child").
+	CalledInstance string `json:"called_instance,omitempty"`
 }
 
 // Compensable is a completed activity with a compensation handler that no
@@ -304,15 +314,34 @@ type Task struct {
 // every row id. Its id is its key for Zeebe clients, given again as
 // zeebe_key.
 type Incident struct {
-	ID         int64      `json:"id,string"`
-	ZeebeKey   int64      `json:"zeebe_key,string"`
-	InstanceID string     `json:"instance_id"`
-	Token      string     `json:"token"`
-	Element    string     `json:"element"`
-	Code       string     `json:"code"`
-	Message    string     `json:"message"`
-	CreatedAt  time.Time  `json:"created_at"`
-	ResolvedAt *time.Time `json:"resolved_at"`
+	ID         int64  `json:"id,string"`
+	ZeebeKey   int64  `json:"zeebe_key,string"`
+	InstanceID string `json:"instance_id"`
+	Token      string `json:"token"`
+	Element    string `json:"element"`
+	Code       string `json:"code"`
+	Message    string `json:"message"`
+	// ErrorMessage and ErrorDetails are, for a task that failed with no
+	// retries left, what its worker reported (errorMessage, errorDetails:
+	// a stack trace); null otherwise.
+	ErrorMessage *string    `json:"error_message"`
+	ErrorDetails *string    `json:"error_details"`
+	CreatedAt    time.Time  `json:"created_at"`
+	ResolvedAt   *time.Time `json:"resolved_at"`
+	// Definition is the process of its instance, in an incident list.
+	Definition *DefinitionRef `json:"definition,omitempty"`
+}
+
+// MaxCalledIncidents is the most called instances' incidents an instance
+// shows.
+const MaxCalledIncidents = 100
+
+// CalledIncident is an open incident of an instance called, directly or
+// not, by the instance read; CalledBy is the element of the read
+// instance's call activity it descends from.
+type CalledIncident struct {
+	Incident
+	CalledBy string `json:"called_by"`
 }
 
 // InstanceSummary is one item of GET /v1/instances.
@@ -437,10 +466,14 @@ type MessagePublished struct {
 // UserTask is a user task as the tools people work them with see it. Its
 // id is its key for Zeebe clients (the job key), given again as zeebe_key.
 type UserTask struct {
-	ID              string         `json:"id"`
-	ZeebeKey        string         `json:"zeebe_key"`
-	InstanceID      string         `json:"instance_id"`
-	Element         string         `json:"element"`
+	ID         string `json:"id"`
+	ZeebeKey   string `json:"zeebe_key"`
+	InstanceID string `json:"instance_id"`
+	Element    string `json:"element"`
+	// Name and ProcessName are the user task's and its process's names
+	// in the BPMN ("" when they have none).
+	Name            string         `json:"name"`
+	ProcessName     string         `json:"process_name"`
 	Definition      DefinitionRef  `json:"definition"`
 	Assignee        *string        `json:"assignee"`
 	CandidateGroups []string       `json:"candidate_groups"`
@@ -477,4 +510,63 @@ type ParkedMessage struct {
 type ParkedSettled struct {
 	ID     string `json:"id"`
 	Status string `json:"status"`
+}
+
+// BatchRequest is the body of POST /v1/batches: an operation on the
+// instances Filter matches (the instance list's filters) or on those IDs
+// names, one of the two.
+type BatchRequest struct {
+	// Operation is cancel, retry (the open incidents of each instance) or
+	// migrate (to TargetVersion of each instance's definition, with
+	// Mapping naming the elements whose ids changed).
+	Operation     string            `json:"operation"`
+	Filter        *BatchFilter      `json:"filter,omitempty"`
+	IDs           []string          `json:"ids,omitempty"`
+	TargetVersion int               `json:"target_version,omitempty"`
+	Mapping       map[string]string `json:"mapping,omitempty"`
+}
+
+// MaxBatchIDs is the most instance ids one batch names.
+const MaxBatchIDs = 10000
+
+// BatchFilter is the instance list's filters (GET /v1/instances), as a
+// batch names them.
+type BatchFilter struct {
+	Definition    string          `json:"definition,omitempty"`
+	Version       int             `json:"version,omitempty"`
+	Status        string          `json:"status,omitempty"`
+	HasIncident   *bool           `json:"has_incident,omitempty"`
+	Variable      string          `json:"variable,omitempty"`
+	Value         json.RawMessage `json:"value,omitempty"`
+	CreatedAfter  *time.Time      `json:"created_after,omitempty"`
+	CreatedBefore *time.Time      `json:"created_before,omitempty"`
+}
+
+// BatchStarted answers POST /v1/batches (202).
+type BatchStarted struct {
+	ID string `json:"id"`
+}
+
+// Batch is a batch operation's progress (GET /v1/batches/{id}).
+type Batch struct {
+	ID        string `json:"id"`
+	Operation string `json:"operation"`
+	// State is running until every instance is done, refused or failed.
+	State string `json:"state"`
+	// Total is the number of ids named; null for a filter, whose
+	// instances are not counted up front.
+	Total *int  `json:"total"`
+	Done  int64 `json:"done"`
+	// Refused counts the instances the operation refused, by code
+	// (SUTRA.RUNTIME.RESUME.NOT_WAITING: it had ended; …).
+	Refused map[string]int64 `json:"refused"`
+	// Failed counts the instances whose operation failed with no code.
+	Failed int64 `json:"failed"`
+	// Retrying counts the instances put off by a held claim, to be tried
+	// again.
+	Retrying int64 `json:"retrying"`
+	// WalkedTo is the last instance id the walk handled.
+	WalkedTo  string    `json:"walked_to"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }

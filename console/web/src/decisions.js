@@ -59,7 +59,7 @@ export async function decisionPage(main, id, params, page) {
   fill(main,
     h('h1', {}, `Decision ${shown.name || id}`),
     h('p', { class: 'toolbar' }, h('label', { for: 'version' }, 'Version '), select,
-      ` · id ${id}`, shown.version_tag ? ` · tag ${shown.version_tag}` : '', ` · deployed ${time(shown.deployed_at)}`),
+      ` · id ${id}`, shown.version_tag ? ` · tag ${shown.version_tag}` : '', ' · deployed ', time(shown.deployed_at)),
     drawing,
     h('h2', {}, 'Evaluate'),
     h('label', { for: 'variables' }, 'Variables (a JSON object: the input data by name)'), variables,

@@ -15,6 +15,30 @@ export class Diagram {
     this.viewer.get('canvas').zoom('fit-viewport', 'auto');
   }
 
+  // name is element id's name in the diagram ("" when it has none or is
+  // not there).
+  name(id) {
+    const e = this.viewer.get('elementRegistry').get(id);
+    return (e && e.businessObject && e.businessObject.name) || '';
+  }
+
+  // label shows element id by its name, its id on hover (the id alone
+  // when it has no name).
+  label(id) {
+    const name = this.name(id);
+    return name ? h('span', { title: id, 'data-element': id }, name) : h('span', { 'data-element': id }, id);
+  }
+
+  // flowNodes are the process-level elements a flow can reach (what an
+  // instance modification activates), by id and name.
+  flowNodes() {
+    const root = this.viewer.get('canvas').getRootElement();
+    return this.viewer.get('elementRegistry').filter((e) => e.parent === root && !e.labelTarget && !e.waypoints
+      && e.businessObject && e.businessObject.$instanceOf('bpmn:FlowNode') && e.type !== 'bpmn:BoundaryEvent'
+      && !(e.type === 'bpmn:SubProcess' && e.businessObject.triggeredByEvent))
+      .map((e) => ({ id: e.id, name: e.businessObject.name || '' }));
+  }
+
   has(id) {
     return !!this.viewer.get('elementRegistry').get(id);
   }

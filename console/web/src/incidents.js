@@ -1,5 +1,5 @@
-// Incidents: the open ones grouped by code and element, each group retried
-// at once.
+// Incidents: the open ones grouped by process, code and element, each
+// group retried at once.
 import { h, fill, api, link, table, notice, button } from './lib.js';
 
 // Open incidents read at most, in pages of 500.
@@ -19,20 +19,24 @@ export async function incidentsPage(main, page) {
     } while (after && all.length < MAX);
     const groups = new Map();
     for (const x of all) {
-      const key = `${x.code}\u0000${x.element}`;
-      if (!groups.has(key)) groups.set(key, { code: x.code, element: x.element, items: [] });
+      const process = x.definition ? `${x.definition.key} v${x.definition.version}` : '';
+      const key = `${process}\u0000${x.code}\u0000${x.element}`;
+      if (!groups.has(key)) groups.set(key, { process, definition: x.definition, code: x.code, element: x.element, items: [] });
       groups.get(key).items.push(x);
     }
     const rows = [...groups.values()].sort((a, b) => b.items.length - a.items.length);
     fill(body, 
       all.length >= MAX ? notice('info', `Showing the first ${MAX} open incidents.`) : null,
-      table('Open incidents by code and element', [
+      table('Open incidents by process, code and element', [
+        ['Process', (g) => (g.definition
+          ? link(`/ui/processes/${encodeURIComponent(g.definition.key)}?version=${g.definition.version}`, g.process) : '')],
         ['Code', (g) => g.code],
         ['Element', (g) => g.element],
         ['Count', (g) => g.items.length],
         ['Example', (g) => h('details', {}, h('summary', {}, g.items[0].message.slice(0, 80) || '(no message)'),
           h('ul', {}, g.items.slice(0, 20).map((x) => h('li', {},
-            link(`/ui/instances/${encodeURIComponent(x.instance_id)}`, x.instance_id), ': ', x.message))))],
+            link(`/ui/instances/${encodeURIComponent(x.instance_id)}`, x.instance_id), ': ', x.message,
+            x.error_message ? ` (the worker: ${x.error_message})` : ''))))],
         ['', (g) => button(`Retry ${g.items.length}`, async () => {
           let done = 0;
           const failed = [];

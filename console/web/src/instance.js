@@ -40,17 +40,22 @@ export async function instancePage(main, id, page) {
       ' · step ', inst.version,
       ' · created ', time(inst.created_at), ' · updated ', time(inst.updated_at),
       inst.parent_id ? [' · parent ', link(`/ui/instances/${encodeURIComponent(inst.parent_id)}`, inst.parent_id)] : null,
-      inst.claim ? ` · claimed by ${inst.claim.owner} for ${inst.claim.age_seconds.toFixed(1)} s` : null));
+      inst.claim ? ` · claimed by ${inst.claim.owner} for ${inst.claim.age_seconds.toFixed(1)} s` : null),
+    banner(inst));
     if (!editing) fill(details, ...sections());
   };
 
+  // reload follows the instance: its actions follow its status (no
+  // Cancel once it has ended), whichever call saw the change first.
   const reload = async () => {
     const next = await api('GET', path);
     const stepped = next.version !== inst.version;
-    if (stepped || next.status !== inst.status || next.claim?.owner !== inst.claim?.owner) {
+    const ended = next.status !== inst.status;
+    if (stepped || ended || next.claim?.owner !== inst.claim?.owner || calledChanged(inst, next)) {
       inst = next;
       await render();
     }
+    if (ended) await renderActions();
     if (stepped) await history.reload();
   };
 
@@ -62,34 +67,48 @@ export async function instancePage(main, id, page) {
   const sections = () => {
     const open = inst.incidents.filter((x) => !x.resolved_at);
     return [
-      h('h2', {}, 'Incidents'),
+      h('h2', { id: 'incidents', tabindex: -1 }, 'Incidents'),
       table('Open incidents', [
-        ['Element', (x) => x.element],
+        ['Element', (x) => diagram.label(x.element)],
         ['Code', (x) => x.code],
-        ['Reason', (x) => x.message],
+        ['Reason', (x) => [x.message, workerError(x)]],
         ['Since', (x) => time(x.created_at)],
         ['', (x) => button('Retry', async () => {
           const r = await api('POST', `/v1/incidents/${x.id}/retry`, {});
           await reload();
+          // The retry's step has run when the call answers: a token that
+          // stopped again at once is a new incident, not a success.
+          const again = inst.incidents.find((y) => !y.resolved_at && y.id !== x.id && y.token === x.token);
+          if (again) throw new Error(`Incident ${x.id} was retried, but it failed again: ${again.code}: ${again.message}`);
           return r.resolved ? `Incident ${x.id} retried.` : `Incident ${x.id} was already resolved.`;
         }, out, { 'data-incident': x.id })],
       ], open),
+      inst.called_incidents.length ? table('Open incidents in called instances', [
+        ['Call activity', (x) => diagram.label(x.called_by)],
+        ['Instance', (x) => link(`/ui/instances/${encodeURIComponent(x.instance_id)}`, x.instance_id)],
+        ['Element', (x) => x.element],
+        ['Code', (x) => x.code],
+        ['Reason', (x) => [x.message, workerError(x)]],
+        ['Since', (x) => time(x.created_at)],
+      ], inst.called_incidents) : null,
       h('h2', {}, 'Waiting at'),
       table('Tokens', [
-        ['Element', (t) => t.element], ['Waits for', (t) => t.wait], ['Token', (t) => t.id],
+        ['Element', (t) => diagram.label(t.element)], ['Waits for', (t) => t.wait], ['Token', (t) => t.id],
+        ['Called instance', (t) => (t.called_instance
+          ? link(`/ui/instances/${encodeURIComponent(t.called_instance)}`, t.called_instance) : '')],
       ], inst.tokens),
       table('Open tasks', [
-        ['Element', (t) => t.element], ['Topic', (t) => t.topic], ['Kind', (t) => (t.user_task ? 'user task' : 'external task')],
+        ['Element', (t) => diagram.label(t.element)], ['Topic', (t) => t.topic], ['Kind', (t) => (t.user_task ? 'user task' : 'external task')],
         ['Retries', (t) => t.retries], ['Locked by', (t) => t.locked_by || ''],
       ], inst.waits.tasks),
-      table('Timers', [['Element', (t) => t.element], ['Due', (t) => time(t.due_at)], ['Attempts', (t) => t.attempts]], inst.waits.timers),
+      table('Timers', [['Element', (t) => diagram.label(t.element)], ['Due', (t) => time(t.due_at)], ['Attempts', (t) => t.attempts]], inst.waits.timers),
       table('Message subscriptions', [
-        ['Element', (s) => s.element], ['Message', (s) => s.message], ['Correlation key', (s) => s.correlation_key],
+        ['Element', (s) => diagram.label(s.element)], ['Message', (s) => s.message], ['Correlation key', (s) => s.correlation_key],
       ], inst.waits.subscriptions),
       h('h2', {}, 'Variables'),
       variables(),
       inst.incidents.length > open.length ? [h('h2', {}, 'Resolved incidents'), table('Resolved incidents', [
-        ['Element', (x) => x.element], ['Code', (x) => x.code], ['Reason', (x) => x.message], ['Resolved', (x) => time(x.resolved_at)],
+        ['Element', (x) => diagram.label(x.element)], ['Code', (x) => x.code], ['Reason', (x) => x.message], ['Resolved', (x) => time(x.resolved_at)],
       ], inst.incidents.filter((x) => x.resolved_at))] : null,
     ];
   };
@@ -120,6 +139,45 @@ export async function instancePage(main, id, page) {
       area.focus();
     }, out);
     return h('div', { class: 'variables' }, list, h('p', {}, edit));
+  };
+
+  // modification moves tokens (Operate's "modify instance"): the tokens
+  // ticked end, a token starts at the element chosen; the server's
+  // preflight says where the tokens would be before Apply.
+  const modification = () => {
+    const top = inst.tokens.filter((t) => !t.scope);
+    const ticks = top.map((t) => h('label', {}, h('input', { type: 'checkbox', 'data-token': t.id, onchange: () => preview() }),
+      ' ', diagram.label(t.element), ` (${t.id}, ${t.wait})`));
+    const start = h('select', { id: 'modify-activate', onchange: () => preview() }, h('option', { value: '' }, 'nowhere'),
+      diagram.flowNodes().map((e) => h('option', { value: e.id }, e.name ? `${e.name} (${e.id})` : e.id)));
+    const said = h('div', { id: 'modify-preview', 'aria-live': 'polite' });
+    const body = () => ({
+      cancel: ticks.map((l) => l.querySelector('input')).filter((c) => c.checked).map((c) => c.dataset.token),
+      activate: start.value ? [start.value] : [],
+    });
+    const preview = async () => {
+      const b = body();
+      if (!b.cancel.length && !b.activate.length) { fill(said); return; }
+      try {
+        const p = await api('POST', `${path}/modification/preflight`, b);
+        fill(said, p.ok
+          ? notice('ok', `The preflight (step ${p.version}): the instance would be ${p.instance_status}, `
+            + `its tokens at ${p.tokens.map((t) => `${diagram.name(t.element) || t.element} (${t.wait})`).join(', ') || 'no element'}.`)
+          : notice('error', `The modification would be refused (${p.status} ${p.code}): ${p.detail}`));
+      } catch (e) {
+        fill(said, notice('error', `The preflight failed: ${e.message}`));
+      }
+    };
+    return h('details', {}, h('summary', {}, 'Modify the instance (move tokens)'),
+      h('fieldset', {}, h('legend', {}, 'End these tokens'), ticks),
+      h('p', {}, h('label', { for: 'modify-activate' }, 'Start a token at '), start),
+      said,
+      h('p', {}, button('Apply modification', async () => {
+        const r = await api('POST', `${path}/modification`, body());
+        await reload();
+        await renderActions(); // its tokens changed, if not its status
+        return `Modified: the instance is ${r.status}.`;
+      }, out, { id: 'modify-apply' })));
   };
 
   const renderActions = async () => {
@@ -155,7 +213,7 @@ export async function instancePage(main, id, page) {
     };
     target.addEventListener('change', showPreview);
     mapping.addEventListener('change', showPreview);
-    fill(actions, h('h2', {}, 'Actions'), h('div', { class: 'toolbar' },
+    fill(actions, h('h2', {}, 'Actions'), modification(), h('div', { class: 'toolbar' },
       button('Cancel instance', async () => {
         if (!confirm(`Cancel instance ${id}? Every token is killed.`)) return '';
         const r = await api('POST', `${path}/cancel`, {});
@@ -195,7 +253,39 @@ function markers(inst, passed) {
   for (const id of passed) add(id, 'sutra-passed');
   for (const t of inst.tokens) add(t.element, t.wait === 'incident' ? 'sutra-incident' : 'sutra-waiting');
   for (const x of inst.incidents) if (!x.resolved_at) add(x.element, 'sutra-incident');
+  for (const x of inst.called_incidents) add(x.called_by, 'sutra-incident');
   return Object.fromEntries(Object.entries(m).map(([k, v]) => [k, [...v]]));
+}
+
+// banner says at the top of the page that the instance is stopped by an
+// incident, its own or one of an instance it called, with the first one's
+// reason and a way to its table.
+function banner(inst) {
+  const open = [...inst.incidents.filter((x) => !x.resolved_at), ...inst.called_incidents];
+  if (!open.length) return null;
+  const x = open[0];
+  const where = x.instance_id && x.instance_id !== inst.instance_id ? ` in called instance ${x.instance_id}` : '';
+  return h('p', { class: 'notice error', role: 'alert', id: 'incident-banner' },
+    `${open.length} open incident(s). ${x.code} at ${x.element}${where}: ${x.error_message || x.message} `,
+    h('a', {
+      href: '#incidents',
+      onclick: (e) => { e.preventDefault(); document.getElementById('incidents').focus(); },
+    }, 'See the incidents'));
+}
+
+// workerError shows what the worker of a task that failed for good
+// reported: its message and, folded, its details (a stack trace).
+function workerError(x) {
+  if (!x.error_message && !x.error_details) return null;
+  return h('details', { class: 'worker-error' }, h('summary', {}, `The worker's error: ${x.error_message || '(no message)'}`),
+    x.error_details ? h('pre', {}, x.error_details) : null);
+}
+
+// calledChanged reports whether the open incidents of an instance's called
+// instances changed, which its own step does not show.
+function calledChanged(a, b) {
+  const ids = (i) => i.called_incidents.map((x) => x.id).join(',');
+  return ids(a) !== ids(b);
 }
 
 // legend says what the diagram's marks mean, in words beside their look.
@@ -204,7 +294,7 @@ function legend() {
   return h('ul', { class: 'legend', 'aria-label': 'Legend of the diagram' },
     key('sutra-passed', 'Passed: the elements and flows the steps listed in the history took (their Path column)'),
     key('sutra-waiting', 'Waits here'),
-    key('sutra-incident', 'Stopped by an incident'));
+    key('sutra-incident', 'Stopped by an incident (here, or in an instance it called)'));
 }
 
 // stepHistory shows an instance's steps, newest first, from

@@ -119,8 +119,16 @@ export function link(path, ...children) {
   }, ...children);
 }
 
+// time is the one rule for every timestamp the console shows: the
+// browser's local time with its zone named, and the UTC time on hover (a
+// <time> element, whose datetime a reader can take). A value that is not a
+// time (a due date as the BPMN gave it) is shown as it is.
 export function time(t) {
-  return t ? new Date(t).toLocaleString() : '—';
+  if (!t) return '—';
+  const d = new Date(t);
+  if (Number.isNaN(d.getTime())) return String(t);
+  const utc = d.toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC');
+  return h('time', { datetime: d.toISOString(), title: utc }, d.toLocaleString(undefined, { timeZoneName: 'short' }));
 }
 
 // notice is a status line that screen readers announce.
@@ -155,6 +163,22 @@ export function button(label, action, out, attrs = {}) {
     },
   }, label);
   return b;
+}
+
+// autoRefresh runs refresh every ms while page is shown, until paused: a
+// toggle button (on by default) that says which it is.
+export function autoRefresh(page, ms, refresh) {
+  let paused = false;
+  const toggle = h('button', {
+    type: 'button', class: 'auto-refresh', 'aria-pressed': 'false',
+    onclick: () => {
+      paused = !paused;
+      toggle.setAttribute('aria-pressed', String(paused));
+      toggle.textContent = paused ? 'Resume auto-refresh' : 'Pause auto-refresh';
+    },
+  }, 'Pause auto-refresh');
+  page.every(ms, async () => { if (!paused) await refresh(); });
+  return h('p', { class: 'toolbar' }, toggle, h('span', { class: 'muted' }, `Refreshed every ${ms / 1000} s.`));
 }
 
 export function pretty(v) {

@@ -17,10 +17,12 @@ import { decisionsPage, decisionPage } from './decisions.js';
 const routes = [
   [/^\/ui\/processes\/?$/, true, (m) => processesPage(m)],
   [/^\/ui\/processes\/([^/]+)$/, true, (m, [key], p, page) => processPage(m, key, p, page)],
-  [/^\/ui\/instances\/?$/, true, (m, _, p) => instancesPage(m, p)],
-  [/^\/ui\/instances\/([^/]+)$/, true, (m, [id], _p, page) => instancePage(m, id, page)],
+  [/^\/ui\/instances\/?$/, true, (m, _, p, page) => instancesPage(m, p, page)],
+  // An instance id may hold '/' (a called instance's is <parent>/<token>):
+  // typed as it is, rather than encoded, it is still one id.
+  [/^\/ui\/instances\/(.+)$/, true, (m, [id], _p, page) => instancePage(m, id, page)],
   [/^\/ui\/incidents\/?$/, true, (m, _, _p, page) => incidentsPage(m, page)],
-  [/^\/ui\/tasks\/?$/, false, (m, _, p) => tasksPage(m, p)],
+  [/^\/ui\/tasks\/?$/, false, (m, _, p, page) => tasksPage(m, p, page)],
   [/^\/ui\/tasks\/([^/]+)$/, false, (m, [id]) => taskPage(m, id)],
   [/^\/ui\/decisions\/?$/, true, (m, _, p) => decisionsPage(m, p)],
   [/^\/ui\/decisions\/([^/]+)$/, true, (m, [id], p, page) => decisionPage(m, id, p, page)],
@@ -79,7 +81,10 @@ async function route() {
   }
   const main = h('main', { id: 'main', tabindex: -1 }, h('p', {}, 'Loading…'));
   fill(app, shell(), main);
-  const path = decodeURI(location.pathname);
+  // Routes match the path as the address bar holds it, and each part they
+  // take is decoded once: an id holding '/' or any other reserved
+  // character arrives encoded (%2F) and is passed on whole.
+  const path = location.pathname;
   if (path === '/ui/' || path === '/ui') {
     history.replaceState(null, '', session.admin ? '/ui/processes' : '/ui/tasks');
     route();
@@ -87,7 +92,7 @@ async function route() {
   }
   const found = routes.find(([re]) => re.test(path));
   if (!found) {
-    fill(main, notice('error', `No page at ${path}.`));
+    fill(main, notice('error', `No page at ${decodeURI(path)}.`));
     return;
   }
   const [re, needsAdmin, show] = found;
@@ -97,7 +102,8 @@ async function route() {
     return;
   }
   try {
-    await show(main, re.exec(path).slice(1), new URLSearchParams(location.search), page);
+    const parts = re.exec(path).slice(1).map((p) => decodeURIComponent(p));
+    await show(main, parts, new URLSearchParams(location.search), page);
   } catch (e) {
     if (page.left) return;
     fill(main, notice('error', e.message));

@@ -55,7 +55,7 @@ export async function processPage(main, key, params, page) {
       if (page.left) return;
       diagram.badges(sum);
       fill(counts, table(`Where the ${instances} active instances are${after ? ' (counting…)' : ''}`, [
-        ['Element', (e) => e.element],
+        ['Element', (e) => diagram.label(e.element)],
         ['Active tokens', (e) => e.active],
         ['Open incidents', (e) => e.incidents],
       ], Object.values(sum)));
