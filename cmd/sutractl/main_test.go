@@ -204,19 +204,20 @@ const (
 "signals":[{"token":"t1","element":"pay-alarm","signal":"alarm","created_at":"2026-12-01T03:07:05Z"}],
 "timers":[{"token":"","element":"tick","due_at":"2026-12-01T04:00:00Z","attempts":2}],
 "tasks":[{"id":"17","zeebe_key":"17","token":"t1","element":"pay","topic":"payments","user_task":false,"retries":3,"locked_by":"w-1","lock_expires_at":"2026-12-01T03:08:00Z"}]},
-"incidents":[{"id":"5","zeebe_key":"5","token":"t1","element":"pay","code":"SUTRA.INCIDENT.TASK_FAILED","message":"card\ndeclined","created_at":"2026-12-01T03:07:04Z","resolved_at":null}],
+"incidents":[{"id":"5","zeebe_key":"5","token":"t1","element":"pay","code":"SUTRA.INCIDENT.TASK_FAILED","message":"card\ndeclined","error_message":null,"error_details":null,"created_at":"2026-12-01T03:07:04Z","resolved_at":null}],
+"called_incidents":[],
 "claim":{"owner":"r1/admin","age_seconds":0.25},"parent_id":null,
 "created_at":"2026-12-01T03:00:00Z","updated_at":"2026-12-01T03:07:04Z"}`
 	summaryA     = `{"instance_id":"a","zeebe_key":"2251799813685251","definition":{"key":"order","version":3},"status":"active","version":2,"has_incident":true,"created_at":"2026-12-01T03:00:00Z","updated_at":"2026-12-01T03:07:04Z"}`
 	summaryB     = `{"instance_id":"b","zeebe_key":"2251799813685252","definition":{"key":"order","version":2},"status":"completed","version":9,"has_incident":false,"created_at":"2026-12-01T02:00:00Z","updated_at":"2026-12-01T03:00:00Z"}`
-	userTaskJSON = `{"id":"18","zeebe_key":"18","instance_id":"order-42","element":"approve","definition":{"key":"order","version":3},
+	userTaskJSON = `{"id":"18","zeebe_key":"18","instance_id":"order-42","element":"approve","name":"Approve","process_name":"Order","definition":{"key":"order","version":3},
 "assignee":null,"candidate_groups":["managers","finance"],"candidate_users":[],"form_key":"camunda-forms:bpmn:approve","form_id":null,
 "due_date":"2026-12-02T00:00:00Z","follow_up_date":null,"priority":50,"variables":{"amount":42},"state":"created",
 "created_at":"2026-12-01T03:07:04Z"}`
 	migrationJSON = `{"id":"0d8b3a61-0bb0-4653-a5e1-5a64a3c0bc6c","definition":"order","from_version":2,"to_version":3,"state":"running","total":10,"migrated":7,"retrying":1,
 "refused":[{"instance_id":"order-9","code":"SUTRA.ADMIN.MIGRATE.UNREACHABLE","detail":"token t1 at pay: the target definition has no element \"pay\""}],
 "created_at":"2026-12-01T03:00:00Z","updated_at":"2026-12-01T03:00:05Z"}`
-	incidentJSON = `{"id":"5","zeebe_key":"5","instance_id":"order-42","token":"t1","element":"pay","code":"SUTRA.INCIDENT.TASK_FAILED","message":"card declined","created_at":"2026-12-01T03:07:04Z","resolved_at":null}`
+	incidentJSON = `{"id":"5","zeebe_key":"5","instance_id":"order-42","token":"t1","element":"pay","code":"SUTRA.INCIDENT.TASK_FAILED","message":"card declined","error_message":null,"error_details":null,"created_at":"2026-12-01T03:07:04Z","resolved_at":null}`
 )
 
 // Each command: the request it sends and the table it prints.
