@@ -45,7 +45,7 @@ func buildConsole(t *testing.T) consoleBuild {
 		}
 		build.root = root
 		for _, p := range []string{"scripts/console.sh", "console/web/package.json", "console/web/package-lock.json",
-			"console/web/index.html", "console/web/src", "console/web/notices.mjs"} {
+			"console/web/index.html", "console/web/favicon.ico", "console/web/src", "console/web/notices.mjs"} {
 			cp := exec.Command("cp", "-r", "--parents", p, root)
 			cp.Dir = ".." // the repository
 			if out, err := cp.CombinedOutput(); err != nil {

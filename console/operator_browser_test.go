@@ -293,7 +293,10 @@ func TestTimestampsAreLocalWithTheirZoneAndUTCOnHover(t *testing.T) {
 	if !strings.Contains(due[0], "6:00") || !strings.Contains(due[0], "GMT+1") || due[1] != "2026-12-24 17:00:00 UTC" {
 		t.Errorf("the due date reads %q, on hover %q: want 6:00 PM in Berlin, its zone named, UTC on hover", due[0], due[1])
 	}
-	run(t, ctx, chromedp.Navigate(w.base+"/ui/instances/e-8"), chromedp.WaitVisible(chromedp.CSS(`#status`)))
+	// The page draws its sections one after the other: wait for the
+	// timestamps of all three (status, tokens, history) rather than the first.
+	run(t, ctx, chromedp.Navigate(w.base+"/ui/instances/e-8"), chromedp.WaitVisible(chromedp.CSS(`#status`)),
+		chromedp.Poll[chromedp.Void](`document.querySelectorAll('main time').length >= 3`))
 	bare := eval[int](t, ctx, `[...document.querySelectorAll('main time')].filter((e) => !e.title.endsWith(' UTC') || !/GMT|CET/.test(e.textContent)).length`)
 	stamps := eval[int](t, ctx, `document.querySelectorAll('main time').length`)
 	if stamps < 3 || bare != 0 {
