@@ -24,6 +24,7 @@ import (
 	"github.com/sutra-run/worker/lanes"
 	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/store"
+	"github.com/sutra-run/worker/usecase"
 )
 
 // countingStore counts the statements the API's fetches and looks run.
@@ -102,7 +103,7 @@ func TestIdleLongPollsFilteredByDefinitionCostOneStatementPerLookWhateverTheirNu
 	srv := api.New(api.Deps{Metrics: m, Logger: testkit.Logger(t)}, api.Config{Addr: "127.0.0.1:0",
 		Credentials: api.Credentials{TaskInsecure: true}})
 	waiters := taskwait.New(taskwait.Deps{Store: cs, Acquire: srv.AcquireDB, Logger: testkit.Logger(t)}, taskwait.Config{PollInterval: 10 * time.Millisecond})
-	tasksAPI := tasks.New(srv, tasks.Deps{Store: cs, Waiters: waiters, Metrics: m, Logger: testkit.Logger(t)}, tasks.Config{})
+	tasksAPI := tasks.New(srv, tasks.Deps{Store: cs, UseCases: usecase.New(usecase.Deps{Store: cs, Metrics: m, Waiters: waiters}), Metrics: m, Logger: testkit.Logger(t)}, tasks.Config{})
 	sig := &tasksAPI.TestSignals
 	sig.Init()
 	lookSig := &waiters.TestSignals.Looked

@@ -38,6 +38,7 @@ import (
 	"github.com/sutra-run/worker/sweeper"
 	"github.com/sutra-run/worker/timers"
 	"github.com/sutra-run/worker/upgrade"
+	"github.com/sutra-run/worker/usecase"
 )
 
 // Options are what a test may inject into a worker besides Config.
@@ -72,6 +73,7 @@ type Worker struct {
 	api        *api.Server
 	tasks      *tasks.API
 	waiters    *taskwait.Waiters
+	usecases   *usecase.UseCases
 	gateway    *zeebe.Gateway
 	migrations *operations.Runner
 	batches    *operations.BatchRunner
@@ -169,7 +171,9 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	// Both job protocols' long polls and streams wait for tasks in one
 	// place, which the lanes tell of the tasks they create.
 	w.waiters = taskwait.New(taskwait.Deps{Store: st, Acquire: w.api.AcquireDB, Logger: log}, cfg.jobsConfig())
-	w.tasks = tasks.New(w.api, tasks.Deps{Store: st, Waiters: w.waiters, Metrics: w.metrics, Logger: log, Handoff: w.handoff.Relay},
+	// Every protocol calls one set of use cases.
+	w.usecases = usecase.New(usecase.Deps{Store: st, Metrics: w.metrics, Logger: log, Lanes: lanesDispatcher{w}, Waiters: w.waiters})
+	w.tasks = tasks.New(w.api, tasks.Deps{Store: st, UseCases: w.usecases, Metrics: w.metrics, Logger: log, Handoff: w.handoff.Relay},
 		cfg.tasksConfig())
 	apiadmin.New(w.api, apiadmin.Deps{Store: st, Metrics: w.metrics, Logger: log, Lanes: lanesDispatcher{w},
 		PublishRelay: w.publishRelay, MigrationCreated: func() { w.migrations.Wake() }, BatchCreated: func() { w.batches.Wake() },
@@ -184,7 +188,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	gatewayConfig := cfg.gatewayConfig()
 	gatewayConfig.Credentials.Clock = opt.Clock
 	w.gateway = zeebe.New(zeebe.Deps{Store: st, Lanes: lanesDispatcher{w}, Metrics: w.metrics, Logger: log, PublishRelay: w.publishRelay,
-		Handoff: w.handoff.Relay, Waiters: w.waiters, AcquireDB: w.api.AcquireDB, AuthFailures: authFailures, Clock: opt.Clock}, gatewayConfig)
+		Handoff: w.handoff.Relay, UseCases: w.usecases, AcquireDB: w.api.AcquireDB, AuthFailures: authFailures, Clock: opt.Clock}, gatewayConfig)
 	w.migrations = operations.NewRunner(operations.RunnerDeps{Store: st, Lanes: w.lanes, Metrics: w.metrics, Logger: log}, cfg.migrationsConfig())
 	w.batches = operations.NewBatchRunner(operations.BatchDeps{Store: st, Lanes: w.lanes, Logger: log}, cfg.batchesConfig())
 	w.timers = timers.New(timers.Deps{Store: st, Lanes: w.lanes, Metrics: w.metrics, Logger: log}, cfg.timersConfig())
@@ -340,6 +344,9 @@ func (w *Worker) API() *api.Server { return w.api }
 
 // Gateway is the worker's Zeebe gateway (for tests: its TestSignals).
 func (w *Worker) Gateway() *zeebe.Gateway { return w.gateway }
+
+// UseCases are the operations every protocol calls (for tests).
+func (w *Worker) UseCases() *usecase.UseCases { return w.usecases }
 
 // Waiters are where the job protocols' fetches wait (for tests: their
 // TestSignals).

@@ -15,6 +15,7 @@ import (
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/clip"
 	"github.com/sutra-run/worker/store"
+	"github.com/sutra-run/worker/usecase"
 )
 
 // fetchRequest is Camunda's FetchExternalTasksDto. Every field Camunda has is
@@ -214,65 +215,47 @@ func cutVersion(id string) (string, int, bool) {
 	return id[:i], v, err == nil
 }
 
-// fetch locks tasks for q, waiting for them up to q.wait (a long poll). A
-// long poll over SUTRA_API_MAX_LONG_POLLS does not wait: it answers what one
-// fetch locked, maybe nothing. While it waits, a long poll holds neither its
-// body's bytes nor a database connection (api.Call.Idle).
+// errNoConn ends a long poll woken when the API's calls use every database
+// connection they may: it answers what it has, nothing, and the wake-up is
+// passed on.
+var errNoConn = errors.New("no database connection for the API")
+
+// fetch locks tasks for q through the one wait (usecase.Activate), waiting
+// for them up to q.wait (a long poll). A long poll over
+// SUTRA_API_MAX_LONG_POLLS does not wait: it answers what one fetch locked,
+// maybe nothing. While it waits, a long poll holds neither its body's bytes
+// nor a database connection (api.Call.Idle).
 func (a *API) fetch(r *http.Request, q lockQuery) ([]lockedTask, error) {
-	if q.max == 0 || len(q.topics) == 0 {
+	c := api.CallOf(r)
+	out := []lockedTask{}
+	err := a.deps.UseCases.Activate(r.Context(), usecase.Activation{
+		Protocol: taskwait.EngineRest, Worker: q.worker, Asks: q.topics, Max: q.max, ByPriority: q.byPriority, Wait: q.wait,
+		Slots: a.slots, Full: func() error { a.deps.Metrics.APILongPollsOver.Inc(); return nil },
+		Stopping: a.stopping,
+		Conn: usecase.Conn{Idle: c.Idle, Use: func(ctx context.Context) (func(), error) {
+			if c.UseDB(ctx) != nil {
+				return nil, errNoConn
+			}
+			return func() {}, nil
+		}},
+		Waiting: func(w *taskwait.Waiter) { a.TestSignals.Waiting.Signal(w.Topics()) },
+	}, func(got []store.LockedTask) (err error) {
+		out, err = a.answer(q, got)
+		return err
+	})
+	if errors.Is(err, errNoConn) {
 		return []lockedTask{}, nil
 	}
-	var w *taskwait.Waiter
-	passOn := false // see taskwait.Waiters
-	if q.wait > 0 {
-		if w = a.deps.Waiters.Add(q.topics, q.max, a.slots); w != nil {
-			defer func() { a.deps.Waiters.Remove(w, passOn) }()
-		} else {
-			a.deps.Metrics.APILongPollsOver.Inc()
-		}
-	}
-	c := api.CallOf(r)
-	deadline := time.NewTimer(q.wait)
-	defer deadline.Stop()
-	for woken := false; ; {
-		tasks, err := a.lock(r.Context(), q)
-		if err != nil || len(tasks) > 0 || w == nil {
-			passOn = woken && (err != nil || (len(q.topics) > 1 && len(tasks) == q.max))
-			return tasks, err
-		}
-		c.Idle()
-		a.TestSignals.Waiting.Signal(w.Topics())
-		select {
-		case <-w.Wake():
-			woken = true
-		case <-deadline.C:
-			return []lockedTask{}, nil
-		case <-a.stopping:
-			return []lockedTask{}, nil
-		case <-r.Context().Done():
-			return nil, r.Context().Err()
-		}
-		if c.UseDB(r.Context()) != nil { // the API's calls use every connection it may
-			passOn = true
-			return []lockedTask{}, nil
-		}
-	}
+	return out, err
 }
 
-// lock runs one fetchAndLock statement and builds Camunda's answer.
-func (a *API) lock(ctx context.Context, q lockQuery) ([]lockedTask, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	got, err := a.deps.Store.FetchAndLock(ctx, q.worker, q.topics, q.max, q.byPriority)
-	if err != nil {
-		return nil, err
-	}
+// answer builds Camunda's answer of the tasks a fetch locked.
+func (a *API) answer(q lockQuery, got []store.LockedTask) ([]lockedTask, error) {
 	if q.newestFirst {
 		slices.Reverse(got)
 	}
 	out := make([]lockedTask, 0, len(got))
 	for _, t := range got {
-		taskwait.Locked(a.deps.Metrics, taskwait.EngineRest, t)
 		ans := q.answers[t.Topic]
 		vars, err := toTyped(t.Variables, ans.variables)
 		if err != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/sutra-run/worker/internal/testsignal"
 	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/store"
+	"github.com/sutra-run/worker/usecase"
 )
 
 // Store is what the task API needs from the database (*store.Store).
@@ -80,11 +81,11 @@ func DefaultConfig() Config {
 // Deps are the task API's collaborators.
 type Deps struct {
 	Store Store
-	// Waiters are where long polls wait for tasks, with the Zeebe gateway's
-	// (taskwait.Waiters: woken by this replica's new tasks and by its look).
-	Waiters *taskwait.Waiters
-	Metrics *metrics.Metrics
-	Logger  *slog.Logger
+	// UseCases serve the calls: fetches wait for tasks in their one wait
+	// (usecase.Activate), with the Zeebe gateway's.
+	UseCases *usecase.UseCases
+	Metrics  *metrics.Metrics
+	Logger   *slog.Logger
 	// Handoff, when set, hands a recorded outcome's relay to this replica's
 	// lanes at once (the fast path), or wakes the outbox publisher
 	// (consumer.Handoff); it must not block. Unset, the relay waits for the

@@ -19,6 +19,7 @@ import (
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/operations"
 	"github.com/sutra-run/worker/store"
+	"github.com/sutra-run/worker/usecase"
 )
 
 // holderPrefix marks the lock of a task a Zeebe worker activated: the
@@ -30,9 +31,6 @@ const holderPrefix = "zeebe:"
 // defaultLongPoll is how long an ActivateJobs with requestTimeout 0 waits
 // for jobs, as Zeebe's gateway (its long-polling timeout).
 const defaultLongPoll = 10 * time.Second
-
-// fetchTimeout bounds one fetch statement.
-const fetchTimeout = 30 * time.Second
 
 // jobQuery is a validated activation: ActivateJobs or a job stream.
 type jobQuery struct {
@@ -100,22 +98,20 @@ func (g *Gateway) useDB(ctx context.Context) (release func(), err error) {
 	return release, nil
 }
 
-// activate locks up to max jobs for q and builds what the client reads.
-func (g *Gateway) activate(ctx context.Context, q jobQuery, max int) ([]*pb.ActivatedJob, error) {
-	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
-	defer cancel()
-	release, err := g.useDB(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	got, err := g.deps.Store.FetchAndLock(ctx, holderPrefix+q.worker, []store.TopicLock{q.ask}, max, false)
-	if err != nil {
-		return nil, err
-	}
+// activation is q's fetch through the one wait (usecase.Activate), with
+// one of the API's database connections around each fetch statement.
+func (g *Gateway) activation(q jobQuery, max int) usecase.Activation {
+	return usecase.Activation{Protocol: taskwait.Zeebe, Worker: holderPrefix + q.worker, Asks: []store.TopicLock{q.ask}, Max: max,
+		Slots: g.slots, Stopping: g.stopping, Conn: usecase.Conn{Use: g.useDB},
+		Full: func() error {
+			return exhausted("%d job streams and long polls are open on this replica: SUTRA_GATEWAY_MAX_STREAMS", g.cfg.MaxStreams)
+		}}
+}
+
+// activatedJobs is what a Zeebe client reads of the tasks q locked.
+func activatedJobs(got []store.LockedTask, q jobQuery) ([]*pb.ActivatedJob, error) {
 	out := make([]*pb.ActivatedJob, 0, len(got))
 	for _, t := range got {
-		taskwait.Locked(g.deps.Metrics, taskwait.Zeebe, t)
 		j, err := activatedJob(t, q)
 		if err != nil {
 			return nil, err
@@ -184,43 +180,17 @@ func (g *Gateway) ActivateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_Ac
 	case req.RequestTimeout < taskwait.MaxLongPoll.Milliseconds():
 		wait = time.Duration(req.RequestTimeout) * time.Millisecond
 	}
-	ctx := stream.Context()
-	answer := func(got []*pb.ActivatedJob) error {
-		g.TestSignals.Answered.Signal(len(got))
-		return g.sendJobs(stream, got)
-	}
-	var w *taskwait.Waiter
-	passOn := false // see taskwait.Waiters
-	if wait > 0 {
-		// Registered before the first fetch: no lost wake-up.
-		if w = g.deps.Waiters.Add([]store.TopicLock{q.ask}, max, g.slots); w == nil {
-			return exhausted("%d job streams and long polls are open on this replica: SUTRA_GATEWAY_MAX_STREAMS", g.cfg.MaxStreams)
-		}
-		defer func() { g.deps.Waiters.Remove(w, passOn) }()
-	}
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	for woken := false; ; {
-		got, err := g.activate(ctx, q, max)
+	a := g.activation(q, max)
+	a.Wait = wait
+	a.Waiting = func(*taskwait.Waiter) { g.TestSignals.Waiting.Signal(q.ask.Topic) }
+	return statusOf(g.deps.UseCases.Activate(stream.Context(), a, func(got []store.LockedTask) error {
+		jobs, err := activatedJobs(got, q)
 		if err != nil {
-			passOn = woken
-			return statusOf(err)
+			return err
 		}
-		if len(got) > 0 || w == nil {
-			return answer(got)
-		}
-		g.TestSignals.Waiting.Signal(q.ask.Topic)
-		select {
-		case <-w.Wake():
-			woken = true
-		case <-deadline.C:
-			return answer(nil)
-		case <-g.stopping:
-			return answer(nil)
-		case <-ctx.Done():
-			return statusOf(ctx.Err())
-		}
-	}
+		g.TestSignals.Answered.Signal(len(jobs))
+		return g.sendJobs(stream, jobs)
+	}))
 }
 
 // sendJobs answers an ActivateJobs with got in as many responses as keep
@@ -255,38 +225,19 @@ func (g *Gateway) StreamActivatedJobs(req *pb.StreamActivatedJobsRequest, stream
 	// the streams and long polls of its type (maybe itself) and waits: a
 	// backlog spreads over the workers, not queued behind the first one's
 	// (a stream has no flow control but gRPC's window).
-	w := g.deps.Waiters.Add([]store.TopicLock{q.ask}, 1, g.slots)
-	if w == nil {
-		return exhausted("%d job streams and long polls are open on this replica: SUTRA_GATEWAY_MAX_STREAMS", g.cfg.MaxStreams)
-	}
-	passOn := false
-	defer func() { g.deps.Waiters.Remove(w, passOn) }()
-	ctx := stream.Context()
-	for {
-		got, err := g.activate(ctx, q, 1)
-		if err != nil {
-			passOn = true
-			return statusOf(err)
-		}
-		for _, j := range got {
+	a := g.activation(q, 1)
+	a.Stream = true
+	a.Waiting = func(*taskwait.Waiter) { g.TestSignals.Streaming.Signal(q.ask.Topic) }
+	err = g.deps.UseCases.Activate(stream.Context(), a, func(got []store.LockedTask) error {
+		jobs, err := activatedJobs(got, q)
+		for _, j := range jobs {
 			if err := stream.Send(j); err != nil {
-				passOn = true
 				return err // the job stays locked until its timeout, as in Zeebe
 			}
 		}
-		if len(got) > 0 {
-			g.deps.Waiters.PassOn(q.ask.Topic)
-		} else {
-			g.TestSignals.Streaming.Signal(q.ask.Topic)
-		}
-		select {
-		case <-w.Wake():
-		case <-g.stopping:
-			return nil
-		case <-ctx.Done():
-			return nil
-		}
-	}
+		return err
+	})
+	return statusOf(err)
 }
 
 // jobVariables reads a job call's variables: a JSON object, or nothing.

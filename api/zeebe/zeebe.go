@@ -45,6 +45,7 @@ import (
 	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/operations"
 	"github.com/sutra-run/worker/store"
+	"github.com/sutra-run/worker/usecase"
 )
 
 // Config configures the gateway.
@@ -148,9 +149,9 @@ type Deps struct {
 	// Handoff hands a recorded job outcome's relay to this replica's lanes
 	// (the fast path, consumer.Handoff.Relay), as /engine-rest does.
 	Handoff func(store.RelayOut)
-	// Waiters are where the job RPCs' long polls and streams wait for
-	// tasks, with /engine-rest's.
-	Waiters *taskwait.Waiters
+	// UseCases serve the calls: the job RPCs' long polls and streams wait
+	// for tasks in the one wait (usecase.Activate), with /engine-rest's.
+	UseCases *usecase.UseCases
 	// AcquireDB takes one of the database connections API calls may use
 	// (api.Server.AcquireDB): the gateway's calls share
 	// SUTRA_API_MAX_DB_CONNS with the API listener's.
