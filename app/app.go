@@ -175,7 +175,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	w.usecases = usecase.New(usecase.Deps{Store: st, Metrics: w.metrics, Logger: log, Lanes: lanesDispatcher{w}, Waiters: w.waiters})
 	w.tasks = tasks.New(w.api, tasks.Deps{Store: st, UseCases: w.usecases, Metrics: w.metrics, Logger: log, Handoff: w.handoff.Relay},
 		cfg.tasksConfig())
-	apiadmin.New(w.api, apiadmin.Deps{Store: st, Metrics: w.metrics, Logger: log, Lanes: lanesDispatcher{w},
+	apiadmin.New(w.api, apiadmin.Deps{Store: st, UseCases: w.usecases, Metrics: w.metrics, Logger: log, Lanes: lanesDispatcher{w},
 		PublishRelay: w.publishRelay, MigrationCreated: func() { w.migrations.Wake() }, BatchCreated: func() { w.batches.Wake() },
 		Handoff: w.handoff.Relay}, cfg.adminAPIConfig())
 	if cfg.API.UI {

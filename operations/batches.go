@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sutra-run/worker/api/admin/wire"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/backoff"
 	"github.com/sutra-run/worker/internal/defaults"
@@ -24,7 +23,7 @@ type BatchStore interface {
 	WalkBatch(ctx context.Context, b store.Batch, limit, scan int) (ids []string, next string, done bool, err error)
 	SettleBatch(ctx context.Context, id, holder, walkedTo string, walkDone bool, outs []store.BatchOutcome) error
 	ReleaseBatches(ctx context.Context, holder string) error
-	ListIncidents(ctx context.Context, f store.IncidentFilter) ([]wire.Incident, error)
+	ListIncidents(ctx context.Context, f store.IncidentFilter) ([]store.Incident, error)
 	RetryTimer(ctx context.Context, incidentID int64) error
 }
 

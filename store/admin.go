@@ -104,7 +104,7 @@ func (s *Store) Instance(ctx context.Context, id string) (wire.Instance, error) 
 		})
 	b.Queue(incidentSelect+` WHERE x.instance_id = $1 ORDER BY x.id`, id).Query(func(rows pgx.Rows) error {
 		var err error
-		d.Incidents, err = pgx.AppendRows(d.Incidents, rows, scanIncident)
+		d.Incidents, err = pgx.AppendRows(d.Incidents, rows, scanWireIncident)
 		return err
 	})
 	// The called instances' incidents, at any depth (by instances_parent,
@@ -177,17 +177,51 @@ const openIncidentSQL = `EXISTS (
 	WITH RECURSIVE self(id) AS (SELECT i.id UNION ALL SELECT k.id FROM self s JOIN instances k ON k.parent_id = s.id)
 	SELECT 1 FROM self JOIN incidents x ON x.instance_id = self.id AND x.resolved_at IS NULL)`
 
-func scanIncident(r pgx.CollectableRow) (wire.Incident, error) {
-	var i wire.Incident
-	var key *string
-	var version *int
+// Incident is one incident: an element that stopped its instance's token
+// until it is retried. Its id is drawn from sutra_keys: it is its Zeebe key
+// too.
+type Incident struct {
+	ID         int64
+	InstanceID string
+	Token      string
+	Element    string
+	Code       string
+	Message    string
+	// ErrorMessage and ErrorDetails are what the worker of a task that
+	// failed to zero retries reported (migration 0033).
+	ErrorMessage, ErrorDetails *string
+	CreatedAt                  time.Time
+	ResolvedAt                 *time.Time
+	// DefinitionKey and DefinitionVersion are its instance's process (nil
+	// when the instance is gone).
+	DefinitionKey     *string
+	DefinitionVersion *int
+}
+
+func scanIncident(r pgx.CollectableRow) (Incident, error) {
+	var i Incident
 	err := r.Scan(&i.ID, &i.InstanceID, &i.Token, &i.Element, &i.Code, &i.Message, &i.ErrorMessage, &i.ErrorDetails,
-		&i.CreatedAt, &i.ResolvedAt, &key, &version)
-	if key != nil && version != nil {
-		i.Definition = &wire.DefinitionRef{Key: *key, Version: *version}
-	}
-	i.ZeebeKey = i.ID // an incident's id is drawn from sutra_keys
+		&i.CreatedAt, &i.ResolvedAt, &i.DefinitionKey, &i.DefinitionVersion)
 	return i, err
+}
+
+// scanWireIncident is scanIncident for an instance's detail, which is
+// still built in the admin API's wire type.
+func scanWireIncident(r pgx.CollectableRow) (wire.Incident, error) {
+	i, err := scanIncident(r)
+	return WireIncident(i), err
+}
+
+// WireIncident is what the admin API shows of an incident: the one
+// conversion, here while the instance detail is still built in wire types
+// by the store.
+func WireIncident(i Incident) wire.Incident {
+	w := wire.Incident{ID: i.ID, ZeebeKey: i.ID, InstanceID: i.InstanceID, Token: i.Token, Element: i.Element, Code: i.Code,
+		Message: i.Message, ErrorMessage: i.ErrorMessage, ErrorDetails: i.ErrorDetails, CreatedAt: i.CreatedAt, ResolvedAt: i.ResolvedAt}
+	if i.DefinitionKey != nil && i.DefinitionVersion != nil {
+		w.Definition = &wire.DefinitionRef{Key: *i.DefinitionKey, Version: *i.DefinitionVersion}
+	}
+	return w
 }
 
 // InstanceFilter narrows an instance list; After is the cursor (the last id
@@ -395,7 +429,7 @@ type IncidentFilter struct {
 }
 
 // ListIncidents pages through incidents by id.
-func (s *Store) ListIncidents(ctx context.Context, f IncidentFilter) ([]wire.Incident, error) {
+func (s *Store) ListIncidents(ctx context.Context, f IncidentFilter) ([]Incident, error) {
 	rows, err := s.pool.Query(ctx, incidentSelect+`
 		 WHERE x.id > $1 AND ($2 = '' OR x.instance_id = $2)
 		   AND ($3::boolean IS NULL OR $3 = (x.resolved_at IS NULL))
@@ -408,10 +442,10 @@ func (s *Store) ListIncidents(ctx context.Context, f IncidentFilter) ([]wire.Inc
 }
 
 // IncidentByID reads one incident. ErrNotFound when there is none.
-func (s *Store) IncidentByID(ctx context.Context, id int64) (wire.Incident, error) {
+func (s *Store) IncidentByID(ctx context.Context, id int64) (Incident, error) {
 	rows, err := s.pool.Query(ctx, incidentSelect+` WHERE x.id = $1`, id)
 	if err != nil {
-		return wire.Incident{}, translate(err, "reading incident")
+		return Incident{}, translate(err, "reading incident")
 	}
 	inc, err := pgx.CollectExactlyOneRow(rows, scanIncident)
 	return inc, translate(err, fmt.Sprintf("reading incident %d", id))

@@ -40,6 +40,7 @@ import (
 	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/operations"
 	"github.com/sutra-run/worker/store"
+	"github.com/sutra-run/worker/usecase"
 )
 
 // Store is what the admin API needs from the database (*store.Store).
@@ -55,9 +56,7 @@ type Store interface {
 	ListInstances(ctx context.Context, f store.InstanceFilter) (store.InstancePage, error)
 	ElementStatistics(ctx context.Context, key string, version int, after string, limit int) (
 		elements []wire.ElementStatistics, walked int, next string, err error)
-	ListIncidents(ctx context.Context, f store.IncidentFilter) ([]wire.Incident, error)
-	IncidentByID(ctx context.Context, id int64) (wire.Incident, error)
-	RetryTimer(ctx context.Context, incidentID int64) error
+	ListIncidents(ctx context.Context, f store.IncidentFilter) ([]store.Incident, error)
 	CreateMigration(ctx context.Context, id, definition string, from, to int, mapping map[string]string) error
 	MigrationStatus(ctx context.Context, id string) (wire.Migration, error)
 	CreateBatch(ctx context.Context, b store.Batch) error
@@ -126,6 +125,9 @@ type Deps struct {
 	// PublishRelay publishes a relay body under messageID to the relay
 	// exchange with routingKey and returns once the broker confirmed it.
 	PublishRelay func(ctx context.Context, routingKey, messageID string, body []byte) error
+	// UseCases are the operations the admin API shares with the other
+	// protocols.
+	UseCases *usecase.UseCases
 	// Handoff, when set, hands a user task completion's relay to this
 	// replica's lanes at once (the fast path), or wakes the outbox
 	// publisher, as tasks.Deps.Handoff; it must not block.
@@ -269,11 +271,25 @@ func (s *API) step(c *adminCall, op string, res lanes.Resume) error {
 	if cl := api.CallOf(c.r); cl != nil {
 		cl.Idle()
 	}
-	err := operations.Run(c.r.Context(), s.deps.Lanes, op, res)
+	return claimHeld(op, operations.Run(c.r.Context(), s.deps.Lanes, op, res))
+}
+
+// claimHeld answers op's refusal by a held claim 409
+// SUTRA.ADMIN.<OP>.CLAIM_HELD: a race to retry, never a wait.
+func claimHeld(op string, err error) error {
 	if code := fault.Code(err); code == operations.ClaimHeld(op) {
 		return refuse(http.StatusConflict, code, fault.Reason(err))
 	}
 	return err
+}
+
+// conn is how use cases hold c's database connection: the one the listener
+// took for it, given back while a step runs on the lanes'.
+func (s *API) conn(c *adminCall) usecase.Conn {
+	if cl := api.CallOf(c.r); cl != nil {
+		return usecase.Conn{Idle: cl.Idle}
+	}
+	return usecase.Conn{}
 }
 
 // decodeAdmin reads a JSON body into v (see decode); an empty body leaves v.
@@ -728,7 +744,11 @@ func (s *API) listIncidents(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	return pageOf("incidents", list, limit, func(i wire.Incident) string { return strconv.FormatInt(i.ID, 10) }), nil
+	out := make([]wire.Incident, len(list))
+	for i, inc := range list {
+		out[i] = store.WireIncident(inc)
+	}
+	return pageOf("incidents", out, limit, func(i wire.Incident) string { return strconv.FormatInt(i.ID, 10) }), nil
 }
 
 func (s *API) retryIncident(c *adminCall) (answer, error) {
@@ -743,36 +763,12 @@ func (s *API) retryIncident(c *adminCall) (answer, error) {
 	if err := api.CheckInt32("retries", req.Retries); err != nil {
 		return answer{}, err
 	}
-	inc, err := s.deps.Store.IncidentByID(c.r.Context(), id)
-	if err != nil {
-		return answer{}, err
-	}
+	inc, err := s.deps.UseCases.ResolveIncident(c.r.Context(), s.conn(c), usecase.IncidentRetry{ID: id, Variables: req.Variables, Retries: &req.Retries})
 	c.instanceID = inc.InstanceID
-	if inc.ResolvedAt != nil {
-		return answer{}, refuse(http.StatusConflict, fault.NotWaiting, fmt.Sprintf("incident %d is resolved", id))
-	}
-	if inc.Code == fault.IncidentTimerFailed {
-		if err := s.retryTimer(c, inc, req); err != nil {
-			return answer{}, err
-		}
-	} else if err := s.step(c, operations.OpRetry, operations.Retry(inc.InstanceID, inc.Token, req.Variables, req.Retries)); err != nil {
-		return answer{}, err
+	if err != nil {
+		return answer{}, claimHeld(operations.OpRetry, err)
 	}
 	return answer{status: http.StatusOK, body: wire.IncidentRetried{IncidentID: id, InstanceID: inc.InstanceID, Resolved: true}}, nil
-}
-
-// retryTimer arms the timer parked in incident inc to fire now: the fire
-// then runs as any timer's does, through the claim. Nothing of the instance
-// is read or written here, so no claim is taken.
-func (s *API) retryTimer(c *adminCall, inc wire.Incident, req wire.RetryRequest) error {
-	if len(req.Variables) > 0 || req.Retries > 0 {
-		return api.Invalidf("a timer incident's retry arms the timer again and takes no variables or retries: set variables with PATCH /v1/instances/{id}/variables first")
-	}
-	err := s.deps.Store.RetryTimer(c.r.Context(), inc.ID)
-	if isNotFound(err) {
-		return refuse(http.StatusConflict, fault.NotWaiting, fmt.Sprintf("incident %d is resolved", inc.ID))
-	}
-	return err
 }
 
 // publishMessage publishes a relay to the relay exchange with confirms: a

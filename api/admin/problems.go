@@ -40,6 +40,8 @@ func asProblem(err error) *apiError {
 	}
 	code := fault.Code(err)
 	switch {
+	case code == fault.APIInvalid:
+		return refuse(http.StatusBadRequest, code, fault.Reason(err))
 	case code == fault.NotFound, code == fault.UnknownDefinition, code == fault.TaskNotFound, code == fault.AdminNotFound:
 		return refuse(http.StatusNotFound, code, fault.Reason(err))
 	case code == fault.InstanceExists, code == fault.NotWaiting, code == fault.MigrateListener:

@@ -14,10 +14,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sutra-run/worker/api"
-	"github.com/sutra-run/worker/api/admin/wire"
 	"github.com/sutra-run/worker/api/taskwait"
 	"github.com/sutra-run/worker/fault"
-	"github.com/sutra-run/worker/operations"
 	"github.com/sutra-run/worker/store"
 	"github.com/sutra-run/worker/usecase"
 )
@@ -384,51 +382,14 @@ func (g *Gateway) UpdateJobTimeout(ctx context.Context, req *pb.UpdateJobTimeout
 // the retries UpdateJobRetries set on the failed job, else its
 // definition's. It answers once the step committed.
 func (g *Gateway) ResolveIncident(ctx context.Context, req *pb.ResolveIncidentRequest) (*pb.ResolveIncidentResponse, error) {
-	inc, retries, err := g.incident(ctx, req.IncidentKey)
+	_, err := g.deps.UseCases.ResolveIncident(ctx, usecase.Conn{Use: g.useDB}, usecase.IncidentRetry{ID: req.IncidentKey})
 	switch {
-	case errors.Is(err, store.ErrNotFound) || err == nil && inc.ResolvedAt != nil:
+	case errors.Is(err, store.ErrNotFound) || errors.Is(err, usecase.ErrIncidentResolved):
 		return nil, status.Errorf(codes.NotFound, "%s: incident %d does not exist or is resolved", fault.NotFound, req.IncidentKey)
-	case err != nil:
-		return nil, statusOf(err)
-	case inc.Code == fault.IncidentTimerFailed:
-		if err := g.retryTimer(ctx, inc.ID); err != nil {
-			return nil, statusOf(err)
-		}
-		return &pb.ResolveIncidentResponse{}, nil
-	}
-	err = operations.Run(ctx, g.deps.Lanes, operations.OpRetry, operations.Retry(inc.InstanceID, inc.Token, nil, retries))
-	if fault.Code(err) == fault.NotWaiting {
+	case fault.Code(err) == fault.NotWaiting:
 		return nil, status.Errorf(codes.FailedPrecondition, "%s: incident %d: %s", fault.NotWaiting, req.IncidentKey, fault.Reason(err))
-	}
-	if err != nil {
+	case err != nil:
 		return nil, statusOf(err)
 	}
 	return &pb.ResolveIncidentResponse{}, nil
-}
-
-// incident reads an incident and the retries UpdateJobRetries set on its
-// failed job, with one of the API's connections.
-func (g *Gateway) incident(ctx context.Context, id int64) (wire.Incident, int, error) {
-	release, err := g.useDB(ctx)
-	if err != nil {
-		return wire.Incident{}, 0, err
-	}
-	defer release()
-	inc, err := g.deps.Store.IncidentByID(ctx, id)
-	if err != nil {
-		return inc, 0, err
-	}
-	retries, err := g.deps.Store.JobRetries(ctx, id)
-	return inc, retries, err
-}
-
-// retryTimer arms a timer incident's timer again, with one of the API's
-// connections.
-func (g *Gateway) retryTimer(ctx context.Context, id int64) error {
-	release, err := g.useDB(ctx)
-	if err != nil {
-		return err
-	}
-	defer release()
-	return g.deps.Store.RetryTimer(ctx, id)
 }

@@ -34,7 +34,6 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/sutra-run/worker/api"
-	"github.com/sutra-run/worker/api/admin/wire"
 	"github.com/sutra-run/worker/api/taskwait"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/feel"
@@ -129,9 +128,6 @@ type Store interface {
 	RecordOutcome(ctx context.Context, o store.TaskReport) (store.Recorded, error)
 	SetLockTimeout(ctx context.Context, id int64, d time.Duration) error
 	SetRetries(ctx context.Context, id int64, retries int) error
-	JobRetries(ctx context.Context, incidentID int64) (int, error)
-	IncidentByID(ctx context.Context, id int64) (wire.Incident, error)
-	RetryTimer(ctx context.Context, incidentID int64) error
 }
 
 // Deps are the gateway's collaborators.
