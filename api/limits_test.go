@@ -103,7 +103,7 @@ func TestIdleLongPollsFilteredByDefinitionCostOneStatementPerLookWhateverTheirNu
 	srv := api.New(api.Deps{Metrics: m, Logger: testkit.Logger(t)}, api.Config{Addr: "127.0.0.1:0",
 		Credentials: api.Credentials{TaskInsecure: true}})
 	waiters := taskwait.New(taskwait.Deps{Store: cs, Acquire: srv.AcquireDB, Logger: testkit.Logger(t)}, taskwait.Config{PollInterval: 10 * time.Millisecond})
-	tasksAPI := tasks.New(srv, tasks.Deps{Store: cs, UseCases: usecase.New(usecase.Deps{Store: cs, Metrics: m, Waiters: waiters}), Metrics: m, Logger: testkit.Logger(t)}, tasks.Config{})
+	tasksAPI := tasks.New(srv, tasks.Deps{Store: cs, UseCases: usecase.New(usecase.Deps{Store: cs, Metrics: m, Waiters: waiters}, usecase.Config{}), Metrics: m, Logger: testkit.Logger(t)}, tasks.Config{})
 	sig := &tasksAPI.TestSignals
 	sig.Init()
 	lookSig := &waiters.TestSignals.Looked

@@ -20,6 +20,7 @@ import (
 	"github.com/sutra-run/worker/store"
 	"github.com/sutra-run/worker/sweeper"
 	"github.com/sutra-run/worker/timers"
+	"github.com/sutra-run/worker/usecase"
 )
 
 // Defaults is the worker's configuration before the environment, each
@@ -118,7 +119,11 @@ func (c Config) tasksConfig() tasks.Config {
 
 func (c Config) adminAPIConfig() apiadmin.Config {
 	return apiadmin.Config{Replica: c.ReplicaID, OpenAPI: docs.OpenAPI, MaxBody: c.API.MaxBody, MaxDeployBody: c.API.MaxDeployBody,
-		StepTimeout: c.Lanes.StepTimeout, FeelLimits: c.feelLimits(), MaxScan: c.API.MaxScan}
+		MaxScan: c.API.MaxScan}
+}
+
+func (c Config) useCasesConfig() usecase.Config {
+	return usecase.Config{StepTimeout: c.Lanes.StepTimeout, FeelLimits: c.feelLimits()}
 }
 
 func (c Config) lanesConfig() lanes.Config {
@@ -133,8 +138,7 @@ func (c Config) gatewayConfig() zeebe.Config {
 	return zeebe.Config{Addr: c.Gateway.Addr, TLSCert: c.Gateway.TLSCert, TLSKey: c.Gateway.TLSKey, Credentials: c.credentials(),
 		MaxStreams: c.Gateway.MaxStreams, MaxJobsToActivate: c.Gateway.MaxJobs, MaxMessageSize: c.Gateway.MaxMessageSize,
 		MaxConnections: c.Gateway.MaxConnections, MaxStreamsPerConnection: c.Gateway.MaxStreamsPerConnection, AuthTimeout: c.Gateway.AuthTimeout,
-		PollInterval: c.Tasks.PollInterval, MaxLockDuration: c.Tasks.MaxLockDuration,
-		StepTimeout: c.Lanes.StepTimeout, FeelLimits: c.feelLimits()}
+		PollInterval: c.Tasks.PollInterval, MaxLockDuration: c.Tasks.MaxLockDuration}
 }
 
 func (c Config) migrationsConfig() operations.RunnerConfig {

@@ -12,8 +12,13 @@ package usecase
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/sutra-run/worker/api/taskwait"
+	"github.com/sutra-run/worker/bpmn"
+	"github.com/sutra-run/worker/engine"
+	"github.com/sutra-run/worker/feel"
+	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/operations"
 	"github.com/sutra-run/worker/store"
@@ -25,6 +30,19 @@ type Store interface {
 	IncidentByID(ctx context.Context, id int64) (store.Incident, error)
 	JobRetries(ctx context.Context, incidentID int64) (int, error)
 	RetryTimer(ctx context.Context, incidentID int64) error
+	FindDecision(ctx context.Context, ref store.DecisionRef) (store.FoundDecision, error)
+}
+
+// Config configures the use cases.
+type Config struct {
+	// StepTimeout and FeelLimits bound a decision's evaluation as they
+	// bound a step's (defaults: 10s, feel's).
+	StepTimeout time.Duration
+	FeelLimits  feel.Limits
+}
+
+func (c *Config) setDefaults() {
+	defaults.Set(&c.StepTimeout, 10*time.Second)
 }
 
 // Deps are the use cases' collaborators.
@@ -36,15 +54,22 @@ type Deps struct {
 	Lanes operations.Dispatcher
 	// Waiters are where activations wait for tasks (api/taskwait).
 	Waiters *taskwait.Waiters
+	// PublishRelay publishes a relay body under messageID to the relay
+	// exchange with routingKey and returns once the broker confirmed it.
+	PublishRelay func(ctx context.Context, routingKey, messageID string, body []byte) error
 }
 
 // UseCases are the operations every protocol calls.
 type UseCases struct {
 	deps Deps
+	cfg  Config
 }
 
 // New builds the use cases on deps.
-func New(deps Deps) *UseCases { return &UseCases{deps: deps} }
+func New(deps Deps, cfg Config) *UseCases {
+	cfg.setDefaults()
+	return &UseCases{deps: deps, cfg: cfg}
+}
 
 // Conn is how a call holds one of the database connections API calls may
 // use (SUTRA_API_MAX_DB_CONNS) while a use case runs: Use takes one (or
@@ -67,4 +92,14 @@ func (c Conn) idle() {
 	if c.Idle != nil {
 		c.Idle()
 	}
+}
+
+// PreviewStep computes the step trigger would take on instance without
+// writing or claiming anything: a preflight shows what the operation would
+// do. It is bounded as a step is (StepTimeout, FeelLimits).
+func (u *UseCases) PreviewStep(ctx context.Context, proc *bpmn.Process, in engine.Instance, tr engine.Trigger) (engine.State, error) {
+	ctx, cancel := context.WithTimeout(ctx, u.cfg.StepTimeout)
+	defer cancel()
+	st, _, err := engine.StepContext(ctx, proc, in, tr, engine.Options{Now: time.Now(), Limits: u.cfg.FeelLimits})
+	return st, err
 }

@@ -32,7 +32,6 @@ import (
 	"github.com/sutra-run/worker/claims"
 	"github.com/sutra-run/worker/engine"
 	"github.com/sutra-run/worker/fault"
-	"github.com/sutra-run/worker/feel"
 	"github.com/sutra-run/worker/internal/clip"
 	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/iso8601"
@@ -86,10 +85,6 @@ type Config struct {
 	MaxBody int64
 	// MaxDeployBody caps a deploy's body (default 4 MiB).
 	MaxDeployBody int64
-	// StepTimeout and FeelLimits bound a decision's evaluation as they
-	// bound a step's (defaults: 10s, feel's).
-	StepTimeout time.Duration
-	FeelLimits  feel.Limits
 	// MaxScan is the most instances one instance list page walks to check
 	// the filters no index serves, and one statistics page counts (default
 	// 5,000).
@@ -99,7 +94,6 @@ type Config struct {
 func (c *Config) setDefaults() {
 	defaults.Set(&c.MaxBody, 1<<20)
 	defaults.Set(&c.MaxDeployBody, 4<<20)
-	defaults.Set(&c.StepTimeout, 10*time.Second)
 	defaults.Set(&c.MaxScan, 5000)
 }
 
@@ -122,9 +116,6 @@ type Deps struct {
 	MigrationCreated func()
 	// BatchCreated, when set, wakes the batch runner.
 	BatchCreated func()
-	// PublishRelay publishes a relay body under messageID to the relay
-	// exchange with routingKey and returns once the broker confirmed it.
-	PublishRelay func(ctx context.Context, routingKey, messageID string, body []byte) error
 	// UseCases are the operations the admin API shares with the other
 	// protocols.
 	UseCases *usecase.UseCases
@@ -778,62 +769,11 @@ func (s *API) publishMessage(c *adminCall) (answer, error) {
 	if err := api.Decode(c.r, &req); err != nil {
 		return answer{}, err
 	}
-	if s.deps.PublishRelay == nil {
-		return answer{}, refuse(http.StatusServiceUnavailable, fault.Unavailable, "no broker publisher")
-	}
-	id, err := PublishMessage(c.r.Context(), s.deps.PublishRelay, req)
+	id, err := s.deps.UseCases.PublishMessage(c.r.Context(), usecase.Message(req))
 	if err != nil {
 		return answer{}, err
 	}
 	return answer{status: http.StatusAccepted, body: wire.MessagePublished{MessageID: id}}, nil
-}
-
-// PublishMessage checks req and publishes it as a relay with publish (a
-// Deps.PublishRelay), under its message id (a new one when it names none),
-// which it returns: POST /v1/messages and the Zeebe gateway's
-// PublishMessage both publish this way, so a message has the relay path's
-// semantics (buffered with its ttl, deduplicated by its message id)
-// whichever protocol sent it. Refusals are api.Invalid.
-func PublishMessage(ctx context.Context, publish func(ctx context.Context, routingKey, messageID string, body []byte) error,
-	req wire.MessageRequest) (string, error) {
-	switch {
-	case req.Message == "":
-		return "", api.Invalidf("message is required")
-	case req.CorrelationKey != "" && req.InstanceID != "":
-		return "", api.Invalidf("name correlation_key or instance_id, not both")
-	}
-	// The name is the relay's routing key and the id its message_id, both
-	// AMQP short strings: checked here, before anything reaches the broker.
-	for _, f := range [...]struct{ name, v string }{{"message", req.Message}, {"instance_id", req.InstanceID},
-		{"message_id", req.MessageID}, {"correlation_key", req.CorrelationKey}} {
-		if err := api.CheckText(f.name, f.v); err != nil {
-			return "", err
-		}
-	}
-	if req.TTL != "" {
-		// Checked as the consumer will read it, so that a message is never
-		// accepted here and dead-lettered there.
-		d, err := iso8601.ParseDuration(req.TTL)
-		if err != nil {
-			return "", api.Invalidf("ttl is not an ISO 8601 duration (PT30S, P1D)")
-		}
-		now := time.Now()
-		if err := api.CheckTTL("ttl", d.AddTo(now).Sub(now)); err != nil {
-			return "", err
-		}
-	}
-	if req.MessageID == "" {
-		req.MessageID = api.NewID()
-	}
-	id := req.MessageID
-	req.MessageID = ""
-	body, err := json.Marshal(req)
-	if err != nil {
-		return "", err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	return id, publish(ctx, req.Message, id, body)
 }
 
 // broadcastSignal broadcasts a signal: it answers once a relay to every

@@ -1,63 +1,14 @@
 package admin
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/sutra-run/worker/api"
 	"github.com/sutra-run/worker/api/admin/wire"
-	"github.com/sutra-run/worker/dmn"
 	"github.com/sutra-run/worker/fault"
-	"github.com/sutra-run/worker/feel"
 	"github.com/sutra-run/worker/store"
 )
-
-// Evaluator evaluates deployed decisions as a business rule task does:
-// under the expression limits and the step deadline, writing nothing. POST
-// /v1/decisions/{id}/evaluation and the Zeebe gateway's EvaluateDecision
-// both evaluate through it.
-type Evaluator struct {
-	// Find finds a deployed decision (store.Store.FindDecision).
-	Find        func(ctx context.Context, ref store.DecisionRef) (store.FoundDecision, error)
-	StepTimeout time.Duration
-	FeelLimits  feel.Limits
-}
-
-// DecisionEvaluation is a deployed decision's evaluation: the decision
-// found, and its result or, when the evaluation failed, why.
-type DecisionEvaluation struct {
-	Decision store.FoundDecision
-	Result   *dmn.Result
-	Failure  *dmn.Failure
-}
-
-// Evaluate finds the decision ref names and evaluates it over vars. A
-// decision not deployed is fault.AdminNotFound; a failed evaluation is no
-// error, its Failure says why.
-func (e Evaluator) Evaluate(ctx context.Context, ref store.DecisionRef, vars map[string]any) (DecisionEvaluation, error) {
-	found, err := e.Find(ctx, ref)
-	if isNotFound(err) {
-		what := fmt.Sprintf("decision %q version %d (0: the latest)", ref.ID, ref.Version)
-		if ref.Key != 0 {
-			what = fmt.Sprintf("decision key %d", ref.Key)
-		}
-		return DecisionEvaluation{}, fault.New(fault.AdminNotFound, "%s is not deployed", what)
-	}
-	if err != nil {
-		return DecisionEvaluation{}, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, e.StepTimeout)
-	defer cancel()
-	res, err := found.Definitions.Evaluate(ctx, found.ID, vars, dmn.Options{Env: feel.Env{Now: time.Now(), Limits: e.FeelLimits}})
-	var failed *dmn.Failure
-	if errors.As(err, &failed) {
-		return DecisionEvaluation{Decision: found, Failure: failed}, nil
-	}
-	return DecisionEvaluation{Decision: found, Result: res}, err
-}
 
 // evaluate answers POST /v1/decisions/{id}/evaluation: the output of the
 // decision and of those it requires, with the rules that matched; a failed
@@ -73,7 +24,7 @@ func (s *API) evaluate(c *adminCall) (answer, error) {
 	if req.Version < 0 {
 		return answer{}, api.Invalidf("version, when set, is positive")
 	}
-	ev, err := s.evaluator().Evaluate(c.r.Context(), store.DecisionRef{ID: c.r.PathValue("id"), Version: req.Version}, req.Variables)
+	ev, err := s.deps.UseCases.EvaluateDecision(c.r.Context(), store.DecisionRef{ID: c.r.PathValue("id"), Version: req.Version}, req.Variables)
 	if err != nil {
 		return answer{}, err
 	}
@@ -122,8 +73,4 @@ func (s *API) decisionXML(c *adminCall) (answer, error) {
 		return answer{}, err
 	}
 	return answer{status: http.StatusOK, raw: []byte(xml), contentType: "application/xml"}, nil
-}
-
-func (s *API) evaluator() Evaluator {
-	return Evaluator{Find: s.deps.Store.FindDecision, StepTimeout: s.cfg.StepTimeout, FeelLimits: s.cfg.FeelLimits}
 }

@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -157,12 +156,9 @@ func (s *API) modifyPreflight(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	stepCtx, cancel := context.WithTimeout(ctx, s.cfg.StepTimeout)
-	defer cancel()
 	tr := engine.Trigger{Kind: engine.TriggerModify, Modification: &engine.Modification{Cancel: req.Cancel, Activate: req.Activate},
 		Variables: req.Variables}
-	st, _, err := engine.StepContext(stepCtx, proc, engine.Instance{ID: in.ID, Version: in.Version, State: in.State}, tr,
-		engine.Options{Now: time.Now(), Limits: s.cfg.FeelLimits})
+	st, err := s.deps.UseCases.PreviewStep(ctx, proc, engine.Instance{ID: in.ID, Version: in.Version, State: in.State}, tr)
 	if err != nil {
 		if fault.Code(err) == "" {
 			return answer{}, err // not a refusal: the call failed

@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sutra-run/worker/api"
-	apiadmin "github.com/sutra-run/worker/api/admin"
 	"github.com/sutra-run/worker/dmn"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/store"
@@ -17,7 +16,7 @@ import (
 
 // EvaluateDecision evaluates a deployed decision, by decisionId (its latest
 // version) or decisionKey, as POST /v1/decisions/{id}/evaluation does
-// (apiadmin.Evaluator): under the step's expression limits and deadline,
+// (usecase.EvaluateDecision): under the step's expression limits and deadline,
 // writing nothing. As in Zeebe, a failed evaluation is an answer, not an
 // error: failedDecisionId and failureMessage say where and why, and
 // evaluatedDecisions hold the decisions evaluated up to the failed one. A
@@ -36,7 +35,7 @@ func (g *Gateway) EvaluateDecision(ctx context.Context, req *pb.EvaluateDecision
 	if err != nil {
 		return nil, statusOf(err)
 	}
-	ev, err := g.evaluator().Evaluate(ctx, store.DecisionRef{ID: req.DecisionId, Key: req.DecisionKey}, vars)
+	ev, err := g.deps.UseCases.EvaluateDecision(ctx, store.DecisionRef{ID: req.DecisionId, Key: req.DecisionKey}, vars)
 	if err != nil {
 		return nil, statusOf(err)
 	}
@@ -102,8 +101,4 @@ func evaluatedDecision(r dmn.DecisionResult, key store.DecisionKey, failed bool)
 func jsonText(v any) (string, error) {
 	b, err := json.Marshal(v)
 	return string(b), err
-}
-
-func (g *Gateway) evaluator() apiadmin.Evaluator {
-	return apiadmin.Evaluator{Find: g.deps.Store.FindDecision, StepTimeout: g.cfg.StepTimeout, FeelLimits: g.cfg.FeelLimits}
 }

@@ -10,14 +10,13 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sutra-run/worker/api"
-	apiadmin "github.com/sutra-run/worker/api/admin"
-	"github.com/sutra-run/worker/api/admin/wire"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/lanes"
+	"github.com/sutra-run/worker/usecase"
 )
 
 // PublishMessage publishes a message as POST /v1/messages does, as a relay
-// (apiadmin.PublishMessage), so it has the relay path's semantics: it
+// (usecase.PublishMessage), so it has the relay path's semantics: it
 // correlates to the subscription waiting with its name and correlation key,
 // or starts the definitions with a message start event of its name, or,
 // with a timeToLive and a correlation key, stays buffered that long for a
@@ -45,9 +44,6 @@ func (g *Gateway) PublishMessage(ctx context.Context, req *pb.PublishMessageRequ
 	if req.TimeToLive > lanes.MaxMessageTTL.Milliseconds() {
 		return nil, statusOf(api.CheckTTL("timeToLive", lanes.MaxMessageTTL+1))
 	}
-	if g.deps.PublishRelay == nil {
-		return nil, status.Errorf(codes.Unavailable, "%s: no broker publisher", fault.Unavailable)
-	}
 	if req.MessageId != "" {
 		if err := api.CheckText("messageId", req.MessageId); err != nil {
 			return nil, statusOf(err)
@@ -64,7 +60,7 @@ func (g *Gateway) PublishMessage(ctx context.Context, req *pb.PublishMessageRequ
 	if err != nil {
 		return nil, statusOf(err)
 	}
-	msg := wire.MessageRequest{Message: req.Name, CorrelationKey: req.CorrelationKey, Variables: vars, MessageID: req.MessageId}
+	msg := usecase.Message{Message: req.Name, CorrelationKey: req.CorrelationKey, Variables: vars, MessageID: req.MessageId}
 	if msg.MessageID == "" {
 		msg.MessageID = strconv.FormatInt(key, 10)
 	}
@@ -72,7 +68,7 @@ func (g *Gateway) PublishMessage(ctx context.Context, req *pb.PublishMessageRequ
 		// Fixed notation: %g would write 1e+06 for long TTLs.
 		msg.TTL = "PT" + strconv.FormatFloat((time.Duration(req.TimeToLive)*time.Millisecond).Seconds(), 'f', -1, 64) + "S"
 	}
-	if _, err := apiadmin.PublishMessage(ctx, g.deps.PublishRelay, msg); err != nil {
+	if _, err := g.deps.UseCases.PublishMessage(ctx, msg); err != nil {
 		return nil, statusOf(err)
 	}
 	return &pb.PublishMessageResponse{Key: key, TenantId: defaultTenant}, nil

@@ -36,7 +36,6 @@ import (
 	"github.com/sutra-run/worker/api"
 	"github.com/sutra-run/worker/api/taskwait"
 	"github.com/sutra-run/worker/fault"
-	"github.com/sutra-run/worker/feel"
 	"github.com/sutra-run/worker/internal/clock"
 	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/internal/startstop"
@@ -70,10 +69,6 @@ type Config struct {
 	// MaxLockDuration caps a job's activation timeout and UpdateJobTimeout
 	// (SUTRA_API_MAX_LOCK_DURATION, default 24h), as /engine-rest's lock.
 	MaxLockDuration time.Duration
-	// StepTimeout and FeelLimits bound EvaluateDecision's evaluation as they
-	// bound a step's (defaults: 10s, feel's).
-	StepTimeout time.Duration
-	FeelLimits  feel.Limits
 	// MaxConnections caps the gateway's open connections (default 1024);
 	// one over it is closed at once.
 	MaxConnections int
@@ -99,7 +94,6 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.AuthTimeout, 5*time.Second)
 	defaults.Set(&c.MaxLockDuration, 24*time.Hour)
 	defaults.Set(&c.PollInterval, 250*time.Millisecond)
-	defaults.Set(&c.StepTimeout, 10*time.Second)
 }
 
 // DefaultConfig is the configuration New fills unset fields from; the
@@ -138,10 +132,6 @@ type Deps struct {
 	Lanes   operations.Dispatcher
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
-	// PublishRelay publishes a relay body under messageID to the relay
-	// exchange with routingKey and returns once the broker confirmed it
-	// (the admin API's PublishRelay).
-	PublishRelay func(ctx context.Context, routingKey, messageID string, body []byte) error
 	// Handoff hands a recorded job outcome's relay to this replica's lanes
 	// (the fast path, consumer.Handoff.Relay), as /engine-rest does.
 	Handoff func(store.RelayOut)

@@ -1,0 +1,75 @@
+package usecase
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/sutra-run/worker/api"
+	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/iso8601"
+)
+
+// Message is a message to publish and correlate: the body of the relay
+// that carries it (its fields as the consumer reads them), and its id.
+type Message struct {
+	Message        string         `json:"message"`
+	CorrelationKey string         `json:"correlation_key,omitempty"`
+	InstanceID     string         `json:"instance_id,omitempty"`
+	Variables      map[string]any `json:"variables,omitempty"`
+	TTL            string         `json:"ttl,omitempty"`
+	// MessageID is the relay's message id, not part of its body; a new one
+	// when empty.
+	MessageID string `json:"-"`
+}
+
+// publishTimeout bounds a publish and its broker's confirm.
+const publishTimeout = 30 * time.Second
+
+// PublishMessage checks m and publishes it as a relay (Deps.PublishRelay)
+// under its message id, which it returns: every protocol publishes a
+// message this way, so a message has the relay path's semantics (correlated
+// by its name and correlation key or instance, buffered with its ttl,
+// deduplicated by its message id) whichever protocol sent it. Refusals are
+// api.Invalid; no publisher is fault.Unavailable.
+func (u *UseCases) PublishMessage(ctx context.Context, m Message) (string, error) {
+	switch {
+	case m.Message == "":
+		return "", api.Invalidf("message is required")
+	case m.CorrelationKey != "" && m.InstanceID != "":
+		return "", api.Invalidf("name correlation_key or instance_id, not both")
+	}
+	// The name is the relay's routing key and the id its message_id, both
+	// AMQP short strings: checked here, before anything reaches the broker.
+	for _, f := range [...]struct{ name, v string }{{"message", m.Message}, {"instance_id", m.InstanceID},
+		{"message_id", m.MessageID}, {"correlation_key", m.CorrelationKey}} {
+		if err := api.CheckText(f.name, f.v); err != nil {
+			return "", err
+		}
+	}
+	if m.TTL != "" {
+		// Checked as the consumer will read it, so that a message is never
+		// accepted here and dead-lettered there.
+		d, err := iso8601.ParseDuration(m.TTL)
+		if err != nil {
+			return "", api.Invalidf("ttl is not an ISO 8601 duration (PT30S, P1D)")
+		}
+		now := time.Now()
+		if err := api.CheckTTL("ttl", d.AddTo(now).Sub(now)); err != nil {
+			return "", err
+		}
+	}
+	if u.deps.PublishRelay == nil {
+		return "", fault.New(fault.Unavailable, "no broker publisher")
+	}
+	if m.MessageID == "" {
+		m.MessageID = api.NewID()
+	}
+	body, err := json.Marshal(m)
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	return m.MessageID, u.deps.PublishRelay(ctx, m.Message, m.MessageID, body)
+}
