@@ -173,12 +173,11 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	w.waiters = taskwait.New(taskwait.Deps{Store: st, Acquire: w.api.AcquireDB, Logger: log}, cfg.jobsConfig())
 	// Every protocol calls one set of use cases.
 	w.usecases = usecase.New(usecase.Deps{Store: st, Metrics: w.metrics, Logger: log, Lanes: lanesDispatcher{w}, Waiters: w.waiters,
-		PublishRelay: w.publishRelay}, cfg.useCasesConfig())
-	w.tasks = tasks.New(w.api, tasks.Deps{Store: st, UseCases: w.usecases, Metrics: w.metrics, Logger: log, Handoff: w.handoff.Relay},
+		PublishRelay: w.publishRelay, Handoff: w.handoff.Relay}, cfg.useCasesConfig())
+	w.tasks = tasks.New(w.api, tasks.Deps{Store: st, UseCases: w.usecases, Metrics: w.metrics, Logger: log},
 		cfg.tasksConfig())
-	apiadmin.New(w.api, apiadmin.Deps{Store: st, UseCases: w.usecases, Metrics: w.metrics, Logger: log, Lanes: lanesDispatcher{w},
-		MigrationCreated: func() { w.migrations.Wake() }, BatchCreated: func() { w.batches.Wake() },
-		Handoff: w.handoff.Relay}, cfg.adminAPIConfig())
+	apiadmin.New(w.api, apiadmin.Deps{Store: st, UseCases: w.usecases, Metrics: w.metrics, Logger: log,
+		MigrationCreated: func() { w.migrations.Wake() }, BatchCreated: func() { w.batches.Wake() }}, cfg.adminAPIConfig())
 	if cfg.API.UI {
 		ui := console.Handler()
 		w.api.Public("GET "+console.Prefix, ui)
@@ -188,8 +187,8 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		TasksCreated: w.waiters.TasksCreated, ClaimGuard: w.replica.Valid, Ended: func(id string) { w.gateway.Ended(id) }}, cfg.lanesConfig())
 	gatewayConfig := cfg.gatewayConfig()
 	gatewayConfig.Credentials.Clock = opt.Clock
-	w.gateway = zeebe.New(zeebe.Deps{Store: st, Lanes: lanesDispatcher{w}, Metrics: w.metrics, Logger: log,
-		Handoff: w.handoff.Relay, UseCases: w.usecases, AcquireDB: w.api.AcquireDB, AuthFailures: authFailures, Clock: opt.Clock}, gatewayConfig)
+	w.gateway = zeebe.New(zeebe.Deps{Store: st, Metrics: w.metrics, Logger: log,
+		UseCases: w.usecases, AcquireDB: w.api.AcquireDB, AuthFailures: authFailures, Clock: opt.Clock}, gatewayConfig)
 	w.migrations = operations.NewRunner(operations.RunnerDeps{Store: st, Lanes: w.lanes, Metrics: w.metrics, Logger: log}, cfg.migrationsConfig())
 	w.batches = operations.NewBatchRunner(operations.BatchDeps{Store: st, Lanes: w.lanes, Logger: log}, cfg.batchesConfig())
 	w.timers = timers.New(timers.Deps{Store: st, Lanes: w.lanes, Metrics: w.metrics, Logger: log}, cfg.timersConfig())

@@ -57,10 +57,7 @@ func (u *UseCases) ResolveIncident(ctx context.Context, conn Conn, r IncidentRet
 		}
 		return inc, u.retryTimer(ctx, conn, inc.ID)
 	}
-	// The step runs on the admin lane with the lanes' connections: the call
-	// gives its own back while it waits.
-	conn.idle()
-	return inc, operations.Run(ctx, u.deps.Lanes, operations.OpRetry, operations.Retry(inc.InstanceID, inc.Token, r.Variables, retries))
+	return inc, u.operate(ctx, conn, operations.OpRetry, operations.Retry(inc.InstanceID, inc.Token, r.Variables, retries))
 }
 
 // incident reads r's incident and the retries its task is created with.

@@ -31,6 +31,7 @@ type Store interface {
 	JobRetries(ctx context.Context, incidentID int64) (int, error)
 	RetryTimer(ctx context.Context, incidentID int64) error
 	FindDecision(ctx context.Context, ref store.DecisionRef) (store.FoundDecision, error)
+	RecordOutcome(ctx context.Context, o store.TaskReport) (store.Recorded, error)
 }
 
 // Config configures the use cases.
@@ -57,6 +58,11 @@ type Deps struct {
 	// PublishRelay publishes a relay body under messageID to the relay
 	// exchange with routingKey and returns once the broker confirmed it.
 	PublishRelay func(ctx context.Context, routingKey, messageID string, body []byte) error
+	// Handoff, when set, hands a recorded task outcome's relay to this
+	// replica's lanes at once (the fast path), or wakes the outbox
+	// publisher (consumer.Handoff.Relay); it must not block. Unset, the
+	// relay waits for the publisher's poll.
+	Handoff func(store.RelayOut)
 }
 
 // UseCases are the operations every protocol calls.

@@ -35,7 +35,6 @@ import (
 	"github.com/sutra-run/worker/internal/clip"
 	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/iso8601"
-	"github.com/sutra-run/worker/lanes"
 	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/operations"
 	"github.com/sutra-run/worker/store"
@@ -65,7 +64,6 @@ type Store interface {
 	AssignUserTask(ctx context.Context, id int64, assignee *string) error
 	UpdateUserTask(ctx context.Context, id int64, c engine.UserTaskChanges) error
 	Process(ctx context.Context, key string, version int) (*bpmn.Process, error)
-	RecordOutcome(ctx context.Context, o store.TaskReport) (store.Recorded, error)
 	ListParkedOutbox(ctx context.Context, f store.ParkedFilter) ([]wire.ParkedMessage, error)
 	RetryParkedOutbox(ctx context.Context, id string) error
 	DiscardParkedOutbox(ctx context.Context, id string) error
@@ -110,8 +108,6 @@ type Deps struct {
 	Store   Store
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
-	// Lanes run the admin calls' steps.
-	Lanes operations.Dispatcher
 	// MigrationCreated, when set, wakes the bulk migration runner.
 	MigrationCreated func()
 	// BatchCreated, when set, wakes the batch runner.
@@ -119,10 +115,6 @@ type Deps struct {
 	// UseCases are the operations the admin API shares with the other
 	// protocols.
 	UseCases *usecase.UseCases
-	// Handoff, when set, hands a user task completion's relay to this
-	// replica's lanes at once (the fast path), or wakes the outbox
-	// publisher, as tasks.Deps.Handoff; it must not block.
-	Handoff func(store.RelayOut)
 }
 
 // API is the admin API, served on an api.Server.
@@ -252,19 +244,6 @@ func (s *API) admin(op string, h func(c *adminCall) (answer, error)) http.Handle
 	}
 }
 
-// step runs an administrative resume through the lanes and waits for its
-// outcome: a held claim is 409 SUTRA.ADMIN.<OP>.CLAIM_HELD, never a wait.
-func (s *API) step(c *adminCall, op string, res lanes.Resume) error {
-	// The step runs on the admin lane with the lanes' connections: the call
-	// gives its body bytes and its API connection back while it waits, so
-	// that admin steps slow up to the step deadline cannot starve the task
-	// API. What it reads afterwards is one statement.
-	if cl := api.CallOf(c.r); cl != nil {
-		cl.Idle()
-	}
-	return claimHeld(op, operations.Run(c.r.Context(), s.deps.Lanes, op, res))
-}
-
 // claimHeld answers op's refusal by a held claim 409
 // SUTRA.ADMIN.<OP>.CLAIM_HELD: a race to retry, never a wait.
 func claimHeld(op string, err error) error {
@@ -275,7 +254,10 @@ func claimHeld(op string, err error) error {
 }
 
 // conn is how use cases hold c's database connection: the one the listener
-// took for it, given back while a step runs on the lanes'.
+// took for it. A step runs on the admin lane with the lanes' connections:
+// the call gives its body bytes and its API connection back while it
+// waits, so that admin steps slow up to the step deadline cannot starve
+// the task API.
 func (s *API) conn(c *adminCall) usecase.Conn {
 	if cl := api.CallOf(c.r); cl != nil {
 		return usecase.Conn{Idle: cl.Idle}
@@ -441,7 +423,7 @@ func (s *API) startInstance(c *adminCall) (answer, error) {
 		req.InstanceID = api.NewID()
 	}
 	c.instanceID = req.InstanceID
-	if err := s.step(c, operations.OpStart, operations.Start(req.InstanceID, req.Definition, req.Version, req.Variables)); err != nil {
+	if err := claimHeld(operations.OpStart, s.deps.UseCases.StartInstance(c.r.Context(), s.conn(c), req.InstanceID, req.Definition, req.Version, req.Variables)); err != nil {
 		return answer{}, err
 	}
 	in, err := s.deps.Store.InstanceKeys(c.r.Context(), req.InstanceID, false)
@@ -546,7 +528,7 @@ func (s *API) listInstances(c *adminCall) (answer, error) {
 // same 202 and changes nothing.
 func (s *API) cancel(c *adminCall) (answer, error) {
 	c.instanceID = c.r.PathValue("id")
-	if err := s.step(c, operations.OpCancel, operations.Cancel(c.instanceID)); err != nil {
+	if err := claimHeld(operations.OpCancel, s.deps.UseCases.CancelInstance(c.r.Context(), s.conn(c), c.instanceID)); err != nil {
 		return answer{}, err
 	}
 	in, err := s.deps.Store.InstanceKeys(c.r.Context(), c.instanceID, false)
@@ -565,7 +547,7 @@ func (s *API) setVariables(c *adminCall) (answer, error) {
 	if err := api.Decode(c.r, &vars); err != nil {
 		return answer{}, err
 	}
-	if err := s.step(c, operations.OpVariables, operations.Variables(c.instanceID, vars)); err != nil {
+	if err := claimHeld(operations.OpVariables, s.deps.UseCases.SetVariables(c.r.Context(), s.conn(c), c.instanceID, vars)); err != nil {
 		return answer{}, err
 	}
 	d, err := s.deps.Store.Instance(c.r.Context(), c.instanceID)
@@ -597,7 +579,7 @@ func (s *API) migrate(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	if err := s.step(c, operations.OpMigrate, operations.Migrate(c.instanceID, req.TargetVersion, req.Mapping)); err != nil {
+	if err := claimHeld(operations.OpMigrate, s.deps.UseCases.MigrateInstance(c.r.Context(), s.conn(c), c.instanceID, req.TargetVersion, req.Mapping)); err != nil {
 		return answer{}, err
 	}
 	d, err := s.deps.Store.Instance(c.r.Context(), c.instanceID)
@@ -1059,18 +1041,12 @@ func (s *API) taskListeners(ctx context.Context, id int64, event string) (bool, 
 // with listeners of it, with its relay, durably: the task is assigning or
 // updating until the step that runs its listeners' jobs applies it.
 func (s *API) afterListeners(c *adminCall, id int64, kind string, vars map[string]any, gone error) error {
-	rec, err := s.deps.Store.RecordOutcome(c.r.Context(), store.TaskReport{TaskID: id, Worker: "user:" + c.caller,
+	_, err := s.deps.UseCases.RecordTaskOutcome(c.r.Context(), usecase.Conn{}, store.TaskReport{TaskID: id, Worker: "user:" + c.caller,
 		Kind: kind, Variables: vars, Human: true, Override: true})
 	if isNotFound(err) {
 		return gone
 	}
-	if err != nil {
-		return err
-	}
-	if s.deps.Handoff != nil {
-		s.deps.Handoff(rec.Relay)
-	}
-	return nil
+	return err
 }
 
 // completeUserTask records the completion with its relay, durably, and
@@ -1092,7 +1068,7 @@ func (s *API) completeUserTask(c *adminCall) (answer, error) {
 	if !callerName.MatchString(user) {
 		user = ""
 	}
-	rec, err := s.deps.Store.RecordOutcome(c.r.Context(), store.TaskReport{TaskID: id, Worker: "user:" + c.caller,
+	_, err = s.deps.UseCases.RecordTaskOutcome(c.r.Context(), usecase.Conn{}, store.TaskReport{TaskID: id, Worker: "user:" + c.caller,
 		Kind: store.TaskCompleted, Variables: req.Variables, Human: true, User: user, Override: req.Override})
 	var notAssignee *store.NotAssigneeError
 	switch {
@@ -1107,10 +1083,6 @@ func (s *API) completeUserTask(c *adminCall) (answer, error) {
 	}
 	if req.Override {
 		s.deps.Logger.Info("user task completed with override: its assignee, if any, was not asked", "task_id", id, "caller", c.caller)
-	}
-	s.deps.Metrics.TasksCompleted.WithLabelValues(rec.Topic, store.TaskCompleted).Inc()
-	if s.deps.Handoff != nil {
-		s.deps.Handoff(rec.Relay)
 	}
 	return answer{status: http.StatusNoContent}, nil
 }

@@ -127,7 +127,7 @@ func (s *API) modify(c *adminCall) (answer, error) {
 		return answer{}, err
 	}
 	m := engine.Modification{Cancel: req.Cancel, Activate: req.Activate}
-	if err := s.step(c, operations.OpModify, operations.Modify(c.instanceID, m, req.Variables)); err != nil {
+	if err := claimHeld(operations.OpModify, s.deps.UseCases.ModifyInstance(c.r.Context(), s.conn(c), c.instanceID, m, req.Variables)); err != nil {
 		return answer{}, err
 	}
 	d, err := s.deps.Store.Instance(c.r.Context(), c.instanceID)

@@ -392,16 +392,9 @@ func (a *API) record(w http.ResponseWriter, r *http.Request, o store.TaskReport)
 		return
 	}
 	o.TaskID = id
-	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
-	defer cancel()
-	rec, err := a.deps.Store.RecordOutcome(ctx, o)
-	if err != nil {
+	if _, err := a.deps.UseCases.RecordTaskOutcome(r.Context(), usecase.Conn{}, o); err != nil {
 		a.fail(w, r, err)
 		return
-	}
-	a.deps.Metrics.TasksCompleted.WithLabelValues(rec.Topic, o.Kind).Inc()
-	if a.deps.Handoff != nil {
-		a.deps.Handoff(rec.Relay)
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

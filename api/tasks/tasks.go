@@ -31,7 +31,6 @@ import (
 // Store is what the task API needs from the database (*store.Store).
 type Store interface {
 	FetchAndLock(ctx context.Context, worker string, topics []store.TopicLock, max int, byPriority bool) ([]store.LockedTask, error)
-	RecordOutcome(ctx context.Context, o store.TaskReport) (store.Recorded, error)
 	ExtendLock(ctx context.Context, id int64, worker string, d time.Duration) error
 	Unlock(ctx context.Context, id int64) error
 }
@@ -86,11 +85,6 @@ type Deps struct {
 	UseCases *usecase.UseCases
 	Metrics  *metrics.Metrics
 	Logger   *slog.Logger
-	// Handoff, when set, hands a recorded outcome's relay to this replica's
-	// lanes at once (the fast path), or wakes the outbox publisher
-	// (consumer.Handoff); it must not block. Unset, the relay waits for the
-	// publisher's poll.
-	Handoff func(store.RelayOut)
 }
 
 // TestSignals tell tests what the task API did; inert unless Init'ed.

@@ -14,13 +14,12 @@ import (
 	"github.com/sutra-run/worker/api"
 	"github.com/sutra-run/worker/engine"
 	"github.com/sutra-run/worker/fault"
-	"github.com/sutra-run/worker/lanes"
-	"github.com/sutra-run/worker/operations"
 	"github.com/sutra-run/worker/store"
+	"github.com/sutra-run/worker/usecase"
 )
 
-// The instance RPCs run the admin API's operations (package operations) on the
-// admin lane, as POST /v1/instances, POST /v1/instances/{id}/cancel and
+// The instance RPCs run the admin operations' use cases (usecase.StartInstance
+// and the others) on the admin lane, as POST /v1/instances, POST /v1/instances/{id}/cancel and
 // PATCH /v1/instances/{id}/variables do; a held claim answers Unavailable
 // with SUTRA.ADMIN.<OP>.CLAIM_HELD, a race to retry.
 
@@ -145,7 +144,7 @@ func (g *Gateway) start(ctx context.Context, req *pb.CreateProcessInstanceReques
 	if w != nil {
 		g.ends.add(id, w)
 	}
-	if err := operations.Run(ctx, g.deps.Lanes, operations.OpStart, operations.Start(id, definition, version, vars)); err != nil {
+	if err := g.deps.UseCases.StartInstance(ctx, usecase.Conn{}, id, definition, version, vars); err != nil {
 		return store.KeyedInstance{}, statusOf(err)
 	}
 	in, err := g.deps.Store.InstanceKeys(ctx, id, false)
@@ -163,7 +162,7 @@ func (g *Gateway) CancelProcessInstance(ctx context.Context, req *pb.CancelProce
 	if err != nil {
 		return nil, err
 	}
-	if err := g.runOn(ctx, in, operations.OpCancel, operations.Cancel(in.ID)); err != nil {
+	if err := g.runOn(in, g.deps.UseCases.CancelInstance(ctx, usecase.Conn{}, in.ID)); err != nil {
 		return nil, err
 	}
 	return &pb.CancelProcessInstanceResponse{}, nil
@@ -184,7 +183,7 @@ func (g *Gateway) SetVariables(ctx context.Context, req *pb.SetVariablesRequest)
 	if err != nil {
 		return nil, err
 	}
-	if err := g.runOn(ctx, in, operations.OpVariables, operations.Variables(in.ID, vars)); err != nil {
+	if err := g.runOn(in, g.deps.UseCases.SetVariables(ctx, usecase.Conn{}, in.ID, vars)); err != nil {
 		return nil, err
 	}
 	key, err := g.deps.Store.NextKey(ctx)
@@ -209,10 +208,9 @@ func (g *Gateway) activeInstance(ctx context.Context, key int64) (store.KeyedIns
 	return in, nil
 }
 
-// runOn runs an admin operation on instance in; an instance that ended
-// meanwhile is NotFound, as activeInstance answers.
-func (g *Gateway) runOn(ctx context.Context, in store.KeyedInstance, op string, res lanes.Resume) error {
-	err := operations.Run(ctx, g.deps.Lanes, op, res)
+// runOn answers the error of an admin operation on instance in; an
+// instance that ended meanwhile is NotFound, as activeInstance answers.
+func (g *Gateway) runOn(in store.KeyedInstance, err error) error {
 	if fault.Code(err) == fault.NotWaiting {
 		return status.Errorf(codes.NotFound, "%s: process instance %d: %s", fault.NotFound, in.Key, fault.Reason(err))
 	}

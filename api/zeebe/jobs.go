@@ -255,17 +255,9 @@ func jobVariables(text string) (map[string]any, error) {
 // claim in the request.
 func (g *Gateway) record(ctx context.Context, o store.TaskReport) error {
 	o.HolderPrefix = holderPrefix
-	release, err := g.useDB(ctx)
-	if err != nil {
-		return err
-	}
-	defer release()
-	rec, err := g.deps.Store.RecordOutcome(ctx, o)
-	if err != nil {
+	if _, err := g.deps.UseCases.RecordTaskOutcome(ctx, usecase.Conn{Use: g.useDB}, o); err != nil {
 		return jobStatus(o.TaskID, err)
 	}
-	g.deps.Metrics.TasksCompleted.WithLabelValues(rec.Topic, o.Kind).Inc()
-	g.deps.Handoff(rec.Relay)
 	return nil
 }
 

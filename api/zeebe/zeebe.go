@@ -41,7 +41,6 @@ import (
 	"github.com/sutra-run/worker/internal/startstop"
 	"github.com/sutra-run/worker/internal/testsignal"
 	"github.com/sutra-run/worker/metrics"
-	"github.com/sutra-run/worker/operations"
 	"github.com/sutra-run/worker/store"
 	"github.com/sutra-run/worker/usecase"
 )
@@ -119,22 +118,15 @@ type Store interface {
 	// The job RPCs': a job is a task row, the one /engine-rest serves: one
 	// lock, whichever protocol takes it.
 	FetchAndLock(ctx context.Context, worker string, topics []store.TopicLock, max int, byPriority bool) ([]store.LockedTask, error)
-	RecordOutcome(ctx context.Context, o store.TaskReport) (store.Recorded, error)
 	SetLockTimeout(ctx context.Context, id int64, d time.Duration) error
 	SetRetries(ctx context.Context, id int64, retries int) error
 }
 
 // Deps are the gateway's collaborators.
 type Deps struct {
-	Store Store
-	// Lanes run the steps of starts, cancellations and variables updates,
-	// on the admin lane, as the admin API's do.
-	Lanes   operations.Dispatcher
+	Store   Store
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
-	// Handoff hands a recorded job outcome's relay to this replica's lanes
-	// (the fast path, consumer.Handoff.Relay), as /engine-rest does.
-	Handoff func(store.RelayOut)
 	// UseCases serve the calls: the job RPCs' long polls and streams wait
 	// for tasks in the one wait (usecase.Activate), with /engine-rest's.
 	UseCases *usecase.UseCases
