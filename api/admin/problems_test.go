@@ -25,3 +25,23 @@ func TestProblemsNeverQuoteTheCause(t *testing.T) {
 		}
 	}
 }
+
+// The use cases' refusals are fault codes; the admin API answers each with
+// the status its callers branch on, as it did when the handlers refused.
+func TestTheUseCasesCodesMapToTheirStatuses(t *testing.T) {
+	for _, c := range []struct {
+		err    error
+		status int
+		code   string
+	}{
+		{fault.New(fault.APIInvalid, "a timer incident's retry takes no variables"), http.StatusBadRequest, fault.APIInvalid},
+		{fault.New(fault.NotWaiting, "incident 7 is resolved"), http.StatusConflict, fault.NotWaiting},
+		{fault.New(fault.AdminNotFound, "decision \"d\" is not deployed"), http.StatusNotFound, fault.AdminNotFound},
+		{claimHeld("retry", fault.New("SUTRA.ADMIN.RETRY.CLAIM_HELD", "held")), http.StatusConflict, "SUTRA.ADMIN.RETRY.CLAIM_HELD"},
+	} {
+		p := asProblem(c.err)
+		if p.status != c.status || p.p.Code != c.code {
+			t.Errorf("%v: %d %s %q, want %d %s", c.err, p.status, p.p.Code, p.p.Detail, c.status, c.code)
+		}
+	}
+}
