@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sutra-run/worker/api/admin/wire"
 	"github.com/sutra-run/worker/engine"
 )
 
@@ -32,21 +32,43 @@ const userTaskState = `CASE WHEN t.outcome IS NULL THEN 'created' WHEN t.outcome
 	WHEN t.outcome = 'update' THEN 'updating' ELSE 'completing' END`
 
 const userTaskSelect = `
-SELECT t.id::text, t.id::text, t.instance_id, t.element_id, i.definition_key, i.definition_version, t.assignee,
+SELECT t.id, t.instance_id, t.element_id, i.definition_key, i.definition_version, t.assignee,
        t.candidate_groups, t.candidate_users, t.form_key, t.form_id, t.due_date, t.follow_up_date, t.priority,
        i.variables || t.variables, ` + userTaskState + `, t.created_at
   FROM tasks t JOIN instances i ON i.id = t.instance_id`
 
-func scanUserTask(r pgx.CollectableRow) (wire.UserTask, error) {
-	var u wire.UserTask
-	err := r.Scan(&u.ID, &u.ZeebeKey, &u.InstanceID, &u.Element, &u.Definition.Key, &u.Definition.Version, &u.Assignee,
+// UserTask is one user task as its instance's variables and its own
+// show it. Its id is its Zeebe key too.
+type UserTask struct {
+	ID                int64
+	InstanceID        string
+	Element           string
+	DefinitionKey     string
+	DefinitionVersion int
+	Assignee          *string
+	CandidateGroups   []string
+	CandidateUsers    []string
+	FormKey           *string
+	FormID            *string
+	DueDate           *string
+	FollowUpDate      *string
+	Priority          int
+	Variables         map[string]any
+	// State is created, assigning, updating or completing (userTaskState).
+	State     string
+	CreatedAt time.Time
+}
+
+func scanUserTask(r pgx.CollectableRow) (UserTask, error) {
+	var u UserTask
+	err := r.Scan(&u.ID, &u.InstanceID, &u.Element, &u.DefinitionKey, &u.DefinitionVersion, &u.Assignee,
 		&u.CandidateGroups, &u.CandidateUsers, &u.FormKey, &u.FormID, &u.DueDate, &u.FollowUpDate, &u.Priority,
 		&u.Variables, &u.State, &u.CreatedAt)
 	return u, err
 }
 
 // ListUserTasks pages through user tasks by id.
-func (s *Store) ListUserTasks(ctx context.Context, f UserTaskFilter) ([]wire.UserTask, error) {
+func (s *Store) ListUserTasks(ctx context.Context, f UserTaskFilter) ([]UserTask, error) {
 	rows, err := s.pool.Query(ctx, userTaskSelect+`
 		 WHERE t.user_task AND t.id > $1
 		   AND ($2 = '' OR t.assignee = $2)
@@ -63,10 +85,10 @@ func (s *Store) ListUserTasks(ctx context.Context, f UserTaskFilter) ([]wire.Use
 }
 
 // UserTaskByID reads one user task. ErrNotFound when there is none.
-func (s *Store) UserTaskByID(ctx context.Context, id int64) (wire.UserTask, error) {
+func (s *Store) UserTaskByID(ctx context.Context, id int64) (UserTask, error) {
 	rows, err := s.pool.Query(ctx, userTaskSelect+` WHERE t.user_task AND t.id = $1`, id)
 	if err != nil {
-		return wire.UserTask{}, translate(err, "reading user task")
+		return UserTask{}, translate(err, "reading user task")
 	}
 	u, err := pgx.CollectExactlyOneRow(rows, scanUserTask)
 	return u, translate(err, fmt.Sprintf("reading user task %d", id))

@@ -59,8 +59,8 @@ func TestNoProtocolImportsAnotherAndTheLayersBelowImportNone(t *testing.T) {
 	check("usecase", "")
 	check("operations", "")
 	// The store still builds some of the admin API's answers in its wire
-	// types (instances, definitions, decisions, history, user tasks, parked
-	// outbox rows, migrations): the one exception left, which must shrink.
+	// types (instances, definitions, decisions, history, parked outbox
+	// rows, migrations): the one exception left, which must shrink.
 	check("store", "", "api/admin/wire")
 	for _, d := range deps(t, "store") {
 		if strings.HasPrefix(d, "api") && d != "api/admin/wire" {

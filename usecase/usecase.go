@@ -32,6 +32,10 @@ type Store interface {
 	RetryTimer(ctx context.Context, incidentID int64) error
 	FindDecision(ctx context.Context, ref store.DecisionRef) (store.FoundDecision, error)
 	RecordOutcome(ctx context.Context, o store.TaskReport) (store.Recorded, error)
+	UserTaskByID(ctx context.Context, id int64) (store.UserTask, error)
+	AssignUserTask(ctx context.Context, id int64, assignee *string) error
+	UpdateUserTask(ctx context.Context, id int64, c engine.UserTaskChanges) error
+	Process(ctx context.Context, key string, version int) (*bpmn.Process, error)
 }
 
 // Config configures the use cases.

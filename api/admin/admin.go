@@ -59,10 +59,8 @@ type Store interface {
 	MigrationStatus(ctx context.Context, id string) (wire.Migration, error)
 	CreateBatch(ctx context.Context, b store.Batch) error
 	BatchStatus(ctx context.Context, id string) (wire.Batch, error)
-	ListUserTasks(ctx context.Context, f store.UserTaskFilter) ([]wire.UserTask, error)
-	UserTaskByID(ctx context.Context, id int64) (wire.UserTask, error)
-	AssignUserTask(ctx context.Context, id int64, assignee *string) error
-	UpdateUserTask(ctx context.Context, id int64, c engine.UserTaskChanges) error
+	ListUserTasks(ctx context.Context, f store.UserTaskFilter) ([]store.UserTask, error)
+	UserTaskByID(ctx context.Context, id int64) (store.UserTask, error)
 	Process(ctx context.Context, key string, version int) (*bpmn.Process, error)
 	ListParkedOutbox(ctx context.Context, f store.ParkedFilter) ([]wire.ParkedMessage, error)
 	RetryParkedOutbox(ctx context.Context, id string) error
@@ -818,13 +816,26 @@ func (s *API) listUserTasks(c *adminCall) (answer, error) {
 	list, err := s.deps.Store.ListUserTasks(c.r.Context(), store.UserTaskFilter{Assignee: q.Get("assignee"),
 		CandidateGroup: q.Get("candidate_group"), CandidateUser: q.Get("candidate_user"), State: q.Get("state"), Assigned: assigned,
 		Limit: limit, After: from})
-	if err == nil {
-		err = s.nameUserTasks(c.r.Context(), list)
-	}
 	if err != nil {
 		return answer{}, err
 	}
-	return pageOf("user_tasks", list, limit, func(t wire.UserTask) string { return t.ID }), nil
+	out := make([]wire.UserTask, len(list))
+	for i, t := range list {
+		out[i] = userTaskOf(t)
+	}
+	if err := s.nameUserTasks(c.r.Context(), out); err != nil {
+		return answer{}, err
+	}
+	return pageOf("user_tasks", out, limit, func(t wire.UserTask) string { return t.ID }), nil
+}
+
+// userTaskOf is what the admin API shows of a user task.
+func userTaskOf(t store.UserTask) wire.UserTask {
+	id := strconv.FormatInt(t.ID, 10)
+	return wire.UserTask{ID: id, ZeebeKey: id, InstanceID: t.InstanceID, Element: t.Element,
+		Definition: wire.DefinitionRef{Key: t.DefinitionKey, Version: t.DefinitionVersion}, Assignee: t.Assignee,
+		CandidateGroups: t.CandidateGroups, CandidateUsers: t.CandidateUsers, FormKey: t.FormKey, FormID: t.FormID, DueDate: t.DueDate,
+		FollowUpDate: t.FollowUpDate, Priority: t.Priority, Variables: t.Variables, State: t.State, CreatedAt: t.CreatedAt}
 }
 
 // pageOf answers one page of a list under key: a full page names the cursor of
@@ -850,12 +861,12 @@ func (s *API) userTask(c *adminCall) (wire.UserTask, error) {
 	}
 	u, err := s.deps.Store.UserTaskByID(c.r.Context(), id)
 	if isNotFound(err) {
-		return u, refuse(http.StatusNotFound, fault.TaskNotFound, fmt.Sprintf("user task %d does not exist", id))
+		return wire.UserTask{}, refuse(http.StatusNotFound, fault.TaskNotFound, fmt.Sprintf("user task %d does not exist", id))
 	}
 	if err != nil {
-		return u, err
+		return wire.UserTask{}, err
 	}
-	tasks := []wire.UserTask{u}
+	tasks := []wire.UserTask{userTaskOf(u)}
 	err = s.nameUserTasks(c.r.Context(), tasks)
 	return tasks[0], err
 }
@@ -916,44 +927,20 @@ func (s *API) assignUserTask(c *adminCall) (answer, error) {
 	if err := api.Decode(c.r, &req); err != nil {
 		return answer{}, err
 	}
-	return s.throughListeners(c, id, bpmn.ListenerAssigning, store.TaskAssign, func() (map[string]any, error) {
-		var to any
-		if req.Assignee != nil && *req.Assignee != "" {
-			to = *req.Assignee
-		}
-		return map[string]any{"assignee": to}, nil
-	}, wire.AssignmentAccepted{State: "assigning"}, func() error {
-		return s.deps.Store.AssignUserTask(c.r.Context(), id, req.Assignee)
-	})
+	deferred, err := s.deps.UseCases.AssignUserTask(c.r.Context(), c.caller, id, req.Assignee)
+	return userTaskChanged(id, deferred, wire.AssignmentAccepted{State: "assigning"}, err)
 }
 
-// throughListeners runs an operation on user task id: when the task has
-// listeners of event, the operation is recorded as outcome kind with the
-// variables vars gives and answered 202 with accepted, to take effect once
-// their jobs are done; otherwise apply runs it at once (204).
-func (s *API) throughListeners(c *adminCall, id int64, event, kind string, vars func() (map[string]any, error),
-	accepted any, apply func() error) (answer, error) {
-	gone := userTaskGone(id)
-	listened, err := s.taskListeners(c.r.Context(), id, event)
+// userTaskChanged answers a change of user task id: 202 with accepted when
+// it waits for the task's listeners, else 204.
+func userTaskChanged(id int64, deferred bool, accepted any, err error) (answer, error) {
 	switch {
 	case isNotFound(err):
-		return answer{}, gone
+		return answer{}, userTaskGone(id)
 	case err != nil:
 		return answer{}, err
-	case listened:
-		v, err := vars()
-		if err != nil {
-			return answer{}, err
-		}
-		if err := s.afterListeners(c, id, kind, v, gone); err != nil {
-			return answer{}, err
-		}
+	case deferred:
 		return answer{status: http.StatusAccepted, body: accepted}, nil
-	}
-	if err := apply(); isNotFound(err) {
-		return answer{}, gone
-	} else if err != nil {
-		return answer{}, err
 	}
 	return answer{status: http.StatusNoContent}, nil
 }
@@ -978,16 +965,8 @@ func (s *API) updateUserTask(c *adminCall) (answer, error) {
 	if err := checkUserTaskUpdate(req); err != nil {
 		return answer{}, err
 	}
-	return s.throughListeners(c, id, bpmn.ListenerUpdating, store.TaskUpdate, func() (map[string]any, error) {
-		var changes map[string]any
-		b, err := json.Marshal(req)
-		if err == nil {
-			err = json.Unmarshal(b, &changes)
-		}
-		return changes, err
-	}, wire.UpdateAccepted{State: "updating"}, func() error {
-		return s.deps.Store.UpdateUserTask(c.r.Context(), id, engine.UserTaskChanges(req))
-	})
+	deferred, err := s.deps.UseCases.UpdateUserTask(c.r.Context(), c.caller, id, engine.UserTaskChanges(req))
+	return userTaskChanged(id, deferred, wire.UpdateAccepted{State: "updating"}, err)
 }
 
 // checkUserTaskUpdate refuses an update that changes nothing, names an
@@ -1021,32 +1000,6 @@ func checkUserTaskUpdate(u wire.UserTaskUpdate) error {
 		}
 	}
 	return nil
-}
-
-// taskListeners reports whether user task id has listeners of event.
-func (s *API) taskListeners(ctx context.Context, id int64, event string) (bool, error) {
-	u, err := s.deps.Store.UserTaskByID(ctx, id)
-	if err != nil {
-		return false, err
-	}
-	p, err := s.deps.Store.Process(ctx, u.Definition.Key, u.Definition.Version)
-	if err != nil {
-		return false, err
-	}
-	el := p.Element(u.Element)
-	return el != nil && len(el.ListenersOf(event)) > 0, nil
-}
-
-// afterListeners records an assignment or update (kind) of a user task
-// with listeners of it, with its relay, durably: the task is assigning or
-// updating until the step that runs its listeners' jobs applies it.
-func (s *API) afterListeners(c *adminCall, id int64, kind string, vars map[string]any, gone error) error {
-	_, err := s.deps.UseCases.RecordTaskOutcome(c.r.Context(), usecase.Conn{}, store.TaskReport{TaskID: id, Worker: "user:" + c.caller,
-		Kind: kind, Variables: vars, Human: true, Override: true})
-	if isNotFound(err) {
-		return gone
-	}
-	return err
 }
 
 // completeUserTask records the completion with its relay, durably, and
