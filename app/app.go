@@ -184,7 +184,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		w.api.Public("GET "+console.Favicon, ui)
 	}
 	w.lanes = lanes.New(lanes.Deps{Store: st, Metrics: w.metrics, Logger: log, Hooks: opt.Hooks, TimerArmed: armed,
-		TasksCreated: w.waiters.TasksCreated, ClaimGuard: w.replica.Valid, Ended: func(id string) { w.gateway.Ended(id) }}, cfg.lanesConfig())
+		TasksCreated: w.waiters.Created, ClaimGuard: w.replica.Valid, Ended: func(id string) { w.gateway.Ended(id) }}, cfg.lanesConfig())
 	gatewayConfig := cfg.gatewayConfig()
 	gatewayConfig.Credentials.Clock = opt.Clock
 	w.gateway = zeebe.New(zeebe.Deps{Store: st, Metrics: w.metrics, Logger: log,

@@ -248,7 +248,7 @@ func (l *lane) finishBatched(ctx context.Context, b batched, start time.Time, er
 	case errors.As(err, &m):
 		err = l.writeStep(ctx, b.c, b.r, b.res, m)
 	case err == nil:
-		l.notify(b.res.Effects, nil)
+		l.notify(b.c.held.Instance.ID, b.res.Effects, nil)
 		l.ended(b.c.held.Instance.ID, b.res.State.Status)
 	}
 	return l.finish(ctx, b.r, b.c.held, start, err)

@@ -368,7 +368,7 @@ func (l *lane) writeStep(ctx context.Context, c loaded, r *Resume, res OpResult,
 		case err != nil:
 			return err
 		default:
-			l.notify(eff, x.Consumed)
+			l.notify(held.Instance.ID, eff, x.Consumed)
 			l.ended(held.Instance.ID, st.Status)
 			return nil
 		}
@@ -383,12 +383,12 @@ func (l *lane) write(ctx context.Context, held *claims.Held, st engine.State, ef
 	return held.WriteStep(ctx, st, eff, x)
 }
 
-// notify tells the timer poller and the task API what a written step
-// wrote for them (the store wakes the outbox publisher itself).
-func (l *lane) notify(eff engine.Effects, consumed []store.Consumed) {
+// notify tells the timer poller and the task API what a written step of
+// instance id wrote for them (the store wakes the outbox publisher itself).
+func (l *lane) notify(id string, eff engine.Effects, consumed []store.Consumed) {
 	l.pool.deps.Metrics.BufferedConsumed.Add(float64(len(consumed)))
 	l.armed(eff, consumed)
-	l.tasksCreated(eff, consumed)
+	l.tasksCreated(id, eff, consumed)
 }
 
 // ended tells who waits for instance id's end that a committed step ended
@@ -414,18 +414,18 @@ func (l *lane) armed(eff engine.Effects, consumed []store.Consumed) {
 	}
 }
 
-// tasksCreated tells the task API the topic of each task the commit
-// created (a long poll is woken per task).
-func (l *lane) tasksCreated(eff engine.Effects, consumed []store.Consumed) {
+// tasksCreated tells the task API each pull task the commit of instance
+// id created, by its key (a waiting fetch locks it by that key).
+func (l *lane) tasksCreated(id string, eff engine.Effects, consumed []store.Consumed) {
 	notify := l.pool.deps.TasksCreated
 	if notify == nil {
 		return
 	}
-	var topics []string
+	var created []store.CreatedTask
 	add := func(ts []engine.Task) {
 		for _, t := range ts {
 			if t.Type != "" {
-				topics = append(topics, t.Type)
+				created = append(created, store.CreatedTask{Topic: t.Type, InstanceID: id, TokenID: t.TokenID, Element: t.Element})
 			}
 		}
 	}
@@ -433,8 +433,8 @@ func (l *lane) tasksCreated(eff engine.Effects, consumed []store.Consumed) {
 	for _, c := range consumed {
 		add(c.Effects.Tasks)
 	}
-	if len(topics) > 0 {
-		notify(topics)
+	if len(created) > 0 {
+		notify(created)
 	}
 }
 

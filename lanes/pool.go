@@ -122,10 +122,10 @@ type Deps struct {
 	// TimerArmed, when set, hears the earliest due time of the timers each
 	// committed step armed, so the timer poller wakes for it. It must not block.
 	TimerArmed func(due time.Time)
-	// TasksCreated, when set, hears the topic of each pull task a committed
-	// step created (once per task), so waiting long polls fetch them at
-	// once. It must not block.
-	TasksCreated func(topics []string)
+	// TasksCreated, when set, hears each pull task a committed step
+	// created, by its key, so that a waiting fetch locks it at once without
+	// looking for it. It must not block.
+	TasksCreated func(tasks []store.CreatedTask)
 	// Ended, when set, hears the id of each instance a committed step of
 	// this replica ended (completed, terminated or cancelled), so that a
 	// call waiting for its end answers at once. It must not block.

@@ -221,7 +221,7 @@ func (s *Store) WriteGroup(ctx context.Context, cs []StepWrites) []error {
 	}
 	b = &pgx.Batch{}
 	w = s.outboxWrites()
-	if err := queueStepWrites(b, w, passed...); err != nil {
+	if err := s.queueStepWrites(b, w, passed...); err != nil {
 		rollback(ctx, conn)
 		return fail(err)
 	}

@@ -273,7 +273,7 @@ func (s *Store) WriteStep(ctx context.Context, c StepWrites) error {
 	b.Queue(commitPlans)
 	b.Queue("SELECT sutra_commit($1, $2, $3, $4, $5, $6)", c.InstanceID, c.Owner, c.Version, string(c.State.Status), docs.vars, docs.tokens)
 	w := s.outboxWrites()
-	if err := queueStepWrites(b, w, c); err != nil {
+	if err := s.queueStepWrites(b, w, c); err != nil {
 		return err
 	}
 	err = s.pool.SendBatch(ctx, b).Close()
@@ -303,7 +303,9 @@ func (s *Store) WriteStep(ctx context.Context, c StepWrites) error {
 // queueEffects gives, the inbox and history rows, the buffered messages applied, and the
 // look last, so that it sees every subscription the transaction left open.
 // The steps are of distinct instances, so the order between them is free.
-func queueStepWrites(b *pgx.Batch, w *outboxWrites, cs ...StepWrites) error {
+// Other replicas hear of the pull tasks the steps create at the commit
+// (queueTasksNotice).
+func (s *Store) queueStepWrites(b *pgx.Batch, w *outboxWrites, cs ...StepWrites) error {
 	effects := make([]stepEffects, len(cs))
 	var inbox, inboxOf []string
 	for i, c := range cs {
@@ -351,6 +353,7 @@ func queueStepWrites(b *pgx.Batch, w *outboxWrites, cs ...StepWrites) error {
 		b.Queue(bufferedLocksSQL, look.ids, look.toks, look.els)
 		b.Queue(bufferedLookSQL, look.ids, look.toks, look.els)
 	}
+	s.queueTasksNotice(b, cs)
 	return nil
 }
 

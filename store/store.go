@@ -33,6 +33,9 @@ type Store struct {
 	// broadcastPage is how many signal subscriptions one transaction of a
 	// broadcast reads (BroadcastSignal).
 	broadcastPage int
+	// origin names this store in its notices of tasks created
+	// (queueTasksNotice), so that it skips its own (ListenTasks).
+	origin string
 }
 
 // Options tunes Open.
@@ -95,7 +98,7 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	defaults.Set(&opt.MaxCommitBytes, DefaultMaxCommitBytes)
 	defaults.Set(&opt.BroadcastPage, DefaultBroadcastPage)
 	return &Store{pool: pool, syncClaims: opt.SyncClaims, maxVariablesBytes: opt.MaxVariablesBytes, maxCommitBytes: opt.MaxCommitBytes,
-		broadcastPage: opt.BroadcastPage}, nil
+		broadcastPage: opt.BroadcastPage, origin: newOrigin()}, nil
 }
 
 // Pool exposes the pool to packages that run their own typed queries here.

@@ -100,11 +100,36 @@ WITH want AS (
 	ORDER BY %[2]s
 	LIMIT $4
 )
+` + lockCandidatesSQL
+
+// lockCandidatesSQL locks the tasks of cand to worker $1 and returns what
+// scanLocked reads: the end of every statement that locks tasks.
+const lockCandidatesSQL = `
 UPDATE tasks t SET locked_by = $1, lock_expires_at = now() + make_interval(secs => cand.lock_secs)
   FROM cand WHERE t.id = cand.id
 RETURNING t.id, t.type, t.instance_id, t.token_id, t.element_id, cand.definition_key, cand.definition_version,
 	t.retries, t.priority, cand.instance_variables || t.variables, t.headers, t.created_at, t.lock_expires_at, now() - t.created_at,
 	cand.prev IS NOT NULL, t.error_message, t.error_details, cand.instance_key, cand.definition_zeebe_key`
+
+// lockCreatedSQL locks to worker $1 the tasks named by their keys (instance,
+// token, element: $2–$4) and topics ($5), each for its lock duration ($6),
+// that are still open, of that topic and free: the tasks a step of this
+// replica created and handed to a waiting fetch (taskwait), which need no
+// look to be found. A task another fetch took first, or one re-created
+// with another type, is left out.
+const lockCreatedSQL = `
+WITH cand AS (
+	SELECT t.id, t.locked_by AS prev, w.lock_secs, i.definition_key, i.definition_version,
+	       i.variables AS instance_variables, i.zeebe_key AS instance_key,
+	       (SELECT d.zeebe_key FROM definitions d WHERE d.key = i.definition_key AND d.version = i.definition_version) AS definition_zeebe_key
+	  FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::float8[]) AS w(instance_id, token_id, element_id, topic, lock_secs)
+	  JOIN tasks t ON t.instance_id = w.instance_id AND t.token_id = w.token_id AND t.element_id = w.element_id
+	  JOIN instances i ON i.id = t.instance_id
+	 WHERE t.type = w.topic AND t.outcome IS NULL
+	   AND (t.locked_by IS NULL OR t.lock_expires_at < now())
+	   AND (t.not_before IS NULL OR t.not_before <= now())
+	   FOR UPDATE OF t SKIP LOCKED
+)` + lockCandidatesSQL
 
 // fetchSetupSQL precedes a fetch in its transaction: a lock is soft state
 // (no WAL flush), and the fetch runs its cached generic plan. Left to
@@ -131,13 +156,55 @@ func (s *Store) FetchAndLock(ctx context.Context, worker string, topics []TopicL
 	for i, t := range topics {
 		names[i], secs[i], keys[i] = t.Topic, t.LockDuration.Seconds(), strings.Join(t.DefinitionKeys, "\x1f")
 	}
-	b := &pgx.Batch{}
-	b.Queue(fetchSetupSQL)
 	fetch := fetchOldestSQL
 	if byPriority {
 		fetch = fetchByPrioritySQL
 	}
-	b.Queue(fetch, worker, names, secs, max, keys)
+	tasks, err := s.lockTasks(ctx, fetch, worker, names, secs, max, keys)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(tasks, func(a, b LockedTask) int {
+		if byPriority && a.Priority != b.Priority {
+			return b.Priority - a.Priority
+		}
+		return int(a.ID - b.ID)
+	})
+	return tasks, nil
+}
+
+// CreatedTask is a pull task a committed step created, named by its key:
+// what a waiting fetch is handed to lock (LockCreated).
+type CreatedTask struct {
+	Topic, InstanceID, TokenID, Element string
+	// LockDuration is the lock the fetch takes it for (LockCreated).
+	LockDuration time.Duration
+}
+
+// LockCreated locks tasks to worker by their keys, oldest first, those that
+// are still open, of their topic and free. One statement, which reads each
+// task by its key: the fetch of a task handed to a waiter finds nothing it
+// was not told of. Like FetchAndLock, the lock skips the WAL flush.
+func (s *Store) LockCreated(ctx context.Context, worker string, created []CreatedTask) ([]LockedTask, error) {
+	n := len(created)
+	insts, toks, els, topics, secs := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]float64, n)
+	for i, c := range created {
+		insts[i], toks[i], els[i], topics[i], secs[i] = c.InstanceID, c.TokenID, c.Element, c.Topic, c.LockDuration.Seconds()
+	}
+	tasks, err := s.lockTasks(ctx, lockCreatedSQL, worker, insts, toks, els, topics, secs)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(tasks, func(a, b LockedTask) int { return int(a.ID - b.ID) })
+	return tasks, nil
+}
+
+// lockTasks runs a statement that locks tasks (lockCandidatesSQL) after
+// fetchSetupSQL, in one round trip, and reads the tasks it locked.
+func (s *Store) lockTasks(ctx context.Context, sql string, args ...any) ([]LockedTask, error) {
+	b := &pgx.Batch{}
+	b.Queue(fetchSetupSQL)
+	b.Queue(sql, args...)
 	br := s.pool.SendBatch(ctx, b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
@@ -157,12 +224,6 @@ func (s *Store) FetchAndLock(ctx context.Context, worker string, topics []TopicL
 	if err != nil {
 		return nil, translate(err, "fetching and locking tasks")
 	}
-	slices.SortFunc(tasks, func(a, b LockedTask) int {
-		if byPriority && a.Priority != b.Priority {
-			return b.Priority - a.Priority
-		}
-		return int(a.ID - b.ID)
-	})
 	return tasks, nil
 }
 

@@ -86,7 +86,7 @@ func (u *UseCases) Activate(ctx context.Context, a Activation, deliver func([]st
 		deadline = t.C
 	}
 	for woken := false; ; {
-		got, err := u.lock(ctx, a)
+		got, err := u.lock(ctx, a, w)
 		if err == nil && (a.Stream && len(got) > 0 || !a.Stream && (len(got) > 0 || w == nil)) {
 			err = deliver(got)
 			if err == nil && !a.Stream {
@@ -99,7 +99,9 @@ func (u *UseCases) Activate(ctx context.Context, a Activation, deliver func([]st
 			return err
 		}
 		a.Conn.idle()
-		if len(got) > 0 { // a stream's batch: the rest of the backlog is another waiter's
+		// A stream's batch: the rest of the backlog is another waiter's; a
+		// batch handed to it was one created task's, with nothing left.
+		if len(got) > 0 && !w.TookHanded() {
 			for _, ask := range a.Asks {
 				u.deps.Waiters.PassOn(ask.Topic)
 			}
@@ -126,8 +128,9 @@ func (u *UseCases) Activate(ctx context.Context, a Activation, deliver func([]st
 }
 
 // lock runs one fetch statement for a, with one of the call's connections,
-// and counts what it locked.
-func (u *UseCases) lock(ctx context.Context, a Activation) ([]store.LockedTask, error) {
+// for the tasks handed to w when it was handed some (nil: no wait), and
+// counts what it locked.
+func (u *UseCases) lock(ctx context.Context, a Activation, w *taskwait.Waiter) ([]store.LockedTask, error) {
 	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
 	defer cancel()
 	release, err := a.Conn.use(ctx)
@@ -135,7 +138,7 @@ func (u *UseCases) lock(ctx context.Context, a Activation) ([]store.LockedTask, 
 		return nil, err
 	}
 	defer release()
-	got, err := u.deps.Store.FetchAndLock(ctx, a.Worker, a.Asks, a.Max, a.ByPriority)
+	got, err := u.deps.Waiters.FetchAndLock(ctx, w, a.Worker, a.Asks, a.Max, a.ByPriority)
 	if err != nil {
 		return nil, err
 	}

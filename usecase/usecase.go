@@ -26,7 +26,6 @@ import (
 
 // Store is what the use cases need from the database (*store.Store).
 type Store interface {
-	FetchAndLock(ctx context.Context, worker string, topics []store.TopicLock, max int, byPriority bool) ([]store.LockedTask, error)
 	IncidentByID(ctx context.Context, id int64) (store.Incident, error)
 	JobRetries(ctx context.Context, incidentID int64) (int, error)
 	RetryTimer(ctx context.Context, incidentID int64) error

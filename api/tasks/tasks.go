@@ -24,13 +24,11 @@ import (
 	"github.com/sutra-run/worker/internal/defaults"
 	"github.com/sutra-run/worker/internal/testsignal"
 	"github.com/sutra-run/worker/metrics"
-	"github.com/sutra-run/worker/store"
 	"github.com/sutra-run/worker/usecase"
 )
 
 // Store is what the task API needs from the database (*store.Store).
 type Store interface {
-	FetchAndLock(ctx context.Context, worker string, topics []store.TopicLock, max int, byPriority bool) ([]store.LockedTask, error)
 	ExtendLock(ctx context.Context, id int64, worker string, d time.Duration) error
 	Unlock(ctx context.Context, id int64) error
 }

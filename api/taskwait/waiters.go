@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sutra-run/worker/fault"
@@ -28,14 +29,18 @@ import (
 // the Zeebe gateway cuts a longer requestTimeout.
 const MaxLongPoll = 30 * time.Minute
 
-// Counter is what the look needs from the database (*store.Store).
-type Counter interface {
+// Store is what the waiters need from the database (*store.Store): the
+// look, the fetches, and the notices of other replicas' tasks.
+type Store interface {
 	CountFetchable(ctx context.Context, asks []store.TopicLock, limits []int) ([]int, error)
+	FetchAndLock(ctx context.Context, worker string, topics []store.TopicLock, max int, byPriority bool) ([]store.LockedTask, error)
+	LockCreated(ctx context.Context, worker string, created []store.CreatedTask) ([]store.LockedTask, error)
+	ListenTasks(ctx context.Context, listening func(), heard func(topics []string)) error
 }
 
 // Deps are the waiters' collaborators.
 type Deps struct {
-	Store Counter
+	Store Store
 	// Acquire takes a database connection for the look under the API's cap
 	// (api.Server.AcquireDB); when the cap is full the look is skipped: the
 	// calls that use every connection fetch already.
@@ -55,14 +60,30 @@ type TestSignals struct {
 	// Looked carries, after each look for tasks, the number of statements
 	// it ran (0 or 1).
 	Looked testsignal.Signal[int]
+	// Listening is signalled each time the listener's LISTEN is in place
+	// (at the start, and after each reconnection).
+	Listening testsignal.Signal[struct{}]
+	// Heard carries the topics of each notice of another replica's tasks
+	// the listener handled.
+	Heard testsignal.Signal[[]string]
+	// Fetched carries, after each fetch of a waiter, whether it locked
+	// the tasks handed to it (true) or looked for tasks (false).
+	Fetched testsignal.Signal[bool]
 }
 
 // Waiters are the fetches waiting for tasks, by topic: long polls of both
 // protocols and job streams. A waiting fetch holds no claim, no database
 // connection and no body: it waits for a wake-up, then fetches again.
 //
-// A task created on this replica wakes one waiting fetch of its topic that
-// takes every definition (TasksCreated), not all of them: with many idle
+// A task created on this replica is handed, by its key, to one waiting fetch
+// of its topic that takes every definition and has room for it (Created),
+// which locks exactly the tasks handed to it (FetchAndLock): no statement
+// looks for them. One no waiter has room for asks for a look. A task
+// handed to a waiter that leaves before it locks it is handed to another
+// (Remove); either way it stays in the database, fetchable by anyone. A
+// task of another replica, heard of on TasksChannel (one LISTEN connection
+// per replica, store.ListenTasks), wakes one waiting fetch of its topic
+// that takes every definition (TasksCreated), not all of them: with many idle
 // workers on a topic, waking every one cost a fetch statement per worker
 // for each task, all but one finding nothing. A fetch that filters by
 // definition may not take the task, so it is not woken by it: the task asks
@@ -72,8 +93,9 @@ type TestSignals struct {
 // over several topics, which may have taken another topic's task in place
 // of the one it was woken for.
 //
-// The look, every poll interval and when asked, is the net under all of
-// this and how tasks of other replicas are found: one statement for every
+// The look, every poll interval, when asked, and after each (re)connection
+// of the listener, is the net under all of this and how tasks of other
+// replicas are found while the listener is down: one statement for every
 // waiting fetch, which counts for each distinct ask (topic and definition
 // filter) the tasks a fetch would lock now, and wakes only as many waiters
 // of that ask as those tasks need. Idle waiters cost one statement per
@@ -112,6 +134,12 @@ type Waiter struct {
 	// max is the most tasks its fetch locks.
 	max  int
 	wake chan struct{} // one pending wake-up is enough
+	// handed are tasks created on this replica handed to this waiter to
+	// lock by their keys (Waiters.Created), under the Waiters' lock; at
+	// most max.
+	handed []store.CreatedTask
+	// tookHanded: the latest fetch locked tasks handed to it.
+	tookHanded atomic.Bool
 }
 
 // Wake delivers the waiter's wake-ups: fetch again.
@@ -156,6 +184,8 @@ func (ws *Waiters) Add(asks []store.TopicLock, max int, slots *Slots) *Waiter {
 func (ws *Waiters) Remove(w *Waiter, passOn bool) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
+	handed := w.handed
+	w.handed = nil
 	w.slots.n--
 	w.slots.gauge(float64(w.slots.n))
 	for _, a := range w.asks {
@@ -166,12 +196,83 @@ func (ws *Waiters) Remove(w *Waiter, passOn bool) {
 	}
 	select {
 	case <-w.wake:
-		passOn = true
+		// A wake-up for tasks handed to it goes with them.
+		passOn = passOn || len(handed) == 0
 	default:
 	}
+	ws.handLocked(handed)
 	if passOn {
 		ws.wakeOneLocked(w.Topics())
 	}
+}
+
+// TookHanded says whether w's latest fetch locked tasks handed to it: found
+// by their keys, it leaves no other task behind, so it has no wake-up to
+// pass on.
+func (w *Waiter) TookHanded() bool { return w.tookHanded.Load() }
+
+// Created hands the pull tasks a committed step of this replica created to
+// waiting fetches (see Waiters). It never blocks.
+func (ws *Waiters) Created(tasks []store.CreatedTask) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	ws.handLocked(tasks)
+}
+
+// handLocked hands each task to a waiter of its topic that takes every
+// definition and has room for it, one with no wake-up pending first, and
+// wakes it; it asks for a look when waiters filtering by definition wait
+// for the topic, or when none has room.
+func (ws *Waiters) handLocked(tasks []store.CreatedTask) {
+	lookFor := false
+	for _, t := range tasks {
+		var to *Waiter
+		var lock time.Duration
+		filtered := false
+		for w, a := range ws.byTopic[t.Topic] { // map order varies: no waiter is always the one
+			switch {
+			case len(a.DefinitionKeys) > 0:
+				filtered = true
+			case len(w.handed) >= w.max:
+			case to == nil || (len(to.wake) > 0 && len(w.wake) == 0):
+				to, lock = w, a.LockDuration
+			}
+		}
+		if to != nil {
+			t.LockDuration = lock
+			to.handed = append(to.handed, t)
+			wake(to)
+		}
+		lookFor = lookFor || filtered || (to == nil && len(ws.byTopic[t.Topic]) > 0)
+	}
+	if lookFor {
+		ws.askLook()
+	}
+}
+
+// FetchAndLock runs the fetch of waiter w (nil: a fetch that does not wait)
+// for worker: it locks the tasks handed to w by their keys when it was
+// handed some and one of them is still free, else up to max tasks of asks
+// (store.FetchAndLock).
+func (ws *Waiters) FetchAndLock(ctx context.Context, w *Waiter, worker string, asks []store.TopicLock, max int, byPriority bool) ([]store.LockedTask, error) {
+	if w != nil {
+		ws.mu.Lock()
+		handed := w.handed
+		w.handed = nil
+		ws.mu.Unlock()
+		w.tookHanded.Store(false)
+		if len(handed) > 0 {
+			got, err := ws.deps.Store.LockCreated(ctx, worker, handed)
+			if err != nil || len(got) > 0 {
+				w.tookHanded.Store(err == nil)
+				ws.TestSignals.Fetched.Signal(true)
+				return got, err
+			}
+			// Other fetches took them (a look woke them first): look.
+		}
+	}
+	defer ws.TestSignals.Fetched.Signal(false)
+	return ws.deps.Store.FetchAndLock(ctx, worker, asks, max, byPriority)
 }
 
 // Topics are the topics w waits for.
@@ -211,11 +312,16 @@ func (ws *Waiters) wakeOneLocked(topics []string) {
 			}
 		}
 		if filtered {
-			select {
-			case ws.look <- struct{}{}:
-			default:
-			}
+			ws.askLook()
 		}
+	}
+}
+
+// askLook asks for a look before the next interval. It never blocks.
+func (ws *Waiters) askLook() {
+	select {
+	case ws.look <- struct{}{}:
+	default:
 	}
 }
 
@@ -277,6 +383,9 @@ func wakeFor(g *group, n int) {
 // Start runs the look every poll interval and when asked, until Stop.
 func (ws *Waiters) Start(ctx context.Context) error {
 	return ws.Run(ctx, "job waiters", func(soft, _ context.Context) {
+		var listener sync.WaitGroup
+		listener.Go(func() { ws.listen(soft) })
+		defer listener.Wait()
 		poll := time.NewTicker(ws.cfg.PollInterval)
 		defer poll.Stop()
 		for {
@@ -290,6 +399,48 @@ func (ws *Waiters) Start(ctx context.Context) error {
 			}
 		}
 	})
+}
+
+// maxListenRetry caps the wait between two tries to listen again.
+const maxListenRetry = 5 * time.Second
+
+// listen keeps this replica's one LISTEN on store.TasksChannel until ctx
+// ends, connecting again after a failure (a database outage) from a poll
+// interval up to maxListenRetry later; each (re)connection asks for a look,
+// for the notices missed meanwhile. A notice of another replica's tasks
+// wakes a waiter per task (TasksCreated), one too large to tell its topics
+// asks for a look.
+func (ws *Waiters) listen(ctx context.Context) {
+	retry := ws.cfg.PollInterval
+	for {
+		err := ws.deps.Store.ListenTasks(ctx, func() {
+			retry = ws.cfg.PollInterval
+			ws.askLook()
+			ws.TestSignals.Listening.Signal(struct{}{})
+		}, func(topics []string) {
+			if topics == nil {
+				ws.askLook()
+			} else {
+				ws.TasksCreated(topics)
+			}
+			ws.TestSignals.Heard.Signal(topics)
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if retry == ws.cfg.PollInterval { // once an outage
+			ws.deps.Logger.Warn("listening for other replicas' tasks; the look finds them until the listener is back",
+				"code", fault.Code(err), "err", err)
+		}
+		t := time.NewTimer(retry)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+		retry = min(2*retry, maxListenRetry)
+	}
 }
 
 // lookForTasks wakes the waiters that have tasks to fetch which no wake-up

@@ -117,7 +117,6 @@ type Store interface {
 
 	// The job RPCs': a job is a task row, the one /engine-rest serves: one
 	// lock, whichever protocol takes it.
-	FetchAndLock(ctx context.Context, worker string, topics []store.TopicLock, max int, byPriority bool) ([]store.LockedTask, error)
 	SetLockTimeout(ctx context.Context, id int64, d time.Duration) error
 	SetRetries(ctx context.Context, id int64, retries int) error
 }
