@@ -401,20 +401,23 @@ func (ws *Waiters) Start(ctx context.Context) error {
 	})
 }
 
-// maxListenRetry caps the wait between two tries to listen again.
-const maxListenRetry = 5 * time.Second
+// The wait between two tries to listen again starts at minListenRetry and
+// doubles up to maxListenRetry.
+const (
+	minListenRetry = 100 * time.Millisecond
+	maxListenRetry = 5 * time.Second
+)
 
 // listen keeps this replica's one LISTEN on store.TasksChannel until ctx
-// ends, connecting again after a failure (a database outage) from a poll
-// interval up to maxListenRetry later; each (re)connection asks for a look,
+// ends, connecting again after a failure (a database outage); each (re)connection asks for a look,
 // for the notices missed meanwhile. A notice of another replica's tasks
 // wakes a waiter per task (TasksCreated), one too large to tell its topics
 // asks for a look.
 func (ws *Waiters) listen(ctx context.Context) {
-	retry := ws.cfg.PollInterval
+	retry := minListenRetry
 	for {
 		err := ws.deps.Store.ListenTasks(ctx, func() {
-			retry = ws.cfg.PollInterval
+			retry = minListenRetry
 			ws.askLook()
 			ws.TestSignals.Listening.Signal(struct{}{})
 		}, func(topics []string) {
@@ -428,7 +431,7 @@ func (ws *Waiters) listen(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if retry == ws.cfg.PollInterval { // once an outage
+		if retry == minListenRetry { // once an outage
 			ws.deps.Logger.Warn("listening for other replicas' tasks; the look finds them until the listener is back",
 				"code", fault.Code(err), "err", err)
 		}
