@@ -32,6 +32,8 @@ type jobRun struct {
 	// fastPath is whether the worker hands completions to its lanes at
 	// once (SUTRA_TASK_FAST_PATH).
 	fastPath bool
+	// longPoll: the workers activate by ActivateJobs long polls, not streams.
+	longPoll bool
 	// rate is the job rate offered (0: as fast as the workers go).
 	rate     float64
 	jobs     int
@@ -47,16 +49,17 @@ type jobRun struct {
 
 // measureJobs measures the job round trip as fast as the workers go, then
 // at 100 jobs/s and at half the full run's rate, with the fast path on and
-// then off.
+// then off; then at 100 jobs/s with long polls in place of streams, and
+// what idle streams and long polls cost.
 func (b *bencher) measureJobs(ctx context.Context) error {
 	for _, fast := range []bool{true, false} {
-		full, err := b.jobRun(ctx, fast, 0)
+		full, err := b.jobRun(ctx, fast, false, 0)
 		if err != nil {
 			return fmt.Errorf("jobs at full load (fast path %v): %w", fast, err)
 		}
 		runs := []jobRun{full}
 		for _, rate := range []float64{100, full.jobsPerS / 2} {
-			r, err := b.jobRun(ctx, fast, rate)
+			r, err := b.jobRun(ctx, fast, false, rate)
 			if err != nil {
 				return fmt.Errorf("jobs at %.0f/s (fast path %v): %w", rate, fast, err)
 			}
@@ -68,14 +71,27 @@ func (b *bencher) measureJobs(ctx context.Context) error {
 			b.jobRuns = append(b.jobRuns, r)
 		}
 	}
+	r, err := b.jobRun(ctx, true, true, 100)
+	if err != nil {
+		return fmt.Errorf("jobs at 100/s by long polls: %w", err)
+	}
+	r.round = b.round
+	fmt.Fprintf(os.Stderr, "  %s\n", r.row())
+	b.jobRuns = append(b.jobRuns, r)
+	idle, err := b.idleJobs(ctx)
+	if err != nil {
+		return fmt.Errorf("idle job streams and long polls: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "  %s\n", idle.row())
+	b.idleRuns = append(b.idleRuns, idle)
 	return nil
 }
 
 // jobRun runs b.o.jobWorkers streaming job workers against a worker with
 // b.o.jobLanes lanes and the fast path on or off; rate > 0 starts
 // instances at rate/3 a second.
-func (b *bencher) jobRun(ctx context.Context, fastPath bool, rate float64) (jobRun, error) {
-	r := jobRun{fastPath: fastPath, rate: rate}
+func (b *bencher) jobRun(ctx context.Context, fastPath, longPoll bool, rate float64) (jobRun, error) {
+	r := jobRun{fastPath: fastPath, longPoll: longPoll, rate: rate}
 	k := b.o.instances
 	if rate > 0 {
 		k = 0 // started by relays, at the rate
@@ -130,8 +146,14 @@ func (b *bencher) jobRun(ctx context.Context, fastPath bool, rate float64) (jobR
 	for i := range workers {
 		// One job at a time each, pushed by its stream; its poll is the
 		// client's fallback and answers at once.
-		workers[i] = client.NewJobWorker().JobType(bench.TaskTopic).Handler(c.handle).Name(fmt.Sprintf("bench-%d", i)).
-			Timeout(time.Minute).Concurrency(1).MaxJobsActive(1).StreamEnabled(true).RequestTimeout(-time.Millisecond).Open()
+		jw := client.NewJobWorker().JobType(bench.TaskTopic).Handler(c.handle).Name(fmt.Sprintf("bench-%d", i)).
+			Timeout(time.Minute).Concurrency(1).MaxJobsActive(1)
+		if longPoll {
+			// One long poll at a time each, waiting up to 10 s (Zeebe's default).
+			workers[i] = jw.RequestTimeout(10 * time.Second).Open()
+		} else {
+			workers[i] = jw.StreamEnabled(true).RequestTimeout(-time.Millisecond).Open()
+		}
 	}
 	var err2 error
 	select {
@@ -205,6 +227,9 @@ func (r jobRun) name() string {
 	if !r.fastPath {
 		path = "no fast path"
 	}
+	if r.longPoll {
+		path += ", long polls"
+	}
 	if r.rate == 0 {
 		return "jobs, " + path + ", full"
 	}
@@ -222,7 +247,7 @@ func (r jobRun) row() string {
 
 // reportJobs prints the job runs of the round with the fastest full run,
 // and the targets at 100 jobs/s.
-func reportJobs(w io.Writer, runs []jobRun, lanes, workers int) {
+func reportJobs(w io.Writer, runs []jobRun, idle []idleRun, steps map[int]float64, lanes, workers int) {
 	if len(runs) == 0 {
 		return
 	}
@@ -234,6 +259,7 @@ func reportJobs(w io.Writer, runs []jobRun, lanes, workers int) {
 	}
 	fmt.Fprintf(w, "\nJob round trip (%d lanes, %d Go client job workers with streamed activation, 3 sequential service tasks per instance):\n", lanes, workers)
 	without := 0.0
+	var full, at100 jobRun
 	for _, r := range runs {
 		if r.round != bestRound {
 			continue
@@ -242,11 +268,31 @@ func reportJobs(w io.Writer, runs []jobRun, lanes, workers int) {
 		if r.rate == 100 && r.fastPath {
 			fmt.Fprintf(w, "  target: at 100 jobs/s p50 ≤ 5 ms, p99 ≤ 50 ms: %v, %v\n", r.p50.Round(100*time.Microsecond), r.p99.Round(100*time.Microsecond))
 		}
-		if r.rate == 0 && !r.fastPath {
+		switch {
+		case r.rate == 0 && !r.fastPath:
 			without = r.jobsPerS
+		case r.rate == 0:
+			full = r
+		case r.rate == 100 && r.fastPath && !r.longPoll:
+			at100 = r
 		}
 	}
 	if without > 0 {
 		fmt.Fprintf(w, "  target: jobs/s with the fast path ≥ 2× without it: %.2f×\n", fastest/without)
+	}
+	if s := steps[bestRound]; s > 0 {
+		fmt.Fprintf(w, "  target: jobs/s at full load ≥ 25%% of relay steps/s in the same round: %.0f%% (%.0f / %.0f)\n", 100*fastest/s, fastest, s)
+	}
+	if full.jobs > 0 && at100.jobs > 0 {
+		// Other programs' CPU (foreign) left out: the machine is shared.
+		per := func(r jobRun) float64 {
+			return float64((r.cpu.machine - r.cpu.foreign).Microseconds()) / float64(r.jobs)
+		}
+		fmt.Fprintf(w, "  target: CPU a job (all but foreign) at 100 jobs/s ≤ 2× at full load: %.2f× (%.0f / %.0f µs)\n", per(at100)/per(full), per(at100), per(full))
+	}
+	for _, r := range idle {
+		if r.round == bestRound {
+			fmt.Fprintf(w, "  %s\n  target: idle streams and long polls cost PostgreSQL ≤ 2%% of a core: %.2f%%\n", r.row(), r.postgresShare())
+		}
 	}
 }

@@ -302,7 +302,7 @@ func run(ctx context.Context, o options) error {
 	reportChurn(os.Stdout, b.results)
 	reportOutbox(os.Stdout, b.outboxRuns, o.outboxLanes)
 	reportTasks(os.Stdout, b.taskRuns, o.taskLanes)
-	reportJobs(os.Stdout, b.jobRuns, o.jobLanes, o.jobWorkers)
+	reportJobs(os.Stdout, b.jobRuns, b.idleRuns, fastestSteps(b.results), o.jobLanes, o.jobWorkers)
 	return nil
 }
 
@@ -430,6 +430,7 @@ type bencher struct {
 	outboxRuns []outboxRun
 	taskRuns   []taskRun
 	jobRuns    []jobRun
+	idleRuns   []idleRun
 }
 
 // measure records a run and shows it at once.
