@@ -22,10 +22,12 @@ const (
 )
 
 // idleRun is what idle job streams and long polls cost: the machine's and
-// PostgreSQL's CPU over idleTime.
+// PostgreSQL's CPU over idleTime with them open (cpu), and over idleTime
+// before they opened (base): the worker's other loops and, on a shared
+// machine, the server's shared processes working for other databases.
 type idleRun struct {
-	round int
-	cpu   cpuUse
+	round     int
+	cpu, base cpuUse
 }
 
 // idleJobs opens idleStreams job streams and idleLongPolls ActivateJobs
@@ -53,6 +55,10 @@ func (b *bencher) idleJobs(ctx context.Context) (idleRun, error) {
 		return r, err
 	}
 	defer client.Close()
+	b.waitQuiet(ctx, "idle jobs")
+	if r.base, err = idleCPU(ctx, b.dbName); err != nil {
+		return r, err
+	}
 	octx, cancel := context.WithCancel(ctx)
 	var open sync.WaitGroup
 	defer func() { cancel(); open.Wait() }()
@@ -83,24 +89,33 @@ func (b *bencher) idleJobs(ctx context.Context) (idleRun, error) {
 		}
 	}
 	b.waitQuiet(ctx, "idle jobs")
-	cpu := startCPU(b.dbName)
+	r.cpu, err = idleCPU(ctx, b.dbName)
+	r.round = b.round
+	return r, err
+}
+
+// idleCPU measures the CPU used over idleTime.
+func idleCPU(ctx context.Context, db string) (cpuUse, error) {
+	cpu := startCPU(db)
 	select {
 	case <-time.After(idleTime):
 	case <-ctx.Done():
-		return r, ctx.Err()
+		return cpuUse{}, ctx.Err()
 	}
-	r.cpu = cpu.finish()
-	r.round = b.round
-	return r, nil
+	return cpu.finish(), nil
 }
 
-// postgresShare is PostgreSQL's CPU over the run in percent of a core.
-func (r idleRun) postgresShare() float64 { return 100 * r.cpu.postgres.Seconds() / idleTime.Seconds() }
+// share is d over idleTime in percent of a core.
+func share(d time.Duration) float64 { return 100 * d.Seconds() / idleTime.Seconds() }
+
+// postgresShare is what opening the streams and long polls added to
+// PostgreSQL's CPU, in percent of a core.
+func (r idleRun) postgresShare() float64 { return share(r.cpu.postgres - r.base.postgres) }
 
 func (r idleRun) row() string {
-	return fmt.Sprintf("idle, %d streams + %d long polls over %v: CPU all %.2f%% of a core, postgres %.2f%%, client %.2f%%",
-		idleStreams, idleLongPolls, idleTime, 100*r.cpu.machine.Seconds()/idleTime.Seconds(), r.postgresShare(),
-		100*r.cpu.client.Seconds()/idleTime.Seconds())
+	return fmt.Sprintf("idle, %d streams + %d long polls over %v: postgres %.2f%% of a core (%.2f%% before they opened), worker process %.2f%% (%.2f%%), all %.0f%% (%.0f%%)",
+		idleStreams, idleLongPolls, idleTime, share(r.cpu.postgres), share(r.base.postgres), share(r.cpu.client), share(r.base.client),
+		share(r.cpu.machine), share(r.base.machine))
 }
 
 // gauge reads a gauge family's only series.

@@ -292,7 +292,7 @@ func reportJobs(w io.Writer, runs []jobRun, idle []idleRun, steps map[int]float6
 	}
 	for _, r := range idle {
 		if r.round == bestRound {
-			fmt.Fprintf(w, "  %s\n  target: idle streams and long polls cost PostgreSQL ≤ 2%% of a core: %.2f%%\n", r.row(), r.postgresShare())
+			fmt.Fprintf(w, "  %s\n  target: idle streams and long polls add ≤ 2%% of a core to PostgreSQL: %.2f%%\n", r.row(), r.postgresShare())
 		}
 	}
 }
