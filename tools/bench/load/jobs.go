@@ -162,6 +162,10 @@ func (b *bencher) jobRun(ctx context.Context, fastPath, longPoll bool, rate floa
 	case <-ctx.Done():
 		err2 = ctx.Err()
 	}
+	// A handler still returning when its worker closes blocks the close for
+	// ever (zbc 8.4 hands its end to the worker's poller or streamer, which
+	// the close stops): close once every handler has returned.
+	c.handling.Wait()
 	for _, jw := range workers {
 		jw.Close()
 		jw.AwaitClose()
@@ -192,9 +196,13 @@ type jobClient struct {
 	last      time.Time
 	all       chan struct{} // closed at want completions
 	errs      chan error
+	// handling counts the handlers running.
+	handling sync.WaitGroup
 }
 
 func (c *jobClient) handle(jc worker.JobClient, job entities.Job) {
+	c.handling.Add(1)
+	defer c.handling.Done()
 	activated := time.Now()
 	c.mu.Lock()
 	if prev, ok := c.done[job.ProcessInstanceKey]; ok {
