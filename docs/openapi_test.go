@@ -174,10 +174,11 @@ const (
 		         "timers":[{"token":"","element":"tick","due_at":"2026-12-01T04:00:00Z","attempts":0}],
 		         "tasks":[{"id":"17","zeebe_key":"17","token":"t1","element":"pay","topic":"payments","user_task":false,"retries":3,"locked_by":"w-1","lock_expires_at":"2026-12-01T03:08:00Z"},
 		                  {"id":"18","zeebe_key":"18","token":"t3","element":"approve","topic":"","user_task":true,"retries":1,"locked_by":null,"lock_expires_at":null}]},
-		"incidents":[{"id":"5","zeebe_key":"5","token":"t1","element":"pay","code":"SUTRA.INCIDENT.TASK_FAILED","message":"boom","created_at":"2026-12-01T03:07:04Z","resolved_at":null}],
+		"incidents":[{"id":"5","zeebe_key":"5","token":"t1","element":"pay","code":"SUTRA.INCIDENT.TASK_FAILED","message":"boom","error_message":"card declined","error_details":null,"created_at":"2026-12-01T03:07:04Z","resolved_at":null}],
+		"called_incidents":[],
 		"claim":{"owner":"r1/admin","age_seconds":0.25},"parent_id":null,
 		"created_at":"2026-12-01T03:00:00Z","updated_at":"2026-12-01T03:07:04Z"}`
-	userTaskJSON = `{"id":"18","zeebe_key":"18","instance_id":"order-42","element":"approve","definition":{"key":"order","version":3},
+	userTaskJSON = `{"id":"18","zeebe_key":"18","instance_id":"order-42","element":"approve","name":"Approve","process_name":"Order","definition":{"key":"order","version":3},
 		"assignee":null,"candidate_groups":["managers"],"candidate_users":[],"form_key":"camunda-forms:bpmn:approve","form_id":null,
 		"due_date":"2026-12-02T00:00:00Z","follow_up_date":null,"priority":50,"variables":{"amount":42},"state":"created",
 		"created_at":"2026-12-01T03:07:04Z"}`
@@ -227,7 +228,7 @@ func TestTheSpecAcceptsCorrectResponses(t *testing.T) {
 		{"migrate busy", "POST", "/v1/instances/order-42/migrate", 409, problemJSON, nil, problem("SUTRA.ADMIN.MIGRATE.CLAIM_HELD", 409, "")},
 		{"bulk migration", "POST", "/v1/migrations", 202, appJSON, nil, `{"id":"0d8b3a61-0bb0-4653-a5e1-5a64a3c0bc6c"}`},
 		{"bulk migration state", "GET", "/v1/migrations/3", 200, appJSON, nil, migrationJSON},
-		{"incidents", "GET", "/v1/incidents?open=true&instance_id=order-42", 200, appJSON, nil, `{"incidents":[{"id":"5","zeebe_key":"5","instance_id":"order-42","token":"t1","element":"pay","code":"SUTRA.INCIDENT.TASK_FAILED","message":"boom","created_at":"2026-12-01T03:07:04Z","resolved_at":"2026-12-01T03:09:00Z"}],"next":null}`},
+		{"incidents", "GET", "/v1/incidents?open=true&instance_id=order-42", 200, appJSON, nil, `{"incidents":[{"id":"5","zeebe_key":"5","instance_id":"order-42","token":"t1","element":"pay","code":"SUTRA.INCIDENT.TASK_FAILED","message":"boom","error_message":null,"error_details":null,"created_at":"2026-12-01T03:07:04Z","resolved_at":"2026-12-01T03:09:00Z"}],"next":null}`},
 		{"retry", "POST", "/v1/incidents/5/retry", 200, appJSON, nil, `{"incident_id":"5","instance_id":"order-42","resolved":true}`},
 		{"retry resolved", "POST", "/v1/incidents/5/retry", 409, problemJSON, nil, problem("SUTRA.RUNTIME.RESUME.NOT_WAITING", 409, "")},
 		{"message", "POST", "/v1/messages", 202, appJSON, nil, `{"message_id":"m-1"}`},
