@@ -12,10 +12,13 @@ import (
 	"github.com/sutra-run/worker/engine"
 )
 
-// TasksChannel is the PostgreSQL channel on which a commit that creates
-// pull tasks tells every replica's waiting fetches of them (ListenTasks):
-// one notice per transaction, delivered only if it commits.
-const TasksChannel = "sutra_tasks"
+// tasksChannelSQL names the PostgreSQL channel on which a commit that
+// creates pull tasks tells every replica's waiting fetches of them
+// (ListenTasks): one notice per transaction, delivered only if it commits.
+// Channels are database-wide, so the name carries the schema's (hashed to
+// fit a channel name): deployments in other schemas of one database never
+// wake each other.
+const tasksChannelSQL = `'sutra_tasks_' || left(md5(current_schema()), 16)`
 
 // tasksNotice is a TasksChannel payload: the store that committed (a
 // replica skips its own: its lanes hand their tasks to its waiters) and the
@@ -60,7 +63,7 @@ func (s *Store) queueTasksNotice(b *pgx.Batch, cs []StepWrites) {
 	if len(payload) > maxNoticeBytes {
 		payload, _ = json.Marshal(tasksNotice{From: s.origin})
 	}
-	b.Queue("SELECT pg_notify($1, $2)", TasksChannel, string(payload))
+	b.Queue("SELECT pg_notify("+tasksChannelSQL+", $1)", string(payload))
 }
 
 // ListenTasks listens for the pull tasks other stores' commits create, on
@@ -79,7 +82,11 @@ func (s *Store) ListenTasks(ctx context.Context, listening func(), heard func(to
 		defer cancel()
 		_ = conn.Close(cctx) // the connection goes either way
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+TasksChannel); err != nil {
+	var channel string
+	if err := conn.QueryRow(ctx, "SELECT "+tasksChannelSQL).Scan(&channel); err != nil {
+		return translate(err, "naming the tasks channel")
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		return translate(err, "listening for tasks")
 	}
 	listening()

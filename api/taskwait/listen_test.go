@@ -212,7 +212,7 @@ func TestTheListenerConnectsAgainAfterAnOutageAndLooksForWhatItMissed(t *testing
 	here, there := openReplica(t, proxy.Through(t, pgURL.String())), openReplica(t, env.Config.DatabaseURL)
 	ws := startWaiters(t, here.st)
 	listeners := func() int64 {
-		return env.Int(t, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND query = 'LISTEN `+store.TasksChannel+`'`, appName)
+		return env.Int(t, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN "sutra\_tasks\_%'`, appName)
 	}
 	if n := listeners(); n != 1 {
 		t.Fatalf("%d listening connections, want 1", n)

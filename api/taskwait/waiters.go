@@ -81,7 +81,7 @@ type TestSignals struct {
 // looks for them. One no waiter has room for asks for a look. A task
 // handed to a waiter that leaves before it locks it is handed to another
 // (Remove); either way it stays in the database, fetchable by anyone. A
-// task of another replica, heard of on TasksChannel (one LISTEN connection
+// task of another replica, heard of on the tasks channel (one LISTEN connection
 // per replica, store.ListenTasks), wakes one waiting fetch of its topic
 // that takes every definition (TasksCreated), not all of them: with many idle
 // workers on a topic, waking every one cost a fetch statement per worker
@@ -408,7 +408,7 @@ const (
 	maxListenRetry = 5 * time.Second
 )
 
-// listen keeps this replica's one LISTEN on store.TasksChannel until ctx
+// listen keeps this replica's one LISTEN on the tasks channel (store.ListenTasks) until ctx
 // ends, connecting again after a failure (a database outage); each (re)connection asks for a look,
 // for the notices missed meanwhile. A notice of another replica's tasks
 // wakes a waiter per task (TasksCreated), one too large to tell its topics
