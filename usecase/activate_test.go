@@ -112,10 +112,20 @@ func TestAStreamTakesABacklogOneTaskAtATimePassingItsWakeUpOn(t *testing.T) {
 	// No look: only the stream's own pass-on brings it back for the rest
 	// of the backlog.
 	b := setup(t, func(c *app.Config) { c.Tasks.PollInterval = time.Hour })
+	// The backlog is there before the stream: every step that created a
+	// task has committed and told the waiters (the lanes signal Committed
+	// after their notify), so none is handed to the stream.
+	committed := &b.w.Lanes().TestSignals.Committed
+	committed.Init()
 	for _, id := range []string{"s-1", "s-2", "s-3"} {
 		b.start(id, "st")
 	}
-	testkit.Eventually(t, 20*time.Second, "three tasks", func() bool { return b.tasksOf(t, "st") == 3 })
+	for seen := map[string]bool{}; len(seen) < 3; {
+		seen[committed.WaitOrTimeout(t)] = true
+	}
+	if n := b.tasksOf(t, "st"); n != 3 {
+		t.Fatalf("%d tasks, want 3", n)
+	}
 	stopping := make(chan struct{})
 	waiting := make(chan struct{}, 1)
 	a := activation("st", 1, stopping)
