@@ -75,22 +75,13 @@ type BatchRunner struct {
 	startstop.Base
 	cfg  BatchConfig
 	deps BatchDeps
-	wake chan struct{}
+	leasedLoop
 }
 
 // NewBatchRunner builds a runner; Start runs it.
 func NewBatchRunner(deps BatchDeps, cfg BatchConfig) *BatchRunner {
 	cfg.setDefaults()
-	return &BatchRunner{cfg: cfg, deps: deps, wake: make(chan struct{}, 1)}
-}
-
-// Wake makes the runner look for batches now (one was created). It never
-// blocks.
-func (r *BatchRunner) Wake() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
+	return &BatchRunner{cfg: cfg, deps: deps, leasedLoop: newLeasedLoop()}
 }
 
 // Start runs the runner until Stop, which lets the round in hand finish
@@ -98,27 +89,8 @@ func (r *BatchRunner) Wake() {
 func (r *BatchRunner) Start(ctx context.Context) error { return r.Run(ctx, "batches", r.run) }
 
 func (r *BatchRunner) run(soft, hard context.Context) {
-	defer func() {
-		ctx, cancel := startstop.FinalContext(hard)
-		defer cancel()
-		if err := r.deps.Store.ReleaseBatches(ctx, r.cfg.Replica); err != nil {
-			r.deps.Logger.Warn("handing back batch leases", "code", fault.Code(err), "err", err)
-		}
-	}()
-	for soft.Err() == nil {
-		busy, err := r.round(soft, hard)
-		if err != nil && soft.Err() == nil {
-			r.deps.Logger.Warn("running batches", "code", fault.Code(err), "err", err)
-		}
-		if busy {
-			continue
-		}
-		select {
-		case <-soft.Done():
-		case <-r.wake:
-		case <-time.After(r.cfg.PollInterval):
-		}
-	}
+	r.leasedLoop.run(soft, hard, r.deps.Logger, "batch", r.cfg.PollInterval, r.round,
+		func(ctx context.Context) error { return r.deps.Store.ReleaseBatches(ctx, r.cfg.Replica) })
 }
 
 // round works one page of one leased batch; busy reports more may be due.

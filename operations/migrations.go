@@ -66,21 +66,13 @@ type Runner struct {
 	startstop.Base
 	cfg  RunnerConfig
 	deps RunnerDeps
-	wake chan struct{}
+	leasedLoop
 }
 
 // NewRunner builds a runner; Start runs it.
 func NewRunner(deps RunnerDeps, cfg RunnerConfig) *Runner {
 	cfg.setDefaults()
-	return &Runner{cfg: cfg, deps: deps, wake: make(chan struct{}, 1)}
-}
-
-// Wake makes the runner look for jobs now (one was created). It never blocks.
-func (r *Runner) Wake() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
+	return &Runner{cfg: cfg, deps: deps, leasedLoop: newLeasedLoop()}
 }
 
 // Start runs the runner until Stop, which lets the batch in hand finish
@@ -88,27 +80,8 @@ func (r *Runner) Wake() {
 func (r *Runner) Start(ctx context.Context) error { return r.Run(ctx, "migrations", r.run) }
 
 func (r *Runner) run(soft, hard context.Context) {
-	defer func() {
-		ctx, cancel := startstop.FinalContext(hard)
-		defer cancel()
-		if err := r.deps.Store.ReleaseMigrations(ctx, r.cfg.Replica); err != nil {
-			r.deps.Logger.Warn("handing back migration leases", "code", fault.Code(err), "err", err)
-		}
-	}()
-	for soft.Err() == nil {
-		busy, err := r.round(soft, hard)
-		if err != nil && soft.Err() == nil {
-			r.deps.Logger.Warn("running migrations", "code", fault.Code(err), "err", err)
-		}
-		if busy {
-			continue
-		}
-		select {
-		case <-soft.Done():
-		case <-r.wake:
-		case <-time.After(r.cfg.PollInterval):
-		}
-	}
+	r.leasedLoop.run(soft, hard, r.deps.Logger, "migration", r.cfg.PollInterval, r.round,
+		func(ctx context.Context) error { return r.deps.Store.ReleaseMigrations(ctx, r.cfg.Replica) })
 }
 
 // round migrates one batch of one leased job; busy reports more may be due.
