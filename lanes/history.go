@@ -10,7 +10,7 @@ import (
 )
 
 // The step history: each kind names itself for the history row its step
-// writes (store.StepCause, wire.HistoryStep). The method is part of
+// writes (store.StepCause, store.HistoryStep). The method is part of
 // Cause, so a new kind cannot leave its steps unnamed.
 
 // extras are what the step's transaction writes beside the step: the

@@ -10,25 +10,35 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sutra-run/worker/api/admin/wire"
 	"github.com/sutra-run/worker/engine"
 	"github.com/sutra-run/worker/fault"
 )
 
-// Queries of the admin API: what an operator reads about definitions,
-// instances, incidents and user tasks, in the shapes the API answers with
-// (adminapi). None of them claims anything: reading
-// an instance's row while a step holds it shows the last committed step.
+// Reads: what an operator (or a client) reads about definitions,
+// instances, incidents and user tasks, in the store's own types; each
+// protocol maps them to its wire types. None of them claims anything:
+// reading an instance's row while a step holds it shows the last committed
+// step.
+
+// DefinitionVersions are the deployed versions of one definition key.
+type DefinitionVersions struct {
+	Key      string
+	Versions []int
+	// ZeebeKeys are the versions' keys for Zeebe clients, in the order of
+	// Versions.
+	ZeebeKeys []int64
+	Latest    int
+}
 
 // ListDefinitions lists every definition key with its versions.
-func (s *Store) ListDefinitions(ctx context.Context) ([]wire.DefinitionVersions, error) {
-	rows, err := s.pool.Query(ctx, `SELECT key, array_agg(version ORDER BY version), array_agg(zeebe_key::text ORDER BY version), max(version)
+func (s *Store) ListDefinitions(ctx context.Context) ([]DefinitionVersions, error) {
+	rows, err := s.pool.Query(ctx, `SELECT key, array_agg(version ORDER BY version), array_agg(zeebe_key ORDER BY version), max(version)
 		FROM definitions GROUP BY key ORDER BY key`)
 	if err != nil {
 		return nil, translate(err, "listing definitions")
 	}
-	defs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.DefinitionVersions, error) {
-		var d wire.DefinitionVersions
+	defs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DefinitionVersions, error) {
+		var d DefinitionVersions
 		var versions []int32
 		err := r.Scan(&d.Key, &versions, &d.ZeebeKeys, &d.Latest)
 		for _, v := range versions {
@@ -48,14 +58,96 @@ func (s *Store) DefinitionXML(ctx context.Context, key string, version int) (str
 	return xml, translate(err, fmt.Sprintf("reading definition %s@%d", key, version))
 }
 
+// InstanceDetail is an instance as its last step committed it (its
+// summary), with its variables and tokens, its open waits, its incidents,
+// its called instances' open incidents and the claim held on it.
+type InstanceDetail struct {
+	InstanceSummary
+	Variables map[string]any
+	Tokens    []ActiveToken
+	// Compensable are the completed activities a compensation throw may
+	// still undo, the latest completion last.
+	Compensable         []engine.Compensable
+	Subscriptions       []MessageSubscription
+	SignalSubscriptions []SignalSubscription
+	Timers              []ArmedTimer
+	Tasks               []OpenTask
+	Incidents           []Incident
+	// CalledIncidents are the open incidents of the instances it called,
+	// at any depth (the first MaxCalledIncidents, oldest first).
+	CalledIncidents []CalledIncident
+	// Claim is the claim held on it, if any.
+	Claim    *HeldClaim
+	ParentID *string
+}
+
+// ActiveToken is one token of an instance.
+type ActiveToken struct {
+	ID      string
+	Element string
+	Wait    engine.WaitKind
+	Scope   string
+	// CalledInstance is the id of the instance a call activity's token
+	// waits for (wait child).
+	CalledInstance string
+}
+
+// MessageSubscription is an open message wait.
+type MessageSubscription struct {
+	Token, Element, Message, CorrelationKey string
+	CreatedAt                               time.Time
+}
+
+// SignalSubscription is an open signal wait: a catch, boundary or event
+// subprocess start event waiting for a broadcast of its signal.
+type SignalSubscription struct {
+	Token, Element, Signal string
+	CreatedAt              time.Time
+}
+
+// ArmedTimer is a timer waiting to fire.
+type ArmedTimer struct {
+	Token, Element string
+	DueAt          time.Time
+	Attempts       int
+}
+
+// OpenTask is a task (a job, an external or a user task) not yet done;
+// its id is its key for Zeebe clients.
+type OpenTask struct {
+	ID            int64
+	Token         string
+	Element       string
+	Topic         string
+	UserTask      bool
+	Retries       int
+	LockedBy      *string
+	LockExpiresAt *time.Time
+}
+
+// CalledIncident is an open incident of an instance called, directly or
+// not, by the instance read; CalledBy is the element of the read
+// instance's call activity it descends from.
+type CalledIncident struct {
+	Incident
+	CalledBy string
+}
+
+// MaxCalledIncidents is the most called instances' incidents an instance
+// detail holds.
+const MaxCalledIncidents = 100
+
+// HeldClaim is a claim held on an instance, and for how long.
+type HeldClaim struct {
+	Owner string
+	Age   time.Duration
+}
+
 // Instance reads an instance, its waits, incidents and claim, in one round
 // trip. ErrNotFound when it does not exist (or is a start that never
 // committed its first step).
-func (s *Store) Instance(ctx context.Context, id string) (wire.Instance, error) {
-	d := wire.Instance{ID: id, Tokens: []wire.Token{}, Compensable: []wire.Compensable{}, Incidents: []wire.Incident{},
-		CalledIncidents: []wire.CalledIncident{},
-		Waits: wire.Waits{Subscriptions: []wire.Subscription{}, Signals: []wire.SignalSubscription{}, Timers: []wire.Timer{},
-			Tasks: []wire.Task{}}}
+func (s *Store) Instance(ctx context.Context, id string) (InstanceDetail, error) {
+	d := InstanceDetail{InstanceSummary: InstanceSummary{ID: id}}
 	var tokens []byte
 	var owner *string
 	var age *time.Duration
@@ -63,14 +155,14 @@ func (s *Store) Instance(ctx context.Context, id string) (wire.Instance, error) 
 	b.Queue(`SELECT i.zeebe_key, i.definition_key, i.definition_version, i.status, i.version, i.variables, i.tokens, c.owner,
 			now() - c.claimed_at, i.parent_id, i.created_at, i.updated_at
 		  FROM instances i LEFT JOIN claims c ON c.instance_id = i.id WHERE i.id = $1 AND i.version > 0`, id).QueryRow(func(r pgx.Row) error {
-		return r.Scan(&d.ZeebeKey, &d.Definition.Key, &d.Definition.Version, &d.Status, &d.Version, &d.Variables, &tokens, &owner, &age,
+		return r.Scan(&d.ZeebeKey, &d.DefinitionKey, &d.DefinitionVersion, &d.Status, &d.Version, &d.Variables, &tokens, &owner, &age,
 			&d.ParentID, &d.CreatedAt, &d.UpdatedAt)
 	})
 	b.Queue(`SELECT token_id, element_id, message_name, correlation_key, created_at FROM subscriptions WHERE instance_id = $1 ORDER BY created_at`, id).
 		Query(func(rows pgx.Rows) error {
 			var err error
-			d.Waits.Subscriptions, err = pgx.AppendRows(d.Waits.Subscriptions, rows, func(r pgx.CollectableRow) (wire.Subscription, error) {
-				var v wire.Subscription
+			d.Subscriptions, err = pgx.AppendRows(d.Subscriptions, rows, func(r pgx.CollectableRow) (MessageSubscription, error) {
+				var v MessageSubscription
 				return v, r.Scan(&v.Token, &v.Element, &v.Message, &v.CorrelationKey, &v.CreatedAt)
 			})
 			return err
@@ -78,8 +170,8 @@ func (s *Store) Instance(ctx context.Context, id string) (wire.Instance, error) 
 	b.Queue(`SELECT token_id, element_id, signal_name, created_at FROM signal_subscriptions WHERE instance_id = $1 ORDER BY id`, id).
 		Query(func(rows pgx.Rows) error {
 			var err error
-			d.Waits.Signals, err = pgx.AppendRows(d.Waits.Signals, rows, func(r pgx.CollectableRow) (wire.SignalSubscription, error) {
-				var v wire.SignalSubscription
+			d.SignalSubscriptions, err = pgx.AppendRows(d.SignalSubscriptions, rows, func(r pgx.CollectableRow) (SignalSubscription, error) {
+				var v SignalSubscription
 				return v, r.Scan(&v.Token, &v.Element, &v.Signal, &v.CreatedAt)
 			})
 			return err
@@ -87,24 +179,24 @@ func (s *Store) Instance(ctx context.Context, id string) (wire.Instance, error) 
 	b.Queue(`SELECT token_id, element_id, due_at, attempts FROM timers WHERE instance_id = $1 ORDER BY due_at`, id).
 		Query(func(rows pgx.Rows) error {
 			var err error
-			d.Waits.Timers, err = pgx.AppendRows(d.Waits.Timers, rows, func(r pgx.CollectableRow) (wire.Timer, error) {
-				var v wire.Timer
+			d.Timers, err = pgx.AppendRows(d.Timers, rows, func(r pgx.CollectableRow) (ArmedTimer, error) {
+				var v ArmedTimer
 				return v, r.Scan(&v.Token, &v.Element, &v.DueAt, &v.Attempts)
 			})
 			return err
 		})
-	b.Queue(`SELECT id::text, id::text, token_id, element_id, type, user_task, retries, locked_by, lock_expires_at FROM tasks WHERE instance_id = $1 ORDER BY id`, id).
+	b.Queue(`SELECT id, token_id, element_id, type, user_task, retries, locked_by, lock_expires_at FROM tasks WHERE instance_id = $1 ORDER BY id`, id).
 		Query(func(rows pgx.Rows) error {
 			var err error
-			d.Waits.Tasks, err = pgx.AppendRows(d.Waits.Tasks, rows, func(r pgx.CollectableRow) (wire.Task, error) {
-				var v wire.Task
-				return v, r.Scan(&v.ID, &v.ZeebeKey, &v.Token, &v.Element, &v.Topic, &v.UserTask, &v.Retries, &v.LockedBy, &v.LockExpiresAt)
+			d.Tasks, err = pgx.AppendRows(d.Tasks, rows, func(r pgx.CollectableRow) (OpenTask, error) {
+				var v OpenTask
+				return v, r.Scan(&v.ID, &v.Token, &v.Element, &v.Topic, &v.UserTask, &v.Retries, &v.LockedBy, &v.LockExpiresAt)
 			})
 			return err
 		})
 	b.Queue(incidentSelect+` WHERE x.instance_id = $1 ORDER BY x.id`, id).Query(func(rows pgx.Rows) error {
 		var err error
-		d.Incidents, err = pgx.AppendRows(d.Incidents, rows, scanWireIncident)
+		d.Incidents, err = pgx.AppendRows(d.Incidents, rows, scanIncident)
 		return err
 	})
 	// The called instances' incidents, at any depth (by instances_parent,
@@ -117,16 +209,15 @@ func (s *Store) Instance(ctx context.Context, id string) (wire.Instance, error) 
 			SELECT k.id, c.token FROM called c JOIN instances k ON k.parent_id = c.id)
 		SELECT x.id, x.instance_id, x.token_id, x.element_id, x.code, x.message, x.error_message, x.error_details,
 		       x.created_at, x.resolved_at, c.token
-		  FROM called c JOIN incidents x ON x.instance_id = c.id AND x.resolved_at IS NULL ORDER BY x.id LIMIT $2`, id, wire.MaxCalledIncidents).Query(func(rows pgx.Rows) error {
+		  FROM called c JOIN incidents x ON x.instance_id = c.id AND x.resolved_at IS NULL ORDER BY x.id LIMIT $2`, id, MaxCalledIncidents).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
-			var c wire.CalledIncident
+			var c CalledIncident
 			var token string
 			i := &c.Incident
 			if err := rows.Scan(&i.ID, &i.InstanceID, &i.Token, &i.Element, &i.Code, &i.Message, &i.ErrorMessage, &i.ErrorDetails,
 				&i.CreatedAt, &i.ResolvedAt, &token); err != nil {
 				return err
 			}
-			i.ZeebeKey = i.ID
 			d.CalledIncidents = append(d.CalledIncidents, c)
 			calledBy = append(calledBy, token)
 		}
@@ -141,7 +232,7 @@ func (s *Store) Instance(ctx context.Context, id string) (wire.Instance, error) 
 	}
 	elementOf := make(map[string]string, len(st.Tokens))
 	for _, t := range st.Tokens {
-		tok := wire.Token{ID: t.ID, Element: t.Element, Wait: string(t.Wait), Scope: t.Scope}
+		tok := ActiveToken{ID: t.ID, Element: t.Element, Wait: t.Wait, Scope: t.Scope}
 		if t.Wait == engine.WaitChild {
 			tok.CalledInstance = id + "/" + t.ID
 		}
@@ -151,14 +242,16 @@ func (s *Store) Instance(ctx context.Context, id string) (wire.Instance, error) 
 	for n, token := range calledBy {
 		d.CalledIncidents[n].CalledBy = elementOf[token]
 	}
-	for _, c := range st.Compensable {
-		d.Compensable = append(d.Compensable, wire.Compensable{Element: c.Element, Scope: c.Scope, In: c.In, Times: c.Times})
-	}
+	d.Compensable = st.Compensable
 	if owner != nil {
-		d.Claim = &wire.Claim{Owner: *owner}
+		d.Claim = &HeldClaim{Owner: *owner}
 		if age != nil {
-			d.Claim.AgeSeconds = age.Seconds()
+			d.Claim.Age = *age
 		}
+	}
+	d.HasIncident = len(d.CalledIncidents) > 0
+	for _, i := range d.Incidents {
+		d.HasIncident = d.HasIncident || i.ResolvedAt == nil
 	}
 	if d.Variables == nil {
 		d.Variables = map[string]any{}
@@ -205,25 +298,6 @@ func scanIncident(r pgx.CollectableRow) (Incident, error) {
 	return i, err
 }
 
-// scanWireIncident is scanIncident for an instance's detail, which is
-// still built in the admin API's wire type.
-func scanWireIncident(r pgx.CollectableRow) (wire.Incident, error) {
-	i, err := scanIncident(r)
-	return WireIncident(i), err
-}
-
-// WireIncident is what the admin API shows of an incident: the one
-// conversion, here while the instance detail is still built in wire types
-// by the store.
-func WireIncident(i Incident) wire.Incident {
-	w := wire.Incident{ID: i.ID, ZeebeKey: i.ID, InstanceID: i.InstanceID, Token: i.Token, Element: i.Element, Code: i.Code,
-		Message: i.Message, ErrorMessage: i.ErrorMessage, ErrorDetails: i.ErrorDetails, CreatedAt: i.CreatedAt, ResolvedAt: i.ResolvedAt}
-	if i.DefinitionKey != nil && i.DefinitionVersion != nil {
-		w.Definition = &wire.DefinitionRef{Key: *i.DefinitionKey, Version: *i.DefinitionVersion}
-	}
-	return w
-}
-
 // InstanceFilter narrows an instance list; After is the cursor (the last id
 // of the previous page). Empty fields do not filter.
 type InstanceFilter struct {
@@ -244,11 +318,28 @@ type InstanceFilter struct {
 	Scan int
 }
 
+// InstanceSummary is an instance as an instance list shows it.
+type InstanceSummary struct {
+	ID string
+	// ZeebeKey is the instance's key for Zeebe clients.
+	ZeebeKey          int64
+	DefinitionKey     string
+	DefinitionVersion int
+	Status            string
+	// Version is the step counter of its last step.
+	Version int64
+	// HasIncident is true when it, or an instance it called at any depth,
+	// has an open incident.
+	HasIncident bool
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
 // InstancePage is one page of an instance list. Next is the cursor of the
 // following page, "" on the last: a page whose walk reached the filter's
 // Scan ends there, with fewer than Limit instances or none.
 type InstancePage struct {
-	Instances []wire.InstanceSummary
+	Instances []InstanceSummary
 	Next      string
 }
 
@@ -331,7 +422,7 @@ func (s *Store) ListInstances(ctx context.Context, f InstanceFilter) (InstancePa
 			walkedTo, walked = last, *n
 			continue
 		}
-		page.Instances = append(page.Instances, wire.InstanceSummary{ID: *id, ZeebeKey: *zeebeKey, Definition: wire.DefinitionRef{Key: *key, Version: *version},
+		page.Instances = append(page.Instances, InstanceSummary{ID: *id, ZeebeKey: *zeebeKey, DefinitionKey: *key, DefinitionVersion: *version,
 			Status: *status, Version: *step, HasIncident: *incident, CreatedAt: *created, UpdatedAt: *updated})
 	}
 	if err := rows.Err(); err != nil {
@@ -346,6 +437,14 @@ func (s *Store) ListInstances(ctx context.Context, f InstanceFilter) (InstancePa
 	return page, nil
 }
 
+// ElementCount is, for one element of a definition version, the tokens of
+// active instances at it and the open incidents raised at it.
+type ElementCount struct {
+	Element   string
+	Active    int64
+	Incidents int64
+}
+
 // ElementStatistics counts, for each element of definition key@version,
 // the tokens of its active instances there and the open incidents raised
 // there, or in an instance called there at any depth (the console's
@@ -358,7 +457,7 @@ func (s *Store) ListInstances(ctx context.Context, f InstanceFilter) (InstancePa
 // the number of instances counted; next is the cursor of the following
 // page, "" on the last.
 func (s *Store) ElementStatistics(ctx context.Context, key string, version int, after string, limit int) (
-	elements []wire.ElementStatistics, walked int, next string, err error) {
+	elements []ElementCount, walked int, next string, err error) {
 	rows, err := s.pool.Query(ctx, `
 		WITH RECURSIVE ids AS MATERIALIZED (
 			SELECT id FROM instances
@@ -394,11 +493,11 @@ func (s *Store) ElementStatistics(ctx context.Context, key string, version int, 
 	if err != nil {
 		return nil, 0, "", translate(err, "counting tokens by element")
 	}
-	elements = []wire.ElementStatistics{}
+	elements = []ElementCount{}
 	var last *string
 	for rows.Next() {
 		var element, lastID *string
-		var e wire.ElementStatistics
+		var e ElementCount
 		var n *int
 		if err := rows.Scan(&element, &e.Active, &e.Incidents, &lastID, &n); err != nil {
 			rows.Close()

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/sutra-run/worker/api/admin/wire"
 )
 
 // Batch is a batch operation (0033) as its runner leases it: the
@@ -46,10 +44,31 @@ func (s *Store) CreateBatch(ctx context.Context, b Batch) error {
 	return translate(err, "creating batch "+b.ID)
 }
 
+// BatchProgress is a batch operation and how far it went.
+type BatchProgress struct {
+	ID        string
+	Operation string
+	// State is running until every instance is done, refused or failed.
+	State string
+	// Total is the number of ids named; nil for a filter.
+	Total *int
+	Done  int64
+	// Refused counts the instances the operation refused, by fault code.
+	Refused map[string]int64
+	// Failed counts the instances whose operation failed with no code.
+	Failed int64
+	// Retrying counts the instances put off by a held claim.
+	Retrying int64
+	// WalkedTo is the last instance id the walk handled.
+	WalkedTo  string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
 // BatchStatus reads a batch operation and its progress. ErrNotFound when
 // there is none.
-func (s *Store) BatchStatus(ctx context.Context, id string) (wire.Batch, error) {
-	b := wire.Batch{ID: id}
+func (s *Store) BatchStatus(ctx context.Context, id string) (BatchProgress, error) {
+	b := BatchProgress{ID: id}
 	var ids *int
 	err := s.pool.QueryRow(ctx, `SELECT operation, state, done, failed, refused, walked_to, cardinality(ids),
 			(SELECT count(*) FROM batch_retries r WHERE r.batch_id = b.id), created_at, updated_at

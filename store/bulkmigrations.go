@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/sutra-run/worker/api/admin/wire"
 )
 
 // Migration is a bulk migration job as its runner leases it.
@@ -38,10 +36,30 @@ func (s *Store) CreateMigration(ctx context.Context, id, definition string, from
 	return translate(err, "creating migration "+id)
 }
 
+// MigrationProgress is a bulk migration and how far it went.
+type MigrationProgress struct {
+	ID          string
+	Definition  string
+	FromVersion int
+	ToVersion   int
+	State       string
+	Total       int
+	Migrated    int
+	Retrying    int
+	Refused     []MigrationRefusal
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// MigrationRefusal is an instance a bulk migration could not move, and why.
+type MigrationRefusal struct {
+	InstanceID, Code, Detail string
+}
+
 // MigrationStatus reads a bulk migration and its progress. ErrNotFound when
 // there is none.
-func (s *Store) MigrationStatus(ctx context.Context, id string) (wire.Migration, error) {
-	m := wire.Migration{ID: id, Refused: []wire.Refusal{}}
+func (s *Store) MigrationStatus(ctx context.Context, id string) (MigrationProgress, error) {
+	m := MigrationProgress{ID: id}
 	b := &pgx.Batch{}
 	b.Queue(`SELECT definition_key, from_version, to_version, state, created_at, updated_at FROM migrations WHERE id = $1`, id).
 		QueryRow(func(r pgx.Row) error {
@@ -54,8 +72,8 @@ func (s *Store) MigrationStatus(ctx context.Context, id string) (wire.Migration,
 	b.Queue(`SELECT instance_id, code, detail FROM migration_items WHERE migration_id = $1 AND state = 'refused' ORDER BY instance_id`, id).
 		Query(func(rows pgx.Rows) error {
 			var err error
-			m.Refused, err = pgx.AppendRows(m.Refused, rows, func(r pgx.CollectableRow) (wire.Refusal, error) {
-				var x wire.Refusal
+			m.Refused, err = pgx.AppendRows(m.Refused, rows, func(r pgx.CollectableRow) (MigrationRefusal, error) {
+				var x MigrationRefusal
 				return x, r.Scan(&x.InstanceID, &x.Code, &x.Detail)
 			})
 			return err

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"time"
+
 	"bytes"
 	"context"
 	"encoding/xml"
@@ -10,7 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sutra-run/worker/api/admin/wire"
 	"github.com/sutra-run/worker/bpmn"
 	"github.com/sutra-run/worker/dmn"
 	"github.com/sutra-run/worker/engine"
@@ -250,15 +251,24 @@ type DecisionFilter struct {
 	AfterVersion int
 }
 
+// DecisionVersion is one deployed version of a decision.
+type DecisionVersion struct {
+	DecisionID string
+	Name       string
+	Version    int
+	VersionTag *string
+	DeployedAt time.Time
+}
+
 // ListDecisions lists deployed decisions by id, then version.
-func (s *Store) ListDecisions(ctx context.Context, f DecisionFilter) ([]wire.Decision, error) {
+func (s *Store) ListDecisions(ctx context.Context, f DecisionFilter) ([]DecisionVersion, error) {
 	rows, err := s.pool.Query(ctx, `SELECT decision_id, name, version, version_tag, deployed_at FROM decisions
 		WHERE $1 = '' OR (decision_id, version) > ($1, $2) ORDER BY decision_id, version LIMIT $3`, f.AfterID, f.AfterVersion, f.Limit)
 	if err != nil {
 		return nil, translate(err, "listing decisions")
 	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.Decision, error) {
-		var d wire.Decision
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DecisionVersion, error) {
+		var d DecisionVersion
 		return d, r.Scan(&d.DecisionID, &d.Name, &d.Version, &d.VersionTag, &d.DeployedAt)
 	})
 	return list, translate(err, "listing decisions")

@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sutra-run/worker/api/admin/wire"
 	"github.com/sutra-run/worker/engine"
 )
 
@@ -21,10 +20,10 @@ import (
 // StepCause is what the step history records of why a step ran, beside
 // its instance, counter, owner, time and the relay it applied.
 type StepCause struct {
-	// Kind is the resume's kind (wire.HistoryStep.Cause); a step
+	// Kind is the resume's kind (HistoryStep.Cause); a step
 	// without one (written by a tool, not the lanes) leaves no row.
 	Kind string
-	// Detail names what the cause carried (wire.HistoryStep.Detail).
+	// Detail names what the cause carried (HistoryStep.Detail).
 	Detail string
 	// Bounces counts the claim refusals the resume met before it applied;
 	// nil when the resume carries no count.
@@ -99,10 +98,33 @@ func clip(s string) string {
 	return s[:cut] + "…"
 }
 
+// HistoryStep is one committed step of an instance, as the step history
+// recorded it.
+type HistoryStep struct {
+	// Version is the step counter the step committed.
+	Version     int64
+	CommittedAt time.Time
+	// Cause is what advanced the instance (StepCause.Kind) and Detail what
+	// it carried.
+	Cause  string
+	Detail string
+	// Owner held the claim the step committed under.
+	Owner string
+	// MessageID is the relay the step applied, if any.
+	MessageID *string
+	// Bounces counts the claim refusals the resume met before it applied,
+	// when it counts them.
+	Bounces *int
+	// Passed are the ids of the elements and flows the step's tokens
+	// passed, in order (at most engine.MaxPassed); PassedCut says it passed more.
+	Passed    []string
+	PassedCut bool
+}
+
 // StepHistory reads up to limit steps of instance id, newest first, those
 // before step counter before (0: from the newest). It reads by the primary
 // key whatever the table holds.
-func (s *Store) StepHistory(ctx context.Context, id string, before int64, limit int) ([]wire.HistoryStep, error) {
+func (s *Store) StepHistory(ctx context.Context, id string, before int64, limit int) ([]HistoryStep, error) {
 	if before <= 0 {
 		before = 1<<63 - 1
 	}
@@ -111,8 +133,8 @@ func (s *Store) StepHistory(ctx context.Context, id string, before int64, limit 
 	if err != nil {
 		return nil, translate(err, "reading the history of "+id)
 	}
-	steps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.HistoryStep, error) {
-		var h wire.HistoryStep
+	steps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (HistoryStep, error) {
+		var h HistoryStep
 		err := r.Scan(&h.Version, &h.CommittedAt, &h.Cause, &h.Detail, &h.Owner, &h.MessageID, &h.Bounces, &h.Passed, &h.PassedCut)
 		return h, err
 	})

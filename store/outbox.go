@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/sutra-run/worker/api/admin/wire"
 )
 
 // Outbox targets (outbox.target).
@@ -225,16 +223,32 @@ type ParkedFilter struct {
 	Limit      int
 }
 
+// ParkedMessage is a BPMN message parked after the broker returned it on
+// every attempt, and why.
+type ParkedMessage struct {
+	ID             string
+	InstanceID     string
+	ElementID      string
+	Target         string
+	Message        string
+	CorrelationKey string
+	Attempts       int
+	CreatedAt      time.Time
+	ParkedAt       time.Time
+	Code           string
+	Reason         string
+}
+
 // ListParkedOutbox lists parked outbox rows.
-func (s *Store) ListParkedOutbox(ctx context.Context, f ParkedFilter) ([]wire.ParkedMessage, error) {
+func (s *Store) ListParkedOutbox(ctx context.Context, f ParkedFilter) ([]ParkedMessage, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, instance_id, element_id, target, message_name, correlation_key, attempts,
 		       created_at, parked_at, code, reason FROM outbox_parked
 		 WHERE ($1 = '' OR instance_id = $1) AND id > $2 ORDER BY id LIMIT $3`, f.InstanceID, f.After, f.Limit)
 	if err != nil {
 		return nil, translate(err, "listing parked outbox rows")
 	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.ParkedMessage, error) {
-		var p wire.ParkedMessage
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ParkedMessage, error) {
+		var p ParkedMessage
 		err := r.Scan(&p.ID, &p.InstanceID, &p.ElementID, &p.Target, &p.Message, &p.CorrelationKey, &p.Attempts,
 			&p.CreatedAt, &p.ParkedAt, &p.Code, &p.Reason)
 		return p, err

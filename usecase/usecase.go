@@ -35,6 +35,14 @@ type Store interface {
 	AssignUserTask(ctx context.Context, id int64, assignee *string) error
 	UpdateUserTask(ctx context.Context, id int64, c engine.UserTaskChanges) error
 	Process(ctx context.Context, key string, version int) (*bpmn.Process, error)
+	ListDefinitions(ctx context.Context) ([]store.DefinitionVersions, error)
+	DefinitionXML(ctx context.Context, key string, version int) (string, error)
+	ListDecisions(ctx context.Context, f store.DecisionFilter) ([]store.DecisionVersion, error)
+	Instance(ctx context.Context, id string) (store.InstanceDetail, error)
+	ListInstances(ctx context.Context, f store.InstanceFilter) (store.InstancePage, error)
+	ListIncidents(ctx context.Context, f store.IncidentFilter) ([]store.Incident, error)
+	ElementStatistics(ctx context.Context, key string, version int, after string, limit int) (
+		elements []store.ElementCount, walked int, next string, err error)
 }
 
 // Config configures the use cases.

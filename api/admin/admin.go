@@ -44,29 +44,22 @@ import (
 // Store is what the admin API needs from the database (*store.Store).
 type Store interface {
 	Deploy(ctx context.Context, xml []byte) ([]store.Deployed, error)
-	ListDefinitions(ctx context.Context) ([]wire.DefinitionVersions, error)
 	DefinitionXML(ctx context.Context, key string, version int) (string, error)
-	ListDecisions(ctx context.Context, f store.DecisionFilter) ([]wire.Decision, error)
 	FindDecision(ctx context.Context, ref store.DecisionRef) (store.FoundDecision, error)
 	DecisionXML(ctx context.Context, id string, version int) (string, error)
-	Instance(ctx context.Context, id string) (wire.Instance, error)
 	InstanceKeys(ctx context.Context, id string, vars bool) (store.KeyedInstance, error)
-	ListInstances(ctx context.Context, f store.InstanceFilter) (store.InstancePage, error)
-	ElementStatistics(ctx context.Context, key string, version int, after string, limit int) (
-		elements []wire.ElementStatistics, walked int, next string, err error)
-	ListIncidents(ctx context.Context, f store.IncidentFilter) ([]store.Incident, error)
 	CreateMigration(ctx context.Context, id, definition string, from, to int, mapping map[string]string) error
-	MigrationStatus(ctx context.Context, id string) (wire.Migration, error)
+	MigrationStatus(ctx context.Context, id string) (store.MigrationProgress, error)
 	CreateBatch(ctx context.Context, b store.Batch) error
-	BatchStatus(ctx context.Context, id string) (wire.Batch, error)
+	BatchStatus(ctx context.Context, id string) (store.BatchProgress, error)
 	ListUserTasks(ctx context.Context, f store.UserTaskFilter) ([]store.UserTask, error)
 	UserTaskByID(ctx context.Context, id int64) (store.UserTask, error)
 	Process(ctx context.Context, key string, version int) (*bpmn.Process, error)
-	ListParkedOutbox(ctx context.Context, f store.ParkedFilter) ([]wire.ParkedMessage, error)
+	ListParkedOutbox(ctx context.Context, f store.ParkedFilter) ([]store.ParkedMessage, error)
 	RetryParkedOutbox(ctx context.Context, id string) error
 	DiscardParkedOutbox(ctx context.Context, id string) error
 	RecordAndBroadcastSignal(ctx context.Context, id, name string, vars map[string]any) (store.SignalReach, error)
-	StepHistory(ctx context.Context, id string, before int64, limit int) ([]wire.HistoryStep, error)
+	StepHistory(ctx context.Context, id string, before int64, limit int) ([]store.HistoryStep, error)
 	ReadInstance(ctx context.Context, id string) (store.Instance, error)
 }
 
@@ -324,11 +317,11 @@ func (s *API) listDecisions(c *adminCall) (answer, error) {
 		}
 		f.AfterID, f.AfterVersion = after[:i], v
 	}
-	list, err := s.deps.Store.ListDecisions(c.r.Context(), f)
+	list, err := s.deps.UseCases.Decisions(c.r.Context(), f)
 	if err != nil {
 		return answer{}, err
 	}
-	return pageOf("decisions", list, limit, func(d wire.Decision) string { return d.DecisionID + ":" + strconv.Itoa(d.Version) }), nil
+	return pageOf("decisions", mapAll(list, decisionOf), limit, func(d wire.Decision) string { return d.DecisionID + ":" + strconv.Itoa(d.Version) }), nil
 }
 
 // pathVersion is the version a path names: 404 when it is no number, 400
@@ -342,11 +335,8 @@ func pathVersion(c *adminCall) (int, error) {
 }
 
 func (s *API) definitions(c *adminCall) (answer, error) {
-	defs, err := s.deps.Store.ListDefinitions(c.r.Context())
-	if defs == nil {
-		defs = []wire.DefinitionVersions{}
-	}
-	return answer{status: http.StatusOK, body: wire.Definitions{Definitions: defs}}, err
+	defs, err := s.deps.UseCases.Definitions(c.r.Context())
+	return answer{status: http.StatusOK, body: wire.Definitions{Definitions: mapAll(defs, definitionVersionsOf)}}, err
 }
 
 func (s *API) definitionXML(c *adminCall) (answer, error) {
@@ -387,16 +377,11 @@ func (s *API) statistics(c *adminCall) (answer, error) {
 			return answer{}, api.Invalidf("limit %q is not between 1 and %d (SUTRA_API_MAX_SCAN)", l, s.cfg.MaxScan)
 		}
 	}
-	key := c.r.PathValue("key")
-	// The version must exist: an unknown one is a 404, not an empty count.
-	if _, err := s.deps.Store.DefinitionXML(c.r.Context(), key, v); err != nil {
-		return answer{}, err
-	}
-	list, walked, next, err := s.deps.Store.ElementStatistics(c.r.Context(), key, v, c.r.URL.Query().Get("after"), limit)
+	list, walked, next, err := s.deps.UseCases.ElementStatistics(c.r.Context(), c.r.PathValue("key"), v, c.r.URL.Query().Get("after"), limit)
 	if err != nil {
 		return answer{}, err
 	}
-	st := wire.Statistics{Elements: list, Instances: walked}
+	st := wire.Statistics{Elements: mapAll(list, elementStatisticsOf), Instances: walked}
 	if next != "" {
 		st.Next = &next
 	}
@@ -433,14 +418,14 @@ func (s *API) startInstance(c *adminCall) (answer, error) {
 
 func (s *API) getInstance(c *adminCall) (answer, error) {
 	c.instanceID = c.r.PathValue("id")
-	d, err := s.deps.Store.Instance(c.r.Context(), c.instanceID)
+	d, err := s.deps.UseCases.Instance(c.r.Context(), c.instanceID)
 	if err != nil {
 		if isNotFound(err) {
 			return answer{}, refuse(http.StatusNotFound, fault.NotFound, "instance "+c.instanceID+" does not exist")
 		}
 		return answer{}, err
 	}
-	return answer{status: http.StatusOK, body: d}, nil
+	return answer{status: http.StatusOK, body: instanceOf(d)}, nil
 }
 
 // page reads limit (default 50, at most 500) and the cursor after.
@@ -504,7 +489,7 @@ func (s *API) listInstances(c *adminCall) (answer, error) {
 		}
 	}
 	f.Scan = s.cfg.MaxScan
-	p, err := s.deps.Store.ListInstances(c.r.Context(), f)
+	p, err := s.deps.UseCases.SearchInstances(c.r.Context(), f)
 	if err != nil {
 		return answer{}, err
 	}
@@ -514,10 +499,7 @@ func (s *API) listInstances(c *adminCall) (answer, error) {
 	if p.Next != "" {
 		next = &p.Next
 	}
-	if p.Instances == nil {
-		p.Instances = []wire.InstanceSummary{}
-	}
-	return answer{status: http.StatusOK, body: map[string]any{"instances": p.Instances, "next": next}}, nil
+	return answer{status: http.StatusOK, body: map[string]any{"instances": mapAll(p.Instances, instanceSummaryOf), "next": next}}, nil
 }
 
 // cancel cancels an instance: 200 cancelled, or 202 cancelling while user
@@ -548,7 +530,7 @@ func (s *API) setVariables(c *adminCall) (answer, error) {
 	if err := claimHeld(operations.OpVariables, s.deps.UseCases.SetVariables(c.r.Context(), s.conn(c), c.instanceID, vars)); err != nil {
 		return answer{}, err
 	}
-	d, err := s.deps.Store.Instance(c.r.Context(), c.instanceID)
+	d, err := s.deps.UseCases.Instance(c.r.Context(), c.instanceID)
 	if err != nil {
 		return answer{}, err
 	}
@@ -580,11 +562,12 @@ func (s *API) migrate(c *adminCall) (answer, error) {
 	if err := claimHeld(operations.OpMigrate, s.deps.UseCases.MigrateInstance(c.r.Context(), s.conn(c), c.instanceID, req.TargetVersion, req.Mapping)); err != nil {
 		return answer{}, err
 	}
-	d, err := s.deps.Store.Instance(c.r.Context(), c.instanceID)
+	d, err := s.deps.UseCases.Instance(c.r.Context(), c.instanceID)
 	if err != nil {
 		return answer{}, err
 	}
-	return answer{status: http.StatusOK, body: wire.Migrated{InstanceID: c.instanceID, Definition: d.Definition}}, nil
+	return answer{status: http.StatusOK, body: wire.Migrated{InstanceID: c.instanceID,
+		Definition: wire.DefinitionRef{Key: d.DefinitionKey, Version: d.DefinitionVersion}}}, nil
 }
 
 func (s *API) startMigration(c *adminCall) (answer, error) {
@@ -615,7 +598,7 @@ func (s *API) startMigration(c *adminCall) (answer, error) {
 
 func (s *API) getMigration(c *adminCall) (answer, error) {
 	m, err := s.deps.Store.MigrationStatus(c.r.Context(), c.r.PathValue("id"))
-	return answer{status: http.StatusOK, body: m}, err
+	return answer{status: http.StatusOK, body: migrationOf(m)}, err
 }
 
 // startBatch records a batch operation (202 with its id); the batch runner
@@ -692,7 +675,7 @@ func batchFilter(in wire.BatchFilter) (store.InstanceFilter, error) {
 
 func (s *API) getBatch(c *adminCall) (answer, error) {
 	b, err := s.deps.Store.BatchStatus(c.r.Context(), c.r.PathValue("id"))
-	return answer{status: http.StatusOK, body: b}, err
+	return answer{status: http.StatusOK, body: batchOf(b)}, err
 }
 
 func (s *API) listIncidents(c *adminCall) (answer, error) {
@@ -710,16 +693,12 @@ func (s *API) listIncidents(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	list, err := s.deps.Store.ListIncidents(c.r.Context(), store.IncidentFilter{Open: open, InstanceID: c.r.URL.Query().Get("instance_id"),
+	list, err := s.deps.UseCases.Incidents(c.r.Context(), store.IncidentFilter{Open: open, InstanceID: c.r.URL.Query().Get("instance_id"),
 		Limit: limit, After: from})
 	if err != nil {
 		return answer{}, err
 	}
-	out := make([]wire.Incident, len(list))
-	for i, inc := range list {
-		out[i] = store.WireIncident(inc)
-	}
-	return pageOf("incidents", out, limit, func(i wire.Incident) string { return strconv.FormatInt(i.ID, 10) }), nil
+	return pageOf("incidents", mapAll(list, incidentOf), limit, func(i wire.Incident) string { return strconv.FormatInt(i.ID, 10) }), nil
 }
 
 func (s *API) retryIncident(c *adminCall) (answer, error) {
@@ -1052,7 +1031,7 @@ func (s *API) listParked(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	return pageOf("parked", list, limit, func(p wire.ParkedMessage) string { return p.ID }), nil
+	return pageOf("parked", mapAll(list, parkedMessageOf), limit, func(p wire.ParkedMessage) string { return p.ID }), nil
 }
 
 // retryParked puts a parked row back in the outbox, behind every row of its

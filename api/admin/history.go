@@ -40,10 +40,7 @@ func (s *API) history(c *adminCall) (answer, error) {
 			return answer{}, err
 		}
 	}
-	h := wire.History{InstanceID: c.instanceID, Steps: steps}
-	if h.Steps == nil {
-		h.Steps = []wire.HistoryStep{}
-	}
+	h := wire.History{InstanceID: c.instanceID, Steps: mapAll(steps, historyStepOf)}
 	if len(steps) == limit {
 		next := strconv.FormatInt(steps[len(steps)-1].Version, 10)
 		h.Next = &next
@@ -130,11 +127,11 @@ func (s *API) modify(c *adminCall) (answer, error) {
 	if err := claimHeld(operations.OpModify, s.deps.UseCases.ModifyInstance(c.r.Context(), s.conn(c), c.instanceID, m, req.Variables)); err != nil {
 		return answer{}, err
 	}
-	d, err := s.deps.Store.Instance(c.r.Context(), c.instanceID)
+	d, err := s.deps.UseCases.Instance(c.r.Context(), c.instanceID)
 	if err != nil {
 		return answer{}, err
 	}
-	return answer{status: http.StatusOK, body: wire.Modified{InstanceID: c.instanceID, Status: d.Status, Tokens: d.Tokens}}, nil
+	return answer{status: http.StatusOK, body: wire.Modified{InstanceID: c.instanceID, Status: d.Status, Tokens: mapAll(d.Tokens, tokenOf)}}, nil
 }
 
 // modifyPreflight answers what POST /v1/instances/{id}/modification would
