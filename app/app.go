@@ -190,7 +190,13 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	w.gateway = zeebe.New(zeebe.Deps{Store: st, Metrics: w.metrics, Logger: log,
 		UseCases: w.usecases, AcquireDB: w.api.AcquireDB, AuthFailures: authFailures, Clock: opt.Clock}, gatewayConfig)
 	w.migrations = operations.NewRunner(operations.RunnerDeps{Store: st, Lanes: w.lanes, Metrics: w.metrics, Logger: log}, cfg.migrationsConfig())
-	w.batches = operations.NewBatchRunner(operations.BatchDeps{Store: st, Lanes: w.lanes, Logger: log}, cfg.batchesConfig())
+	// A batch retries each incident through the one incident-retry use case.
+	retryIncident := func(ctx context.Context, id int64) error {
+		_, err := w.usecases.ResolveIncident(ctx, usecase.Conn{}, usecase.IncidentRetry{ID: id, Retries: new(0)})
+		return err
+	}
+	w.batches = operations.NewBatchRunner(operations.BatchDeps{Store: st, Lanes: w.lanes, RetryIncident: retryIncident, Logger: log},
+		cfg.batchesConfig())
 	w.timers = timers.New(timers.Deps{Store: st, Lanes: w.lanes, Metrics: w.metrics, Logger: log}, cfg.timersConfig())
 	brokerConfig := cfg.brokerConfig()
 	brokerConfig.Metrics = w.metrics

@@ -24,7 +24,6 @@ type BatchStore interface {
 	SettleBatch(ctx context.Context, id, holder, walkedTo string, walkDone bool, outs []store.BatchOutcome) error
 	ReleaseBatches(ctx context.Context, holder string) error
 	ListIncidents(ctx context.Context, f store.IncidentFilter) ([]store.Incident, error)
-	RetryTimer(ctx context.Context, incidentID int64) error
 }
 
 // BatchConfig configures the batch runner.
@@ -58,9 +57,12 @@ func (c *BatchConfig) setDefaults() {
 
 // BatchDeps are the batch runner's collaborators.
 type BatchDeps struct {
-	Store  BatchStore
-	Lanes  Dispatcher
-	Logger *slog.Logger
+	Store BatchStore
+	Lanes Dispatcher
+	// RetryIncident retries one incident as POST /v1/incidents/{id}/retry
+	// with no body does (usecase.ResolveIncident, wired by app).
+	RetryIncident func(ctx context.Context, incidentID int64) error
+	Logger        *slog.Logger
 }
 
 // BatchRunner works batch operations (POST /v1/batches): it leases one
@@ -162,12 +164,7 @@ func (r *BatchRunner) apply(ctx context.Context, b store.Batch, id string, tries
 		return fault.New(fault.NotWaiting, "instance %s has no open incident", id)
 	}
 	for _, inc := range incidents {
-		if inc.Code == fault.IncidentTimerFailed {
-			err = r.deps.Store.RetryTimer(ctx, inc.ID)
-		} else {
-			err = Run(ctx, r.deps.Lanes, OpRetry, Retry(id, inc.Token, nil, 0))
-		}
-		if err != nil {
+		if err := r.deps.RetryIncident(ctx, inc.ID); err != nil {
 			return err
 		}
 	}
