@@ -100,7 +100,9 @@ func (u *UseCases) Activate(ctx context.Context, a Activation, deliver func([]st
 		}
 		a.Conn.idle()
 		// A stream's batch: the rest of the backlog is another waiter's; a
-		// batch handed to it was one created task's, with nothing left.
+		// batch handed to it left nothing behind (the tasks created with it
+		// that no waiter had room for are handed on as waiters make room:
+		// taskwait.Waiters.FetchAndLock).
 		if len(got) > 0 && !w.TookHanded() {
 			for _, ask := range a.Asks {
 				u.deps.Waiters.PassOn(ask.Topic)

@@ -3,12 +3,17 @@ package usecase_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sutra-run/worker/api/taskwait"
 	"github.com/sutra-run/worker/app"
 	"github.com/sutra-run/worker/internal/testkit"
+	"github.com/sutra-run/worker/metrics"
 	"github.com/sutra-run/worker/store"
 	"github.com/sutra-run/worker/usecase"
 )
@@ -195,5 +200,74 @@ func TestAStreamWhoseDeliveryFailsEndsWithThatError(t *testing.T) {
 	err := b.w.UseCases().Activate(testkit.Ctx(t), a, func([]store.LockedTask) error { return gone })
 	if !errors.Is(err, gone) {
 		t.Fatalf("returned %v, want the delivery's error", err)
+	}
+}
+
+// A step that creates more jobs than the waiting streams have room for
+// hands each stream one; the rest reach the streams as they take them, by
+// hand-off, with no look for tasks (these waiters never look: they are not
+// started) and no wait for the backstop interval.
+func TestABacklogCreatedAtOnceReachesTheWaitingStreamsWithNoLook(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *app.Config) { c.Tasks.PollInterval = time.Hour })
+	b.env.Deploy(t, "testdata/fanout.bpmn")
+	const streams, jobs = 3, 12
+	ws := taskwait.New(taskwait.Deps{Store: b.w.Store()}, taskwait.Config{})
+	uc := usecase.New(usecase.Deps{Store: b.w.Store(), Metrics: metrics.New(prometheus.NewRegistry()), Waiters: ws}, usecase.Config{})
+	stopping := make(chan struct{})
+	waiting := make(chan struct{}, streams)
+	got := make(chan store.LockedTask, jobs)
+	done := make(chan error, streams)
+	for range streams {
+		a := activation("fan", 1, stopping)
+		a.Stream = true
+		var once sync.Once
+		a.Waiting = func(*taskwait.Waiter) { once.Do(func() { waiting <- struct{}{} }) }
+		go func() {
+			done <- uc.Activate(testkit.Ctx(t), a, func(ts []store.LockedTask) error {
+				for _, task := range ts {
+					got <- task
+				}
+				return nil
+			})
+		}()
+	}
+	for range streams {
+		within(t, waiting, "stream waiting")
+	}
+	// One step creates every job; this replica's lanes would hand them to
+	// ws as they hand them to the worker's own waiters.
+	committed := &b.w.Lanes().TestSignals.Committed
+	committed.Init()
+	items := make([]int, jobs)
+	b.pub.Publish(testkit.Relay{MessageID: "start-fan", Body: map[string]any{"start": "fanout", "instance_id": "fan",
+		"variables": map[string]any{"topic": "fan", "items": items}}})
+	for committed.WaitOrTimeout(t) != "fan" {
+	}
+	rows, err := b.env.DB.Query(testkit.Ctx(t), `SELECT type, instance_id, token_id, element_id FROM tasks WHERE instance_id = 'fan'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.CreatedTask, error) {
+		var c store.CreatedTask
+		return c, r.Scan(&c.Topic, &c.InstanceID, &c.TokenID, &c.Element)
+	})
+	if err != nil || len(created) != jobs {
+		t.Fatalf("%d tasks created (%v), want %d", len(created), err, jobs)
+	}
+	ws.Created(created)
+	seen := map[string]bool{}
+	for range jobs {
+		task := within(t, got, "job delivered")
+		if seen[task.TokenID] {
+			t.Errorf("job %s delivered twice", task.TokenID)
+		}
+		seen[task.TokenID] = true
+	}
+	close(stopping)
+	for range streams {
+		if err := within(t, done, "stream's end"); err != nil {
+			t.Error(err)
+		}
 	}
 }

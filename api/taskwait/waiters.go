@@ -78,7 +78,9 @@ type TestSignals struct {
 // A task created on this replica is handed, by its key, to one waiting fetch
 // of its topic that takes every definition and has room for it (Created),
 // which locks exactly the tasks handed to it (FetchAndLock): no statement
-// looks for them. One no waiter has room for asks for a look. A task
+// looks for them. One for which every such waiter is full is handed to the
+// first to lock those it holds (a backlog created at once spreads over the
+// waiters that way; beyond MaxUnplaced a topic, it asks for a look). A task
 // handed to a waiter that leaves before it locks it is handed to another
 // (Remove); either way it stays in the database, fetchable by anyone. A
 // task of another replica, heard of on the tasks channel (one LISTEN connection
@@ -113,7 +115,18 @@ type Waiters struct {
 	// look asks for a look before the next interval: a task was created
 	// here for a topic that waiters filtering by definition wait for.
 	look chan struct{}
+	// unplaced holds, by topic, the tasks created here that no waiter had
+	// room for (at most MaxUnplaced a topic), oldest first: a waiter of
+	// the topic that takes every definition is handed the next of them
+	// each time it locks the ones handed to it (FetchAndLock), so a
+	// backlog created at once reaches the waiters with no look. They stay
+	// fetchable by anyone meanwhile: one locked elsewhere is skipped.
+	unplaced map[string][]store.CreatedTask
 }
+
+// MaxUnplaced is the most tasks of one topic the waiters keep to hand on
+// (Waiters.unplaced); more ask for a look.
+const MaxUnplaced = 4096
 
 // Slots cap the waiters of one protocol (SUTRA_API_MAX_LONG_POLLS,
 // SUTRA_GATEWAY_MAX_STREAMS) and report their number to a gauge. Counted
@@ -151,7 +164,8 @@ const DefaultPollInterval = 250 * time.Millisecond
 // New builds the waiters; Start runs the look until Stop.
 func New(deps Deps, cfg Config) *Waiters {
 	defaults.Set(&cfg.PollInterval, DefaultPollInterval)
-	return &Waiters{deps: deps, cfg: cfg, byTopic: map[string]map[*Waiter]store.TopicLock{}, look: make(chan struct{}, 1)}
+	return &Waiters{deps: deps, cfg: cfg, byTopic: map[string]map[*Waiter]store.TopicLock{}, look: make(chan struct{}, 1),
+		unplaced: map[string][]store.CreatedTask{}}
 }
 
 // Add registers a fetch for asks (distinct topics) that locks up to max
@@ -192,6 +206,7 @@ func (ws *Waiters) Remove(w *Waiter, passOn bool) {
 		delete(ws.byTopic[a.Topic], w)
 		if len(ws.byTopic[a.Topic]) == 0 {
 			delete(ws.byTopic, a.Topic)
+			delete(ws.unplaced, a.Topic) // fetchable by whoever comes
 		}
 	}
 	select {
@@ -221,29 +236,37 @@ func (ws *Waiters) Created(tasks []store.CreatedTask) {
 
 // handLocked hands each task to a waiter of its topic that takes every
 // definition and has room for it, one with no wake-up pending first, and
-// wakes it; it asks for a look when waiters filtering by definition wait
-// for the topic, or when none has room.
+// wakes it. A task for whose topic every such waiter is full waits in
+// unplaced for the first to make room. It asks for a look when waiters
+// filtering by definition wait for the topic, or when a task has no
+// waiter to go to.
 func (ws *Waiters) handLocked(tasks []store.CreatedTask) {
 	lookFor := false
 	for _, t := range tasks {
 		var to *Waiter
 		var lock time.Duration
-		filtered := false
+		filtered, full := false, false
 		for w, a := range ws.byTopic[t.Topic] { // map order varies: no waiter is always the one
 			switch {
 			case len(a.DefinitionKeys) > 0:
 				filtered = true
 			case len(w.handed) >= w.max:
+				full = true
 			case to == nil || (len(to.wake) > 0 && len(w.wake) == 0):
 				to, lock = w, a.LockDuration
 			}
 		}
-		if to != nil {
+		switch {
+		case to != nil:
 			t.LockDuration = lock
 			to.handed = append(to.handed, t)
 			wake(to)
+		case full && len(ws.unplaced[t.Topic]) < MaxUnplaced:
+			ws.unplaced[t.Topic] = append(ws.unplaced[t.Topic], t)
+		default:
+			lookFor = lookFor || len(ws.byTopic[t.Topic]) > 0
 		}
-		lookFor = lookFor || filtered || (to == nil && len(ws.byTopic[t.Topic]) > 0)
+		lookFor = lookFor || filtered
 	}
 	if lookFor {
 		ws.askLook()
@@ -259,6 +282,9 @@ func (ws *Waiters) FetchAndLock(ctx context.Context, w *Waiter, worker string, a
 		ws.mu.Lock()
 		handed := w.handed
 		w.handed = nil
+		if len(handed) > 0 {
+			ws.handUnplacedLocked(w)
+		}
 		ws.mu.Unlock()
 		w.tookHanded.Store(false)
 		if len(handed) > 0 {
@@ -273,6 +299,31 @@ func (ws *Waiters) FetchAndLock(ctx context.Context, w *Waiter, worker string, a
 	}
 	defer ws.TestSignals.Fetched.Signal(false)
 	return ws.deps.Store.FetchAndLock(ctx, worker, asks, max, byPriority)
+}
+
+// handUnplacedLocked hands w, which has room again, the next tasks of its
+// topics that no waiter had room for, and wakes it to lock them once it
+// locked those it holds.
+func (ws *Waiters) handUnplacedLocked(w *Waiter) {
+	for _, a := range w.asks {
+		queue := ws.unplaced[a.Topic]
+		if len(a.DefinitionKeys) > 0 || len(queue) == 0 {
+			continue
+		}
+		n := min(w.max-len(w.handed), len(queue))
+		for _, t := range queue[:n] {
+			t.LockDuration = a.LockDuration
+			w.handed = append(w.handed, t)
+		}
+		if n == len(queue) {
+			delete(ws.unplaced, a.Topic)
+		} else {
+			ws.unplaced[a.Topic] = queue[n:]
+		}
+	}
+	if len(w.handed) > 0 {
+		wake(w)
+	}
 }
 
 // Topics are the topics w waits for.

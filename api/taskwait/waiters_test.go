@@ -1,6 +1,7 @@
 package taskwait
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -167,5 +168,39 @@ func TestAWakeUpALongPollLeavesUnusedGoesToAnother(t *testing.T) {
 	ws.Remove(last, false)
 	if got := ws.groups(); len(got) != 0 {
 		t.Errorf("asks waited for with no long poll: %d", len(got))
+	}
+}
+
+// Tasks created here that no waiter has room for wait, up to MaxUnplaced a
+// topic, for a waiter to make room, in order; more ask for a look; they go
+// with the topic's last waiter.
+func TestTasksNoWaiterHasRoomForGoToTheFirstToMakeRoom(t *testing.T) {
+	ws, slots := newWaiters(100, nil)
+	polls := addN(ws, slots, 2, nil, "t")
+	created := make([]store.CreatedTask, 2+MaxUnplaced)
+	for i := range created {
+		created[i] = store.CreatedTask{Topic: "t", InstanceID: "i", TokenID: fmt.Sprint(i)}
+	}
+	ws.Created(created)
+	if n, _ := pending(polls); n != 2 || looked(ws) {
+		t.Fatalf("%d long polls woken, a look asked: %v; want 2 and none for the tasks kept", n, looked(ws))
+	}
+	ws.Created([]store.CreatedTask{{Topic: "t", InstanceID: "i", TokenID: "beyond"}})
+	if !looked(ws) {
+		t.Errorf("a task beyond MaxUnplaced asked for no look")
+	}
+	w := polls[0]
+	ws.mu.Lock()
+	w.handed = nil // its fetch took the one handed to it
+	ws.handUnplacedLocked(w)
+	ws.mu.Unlock()
+	if n, _ := pending(polls); n != 1 || len(w.handed) != 1 || w.handed[0].TokenID != "2" {
+		t.Errorf("the long poll that made room was handed %+v (woken: %d), want the oldest task kept", w.handed, n)
+	}
+	for _, p := range polls {
+		ws.Remove(p, false)
+	}
+	if len(ws.unplaced) != 0 {
+		t.Errorf("%d topics' tasks kept with no waiter left", len(ws.unplaced))
 	}
 }
