@@ -65,6 +65,7 @@ type result struct {
 	clientErrors          []string
 	cpu                   cpuUse
 	loadBefore, loadAfter string
+	worker                workerFigures
 	// rootsIn and childrenIn are the instances started in the Starter's
 	// window; the latencies are of those that completed.
 	rootsIn, childrenIn      int
@@ -124,15 +125,17 @@ func percentile(d []time.Duration, p float64) time.Duration {
 	return d[min(len(d)-1, int(float64(len(d))*p))]
 }
 
-// backlogSlope is the least-squares slope, in instances a second, of the
-// active roots and children over the second half of the Starter's window:
-// near zero when the worker keeps up, the excess rate when it does not.
+// backlogSlope is the least-squares slope, in roots a second, of the active
+// roots over the second half of the Starter's window: near zero when the
+// worker keeps up, the excess of the rate over the roots completed when it
+// does not. (The children come and go in bursts of 50: their count says
+// less.)
 func backlogSlope(samples []sample, window time.Duration) float64 {
 	var xs, ys []float64
 	for _, s := range samples {
 		if s.at >= window/2 && s.at <= window {
 			xs = append(xs, s.at.Seconds())
-			ys = append(ys, float64(s.rootsActive+s.childrenActive))
+			ys = append(ys, float64(s.rootsActive))
 		}
 	}
 	n := float64(len(xs))
@@ -147,8 +150,8 @@ func backlogSlope(samples []sample, window time.Duration) float64 {
 }
 
 // flat reports whether a backlog slope is flat for a run at rate roots/s:
-// growing by less than 2% of the instances started a second (51 per root).
-func flat(slope, rate float64) bool { return slope < 0.02*51*rate }
+// active roots growing by less than 5% of the rate.
+func flat(slope, rate float64) bool { return slope < 0.05*rate }
 
 func (r result) print(w io.Writer) {
 	secs := r.duration.Seconds()
@@ -161,7 +164,11 @@ func (r result) print(w io.Writer) {
 	if !flat(slope, r.rate) {
 		verdict = "GROWING"
 	}
-	fmt.Fprintf(w, "  backlog (active roots + children) over the second half: %+.2f instances/s: %s\n", slope, verdict)
+	fmt.Fprintf(w, "  backlog (active roots) over the second half: %+.3f roots/s: %s\n", slope, verdict)
+	f := r.worker
+	fmt.Fprintf(w, "  worker: %.0f steps (%.0f a root completed), step (claim to commit) mean %v p99 ≤ %v; lane wait mean %v p99 ≤ %v; claim bounces %.0f; job activation p99 ≤ %v; API calls refused busy %.0f\n",
+		f.steps, f.steps/max(1, float64(r.rootsDoneIn)), ms(f.stepMean), ms(f.stepP99), ms(f.laneWaitMean), ms(f.laneWaitP99),
+		f.bounces, ms(f.activationP99), f.busy)
 	fmt.Fprintf(w, "  roots: %d of %d completed, p50 %v p99 %v max %v\n", len(r.rootLat), r.rootsIn,
 		ms(percentile(r.rootLat, 0.5)), ms(percentile(r.rootLat, 0.99)), ms(percentile(r.rootLat, 1)))
 	fmt.Fprintf(w, "  children: %d of %d completed, p50 %v p99 %v max %v\n", len(r.childLat), r.childrenIn,

@@ -21,9 +21,10 @@ func TestBacklogFlatWhenTheWorkerKeepsUp(t *testing.T) {
 	if s := backlogSlope(steady, window); !flat(s, 2) {
 		t.Fatalf("a steady backlog: slope %.2f not flat", s)
 	}
-	// Two roots a second offered, one and a half done: 25 instances/s pile up.
-	growing := samples(window, func(t float64) int { return 150 + int(25*t) })
-	if s := backlogSlope(growing, window); flat(s, 2) || s < 24 || s > 26 {
+	// Two roots a second offered, one and a half done: half a root (25.5
+	// instances) a second piles up.
+	growing := samples(window, func(t float64) int { return 150 + int(25.5*t) })
+	if s := backlogSlope(growing, window); flat(s, 2) || s < 0.45 || s > 0.55 {
 		t.Fatalf("a growing backlog: slope %.2f", s)
 	}
 }

@@ -89,6 +89,10 @@ func runRate(ctx context.Context, o options, rate float64) (result, error) {
 		return res, err
 	}
 	began := time.Now()
+	metricsBefore, err := scrape(w.httpAddr)
+	if err != nil {
+		return res, err
+	}
 	cpu := newCPU(db, w.pid(), c.pid())
 	if err := cpu.sample(ctx); err != nil {
 		return res, err
@@ -125,6 +129,11 @@ func runRate(ctx context.Context, o options, rate float64) (result, error) {
 				atEnd = c.last()
 				res.cpu = cpu.total()
 				res.wall = now.Sub(began)
+				after, err := scrape(w.httpAddr)
+				if err != nil {
+					return res, err
+				}
+				res.worker = figures(metricsBefore, after)
 			}
 			if s.rootsActive == 0 || now.After(end.Add(o.drain)) {
 				done = true
@@ -165,6 +174,7 @@ func createDatabase(ctx context.Context, url string) error {
 type worker struct {
 	cmd         *exec.Cmd
 	gatewayAddr string
+	httpAddr    string
 	exited      chan struct{}
 	err         error
 	once        sync.Once
@@ -197,7 +207,7 @@ func startWorker(ctx context.Context, o options, env *bench.Env) (*worker, error
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s (make build): %w", o.worker, err)
 	}
-	w := &worker{cmd: cmd, gatewayAddr: gatewayAddr, exited: make(chan struct{})}
+	w := &worker{cmd: cmd, gatewayAddr: gatewayAddr, httpAddr: httpAddr, exited: make(chan struct{})}
 	go func() {
 		w.err = cmd.Wait()
 		close(w.exited)

@@ -15,7 +15,7 @@
 // since the start; errors are counted, and the first of each kind printed.
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { Camunda8 } from '@camunda8/sdk'
+import { Camunda8, Zeebe } from '@camunda8/sdk'
 
 const env = (k, d) => process.env[k] ?? d
 const files = env('CAMUNDA_LOAD_FILES')
@@ -86,9 +86,13 @@ for (const [taskType, capacity, threads, delay, message] of workers) {
     timeout: 1800,
     pollInterval: 100,
     taskHandler: async (job) => {
+      // A thread handles the job (publish, delay) and is free once its
+      // completion is sent, as on the Java worker; the SDK counts the job
+      // against the capacity until the completion is answered.
       await threadPool.acquire()
+      const began = Date.now()
+      let published = true
       try {
-        const began = Date.now()
         if (message) {
           try {
             await zeebe.publishMessage({ name: message, correlationKey: String(job.variables.correlationKey), timeToLive: 3600000 })
@@ -97,19 +101,23 @@ for (const [taskType, capacity, threads, delay, message] of workers) {
             // As the Java worker: no completion; the job times out and is
             // activated again.
             fail(`publish ${message}`, err)
-            await sleep(Math.max(0, delay - (Date.now() - began)))
-            return job.forward()
+            published = false
           }
         }
         await sleep(Math.max(0, delay - (Date.now() - began)))
+      } finally {
+        threadPool.release()
+      }
+      if (!published) return job.forward()
+      try {
         const ack = await job.complete({})
         counters.jobs[taskType]++
         return ack
       } catch (err) {
+        // Refused (the job timed out and went to another handler, say):
+        // counted; the job was acted on, so nothing more to answer.
         fail(`complete ${taskType}`, err)
-        return job.forward()
-      } finally {
-        threadPool.release()
+        return Zeebe.Types.JOB_ACTION_ACKNOWLEDGEMENT
       }
     },
     onConnectionError: () => fail(`connection of worker ${taskType}`, 'lost'),
