@@ -156,9 +156,9 @@ func flat(slope, rate float64) bool { return slope < 0.05*rate }
 func (r result) print(w io.Writer) {
 	secs := r.duration.Seconds()
 	fmt.Fprintf(w, "\nCamunda's realistic benchmark at %g roots/s for %v (load average %s before, %s after):\n", r.rate, r.duration, r.loadBefore, r.loadAfter)
-	fmt.Fprintf(w, "  roots/s started %.2f, completed %.2f (%.2f over the second half); PI/s started %.1f, completed %.1f (%.1f over the second half); jobs/s completed %.1f (CreateProcessInstance p99 %d ms)\n",
+	fmt.Fprintf(w, "  roots/s started %.2f, completed %.2f (%.2f over the second half); PI/s started %.1f, completed %.1f (%.1f over the second half); jobs/s completed %.1f (p99 of CreateProcessInstance %d ms, PublishMessage %d ms, CompleteJob %d ms)\n",
 		float64(r.rootsIn)/secs, float64(r.rootsDoneIn)/secs, r.secondHalf(rootsDone), float64(r.rootsIn+r.childrenIn)/secs,
-		float64(r.rootsDoneIn+r.childDoneIn)/secs, r.secondHalf(allDone), float64(r.client.jobs())/r.wall.Seconds(), r.client.StartP99ms)
+		float64(r.rootsDoneIn+r.childDoneIn)/secs, r.secondHalf(allDone), float64(r.client.jobs())/r.wall.Seconds(), r.client.StartP99ms, r.client.PublishP99ms, r.client.CompleteP99ms)
 	slope := r.slope()
 	verdict := "flat"
 	if !flat(slope, r.rate) {

@@ -34,15 +34,19 @@ const (
 // clientLine is one line of the Node client's output: its counters since it
 // began, or an error, or the news that it deployed.
 type clientLine struct {
-	T           float64        `json:"t"`
-	Started     int            `json:"started"`
-	StartErrors int            `json:"startErrors"`
-	StartP99ms  int            `json:"startP99ms"`
-	Jobs        map[string]int `json:"jobs"`
-	Published   int            `json:"published"`
-	Errors      int            `json:"errors"`
-	Error       string         `json:"error"`
-	Deployed    bool           `json:"deployed"`
+	T           float64 `json:"t"`
+	Started     int     `json:"started"`
+	StartErrors int     `json:"startErrors"`
+	StartP99ms  int     `json:"startP99ms"`
+	// PublishP99ms and CompleteP99ms are of the PublishMessage and
+	// CompleteJob calls of the workers, answers included.
+	PublishP99ms  int            `json:"publishP99ms"`
+	CompleteP99ms int            `json:"completeP99ms"`
+	Jobs          map[string]int `json:"jobs"`
+	Published     int            `json:"published"`
+	Errors        int            `json:"errors"`
+	Error         string         `json:"error"`
+	Deployed      bool           `json:"deployed"`
 }
 
 func (l clientLine) jobs() int {

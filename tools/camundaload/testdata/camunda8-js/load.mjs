@@ -34,7 +34,7 @@ const workers = [
   ['inform_about_successful_claim', 30, 10, 300, ''],
 ]
 
-const counters = { started: 0, startErrors: 0, startMs: [], jobs: {}, published: 0, errors: 0 }
+const counters = { started: 0, startErrors: 0, startMs: [], publishMs: [], completeMs: [], jobs: {}, published: 0, errors: 0 }
 const firstErrors = new Set()
 const say = (o) => console.log(JSON.stringify(o))
 const fail = (kind, err) => {
@@ -95,7 +95,9 @@ for (const [taskType, capacity, threads, delay, message] of workers) {
       try {
         if (message) {
           try {
+            const sent = Date.now()
             await zeebe.publishMessage({ name: message, correlationKey: String(job.variables.correlationKey), timeToLive: 3600000 })
+            counters.publishMs.push(Date.now() - sent)
             counters.published++
           } catch (err) {
             // As the Java worker: no completion; the job times out and is
@@ -110,7 +112,9 @@ for (const [taskType, capacity, threads, delay, message] of workers) {
       }
       if (!published) return job.forward()
       try {
+        const sent = Date.now()
         const ack = await job.complete({})
+        counters.completeMs.push(Date.now() - sent)
         counters.jobs[taskType]++
         return ack
       } catch (err) {
@@ -143,11 +147,15 @@ const starter = setInterval(() => {
   }
 }, 5)
 
+// p99 of the latencies (ms) in ms, sorting them in place.
+const p99 = (ms) => {
+  ms.sort((a, b) => a - b)
+  return ms.length ? ms[Math.min(ms.length - 1, Math.floor(ms.length * 0.99))] : 0
+}
 const report = setInterval(() => {
-  const ms = counters.startMs.sort((a, b) => a - b)
   say({
     t: (Date.now() - began) / 1000, started: counters.started, startErrors: counters.startErrors,
-    startP99ms: ms.length ? ms[Math.min(ms.length - 1, Math.floor(ms.length * 0.99))] : 0,
+    startP99ms: p99(counters.startMs), publishP99ms: p99(counters.publishMs), completeP99ms: p99(counters.completeMs),
     jobs: counters.jobs, published: counters.published, errors: counters.errors,
   })
 }, 1000)
