@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"math"
 	"net/http"
 	"time"
 
@@ -79,27 +78,43 @@ func (h hist) mean() time.Duration {
 	return time.Duration(h.sum / h.count * float64(time.Second))
 }
 
-// quantile is the upper bound of the bucket holding the q-quantile (+Inf
-// past the last bucket), as a duration.
-func (h hist) quantile(q float64) time.Duration {
+// quantile is the upper bound of the bucket holding the q-quantile, as a
+// duration: "≤ bound", or "> bound" past the last bucket.
+func (h hist) quantile(q float64) bound {
 	if h.count == 0 {
-		return 0
+		return bound{}
 	}
 	for i, c := range h.cum {
 		if c >= q*h.count {
-			return time.Duration(h.bounds[i] * float64(time.Second))
+			return bound{d: time.Duration(h.bounds[i] * float64(time.Second))}
 		}
 	}
-	return time.Duration(math.MaxInt64)
+	if len(h.bounds) == 0 {
+		return bound{}
+	}
+	return bound{d: time.Duration(h.bounds[len(h.bounds)-1] * float64(time.Second)), over: true}
+}
+
+// bound is a quantile read from buckets: at most d, or over d.
+type bound struct {
+	d    time.Duration
+	over bool
+}
+
+func (b bound) String() string {
+	if b.over {
+		return "> " + ms(b.d).String()
+	}
+	return "≤ " + ms(b.d).String()
 }
 
 // workerFigures are what the worker's metrics say of the Starter's window.
 type workerFigures struct {
-	steps, bounces            float64
-	stepMean, stepP99         time.Duration
-	laneWaitMean, laneWaitP99 time.Duration
-	activationP99             time.Duration
-	busy                      float64
+	steps, bounces         float64
+	stepMean, laneWaitMean time.Duration
+	stepP99, laneWaitP99   bound
+	activationP99          bound
+	busy                   float64
 }
 
 func figures(before, after map[string]hist) workerFigures {

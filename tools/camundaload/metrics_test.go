@@ -13,13 +13,19 @@ func TestHistogramDeltaAndQuantile(t *testing.T) {
 	if d.count != 100 || d.mean().Round(time.Microsecond) != 2*time.Millisecond {
 		t.Fatalf("delta: %+v, mean %v", d, d.mean())
 	}
-	if q := d.quantile(0.5); q != time.Millisecond {
+	if q := d.quantile(0.5); q != (bound{d: time.Millisecond}) || q.String() != "≤ 1ms" {
 		t.Fatalf("p50 %v", q)
 	}
-	if q := d.quantile(0.99); q != 10*time.Millisecond {
+	if q := d.quantile(0.99); q != (bound{d: 10 * time.Millisecond}) {
 		t.Fatalf("p99 %v", q)
 	}
-	if q := d.quantile(1); q != 100*time.Millisecond {
+	if q := d.quantile(1); q != (bound{d: 100 * time.Millisecond}) {
 		t.Fatalf("max %v", q)
+	}
+	// Past the last bucket (the +Inf one is not in the exposition's
+	// bounds): over the largest bound.
+	d.cum[2] = 99
+	if q := d.quantile(1); q != (bound{d: 100 * time.Millisecond, over: true}) || q.String() != "> 100ms" {
+		t.Fatalf("past the buckets: %v", q)
 	}
 }

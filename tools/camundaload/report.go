@@ -166,9 +166,9 @@ func (r result) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  backlog (active roots) over the second half: %+.3f roots/s: %s\n", slope, verdict)
 	f := r.worker
-	fmt.Fprintf(w, "  worker: %.0f steps (%.0f a root completed), step (claim to commit) mean %v p99 ≤ %v; lane wait mean %v p99 ≤ %v; claim bounces %.0f; job activation p99 ≤ %v; API calls refused busy %.0f\n",
-		f.steps, f.steps/max(1, float64(r.rootsDoneIn)), ms(f.stepMean), ms(f.stepP99), ms(f.laneWaitMean), ms(f.laneWaitP99),
-		f.bounces, ms(f.activationP99), f.busy)
+	fmt.Fprintf(w, "  worker: %.0f steps (%.0f/s), step (claim to commit) mean %v p99 %v; lane wait mean %v p99 %v; claim bounces %.0f; job activation p99 %v; API calls refused busy %.0f\n",
+		f.steps, f.steps/r.wall.Seconds(), ms(f.stepMean), f.stepP99, ms(f.laneWaitMean), f.laneWaitP99,
+		f.bounces, f.activationP99, f.busy)
 	fmt.Fprintf(w, "  roots: %d of %d completed, p50 %v p99 %v max %v\n", len(r.rootLat), r.rootsIn,
 		ms(percentile(r.rootLat, 0.5)), ms(percentile(r.rootLat, 0.99)), ms(percentile(r.rootLat, 1)))
 	fmt.Fprintf(w, "  children: %d of %d completed, p50 %v p99 %v max %v\n", len(r.childLat), r.childrenIn,
