@@ -5,7 +5,7 @@ PKGS      := ./...
 # A short fuzz run of each parser target in CI.
 FUZZTIME  ?= 10s
 
-.PHONY: build console test test-upgrade test-ha demo bench bench-data bench-plans soak lint services fuzz clean check-deploy tools
+.PHONY: build console test test-upgrade test-ha demo bench bench-data bench-plans bench-camunda soak lint services fuzz clean check-deploy tools
 
 # worker version: the release (a tag at HEAD, else the release RELEASES
 # records for HEAD, else "devel") and the commit.
@@ -91,6 +91,17 @@ bench-data: services tools
 bench-plans: services tools
 	bin/sutra-bench -plans tools/bench/plans
 
+# Camunda's own realistic benchmark (BENCHMARKS.md, "Camunda's realistic
+# benchmark"): the worker binary driven through its Zeebe gateway by Camunda's
+# Node SDK (tools/camundaload) at 1 then 2 root instances/s, 2 minutes each
+# plus the drain. Camunda's files are not in this repository: it reads them
+# from SUTRA_CAMUNDA_LOAD_FILES (default ../shared/camunda-load-tests) and
+# exits 2 when they are missing. Pass flags with BENCHFLAGS, e.g.
+# make bench-camunda BENCHFLAGS='-rates 1.5 -duration 5m'.
+bench-camunda: services build tools
+	@scripts/node-deps.sh
+	bin/sutra-camundaload $(BENCHFLAGS)
+
 # Sustained load (BENCHMARKS.md, "Soak"): the worker binary at its defaults
 # drains a backlog first (its drain rate), then takes SOAK_RATE relays/s (3000,
 # or a share of that drain rate: SOAK_RATE=25%) for SOAK_DURATION (20m) with
@@ -111,6 +122,7 @@ lint:
 tools:
 	$(GO) -C tools build -o ../bin/sutra-bench ./bench/load
 	$(GO) -C tools build -o ../bin/sutra-soak ./soak
+	$(GO) -C tools build -o ../bin/sutra-camundaload ./camundaload
 
 clean:
 	rm -rf bin
