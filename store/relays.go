@@ -158,14 +158,14 @@ var insertRelaySQL = outboxInsert("", "id, instance_id, message_name, target, ro
 // ErrDuplicate.
 func (s *Store) Forward(ctx context.Context, inboxID, instanceID string, rs []RelayOut) error {
 	b := &pgx.Batch{}
-	b.Queue("INSERT INTO inbox (message_id, instance_id) VALUES ($1, $2)", inboxID, instanceID)
+	b.Queue(inboxInsertSQL, []string{inboxID}, []string{instanceID})
 	w := s.outboxWrites()
 	queueRelays(b, w, rs)
 	err := s.pool.SendBatch(ctx, b).Close()
 	if err == nil {
 		s.notifyOutbox(w)
 	}
-	if isUniqueViolation(err, "inbox_pkey") {
+	if isInboxDuplicate(err) {
 		return ErrDuplicate
 	}
 	return translate(err, "forwarding relay "+inboxID)
