@@ -153,12 +153,21 @@ func TestACopyCommittedBeforeMidnightMakesTheStepADuplicateAfterIt(t *testing.T)
 	if err := st.WriteStep(ctx, cs[1]); !errors.Is(err, store.ErrDuplicate) {
 		t.Fatalf("the step after the copy of today: %v, want ErrDuplicate", err)
 	}
-	// Forward has no claim: only the insert tells.
-	if _, err := env.DB.Exec(ctx, "INSERT INTO inbox_days (message_id, instance_id, day) VALUES ('fwd-1', 'o-a', $1)", yesterday); err != nil {
+	// Forward has no claim: its insert tells a copy of any live day.
+	if _, err := st.EnsurePartitions(ctx, store.InboxDays, time.Now(), 7*24*time.Hour, 3); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Forward(ctx, "fwd-1", "o-a", nil); !errors.Is(err, store.ErrDuplicate) {
-		t.Fatalf("forwarding the copy of yesterday: %v, want ErrDuplicate", err)
+	for i, ago := range []int{1, 6} {
+		id := fmt.Sprintf("fwd-%d", i)
+		if _, err := env.DB.Exec(ctx, "INSERT INTO inbox_days (message_id, instance_id, day) VALUES ($1, 'o-a', $2)", id, yesterday.AddDate(0, 0, 1-ago)); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Forward(ctx, id, "o-a", []store.RelayOut{{ID: id + "/out", InstanceID: "o-b", RoutingKey: "k", Body: []byte(`{}`)}}); !errors.Is(err, store.ErrDuplicate) {
+			t.Fatalf("forwarding a copy of %d days ago: %v, want ErrDuplicate", ago, err)
+		}
+	}
+	if n := env.Int(t, "SELECT count(*) FROM outbox WHERE id LIKE 'fwd-%'"); n != 0 {
+		t.Errorf("%d relays of duplicates forwarded", n)
 	}
 }
 
