@@ -17,7 +17,9 @@ SELECT sutra_day_partitions('step_history_days',
 INSERT INTO step_history_days (instance_id, version, committed_at, cause, detail, owner, message_id, bounces, passed, passed_cut)
 SELECT instance_id, version, committed_at, cause, detail, owner, message_id, bounces, passed, passed_cut FROM step_history_before_days;
 
--- Only the replicas of before wrote through the views.
+-- Only the replicas of before wrote through the views and trimmed.
+DROP INDEX inbox_days_received_at;
+DROP INDEX step_history_days_committed_at;
 DROP TRIGGER inbox_insert ON inbox;
 DROP TRIGGER inbox_delete ON inbox;
 DROP TRIGGER step_history_insert ON step_history;
