@@ -40,8 +40,8 @@ oid=$("${psql[@]}" -c "SELECT oid FROM pg_database WHERE datname = '$db'")
 	}' >"$tmp/recs"
 sort -u "$tmp/map" | awk -v steps="$steps" '
 	NR == FNR { name[$1] = $2; next }
-	{ n = ($1 in name) ? name[$1] : $1; sub(/^[^.]*\./, "", n); gsub(/_[0-9]{8}/, "", n); sum[n] += $2; all += $2 }
+	{ n = ($1 in name) ? name[$1] : $1; sub(/^[^.]*\./, "", n); gsub(/_[0-9]{8}/, "", n); sum[n] += $2; if (n != "(other databases)") all += $2 }
 	END {
 		for (n in sum) printf "%8.1f %s\n", sum[n] / steps, n
-		printf "%8.1f %s\n", all / steps, "TOTAL bytes of WAL per step"
+		printf "%8.1f %s\n", all / steps, "TOTAL bytes of WAL per step (this database and the shared records)"
 	}' - "$tmp/recs" | sort -rn
