@@ -246,7 +246,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}, []string{"name"})
 	m.InboxTrimmed = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sutra_inbox_trimmed_total",
-		Help: "Relay message ids deleted from the inbox after the retention.",
+		Help: "Relay message ids of the inbox of before its partitioning by day discarded past the retention (days past it are dropped whole, and logged).",
 	})
 	m.BufferedConsumed = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sutra_buffered_consumed_total",

@@ -177,7 +177,7 @@ func TestABatchCommitWaitsForTheWALFlushAndItsBatchClaimDoesNot(t *testing.T) {
 	t.Parallel()
 	ids := []string{"o-a", "o-b"}
 	env, st, proc := batchEnv(t, ids...)
-	env.AuditDurability(t, "instances", "claims", "inbox", "subscriptions")
+	env.AuditDurability(t, "instances", "claims", "inbox_days", "subscriptions")
 	ctx := testkit.Ctx(t)
 	cs := claimPaid(t, st, proc, "r/lane/1", ids)
 	for i, err := range st.WriteGroup(ctx, cs) {
@@ -188,7 +188,7 @@ func TestABatchCommitWaitsForTheWALFlushAndItsBatchClaimDoesNot(t *testing.T) {
 	got := env.Durability(t)
 	want := map[string][]string{
 		"claims INSERT claim": {"off"}, "instances UPDATE commit": {"on"}, "claims DELETE commit": {"on"},
-		"inbox INSERT INSERT": {"on"}, "subscriptions INSERT INSERT": {"on"},
+		"inbox_days INSERT INSERT": {"on"}, "subscriptions INSERT INSERT": {"on"},
 	}
 	for write, settings := range want {
 		if !slices.Equal(got[write], settings) {

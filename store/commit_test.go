@@ -25,7 +25,7 @@ import (
 func TestEveryWriteBeforeAnAckOrASuccessAnswerWaitsForTheWALFlush(t *testing.T) {
 	t.Parallel()
 	env, ctx, st := open(t)
-	env.AuditDurability(t, "definitions", "instances", "claims", "inbox", "buffered_messages", "subscriptions", "timers", "tasks", "outbox", "incidents", "migrations")
+	env.AuditDurability(t, "definitions", "instances", "claims", "inbox_days", "buffered_messages", "subscriptions", "timers", "tasks", "outbox", "incidents", "migrations")
 	deploy := func(path string) *bpmn.Process {
 		xml, err := os.ReadFile(path)
 		if err != nil {
@@ -157,7 +157,7 @@ func TestEveryWriteBeforeAnAckOrASuccessAnswerWaitsForTheWALFlush(t *testing.T) 
 	got := env.Durability(t)
 	for _, must := range []string{
 		"definitions INSERT INSERT", "buffered_messages INSERT INSERT", "buffered_messages DELETE DELETE",
-		"inbox INSERT INSERT", "instances UPDATE commit", "subscriptions INSERT INSERT", "timers INSERT INSERT",
+		"inbox_days INSERT INSERT", "instances UPDATE commit", "subscriptions INSERT INSERT", "timers INSERT INSERT",
 		"timers DELETE DELETE", "instances INSERT claim", "claims INSERT claim", "claims DELETE release", "claims DELETE commit",
 		"outbox INSERT INSERT", "outbox UPDATE UPDATE", "tasks INSERT INSERT", "tasks UPDATE lock", "tasks UPDATE outcome",
 		"tasks UPDATE UPDATE", "migrations INSERT INSERT",

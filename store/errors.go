@@ -159,4 +159,13 @@ func isUniqueViolation(err error, constraint string) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == sqlstateUnique && pgErr.ConstraintName == constraint
 }
 
+// isInboxDuplicate tells a relay's inbox row that a copy recorded first
+// refused: a unique violation in a partition of inbox_days, or of inbox_pkey
+// (the table of before the partitioning, through the view inbox).
+func isInboxDuplicate(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == sqlstateUnique &&
+		(pgErr.ConstraintName == "inbox_pkey" || strings.HasPrefix(pgErr.TableName, InboxDays.Name+"_"))
+}
+
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

@@ -2,10 +2,8 @@ package store
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -14,8 +12,9 @@ import (
 )
 
 // The step history (migration 0025): a row per committed step, written by
-// the step's own transaction, read by the admin API, trimmed by the
-// sweeper.
+// the step's own transaction into step_history_days (partitioned by day,
+// migration 0034), read by the admin API through the view step_history;
+// the sweeper drops the days past the retention (partitions.go).
 
 // StepCause is what the step history records of why a step ran, beside
 // its instance, counter, owner, time and the relay it applied.
@@ -35,7 +34,7 @@ type StepCause struct {
 // bounces (-1 not counted), and paths (their ids joined by pathSep: a
 // multi-row insert takes one array per column, and SQL arrays of arrays
 // must be rectangular) and whether each was cut.
-const historyInsertSQL = `INSERT INTO step_history (instance_id, version, cause, detail, owner, message_id, bounces, passed, passed_cut)
+const historyInsertSQL = `INSERT INTO step_history_days (instance_id, version, cause, detail, owner, message_id, bounces, passed, passed_cut)
 	SELECT id, v, c, d, o, NULLIF(m, ''), NULLIF(b, -1), string_to_array(p, E'\x1f'), x
 	  FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[], $9::bool[]) AS h(id, v, c, d, o, m, b, p, x)`
 
@@ -139,16 +138,4 @@ func (s *Store) StepHistory(ctx context.Context, id string, before int64, limit 
 		return h, err
 	})
 	return steps, translate(err, "reading the history of "+id)
-}
-
-// trimStepHistorySQL deletes up to $2 history rows committed before now -
-// $1, found by the BRIN index (rows are never updated, so their ctids hold
-// for the statement).
-const trimStepHistorySQL = `DELETE FROM step_history WHERE ctid = ANY (ARRAY(
-	SELECT ctid FROM step_history WHERE committed_at < now() - $1::interval LIMIT $2))`
-
-// TrimStepHistory deletes up to limit history rows older than retention.
-func (s *Store) TrimStepHistory(ctx context.Context, retention time.Duration, limit int) (int64, error) {
-	tag, err := s.pool.Exec(ctx, trimStepHistorySQL, retention, limit)
-	return tag.RowsAffected(), translate(err, fmt.Sprintf("trimming the step history older than %v", retention))
 }

@@ -362,7 +362,7 @@ func (s *Store) queueStepWrites(b *pgx.Batch, w *outboxWrites, cs ...StepWrites)
 // matched (whose row the caller reads) or went away, the fire's timer row is
 // gone.
 func stepError(err error, c StepWrites) (error, bool) {
-	if isUniqueViolation(err, "inbox_pkey") {
+	if isInboxDuplicate(err) {
 		// A copy of this relay committed after our claim read the inbox.
 		return ErrDuplicate, true
 	}

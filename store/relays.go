@@ -152,20 +152,27 @@ func queueRelays(b *pgx.Batch, w *outboxWrites, rs []RelayOut) {
 var insertRelaySQL = outboxInsert("", "id, instance_id, message_name, target, routing_key, body",
 	"VALUES ($1::text, $2::text, 'relay', 'relay', $3::text, $4::bytea)", true)
 
+// forwardInboxSQL records a relay Forward answers. No claim went before it
+// to read the inbox, so the row goes into the partition of a copy recorded
+// on any live day, where it fails on the key (isInboxDuplicate); else into
+// the day sutra_inbox_day says.
+const forwardInboxSQL = `INSERT INTO inbox_days (message_id, instance_id, day)
+	VALUES ($1, $2, coalesce((SELECT max(day) FROM inbox_days WHERE message_id = $1), sutra_inbox_day($1)))`
+
 // Forward answers a relay that no step applies by sending relays in its
 // place: it records inboxID as applied and queues rs in the outbox, in one
 // transaction (durable before the ack). A relay already applied is
 // ErrDuplicate.
 func (s *Store) Forward(ctx context.Context, inboxID, instanceID string, rs []RelayOut) error {
 	b := &pgx.Batch{}
-	b.Queue("INSERT INTO inbox (message_id, instance_id) VALUES ($1, $2)", inboxID, instanceID)
+	b.Queue(forwardInboxSQL, inboxID, instanceID)
 	w := s.outboxWrites()
 	queueRelays(b, w, rs)
 	err := s.pool.SendBatch(ctx, b).Close()
 	if err == nil {
 		s.notifyOutbox(w)
 	}
-	if isUniqueViolation(err, "inbox_pkey") {
+	if isInboxDuplicate(err) {
 		return ErrDuplicate
 	}
 	return translate(err, "forwarding relay "+inboxID)

@@ -9,8 +9,12 @@ const appliedSQL = `SELECT EXISTS (SELECT 1 FROM inbox WHERE message_id = $1)`
 const releaseSQL = `DELETE FROM claims WHERE instance_id = $1 AND owner = $2`
 
 // inboxInsertSQL records the relays the steps applied: $1 their message
-// ids, $2 their instances.
-const inboxInsertSQL = `INSERT INTO inbox (message_id, instance_id) SELECT * FROM unnest($1::text[], $2::text[])`
+// ids, $2 their instances. Each row goes into the partition of the day
+// sutra_inbox_day says (yesterday's when a copy is there, so that the
+// insert fails on its key: isInboxDuplicate); received_at and day take
+// their defaults.
+const inboxInsertSQL = `INSERT INTO inbox_days (message_id, instance_id, day)
+	SELECT m, i, sutra_inbox_day(m) FROM unnest($1::text[], $2::text[]) AS r(m, i)`
 
 // skipOutboxRelaySQL marks the outbox relay row $1, which the step applying
 // it records in the inbox, published without sending it: sent, it would be
@@ -50,9 +54,6 @@ const outboxPublishedSQL = `UPDATE outbox SET published_at = now(), locked_by = 
 
 const trimOutboxSQL = `DELETE FROM outbox WHERE id = ANY (ARRAY(
 	SELECT id FROM outbox WHERE published_at < now() - $1::interval LIMIT $2))`
-
-const trimInboxSQL = `DELETE FROM inbox WHERE message_id = ANY (ARRAY(
-	SELECT message_id FROM inbox WHERE received_at < now() - $1::interval LIMIT $2))`
 
 // sweepClaimsSQL clears up to $2 claims older than $1 (SweepClaims), on
 // claims_claimed_at. It locks the instance rows with the claims rows and
@@ -108,9 +109,7 @@ func HotStatements() map[string]HotStatement {
 		"outbox_published":    {SQL: outboxPublishedSQL},
 		"outbox_trim":         {SQL: trimOutboxSQL},
 		"sweep_claims":        {SQL: sweepClaimsSQL},
-		"inbox_trim":          {SQL: trimInboxSQL},
 		"history_insert":      {SQL: historyInsertSQL, Setup: commitPlans},
-		"history_trim":        {SQL: trimStepHistorySQL},
 		"fetch_and_lock":      {SQL: fetchOldestSQL, Setup: fetchSetupSQL},
 		"fetch_by_priority":   {SQL: fetchByPrioritySQL, Setup: fetchSetupSQL},
 	}

@@ -31,13 +31,6 @@ func (s *Store) SweepClaims(ctx context.Context, timeout time.Duration, limit in
 	return swept, translate(err, "sweeping claims")
 }
 
-// TrimInbox deletes up to limit relay message ids recorded longer ago than
-// retention: a copy of a relay redelivered after that is no longer recognised.
-func (s *Store) TrimInbox(ctx context.Context, retention time.Duration, limit int) (int64, error) {
-	tag, err := s.pool.Exec(ctx, trimInboxSQL, retention, limit)
-	return tag.RowsAffected(), translate(err, "trimming inbox")
-}
-
 // BufferedMessage is a relay kept until a subscription opens or its TTL passes.
 type BufferedMessage struct {
 	ID             int64

@@ -1,9 +1,10 @@
 // Package sweeper runs the work that needs exactly one actor at a time,
 // gated by a lease: the sweep of stale claims (the backstop that keeps an
 // instance from being held forever by a replica that died mid-step), the
-// trim of the relay inbox, of published outbox rows and of the step
-// history, the expiry of
-// buffered messages, and the count of the outbox backlog.
+// partitions of the relay inbox and of the step history (created ahead,
+// dropped past their retention: store/partitions.go), the trim of relay
+// failure counts and of published outbox rows, the expiry of buffered
+// messages, and the count of the outbox backlog.
 //
 // The sweep is owner-blind: it clears every claim older than the claim
 // timeout by age and never parses owner ids. It is safe even if two replicas
@@ -54,12 +55,14 @@ type Config struct {
 	// ClaimTimeout is the age after which a claim is swept (default 30s).
 	ClaimTimeout time.Duration
 	// InboxRetention is how long relay message ids are kept for dedupe
-	// (default 7 days).
+	// (default 7 days): the inbox's partition of a day is dropped once the
+	// day ended that long ago, so an id is kept for the retention and at
+	// most a day more.
 	InboxRetention time.Duration
 	// OutboxRetention is how long published outbox rows are kept (default 24h).
 	OutboxRetention time.Duration
 	// StepHistoryRetention is how long the step history keeps a step's row
-	// (default 72h).
+	// (default 72h; like the inbox's, at most a day more).
 	StepHistoryRetention time.Duration
 	// BatchSize bounds the rows one statement sweeps, trims or expires
 	// (default 1000); a sweep repeats until a batch comes back short, a
@@ -121,12 +124,13 @@ type Store interface {
 	AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
 	ReleaseLease(ctx context.Context, name, holder string) error
 	SweepClaims(ctx context.Context, timeout time.Duration, limit int) ([]store.SweptClaim, error)
-	TrimInbox(ctx context.Context, retention time.Duration, limit int) (int64, error)
+	EnsurePartitions(ctx context.Context, t store.DayTable, now time.Time, retention time.Duration, ahead int) (int, error)
+	MoveBeforeDays(ctx context.Context, t store.DayTable, now time.Time, retention time.Duration, limit int) (taken, discarded int64, err error)
+	DropPartitions(ctx context.Context, t store.DayTable, now time.Time, retention time.Duration) ([]string, error)
 	TrimRelayAttempts(ctx context.Context, retention time.Duration, limit int) (int64, error)
 	ExpiredBuffered(ctx context.Context, limit int) ([]store.BufferedMessage, error)
 	DeleteBuffered(ctx context.Context, ids []int64) error
 	TrimOutbox(ctx context.Context, retention time.Duration, limit int) (int64, error)
-	TrimStepHistory(ctx context.Context, retention time.Duration, limit int) (int64, error)
 	Census(ctx context.Context) (store.Census, error)
 }
 
@@ -296,10 +300,17 @@ func (s *Sweeper) sweep(ctx context.Context) {
 		log.Warn("sweeping claims", "code", fault.Code(err), "err", err)
 	}
 	st, m := s.deps.Store, s.deps.Metrics
-	if err := s.trim(ctx, func(ctx context.Context, limit int) (int64, error) {
-		return st.TrimInbox(ctx, s.cfg.InboxRetention, limit)
-	}, m.InboxTrimmed); err != nil && ctx.Err() == nil {
-		log.Warn("trimming inbox", "code", fault.Code(err), "err", err)
+	for _, p := range []struct {
+		table     store.DayTable
+		retention time.Duration
+		discarded prometheus.Counter
+	}{
+		{store.InboxDays, s.cfg.InboxRetention, m.InboxTrimmed},
+		{store.StepHistoryDays, s.cfg.StepHistoryRetention, nil},
+	} {
+		if err := s.partitions(ctx, p.table, p.retention, p.discarded); err != nil && ctx.Err() == nil {
+			log.Warn("keeping the partitions by day", "table", p.table.Name, "code", fault.Code(err), "err", err)
+		}
 	}
 	// Relay failure counts go with the inbox retention: past it a
 	// redelivered copy is not recognised either.
@@ -315,11 +326,6 @@ func (s *Sweeper) sweep(ctx context.Context) {
 		return st.TrimOutbox(ctx, s.cfg.OutboxRetention, limit)
 	}, m.OutboxTrimmed); err != nil && ctx.Err() == nil {
 		log.Warn("trimming outbox", "code", fault.Code(err), "err", err)
-	}
-	if err := s.trim(ctx, func(ctx context.Context, limit int) (int64, error) {
-		return st.TrimStepHistory(ctx, s.cfg.StepHistoryRetention, limit)
-	}, nil); err != nil && ctx.Err() == nil {
-		log.Warn("trimming the step history", "code", fault.Code(err), "err", err)
 	}
 	s.census(ctx)
 }
@@ -394,6 +400,43 @@ func (s *Sweeper) sweepClaims(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// partitionsAhead is how many days after today have their partitions: a
+// sweeper that cannot run for that long still leaves the steps somewhere
+// to write.
+const partitionsAhead = 3
+
+// partitions keeps the partitions by day of table t: those of the days
+// ahead are created, the rows of the table of before the partitioning
+// moved over in paced batches (those past the retention discarded and
+// counted in discarded, when set), and the days past the retention
+// dropped, each logged. now is the sweeper's clock.
+func (s *Sweeper) partitions(ctx context.Context, t store.DayTable, retention time.Duration, discarded prometheus.Counter) error {
+	st, now := s.deps.Store, s.cfg.Clock.Now()
+	cctx, cancel := s.call(ctx)
+	_, err := st.EnsurePartitions(cctx, t, now, retention, partitionsAhead)
+	cancel()
+	if err != nil {
+		return err
+	}
+	err = s.trim(ctx, func(ctx context.Context, limit int) (int64, error) {
+		taken, gone, err := st.MoveBeforeDays(ctx, t, now, retention, limit)
+		if discarded != nil {
+			discarded.Add(float64(gone))
+		}
+		return taken, err
+	}, nil)
+	if err != nil {
+		return err
+	}
+	cctx, cancel = s.call(ctx)
+	dropped, err := st.DropPartitions(cctx, t, now, retention)
+	cancel()
+	for _, p := range dropped {
+		s.deps.Logger.Info("partition past its retention dropped", "table", t.Name, "partition", p, "retention", retention)
+	}
+	return err
 }
 
 // trimPause is how many times a trim batch's own duration the sweeper

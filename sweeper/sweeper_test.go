@@ -36,6 +36,18 @@ type fakeStore struct {
 	tasksOpen map[string]int64
 	// attemptsTrimmed records the retention of every trim of relay attempts.
 	attemptsTrimmed []time.Duration
+	// ensured and droppedAt record every call to keep the partitions by day.
+	ensured, droppedAt []partitionCall
+	// drops, when set, is sent every call to drop partitions.
+	drops chan partitionCall
+}
+
+// partitionCall is a call to create or drop partitions by day.
+type partitionCall struct {
+	table     string
+	now       time.Time
+	retention time.Duration
+	ahead     int
 }
 
 func (f *fakeStore) AcquireLease(context.Context, string, string, time.Duration) (bool, error) {
@@ -61,9 +73,25 @@ func (f *fakeStore) SweepClaims(context.Context, time.Duration, int) ([]store.Sw
 	f.sweeps++
 	return []store.SweptClaim{{InstanceID: "i", Owner: "dead/lane/0", Age: time.Hour}}, nil
 }
-func (f *fakeStore) TrimInbox(context.Context, time.Duration, int) (int64, error) { return 0, nil }
-func (f *fakeStore) TrimStepHistory(context.Context, time.Duration, int) (int64, error) {
+func (f *fakeStore) EnsurePartitions(_ context.Context, t store.DayTable, now time.Time, retention time.Duration, ahead int) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ensured = append(f.ensured, partitionCall{t.Name, now, retention, ahead})
 	return 0, nil
+}
+func (f *fakeStore) MoveBeforeDays(context.Context, store.DayTable, time.Time, time.Duration, int) (int64, int64, error) {
+	return 0, 0, nil
+}
+func (f *fakeStore) DropPartitions(_ context.Context, t store.DayTable, now time.Time, retention time.Duration) ([]string, error) {
+	f.mu.Lock()
+	c := partitionCall{table: t.Name, now: now, retention: retention}
+	f.droppedAt = append(f.droppedAt, c)
+	drops := f.drops
+	f.mu.Unlock()
+	if drops != nil {
+		drops <- c
+	}
+	return nil, nil
 }
 func (f *fakeStore) TrimRelayAttempts(_ context.Context, retention time.Duration, _ int) (int64, error) {
 	f.mu.Lock()
@@ -352,8 +380,36 @@ func TestEachSweepTrimsRelayFailureCountsWithTheInboxRetention(t *testing.T) {
 	}
 }
 
-// slowInbox is a store whose inbox holds full batches of old rows for its
-// first trims, each statement taking 20ms on the clock.
+func TestEachSweepKeepsThePartitionsByDayOnItsClockWithEachTablesRetention(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Date(2026, 12, 7, 23, 59, 0, 0, time.UTC))
+	st := &fakeStore{lease: func() (bool, error) { return true, nil }, drops: make(chan partitionCall, 2)}
+	s := sweeper.New(sweeper.Deps{Store: st, Broker: &deadLetters{}, Metrics: metrics.New(prometheus.NewRegistry()), Logger: testkit.Logger(t)},
+		sweeper.Config{Replica: "r", Clock: clk, StepHistoryRetention: 5 * time.Hour})
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	<-st.drops
+	<-st.drops
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	now := clk.Now()
+	want := []partitionCall{{"inbox_days", now, 7 * 24 * time.Hour, 3}, {"step_history_days", now, 5 * time.Hour, 3}}
+	if len(st.ensured) < 2 || !slices.Equal(st.ensured[:2], want) {
+		t.Errorf("partitions created by %v, want %v", st.ensured, want)
+	}
+	for i := range want {
+		want[i].ahead = 0
+	}
+	if len(st.droppedAt) < 2 || !slices.Equal(st.droppedAt[:2], want) {
+		t.Errorf("partitions dropped by %v, want %v", st.droppedAt, want)
+	}
+}
+
+// slowInbox is a store whose inbox of before the partitioning holds full
+// batches of rows for its first moves, each statement taking 20ms on the
+// clock.
 type slowInbox struct {
 	*fakeStore
 	clk   *clock.Fake
@@ -361,14 +417,17 @@ type slowInbox struct {
 	calls chan int
 }
 
-func (s *slowInbox) TrimInbox(_ context.Context, _ time.Duration, limit int) (int64, error) {
+func (s *slowInbox) MoveBeforeDays(_ context.Context, t store.DayTable, _ time.Time, _ time.Duration, limit int) (int64, int64, error) {
+	if t != store.InboxDays {
+		return 0, 0, nil
+	}
 	s.clk.Advance(20 * time.Millisecond)
 	s.full--
 	s.calls <- s.full
 	if s.full >= 0 {
-		return int64(limit), nil
+		return int64(limit), 0, nil
 	}
-	return 0, nil
+	return 0, 0, nil
 }
 
 func TestATrimBacklogIsDeletedInPacedBatchesNotInOneBurst(t *testing.T) {

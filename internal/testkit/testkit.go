@@ -592,8 +592,10 @@ BEGIN
             k := 'lock';
         END IF;
     END IF;
+    -- A partition's write is recorded under its partitioned table.
     INSERT INTO durability_audit (tbl, op, kind, setting)
-    VALUES (TG_TABLE_NAME, TG_OP, k, current_setting('synchronous_commit'));
+    VALUES (coalesce((SELECT inhparent::regclass::text FROM pg_inherits WHERE inhrelid = TG_RELID), TG_TABLE_NAME),
+            TG_OP, k, current_setting('synchronous_commit'));
     RETURN NULL;
 END $$;
 `

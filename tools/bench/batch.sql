@@ -63,7 +63,7 @@ DELETE FROM tasks t USING unnest(:ids::text[], :versions::bigint[]) AS w(id, ver
 	WHERE t.instance_id = w.id AND t.token_id = 't' || w.version;
 INSERT INTO subscriptions (instance_id, token_id, element_id, message_name, correlation_key)
 	SELECT w.id, 't' || (w.version + 1), 'Catch', 'ping', w.id FROM unnest(:ids::text[], :versions::bigint[]) AS w(id, version);
-INSERT INTO inbox (message_id, instance_id) SELECT * FROM unnest(:mids::text[], :ids::text[]);
+INSERT INTO inbox_days (message_id, instance_id, day) SELECT m, i, sutra_inbox_day(m) FROM unnest(:mids::text[], :ids::text[]) AS r(m, i);
 -- The look for buffered messages (store.bufferedLocksSQL and bufferedLookSQL):
 -- the keys' locks, then, in a statement of its own, the look.
 SELECT pg_advisory_xact_lock(7401, k.h)

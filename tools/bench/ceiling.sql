@@ -47,6 +47,6 @@ DELETE FROM tasks t USING unnest(ARRAY['t' || :version]::text[], ARRAY['']::text
 	WHERE t.instance_id = :i AND t.token_id = w.tok AND (w.el = '' OR t.element_id = w.el);
 INSERT INTO subscriptions (instance_id, token_id, element_id, message_name, correlation_key)
 	SELECT :i, * FROM unnest(ARRAY['t' || :next]::text[], ARRAY['Catch']::text[], ARRAY['ping']::text[], ARRAY[:i]::text[]);
-INSERT INTO inbox (message_id, instance_id) VALUES (:mid, :i);
+INSERT INTO inbox_days (message_id, instance_id, day) VALUES (:mid, :i, sutra_inbox_day(:mid));
 SELECT sutra_buffered_match(:i, ARRAY['t' || :next]::text[], ARRAY['Catch']::text[]);
 \endpipeline

@@ -67,9 +67,7 @@ var HotStatements = fromStore([]Statement{
 	{Name: "outbox_published", KnownEmpty: "id = ANY ($2) on a table of a few pages is a sequential scan"},
 	{Name: "outbox_trim", KnownEmpty: tiny},
 	{Name: "sweep_claims", KnownEmpty: tiny},
-	{Name: "inbox_trim", KnownEmpty: tiny},
 	{Name: "history_insert"},
-	{Name: "history_trim", KnownEmpty: tiny},
 	{Name: "fetch_and_lock", Uses: "tasks_fetchable_oldest"},
 	{Name: "fetch_by_priority", Uses: "tasks_fetchable"},
 })

@@ -145,11 +145,16 @@ func (e *Env) Seed(ctx context.Context, d Data) error {
 			d.Tasks, func(i int) []any {
 				return []any{SeedID(d.Timers + d.Subscriptions + i), "t1", "Task", "other-" + strconv.Itoa(i%100), 3}
 			}},
-		{"inbox", []string{"message_id", "instance_id", "received_at"},
+		// The inbox and the step history are partitioned by day (UTC): the
+		// seeded rows are of the last minutes, within the partitions the
+		// migration created.
+		{"inbox_days", []string{"message_id", "instance_id", "received_at", "day"},
 			d.Inbox, func(i int) []any {
-				return []any{"seed-start-" + strconv.Itoa(i), SeedID(i % max(d.Instances, 1)), now.Add(-time.Duration(d.Inbox-i) * time.Millisecond)}
+				at := now.Add(-time.Duration(d.Inbox-i) * time.Millisecond)
+				day := at.UTC().Truncate(24 * time.Hour)
+				return []any{"seed-start-" + strconv.Itoa(i), SeedID(i % max(d.Instances, 1)), at, day}
 			}},
-		{"step_history", []string{"instance_id", "version", "committed_at", "cause", "detail", "owner", "message_id"},
+		{"step_history_days", []string{"instance_id", "version", "committed_at", "cause", "detail", "owner", "message_id"},
 			d.History, func(i int) []any {
 				n := max(d.Instances, 1)
 				at := now.Add(-time.Duration(d.History-i) * time.Millisecond)

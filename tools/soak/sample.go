@@ -146,9 +146,12 @@ func (s *sampler) sample(ctx context.Context, published int64, final bool) error
 		return err
 	}
 	x.walBytes, x.walPerS = wal-s.wal, float64(wal-s.wal)/now.Sub(s.since).Seconds()
+	// The partitions by day of the inbox and the step history (inbox_days_
+	// YYYYMMDD) are summed under the names of their views.
 	rows, err := s.db.Query(ctx, `
-		SELECT relname, pg_table_size(relid), pg_indexes_size(relid), n_live_tup, n_dead_tup, autovacuum_count
-		  FROM pg_stat_user_tables WHERE schemaname = $1`, s.schema)
+		SELECT regexp_replace(relname, '_days_[0-9]{8}$', ''), sum(pg_table_size(relid))::bigint, sum(pg_indexes_size(relid))::bigint,
+		       sum(n_live_tup)::bigint, sum(n_dead_tup)::bigint, sum(autovacuum_count)::bigint
+		  FROM pg_stat_user_tables WHERE schemaname = $1 GROUP BY 1`, s.schema)
 	if err != nil {
 		return err
 	}
