@@ -23,12 +23,16 @@ const groupMax = 256
 // writers the groups were smaller and the 16-lane run slower
 // (BENCHMARKS.md).
 //
-// A group waits for more only when its first batch was handed in to wait
-// (a lone relay, while relays arrive at two or more per wait), for at
-// most wait after that hand-in, and only while more says another batch may
-// still come. Under a steady rate most relays arrive alone; a group of one
-// costs the database nearly what a group of several does, so the wait buys
-// back more CPU than the milliseconds it adds (BENCHMARKS.md, "Batch wait").
+// A group waits for more, for at most wait after its first hand-in, in two
+// cases. While its cohort is on its way (cohort): the batches of lanes whose
+// steps were ready at the same moment, so that they claim and commit
+// together as one lane's batch would, whatever the lane count (the lanes
+// of a backlog go on in step). And when its first batch was handed in to
+// wait (a lone relay, while relays arrive at two or more per wait), while
+// more says another batch may still come: under a steady rate most relays
+// arrive alone, and a group of one costs the database nearly what a group
+// of several does, so the wait buys back more CPU than the milliseconds it
+// adds (BENCHMARKS.md, "Batch wait").
 type gatherer[T, R any] struct {
 	reqs    chan *gathered[T, R]
 	max     int           // steps in one group (it may pass it by one batch)
