@@ -96,6 +96,9 @@ take:
 	if len(admitted) > 0 {
 		l.stepBatch(ctx, admitted, wait)
 	}
+	if len(rest) > 0 {
+		l.settle() // what is left runs on its own
+	}
 	for _, r := range rest {
 		l.handle(ctx, r)
 	}
@@ -120,6 +123,9 @@ type batched struct {
 func (l *lane) stepBatch(ctx context.Context, rs []*Resume, wait bool) {
 	var alone []*Resume // run on their own once the batch is answered
 	defer func() {
+		if len(alone) > 0 {
+			l.settle()
+		}
 		for _, r := range alone {
 			l.runOne(ctx, r)
 		}
@@ -129,6 +135,7 @@ func (l *lane) stepBatch(ctx context.Context, rs []*Resume, wait bool) {
 	for i, r := range rs {
 		reqs[i] = claims.BatchRequest{InstanceID: r.id, InboxID: r.InboxID()}
 	}
+	l.settle()
 	got := l.pool.claimer.do(claims.Batch{Claimer: l.claimer, Requests: reqs}, wait)
 	// The writer's groups wait for this batch until it is handed in or
 	// given up on, whichever exit comes first.
@@ -193,6 +200,7 @@ func (l *lane) stepBatch(ctx context.Context, rs []*Resume, wait bool) {
 	}
 	handedIn()
 	errs := l.pool.writer.do(cs, wait)
+	l.owed = true // the writer counted this lane in its next cohort
 	n := 0
 	for _, err := range errs {
 		if err == nil {

@@ -23,19 +23,31 @@ const groupMax = 256
 // writers the groups were smaller and the 16-lane run slower
 // (BENCHMARKS.md).
 //
-// A group waits for more only when its first batch was handed in to wait
-// (a lone relay, while relays arrive at two or more per wait), for at
-// most wait after that hand-in, and only while more says another batch may
-// still come. Under a steady rate most relays arrive alone; a group of one
-// costs the database nearly what a group of several does, so the wait buys
-// back more CPU than the milliseconds it adds (BENCHMARKS.md, "Batch wait").
+// A group waits for more, for at most wait after its first hand-in, in two
+// cases. While its cohort is on its way (cohort): the batches of lanes whose
+// steps were ready at the same moment, so that they claim and commit
+// together as one lane's batch would, whatever the lane count (the lanes
+// of a backlog go on in step). And when its first batch was handed in to
+// wait (a lone relay, while relays arrive at two or more per wait), while
+// more says another batch may still come: under a steady rate most relays
+// arrive alone, and a group of one costs the database nearly what a group
+// of several does, so the wait buys back more CPU than the milliseconds it
+// adds (BENCHMARKS.md, "Batch wait").
 type gatherer[T, R any] struct {
 	reqs    chan *gathered[T, R]
 	max     int           // steps in one group (it may pass it by one batch)
 	timeout time.Duration // bounds each group's statement or transaction
 	wait    time.Duration // the longest a group waits for more (0: never)
-	// more says whether another batch may still join a group of n batches.
+	// more says whether another batch may still join a group of n batches
+	// whose first may wait.
 	more func(n int) bool
+	// cohort, when set, says that batches of the same cohort are on their
+	// way: ready at the same moment as those in the group (claimed in one
+	// statement, or answered by one commit), their lanes are computing or
+	// taking their next batch. A group waits for them, up to wait, whether
+	// its first batch may wait or not: that is what keeps the steps of many
+	// lanes in as few statements and transactions as those of one.
+	cohort func() bool
 	// answered, when set, hears how many batches a group answers, just
 	// before they are.
 	answered func(n int)
@@ -63,14 +75,13 @@ type gathered[T, R any] struct {
 // its answer; wait lets its group wait for more (see gatherer). It always
 // returns: a gatherer runs until every lane has stopped, and each lane has
 // at most one batch in it at a time (reqs has room for all), so a hand-in
-// never waits.
+// never waits. A lane leaves the cohort a group waits for just before it
+// calls do: a group that saw it leave a moment early closes without it (it
+// joins the next), where one that saw it leave late would wait for nothing.
 func (g *gatherer[T, R]) do(batch T, wait bool) R {
 	g.pending.Add(1)
 	defer g.pending.Add(-1)
-	r := &gathered[T, R]{batch: batch, wait: wait && g.wait > 0, out: make(chan R, 1)}
-	if r.wait {
-		r.at = time.Now()
-	}
+	r := &gathered[T, R]{batch: batch, wait: wait && g.wait > 0, at: time.Now(), out: make(chan R, 1)}
 	g.reqs <- r
 	g.handedIn.Signal(struct{}{})
 	return <-r.out
@@ -93,8 +104,8 @@ func (g *gatherer[T, R]) loop(ctx context.Context, stop <-chan struct{}) {
 }
 
 // gather takes the batches already waiting behind first, up to max steps,
-// and when first may wait, those handed in until wait after it while more
-// may come.
+// and those handed in until wait after it while its cohort is on its way or,
+// when first may wait, while more may come.
 func (g *gatherer[T, R]) gather(first *gathered[T, R]) []*gathered[T, R] {
 	group, n := []*gathered[T, R]{first}, g.size(first.batch)
 	var deadline *time.Timer
@@ -108,7 +119,7 @@ func (g *gatherer[T, R]) gather(first *gathered[T, R]) []*gathered[T, R] {
 		select {
 		case r = <-g.reqs:
 		default:
-			if !first.wait || !g.more(len(group)) {
+			if !(first.wait && g.more(len(group))) && (g.cohort == nil || !g.cohort()) {
 				return group
 			}
 			if deadline == nil {
@@ -210,13 +221,15 @@ type claimed struct {
 	err   error
 }
 
-// newClaimGatherer's groups wait for at most wait, while a lane may still
-// come (each lane hands in one batch at a time); answered hears the batches
-// it answers (the writer expects them next).
-func newClaimGatherer(timeout, wait time.Duration, lanes int, answered func(n int)) *claimGatherer {
+// newClaimGatherer's groups wait for at most wait, while cohort says a lane
+// the writer answered may hand in its next batch, or, for a group that may
+// wait, while a lane may still come (each lane hands in one batch at a
+// time); answered hears the batches it answers (the writer expects them
+// next).
+func newClaimGatherer(timeout, wait time.Duration, lanes int, cohort func() bool, answered func(n int)) *claimGatherer {
 	return &claimGatherer{
 		reqs: make(chan *gathered[claims.Batch, claimed], lanes), max: groupMax, timeout: timeout,
-		wait: wait, more: func(n int) bool { return n < lanes }, answered: answered,
+		wait: wait, more: func(n int) bool { return n < lanes }, cohort: cohort, answered: answered,
 		size: func(b claims.Batch) int { return len(b.Requests) },
 		run: func(ctx context.Context, bs []claims.Batch) []claimed {
 			helds, errs := claims.ClaimBatch(ctx, bs)
@@ -233,11 +246,12 @@ func newClaimGatherer(timeout, wait time.Duration, lanes int, answered func(n in
 }
 
 // newWriteGatherer's groups wait for at most wait, while expected says a
-// lane whose batch was claimed has not handed it in yet.
-func newWriteGatherer(timeout, wait time.Duration, lanes int, expected func() bool) *writeGatherer {
+// lane whose batch was claimed has not handed it in yet (its cohort);
+// answered hears the batches it answers (the claimer expects them next).
+func newWriteGatherer(timeout, wait time.Duration, lanes int, expected func() bool, answered func(n int)) *writeGatherer {
 	return &writeGatherer{
 		reqs: make(chan *gathered[[]claims.Step, []error], lanes), max: groupMax, timeout: timeout,
-		wait: wait, more: func(int) bool { return expected() },
+		wait: wait, more: func(int) bool { return expected() }, cohort: expected, answered: answered,
 		size: func(steps []claims.Step) int { return len(steps) },
 		run: func(ctx context.Context, batches [][]claims.Step) [][]error {
 			var all []claims.Step

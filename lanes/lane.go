@@ -27,6 +27,19 @@ type lane struct {
 	batches bool
 	depth   prometheus.Gauge
 	bounces map[string]prometheus.Counter
+	// owed: the writer answered this lane's batch and the claimer's
+	// groups wait for its next one (Pool.writtenUnclaimed) until it hands
+	// one in or settles.
+	owed bool
+}
+
+// settle takes the lane out of the claimer's cohort: it hands in no batch
+// now (its inbox is empty, or what it runs next runs on its own).
+func (l *lane) settle() {
+	if l.owed {
+		l.owed = false
+		l.pool.writtenUnclaimed.Add(-1)
+	}
 }
 
 // run is the lane's supervisor: it survives panics in steps. Steps run under
@@ -34,6 +47,9 @@ type lane struct {
 // accepted resume has been answered.
 func (l *lane) run(ctx context.Context, quit <-chan struct{}) {
 	for {
+		if len(l.inbox) == 0 {
+			l.settle()
+		}
 		select {
 		case r := <-l.inbox:
 			if l.batches && batchable(r) {
@@ -42,8 +58,10 @@ func (l *lane) run(ctx context.Context, quit <-chan struct{}) {
 					continue
 				}
 			}
+			l.settle()
 			l.handle(ctx, r)
 		case <-quit:
+			l.settle()
 			return
 		}
 	}

@@ -150,12 +150,18 @@ type Pool struct {
 	// lanes' in one statement or transaction when they are ready together.
 	claimer *claimGatherer
 	writer  *writeGatherer
-	// arrivals times the batchable resumes the lanes take, and
+	// arrivals times the batchable resumes the lanes take;
 	// claimedUnwritten counts the batches the claimer has answered whose
 	// lanes have not handed them to the writer yet (nor given up): the
-	// writer's groups wait for those.
+	// writer's groups wait for those; writtenUnclaimed counts the lanes the
+	// writer has answered that have not handed their next batch to the
+	// claimer yet (nor found nothing to batch): the claimer's groups wait
+	// for those. So the lanes whose steps were ready together go on
+	// together, one cohort, and a cohort costs the statements and the WAL
+	// flush of one lane's batch whatever the lane count.
 	arrivals         *arrivals
 	claimedUnwritten atomic.Int32
+	writtenUnclaimed atomic.Int32
 	// adminLane runs administrative resumes under the replica's admin owner,
 	// beside the lanes (an admin call must meet a lane's claim, not queue
 	// behind its step). One lane, because an owner id belongs to one lane:
@@ -191,8 +197,10 @@ func New(deps Deps, cfg Config) *Pool {
 		deps.Hooks = &Hooks{}
 	}
 	p := &Pool{cfg: cfg, deps: deps, arrivals: newArrivals(cfg.BatchWait)}
-	p.claimer = newClaimGatherer(cfg.ClaimTimeout, cfg.BatchWait, cfg.Lanes, func(n int) { p.claimedUnwritten.Add(int32(n)) })
-	p.writer = newWriteGatherer(cfg.ClaimTimeout, cfg.BatchWait, cfg.Lanes, func() bool { return p.claimedUnwritten.Load() > 0 })
+	p.claimer = newClaimGatherer(cfg.ClaimTimeout, cfg.BatchWait, cfg.Lanes,
+		func() bool { return p.writtenUnclaimed.Load() > 0 }, func(n int) { p.claimedUnwritten.Add(int32(n)) })
+	p.writer = newWriteGatherer(cfg.ClaimTimeout, cfg.BatchWait, cfg.Lanes,
+		func() bool { return p.claimedUnwritten.Load() > 0 }, func(n int) { p.writtenUnclaimed.Add(int32(n)) })
 	p.adminLane = &lane{
 		n:       cfg.Lanes,
 		pool:    p,

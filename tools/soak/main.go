@@ -4,9 +4,13 @@
 // that drain rate) for a long time with autovacuum on, and
 // every minute the latency from publish to commit, the commit rate, the
 // tables' sizes and dead tuples, the WAL rate and the worker's memory and
-// goroutines. It writes a report (report.md), the samples (samples.tsv) and
-// a plot of p99 and table sizes over time (soak.png) into SOAK_OUT, and
-// exits 1 when a target is missed. See BENCHMARKS.md, "Soak".
+// goroutines; and every second (seconds.go) the latency, the commits, the
+// server's wait events (sampled), checkpoints and autovacuums, the worker's
+// GC pauses and lane waits, so that a stall can be traced to its cause. It
+// writes a report (report.md), the samples (samples.tsv), the seconds
+// (seconds.jsonl) and a plot of p99 and table sizes over time (soak.png)
+// into SOAK_OUT, and exits 1 when a target is missed. See BENCHMARKS.md,
+// "Soak".
 //
 // The instances run the benchmark's looping Modeler process (each relay is
 // one step: close the subscription, open the next), K of them round-robin;
@@ -140,9 +144,27 @@ func run() error {
 	}
 	perSecond := c.Rate.perSecond(capacity)
 	s := &sampler{db: db, schema: env.Schema, metrics: "http://" + w.httpAddr + "/metrics", prefix: bench.PingPrefix}
+	if err := os.MkdirAll(c.Out, 0o755); err != nil {
+		return err
+	}
+	secondsFile, err := os.Create(filepath.Join(c.Out, "seconds.jsonl"))
+	if err != nil {
+		return err
+	}
+	defer secondsFile.Close()
+	if s.rec, err = newRecorder(ctx, db, env.Schema, s.metrics, secondsFile); err != nil {
+		return err
+	}
 	if err := s.start(ctx); err != nil {
 		return err
 	}
+	s.rec.start(ctx)
+	recording := true
+	defer func() {
+		if recording {
+			_ = s.rec.end()
+		}
+	}()
 	total := int(perSecond * c.Duration.Seconds())
 	var published atomic.Int64
 	pubDone := make(chan error, 1)
@@ -175,6 +197,9 @@ func run() error {
 			if err := s.follow(ctx); err != nil {
 				return err
 			}
+			if err := s.rec.flush(s.read, false); err != nil {
+				return err
+			}
 		case <-tick.C:
 			if err := s.sample(ctx, published.Load(), false); err != nil {
 				return err
@@ -192,12 +217,16 @@ func run() error {
 		return err
 	}
 	elapsed := time.Since(began)
-	w.stop()
-
-	if err := os.MkdirAll(c.Out, 0o755); err != nil {
+	recording = false
+	if err := s.rec.end(); err != nil {
 		return err
 	}
-	rep := report{config: c, rate: perSecond, capacity: capacity, samples: s.samples, elapsed: elapsed, data: data.String(), offered: total, drained: drained}
+	if err := s.rec.flush(time.Now(), true); err != nil {
+		return err
+	}
+	w.stop()
+
+	rep := report{config: c, rate: perSecond, capacity: capacity, samples: s.samples, seconds: s.rec.all, elapsed: elapsed, data: data.String(), offered: total, drained: drained}
 	if err := writeFile(filepath.Join(c.Out, "samples.tsv"), rep.writeTSV); err != nil {
 		return err
 	}

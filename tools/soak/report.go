@@ -13,6 +13,7 @@ type report struct {
 	// before the offer (0: not measured).
 	rate, capacity float64
 	samples        []sample // the last is the drain after the offer stopped
+	seconds        []second // every second, in order
 	elapsed        time.Duration
 	data           string
 	offered        int
@@ -121,6 +122,15 @@ func (r report) writeMarkdown(w io.Writer) (int, error) {
 			met, missed = "**no**", missed+1
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", t.name, t.measured, t.wanted, met)
+	}
+	if worst := worstSeconds(r.seconds, 5); len(worst) > 0 {
+		fmt.Fprintln(w, "\nThe seconds of the highest p99 (seconds.jsonl has every second):")
+		fmt.Fprintln(w, "\n| at | commits | p50 | p99 | transactions | waits sampled most (of 10 a second) | checkpoints | autovacuums | GC pause | lane wait p99 |")
+		fmt.Fprintln(w, "|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|")
+		for _, x := range worst {
+			fmt.Fprintf(w, "| %.0fs | %d | %.1fms | %.1fms | %d | %s | %d | %d (%d running) | %.2fms in %.0f | %.1fms |\n", x.Elapsed, x.Commits, x.P50, x.P99, x.Transactions,
+				x.topWaits(4), x.Checkpoints, x.Autovacuums, x.AutovacuumWorkers, x.GCPause, x.GCs, x.LaneWaitP99)
+		}
 	}
 	fmt.Fprintln(w, "\nThe plot (soak.png) shows p99 and the instances table's size by interval; samples.tsv has every figure.")
 	return missed, nil

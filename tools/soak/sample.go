@@ -59,6 +59,8 @@ type sampler struct {
 	// that showed up as a spike in the next interval's latency.
 	read      time.Time
 	latencies []time.Duration
+	// rec, when set, hears each latency by the second it committed in.
+	rec *recorder
 }
 
 func (s *sampler) start(ctx context.Context) error {
@@ -102,6 +104,9 @@ func (s *sampler) readUntil(ctx context.Context, until time.Time) error {
 			return err
 		}
 		s.latencies = append(s.latencies, committed.Sub(published))
+		if s.rec != nil {
+			s.rec.latency(committed, committed.Sub(published))
+		}
 		return nil
 	}); err != nil {
 		return fmt.Errorf("reading the inbox: %w", err)
