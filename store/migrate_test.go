@@ -60,6 +60,7 @@ var migrationChecksums = map[string]string{
 	"0031_instance_cancelling.sql":            "1d1eb55a70137a0f8e81ea3a5927e2aac0c604b7c678ada8a26da6ade226d0bf",
 	"0032_replica_versions.sql":               "e4493b186ed605994d81561eab7f1eb4e1241edbf247793e0aab91d912424178",
 	"0033_console_operations.sql":             "3210abb0ab01332b2a5c82bc09cb4636b14f3f71ffb1b58f1e48b7c6e4d4474c",
+	"0034_instance_list_order.sql":            "596c318b59ee9cc67f9e41c6972d03ff84ce98469e7311b491fbb9e2c43cfd1f",
 }
 
 func TestMigrationFilesNeverChange(t *testing.T) {

@@ -52,6 +52,7 @@ type Store interface {
 	Instance(ctx context.Context, id string) (wire.Instance, error)
 	InstanceKeys(ctx context.Context, id string, vars bool) (store.KeyedInstance, error)
 	ListInstances(ctx context.Context, f store.InstanceFilter) (store.InstancePage, error)
+	CountInstances(ctx context.Context, f store.InstanceFilter) (store.InstanceCount, error)
 	ElementStatistics(ctx context.Context, key string, version int, after string, limit int) (
 		elements []wire.ElementStatistics, walked int, next string, err error)
 	ListIncidents(ctx context.Context, f store.IncidentFilter) ([]store.Incident, error)
@@ -503,10 +504,44 @@ func (s *API) listInstances(c *adminCall) (answer, error) {
 			}
 		}
 	}
+	f.Key, f.WaitingAt = q.Get("key"), q.Get("waiting_at")
+	// The times sort newest first unless asked otherwise; ids go up.
+	switch f.Sort = q.Get("sort"); f.Sort {
+	case "", "id":
+		f.Sort = store.SortID
+	case store.SortStart, store.SortEnd:
+		f.Desc = true
+		if after != "" {
+			if _, _, err := store.InstanceCursor(after); err != nil {
+				return answer{}, api.Invalidf("%v", err)
+			}
+		}
+	default:
+		return answer{}, api.Invalidf("sort %q is not id, start or end", f.Sort)
+	}
+	switch o := q.Get("order"); o {
+	case "":
+	case "asc", "desc":
+		f.Desc = o == "desc"
+	default:
+		return answer{}, api.Invalidf("order %q is not asc or desc", o)
+	}
+	total, err := optBool(c, "total")
+	if err != nil {
+		return answer{}, err
+	}
 	f.Scan = s.cfg.MaxScan
 	p, err := s.deps.Store.ListInstances(c.r.Context(), f)
 	if err != nil {
 		return answer{}, err
+	}
+	body := map[string]any{}
+	if total != nil && *total {
+		n, err := s.deps.Store.CountInstances(c.r.Context(), f)
+		if err != nil {
+			return answer{}, err
+		}
+		body["total"] = n
 	}
 	// A page the walk ended may hold fewer instances than the limit, and
 	// still name the next one.
@@ -517,7 +552,8 @@ func (s *API) listInstances(c *adminCall) (answer, error) {
 	if p.Instances == nil {
 		p.Instances = []wire.InstanceSummary{}
 	}
-	return answer{status: http.StatusOK, body: map[string]any{"instances": p.Instances, "next": next}}, nil
+	body["instances"], body["next"] = p.Instances, next
+	return answer{status: http.StatusOK, body: body}, nil
 }
 
 // cancel cancels an instance: 200 cancelled, or 202 cancelling while user

@@ -354,6 +354,10 @@ type InstanceSummary struct {
 	HasIncident bool          `json:"has_incident"`
 	CreatedAt   time.Time     `json:"created_at"`
 	UpdatedAt   time.Time     `json:"updated_at"`
+	// EndedAt is when it ended (null while it runs); DurationMS how long it
+	// ran, or has been running at the answer, in milliseconds.
+	EndedAt    *time.Time `json:"ended_at"`
+	DurationMS int64      `json:"duration_ms"`
 }
 
 // ElementStatistics counts, for one element of a definition version, the
