@@ -259,6 +259,9 @@ func TestTheInstanceListSortsByStartOrEndSearchesAndCounts(t *testing.T) {
 	if n := total("status=active&sort=start"); n["count"] != 2.0 || n["exact"] != true {
 		t.Errorf("total of the active: %v, want 2 exactly", n)
 	}
+	if n := total("sort=end"); n["count"] != 2.0 || n["exact"] != true {
+		t.Errorf("total of the ended: %v, want 2 exactly", n)
+	}
 	if _, ok := out["total"]; ok {
 		t.Errorf("a list not asked its total answered %v", out["total"])
 	}

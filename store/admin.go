@@ -472,14 +472,13 @@ type InstanceCount struct {
 	Exact bool  `json:"exact"`
 }
 
-// CountInstances counts the instances f matches (its order and cursor
-// aside) on a walk of at most InstanceCountCap of them, so that no page
+// CountInstances counts the instances f matches (its cursor aside; its
+// order only in that SortEnd counts the instances that ended) on a walk of at most InstanceCountCap of them, so that no page
 // view counts a large table: when the walk ends before the cap the count is
 // exact; otherwise it is the planner's estimate of the instances the walk
 // would reach (its index's condition) times the share of the walked ones
 // that passed the checks.
 func (s *Store) CountInstances(ctx context.Context, f InstanceFilter) (InstanceCount, error) {
-	f.Sort = SortID
 	q, err := instanceWalk(f)
 	if err != nil {
 		return InstanceCount{}, err
