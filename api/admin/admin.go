@@ -754,6 +754,17 @@ func (s *API) listIncidents(c *adminCall) (answer, error) {
 	out := make([]wire.Incident, len(list))
 	for i, inc := range list {
 		out[i] = store.WireIncident(inc)
+		if d := out[i].Definition; d != nil {
+			// The store caches the parsed processes: one parse per version.
+			p, err := s.deps.Store.Process(c.r.Context(), d.Key, d.Version)
+			if err != nil {
+				return answer{}, err
+			}
+			out[i].ProcessName = p.Name
+			if el := p.Element(out[i].Element); el != nil {
+				out[i].ElementName = el.Name
+			}
+		}
 	}
 	return pageOf("incidents", out, limit, func(i wire.Incident) string { return strconv.FormatInt(i.ID, 10) }), nil
 }

@@ -328,8 +328,12 @@ type Incident struct {
 	ErrorDetails *string    `json:"error_details"`
 	CreatedAt    time.Time  `json:"created_at"`
 	ResolvedAt   *time.Time `json:"resolved_at"`
-	// Definition is the process of its instance, in an incident list.
-	Definition *DefinitionRef `json:"definition,omitempty"`
+	// Definition is the process of its instance, in an incident list;
+	// ProcessName and ElementName are its and the element's names in the
+	// BPMN there (left out when they have none).
+	Definition  *DefinitionRef `json:"definition,omitempty"`
+	ProcessName string         `json:"process_name,omitempty"`
+	ElementName string         `json:"element_name,omitempty"`
 }
 
 // MaxCalledIncidents is the most called instances' incidents an instance
