@@ -236,7 +236,7 @@ func TestRetryingIncidentsFromThePagesResolvesThem(t *testing.T) {
 	incident := w.onlyID(t, "/incidents?open=true&instance_id=e-2", "incidents")
 	ctx := browser(t)
 	run(t, ctx, signIn(w.base+"/ui/incidents", adminToken),
-		chromedp.WaitVisible(chromedp.Search(`//td[text()="Check"]`)))
+		chromedp.WaitVisible(chromedp.Search(`//td/span[@title="Check" and text()="Amount known?"]`)))
 	shown(t, ctx, "incidents")
 
 	w.v1(t, "PATCH", "/instances/e-2/variables", map[string]any{"amount": 12}, nil)
