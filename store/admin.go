@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -398,7 +399,10 @@ func (s *Store) ListInstances(ctx context.Context, f InstanceFilter) (InstancePa
 		walkLimit = f.Scan
 	}
 	keep := q.keep()
-	walkArg, limitArg := q.arg(walkLimit), q.arg(f.Limit)
+	// The limits are written into the statement, not passed: a generic
+	// plan, blind to them, would sort the whole table by time rather than
+	// walk the index for a few rows.
+	walkArg, limitArg := strconv.Itoa(walkLimit), strconv.Itoa(f.Limit)
 	rows, err := s.pool.Query(ctx, fmt.Sprintf(`
 		WITH walked AS MATERIALIZED (
 			SELECT i.id, %[1]s AS t, (%[2]s) AS keep FROM instances i WHERE %[3]s ORDER BY %[4]s LIMIT %[5]s),
