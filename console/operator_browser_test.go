@@ -464,7 +464,7 @@ func TestTheInstanceListSortsCountsAndSearchesByKeyElementAndVariable(t *testing
 		chromedp.WaitVisible(chromedp.Search(`//p[@id="instance-count" and text()="4 instance(s) match."]`)),
 		chromedp.WaitVisible(chromedp.Search(`//tr[td/a[text()="s-2"]]/td[last()-1]/time`)),
 		chromedp.WaitVisible(chromedp.Search(`//tr[td/a[text()="s-1"]]/td[last()][contains(., "(running)")]`)))
-	shown(t, ctx, "instance-list")
+	shown(t, ctx, "instances")
 	run(t, ctx, chromedp.SetValue(chromedp.CSS(`select[name="sort"]`), "end"),
 		chromedp.Click(chromedp.Search(`//button[text()="Filter"]`)),
 		rows("s-2"),
@@ -500,7 +500,6 @@ func TestTheHeatmapAndTheIncidentsPageNameTheirElements(t *testing.T) {
 	run(t, ctx, chromedp.Navigate(w.base+"/ui/incidents"),
 		chromedp.WaitVisible(chromedp.Search(`//td/span[@title="expense v1"]/a[text()="Expense v1"]`)),
 		chromedp.WaitVisible(chromedp.Search(`//td/span[@title="Check" and text()="Amount known?"]`)))
-	shown(t, ctx, "incidents-named")
 	var page struct {
 		Incidents []struct {
 			ProcessName string `json:"process_name"`
