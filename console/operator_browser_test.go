@@ -235,7 +235,7 @@ func TestAnIncidentShowsItsWorkersErrorUnderABanner(t *testing.T) {
 		chromedp.WaitVisible(chromedp.Search(`//details/pre[contains(., "Charge.java:42")]`)))
 	shown(t, ctx, "incident")
 	run(t, ctx, chromedp.Navigate(w.base+"/ui/incidents"),
-		chromedp.WaitVisible(chromedp.Search(`//td/a[text()="charge v1"]`)))
+		chromedp.WaitVisible(chromedp.Search(`//td/span[@title="charge v1"]/a[text()="Charge v1"]`)))
 
 	var page struct {
 		Incidents []struct {
