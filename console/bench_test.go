@@ -110,14 +110,20 @@ func BenchmarkTheConsoleWithAMillionInstances(b *testing.B) {
 // call's among those answered by then (the server's share, round trip).
 func drawn(b *testing.B, ctx context.Context, url, selector string) (ms, api float64) {
 	b.Helper()
-	// The selector rides in the address's fragment-free session: set it
-	// before the page's scripts run, on every new document.
-	run(b, ctx, chromedp.Navigate("about:blank"))
-	run(b, ctx, func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-		_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
+	// The selector is set before the page's scripts run, by a script on
+	// the next new document, removed once the page drew.
+	var added page.AddScriptToEvaluateOnNewDocumentResult
+	run(b, ctx, chromedp.Navigate("about:blank"), func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		var err error
+		added, err = cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
 			Source: fmt.Sprintf("window.drawnSelector = %q;", selector)})
 		return chromedp.Void{}, err
 	}, chromedp.Navigate(url))
+	defer run(b, ctx, func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		_, err := cdp.Call(ctx, tg, page.RemoveScriptToEvaluateOnNewDocument,
+			page.RemoveScriptToEvaluateOnNewDocumentParams{Identifier: added.Identifier})
+		return chromedp.Void{}, err
+	})
 	// The poll answers both figures at once, from the page that drew.
 	v, err := chromedp.Run(ctx, chromedp.Poll[[]float64](`window.drawnAt !== null && [window.drawnAt,
 		Math.max(0, ...performance.getEntriesByType('resource')
