@@ -5,7 +5,7 @@ PKGS      := ./...
 # A short fuzz run of each parser target in CI.
 FUZZTIME  ?= 10s
 
-.PHONY: build console test test-upgrade test-ha demo bench bench-data bench-plans bench-camunda soak lint services fuzz clean check-deploy tools
+.PHONY: build console test test-upgrade test-ha demo bench bench-console bench-data bench-plans bench-camunda soak lint services fuzz clean check-deploy tools
 
 # worker version: the release (a tag at HEAD, else the release RELEASES
 # records for HEAD, else "devel") and the commit.
@@ -76,6 +76,13 @@ demo: services build
 # make bench BENCHFLAGS='-lanes 16 -relays 5000'.
 bench: services tools
 	bin/sutra-bench $(BENCHFLAGS)
+
+# The web console's budgets (issue 40; docs/console.md, "Budgets"): a
+# million instances (1% active) seeded into a scratch schema, then the
+# instance list and instance pages drawn in headless Chromium, 10 loads
+# each, and the bundle's gzipped size. About 2 minutes, most of it seeding.
+bench-console: services console
+	CHROMIUM="$$(scripts/chromium.sh)" $(GO) test -run '^$$' -bench BenchmarkTheConsole -benchtime 10x -timeout 20m ./console
 
 # Cost as the data grows (BENCHMARKS.md): 16 lanes on the K instances alone,
 # then on a million seeded instances, then on the same with 2 kB of variables

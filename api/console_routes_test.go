@@ -184,3 +184,104 @@ func TestWhoAmINamesTheScopeTheTokenOpens(t *testing.T) {
 		}
 	}
 }
+
+// The instance list sorts by start or end time, newest first, searches by
+// business key and by the element a token waits at, and counts what its
+// filters match: exactly up to store.InstanceCountCap walked, else an
+// estimate it says is one.
+func TestTheInstanceListSortsByStartOrEndSearchesAndCounts(t *testing.T) {
+	t.Parallel()
+	b := setupAdmin(t, nil, nil)
+	for _, id := range []string{"o-1", "o-2", "o-3", "o-4"} {
+		b.startShop(t, id)
+	}
+	for _, id := range []string{"o-2", "o-3"} {
+		if status, out := b.do(t, "POST", "/instances/"+id+"/cancel", nil); status != http.StatusOK {
+			t.Fatalf("cancel %s: %d %v", id, status, out)
+		}
+	}
+	// What a start by a message with a correlation key leaves on the row.
+	if _, err := b.env.DB.Exec(testkit.Ctx(t), "UPDATE instances SET start_correlation_key = 'order-1' WHERE id = 'o-1'"); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		q    url.Values
+		want []string
+	}{
+		{url.Values{"sort": {"start"}}, []string{"o-4", "o-3", "o-2", "o-1"}},
+		{url.Values{"sort": {"start"}, "order": {"asc"}}, []string{"o-1", "o-2", "o-3", "o-4"}},
+		{url.Values{"sort": {"end"}}, []string{"o-3", "o-2"}},
+		{url.Values{"sort": {"end"}, "order": {"asc"}}, []string{"o-2", "o-3"}},
+		{url.Values{"sort": {"start"}, "status": {"active"}}, []string{"o-4", "o-1"}},
+		{url.Values{"key": {"order-1"}}, []string{"o-1"}},
+		{url.Values{"key": {"order-2"}}, nil},
+		{url.Values{"waiting_at": {"Event_Paid"}}, []string{"o-1", "o-4"}},
+		{url.Values{"waiting_at": {"Task_Ship"}}, nil},
+		{url.Values{"sort": {"start"}, "created_after": {time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}}, nil},
+	}
+	for _, c := range cases {
+		if got, _ := b.instanceIDs(t, c.q); !slices.Equal(got, c.want) {
+			t.Errorf("GET /instances?%s: %v, want %v", c.q.Encode(), got, c.want)
+		}
+	}
+	// A time order's cursor pages on: newest first, one a page.
+	q := url.Values{"sort": {"start"}, "limit": {"1"}}
+	var pages []string
+	for len(pages) < 6 {
+		ids, next := b.instanceIDs(t, q)
+		pages = append(pages, ids...)
+		if next == nil {
+			break
+		}
+		q.Set("after", fmt.Sprint(next))
+	}
+	if want := []string{"o-4", "o-3", "o-2", "o-1"}; !slices.Equal(pages, want) {
+		t.Errorf("pages of one by start: %v, want %v", pages, want)
+	}
+	// Ended instances carry their end and how long they ran.
+	_, out := b.do(t, "GET", "/instances?sort=end&limit=1", nil)
+	list, _ := asList(out["instances"])
+	if len(list) != 1 || list[0]["ended_at"] == nil || list[0]["duration_ms"].(float64) < 0 {
+		t.Errorf("an ended instance: %v, want its ended_at and duration_ms", list)
+	}
+	total := func(q string) map[string]any {
+		t.Helper()
+		status, out := b.do(t, "GET", "/instances?total=true&"+q, nil)
+		if status != http.StatusOK {
+			t.Fatalf("GET /instances?total=true&%s: %d %v", q, status, out)
+		}
+		n, _ := out["total"].(map[string]any)
+		return n
+	}
+	if n := total("definition=shop"); n["count"] != 4.0 || n["exact"] != true {
+		t.Errorf("total of shop: %v, want 4 exactly", n)
+	}
+	if n := total("status=active&sort=start"); n["count"] != 2.0 || n["exact"] != true {
+		t.Errorf("total of the active: %v, want 2 exactly", n)
+	}
+	if n := total("sort=end"); n["count"] != 2.0 || n["exact"] != true {
+		t.Errorf("total of the ended: %v, want 2 exactly", n)
+	}
+	if _, ok := out["total"]; ok {
+		t.Errorf("a list not asked its total answered %v", out["total"])
+	}
+	// Past the cap, the count is an estimate and says so.
+	if _, err := b.env.DB.Exec(testkit.Ctx(t), `INSERT INTO instances (id, definition_key, definition_version, status, version)
+		SELECT 'seed-' || n, 'shop', 1, 'completed', 1 FROM generate_series(1, 30000) n`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.env.DB.Exec(testkit.Ctx(t), "ANALYZE instances"); err != nil {
+		t.Fatal(err)
+	}
+	if n := total("definition=shop&status=completed"); n["exact"] != false || n["count"].(float64) < 25000 || n["count"].(float64) > 35000 {
+		t.Errorf("total of 30000 completed: %v, want an estimate near 30000", n)
+	}
+	if ended := b.env.Int(t, "SELECT count(*) FROM instances WHERE status = 'completed' AND ended_at IS NOT NULL"); ended != 30000 {
+		t.Errorf("%d of 30000 instances created ended have ended_at", ended)
+	}
+	for _, bad := range []string{"sort=nope", "order=up", "sort=start&after=o-1", "total=maybe"} {
+		if status, _ := b.do(t, "GET", "/instances?"+bad, nil); status != http.StatusBadRequest {
+			t.Errorf("GET /instances?%s: %d, want 400", bad, status)
+		}
+	}
+}

@@ -16,6 +16,8 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
+
+	"github.com/sutra-run/worker/internal/testkit"
 )
 
 // A called instance's id holds '/' (<parent>/<token>): it opens from its
@@ -233,7 +235,7 @@ func TestAnIncidentShowsItsWorkersErrorUnderABanner(t *testing.T) {
 		chromedp.WaitVisible(chromedp.Search(`//details/pre[contains(., "Charge.java:42")]`)))
 	shown(t, ctx, "incident")
 	run(t, ctx, chromedp.Navigate(w.base+"/ui/incidents"),
-		chromedp.WaitVisible(chromedp.Search(`//td/a[text()="charge v1"]`)))
+		chromedp.WaitVisible(chromedp.Search(`//td/span[@title="charge v1"]/a[text()="Charge v1"]`)))
 
 	var page struct {
 		Incidents []struct {
@@ -356,7 +358,7 @@ func TestTheInstanceListSearchesByIDShowsDurationsAndRefreshes(t *testing.T) {
 	run(t, ctx, signIn(w.base+"/ui/instances?definition=expense", adminToken),
 		chromedp.WaitVisible(chromedp.Search(`//tr[td/a[text()="e-11"]]/td[contains(., "s (running)")]`)),
 		chromedp.SendKeys(chromedp.CSS(`#search-id`), "nope\n"),
-		chromedp.WaitVisible(chromedp.Search(`//p[@role="alert" and text()="No instance nope."]`)))
+		chromedp.WaitVisible(chromedp.Search(`//p[@role="alert" and text()="No instance has the id or the business key nope."]`)))
 	w.v1(t, "POST", "/instances/e-11/cancel", map[string]any{}, nil)
 	run(t, ctx, chromedp.WaitVisible(chromedp.Search(`//tr[td/a[text()="e-11"]]/td[text()="cancelled"]`)),
 		chromedp.WaitNotPresent(chromedp.Search(`//tr[td/a[text()="e-11"]]/td[contains(., "(running)")]`)),
@@ -403,10 +405,11 @@ func TestTheInstanceListGoesBackAPage(t *testing.T) {
 	row := func(id string) chromedp.Action[chromedp.Void] {
 		return chromedp.WaitVisible(chromedp.Search(`//td/a[text()="` + id + `"]`))
 	}
-	run(t, ctx, signIn(w.base+"/ui/instances?definition=expense", adminToken), row("p-00"),
-		chromedp.Click(chromedp.Search(`//a[text()="Next page →"]`)), row("p-54"),
-		chromedp.WaitNotPresent(chromedp.Search(`//td/a[text()="p-00"]`)),
-		chromedp.Click(chromedp.Search(`//a[text()="← Previous page"]`)), row("p-00"),
+	// Newest first: p-54 to p-05, then p-04 to p-00.
+	run(t, ctx, signIn(w.base+"/ui/instances?definition=expense", adminToken), row("p-54"),
+		chromedp.Click(chromedp.Search(`//a[text()="Next page →"]`)), row("p-00"),
+		chromedp.WaitNotPresent(chromedp.Search(`//td/a[text()="p-54"]`)),
+		chromedp.Click(chromedp.Search(`//a[text()="← Previous page"]`)), row("p-54"),
 		chromedp.WaitNotPresent(chromedp.Search(`//a[text()="← Previous page"]`)),
 		chromedp.WaitVisible(chromedp.Search(`//a[text()="Next page →"]`)))
 }
@@ -433,5 +436,78 @@ func TestAnInstanceIsModifiedFromItsPageAfterAPreflight(t *testing.T) {
 		chromedp.WaitNotPresent(chromedp.Search(`//button[text()="Cancel instance"]`)))
 	if open := w.env.Int(t, "SELECT count(*) FROM incidents WHERE instance_id = 'g-9' AND resolved_at IS NULL"); open != 0 {
 		t.Errorf("%d incidents of g-9 left open by the modification", open)
+	}
+}
+
+// The instance list shows the newest started first, the latest ended
+// first when asked, counts what matches, filters by the element a token
+// waits at (by its name) and searches by business key and by a variable.
+func TestTheInstanceListSortsCountsAndSearchesByKeyElementAndVariable(t *testing.T) {
+	t.Parallel()
+	w := startWorker(t)
+	startExpense(t, w, "s-1", map[string]any{"amount": 1})
+	startExpense(t, w, "s-2", map[string]any{"amount": 2})
+	startExpense(t, w, "s-3", nil) // stopped at the gateway, in an incident
+	startExpense(t, w, "s-4", map[string]any{"amount": 4})
+	w.v1(t, "POST", "/instances/s-2/cancel", map[string]any{}, nil)
+	// What a start by a message with a correlation key leaves on the row.
+	if _, err := w.env.DB.Exec(testkit.Ctx(t), "UPDATE instances SET start_correlation_key = 'claim-4' WHERE id = 's-4'"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := browser(t)
+	rows := func(want ...string) chromedp.Action[chromedp.Void] {
+		return chromedp.Poll[chromedp.Void](`[...document.querySelectorAll('tbody td:nth-child(2) a')].map((a) => a.textContent).join(' ') === ` +
+			"`" + strings.Join(want, " ") + "`")
+	}
+	run(t, ctx, signIn(w.base+"/ui/instances", adminToken),
+		rows("s-4", "s-3", "s-2", "s-1"),
+		chromedp.WaitVisible(chromedp.Search(`//p[@id="instance-count" and text()="4 instance(s) match."]`)),
+		chromedp.WaitVisible(chromedp.Search(`//tr[td/a[text()="s-2"]]/td[last()-1]/time`)),
+		chromedp.WaitVisible(chromedp.Search(`//tr[td/a[text()="s-1"]]/td[last()][contains(., "(running)")]`)))
+	shown(t, ctx, "instances")
+	run(t, ctx, chromedp.SetValue(chromedp.CSS(`select[name="sort"]`), "end"),
+		chromedp.Click(chromedp.Search(`//button[text()="Filter"]`)),
+		rows("s-2"),
+		chromedp.WaitVisible(chromedp.Search(`//caption[text()="Instances, latest ended first (ended only)"]`)),
+		chromedp.Navigate(w.base+"/ui/instances?definition=expense"),
+		chromedp.WaitReady(chromedp.Search(`//select[@name="waiting_at"]/option[@value="Review" and @title="Review" and text()="Review expense (Review)"]`)),
+		chromedp.SetValue(chromedp.CSS(`select[name="waiting_at"]`), "Review"),
+		chromedp.Click(chromedp.Search(`//button[text()="Filter"]`)),
+		rows("s-4", "s-1"),
+		chromedp.WaitVisible(chromedp.Search(`//p[@id="instance-count" and text()="2 instance(s) match."]`)))
+	shown(t, ctx, "waiting-at")
+	run(t, ctx, chromedp.SendKeys(chromedp.CSS(`#search-id`), "claim-4\n"),
+		chromedp.WaitVisible(chromedp.Search(`//h1[text()="Instance s-4"]`)),
+		chromedp.Navigate(w.base+"/ui/instances"),
+		chromedp.WaitVisible(chromedp.CSS(`#search-id`)),
+		chromedp.SendKeys(chromedp.CSS(`#search-id`), "amount=2\n"),
+		rows("s-2"),
+		chromedp.Poll[chromedp.Void](`document.querySelector('input[name="variable"]').value === 'amount'`))
+}
+
+// The heatmap's badges and the incidents page name the elements and the
+// process by their names, their ids on hover.
+func TestTheHeatmapAndTheIncidentsPageNameTheirElements(t *testing.T) {
+	t.Parallel()
+	w := startWorker(t)
+	startExpense(t, w, "n-1", map[string]any{"amount": 1})
+	startExpense(t, w, "n-2", nil) // an incident at the gateway Check
+	ctx := browser(t)
+	run(t, ctx, signIn(w.base+"/ui/processes/expense", adminToken),
+		chromedp.WaitVisible(chromedp.CSS(`.badge.active[aria-label="Review expense: 1 active token(s)"][title="Review expense (id Review): 1 active token(s)"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.badge.incident[aria-label="Amount known?: 1 open incident(s)"][title="Amount known? (id Check): 1 open incident(s)"]`)))
+	shown(t, ctx, "heatmap")
+	run(t, ctx, chromedp.Navigate(w.base+"/ui/incidents"),
+		chromedp.WaitVisible(chromedp.Search(`//td/span[@title="expense v1"]/a[text()="Expense v1"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//td/span[@title="Check" and text()="Amount known?"]`)))
+	var page struct {
+		Incidents []struct {
+			ProcessName string `json:"process_name"`
+			ElementName string `json:"element_name"`
+		} `json:"incidents"`
+	}
+	w.v1(t, "GET", "/incidents?open=true", nil, &page)
+	if len(page.Incidents) != 1 || page.Incidents[0].ProcessName != "Expense" || page.Incidents[0].ElementName != "Amount known?" {
+		t.Errorf("open incidents: %+v, want one of Expense at Amount known?", page.Incidents)
 	}
 }

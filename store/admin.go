@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -298,8 +299,8 @@ func scanIncident(r pgx.CollectableRow) (Incident, error) {
 	return i, err
 }
 
-// InstanceFilter narrows an instance list; After is the cursor (the last id
-// of the previous page). Empty fields do not filter.
+// InstanceFilter narrows an instance list; After is the cursor (from the
+// previous page's Next). Empty fields do not filter.
 type InstanceFilter struct {
 	Definition  string
 	Version     int
@@ -311,10 +312,22 @@ type InstanceFilter struct {
 	Value    json.RawMessage
 	// CreatedAfter and CreatedBefore bound the creation time [after, before).
 	CreatedAfter, CreatedBefore time.Time
-	Limit                       int
-	After                       string
+	// Key keeps the instances started with this business key (the
+	// correlation key of the message that started them), by
+	// instances_start_key (0035). WaitingAt keeps those with a token at
+	// that element. Neither is a batch's filter: a replica of the previous
+	// release, which may run a batch, would not know them.
+	Key       string `json:"-"`
+	WaitingAt string `json:"-"`
+	// Sort is the order of the list: SortID (""), SortStart or SortEnd;
+	// Desc reverses it (newest first for the times).
+	Sort  string `json:"-"`
+	Desc  bool   `json:"-"`
+	Limit int
+	After string
 	// Scan is the most instances a page walks to check the filters no
-	// index serves (all but Definition); required when any is set.
+	// index serves (all but Definition and Key, and the creation time
+	// under SortStart); required when any is set.
 	Scan int
 }
 
@@ -333,6 +346,27 @@ type InstanceSummary struct {
 	HasIncident bool
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+	// EndedAt is when it ended, nil while it runs.
+	EndedAt *time.Time
+}
+
+// The orders of an instance list: by id, by start (creation) time, by end
+// time (the instances that ended only). A time order's cursor is the
+// time and the id, "<RFC 3339 time>|<id>".
+const (
+	SortID    = ""
+	SortStart = "start"
+	SortEnd   = "end"
+)
+
+// InstanceCursor reads the cursor of a time order.
+func InstanceCursor(after string) (time.Time, string, error) {
+	at, id, ok := strings.Cut(after, "|")
+	t, err := time.Parse(time.RFC3339Nano, at)
+	if !ok || err != nil {
+		return t, "", fmt.Errorf("after %q is not a cursor of this order (<RFC 3339 time>|<id>)", after)
+	}
+	return t, id, nil
 }
 
 // InstancePage is one page of an instance list. Next is the cursor of the
@@ -343,96 +377,181 @@ type InstancePage struct {
 	Next      string
 }
 
-// ListInstances pages through instances by id. It walks the instances in id
-// order, by the primary key or, for a definition, instances_definition
-// (0022), and stops at the page's end; the other filters are checked on the
-// instances walked, at most f.Scan of them per page, so that a filter few
-// instances pass costs one bounded walk per page, not a scan of the table.
-func (s *Store) ListInstances(ctx context.Context, f InstanceFilter) (InstancePage, error) {
-	walk := []string{"i.version > 0", "i.id > $1"}
-	var checks []string
-	args := []any{f.After}
-	arg := func(v any) string {
-		args = append(args, v)
-		return fmt.Sprintf("$%d", len(args))
+// InstanceCountCap is the most instances CountInstances walks: past it the
+// count is an estimate.
+const InstanceCountCap = 10_000
+
+// instanceQuery is the walk of an instance list: the conditions its index
+// serves and the checks it makes on each instance walked.
+type instanceQuery struct {
+	walk, checks []string
+	args         []any
+	sortColumn   string
+}
+
+func (q *instanceQuery) arg(v any) string {
+	q.args = append(q.args, v)
+	return fmt.Sprintf("$%d", len(q.args))
+}
+
+func (q *instanceQuery) keep() string {
+	if len(q.checks) == 0 {
+		return "true"
+	}
+	return strings.Join(q.checks, " AND ")
+}
+
+// instanceWalk builds f's walk and checks, the cursor aside.
+func instanceWalk(f InstanceFilter) (*instanceQuery, error) {
+	q := &instanceQuery{walk: []string{"i.version > 0"}}
+	switch f.Sort {
+	case SortID:
+		q.sortColumn = "NULL::timestamptz"
+	case SortStart:
+		q.sortColumn = "i.created_at"
+	case SortEnd:
+		q.sortColumn = "i.ended_at"
+		q.walk = append(q.walk, "i.ended_at IS NOT NULL")
+	default:
+		return nil, fmt.Errorf("sort %q is not %q or %q", f.Sort, SortStart, SortEnd)
 	}
 	if f.Definition != "" {
-		walk = append(walk, "i.definition_key = "+arg(f.Definition))
+		q.walk = append(q.walk, "i.definition_key = "+q.arg(f.Definition))
+	}
+	if f.Key != "" {
+		q.walk = append(q.walk, "i.start_correlation_key = "+q.arg(f.Key))
 	}
 	if f.Version != 0 {
-		checks = append(checks, "i.definition_version = "+arg(f.Version))
+		q.checks = append(q.checks, "i.definition_version = "+q.arg(f.Version))
 	}
 	if f.Status != "" {
-		checks = append(checks, "i.status = "+arg(f.Status))
+		q.checks = append(q.checks, "i.status = "+q.arg(f.Status))
 	}
 	if f.HasIncident != nil {
-		checks = append(checks, arg(*f.HasIncident)+" = "+openIncidentSQL)
+		q.checks = append(q.checks, q.arg(*f.HasIncident)+" = "+openIncidentSQL)
 	}
 	if f.Variable != "" {
-		checks = append(checks, fmt.Sprintf("i.variables -> %s = %s::jsonb", arg(f.Variable), arg(string(f.Value))))
+		q.checks = append(q.checks, fmt.Sprintf("i.variables -> %s = %s::jsonb", q.arg(f.Variable), q.arg(string(f.Value))))
+	}
+	if f.WaitingAt != "" {
+		q.checks = append(q.checks, fmt.Sprintf("i.tokens -> 'tokens' @> jsonb_build_array(jsonb_build_object('el', %s::text))", q.arg(f.WaitingAt)))
+	}
+	// Under SortStart the creation time bounds the index's range.
+	created := &q.checks
+	if f.Sort == SortStart {
+		created = &q.walk
 	}
 	if !f.CreatedAfter.IsZero() {
-		checks = append(checks, "i.created_at >= "+arg(f.CreatedAfter))
+		*created = append(*created, "i.created_at >= "+q.arg(f.CreatedAfter))
 	}
 	if !f.CreatedBefore.IsZero() {
-		checks = append(checks, "i.created_at < "+arg(f.CreatedBefore))
+		*created = append(*created, "i.created_at < "+q.arg(f.CreatedBefore))
 	}
-	keep := "true"
-	if len(checks) > 0 {
-		keep = strings.Join(checks, " AND ")
+	return q, nil
+}
+
+// ListInstances pages through instances in f's order. It walks the
+// instances by an index, the primary key (id order), instances_created or
+// instances_definition_created (start time), instances_ended (end time),
+// instances_definition (a definition in id order, 0022) or
+// instances_start_key (a business key, 0035), and stops at the page's end;
+// the other filters are checked on the instances walked, at most f.Scan of
+// them per page, so that a filter few instances pass costs one bounded walk
+// per page, not a scan of the table.
+func (s *Store) ListInstances(ctx context.Context, f InstanceFilter) (InstancePage, error) {
+	q, err := instanceWalk(f)
+	if err != nil {
+		return InstancePage{}, err
+	}
+	dir, back, cmp := "", " DESC", ">"
+	if f.Desc {
+		dir, back, cmp = " DESC", "", "<"
+	}
+	switch {
+	case f.Sort == SortID:
+		if f.After != "" || !f.Desc {
+			q.walk = append(q.walk, "i.id "+cmp+" "+q.arg(f.After))
+		}
+	case f.After != "":
+		t, id, err := InstanceCursor(f.After)
+		if err != nil {
+			return InstancePage{}, err
+		}
+		q.walk = append(q.walk, fmt.Sprintf("(%s, i.id) %s (%s, %s)", q.sortColumn, cmp, q.arg(t), q.arg(id)))
+	}
+	order := "i.id" + dir
+	if f.Sort != SortID {
+		order = q.sortColumn + dir + ", i.id" + dir
 	}
 	// The walk is the page when nothing is checked on it; otherwise it is
 	// f.Scan instances, of which the page keeps the first f.Limit that pass.
-	// The last row (id NULL) carries the last id walked, the cursor of a
-	// page the walk ended.
+	// The last row (id NULL) carries the last instance walked, the cursor
+	// of a page the walk ended, and how many were walked.
 	walkLimit := f.Limit
-	if len(checks) > 0 {
+	if len(q.checks) > 0 {
 		walkLimit = f.Scan
 	}
-	walkArg, limitArg := arg(walkLimit), arg(f.Limit)
+	keep := q.keep()
+	// The limits are written into the statement, not passed: a generic
+	// plan, blind to them, would sort the whole table by time rather than
+	// walk the index for a few rows.
+	walkArg, limitArg := strconv.Itoa(walkLimit), strconv.Itoa(f.Limit)
 	rows, err := s.pool.Query(ctx, fmt.Sprintf(`
 		WITH walked AS MATERIALIZED (
-			SELECT i.id, (%s) AS keep FROM instances i WHERE %s ORDER BY i.id LIMIT %s),
-		page AS (SELECT id FROM walked WHERE keep ORDER BY id LIMIT %s)
-		SELECT i.id, i.zeebe_key, i.definition_key, i.definition_version, i.status, i.version, %s, i.created_at, i.updated_at, NULL, NULL
+			SELECT i.id, %[1]s AS t, (%[2]s) AS keep FROM instances i WHERE %[3]s ORDER BY %[4]s LIMIT %[5]s),
+		page AS (SELECT id FROM walked WHERE keep ORDER BY t%[6]s, id%[6]s LIMIT %[7]s),
+		last AS (SELECT id, t FROM walked ORDER BY t%[9]s, id%[9]s LIMIT 1)
+		SELECT false AS summary, i.id, i.zeebe_key, i.definition_key, i.definition_version, i.status, i.version, %[8]s,
+		       i.created_at, i.updated_at, i.ended_at, %[1]s AS t, NULL::bigint
 		  FROM page JOIN instances i ON i.id = page.id
 		UNION ALL
-		SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT max(id) FROM walked), (SELECT count(*) FROM walked)
-		 ORDER BY 1`,
-		keep, strings.Join(walk, " AND "), walkArg, limitArg, openIncidentSQL), args...)
+		SELECT true, (SELECT id FROM last), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT t FROM last),
+		       (SELECT count(*) FROM walked)
+		 ORDER BY summary, t%[6]s, id%[6]s`,
+		q.sortColumn, keep, strings.Join(q.walk, " AND "), order, walkArg, dir, limitArg, openIncidentSQL, back), q.args...)
 	if err != nil {
 		return InstancePage{}, translate(err, "listing instances")
 	}
 	var page InstancePage
-	var walkedTo *string
+	var last string
 	var walked int
+	cursor := func(id string, t *time.Time) string {
+		if f.Sort == SortID || t == nil {
+			return id
+		}
+		return t.UTC().Format(time.RFC3339Nano) + "|" + id
+	}
 	for rows.Next() {
-		var id, key, status, last *string
+		var summary bool
+		var id, key, status *string
 		var zeebeKey *int64
 		var version *int
 		var step *int64
 		var incident *bool
-		var created, updated *time.Time
+		var created, updated, ended, t *time.Time
 		var n *int
-		if err := rows.Scan(&id, &zeebeKey, &key, &version, &status, &step, &incident, &created, &updated, &last, &n); err != nil {
+		if err := rows.Scan(&summary, &id, &zeebeKey, &key, &version, &status, &step, &incident, &created, &updated, &ended, &t, &n); err != nil {
 			rows.Close()
 			return InstancePage{}, translate(err, "listing instances")
 		}
-		if id == nil {
-			walkedTo, walked = last, *n
+		if summary {
+			walked = *n
+			if id != nil {
+				last = cursor(*id, t)
+			}
 			continue
 		}
 		page.Instances = append(page.Instances, InstanceSummary{ID: *id, ZeebeKey: *zeebeKey, DefinitionKey: *key, DefinitionVersion: *version,
-			Status: *status, Version: *step, HasIncident: *incident, CreatedAt: *created, UpdatedAt: *updated})
+			Status: *status, Version: *step, HasIncident: *incident, CreatedAt: *created, UpdatedAt: *updated, EndedAt: ended})
+		if len(page.Instances) == f.Limit {
+			page.Next = cursor(*id, t)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return InstancePage{}, translate(err, "listing instances")
 	}
-	switch {
-	case len(page.Instances) == f.Limit:
-		page.Next = page.Instances[len(page.Instances)-1].ID
-	case walked == walkLimit && walkedTo != nil:
-		page.Next = *walkedTo
+	if len(page.Instances) < f.Limit && walked == walkLimit && last != "" {
+		page.Next = last
 	}
 	return page, nil
 }
@@ -443,6 +562,54 @@ type ElementCount struct {
 	Element   string
 	Active    int64
 	Incidents int64
+}
+
+// InstanceCount is how many instances an instance list's filter matches:
+// exactly when Exact, else an estimate.
+type InstanceCount struct {
+	Count int64
+	Exact bool
+}
+
+// CountInstances counts the instances f matches (its cursor aside; its
+// order only in that SortEnd counts the instances that ended) on a walk of at most InstanceCountCap of them, so that no page
+// view counts a large table: when the walk ends before the cap the count is
+// exact; otherwise it is the planner's estimate of the instances the walk
+// would reach (its index's condition) times the share of the walked ones
+// that passed the checks.
+func (s *Store) CountInstances(ctx context.Context, f InstanceFilter) (InstanceCount, error) {
+	q, err := instanceWalk(f)
+	if err != nil {
+		return InstanceCount{}, err
+	}
+	where := strings.Join(q.walk, " AND ")
+	var walked, kept int64
+	err = s.pool.QueryRow(ctx, fmt.Sprintf(`SELECT count(*), count(*) FILTER (WHERE keep)
+		FROM (SELECT (%s) AS keep FROM instances i WHERE %s LIMIT %d) w`, q.keep(), where, InstanceCountCap),
+		q.args...).Scan(&walked, &kept)
+	if err != nil {
+		return InstanceCount{}, translate(err, "counting instances")
+	}
+	if walked < InstanceCountCap {
+		return InstanceCount{Count: kept, Exact: true}, nil
+	}
+	var plan []struct {
+		Plan struct {
+			Rows float64 `json:"Plan Rows"`
+		} `json:"Plan"`
+	}
+	var raw []byte
+	// The checks ride along, folded away, so that every argument has its
+	// place.
+	if err := s.pool.QueryRow(ctx, fmt.Sprintf("EXPLAIN (FORMAT JSON) SELECT 1 FROM instances i WHERE %s AND (true OR (%s))", where, q.keep()),
+		q.args...).Scan(&raw); err != nil {
+		return InstanceCount{}, translate(err, "estimating the instances")
+	}
+	if err := json.Unmarshal(raw, &plan); err != nil || len(plan) != 1 {
+		return InstanceCount{}, fmt.Errorf("reading the plan's estimate: %v: %s", err, raw)
+	}
+	reach := max(int64(plan[0].Plan.Rows), walked)
+	return InstanceCount{Count: int64(float64(reach) * float64(kept) / float64(walked)), Exact: false}, nil
 }
 
 // ElementStatistics counts, for each element of definition key@version,

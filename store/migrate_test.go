@@ -60,8 +60,9 @@ var migrationChecksums = map[string]string{
 	"0031_instance_cancelling.sql":            "1d1eb55a70137a0f8e81ea3a5927e2aac0c604b7c678ada8a26da6ade226d0bf",
 	"0032_replica_versions.sql":               "e4493b186ed605994d81561eab7f1eb4e1241edbf247793e0aab91d912424178",
 	"0033_console_operations.sql":             "3210abb0ab01332b2a5c82bc09cb4636b14f3f71ffb1b58f1e48b7c6e4d4474c",
-	"0034_day_partitions.sql":                 "984b2824bd17431976c539984441532a4b48b87e43fff004633e6fa67ea07e2a",
-	"0035_day_partitions_contract.sql":        "42526796da5d6c9e3029c64dcaa69621c1bf9f4709e655909fc184f8e39b5f8d",
+	"0034_day_partitions.sql":                 "dc0072b6e495d58c07ccd87142a4a00b330424a1720ba11b78e12ab5de0f945b",
+	"0035_instance_list_order.sql":            "596c318b59ee9cc67f9e41c6972d03ff84ce98469e7311b491fbb9e2c43cfd1f",
+	"0036_day_partitions_contract.sql":        "42526796da5d6c9e3029c64dcaa69621c1bf9f4709e655909fc184f8e39b5f8d",
 }
 
 func TestMigrationFilesNeverChange(t *testing.T) {

@@ -22,7 +22,7 @@ type DayTable struct {
 	// Name is the partitioned table (its partitions are Name_YYYYMMDD).
 	Name string
 	// before is the table of before the partitioning, behind a view of its
-	// old name until the contract step (0035) drops it.
+	// old name until the contract step (0036) drops it.
 	before string
 	// moveSQL moves up to $2 rows of before into Name, discarding those
 	// older than $1 (a timestamptz): the retention's limit.
@@ -130,7 +130,7 @@ func (s *Store) DropPartitions(ctx context.Context, t DayTable, now time.Time, r
 // partitioning into t, each batch in one statement (a row is in one table
 // or the other at every snapshot), and discards those already past the
 // retention. It returns the rows taken and, of them, those discarded;
-// nothing once the contract step (0035) dropped the table. The partitions
+// nothing once the contract step (0036) dropped the table. The partitions
 // of the days kept must exist (EnsurePartitions with the same now and
 // retention).
 func (s *Store) MoveBeforeDays(ctx context.Context, t DayTable, now time.Time, retention time.Duration, limit int) (taken, discarded int64, err error) {

@@ -33,6 +33,12 @@ func (u *UseCases) SearchInstances(ctx context.Context, f store.InstanceFilter) 
 	return u.deps.Store.ListInstances(ctx, f)
 }
 
+// CountInstances counts the instances an instance list's filter matches,
+// exactly up to store.InstanceCountCap of them, estimated past it.
+func (u *UseCases) CountInstances(ctx context.Context, f store.InstanceFilter) (store.InstanceCount, error) {
+	return u.deps.Store.CountInstances(ctx, f)
+}
+
 // Incidents pages through the incidents f selects.
 func (u *UseCases) Incidents(ctx context.Context, f store.IncidentFilter) ([]store.Incident, error) {
 	return u.deps.Store.ListIncidents(ctx, f)

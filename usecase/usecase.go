@@ -40,6 +40,7 @@ type Store interface {
 	ListDecisions(ctx context.Context, f store.DecisionFilter) ([]store.DecisionVersion, error)
 	Instance(ctx context.Context, id string) (store.InstanceDetail, error)
 	ListInstances(ctx context.Context, f store.InstanceFilter) (store.InstancePage, error)
+	CountInstances(ctx context.Context, f store.InstanceFilter) (store.InstanceCount, error)
 	ListIncidents(ctx context.Context, f store.IncidentFilter) ([]store.Incident, error)
 	ElementStatistics(ctx context.Context, key string, version int, after string, limit int) (
 		elements []store.ElementCount, walked int, next string, err error)

@@ -488,10 +488,44 @@ func (s *API) listInstances(c *adminCall) (answer, error) {
 			}
 		}
 	}
+	f.Key, f.WaitingAt = q.Get("key"), q.Get("waiting_at")
+	// The times sort newest first unless asked otherwise; ids go up.
+	switch f.Sort = q.Get("sort"); f.Sort {
+	case "", "id":
+		f.Sort = store.SortID
+	case store.SortStart, store.SortEnd:
+		f.Desc = true
+		if after != "" {
+			if _, _, err := store.InstanceCursor(after); err != nil {
+				return answer{}, api.Invalidf("%v", err)
+			}
+		}
+	default:
+		return answer{}, api.Invalidf("sort %q is not id, start or end", f.Sort)
+	}
+	switch o := q.Get("order"); o {
+	case "":
+	case "asc", "desc":
+		f.Desc = o == "desc"
+	default:
+		return answer{}, api.Invalidf("order %q is not asc or desc", o)
+	}
+	total, err := optBool(c, "total")
+	if err != nil {
+		return answer{}, err
+	}
 	f.Scan = s.cfg.MaxScan
 	p, err := s.deps.UseCases.SearchInstances(c.r.Context(), f)
 	if err != nil {
 		return answer{}, err
+	}
+	body := map[string]any{}
+	if total != nil && *total {
+		n, err := s.deps.UseCases.CountInstances(c.r.Context(), f)
+		if err != nil {
+			return answer{}, err
+		}
+		body["total"] = wire.InstanceCount{Count: n.Count, Exact: n.Exact}
 	}
 	// A page the walk ended may hold fewer instances than the limit, and
 	// still name the next one.
@@ -499,7 +533,8 @@ func (s *API) listInstances(c *adminCall) (answer, error) {
 	if p.Next != "" {
 		next = &p.Next
 	}
-	return answer{status: http.StatusOK, body: map[string]any{"instances": mapAll(p.Instances, instanceSummaryOf), "next": next}}, nil
+	body["instances"], body["next"] = mapAll(p.Instances, instanceSummaryOf), next
+	return answer{status: http.StatusOK, body: body}, nil
 }
 
 // cancel cancels an instance: 200 cancelled, or 202 cancelling while user
@@ -698,7 +733,21 @@ func (s *API) listIncidents(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	return pageOf("incidents", mapAll(list, incidentOf), limit, func(i wire.Incident) string { return strconv.FormatInt(i.ID, 10) }), nil
+	out := mapAll(list, incidentOf)
+	for i := range out {
+		if d := out[i].Definition; d != nil {
+			// The store caches the parsed processes: one parse per version.
+			p, err := s.deps.Store.Process(c.r.Context(), d.Key, d.Version)
+			if err != nil {
+				return answer{}, err
+			}
+			out[i].ProcessName = p.Name
+			if el := p.Element(out[i].Element); el != nil {
+				out[i].ElementName = el.Name
+			}
+		}
+	}
+	return pageOf("incidents", out, limit, func(i wire.Incident) string { return strconv.FormatInt(i.ID, 10) }), nil
 }
 
 func (s *API) retryIncident(c *adminCall) (answer, error) {

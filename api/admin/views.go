@@ -2,6 +2,7 @@ package admin
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/sutra-run/worker/api/admin/wire"
 	"github.com/sutra-run/worker/engine"
@@ -74,7 +75,17 @@ func instanceOf(d store.InstanceDetail) wire.Instance {
 
 func instanceSummaryOf(i store.InstanceSummary) wire.InstanceSummary {
 	return wire.InstanceSummary{ID: i.ID, ZeebeKey: i.ZeebeKey, Definition: wire.DefinitionRef{Key: i.DefinitionKey, Version: i.DefinitionVersion},
-		Status: i.Status, Version: i.Version, HasIncident: i.HasIncident, CreatedAt: i.CreatedAt, UpdatedAt: i.UpdatedAt}
+		Status: i.Status, Version: i.Version, HasIncident: i.HasIncident, CreatedAt: i.CreatedAt, UpdatedAt: i.UpdatedAt,
+		EndedAt: i.EndedAt, DurationMS: durationMS(i.CreatedAt, i.EndedAt)}
+}
+
+// durationMS is how long an instance ran: to its end, or until now while it
+// runs.
+func durationMS(created time.Time, ended *time.Time) int64 {
+	if ended != nil {
+		return ended.Sub(created).Milliseconds()
+	}
+	return max(time.Since(created).Milliseconds(), 0)
 }
 
 func definitionVersionsOf(d store.DefinitionVersions) wire.DefinitionVersions {

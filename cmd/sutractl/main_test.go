@@ -208,8 +208,8 @@ const (
 "called_incidents":[],
 "claim":{"owner":"r1/admin","age_seconds":0.25},"parent_id":null,
 "created_at":"2026-12-01T03:00:00Z","updated_at":"2026-12-01T03:07:04Z"}`
-	summaryA     = `{"instance_id":"a","zeebe_key":"2251799813685251","definition":{"key":"order","version":3},"status":"active","version":2,"has_incident":true,"created_at":"2026-12-01T03:00:00Z","updated_at":"2026-12-01T03:07:04Z"}`
-	summaryB     = `{"instance_id":"b","zeebe_key":"2251799813685252","definition":{"key":"order","version":2},"status":"completed","version":9,"has_incident":false,"created_at":"2026-12-01T02:00:00Z","updated_at":"2026-12-01T03:00:00Z"}`
+	summaryA     = `{"instance_id":"a","zeebe_key":"2251799813685251","definition":{"key":"order","version":3},"status":"active","version":2,"has_incident":true,"created_at":"2026-12-01T03:00:00Z","updated_at":"2026-12-01T03:07:04Z","ended_at":null,"duration_ms":424000}`
+	summaryB     = `{"instance_id":"b","zeebe_key":"2251799813685252","definition":{"key":"order","version":2},"status":"completed","version":9,"has_incident":false,"created_at":"2026-12-01T02:00:00Z","updated_at":"2026-12-01T03:00:00Z","ended_at":"2026-12-01T03:00:00Z","duration_ms":3600000}`
 	userTaskJSON = `{"id":"18","zeebe_key":"18","instance_id":"order-42","element":"approve","name":"Approve","process_name":"Order","definition":{"key":"order","version":3},
 "assignee":null,"candidate_groups":["managers","finance"],"candidate_users":[],"form_key":"camunda-forms:bpmn:approve","form_id":null,
 "due_date":"2026-12-02T00:00:00Z","follow_up_date":null,"priority":50,"variables":{"amount":42},"state":"created",

@@ -5,7 +5,7 @@
 -- deletes rows one by one (store/partitions.go, sweeper).
 --
 -- A replica of the release before (v0.1.0) keeps working beside this one
--- until the contract step (0035): the tables it knew are renamed
+-- until the contract step (0036): the tables it knew are renamed
 -- (*_before_days) and their names become views over the old table and the
 -- partitioned one together. It reads through them as before; its inserts
 -- go into the partitioned tables by INSTEAD OF triggers (its concurrent

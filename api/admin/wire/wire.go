@@ -328,8 +328,12 @@ type Incident struct {
 	ErrorDetails *string    `json:"error_details"`
 	CreatedAt    time.Time  `json:"created_at"`
 	ResolvedAt   *time.Time `json:"resolved_at"`
-	// Definition is the process of its instance, in an incident list.
-	Definition *DefinitionRef `json:"definition,omitempty"`
+	// Definition is the process of its instance, in an incident list;
+	// ProcessName and ElementName are its and the element's names in the
+	// BPMN there (left out when they have none).
+	Definition  *DefinitionRef `json:"definition,omitempty"`
+	ProcessName string         `json:"process_name,omitempty"`
+	ElementName string         `json:"element_name,omitempty"`
 }
 
 // MaxCalledIncidents is the most called instances' incidents an instance
@@ -344,6 +348,13 @@ type CalledIncident struct {
 	CalledBy string `json:"called_by"`
 }
 
+// InstanceCount is the total of GET /v1/instances?total=true: exact when
+// Exact, else an estimate.
+type InstanceCount struct {
+	Count int64 `json:"count"`
+	Exact bool  `json:"exact"`
+}
+
 // InstanceSummary is one item of GET /v1/instances.
 type InstanceSummary struct {
 	ID          string        `json:"instance_id"`
@@ -354,6 +365,10 @@ type InstanceSummary struct {
 	HasIncident bool          `json:"has_incident"`
 	CreatedAt   time.Time     `json:"created_at"`
 	UpdatedAt   time.Time     `json:"updated_at"`
+	// EndedAt is when it ended (null while it runs); DurationMS how long it
+	// ran, or has been running at the answer, in milliseconds.
+	EndedAt    *time.Time `json:"ended_at"`
+	DurationMS int64      `json:"duration_ms"`
 }
 
 // ElementStatistics counts, for one element of a definition version, the

@@ -57,15 +57,20 @@ export class Diagram {
     }
   }
 
-  // badges replaces the count badges: {element: {active, incidents}}.
+  // badges replaces the count badges: {element: {active, incidents}},
+  // each named by its element's name, the id on hover.
   badges(counts) {
     const overlays = this.viewer.get('overlays');
     overlays.remove({ type: 'sutra-count' });
     for (const [id, c] of Object.entries(counts)) {
       if (!this.has(id)) continue;
-      const badge = h('div', { class: 'badges', 'data-element': id },
-        c.active ? h('span', { class: 'badge active', title: `${c.active} active token(s)` }, c.active) : null,
-        c.incidents ? h('span', { class: 'badge incident', title: `${c.incidents} open incident(s)` }, c.incidents) : null);
+      const name = this.name(id);
+      const of = name ? `${name} (id ${id})` : id;
+      const badge = h('div', { class: 'badges', 'data-element': id, 'data-name': name || id },
+        c.active ? h('span', { class: 'badge active', title: `${of}: ${c.active} active token(s)`,
+          'aria-label': `${name || id}: ${c.active} active token(s)` }, c.active) : null,
+        c.incidents ? h('span', { class: 'badge incident', title: `${of}: ${c.incidents} open incident(s)`,
+          'aria-label': `${name || id}: ${c.incidents} open incident(s)` }, c.incidents) : null);
       overlays.add(id, 'sutra-count', { position: { bottom: 10, left: -10 }, html: badge });
     }
   }

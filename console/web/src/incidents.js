@@ -1,5 +1,6 @@
 // Incidents: the open ones grouped by process, code and element, each
-// group retried at once.
+// group retried at once; the process and the element by their names, their
+// ids on hover.
 import { h, fill, api, link, table, notice, button } from './lib.js';
 
 // Open incidents read at most, in pages of 500.
@@ -21,7 +22,10 @@ export async function incidentsPage(main, page) {
     for (const x of all) {
       const process = x.definition ? `${x.definition.key} v${x.definition.version}` : '';
       const key = `${process}\u0000${x.code}\u0000${x.element}`;
-      if (!groups.has(key)) groups.set(key, { process, definition: x.definition, code: x.code, element: x.element, items: [] });
+      if (!groups.has(key)) {
+        groups.set(key, { process, definition: x.definition, name: x.process_name, code: x.code, element: x.element,
+          elementName: x.element_name, items: [] });
+      }
       groups.get(key).items.push(x);
     }
     const rows = [...groups.values()].sort((a, b) => b.items.length - a.items.length);
@@ -29,9 +33,11 @@ export async function incidentsPage(main, page) {
       all.length >= MAX ? notice('info', `Showing the first ${MAX} open incidents.`) : null,
       table('Open incidents by process, code and element', [
         ['Process', (g) => (g.definition
-          ? link(`/ui/processes/${encodeURIComponent(g.definition.key)}?version=${g.definition.version}`, g.process) : '')],
+          ? h('span', { title: g.process }, link(`/ui/processes/${encodeURIComponent(g.definition.key)}?version=${g.definition.version}`,
+            g.name ? `${g.name} v${g.definition.version}` : g.process)) : '')],
         ['Code', (g) => g.code],
-        ['Element', (g) => g.element],
+        ['Element', (g) => (g.elementName ? h('span', { title: g.element, 'data-element': g.element }, g.elementName)
+          : h('span', { 'data-element': g.element }, g.element))],
         ['Count', (g) => g.items.length],
         ['Example', (g) => h('details', {}, h('summary', {}, g.items[0].message.slice(0, 80) || '(no message)'),
           h('ul', {}, g.items.slice(0, 20).map((x) => h('li', {},
