@@ -36,6 +36,8 @@ type Store struct {
 	// origin names this store in its notices of tasks created
 	// (queueTasksNotice), so that it skips its own (ListenTasks).
 	origin string
+	// outcomes is the group commit of task outcomes (RecordOutcome).
+	outcomes outcomeGroup
 }
 
 // Options tunes Open.

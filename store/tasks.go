@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -277,26 +278,33 @@ type TaskReport struct {
 // taskRelayRoutingKey is the routing key of task outcome relays.
 const taskRelayRoutingKey = "task"
 
-// recordOutcomeSQL records an outcome on the task, fenced on its lock holder,
-// and writes, in the same statement (one transaction, durable at commit), the
-// outbox row that carries it to the step pipeline as a relay (outboxInsert). The relay's
-// message id is unique per outcome of the row, so its inbox row dedupes a
-// redelivered copy.
-var recordOutcomeSQL = outboxInsert(`done AS (
-	UPDATE tasks SET outcome = $3::text, outcomes = outcomes + 1,
-	       error_message = COALESCE($6::text, error_message), error_details = COALESCE($7::text, error_details)
-	 WHERE id = $1 AND outcome IS NULL
-	   AND (locked_by = $2 OR ($14 <> '' AND starts_with(locked_by, $14))
-	        OR ($11 AND user_task AND ($13 OR assignee IS NULL OR assignee = $12)))
-	RETURNING id, instance_id, token_id, element_id, outcomes, type
+// recordOutcomesSQL records the outcomes of several tasks (one per task),
+// each fenced on its lock holder, and writes, in the same statement (one
+// transaction, durable at commit), the outbox row that carries each to the
+// step pipeline as a relay (outboxInsert). The relay's message id is unique
+// per outcome of the row, so its inbox row dedupes a redelivered copy; it
+// names the task, which tells each caller of a group its row (jobOfRelay).
+var recordOutcomesSQL = outboxInsert(`w AS (
+	SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+	                     $8::int[], $9::bigint[], $10::bool[], $11::text[], $12::bool[], $13::text[])
+	    AS w(id, worker, kind, vars, error_code, error_message, error_details, retries, retry_ms, human, usr, override, prefix)
+), done AS (
+	UPDATE tasks t SET outcome = w.kind, outcomes = t.outcomes + 1,
+	       error_message = COALESCE(w.error_message, t.error_message), error_details = COALESCE(w.error_details, t.error_details)
+	  FROM w
+	 WHERE t.id = w.id AND t.outcome IS NULL
+	   AND (t.locked_by = w.worker OR (w.prefix <> '' AND starts_with(t.locked_by, w.prefix))
+	        OR (w.human AND t.user_task AND (w.override OR t.assignee IS NULL OR t.assignee = w.usr)))
+	RETURNING t.id, t.instance_id, t.token_id, t.element_id, t.outcomes, t.type, w.kind, w.vars, w.error_code,
+	          w.error_message AS msg, w.error_details AS details, w.retries, w.retry_ms
 ),`, "id, instance_id, element_id, message_name, target, routing_key, body", `
-SELECT 'task:' || id || ':' || outcomes, instance_id, element_id, type, 'relay', $10::text,
+SELECT 'task:' || id || ':' || outcomes, instance_id, element_id, type, 'relay', $14::text,
        convert_to(json_build_object(
            'instance_id', instance_id,
-           'task', json_build_object('id', id::text, 'token', token_id, 'element', element_id, 'outcome', $3::text,
-                                     'error_code', $5::text, 'error_message', $6::text, 'error_details', $7::text, 'retries', $8::int,
-                                     'retry_timeout_ms', $9::bigint),
-           'variables', $4::jsonb)::text, 'UTF8')
+           'task', json_build_object('id', id::text, 'token', token_id, 'element', element_id, 'outcome', kind,
+                                     'error_code', error_code, 'error_message', msg, 'error_details', details, 'retries', retries,
+                                     'retry_timeout_ms', retry_ms),
+           'variables', vars::jsonb)::text, 'UTF8')
   FROM done`, false) + outboxRelayReturning
 
 // Recorded is an outcome recorded: its task's topic, and the relay queued in
@@ -327,40 +335,81 @@ func jobOfRelay(id string) int64 {
 // (no such task, or it already has an outcome), *LockError (another worker
 // holds it, or nobody), and the usual classes.
 //
+// Outcomes recorded concurrently share that statement and its commit (one
+// WAL flush): see outcomeGroup. Each is answered only after the commit,
+// with its own result.
+//
 // Unlike other writes of outbox rows, it does not wake the publisher: the
 // caller hands the relay to the lanes (consumer.Handoff), which apply it
 // without a publish, or wake the publisher when they do not. A relay never
 // handed off waits for a publisher's poll.
 func (s *Store) RecordOutcome(ctx context.Context, o TaskReport) (Recorded, error) {
-	vars := o.Variables
-	if vars == nil {
-		vars = map[string]any{}
+	c := s.outcomes.join(o)
+	select {
+	case <-c.lead:
+		s.recordGroup(ctx)
+	case <-c.done:
 	}
-	var msg, details *string
-	if o.ErrorMessage != "" {
-		msg = &o.ErrorMessage
+	<-c.done
+	switch {
+	case c.err != nil:
+		return Recorded{}, c.err
+	case c.recorded:
+		return c.rec, nil
+	case o.Human:
+		return Recorded{}, s.whyNotCompleted(ctx, o.TaskID)
 	}
-	if o.ErrorDetails != "" {
-		details = &o.ErrorDetails
-	}
-	w := s.outboxWrites()
-	b := &pgx.Batch{}
-	var rec Recorded
-	r := &rec.Relay
-	w.queueScan(b, []any{&r.ID, &r.InstanceID, &r.RoutingKey, &r.Body}, recordOutcomeSQL, o.TaskID, o.Worker, o.Kind, vars,
-		o.ErrorCode, msg, details, o.Retries, o.RetryTimeout.Milliseconds(), taskRelayRoutingKey, o.Human, o.User, o.Override, o.HolderPrefix)
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return Recorded{}, translate(err, fmt.Sprintf("recording the outcome of task %d", o.TaskID))
-	}
-	if w.rows == 0 {
-		if o.Human {
-			return Recorded{}, s.whyNotCompleted(ctx, o.TaskID)
+	return Recorded{}, s.whyNotHeld(ctx, o.TaskID, o.Worker)
+}
+
+// recordOutcomes records calls' outcomes (one per task) in one statement
+// and sets what each recorded; a call it leaves unrecorded was fenced off.
+func (s *Store) recordOutcomes(ctx context.Context, calls []*outcomeCall) error {
+	n := len(calls)
+	ids, workers, kinds, vars, codes := make([]int64, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	msgs, details := make([]*string, n), make([]*string, n)
+	retries, retryMS := make([]int32, n), make([]int64, n)
+	human, users, override, prefixes := make([]bool, n), make([]string, n), make([]bool, n), make([]string, n)
+	byTask := make(map[int64]*outcomeCall, n)
+	for i, c := range calls {
+		o := c.o
+		byTask[o.TaskID] = c
+		v := []byte("{}")
+		if o.Variables != nil {
+			var err error
+			if v, err = json.Marshal(o.Variables); err != nil {
+				return fmt.Errorf("task %d: its variables: %w", o.TaskID, err)
+			}
 		}
-		return Recorded{}, s.whyNotHeld(ctx, o.TaskID, o.Worker)
+		if o.ErrorMessage != "" {
+			msgs[i] = &o.ErrorMessage
+		}
+		if o.ErrorDetails != "" {
+			details[i] = &o.ErrorDetails
+		}
+		ids[i], workers[i], kinds[i], vars[i], codes[i] = o.TaskID, o.Worker, o.Kind, string(v), o.ErrorCode
+		retries[i], retryMS[i] = int32(o.Retries), o.RetryTimeout.Milliseconds()
+		human[i], users[i], override[i], prefixes[i] = o.Human, o.User, o.Override, o.HolderPrefix
 	}
-	// The relay's message name is the task's topic.
-	rec.Topic = w.last
-	return rec, nil
+	rows, err := s.pool.Query(ctx, recordOutcomesSQL, ids, workers, kinds, vars, codes, msgs, details,
+		retries, retryMS, human, users, override, prefixes, taskRelayRoutingKey)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var topic string
+		var r RelayOut
+		if err := rows.Scan(&topic, &r.ID, &r.InstanceID, &r.RoutingKey, &r.Body); err != nil {
+			rows.Close()
+			return err
+		}
+		if c := byTask[jobOfRelay(r.ID)]; c != nil {
+			// The relay's message name is the task's topic.
+			c.rec, c.recorded = Recorded{Topic: topic, Relay: r}, true
+		}
+	}
+	rows.Close()
+	return rows.Err()
 }
 
 // ExtendLock sets the lock of a task worker holds to expire d from now. A
