@@ -15,3 +15,9 @@ func (s *Store) MigrateWith(ctx context.Context, extra fs.FS) error { return s.m
 func (s *Store) OnOutcomeGroups(grouped func(n int), joined func(waiting int)) {
 	s.outcomes.grouped, s.outcomes.joined = grouped, joined
 }
+
+// OnLockGroups is OnOutcomeGroups for the fetches of created tasks
+// (LockCreated).
+func (s *Store) OnLockGroups(grouped func(n int), joined func(waiting int)) {
+	s.locks.grouped, s.locks.joined = grouped, joined
+}

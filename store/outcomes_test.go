@@ -38,57 +38,16 @@ func TestConcurrentOutcomesShareAStatementAndEachGetsItsOwnAnswer(t *testing.T) 
 		t.Fatal(err)
 	}
 
-	// The first group of each phase holds its statement until the others
-	// wait behind it.
-	var mu sync.Mutex
-	var sizes []int
-	var gate chan struct{}
-	held := make(chan struct{})
-	waiting := make(chan int, 64)
-	st.OnOutcomeGroups(func(n int) {
-		mu.Lock()
-		sizes = append(sizes, n)
-		g := gate
-		gate = nil
-		mu.Unlock()
-		if g != nil {
-			held <- struct{}{}
-			<-g
-		}
-	}, func(n int) { waiting <- n })
-	hold := func() chan struct{} {
-		mu.Lock()
-		defer mu.Unlock()
-		sizes, gate = nil, make(chan struct{})
-		return gate
-	}
-
+	g := newGroupGate()
+	st.OnOutcomeGroups(g.grouped, g.joined)
 	type answer struct {
 		rec store.Recorded
 		err error
 	}
 	record := func(reports []store.TaskReport) []answer {
 		t.Helper()
-		release := hold()
 		answers := make([]answer, len(reports))
-		var wg sync.WaitGroup
-		run := func(i int) {
-			wg.Go(func() {
-				answers[i].rec, answers[i].err = st.RecordOutcome(ctx, reports[i])
-			})
-		}
-		run(0)
-		<-held
-		for i := 1; i < len(reports); i++ {
-			run(i)
-		}
-		for n := range waiting {
-			if n == len(reports)-1 {
-				break
-			}
-		}
-		close(release)
-		wg.Wait()
+		g.run(len(reports), func(i int) { answers[i].rec, answers[i].err = st.RecordOutcome(ctx, reports[i]) })
 		return answers
 	}
 	complete := func(i int, vars map[string]any) store.TaskReport {
@@ -103,14 +62,15 @@ func TestConcurrentOutcomesShareAStatementAndEachGetsItsOwnAnswer(t *testing.T) 
 
 	answers := record([]store.TaskReport{complete(0, nil), complete(1, nil), complete(2, map[string]any{"x": 2.0}),
 		complete(3, nil), {TaskID: 1 << 40, Worker: "w", Kind: store.TaskCompleted}, complete(1, nil)})
-	mu.Lock()
-	got := slices.Clone(sizes)
-	mu.Unlock()
+	got := g.sizes()
 	// The first alone, then the four other tasks in one statement, then
-	// task 1's second outcome, which one statement never writes with its
-	// first.
+	// task 1's other outcome, which one statement never writes with the
+	// first of task 1's to wait (either).
 	if !slices.Equal(got, []int{1, 4, 1}) {
 		t.Errorf("6 outcomes ran in groups of %v, want [1 4 1]", got)
+	}
+	if answers[1].err != nil {
+		answers[1], answers[5] = answers[5], answers[1]
 	}
 	for _, i := range []int{0, 1, 2} {
 		recorded(answers[i], i)
@@ -139,5 +99,117 @@ func TestConcurrentOutcomesShareAStatementAndEachGetsItsOwnAnswer(t *testing.T) 
 	}
 	if n := env.Int(t, "SELECT count(*) FROM outbox"); n != 5 {
 		t.Errorf("%d outcome relays in the outbox, want 5", n)
+	}
+}
+
+// groupGate holds the first group of each run until the run's other calls
+// wait behind it, and records the sizes of the groups.
+type groupGate struct {
+	mu      sync.Mutex
+	sizesOf []int
+	gate    chan struct{}
+	held    chan struct{}
+	waiting chan int
+}
+
+func newGroupGate() *groupGate {
+	return &groupGate{held: make(chan struct{}), waiting: make(chan int, 64)}
+}
+
+func (g *groupGate) grouped(n int) {
+	g.mu.Lock()
+	g.sizesOf = append(g.sizesOf, n)
+	gate := g.gate
+	g.gate = nil
+	g.mu.Unlock()
+	if gate != nil {
+		g.held <- struct{}{}
+		<-gate
+	}
+}
+
+func (g *groupGate) joined(n int) { g.waiting <- n }
+
+// run runs call(0), holds its group, runs call(1..n-1), lets the group go
+// once they all wait, and waits for every call.
+func (g *groupGate) run(n int, call func(i int)) {
+	g.mu.Lock()
+	release := make(chan struct{})
+	g.sizesOf, g.gate = nil, release
+	g.mu.Unlock()
+	var wg sync.WaitGroup
+	wg.Go(func() { call(0) })
+	<-g.held
+	for i := 1; i < n; i++ {
+		wg.Go(func() { call(i) })
+	}
+	for w := range g.waiting {
+		if w == n-1 {
+			break
+		}
+	}
+	close(release)
+	wg.Wait()
+}
+
+func (g *groupGate) sizes() []int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.sizesOf)
+}
+
+// Fetches of created tasks (handed to waiting activations) that run while
+// one's statement runs share the next statement; each locks the tasks it
+// asked for to its own worker.
+func TestConcurrentLocksOfCreatedTasksShareAStatement(t *testing.T) {
+	t.Parallel()
+	env, ctx, st := open(t)
+	for _, sql := range []string{
+		`INSERT INTO deployed_files (checksum, xml) VALUES ('x', ''); INSERT INTO definitions (key, version, checksum) VALUES ('p', 1, 'x')`,
+		`INSERT INTO instances (id, definition_key, definition_version, status, version)
+			SELECT 'i' || n, 'p', 1, 'active', 1 FROM generate_series(1, 4) n`,
+		`INSERT INTO tasks (instance_id, token_id, element_id, type, retries) SELECT 'i' || n, 't', 'e', 'ship', 3 FROM generate_series(1, 4) n`,
+	} {
+		if _, err := env.DB.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := newGroupGate()
+	st.OnLockGroups(g.grouped, g.joined)
+	created := func(ns ...int) []store.CreatedTask {
+		var out []store.CreatedTask
+		for _, n := range ns {
+			out = append(out, store.CreatedTask{Topic: "ship", InstanceID: fmt.Sprintf("i%d", n), TokenID: "t", Element: "e", LockDuration: time.Minute})
+		}
+		return out
+	}
+	asks := []struct {
+		worker string
+		tasks  []store.CreatedTask
+	}{{"a", created(1)}, {"b", created(2)}, {"c", created(3, 4)}, {"d", created(9)}}
+	got := make([][]store.LockedTask, len(asks))
+	errs := make([]error, len(asks))
+	g.run(len(asks), func(i int) { got[i], errs[i] = st.LockCreated(ctx, asks[i].worker, asks[i].tasks) })
+	if sizes := g.sizes(); !slices.Equal(sizes, []int{1, 3}) {
+		t.Errorf("4 fetches ran in groups of %v, want [1 3]", sizes)
+	}
+	for i, a := range asks {
+		var insts []string
+		for _, task := range got[i] {
+			insts = append(insts, task.InstanceID)
+		}
+		var want []string
+		for _, c := range a.tasks[:min(len(a.tasks), 2)] {
+			if c.InstanceID != "i9" {
+				want = append(want, c.InstanceID)
+			}
+		}
+		if errs[i] != nil || !slices.Equal(insts, want) {
+			t.Errorf("worker %s locked %v, %v; want %v", a.worker, insts, errs[i], want)
+		}
+	}
+	if n := env.Int(t, `SELECT count(*) FROM tasks
+		WHERE (instance_id, locked_by) IN (('i1', 'a'), ('i2', 'b'), ('i3', 'c'), ('i4', 'c'))`); n != 4 {
+		t.Errorf("%d tasks are locked to the worker that asked for them, want 4", n)
 	}
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -80,7 +79,7 @@ type LockedTask struct {
 // overlaid with the task's own input (tasks.variables: its input mappings,
 // an inner instance's item), as the engine's view of the token overlays
 // them: the row holds no copy of the instance's variables.
-const fetchAndLockSQL = `
+var fetchAndLockSQL = `
 WITH want AS (
 	SELECT * FROM unnest($2::text[], $3::float8[], $5::text[]) AS w(topic, lock_secs, keys)
 ), cand AS (
@@ -104,33 +103,41 @@ WITH want AS (
 ` + lockCandidatesSQL
 
 // lockCandidatesSQL locks the tasks of cand to worker $1 and returns what
-// scanLocked reads: the end of every statement that locks tasks.
-const lockCandidatesSQL = `
-UPDATE tasks t SET locked_by = $1, lock_expires_at = now() + make_interval(secs => cand.lock_secs)
+// scanLocked reads: the end of every statement that locks tasks;
+// lockCreatedCandidatesSQL locks each to its cand.worker.
+var (
+	lockCandidatesSQL        = lockCandidates("$1")
+	lockCreatedCandidatesSQL = lockCandidates("cand.worker")
+)
+
+func lockCandidates(worker string) string {
+	return `
+UPDATE tasks t SET locked_by = ` + worker + `, lock_expires_at = now() + make_interval(secs => cand.lock_secs)
   FROM cand WHERE t.id = cand.id
 RETURNING t.id, t.type, t.instance_id, t.token_id, t.element_id, cand.definition_key, cand.definition_version,
 	t.retries, t.priority, cand.instance_variables || t.variables, t.headers, t.created_at, t.lock_expires_at, now() - t.created_at,
 	cand.prev IS NOT NULL, t.error_message, t.error_details, cand.instance_key, cand.definition_zeebe_key`
+}
 
-// lockCreatedSQL locks to worker $1 the tasks named by their keys (instance,
-// token, element: $2–$4) and topics ($5), each for its lock duration ($6),
-// that are still open, of that topic and free: the tasks a step of this
-// replica created and handed to a waiting fetch (taskwait), which need no
-// look to be found. A task another fetch took first, or one re-created
-// with another type, is left out.
-const lockCreatedSQL = `
+// lockCreatedSQL locks the tasks named by their keys (instance, token,
+// element: $2–$4) and topics ($5), each for its lock duration ($6) to its
+// worker ($1), that are still open, of that topic and free: the tasks a
+// step of this replica created and handed to waiting fetches (taskwait),
+// which need no look to be found. A task another fetch took first, or one
+// re-created with another type, is left out.
+var lockCreatedSQL = `
 WITH cand AS (
-	SELECT t.id, t.locked_by AS prev, w.lock_secs, i.definition_key, i.definition_version,
+	SELECT t.id, t.locked_by AS prev, w.lock_secs, w.worker, i.definition_key, i.definition_version,
 	       i.variables AS instance_variables, i.zeebe_key AS instance_key,
 	       (SELECT d.zeebe_key FROM definitions d WHERE d.key = i.definition_key AND d.version = i.definition_version) AS definition_zeebe_key
-	  FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::float8[]) AS w(instance_id, token_id, element_id, topic, lock_secs)
+	  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::float8[]) AS w(worker, instance_id, token_id, element_id, topic, lock_secs)
 	  JOIN tasks t ON t.instance_id = w.instance_id AND t.token_id = w.token_id AND t.element_id = w.element_id
 	  JOIN instances i ON i.id = t.instance_id
 	 WHERE t.type = w.topic AND t.outcome IS NULL
 	   AND (t.locked_by IS NULL OR t.lock_expires_at < now())
 	   AND (t.not_before IS NULL OR t.not_before <= now())
 	   FOR UPDATE OF t SKIP LOCKED
-)` + lockCandidatesSQL
+)` + lockCreatedCandidatesSQL
 
 // fetchSetupSQL precedes a fetch in its transaction: a lock is soft state
 // (no WAL flush), and the fetch runs its cached generic plan. Left to
@@ -186,18 +193,68 @@ type CreatedTask struct {
 // are still open, of their topic and free. One statement, which reads each
 // task by its key: the fetch of a task handed to a waiter finds nothing it
 // was not told of. Like FetchAndLock, the lock skips the WAL flush.
+// Concurrent calls share the statement (group): each is answered with the
+// tasks it asked for that it locked.
 func (s *Store) LockCreated(ctx context.Context, worker string, created []CreatedTask) ([]LockedTask, error) {
-	n := len(created)
-	insts, toks, els, topics, secs := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]float64, n)
-	for i, c := range created {
-		insts[i], toks[i], els[i], topics[i], secs[i] = c.InstanceID, c.TokenID, c.Element, c.Topic, c.LockDuration.Seconds()
-	}
-	tasks, err := s.lockTasks(ctx, lockCreatedSQL, worker, insts, toks, els, topics, secs)
+	tasks, err := s.locks.do(ctx, lockAsk{worker: worker, created: created})
 	if err != nil {
 		return nil, err
 	}
 	slices.SortFunc(tasks, func(a, b LockedTask) int { return int(a.ID - b.ID) })
 	return tasks, nil
+}
+
+// lockAsk is one LockCreated call.
+type lockAsk struct {
+	worker  string
+	created []CreatedTask
+}
+
+// createdKey names a created task by its key.
+func createdKey(instance, token, element string) string {
+	return instance + "\x1f" + token + "\x1f" + element
+}
+
+// newLockGroup is the group of LockCreated calls: concurrent fetches of
+// created tasks share one statement (a task is handed to one waiter at a
+// time, and a statement never takes a task key twice).
+func (s *Store) newLockGroup() *group[lockAsk, []LockedTask] {
+	return &group[lockAsk, []LockedTask]{
+		keys: func(a lockAsk) []string {
+			keys := make([]string, len(a.created))
+			for i, c := range a.created {
+				keys[i] = createdKey(c.InstanceID, c.TokenID, c.Element)
+			}
+			return keys
+		},
+		run: s.lockCreated,
+	}
+}
+
+// lockCreated locks the tasks of calls in one statement and gives each call
+// those it asked for.
+func (s *Store) lockCreated(ctx context.Context, calls []*groupCall[lockAsk, []LockedTask]) error {
+	var workers, insts, toks, els, topics []string
+	var secs []float64
+	byKey := map[string]*groupCall[lockAsk, []LockedTask]{}
+	for _, c := range calls {
+		for _, t := range c.in.created {
+			workers, insts, toks, els, topics = append(workers, c.in.worker), append(insts, t.InstanceID), append(toks, t.TokenID),
+				append(els, t.Element), append(topics, t.Topic)
+			secs = append(secs, t.LockDuration.Seconds())
+			byKey[createdKey(t.InstanceID, t.TokenID, t.Element)] = c
+		}
+	}
+	tasks, err := s.lockTasks(ctx, lockCreatedSQL, workers, insts, toks, els, topics, secs)
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		if c := byKey[createdKey(t.InstanceID, t.TokenID, t.Element)]; c != nil {
+			c.out = append(c.out, t)
+		}
+	}
+	return nil
 }
 
 // lockTasks runs a statement that locks tasks (lockCandidatesSQL) after
@@ -331,12 +388,12 @@ func jobOfRelay(id string) int64 {
 }
 
 // RecordOutcome records a worker's outcome of a task it holds and queues
-// the relay that applies it, durably, in one statement. Errors: ErrNotFound
+// the relay that applies it, durably, in one statement (recordOutcomesSQL). Errors: ErrNotFound
 // (no such task, or it already has an outcome), *LockError (another worker
 // holds it, or nobody), and the usual classes.
 //
 // Outcomes recorded concurrently share that statement and its commit (one
-// WAL flush): see outcomeGroup. Each is answered only after the commit,
+// WAL flush): see group. Each is answered only after the commit,
 // with its own result.
 //
 // Unlike other writes of outbox rows, it does not wake the publisher: the
@@ -344,72 +401,16 @@ func jobOfRelay(id string) int64 {
 // without a publish, or wake the publisher when they do not. A relay never
 // handed off waits for a publisher's poll.
 func (s *Store) RecordOutcome(ctx context.Context, o TaskReport) (Recorded, error) {
-	c := s.outcomes.join(o)
-	select {
-	case <-c.lead:
-		s.recordGroup(ctx)
-	case <-c.done:
-	}
-	<-c.done
+	rec, err := s.outcomes.do(ctx, o)
 	switch {
-	case c.err != nil:
-		return Recorded{}, c.err
-	case c.recorded:
-		return c.rec, nil
+	case err != nil:
+		return Recorded{}, translate(err, fmt.Sprintf("recording the outcome of task %d", o.TaskID))
+	case rec != nil:
+		return *rec, nil
 	case o.Human:
 		return Recorded{}, s.whyNotCompleted(ctx, o.TaskID)
 	}
 	return Recorded{}, s.whyNotHeld(ctx, o.TaskID, o.Worker)
-}
-
-// recordOutcomes records calls' outcomes (one per task) in one statement
-// and sets what each recorded; a call it leaves unrecorded was fenced off.
-func (s *Store) recordOutcomes(ctx context.Context, calls []*outcomeCall) error {
-	n := len(calls)
-	ids, workers, kinds, vars, codes := make([]int64, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	msgs, details := make([]*string, n), make([]*string, n)
-	retries, retryMS := make([]int32, n), make([]int64, n)
-	human, users, override, prefixes := make([]bool, n), make([]string, n), make([]bool, n), make([]string, n)
-	byTask := make(map[int64]*outcomeCall, n)
-	for i, c := range calls {
-		o := c.o
-		byTask[o.TaskID] = c
-		v := []byte("{}")
-		if o.Variables != nil {
-			var err error
-			if v, err = json.Marshal(o.Variables); err != nil {
-				return fmt.Errorf("task %d: its variables: %w", o.TaskID, err)
-			}
-		}
-		if o.ErrorMessage != "" {
-			msgs[i] = &o.ErrorMessage
-		}
-		if o.ErrorDetails != "" {
-			details[i] = &o.ErrorDetails
-		}
-		ids[i], workers[i], kinds[i], vars[i], codes[i] = o.TaskID, o.Worker, o.Kind, string(v), o.ErrorCode
-		retries[i], retryMS[i] = int32(o.Retries), o.RetryTimeout.Milliseconds()
-		human[i], users[i], override[i], prefixes[i] = o.Human, o.User, o.Override, o.HolderPrefix
-	}
-	rows, err := s.pool.Query(ctx, recordOutcomesSQL, ids, workers, kinds, vars, codes, msgs, details,
-		retries, retryMS, human, users, override, prefixes, taskRelayRoutingKey)
-	if err != nil {
-		return err
-	}
-	for rows.Next() {
-		var topic string
-		var r RelayOut
-		if err := rows.Scan(&topic, &r.ID, &r.InstanceID, &r.RoutingKey, &r.Body); err != nil {
-			rows.Close()
-			return err
-		}
-		if c := byTask[jobOfRelay(r.ID)]; c != nil {
-			// The relay's message name is the task's topic.
-			c.rec, c.recorded = Recorded{Topic: topic, Relay: r}, true
-		}
-	}
-	rows.Close()
-	return rows.Err()
 }
 
 // ExtendLock sets the lock of a task worker holds to expire d from now. A
