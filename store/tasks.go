@@ -93,6 +93,7 @@ WITH want AS (
 		   AND (t.locked_by IS NULL OR t.lock_expires_at < now())
 		   AND (t.not_before IS NULL OR t.not_before <= now())
 		   AND (w.keys = '' OR i.definition_key = ANY (string_to_array(w.keys, chr(31))))
+		   AND t.instance_id || chr(31) || t.token_id || chr(31) || t.element_id <> ALL ($6::text[])
 		 ORDER BY %[1]s
 		 LIMIT $4
 		 FOR UPDATE OF t SKIP LOCKED
@@ -160,6 +161,17 @@ var (
 // a lock lost with a database crash makes its task fetchable again, and the
 // first worker's outcome is then refused (LOCK_LOST), as after an expiry.
 func (s *Store) FetchAndLock(ctx context.Context, worker string, topics []TopicLock, max int, byPriority bool) ([]LockedTask, error) {
+	return s.FetchAndLockExcept(ctx, worker, topics, max, byPriority, nil)
+}
+
+// FetchAndLockExcept is FetchAndLock leaving out the tasks of except (by
+// their keys): those handed to another waiting fetch, which locks them next
+// (taskwait), as Zeebe activates a job pushed to a stream at its creation.
+func (s *Store) FetchAndLockExcept(ctx context.Context, worker string, topics []TopicLock, max int, byPriority bool, except []CreatedTask) ([]LockedTask, error) {
+	skip := make([]string, 0, len(except)) // never NULL: <> ALL (NULL) takes nothing
+	for _, c := range except {
+		skip = append(skip, createdKey(c.InstanceID, c.TokenID, c.Element))
+	}
 	names, secs, keys := make([]string, len(topics)), make([]float64, len(topics)), make([]string, len(topics))
 	for i, t := range topics {
 		names[i], secs[i], keys[i] = t.Topic, t.LockDuration.Seconds(), strings.Join(t.DefinitionKeys, "\x1f")
@@ -168,7 +180,7 @@ func (s *Store) FetchAndLock(ctx context.Context, worker string, topics []TopicL
 	if byPriority {
 		fetch = fetchByPrioritySQL
 	}
-	tasks, err := s.lockTasks(ctx, fetch, worker, names, secs, max, keys)
+	tasks, err := s.lockTasks(ctx, fetch, worker, names, secs, max, keys, skip)
 	if err != nil {
 		return nil, err
 	}
