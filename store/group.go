@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -119,6 +120,19 @@ func (g *group[In, Out]) handOn() {
 func (g *group[In, Out]) lead(ctx context.Context) {
 	calls := g.take()
 	defer g.handOn()
+	answered := 0
+	defer func() {
+		// A panic answers every call not answered yet, then goes on up
+		// the leader's stack: no call waits for ever.
+		if r := recover(); r != nil {
+			for _, c := range calls[answered:] {
+				var zero Out
+				c.out, c.err = zero, fmt.Errorf("the statement of its group panicked: %v", r)
+				close(c.done)
+			}
+			panic(r)
+		}
+	}()
 	if g.grouped != nil {
 		g.grouped(len(calls))
 	}
@@ -135,6 +149,7 @@ func (g *group[In, Out]) lead(ctx context.Context) {
 				c.out = zero
 			}
 			close(c.done)
+			answered++
 		}
 		return
 	}
@@ -144,5 +159,6 @@ func (g *group[In, Out]) lead(ctx context.Context) {
 			c.out, c.err = zero, err
 		}
 		close(c.done)
+		answered++
 	}
 }

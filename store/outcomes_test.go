@@ -213,3 +213,61 @@ func TestConcurrentLocksOfCreatedTasksShareAStatement(t *testing.T) {
 		t.Errorf("%d tasks are locked to the worker that asked for them, want 4", n)
 	}
 }
+
+// A panic in a group's statement answers every call of the group with an
+// error, goes on up its leader's stack, and leaves the group working.
+func TestAPanickingGroupAnswersEveryCallAndTheNextGroupRuns(t *testing.T) {
+	t.Parallel()
+	env, ctx, st := open(t)
+	for _, sql := range []string{
+		`INSERT INTO deployed_files (checksum, xml) VALUES ('x', ''); INSERT INTO definitions (key, version, checksum) VALUES ('p', 1, 'x')`,
+		`INSERT INTO instances (id, definition_key, definition_version, status, version)
+			SELECT 'i' || n, 'p', 1, 'active', 1 FROM generate_series(1, 4) n`,
+		`INSERT INTO tasks (instance_id, token_id, element_id, type, retries) SELECT 'i' || n, 't', 'e', 'ship', 3 FROM generate_series(1, 4) n`,
+	} {
+		if _, err := env.DB.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	locked, err := st.FetchAndLock(ctx, "w", []store.TopicLock{{Topic: "ship", LockDuration: time.Minute}}, 4, false)
+	if err != nil || len(locked) != 4 {
+		t.Fatalf("locked %v, %v", locked, err)
+	}
+	g := newGroupGate()
+	var groups sync.Mutex
+	n := 0
+	st.OnOutcomeGroups(func(size int) {
+		g.grouped(size)
+		groups.Lock()
+		n++
+		second := n == 2
+		groups.Unlock()
+		if second {
+			panic("injected")
+		}
+	}, g.joined)
+	errs := make([]error, 3)
+	panicked := make([]any, 3)
+	g.run(3, func(i int) {
+		defer func() { panicked[i] = recover() }()
+		_, errs[i] = st.RecordOutcome(ctx, store.TaskReport{TaskID: locked[i].ID, Worker: "w", Kind: store.TaskCompleted})
+	})
+	if errs[0] != nil || panicked[0] != nil {
+		t.Errorf("the first group's call: %v, panic %v", errs[0], panicked[0])
+	}
+	leaders, failed := 0, 0
+	for i := 1; i < 3; i++ {
+		switch {
+		case panicked[i] == "injected":
+			leaders++
+		case errs[i] != nil:
+			failed++
+		}
+	}
+	if leaders != 1 || failed != 1 {
+		t.Errorf("the panicking group: %d leaders panicked, %d calls answered an error (%v); want 1 and 1", leaders, failed, errs)
+	}
+	if _, err := st.RecordOutcome(ctx, store.TaskReport{TaskID: locked[3].ID, Worker: "w", Kind: store.TaskCompleted}); err != nil {
+		t.Errorf("an outcome after the panic: %v", err)
+	}
+}
