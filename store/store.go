@@ -36,6 +36,10 @@ type Store struct {
 	// origin names this store in its notices of tasks created
 	// (queueTasksNotice), so that it skips its own (ListenTasks).
 	origin string
+	// outcomes is the group commit of task outcomes (RecordOutcome);
+	// locks the group of the fetches of created tasks (LockCreated).
+	outcomes *group[TaskReport, *Recorded]
+	locks    *group[lockAsk, []LockedTask]
 }
 
 // Options tunes Open.
@@ -97,8 +101,10 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	defaults.Set(&opt.MaxVariablesBytes, DefaultMaxVariablesBytes)
 	defaults.Set(&opt.MaxCommitBytes, DefaultMaxCommitBytes)
 	defaults.Set(&opt.BroadcastPage, DefaultBroadcastPage)
-	return &Store{pool: pool, syncClaims: opt.SyncClaims, maxVariablesBytes: opt.MaxVariablesBytes, maxCommitBytes: opt.MaxCommitBytes,
-		broadcastPage: opt.BroadcastPage, origin: newOrigin()}, nil
+	s := &Store{pool: pool, syncClaims: opt.SyncClaims, maxVariablesBytes: opt.MaxVariablesBytes, maxCommitBytes: opt.MaxCommitBytes,
+		broadcastPage: opt.BroadcastPage, origin: newOrigin()}
+	s.outcomes, s.locks = s.newOutcomeGroup(), s.newLockGroup()
+	return s, nil
 }
 
 // Pool exposes the pool to packages that run their own typed queries here.

@@ -79,7 +79,7 @@ type LockedTask struct {
 // overlaid with the task's own input (tasks.variables: its input mappings,
 // an inner instance's item), as the engine's view of the token overlays
 // them: the row holds no copy of the instance's variables.
-const fetchAndLockSQL = `
+var fetchAndLockSQL = `
 WITH want AS (
 	SELECT * FROM unnest($2::text[], $3::float8[], $5::text[]) AS w(topic, lock_secs, keys)
 ), cand AS (
@@ -93,6 +93,7 @@ WITH want AS (
 		   AND (t.locked_by IS NULL OR t.lock_expires_at < now())
 		   AND (t.not_before IS NULL OR t.not_before <= now())
 		   AND (w.keys = '' OR i.definition_key = ANY (string_to_array(w.keys, chr(31))))
+		   AND t.instance_id || chr(31) || t.token_id || chr(31) || t.element_id <> ALL ($6::text[])
 		 ORDER BY %[1]s
 		 LIMIT $4
 		 FOR UPDATE OF t SKIP LOCKED
@@ -103,33 +104,41 @@ WITH want AS (
 ` + lockCandidatesSQL
 
 // lockCandidatesSQL locks the tasks of cand to worker $1 and returns what
-// scanLocked reads: the end of every statement that locks tasks.
-const lockCandidatesSQL = `
-UPDATE tasks t SET locked_by = $1, lock_expires_at = now() + make_interval(secs => cand.lock_secs)
+// scanLocked reads: the end of every statement that locks tasks;
+// lockCreatedCandidatesSQL locks each to its cand.worker.
+var (
+	lockCandidatesSQL        = lockCandidates("$1")
+	lockCreatedCandidatesSQL = lockCandidates("cand.worker")
+)
+
+func lockCandidates(worker string) string {
+	return `
+UPDATE tasks t SET locked_by = ` + worker + `, lock_expires_at = now() + make_interval(secs => cand.lock_secs)
   FROM cand WHERE t.id = cand.id
 RETURNING t.id, t.type, t.instance_id, t.token_id, t.element_id, cand.definition_key, cand.definition_version,
 	t.retries, t.priority, cand.instance_variables || t.variables, t.headers, t.created_at, t.lock_expires_at, now() - t.created_at,
 	cand.prev IS NOT NULL, t.error_message, t.error_details, cand.instance_key, cand.definition_zeebe_key`
+}
 
-// lockCreatedSQL locks to worker $1 the tasks named by their keys (instance,
-// token, element: $2–$4) and topics ($5), each for its lock duration ($6),
-// that are still open, of that topic and free: the tasks a step of this
-// replica created and handed to a waiting fetch (taskwait), which need no
-// look to be found. A task another fetch took first, or one re-created
-// with another type, is left out.
-const lockCreatedSQL = `
+// lockCreatedSQL locks the tasks named by their keys (instance, token,
+// element: $2–$4) and topics ($5), each for its lock duration ($6) to its
+// worker ($1), that are still open, of that topic and free: the tasks a
+// step of this replica created and handed to waiting fetches (taskwait),
+// which need no look to be found. A task another fetch took first, or one
+// re-created with another type, is left out.
+var lockCreatedSQL = `
 WITH cand AS (
-	SELECT t.id, t.locked_by AS prev, w.lock_secs, i.definition_key, i.definition_version,
+	SELECT t.id, t.locked_by AS prev, w.lock_secs, w.worker, i.definition_key, i.definition_version,
 	       i.variables AS instance_variables, i.zeebe_key AS instance_key,
 	       (SELECT d.zeebe_key FROM definitions d WHERE d.key = i.definition_key AND d.version = i.definition_version) AS definition_zeebe_key
-	  FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::float8[]) AS w(instance_id, token_id, element_id, topic, lock_secs)
+	  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::float8[]) AS w(worker, instance_id, token_id, element_id, topic, lock_secs)
 	  JOIN tasks t ON t.instance_id = w.instance_id AND t.token_id = w.token_id AND t.element_id = w.element_id
 	  JOIN instances i ON i.id = t.instance_id
 	 WHERE t.type = w.topic AND t.outcome IS NULL
 	   AND (t.locked_by IS NULL OR t.lock_expires_at < now())
 	   AND (t.not_before IS NULL OR t.not_before <= now())
 	   FOR UPDATE OF t SKIP LOCKED
-)` + lockCandidatesSQL
+)` + lockCreatedCandidatesSQL
 
 // fetchSetupSQL precedes a fetch in its transaction: a lock is soft state
 // (no WAL flush), and the fetch runs its cached generic plan. Left to
@@ -152,6 +161,17 @@ var (
 // a lock lost with a database crash makes its task fetchable again, and the
 // first worker's outcome is then refused (LOCK_LOST), as after an expiry.
 func (s *Store) FetchAndLock(ctx context.Context, worker string, topics []TopicLock, max int, byPriority bool) ([]LockedTask, error) {
+	return s.FetchAndLockExcept(ctx, worker, topics, max, byPriority, nil)
+}
+
+// FetchAndLockExcept is FetchAndLock leaving out the tasks of except (by
+// their keys): those handed to another waiting fetch, which locks them next
+// (taskwait), as Zeebe activates a job pushed to a stream at its creation.
+func (s *Store) FetchAndLockExcept(ctx context.Context, worker string, topics []TopicLock, max int, byPriority bool, except []CreatedTask) ([]LockedTask, error) {
+	skip := make([]string, 0, len(except)) // never NULL: <> ALL (NULL) takes nothing
+	for _, c := range except {
+		skip = append(skip, createdKey(c.InstanceID, c.TokenID, c.Element))
+	}
 	names, secs, keys := make([]string, len(topics)), make([]float64, len(topics)), make([]string, len(topics))
 	for i, t := range topics {
 		names[i], secs[i], keys[i] = t.Topic, t.LockDuration.Seconds(), strings.Join(t.DefinitionKeys, "\x1f")
@@ -160,7 +180,7 @@ func (s *Store) FetchAndLock(ctx context.Context, worker string, topics []TopicL
 	if byPriority {
 		fetch = fetchByPrioritySQL
 	}
-	tasks, err := s.lockTasks(ctx, fetch, worker, names, secs, max, keys)
+	tasks, err := s.lockTasks(ctx, fetch, worker, names, secs, max, keys, skip)
 	if err != nil {
 		return nil, err
 	}
@@ -185,18 +205,68 @@ type CreatedTask struct {
 // are still open, of their topic and free. One statement, which reads each
 // task by its key: the fetch of a task handed to a waiter finds nothing it
 // was not told of. Like FetchAndLock, the lock skips the WAL flush.
+// Concurrent calls share the statement (group): each is answered with the
+// tasks it asked for that it locked.
 func (s *Store) LockCreated(ctx context.Context, worker string, created []CreatedTask) ([]LockedTask, error) {
-	n := len(created)
-	insts, toks, els, topics, secs := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]float64, n)
-	for i, c := range created {
-		insts[i], toks[i], els[i], topics[i], secs[i] = c.InstanceID, c.TokenID, c.Element, c.Topic, c.LockDuration.Seconds()
-	}
-	tasks, err := s.lockTasks(ctx, lockCreatedSQL, worker, insts, toks, els, topics, secs)
+	tasks, err := s.locks.do(ctx, lockAsk{worker: worker, created: created})
 	if err != nil {
 		return nil, err
 	}
 	slices.SortFunc(tasks, func(a, b LockedTask) int { return int(a.ID - b.ID) })
 	return tasks, nil
+}
+
+// lockAsk is one LockCreated call.
+type lockAsk struct {
+	worker  string
+	created []CreatedTask
+}
+
+// createdKey names a created task by its key.
+func createdKey(instance, token, element string) string {
+	return instance + "\x1f" + token + "\x1f" + element
+}
+
+// newLockGroup is the group of LockCreated calls: concurrent fetches of
+// created tasks share one statement (a task is handed to one waiter at a
+// time, and a statement never takes a task key twice).
+func (s *Store) newLockGroup() *group[lockAsk, []LockedTask] {
+	return &group[lockAsk, []LockedTask]{
+		keys: func(a lockAsk) []string {
+			keys := make([]string, len(a.created))
+			for i, c := range a.created {
+				keys[i] = createdKey(c.InstanceID, c.TokenID, c.Element)
+			}
+			return keys
+		},
+		run: s.lockCreated,
+	}
+}
+
+// lockCreated locks the tasks of calls in one statement and gives each call
+// those it asked for.
+func (s *Store) lockCreated(ctx context.Context, calls []*groupCall[lockAsk, []LockedTask]) error {
+	var workers, insts, toks, els, topics []string
+	var secs []float64
+	byKey := map[string]*groupCall[lockAsk, []LockedTask]{}
+	for _, c := range calls {
+		for _, t := range c.in.created {
+			workers, insts, toks, els, topics = append(workers, c.in.worker), append(insts, t.InstanceID), append(toks, t.TokenID),
+				append(els, t.Element), append(topics, t.Topic)
+			secs = append(secs, t.LockDuration.Seconds())
+			byKey[createdKey(t.InstanceID, t.TokenID, t.Element)] = c
+		}
+	}
+	tasks, err := s.lockTasks(ctx, lockCreatedSQL, workers, insts, toks, els, topics, secs)
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		if c := byKey[createdKey(t.InstanceID, t.TokenID, t.Element)]; c != nil {
+			c.out = append(c.out, t)
+		}
+	}
+	return nil
 }
 
 // lockTasks runs a statement that locks tasks (lockCandidatesSQL) after
@@ -277,26 +347,33 @@ type TaskReport struct {
 // taskRelayRoutingKey is the routing key of task outcome relays.
 const taskRelayRoutingKey = "task"
 
-// recordOutcomeSQL records an outcome on the task, fenced on its lock holder,
-// and writes, in the same statement (one transaction, durable at commit), the
-// outbox row that carries it to the step pipeline as a relay (outboxInsert). The relay's
-// message id is unique per outcome of the row, so its inbox row dedupes a
-// redelivered copy.
-var recordOutcomeSQL = outboxInsert(`done AS (
-	UPDATE tasks SET outcome = $3::text, outcomes = outcomes + 1,
-	       error_message = COALESCE($6::text, error_message), error_details = COALESCE($7::text, error_details)
-	 WHERE id = $1 AND outcome IS NULL
-	   AND (locked_by = $2 OR ($14 <> '' AND starts_with(locked_by, $14))
-	        OR ($11 AND user_task AND ($13 OR assignee IS NULL OR assignee = $12)))
-	RETURNING id, instance_id, token_id, element_id, outcomes, type
+// recordOutcomesSQL records the outcomes of several tasks (one per task),
+// each fenced on its lock holder, and writes, in the same statement (one
+// transaction, durable at commit), the outbox row that carries each to the
+// step pipeline as a relay (outboxInsert). The relay's message id is unique
+// per outcome of the row, so its inbox row dedupes a redelivered copy; it
+// names the task, which tells each caller of a group its row (jobOfRelay).
+var recordOutcomesSQL = outboxInsert(`w AS (
+	SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+	                     $8::int[], $9::bigint[], $10::bool[], $11::text[], $12::bool[], $13::text[])
+	    AS w(id, worker, kind, vars, error_code, error_message, error_details, retries, retry_ms, human, usr, override, prefix)
+), done AS (
+	UPDATE tasks t SET outcome = w.kind, outcomes = t.outcomes + 1,
+	       error_message = COALESCE(w.error_message, t.error_message), error_details = COALESCE(w.error_details, t.error_details)
+	  FROM w
+	 WHERE t.id = w.id AND t.outcome IS NULL
+	   AND (t.locked_by = w.worker OR (w.prefix <> '' AND starts_with(t.locked_by, w.prefix))
+	        OR (w.human AND t.user_task AND (w.override OR t.assignee IS NULL OR t.assignee = w.usr)))
+	RETURNING t.id, t.instance_id, t.token_id, t.element_id, t.outcomes, t.type, w.kind, w.vars, w.error_code,
+	          w.error_message AS msg, w.error_details AS details, w.retries, w.retry_ms
 ),`, "id, instance_id, element_id, message_name, target, routing_key, body", `
-SELECT 'task:' || id || ':' || outcomes, instance_id, element_id, type, 'relay', $10::text,
+SELECT 'task:' || id || ':' || outcomes, instance_id, element_id, type, 'relay', $14::text,
        convert_to(json_build_object(
            'instance_id', instance_id,
-           'task', json_build_object('id', id::text, 'token', token_id, 'element', element_id, 'outcome', $3::text,
-                                     'error_code', $5::text, 'error_message', $6::text, 'error_details', $7::text, 'retries', $8::int,
-                                     'retry_timeout_ms', $9::bigint),
-           'variables', $4::jsonb)::text, 'UTF8')
+           'task', json_build_object('id', id::text, 'token', token_id, 'element', element_id, 'outcome', kind,
+                                     'error_code', error_code, 'error_message', msg, 'error_details', details, 'retries', retries,
+                                     'retry_timeout_ms', retry_ms),
+           'variables', vars::jsonb)::text, 'UTF8')
   FROM done`, false) + outboxRelayReturning
 
 // Recorded is an outcome recorded: its task's topic, and the relay queued in
@@ -323,44 +400,29 @@ func jobOfRelay(id string) int64 {
 }
 
 // RecordOutcome records a worker's outcome of a task it holds and queues
-// the relay that applies it, durably, in one statement. Errors: ErrNotFound
+// the relay that applies it, durably, in one statement (recordOutcomesSQL). Errors: ErrNotFound
 // (no such task, or it already has an outcome), *LockError (another worker
 // holds it, or nobody), and the usual classes.
+//
+// Outcomes recorded concurrently share that statement and its commit (one
+// WAL flush): see group. Each is answered only after the commit,
+// with its own result.
 //
 // Unlike other writes of outbox rows, it does not wake the publisher: the
 // caller hands the relay to the lanes (consumer.Handoff), which apply it
 // without a publish, or wake the publisher when they do not. A relay never
 // handed off waits for a publisher's poll.
 func (s *Store) RecordOutcome(ctx context.Context, o TaskReport) (Recorded, error) {
-	vars := o.Variables
-	if vars == nil {
-		vars = map[string]any{}
-	}
-	var msg, details *string
-	if o.ErrorMessage != "" {
-		msg = &o.ErrorMessage
-	}
-	if o.ErrorDetails != "" {
-		details = &o.ErrorDetails
-	}
-	w := s.outboxWrites()
-	b := &pgx.Batch{}
-	var rec Recorded
-	r := &rec.Relay
-	w.queueScan(b, []any{&r.ID, &r.InstanceID, &r.RoutingKey, &r.Body}, recordOutcomeSQL, o.TaskID, o.Worker, o.Kind, vars,
-		o.ErrorCode, msg, details, o.Retries, o.RetryTimeout.Milliseconds(), taskRelayRoutingKey, o.Human, o.User, o.Override, o.HolderPrefix)
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+	rec, err := s.outcomes.do(ctx, o)
+	switch {
+	case err != nil:
 		return Recorded{}, translate(err, fmt.Sprintf("recording the outcome of task %d", o.TaskID))
+	case rec != nil:
+		return *rec, nil
+	case o.Human:
+		return Recorded{}, s.whyNotCompleted(ctx, o.TaskID)
 	}
-	if w.rows == 0 {
-		if o.Human {
-			return Recorded{}, s.whyNotCompleted(ctx, o.TaskID)
-		}
-		return Recorded{}, s.whyNotHeld(ctx, o.TaskID, o.Worker)
-	}
-	// The relay's message name is the task's topic.
-	rec.Topic = w.last
-	return rec, nil
+	return Recorded{}, s.whyNotHeld(ctx, o.TaskID, o.Worker)
 }
 
 // ExtendLock sets the lock of a task worker holds to expire d from now. A

@@ -196,6 +196,33 @@ func TestAJobCreatedHereIsHandedToAWaiterAndNeverLostWhenTheWaiterLeaves(t *test
 	}
 }
 
+// A job handed to a waiter is that waiter's: a fetch that does not wait (a
+// Zeebe client's poll beside its stream) leaves it, and the waiter locks it
+// by its key; jobs handed to no one stay anyone's.
+func TestAFetchThatDoesNotWaitLeavesAJobHandedToAWaiter(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	here := openReplica(t, env.Config.DatabaseURL)
+	ws := startWaiters(t, here.st)
+	w := ws.Add(work, 1, NewSlots(10, func(float64) {}))
+	defer ws.Remove(w, false)
+	ws.Created([]store.CreatedTask{here.start(t, "i-1")})
+	here.start(t, "i-2") // created, handed to no one
+
+	got, _ := fetch(t, ws, nil)
+	if len(got) != 1 || got[0].InstanceID != "i-2" {
+		t.Fatalf("a fetch that does not wait locked %+v, want only the job handed to no one (i-2)", got)
+	}
+	if got, _ = fetch(t, ws, nil); len(got) != 0 {
+		t.Fatalf("a second fetch that does not wait locked %+v, the job handed to the waiter", got)
+	}
+	woken(t, w)
+	got, handed := fetch(t, ws, w)
+	if len(got) != 1 || got[0].InstanceID != "i-1" || !handed {
+		t.Fatalf("the waiter locked %+v (by its key: %v), want the job of i-1 handed to it", got, handed)
+	}
+}
+
 // The listener's connection is its own and goes with the waiters: after a
 // database outage it connects again, and the look it asks for then finds
 // the job whose notice the outage lost; at the stop it is closed (and

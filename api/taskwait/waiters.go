@@ -33,7 +33,7 @@ const MaxLongPoll = 30 * time.Minute
 // look, the fetches, and the notices of other replicas' tasks.
 type Store interface {
 	CountFetchable(ctx context.Context, asks []store.TopicLock, limits []int) ([]int, error)
-	FetchAndLock(ctx context.Context, worker string, topics []store.TopicLock, max int, byPriority bool) ([]store.LockedTask, error)
+	FetchAndLockExcept(ctx context.Context, worker string, topics []store.TopicLock, max int, byPriority bool, except []store.CreatedTask) ([]store.LockedTask, error)
 	LockCreated(ctx context.Context, worker string, created []store.CreatedTask) ([]store.LockedTask, error)
 	ListenTasks(ctx context.Context, listening func(), heard func(topics []string)) error
 }
@@ -276,7 +276,11 @@ func (ws *Waiters) handLocked(tasks []store.CreatedTask) {
 // FetchAndLock runs the fetch of waiter w (nil: a fetch that does not wait)
 // for worker: it locks the tasks handed to w by their keys when it was
 // handed some and one of them is still free, else up to max tasks of asks
-// (store.FetchAndLock).
+// but those handed to other waiters (store.FetchAndLockExcept): a task
+// handed to a waiting stream is its, as Zeebe pushes a job to a stream
+// activated, and a fetch that does not wait (a client's poll beside its
+// stream) no longer takes it from under the stream in the moment between
+// its commit and the stream's fetch.
 func (ws *Waiters) FetchAndLock(ctx context.Context, w *Waiter, worker string, asks []store.TopicLock, max int, byPriority bool) ([]store.LockedTask, error) {
 	if w != nil {
 		ws.mu.Lock()
@@ -298,7 +302,24 @@ func (ws *Waiters) FetchAndLock(ctx context.Context, w *Waiter, worker string, a
 		}
 	}
 	defer ws.TestSignals.Fetched.Signal(false)
-	return ws.deps.Store.FetchAndLock(ctx, worker, asks, max, byPriority)
+	return ws.deps.Store.FetchAndLockExcept(ctx, worker, asks, max, byPriority, ws.handedOf(asks))
+}
+
+// handedOf lists the tasks of asks' topics handed to waiters.
+func (ws *Waiters) handedOf(asks []store.TopicLock) []store.CreatedTask {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	var out []store.CreatedTask
+	for _, a := range asks {
+		for w := range ws.byTopic[a.Topic] {
+			for _, t := range w.handed {
+				if t.Topic == a.Topic {
+					out = append(out, t)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // handUnplacedLocked hands w, which has room again, the next tasks of its

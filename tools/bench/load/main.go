@@ -720,7 +720,8 @@ func (b *bencher) waitQuiet(ctx context.Context, name string) {
 	}
 }
 
-// profile starts a CPU profile of this process named name when asked to.
+// profile starts a CPU profile of this process named name when asked to
+// (a run's name may hold a slash: "100/s" is written "100 per s").
 func (b *bencher) profile(name string) (stop func(), err error) {
 	if b.o.profileDir == "" {
 		return func() {}, nil
@@ -728,7 +729,7 @@ func (b *bencher) profile(name string) (stop func(), err error) {
 	if err := os.MkdirAll(b.o.profileDir, 0o755); err != nil {
 		return nil, err
 	}
-	f, err := os.Create(filepath.Join(b.o.profileDir, name+".pprof"))
+	f, err := os.Create(filepath.Join(b.o.profileDir, strings.ReplaceAll(name, "/", " per ")+".pprof"))
 	if err != nil {
 		return nil, err
 	}
