@@ -14,6 +14,7 @@ var protocols = map[string][]string{
 	"api/tasks": {"api/tasks"},
 	"api/admin": {"api/admin", "api/admin/wire"},
 	"api/zeebe": {"api/zeebe"},
+	"api/rest":  {"api/rest"},
 }
 
 // deps lists the packages of the module that pkg imports: directly with

@@ -3,11 +3,14 @@ package usecase
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"strconv"
 	"time"
 
 	"github.com/sutra-run/worker/api"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/iso8601"
+	"github.com/sutra-run/worker/lanes"
 )
 
 // Message is a message to publish and correlate: the body of the relay
@@ -72,4 +75,57 @@ func (u *UseCases) PublishMessage(ctx context.Context, m Message) (string, error
 	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
 	return m.MessageID, u.deps.PublishRelay(ctx, m.Message, m.MessageID, body)
+}
+
+// ErrMessageSeen is in the chain of a keyed publish refused because a
+// message with its id was applied or is still buffered (code
+// fault.APIInvalid).
+var ErrMessageSeen = errors.New("a message with this id was already published")
+
+type seenError struct{ refusal *fault.Error }
+
+func (e seenError) Error() string        { return e.refusal.Error() }
+func (e seenError) Unwrap() error        { return e.refusal }
+func (e seenError) Is(target error) bool { return target == ErrMessageSeen }
+
+// PublishKeyedMessage publishes m as Camunda 8's clients publish one
+// (PublishMessage) and answers its key, drawn from the key sequence. A
+// message without a message id is published under its key (in decimal);
+// one whose id was applied or is still buffered is refused with
+// ErrMessageSeen, as Zeebe refuses a message id it holds (two racing
+// publishes of one id both pass that look; the relay's inbox then applies
+// it once). ttl, with a correlation key, buffers it that long (the relay
+// contract buffers by key only); over lanes.MaxMessageTTL it is refused.
+func (u *UseCases) PublishKeyedMessage(ctx context.Context, m Message, ttl time.Duration) (int64, error) {
+	if ttl < 0 {
+		return 0, api.Invalidf("timeToLive is negative")
+	}
+	if ttl > lanes.MaxMessageTTL {
+		return 0, api.CheckTTL("timeToLive", lanes.MaxMessageTTL+1)
+	}
+	if m.MessageID != "" {
+		if err := api.CheckText("messageId", m.MessageID); err != nil {
+			return 0, err
+		}
+		seen, err := u.deps.Store.MessageSeen(ctx, m.MessageID)
+		if err != nil {
+			return 0, err
+		}
+		if seen {
+			return 0, seenError{fault.New(fault.APIInvalid, "a message with id %q was already published", m.MessageID)}
+		}
+	}
+	key, err := u.deps.Store.NextKey(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if m.MessageID == "" {
+		m.MessageID = strconv.FormatInt(key, 10)
+	}
+	if ttl > 0 && m.CorrelationKey != "" {
+		// Fixed notation: %g would write 1e+06 for long TTLs.
+		m.TTL = "PT" + strconv.FormatFloat(ttl.Seconds(), 'f', -1, 64) + "S"
+	}
+	_, err = u.PublishMessage(ctx, m)
+	return key, err
 }

@@ -44,6 +44,14 @@ type Store interface {
 	ListIncidents(ctx context.Context, f store.IncidentFilter) ([]store.Incident, error)
 	ElementStatistics(ctx context.Context, key string, version int, after string, limit int) (
 		elements []store.ElementCount, walked int, next string, err error)
+	Deploy(ctx context.Context, xml []byte) ([]store.Deployed, error)
+	NextKey(ctx context.Context) (int64, error)
+	MessageSeen(ctx context.Context, id string) (bool, error)
+	ListUserTasks(ctx context.Context, f store.UserTaskFilter) ([]store.UserTask, error)
+	InstanceTimesOf(ctx context.Context, id string) (store.InstanceTimes, error)
+	InstanceByKey(ctx context.Context, key int64, vars bool) (store.KeyedInstance, error)
+	InstanceKeys(ctx context.Context, id string, vars bool) (store.KeyedInstance, error)
+	RecordAndBroadcastSignal(ctx context.Context, id, name string, vars map[string]any) (store.SignalReach, error)
 }
 
 // Config configures the use cases.

@@ -4,56 +4,40 @@ import (
 	"context"
 
 	"github.com/camunda/zeebe/clients/go/v8/pkg/pb"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
-	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/store"
+	"github.com/sutra-run/worker/usecase"
 )
 
-// DeployResource deploys each resource as POST /v1/definitions deploys a
-// file (store.Deploy): each executable process becomes the next version of
-// its id, and a file identical to a deployed one keeps that version. A
-// refused file answers InvalidArgument, its message starting with the
-// SUTRA.BPMN.* code and naming the element.
-//
-// The resources are deployed one after the other, not in one transaction:
-// when one is refused, those before it stay deployed (deploying them again
-// changes nothing, identical content keeping its version).
+// DeployResource deploys each resource (usecase.Deploy): each executable
+// process becomes the next version of its id, and a file identical to a
+// deployed one keeps that version. A refused file answers InvalidArgument,
+// its message starting with the SUTRA.BPMN.* code and naming the resource
+// and the element; the resources before it stay deployed.
 func (g *Gateway) DeployResource(ctx context.Context, req *pb.DeployResourceRequest) (*pb.DeployResourceResponse, error) {
 	if err := checkTenant(req.TenantId); err != nil {
 		return nil, err
 	}
-	if len(req.Resources) == 0 {
-		return nil, status.Errorf(codes.InvalidArgument, "%s: no resources to deploy", fault.APIInvalid)
+	resources := make([]usecase.Resource, len(req.Resources))
+	for i, r := range req.Resources {
+		resources[i] = usecase.Resource{Name: r.Name, Content: r.Content}
 	}
-	resp := &pb.DeployResourceResponse{TenantId: defaultTenant}
-	for _, r := range req.Resources {
-		ds, err := g.deployResource(ctx, r)
-		if err != nil {
-			return nil, err
-		}
-		resp.Deployments = append(resp.Deployments, ds...)
-	}
-	key, err := g.deps.Store.NextKey(ctx)
+	d, err := g.deps.UseCases.Deploy(ctx, resources)
 	if err != nil {
 		return nil, statusOf(err)
 	}
-	resp.Key = key
+	resp := &pb.DeployResourceResponse{Key: d.Key, TenantId: defaultTenant}
+	for _, r := range d.Resources {
+		resp.Deployments = append(resp.Deployments, deployments(r)...)
+	}
 	return resp, nil
 }
 
-// deployResource deploys one resource, BPMN or DMN alike (store.Deploy
-// tells them by their root element): a DMN file answers its decision
-// requirements graph, then each decision.
-func (g *Gateway) deployResource(ctx context.Context, r *pb.Resource) ([]*pb.Deployment, error) {
-	ds, err := g.deps.Store.Deploy(ctx, r.Content)
-	if err != nil {
-		if code := fault.Code(err); code != "" {
-			err = fault.New(code, "resource %q: %s", r.Name, fault.Reason(err))
-		}
-		return nil, statusOf(err)
-	}
+// deployments is what Zeebe clients read of one resource deployed, BPMN or
+// DMN alike: a DMN file answers its decision requirements graph, then each
+// decision.
+func deployments(r usecase.DeployedResource) []*pb.Deployment {
+	ds := r.Deployed
 	out := make([]*pb.Deployment, 0, len(ds)+1)
 	for i, d := range ds {
 		if d.Kind != store.KindDMN {
@@ -76,7 +60,7 @@ func (g *Gateway) deployResource(ctx context.Context, r *pb.Resource) ([]*pb.Dep
 			DmnDecisionRequirementsId: d.DRG.ID, DecisionRequirementsKey: d.DRG.Key, TenantId: defaultTenant,
 		}}})
 	}
-	return out, nil
+	return out
 }
 
 // DeployProcess is the deprecated form of DeployResource that zbctl 8.4's

@@ -2,7 +2,7 @@ package zeebe
 
 import (
 	"context"
-	"strconv"
+	"errors"
 	"time"
 
 	"github.com/camunda/zeebe/clients/go/v8/pkg/pb"
@@ -37,38 +37,19 @@ func (g *Gateway) PublishMessage(ctx context.Context, req *pb.PublishMessageRequ
 	if err != nil {
 		return nil, statusOf(err)
 	}
-	if req.TimeToLive < 0 {
-		return nil, status.Errorf(codes.InvalidArgument, "%s: timeToLive %d is negative", fault.APIInvalid, req.TimeToLive)
-	}
 	// Compared in milliseconds: converted first, a huge one overflows.
+	ttl := time.Duration(req.TimeToLive) * time.Millisecond
 	if req.TimeToLive > lanes.MaxMessageTTL.Milliseconds() {
-		return nil, statusOf(api.CheckTTL("timeToLive", lanes.MaxMessageTTL+1))
+		ttl = lanes.MaxMessageTTL + time.Millisecond
+	} else if req.TimeToLive < 0 {
+		ttl = -time.Millisecond
 	}
-	if req.MessageId != "" {
-		if err := api.CheckText("messageId", req.MessageId); err != nil {
-			return nil, statusOf(err)
-		}
-		seen, err := g.deps.Store.MessageSeen(ctx, req.MessageId)
-		if err != nil {
-			return nil, statusOf(err)
-		}
-		if seen {
-			return nil, status.Errorf(codes.AlreadyExists, "%s: a message with id %q was already published", fault.APIInvalid, req.MessageId)
-		}
+	key, err := g.deps.UseCases.PublishKeyedMessage(ctx, usecase.Message{Message: req.Name, CorrelationKey: req.CorrelationKey,
+		Variables: vars, MessageID: req.MessageId}, ttl)
+	if errors.Is(err, usecase.ErrMessageSeen) {
+		return nil, status.Errorf(codes.AlreadyExists, "%s: %s", fault.APIInvalid, fault.Reason(err))
 	}
-	key, err := g.deps.Store.NextKey(ctx)
 	if err != nil {
-		return nil, statusOf(err)
-	}
-	msg := usecase.Message{Message: req.Name, CorrelationKey: req.CorrelationKey, Variables: vars, MessageID: req.MessageId}
-	if msg.MessageID == "" {
-		msg.MessageID = strconv.FormatInt(key, 10)
-	}
-	if req.TimeToLive > 0 && req.CorrelationKey != "" {
-		// Fixed notation: %g would write 1e+06 for long TTLs.
-		msg.TTL = "PT" + strconv.FormatFloat((time.Duration(req.TimeToLive)*time.Millisecond).Seconds(), 'f', -1, 64) + "S"
-	}
-	if _, err := g.deps.UseCases.PublishMessage(ctx, msg); err != nil {
 		return nil, statusOf(err)
 	}
 	return &pb.PublishMessageResponse{Key: key, TenantId: defaultTenant}, nil

@@ -8,6 +8,8 @@ import (
 
 	"github.com/camunda/zeebe/clients/go/v8/pkg/pb"
 	"google.golang.org/grpc/peer"
+
+	"github.com/sutra-run/worker/usecase"
 )
 
 // GatewayVersion is the Zeebe version whose gateway protocol this gateway
@@ -15,19 +17,19 @@ import (
 // own.
 const GatewayVersion = "8.4.0"
 
-// Topology answers that the cluster is this replica alone: one healthy
-// broker leading partition 1, of a cluster of size 1, one partition,
-// replication factor 1. Every replica answers so; Sutra's replicas share
-// the database, not Zeebe's partitions, so a client needs nothing more to
-// route a call (zbctl status, the clients' readiness checks).
+// Topology answers that the cluster is this replica alone
+// (usecase.ClusterTopology): one healthy broker leading each partition.
 func (g *Gateway) Topology(ctx context.Context, _ *pb.TopologyRequest) (*pb.TopologyResponse, error) {
 	host, port := g.advertised(ctx)
+	t := usecase.ClusterTopology()
+	var parts []*pb.Partition
+	for p := 1; p <= t.Partitions; p++ {
+		parts = append(parts, &pb.Partition{PartitionId: int32(p), Role: pb.Partition_LEADER, Health: pb.Partition_HEALTHY})
+	}
 	return &pb.TopologyResponse{
-		Brokers: []*pb.BrokerInfo{{
-			NodeId: 0, Host: host, Port: port, Version: GatewayVersion,
-			Partitions: []*pb.Partition{{PartitionId: 1, Role: pb.Partition_LEADER, Health: pb.Partition_HEALTHY}},
-		}},
-		ClusterSize: 1, PartitionsCount: 1, ReplicationFactor: 1, GatewayVersion: GatewayVersion,
+		Brokers:     []*pb.BrokerInfo{{NodeId: 0, Host: host, Port: port, Version: GatewayVersion, Partitions: parts}},
+		ClusterSize: int32(t.Brokers), PartitionsCount: int32(t.Partitions), ReplicationFactor: int32(t.ReplicationFactor),
+		GatewayVersion: GatewayVersion,
 	}, nil
 }
 

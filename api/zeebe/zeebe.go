@@ -105,14 +105,11 @@ func DefaultConfig() Config {
 
 // Store is what the gateway needs from the database (*store.Store).
 type Store interface {
-	Deploy(ctx context.Context, xml []byte) ([]store.Deployed, error)
 	DefinitionByKey(ctx context.Context, zeebeKey int64) (key string, version int, err error)
 	InstanceByKey(ctx context.Context, key int64, vars bool) (store.KeyedInstance, error)
 	InstanceKeys(ctx context.Context, id string, vars bool) (store.KeyedInstance, error)
 	Ended(ctx context.Context, ids []string) ([]string, error)
 	NextKey(ctx context.Context) (int64, error)
-	MessageSeen(ctx context.Context, id string) (bool, error)
-	RecordAndBroadcastSignal(ctx context.Context, id, name string, vars map[string]any) (store.SignalReach, error)
 	FindDecision(ctx context.Context, ref store.DecisionRef) (store.FoundDecision, error)
 
 	// The job RPCs': a job is a task row, the one /engine-rest serves: one
