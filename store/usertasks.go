@@ -20,8 +20,10 @@ type UserTaskFilter struct {
 	// Assigned, when set, keeps the tasks with (true) or without (false)
 	// an assignee.
 	Assigned *bool
-	Limit    int
-	After    int64
+	// InstanceID, when set, keeps the tasks of that instance.
+	InstanceID string
+	Limit      int
+	After      int64
 }
 
 // userTaskState is a user task's state: created (open), assigning (an
@@ -76,7 +78,8 @@ func (s *Store) ListUserTasks(ctx context.Context, f UserTaskFilter) ([]UserTask
 		   AND ($4 = '' OR $4 = ANY (t.candidate_users))
 		   AND ($5 = '' OR $5 = `+userTaskState+`)
 		   AND ($7::boolean IS NULL OR $7 = (t.assignee IS NOT NULL))
-		 ORDER BY t.id LIMIT $6`, f.After, f.Assignee, f.CandidateGroup, f.CandidateUser, f.State, f.Limit, f.Assigned)
+		   AND ($8 = '' OR t.instance_id = $8)
+		 ORDER BY t.id LIMIT $6`, f.After, f.Assignee, f.CandidateGroup, f.CandidateUser, f.State, f.Limit, f.Assigned, f.InstanceID)
 	if err != nil {
 		return nil, translate(err, "listing user tasks")
 	}

@@ -557,6 +557,7 @@ func (ws *Waiters) lookForTasks(ctx context.Context) {
 const (
 	Zeebe      = "zeebe"
 	EngineRest = "engine-rest"
+	REST       = "rest" // Camunda 8's REST API v2 (api/rest)
 )
 
 // Locked counts a task a fetch of protocol locked in the metrics both
