@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -39,7 +40,7 @@ func TestEveryRouteIsInTheSpecAndEveryOperationOfTheSpecIsServed(t *testing.T) {
 		}
 	}
 	b := setupAdmin(t, nil, nil)
-	served := b.w.API().Routes()
+	served := ownRoutes(b)
 	sort.Strings(spec)
 	sort.Strings(served)
 	for _, r := range served {
@@ -52,6 +53,13 @@ func TestEveryRouteIsInTheSpecAndEveryOperationOfTheSpecIsServed(t *testing.T) {
 			t.Errorf("operation %s is in docs/openapi.yaml but not served", r)
 		}
 	}
+}
+
+// ownRoutes are the routes docs/openapi.yaml describes: all but /v2's,
+// which is Camunda's REST API (api/rest), held to Camunda's own clients
+// and spec by its tests.
+func ownRoutes(b *adminBundle) []string {
+	return slices.DeleteFunc(b.w.API().Routes(), func(r string) bool { return strings.Contains(r, " /v2/") })
 }
 
 // validating checks every answer of the worker against the spec.
@@ -222,7 +230,7 @@ func TestRealAnswersMatchTheSpec(t *testing.T) {
 	v.call("POST", "/oauth/token", []byte("grant_type=client_credentials&client_id=w&client_secret=nope"), formCT)
 	v.call("POST", "/oauth/token", []byte("grant_type=password&client_id=w&client_secret=nope"), formCT)
 
-	for _, r := range b.w.API().Routes() {
+	for _, r := range ownRoutes(b) {
 		if !v.seen[r] {
 			t.Errorf("route %s was not exercised by this test", r)
 		}

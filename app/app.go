@@ -20,6 +20,7 @@ import (
 	"github.com/sutra-run/worker/api"
 	apiadmin "github.com/sutra-run/worker/api/admin"
 	"github.com/sutra-run/worker/api/tasks"
+	"github.com/sutra-run/worker/api/rest"
 	"github.com/sutra-run/worker/api/taskwait"
 	"github.com/sutra-run/worker/api/zeebe"
 	"github.com/sutra-run/worker/broker"
@@ -75,6 +76,7 @@ type Worker struct {
 	waiters    *taskwait.Waiters
 	usecases   *usecase.UseCases
 	gateway    *zeebe.Gateway
+	rest       *rest.API
 	migrations *operations.Runner
 	batches    *operations.BatchRunner
 	contracts  *upgrade.Contracts
@@ -178,6 +180,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		cfg.tasksConfig())
 	apiadmin.New(w.api, apiadmin.Deps{Store: st, UseCases: w.usecases, Metrics: w.metrics, Logger: log,
 		MigrationCreated: func() { w.migrations.Wake() }, BatchCreated: func() { w.batches.Wake() }}, cfg.adminAPIConfig())
+	w.rest = rest.New(w.api, rest.Deps{Store: st, UseCases: w.usecases, Metrics: w.metrics, Logger: log}, cfg.restConfig())
 	if cfg.API.UI {
 		ui := console.Handler()
 		w.api.Public("GET "+console.Prefix, ui)
@@ -353,6 +356,9 @@ func (w *Worker) Gateway() *zeebe.Gateway { return w.gateway }
 
 // UseCases are the operations every protocol calls (for tests).
 func (w *Worker) UseCases() *usecase.UseCases { return w.usecases }
+
+// REST is Camunda's REST API v2 served under /v2.
+func (w *Worker) REST() *rest.API { return w.rest }
 
 // Waiters are where the job protocols' fetches wait (for tests: their
 // TestSignals).

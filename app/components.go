@@ -6,6 +6,7 @@ import (
 	"github.com/sutra-run/worker/api"
 	apiadmin "github.com/sutra-run/worker/api/admin"
 	"github.com/sutra-run/worker/api/tasks"
+	"github.com/sutra-run/worker/api/rest"
 	"github.com/sutra-run/worker/api/taskwait"
 	"github.com/sutra-run/worker/api/zeebe"
 	"github.com/sutra-run/worker/broker"
@@ -120,6 +121,11 @@ func (c Config) tasksConfig() tasks.Config {
 func (c Config) adminAPIConfig() apiadmin.Config {
 	return apiadmin.Config{Replica: c.ReplicaID, OpenAPI: docs.OpenAPI, MaxBody: c.API.MaxBody, MaxDeployBody: c.API.MaxDeployBody,
 		MaxScan: c.API.MaxScan}
+}
+
+func (c Config) restConfig() rest.Config {
+	return rest.Config{MaxBody: c.API.MaxBody, MaxDeployBody: c.API.MaxDeployBody, MaxLongPolls: c.Tasks.MaxLongPolls,
+		MaxJobsToActivate: c.Gateway.MaxJobs, MaxLockDuration: c.Tasks.MaxLockDuration}
 }
 
 func (c Config) useCasesConfig() usecase.Config {
