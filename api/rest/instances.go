@@ -232,7 +232,7 @@ func (a *API) setVariables(c *call) (answer, error) {
 type messageRequest struct {
 	Name           string          `json:"name"`
 	CorrelationKey string          `json:"correlationKey"`
-	TimeToLive     int64           `json:"timeToLive"`
+	TimeToLive     Long            `json:"timeToLive"`
 	MessageID      string          `json:"messageId"`
 	Variables      json.RawMessage `json:"variables"`
 	TenantID       string          `json:"tenantId"`
@@ -254,7 +254,7 @@ func (a *API) message(c *call, buffered bool) (int64, error) {
 	if buffered {
 		// Compared in milliseconds: converted first, a huge one overflows.
 		ttl = time.Duration(req.TimeToLive) * time.Millisecond
-		if req.TimeToLive > lanes.MaxMessageTTL.Milliseconds() {
+		if int64(req.TimeToLive) > lanes.MaxMessageTTL.Milliseconds() {
 			ttl = lanes.MaxMessageTTL + time.Millisecond
 		}
 	}

@@ -27,10 +27,10 @@ const defaultLongPoll = 10 * time.Second
 type activationRequest struct {
 	Type              string   `json:"type"`
 	Worker            string   `json:"worker"`
-	Timeout           int64    `json:"timeout"`
+	Timeout           Long     `json:"timeout"`
 	MaxJobsToActivate int      `json:"maxJobsToActivate"`
 	FetchVariable     []string `json:"fetchVariable"`
-	RequestTimeout    int64    `json:"requestTimeout"`
+	RequestTimeout    Long     `json:"requestTimeout"`
 	TenantIDs         []string `json:"tenantIds"`
 }
 
@@ -78,7 +78,7 @@ func (a *API) activateJobs(c *call) (answer, error) {
 	case req.MaxJobsToActivate > a.cfg.MaxJobsToActivate:
 		return answer{}, fault.New(fault.APIBusy, "maxJobsToActivate %d is over SUTRA_GATEWAY_MAX_JOBS (%d)", req.MaxJobsToActivate, a.cfg.MaxJobsToActivate)
 	}
-	if err := a.checkTimeout(req.Timeout); err != nil {
+	if err := a.checkTimeout(int64(req.Timeout)); err != nil {
 		return answer{}, err
 	}
 	for _, f := range []struct{ what, v string }{{"type", req.Type}, {"worker", req.Worker}} {
@@ -92,7 +92,7 @@ func (a *API) activateJobs(c *call) (answer, error) {
 		wait = defaultLongPoll
 	case req.RequestTimeout < 0:
 		wait = 0
-	case req.RequestTimeout < taskwait.MaxLongPoll.Milliseconds():
+	case int64(req.RequestTimeout) < taskwait.MaxLongPoll.Milliseconds():
 		wait = time.Duration(req.RequestTimeout) * time.Millisecond
 	}
 	cl := api.CallOf(c.r)
@@ -225,7 +225,7 @@ func (a *API) failJob(c *call) (answer, error) {
 	var req struct {
 		Retries      int             `json:"retries"`
 		ErrorMessage string          `json:"errorMessage"`
-		RetryBackOff int64           `json:"retryBackOff"`
+		RetryBackOff Long            `json:"retryBackOff"`
 		Variables    json.RawMessage `json:"variables"`
 	}
 	if err := c.decode(&req); err != nil {
@@ -279,8 +279,8 @@ func (a *API) updateJob(c *call) (answer, error) {
 	}
 	var req struct {
 		Changeset struct {
-			Retries *int   `json:"retries"`
-			Timeout *int64 `json:"timeout"`
+			Retries *int  `json:"retries"`
+			Timeout *Long `json:"timeout"`
 		} `json:"changeset"`
 	}
 	if err := c.decode(&req); err != nil {
@@ -296,7 +296,7 @@ func (a *API) updateJob(c *call) (answer, error) {
 		return answer{}, refuse(http.StatusForbidden, fault.APIForbidden, "a job's retries are the admin token's to change (SUTRA_ADMIN_TOKEN), as UpdateJobRetries")
 	}
 	if ch.Timeout != nil {
-		if err := a.checkTimeout(*ch.Timeout); err != nil {
+		if err := a.checkTimeout(int64(*ch.Timeout)); err != nil {
 			return answer{}, err
 		}
 		if err := a.deps.Store.SetLockTimeout(c.ctx(), key, time.Duration(*ch.Timeout)*time.Millisecond); err != nil {

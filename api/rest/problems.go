@@ -71,13 +71,18 @@ func writeProblem(w http.ResponseWriter, path string, p *problem) {
 }
 
 // protocolAt writes the listener's refusals (credentials, body limits,
-// caps) of the route at path as problems.
+// caps) of the route at path as problems; their instance is the route's
+// path (its keys as {key}), since the listener refuses before the call
+// reaches the route.
 func protocolAt(path string) api.Protocol {
 	return api.Protocol{
 		Refuse: func(w http.ResponseWriter, status int, code, msg string) {
 			writeProblem(w, path, refuse(status, code, msg))
 		},
 		Challenge: `Bearer realm="sutra"`,
+		// Camunda's clients send a cancellation or a resolution with no
+		// body and no media type.
+		UntypedBodiless: true,
 	}
 }
 

@@ -14,8 +14,10 @@
 package rest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -201,12 +203,26 @@ func (a *API) serve(h handler) http.HandlerFunc {
 	}
 }
 
-// decode reads a JSON body into v; an empty body leaves v as it is.
+// decode reads a JSON body into v; an empty body leaves v as it is. As
+// Camunda's gateway, it ignores the fields it does not know: its clients
+// send the fields of newer versions, and defaults of those /v2 does not
+// serve (each handler refuses one it cannot honour, as startInstructions).
 func (c *call) decode(v any) error {
-	if c.r.ContentLength == 0 {
+	body, err := io.ReadAll(c.r.Body)
+	if err != nil {
+		return api.Invalidf("reading the body: %v", err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
 		return nil
 	}
-	return api.Decode(c.r, v)
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(v); err != nil {
+		return api.Invalidf("the body is not a valid request: %v", err)
+	}
+	if dec.More() {
+		return api.Invalidf("the body has data after its JSON object")
+	}
+	return nil
 }
 
 // pathKey reads the path's key: a decimal int64.
@@ -253,4 +269,17 @@ func variables(raw json.RawMessage) (map[string]any, error) {
 		return nil, nil
 	}
 	return api.DecodeVariables("variables", raw)
+}
+
+// Long is a Java long as Camunda's clients send one: a JSON number, or a
+// decimal string (the TypeScript client's bigints).
+type Long int64
+
+func (l *Long) UnmarshalJSON(b []byte) error {
+	n, err := strconv.ParseInt(strings.Trim(string(b), `"`), 10, 64)
+	if err != nil {
+		return api.Invalidf("%s is not a whole number", b)
+	}
+	*l = Long(n)
+	return nil
 }

@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,11 +42,19 @@ type searchRequest struct {
 	} `json:"page"`
 }
 
+// Cursors travel base64-encoded, as Camunda's.
+func encodeCursor(c string) string { return base64.StdEncoding.EncodeToString([]byte(c)) }
+
 func (a *API) search(c *call) (searchRequest, error) {
 	var req searchRequest
 	if err := c.decode(&req); err != nil {
 		return req, err
 	}
+	after, err := base64.StdEncoding.DecodeString(req.Page.After)
+	if err != nil {
+		return req, api.Invalidf("page.after %q is not a cursor this search answered", req.Page.After)
+	}
+	req.Page.After = string(after)
 	switch {
 	case req.Page.Limit == 0:
 		req.Page.Limit = 100
@@ -80,7 +89,7 @@ func (r searchRequest) value(name string, v any) (bool, error) {
 func page[T any](items []T, limit int, cursor func(T) string) answer {
 	p := map[string]any{"totalItems": len(items), "hasMoreTotalItems": len(items) == limit}
 	if len(items) > 0 {
-		p["startCursor"], p["endCursor"] = cursor(items[0]), cursor(items[len(items)-1])
+		p["startCursor"], p["endCursor"] = encodeCursor(cursor(items[0])), encodeCursor(cursor(items[len(items)-1]))
 	}
 	if items == nil {
 		items = []T{}

@@ -1,0 +1,137 @@
+package rest_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sutra-run/worker/app"
+	"github.com/sutra-run/worker/fault"
+)
+
+// The gateway's roles, on /v2: no token or a wrong one is 401, the task
+// token on an admin route 403, both problems; an unknown /v2 path is a 404
+// problem naming it.
+func TestCredentialsAreTheGatewaysAndEveryRefusalIsAProblem(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	p := wantProblem(t, b.call(t, "", "GET", "/v2/topology", nil), http.StatusUnauthorized, fault.APIUnauthorized)
+	if p["title"] != "UNAUTHORIZED" || p["instance"] != "/v2/topology" {
+		t.Errorf("401 problem %v", p)
+	}
+	wantProblem(t, b.call(t, "nope", "POST", "/v2/jobs/activation", map[string]any{}), http.StatusUnauthorized, fault.APIUnauthorized)
+	p = wantProblem(t, b.call(t, taskToken, "POST", "/v2/process-instances", map[string]any{"processDefinitionId": "x"}),
+		http.StatusForbidden, fault.APIForbidden)
+	if p["title"] != "FORBIDDEN" {
+		t.Errorf("403 problem %v", p)
+	}
+	wantProblem(t, b.call(t, taskToken, "POST", "/v2/deployments", deployment(t, "testdata/orders.bpmn")), http.StatusForbidden, fault.APIForbidden)
+	// Retries are an operator's to change, as UpdateJobRetries.
+	wantProblem(t, b.call(t, taskToken, "PATCH", "/v2/jobs/1", map[string]any{"changeset": map[string]any{"retries": 3}}),
+		http.StatusForbidden, fault.APIForbidden)
+	for _, token := range []string{taskToken, adminToken} {
+		if a := b.call(t, token, "GET", "/v2/topology", nil); a.status != http.StatusOK {
+			t.Errorf("topology with %s: %d %s", token, a.status, a.body)
+		}
+	}
+	p = wantProblem(t, b.call(t, adminToken, "GET", "/v2/no-such-thing", nil), http.StatusNotFound, fault.AdminNotFound)
+	if !strings.Contains(p["detail"].(string), "/v2/no-such-thing") {
+		t.Errorf("the 404 does not name the path: %v", p)
+	}
+}
+
+// A job's round trip over /v2: a long poll that waits is answered by the
+// job a step creates (the push job path), its completion ends the
+// instance; the codes of what goes wrong.
+func TestJobsRoundTripAndTheirRefusals(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	d := b.call(t, adminToken, "POST", "/v2/deployments", deployment(t, "testdata/orders.bpmn"))
+	if d.status != http.StatusOK || len(d.json(t)["deployments"].([]any)) != 2 {
+		t.Fatalf("deploy: %d %s", d.status, d.body)
+	}
+	waiting := make(chan string, 1)
+	b.w.REST().Waiting = func(typ string) { waiting <- typ }
+	polled := make(chan answer, 1)
+	go func() {
+		polled <- b.call(t, taskToken, "POST", "/v2/jobs/activation", map[string]any{"type": "rest-charge", "worker": "w1",
+			"timeout": 60000, "maxJobsToActivate": 5, "requestTimeout": 30000})
+	}()
+	if typ := <-waiting; typ != "rest-charge" {
+		t.Fatalf("waiting for %q", typ)
+	}
+	created := b.call(t, adminToken, "POST", "/v2/process-instances", map[string]any{"processDefinitionId": "rest_charge",
+		"variables": map[string]any{"orderId": "o-1"}})
+	if created.status != http.StatusOK {
+		t.Fatalf("create: %d %s", created.status, created.body)
+	}
+	instanceKey := created.json(t)["processInstanceKey"].(string)
+	a := <-polled
+	jobs := a.json(t)["jobs"].([]any)
+	if a.status != http.StatusOK || len(jobs) != 1 {
+		t.Fatalf("the long poll answered %d %s", a.status, a.body)
+	}
+	job := jobs[0].(map[string]any)
+	if job["processInstanceKey"] != instanceKey || job["customHeaders"].(map[string]any)["kind"] != "test" ||
+		job["variables"].(map[string]any)["orderId"] != "o-1" {
+		t.Errorf("job %v", job)
+	}
+	key := job["jobKey"].(string)
+	// Another worker's outcome, a malformed key, an unknown job.
+	wantProblem(t, b.call(t, taskToken, "POST", "/v2/jobs/abc/completion", map[string]any{}), http.StatusBadRequest, fault.APIInvalid)
+	wantProblem(t, b.call(t, taskToken, "POST", "/v2/jobs/99999999/completion", map[string]any{}), http.StatusNotFound, fault.TaskNotFound)
+	wantProblem(t, b.call(t, taskToken, "POST", "/v2/jobs/"+key+"/error", map[string]any{}), http.StatusBadRequest, fault.APIInvalid)
+	if a := b.call(t, taskToken, "PATCH", "/v2/jobs/"+key, map[string]any{"changeset": map[string]any{"timeout": 120000}}); a.status != http.StatusNoContent {
+		t.Errorf("timeout update: %d %s", a.status, a.body)
+	}
+	if a := b.call(t, taskToken, "POST", "/v2/jobs/"+key+"/completion", map[string]any{"variables": map[string]any{"paid": true}}); a.status != http.StatusNoContent {
+		t.Fatalf("complete: %d %s", a.status, a.body)
+	}
+	wantProblem(t, b.call(t, taskToken, "POST", "/v2/jobs/"+key+"/completion", map[string]any{}), http.StatusNotFound, fault.TaskNotFound)
+	b.eventually(t, "the instance completes", func() bool {
+		in := b.call(t, adminToken, "GET", "/v2/process-instances/"+instanceKey, nil).json(t)
+		return in["state"] == "COMPLETED" && in["endDate"] != nil
+	})
+}
+
+// What a caller gets wrong answers its code; a limit answers 503
+// RESOURCE_EXHAUSTED naming it.
+func TestRefusalsAnswerTheirCodes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *app.Config) { c.Gateway.MaxJobs = 10 })
+	p := wantProblem(t, b.call(t, taskToken, "POST", "/v2/jobs/activation", map[string]any{"type": "t", "timeout": 1000,
+		"maxJobsToActivate": 11, "requestTimeout": -1}), http.StatusServiceUnavailable, fault.APIBusy)
+	if p["title"] != "RESOURCE_EXHAUSTED" || !strings.Contains(p["detail"].(string), "SUTRA_GATEWAY_MAX_JOBS") {
+		t.Errorf("503 problem %v", p)
+	}
+	wantProblem(t, b.call(t, taskToken, "POST", "/v2/jobs/activation", map[string]any{"type": "t", "timeout": 0,
+		"maxJobsToActivate": 1}), http.StatusBadRequest, fault.APIInvalid)
+	wantProblem(t, b.call(t, adminToken, "POST", "/v2/process-instances", map[string]any{"processDefinitionId": "nope"}),
+		http.StatusNotFound, fault.UnknownDefinition)
+	wantProblem(t, b.call(t, adminToken, "POST", "/v2/process-instances/123/cancellation", nil), http.StatusNotFound, fault.NotFound)
+	wantProblem(t, b.call(t, adminToken, "POST", "/v2/deployments", deployment(t, "testdata/bad.bpmn")), http.StatusBadRequest, fault.BPMNInvalid)
+	wantProblem(t, b.call(t, taskToken, "POST", "/v2/messages/publication", map[string]any{"correlationKey": "k"}),
+		http.StatusBadRequest, fault.APIInvalid)
+	wantProblem(t, b.call(t, adminToken, "POST", "/v2/incidents/77/resolution", nil), http.StatusNotFound, fault.NotFound)
+	wantProblem(t, b.call(t, taskToken, "POST", "/v2/user-tasks/search", map[string]any{"page": map[string]any{"limit": 5000}}),
+		http.StatusBadRequest, fault.APIInvalid)
+	// An empty search is a page of nothing.
+	a := b.call(t, adminToken, "POST", "/v2/incidents/search", map[string]any{})
+	if a.status != http.StatusOK || len(a.json(t)["items"].([]any)) != 0 {
+		t.Errorf("empty incident search: %d %s", a.status, a.body)
+	}
+}
+
+// eventually waits, up to a deadline, for cond: what a relay's consumer
+// applies after the call answered.
+func (b *bundle) eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 30s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
