@@ -89,6 +89,7 @@ type Store interface {
 	SetLockTimeout(ctx context.Context, id int64, d time.Duration) error
 	SetRetries(ctx context.Context, id int64, retries int) error
 	UserTaskByID(ctx context.Context, id int64) (store.UserTask, error)
+	NextKey(ctx context.Context) (int64, error)
 }
 
 // Deps are /v2's collaborators.
@@ -145,6 +146,7 @@ func New(srv *api.Server, deps Deps, cfg Config) *API {
 	route(worker, "DELETE /v2/user-tasks/{key}/assignee", a.unassignUserTask)
 	route(worker, "POST /v2/user-tasks/{key}/completion", a.completeUserTask)
 	route(admin, "GET /v2/process-definitions/{key}/xml", a.definitionXML)
+	route(admin, "POST /v2/decision-definitions/evaluation", a.evaluateDecision)
 	a.routeSearches(route)
 	// Any other path under /v2: a problem naming it, whoever asks.
 	srv.Public(Base+"/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -135,3 +135,56 @@ func (b *bundle) eventually(t *testing.T, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// The admin calls: a decision's evaluation, an instance's variables set
+// and searched, a signal's broadcast, a definition's file, an instance
+// search.
+func TestAdminCallsAnswerCamundasShapes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	d := b.call(t, adminToken, "POST", "/v2/deployments", deployment(t, "testdata/orders.bpmn", "testdata/discount.dmn"))
+	if d.status != http.StatusOK {
+		t.Fatalf("deploy: %d %s", d.status, d.body)
+	}
+	var definitionKey string
+	for _, dep := range d.json(t)["deployments"].([]any) {
+		if p, ok := dep.(map[string]any)["processDefinition"].(map[string]any); ok && p["processDefinitionId"] == "rest_review" {
+			definitionKey = p["processDefinitionKey"].(string)
+		}
+	}
+	ev := b.call(t, adminToken, "POST", "/v2/decision-definitions/evaluation", map[string]any{"decisionDefinitionId": "rest_discount",
+		"variables": map[string]any{"total": 150}}).json(t)
+	if ev["output"] != "10" || ev["failureMessage"] != "" || len(ev["evaluatedDecisions"].([]any)) != 1 {
+		t.Errorf("evaluation %v", ev)
+	}
+	if x := b.call(t, adminToken, "GET", "/v2/process-definitions/"+definitionKey+"/xml", nil); x.status != http.StatusOK ||
+		!strings.Contains(string(x.body), `id="rest_review"`) {
+		t.Errorf("definition file: %d %.80s", x.status, x.body)
+	}
+	created := b.call(t, adminToken, "POST", "/v2/process-instances", map[string]any{"processDefinitionKey": definitionKey,
+		"variables": map[string]any{"orderId": "o-7"}}).json(t)
+	key := created["processInstanceKey"].(string)
+	if a := b.call(t, adminToken, "PUT", "/v2/element-instances/"+key+"/variables", map[string]any{"variables": map[string]any{"note": "rush"}}); a.status != http.StatusNoContent {
+		t.Fatalf("set variables: %d %s", a.status, a.body)
+	}
+	vars := b.call(t, adminToken, "POST", "/v2/variables/search", map[string]any{"filter": map[string]any{"processInstanceKey": key}}).json(t)
+	items := vars["items"].([]any)
+	if len(items) != 2 || items[0].(map[string]any)["name"] != "note" || items[0].(map[string]any)["value"] != `"rush"` {
+		t.Errorf("variables %v", vars)
+	}
+	if a := b.call(t, adminToken, "POST", "/v2/signals/broadcast", map[string]any{"signalName": "nobody-waits"}); a.status != http.StatusOK ||
+		a.json(t)["signalKey"] == nil {
+		t.Errorf("broadcast: %d %s", a.status, a.body)
+	}
+	found := b.call(t, adminToken, "POST", "/v2/process-instances/search", map[string]any{"filter": map[string]any{
+		"processDefinitionId": map[string]any{"$eq": "rest_review"}, "state": "ACTIVE"}, "page": map[string]any{"limit": 1}}).json(t)
+	list := found["items"].([]any)
+	if len(list) != 1 || list[0].(map[string]any)["processInstanceKey"] != key || list[0].(map[string]any)["processDefinitionName"] != "Review" {
+		t.Errorf("search %v", found)
+	}
+	next := found["page"].(map[string]any)["endCursor"]
+	more := b.call(t, adminToken, "POST", "/v2/process-instances/search", map[string]any{"page": map[string]any{"after": next}}).json(t)
+	if len(more["items"].([]any)) != 0 {
+		t.Errorf("the page after the last: %v", more)
+	}
+}
