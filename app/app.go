@@ -19,8 +19,8 @@ import (
 
 	"github.com/sutra-run/worker/api"
 	apiadmin "github.com/sutra-run/worker/api/admin"
-	"github.com/sutra-run/worker/api/tasks"
 	"github.com/sutra-run/worker/api/rest"
+	"github.com/sutra-run/worker/api/tasks"
 	"github.com/sutra-run/worker/api/taskwait"
 	"github.com/sutra-run/worker/api/zeebe"
 	"github.com/sutra-run/worker/broker"

@@ -41,3 +41,34 @@ func (u *UseCases) RecordTaskOutcome(ctx context.Context, conn Conn, o store.Tas
 	}
 	return rec, nil
 }
+
+// JobChange changes an open job (a task row): its retries, its lock's
+// timeout from now, or both. Nil changes nothing.
+type JobChange struct {
+	Retries *int
+	Timeout *time.Duration
+}
+
+// UpdateJob changes job id: the timeout of an activated job's lock
+// (store.SetLockTimeout), then the retries of an open job or of one that
+// failed into an incident, which its task has when the incident is
+// resolved (store.SetRetries). Refusals are the store's:
+// store.ErrNotFound, a *store.LockError.
+func (u *UseCases) UpdateJob(ctx context.Context, conn Conn, id int64, ch JobChange) error {
+	release, err := conn.use(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
+	defer cancel()
+	if ch.Timeout != nil {
+		if err := u.deps.Store.SetLockTimeout(ctx, id, *ch.Timeout); err != nil {
+			return err
+		}
+	}
+	if ch.Retries != nil {
+		return u.deps.Store.SetRetries(ctx, id, *ch.Retries)
+	}
+	return nil
+}

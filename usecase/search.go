@@ -123,7 +123,7 @@ func (u *UseCases) SearchIncidents(ctx context.Context, f store.IncidentFilter) 
 type KeyedUserTask struct {
 	store.UserTask
 	InstanceKey, DefinitionZeebeKey int64
-	Name, ProcessName          string
+	Name, ProcessName               string
 }
 
 // SearchUserTasks lists one page of user tasks (store.ListUserTasks).

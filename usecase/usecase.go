@@ -49,6 +49,8 @@ type Store interface {
 	MessageSeen(ctx context.Context, id string) (bool, error)
 	ListUserTasks(ctx context.Context, f store.UserTaskFilter) ([]store.UserTask, error)
 	InstanceTimesOf(ctx context.Context, id string) (store.InstanceTimes, error)
+	SetLockTimeout(ctx context.Context, id int64, d time.Duration) error
+	SetRetries(ctx context.Context, id int64, retries int) error
 	InstanceByKey(ctx context.Context, key int64, vars bool) (store.KeyedInstance, error)
 	InstanceKeys(ctx context.Context, id string, vars bool) (store.KeyedInstance, error)
 	RecordAndBroadcastSignal(ctx context.Context, id, name string, vars map[string]any) (store.SignalReach, error)

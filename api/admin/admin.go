@@ -52,8 +52,6 @@ type Store interface {
 	MigrationStatus(ctx context.Context, id string) (store.MigrationProgress, error)
 	CreateBatch(ctx context.Context, b store.Batch) error
 	BatchStatus(ctx context.Context, id string) (store.BatchProgress, error)
-	ListUserTasks(ctx context.Context, f store.UserTaskFilter) ([]store.UserTask, error)
-	UserTaskByID(ctx context.Context, id int64) (store.UserTask, error)
 	Process(ctx context.Context, key string, version int) (*bpmn.Process, error)
 	ListParkedOutbox(ctx context.Context, f store.ParkedFilter) ([]store.ParkedMessage, error)
 	RetryParkedOutbox(ctx context.Context, id string) error
@@ -841,7 +839,7 @@ func (s *API) listUserTasks(c *adminCall) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	list, err := s.deps.Store.ListUserTasks(c.r.Context(), store.UserTaskFilter{Assignee: q.Get("assignee"),
+	list, err := s.deps.UseCases.SearchUserTasks(c.r.Context(), store.UserTaskFilter{Assignee: q.Get("assignee"),
 		CandidateGroup: q.Get("candidate_group"), CandidateUser: q.Get("candidate_user"), State: q.Get("state"), Assigned: assigned,
 		Limit: limit, After: from})
 	if err != nil {
@@ -851,16 +849,13 @@ func (s *API) listUserTasks(c *adminCall) (answer, error) {
 	for i, t := range list {
 		out[i] = userTaskOf(t)
 	}
-	if err := s.nameUserTasks(c.r.Context(), out); err != nil {
-		return answer{}, err
-	}
 	return pageOf("user_tasks", out, limit, func(t wire.UserTask) string { return t.ID }), nil
 }
 
 // userTaskOf is what the admin API shows of a user task.
-func userTaskOf(t store.UserTask) wire.UserTask {
+func userTaskOf(t usecase.KeyedUserTask) wire.UserTask {
 	id := strconv.FormatInt(t.ID, 10)
-	return wire.UserTask{ID: id, ZeebeKey: id, InstanceID: t.InstanceID, Element: t.Element,
+	return wire.UserTask{ID: id, ZeebeKey: id, InstanceID: t.InstanceID, Element: t.Element, Name: t.Name, ProcessName: t.ProcessName,
 		Definition: wire.DefinitionRef{Key: t.DefinitionKey, Version: t.DefinitionVersion}, Assignee: t.Assignee,
 		CandidateGroups: t.CandidateGroups, CandidateUsers: t.CandidateUsers, FormKey: t.FormKey, FormID: t.FormID, DueDate: t.DueDate,
 		FollowUpDate: t.FollowUpDate, Priority: t.Priority, Variables: t.Variables, State: t.State, CreatedAt: t.CreatedAt}
@@ -887,33 +882,14 @@ func (s *API) userTask(c *adminCall) (wire.UserTask, error) {
 	if err != nil {
 		return wire.UserTask{}, err
 	}
-	u, err := s.deps.Store.UserTaskByID(c.r.Context(), id)
+	u, err := s.deps.UseCases.UserTask(c.r.Context(), id)
 	if isNotFound(err) {
 		return wire.UserTask{}, refuse(http.StatusNotFound, fault.TaskNotFound, fmt.Sprintf("user task %d does not exist", id))
 	}
 	if err != nil {
 		return wire.UserTask{}, err
 	}
-	tasks := []wire.UserTask{userTaskOf(u)}
-	err = s.nameUserTasks(c.r.Context(), tasks)
-	return tasks[0], err
-}
-
-// nameUserTasks sets each task's and its process's names from its
-// definition (the store caches the parsed processes).
-func (s *API) nameUserTasks(ctx context.Context, tasks []wire.UserTask) error {
-	for i := range tasks {
-		u := &tasks[i]
-		p, err := s.deps.Store.Process(ctx, u.Definition.Key, u.Definition.Version)
-		if err != nil {
-			return err
-		}
-		u.ProcessName = p.Name
-		if el := p.Element(u.Element); el != nil {
-			u.Name = el.Name
-		}
-	}
-	return nil
+	return userTaskOf(u), nil
 }
 
 func (s *API) getUserTask(c *adminCall) (answer, error) {

@@ -271,7 +271,7 @@ func (a *API) throwError(c *call) (answer, error) {
 }
 
 // updateJob sets a job's retries (the admin token's, as the gateway's
-// UpdateJobRetries) and its lock's timeout from now.
+// UpdateJobRetries) and its lock's timeout from now (usecase.UpdateJob).
 func (a *API) updateJob(c *call) (answer, error) {
 	key, err := c.pathKey()
 	if err != nil {
@@ -295,18 +295,16 @@ func (a *API) updateJob(c *call) (answer, error) {
 	case ch.Retries != nil && api.ScopeOf(c.r) == api.Tasks:
 		return answer{}, refuse(http.StatusForbidden, fault.APIForbidden, "a job's retries are the admin token's to change (SUTRA_ADMIN_TOKEN), as UpdateJobRetries")
 	}
+	change := usecase.JobChange{Retries: ch.Retries}
 	if ch.Timeout != nil {
 		if err := a.checkTimeout(int64(*ch.Timeout)); err != nil {
 			return answer{}, err
 		}
-		if err := a.deps.Store.SetLockTimeout(c.ctx(), key, time.Duration(*ch.Timeout)*time.Millisecond); err != nil {
-			return answer{}, jobProblem(key, err)
-		}
+		d := time.Duration(*ch.Timeout) * time.Millisecond
+		change.Timeout = &d
 	}
-	if ch.Retries != nil {
-		if err := a.deps.Store.SetRetries(c.ctx(), key, *ch.Retries); err != nil {
-			return answer{}, jobProblem(key, err)
-		}
+	if err := a.deps.UseCases.UpdateJob(c.ctx(), c.conn(), key, change); err != nil {
+		return answer{}, jobProblem(key, err)
 	}
 	return noContent(), nil
 }

@@ -86,8 +86,6 @@ type Store interface {
 	InstanceByKey(ctx context.Context, key int64, vars bool) (store.KeyedInstance, error)
 	InstanceKeys(ctx context.Context, id string, vars bool) (store.KeyedInstance, error)
 	Process(ctx context.Context, key string, version int) (*bpmn.Process, error)
-	SetLockTimeout(ctx context.Context, id int64, d time.Duration) error
-	SetRetries(ctx context.Context, id int64, retries int) error
 	UserTaskByID(ctx context.Context, id int64) (store.UserTask, error)
 	NextKey(ctx context.Context) (int64, error)
 }

@@ -341,12 +341,8 @@ func (g *Gateway) UpdateJobRetries(ctx context.Context, req *pb.UpdateJobRetries
 	if req.Retries < 1 {
 		return nil, invalid("retries %d: at least 1", req.Retries)
 	}
-	release, err := g.useDB(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	if err := g.deps.Store.SetRetries(ctx, req.JobKey, int(req.Retries)); err != nil {
+	retries := int(req.Retries)
+	if err := g.deps.UseCases.UpdateJob(ctx, usecase.Conn{Use: g.useDB}, req.JobKey, usecase.JobChange{Retries: &retries}); err != nil {
 		return nil, jobStatus(req.JobKey, err)
 	}
 	return &pb.UpdateJobRetriesResponse{}, nil
@@ -358,12 +354,8 @@ func (g *Gateway) UpdateJobTimeout(ctx context.Context, req *pb.UpdateJobTimeout
 	if err := g.checkTimeout(req.Timeout); err != nil {
 		return nil, err
 	}
-	release, err := g.useDB(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	if err := g.deps.Store.SetLockTimeout(ctx, req.JobKey, time.Duration(req.Timeout)*time.Millisecond); err != nil {
+	timeout := time.Duration(req.Timeout) * time.Millisecond
+	if err := g.deps.UseCases.UpdateJob(ctx, usecase.Conn{Use: g.useDB}, req.JobKey, usecase.JobChange{Timeout: &timeout}); err != nil {
 		return nil, jobStatus(req.JobKey, err)
 	}
 	return &pb.UpdateJobTimeoutResponse{}, nil

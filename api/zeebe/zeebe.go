@@ -111,11 +111,6 @@ type Store interface {
 	Ended(ctx context.Context, ids []string) ([]string, error)
 	NextKey(ctx context.Context) (int64, error)
 	FindDecision(ctx context.Context, ref store.DecisionRef) (store.FoundDecision, error)
-
-	// The job RPCs': a job is a task row, the one /engine-rest serves: one
-	// lock, whichever protocol takes it.
-	SetLockTimeout(ctx context.Context, id int64, d time.Duration) error
-	SetRetries(ctx context.Context, id int64, retries int) error
 }
 
 // Deps are the gateway's collaborators.
