@@ -75,6 +75,7 @@ type Worker struct {
 	tasks      *tasks.API
 	waiters    *taskwait.Waiters
 	usecases   *usecase.UseCases
+	ends       *usecase.Ends
 	gateway    *zeebe.Gateway
 	rest       *rest.API
 	migrations *operations.Runner
@@ -173,9 +174,12 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 	// Both job protocols' long polls and streams wait for tasks in one
 	// place, which the lanes tell of the tasks they create.
 	w.waiters = taskwait.New(taskwait.Deps{Store: st, Acquire: w.api.AcquireDB, Logger: log}, cfg.jobsConfig())
+	// Starts with their result, of either protocol, wait for the
+	// instance's end in one place, which the lanes tell of the ends here.
+	w.ends = usecase.NewEnds(st, log, cfg.Gateway.MaxStreams, cfg.Tasks.PollInterval)
 	// Every protocol calls one set of use cases.
 	w.usecases = usecase.New(usecase.Deps{Store: st, Metrics: w.metrics, Logger: log, Lanes: lanesDispatcher{w}, Waiters: w.waiters,
-		PublishRelay: w.publishRelay, Handoff: w.handoff.Relay}, cfg.useCasesConfig())
+		PublishRelay: w.publishRelay, Handoff: w.handoff.Relay, Ends: w.ends}, cfg.useCasesConfig())
 	w.tasks = tasks.New(w.api, tasks.Deps{Store: st, UseCases: w.usecases, Metrics: w.metrics, Logger: log},
 		cfg.tasksConfig())
 	apiadmin.New(w.api, apiadmin.Deps{Store: st, UseCases: w.usecases, Metrics: w.metrics, Logger: log,
@@ -187,7 +191,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		w.api.Public("GET "+console.Favicon, ui)
 	}
 	w.lanes = lanes.New(lanes.Deps{Store: st, Metrics: w.metrics, Logger: log, Hooks: opt.Hooks, TimerArmed: armed,
-		TasksCreated: w.waiters.Created, ClaimGuard: w.replica.Valid, Ended: func(id string) { w.gateway.Ended(id) }}, cfg.lanesConfig())
+		TasksCreated: w.waiters.Created, ClaimGuard: w.replica.Valid, Ended: w.ends.Ended}, cfg.lanesConfig())
 	gatewayConfig := cfg.gatewayConfig()
 	gatewayConfig.Credentials.Clock = opt.Clock
 	w.gateway = zeebe.New(zeebe.Deps{Store: st, Metrics: w.metrics, Logger: log,
@@ -214,7 +218,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Worker, error) {
 		w.abort()
 		return nil, err
 	}
-	services := []startstop.Service{w.durability, w.broker, w.lanes, w.timers, w.sweeper, w.outbox, w.consumer, w.migrations, w.batches, w.waiters}
+	services := []startstop.Service{w.durability, w.broker, w.lanes, w.timers, w.sweeper, w.outbox, w.consumer, w.migrations, w.batches, w.waiters, w.ends}
 	if cfg.API.Addr != "" { // empty: no API listener (Stop of a server never started is a no-op)
 		services = append(services, w.api)
 	}
@@ -502,7 +506,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 		// every resume they accepted is answered, the consumer and the
 		// poller keep answering until theirs are, and the outbox publisher
 		// finishes its batch. Rows committed meanwhile wait for a replica.
-		stopped := startstop.StopAllParallel(ctx, w.consumer, w.timers, w.lanes, w.sweeper, w.outbox, w.migrations, w.batches, w.api, w.gateway, w.waiters, w.durability, httpStop,
+		stopped := startstop.StopAllParallel(ctx, w.consumer, w.timers, w.lanes, w.sweeper, w.outbox, w.migrations, w.batches, w.api, w.gateway, w.waiters, w.ends, w.durability, httpStop,
 			w.contracts)
 		// Everything that publishes or consumes has stopped: the connection
 		// may close (a relay still unanswered is redelivered elsewhere).

@@ -144,7 +144,7 @@ func (c Config) gatewayConfig() zeebe.Config {
 	return zeebe.Config{Addr: c.Gateway.Addr, TLSCert: c.Gateway.TLSCert, TLSKey: c.Gateway.TLSKey, Credentials: c.credentials(),
 		MaxStreams: c.Gateway.MaxStreams, MaxJobsToActivate: c.Gateway.MaxJobs, MaxMessageSize: c.Gateway.MaxMessageSize,
 		MaxConnections: c.Gateway.MaxConnections, MaxStreamsPerConnection: c.Gateway.MaxStreamsPerConnection, AuthTimeout: c.Gateway.AuthTimeout,
-		PollInterval: c.Tasks.PollInterval, MaxLockDuration: c.Tasks.MaxLockDuration}
+		MaxLockDuration: c.Tasks.MaxLockDuration}
 }
 
 func (c Config) migrationsConfig() operations.RunnerConfig {

@@ -85,6 +85,8 @@ type Deps struct {
 	// publisher (consumer.Handoff.Relay); it must not block. Unset, the
 	// relay waits for the publisher's poll.
 	Handoff func(store.RelayOut)
+	// Ends are where starts with their result wait for the instance's end.
+	Ends *Ends
 }
 
 // UseCases are the operations every protocol calls.

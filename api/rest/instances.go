@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -18,6 +19,10 @@ import (
 )
 
 func itoa(k int64) string { return strconv.FormatInt(k, 10) }
+
+// defaultRequestTimeout bounds a start's wait for its result when the
+// request names none, as Camunda's gateway.
+const defaultRequestTimeout = 15 * time.Second
 
 // topology answers that the cluster is this replica alone
 // (usecase.Topology): every replica answers so, since Sutra's replicas
@@ -112,11 +117,17 @@ type createRequest struct {
 	TenantID                 string          `json:"tenantId"`
 	StartInstructions        []any           `json:"startInstructions"`
 	AwaitCompletion          bool            `json:"awaitCompletion"`
+	FetchVariables           []string        `json:"fetchVariables"`
+	RequestTimeout           Long            `json:"requestTimeout"`
 }
 
 // createInstance starts an instance of a definition named by
 // processDefinitionId and processDefinitionVersion (-1 or none: the
-// latest) or by processDefinitionKey (usecase.StartInstance).
+// latest) or by processDefinitionKey (usecase.StartInstance); with
+// awaitCompletion it answers once the instance completed, with its
+// variables (fetchVariables, or all), within requestTimeout (default 15 s;
+// 504 after it, the instance running on; 409 when it ended otherwise)
+// (usecase.StartInstanceWithResult).
 func (a *API) createInstance(c *call) (answer, error) {
 	var req createRequest
 	if err := c.decode(&req); err != nil {
@@ -124,9 +135,6 @@ func (a *API) createInstance(c *call) (answer, error) {
 	}
 	if err := checkTenants(req.TenantID); err != nil {
 		return answer{}, err
-	}
-	if req.AwaitCompletion {
-		return answer{}, api.Invalidf("awaitCompletion is not served over /v2 yet: create the instance without it, or with the Zeebe gateway's CreateProcessInstanceWithResult")
 	}
 	if len(req.StartInstructions) > 0 {
 		return answer{}, api.Invalidf("startInstructions are not supported: an instance starts at its none start event")
@@ -156,15 +164,36 @@ func (a *API) createInstance(c *call) (answer, error) {
 		return answer{}, refuse(http.StatusNotFound, fault.UnknownDefinition, "process "+strconv.Quote(definition)+" has no version "+strconv.Itoa(version)+" (-1 names the latest)")
 	}
 	id := api.NewID()
-	if err := a.deps.UseCases.StartInstance(c.ctx(), c.conn(), id, definition, version, vars); err != nil {
-		return answer{}, err
-	}
-	in, err := a.deps.Store.InstanceKeys(c.ctx(), id, false)
-	if err != nil {
-		return answer{}, err
+	var in store.KeyedInstance
+	out := map[string]any{}
+	if req.AwaitCompletion {
+		timeout := defaultRequestTimeout
+		if req.RequestTimeout > 0 {
+			timeout = time.Duration(req.RequestTimeout) * time.Millisecond
+		}
+		in, err = a.deps.UseCases.StartInstanceWithResult(c.ctx(), c.conn(), usecase.Result{ID: id, Definition: definition, Version: version,
+			Vars: vars, Timeout: timeout, Stopping: a.stopping, Limit: "SUTRA_GATEWAY_MAX_STREAMS"})
+		switch {
+		case errors.Is(err, usecase.ErrNoResultYet):
+			return answer{}, refuse(http.StatusGatewayTimeout, fault.Code(err), fault.Reason(err))
+		case err != nil:
+			return answer{}, err
+		}
+		for name, v := range in.Variables {
+			if len(req.FetchVariables) == 0 || slices.Contains(req.FetchVariables, name) {
+				out[name] = v
+			}
+		}
+	} else {
+		if err := a.deps.UseCases.StartInstance(c.ctx(), c.conn(), id, definition, version, vars); err != nil {
+			return answer{}, err
+		}
+		if in, err = a.deps.Store.InstanceKeys(c.ctx(), id, false); err != nil {
+			return answer{}, err
+		}
 	}
 	return ok(map[string]any{"processDefinitionId": in.Definition, "processDefinitionVersion": in.DefinitionVersion,
-		"tenantId": defaultTenant, "variables": map[string]any{}, "processDefinitionKey": Key(in.DefinitionKey), "processInstanceKey": Key(in.Key)}), nil
+		"tenantId": defaultTenant, "variables": out, "processDefinitionKey": Key(in.DefinitionKey), "processInstanceKey": Key(in.Key)}), nil
 }
 
 // activeInstance reads the instance whose key the path names: 404 when

@@ -188,3 +188,36 @@ func TestAdminCallsAnswerCamundasShapes(t *testing.T) {
 		t.Errorf("the page after the last: %v", more)
 	}
 }
+
+// A start with awaitCompletion answers once the instance completed, with
+// the variables asked for; one that does not complete in time is 504.
+func TestCreateAwaitingCompletionAnswersAtTheEnd(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	if d := b.call(t, adminToken, "POST", "/v2/deployments", deployment(t, "testdata/orders.bpmn")); d.status != http.StatusOK {
+		t.Fatalf("deploy: %d %s", d.status, d.body)
+	}
+	done := make(chan answer, 1)
+	go func() {
+		done <- b.call(t, adminToken, "POST", "/v2/process-instances", map[string]any{"processDefinitionId": "rest_charge",
+			"variables": map[string]any{"orderId": "o-1"}, "awaitCompletion": true, "fetchVariables": []string{"paid"}, "requestTimeout": "30000"})
+	}()
+	a := b.call(t, taskToken, "POST", "/v2/jobs/activation", map[string]any{"type": "rest-charge", "timeout": 60000,
+		"maxJobsToActivate": 1, "requestTimeout": 30000})
+	jobs := a.json(t)["jobs"].([]any)
+	if len(jobs) != 1 {
+		t.Fatalf("activation: %s", a.body)
+	}
+	key := jobs[0].(map[string]any)["jobKey"].(string)
+	if c := b.call(t, taskToken, "POST", "/v2/jobs/"+key+"/completion", map[string]any{"variables": map[string]any{"paid": true}}); c.status != http.StatusNoContent {
+		t.Fatalf("complete: %d %s", c.status, c.body)
+	}
+	r := <-done
+	vars, _ := r.json(t)["variables"].(map[string]any)
+	if r.status != http.StatusOK || len(vars) != 1 || vars["paid"] != true {
+		t.Errorf("the awaited start answered %d %s", r.status, r.body)
+	}
+	late := b.call(t, adminToken, "POST", "/v2/process-instances", map[string]any{"processDefinitionId": "rest_review",
+		"variables": map[string]any{"orderId": "o-2"}, "awaitCompletion": true, "requestTimeout": 200})
+	wantProblem(t, late, http.StatusGatewayTimeout, fault.Unavailable)
+}

@@ -77,10 +77,6 @@ type Config struct {
 	// AuthTimeout closes a connection on which no stream presented valid
 	// credentials within it (default 5s).
 	AuthTimeout time.Duration
-	// PollInterval is how often calls waiting for something another
-	// replica may do look for it (default 250ms, SUTRA_TASK_POLL_INTERVAL);
-	// what this replica does wakes them at once.
-	PollInterval time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -92,7 +88,6 @@ func (c *Config) setDefaults() {
 	defaults.Set(&c.MaxStreamsPerConnection, 128)
 	defaults.Set(&c.AuthTimeout, 5*time.Second)
 	defaults.Set(&c.MaxLockDuration, 24*time.Hour)
-	defaults.Set(&c.PollInterval, 250*time.Millisecond)
 }
 
 // DefaultConfig is the configuration New fills unset fields from; the
@@ -108,7 +103,6 @@ type Store interface {
 	DefinitionByKey(ctx context.Context, zeebeKey int64) (key string, version int, err error)
 	InstanceByKey(ctx context.Context, key int64, vars bool) (store.KeyedInstance, error)
 	InstanceKeys(ctx context.Context, id string, vars bool) (store.KeyedInstance, error)
-	Ended(ctx context.Context, ids []string) ([]string, error)
 	NextKey(ctx context.Context) (int64, error)
 	FindDecision(ctx context.Context, ref store.DecisionRef) (store.FoundDecision, error)
 }
@@ -161,8 +155,6 @@ type Gateway struct {
 	// calls waiting for an instance's end answer and end, so that the
 	// graceful stop does not wait for them.
 	stopping chan struct{}
-	// ends are the calls waiting for an instance's end.
-	ends *ends
 	// slots cap the job streams and long polls open at once (MaxStreams).
 	slots *taskwait.Slots
 	// conns are the open connections (MaxConnections, AuthTimeout).
@@ -174,7 +166,7 @@ type Gateway struct {
 // New builds the gateway; Start binds its listener.
 func New(deps Deps, cfg Config) *Gateway {
 	cfg.setDefaults()
-	g := &Gateway{cfg: cfg, deps: deps, stopping: make(chan struct{}), ends: newEnds(cfg.MaxStreams),
+	g := &Gateway{cfg: cfg, deps: deps, stopping: make(chan struct{}),
 		slots: taskwait.NewSlots(cfg.MaxStreams, deps.Metrics.GatewayStreams.Set)}
 	g.conns = newConns(cfg.MaxConnections, cfg.AuthTimeout, deps.Clock, func() {
 		deps.Metrics.GatewayConnectionsRefused.Inc()
@@ -220,15 +212,6 @@ func (g *Gateway) Start(ctx context.Context) error {
 func (g *Gateway) run(soft, hard context.Context) {
 	served := make(chan error, 1)
 	go func() { served <- g.srv.Serve(g.ln) }()
-	// The look for ends other replicas committed stops with run.
-	polled := make(chan struct{})
-	defer func() { <-polled }()
-	pollCtx, stopPoll := context.WithCancel(soft)
-	defer stopPoll()
-	go func() {
-		defer close(polled)
-		g.pollEnds(pollCtx)
-	}()
 	select {
 	case err := <-served:
 		if err != nil && !errors.Is(err, grpc.ErrServerStopped) {
