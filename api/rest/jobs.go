@@ -111,8 +111,8 @@ func (a *API) activateJobs(c *call) (answer, error) {
 			return func() {}, nil
 		}},
 		Waiting: func(*taskwait.Waiter) {
-			if a.Waiting != nil {
-				a.Waiting(req.Type)
+			if f := a.waiting.Load(); f != nil {
+				(*f)(req.Type)
 			}
 		},
 	}, func(got []store.LockedTask) error {

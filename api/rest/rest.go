@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sutra-run/worker/api"
@@ -105,10 +106,14 @@ type API struct {
 	slots *taskwait.Slots
 	// stopping is closed when the listener stops: long polls answer.
 	stopping chan struct{}
-	// Waiting, when set, hears the job type of every activation that
-	// starts to wait (tests' signals).
-	Waiting func(typ string)
+	// waiting, when set, hears the job type of every activation that
+	// starts to wait (tests' signals: OnWaiting).
+	waiting atomic.Pointer[func(typ string)]
 }
+
+// OnWaiting makes f hear the job type of every activation that starts to
+// wait (tests' signals).
+func (a *API) OnWaiting(f func(typ string)) { a.waiting.Store(&f) }
 
 // New registers /v2's routes on srv.
 func New(srv *api.Server, deps Deps, cfg Config) *API {
