@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"slices"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/camunda/zeebe/clients/go/v8/pkg/entities"
 	"github.com/camunda/zeebe/clients/go/v8/pkg/worker"
 	"github.com/camunda/zeebe/clients/go/v8/pkg/zbc"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sutra-run/worker/internal/loadgen"
 	"github.com/sutra-run/worker/tools/bench"
@@ -34,6 +36,9 @@ type jobRun struct {
 	fastPath bool
 	// longPoll: the workers activate by ActivateJobs long polls, not streams.
 	longPoll bool
+	// rest: the workers activate and complete over /v2 (long polls), not
+	// the gateway.
+	rest bool
 	// rate is the job rate offered (0: as fast as the workers go).
 	rate     float64
 	jobs     int
@@ -53,13 +58,13 @@ type jobRun struct {
 // what idle streams and long polls cost.
 func (b *bencher) measureJobs(ctx context.Context) error {
 	for _, fast := range []bool{true, false} {
-		full, err := b.jobRun(ctx, fast, false, 0)
+		full, err := b.jobRun(ctx, fast, false, false, 0)
 		if err != nil {
 			return fmt.Errorf("jobs at full load (fast path %v): %w", fast, err)
 		}
 		runs := []jobRun{full}
 		for _, rate := range []float64{100, full.jobsPerS / 2} {
-			r, err := b.jobRun(ctx, fast, false, rate)
+			r, err := b.jobRun(ctx, fast, false, false, rate)
 			if err != nil {
 				return fmt.Errorf("jobs at %.0f/s (fast path %v): %w", rate, fast, err)
 			}
@@ -71,13 +76,22 @@ func (b *bencher) measureJobs(ctx context.Context) error {
 			b.jobRuns = append(b.jobRuns, r)
 		}
 	}
-	r, err := b.jobRun(ctx, true, true, 100)
+	r, err := b.jobRun(ctx, true, true, false, 100)
 	if err != nil {
 		return fmt.Errorf("jobs at 100/s by long polls: %w", err)
 	}
 	r.round = b.round
 	fmt.Fprintf(os.Stderr, "  %s\n", r.row())
 	b.jobRuns = append(b.jobRuns, r)
+	for _, rate := range []float64{0, 100} {
+		r, err := b.jobRun(ctx, true, true, true, rate)
+		if err != nil {
+			return fmt.Errorf("jobs over /v2 at %.0f/s: %w", rate, err)
+		}
+		r.round = b.round
+		fmt.Fprintf(os.Stderr, "  %s\n", r.row())
+		b.jobRuns = append(b.jobRuns, r)
+	}
 	idle, err := b.idleJobs(ctx)
 	if err != nil {
 		return fmt.Errorf("idle job streams and long polls: %w", err)
@@ -89,9 +103,10 @@ func (b *bencher) measureJobs(ctx context.Context) error {
 
 // jobRun runs b.o.jobWorkers streaming job workers against a worker with
 // b.o.jobLanes lanes and the fast path on or off; rate > 0 starts
-// instances at rate/3 a second.
-func (b *bencher) jobRun(ctx context.Context, fastPath, longPoll bool, rate float64) (jobRun, error) {
-	r := jobRun{fastPath: fastPath, longPoll: longPoll, rate: rate}
+// instances at rate/3 a second. rest: b.o.jobWorkers REST workers
+// (restWorker) over /v2 in place of the Go client's.
+func (b *bencher) jobRun(ctx context.Context, fastPath, longPoll, rest bool, rate float64) (jobRun, error) {
+	r := jobRun{fastPath: fastPath, longPoll: longPoll, rest: rest, rate: rate}
 	k := b.o.instances
 	if rate > 0 {
 		k = 0 // started by relays, at the rate
@@ -142,6 +157,27 @@ func (b *bencher) jobRun(ctx context.Context, fastPath, longPoll bool, rate floa
 			}
 		}()
 	}
+	if rest {
+		hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: b.o.jobWorkers}}
+		var running sync.WaitGroup
+		for i := range b.o.jobWorkers {
+			running.Go(func() { restWorker(rctx, hc, w.APIAddr(), fmt.Sprintf("bench-%d", i), c) })
+		}
+		select {
+		case <-c.all:
+		case err = <-c.errs:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		cancel()
+		running.Wait()
+		r.cpu = cpu.finish()
+		stopProfile()
+		if err != nil {
+			return r, err
+		}
+		return c.result(r, began, reg), nil
+	}
 	workers := make([]worker.JobWorker, b.o.jobWorkers)
 	for i := range workers {
 		// One job at a time each, pushed by its stream; its poll is the
@@ -175,6 +211,11 @@ func (b *bencher) jobRun(ctx context.Context, fastPath, longPoll bool, rate floa
 	if err2 != nil {
 		return r, err2
 	}
+	return c.result(r, began, reg), nil
+}
+
+// result fills r with what the workers measured since began.
+func (c *jobClient) result(r jobRun, began time.Time, reg *prometheus.Registry) jobRun {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r.jobs = c.completed
@@ -182,7 +223,7 @@ func (b *bencher) jobRun(ctx context.Context, fastPath, longPoll bool, rate floa
 	slices.Sort(c.latencies)
 	r.p50, r.p99 = percentile(c.latencies, 0.5), percentile(c.latencies, 0.99)
 	r.activationP99 = histogram(reg, "sutra_job_activation_seconds").quantile(0.99)
-	return r, nil
+	return r
 }
 
 // jobClient is the job workers' shared state.
@@ -203,20 +244,30 @@ type jobClient struct {
 func (c *jobClient) handle(jc worker.JobClient, job entities.Job) {
 	c.handling.Add(1)
 	defer c.handling.Done()
-	activated := time.Now()
-	c.mu.Lock()
-	if prev, ok := c.done[job.ProcessInstanceKey]; ok {
-		c.latencies = append(c.latencies, activated.Sub(prev))
-	}
-	c.mu.Unlock()
+	c.activated(job.ProcessInstanceKey, time.Now())
 	if _, err := jc.NewCompleteJobCommand().JobKey(job.Key).Send(context.Background()); err != nil {
 		c.fail(err)
 		return
 	}
+	c.completedNow(job.ProcessInstanceKey)
+}
+
+// activated records that instance's next job was activated at: the time
+// since its previous job's completion was answered.
+func (c *jobClient) activated(instance int64, at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if prev, ok := c.done[instance]; ok {
+		c.latencies = append(c.latencies, at.Sub(prev))
+	}
+}
+
+// completedNow records that a job of instance's completion was answered.
+func (c *jobClient) completedNow(instance int64) {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.done[job.ProcessInstanceKey], c.last = now, now
+	c.done[instance], c.last = now, now
 	c.completed++
 	if c.completed == c.want {
 		close(c.all)
@@ -235,7 +286,9 @@ func (r jobRun) name() string {
 	if !r.fastPath {
 		path = "no fast path"
 	}
-	if r.longPoll {
+	if r.rest {
+		path += ", /v2"
+	} else if r.longPoll {
 		path += ", long polls"
 	}
 	if r.rate == 0 {
@@ -261,13 +314,13 @@ func reportJobs(w io.Writer, runs []jobRun, idle []idleRun, steps map[int]float6
 	}
 	bestRound, fastest := 0, 0.0
 	for _, r := range runs {
-		if r.fastPath && r.rate == 0 && r.jobsPerS > fastest {
+		if r.fastPath && r.rate == 0 && !r.rest && r.jobsPerS > fastest {
 			bestRound, fastest = r.round, r.jobsPerS
 		}
 	}
 	fmt.Fprintf(w, "\nJob round trip (%d lanes, %d Go client job workers with streamed activation, 3 sequential service tasks per instance):\n", lanes, workers)
 	without := 0.0
-	var full, at100 jobRun
+	var full, at100, restFull jobRun
 	for _, r := range runs {
 		if r.round != bestRound {
 			continue
@@ -277,6 +330,9 @@ func reportJobs(w io.Writer, runs []jobRun, idle []idleRun, steps map[int]float6
 			fmt.Fprintf(w, "  target: at 100 jobs/s p50 ≤ 5 ms, p99 ≤ 50 ms: %v, %v\n", r.p50.Round(100*time.Microsecond), r.p99.Round(100*time.Microsecond))
 		}
 		switch {
+		case r.rest && r.rate == 0:
+			restFull = r
+		case r.rest:
 		case r.rate == 0 && !r.fastPath:
 			without = r.jobsPerS
 		case r.rate == 0:
@@ -287,6 +343,9 @@ func reportJobs(w io.Writer, runs []jobRun, idle []idleRun, steps map[int]float6
 	}
 	if without > 0 {
 		fmt.Fprintf(w, "  target: jobs/s with the fast path ≥ 2× without it: %.2f×\n", fastest/without)
+	}
+	if restFull.jobs > 0 {
+		fmt.Fprintf(w, "  target: /v2 jobs/s at full load ≥ 90%% of the gRPC stream's: %.0f%% (%.0f / %.0f)\n", 100*restFull.jobsPerS/fastest, restFull.jobsPerS, fastest)
 	}
 	if s := steps[bestRound]; s > 0 {
 		fmt.Fprintf(w, "  target: jobs/s at full load ≥ 25%% of relay steps/s in the same round: %.0f%% (%.0f / %.0f)\n", 100*fastest/s, fastest, s)
