@@ -37,8 +37,10 @@ type EndsStore interface {
 }
 
 // NewEnds builds the waiters of instances' ends: at most max calls wait
-// at once; the look runs every interval (default 250ms).
+// at once (default 256, as SUTRA_GATEWAY_MAX_STREAMS); the look runs
+// every interval (default 250ms).
 func NewEnds(st EndsStore, logger *slog.Logger, max int, interval time.Duration) *Ends {
+	defaults.Set(&max, 256)
 	defaults.Set(&interval, 250*time.Millisecond)
 	return &Ends{store: st, logger: logger, interval: interval, max: max, waiting: map[string]map[*endWaiter]struct{}{}}
 }

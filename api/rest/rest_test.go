@@ -211,7 +211,8 @@ func TestCreateAwaitingCompletionAnswersAtTheEnd(t *testing.T) {
 		"maxJobsToActivate": 1, "requestTimeout": 30000})
 	jobs := a.json(t)["jobs"].([]any)
 	if len(jobs) != 1 {
-		t.Fatalf("activation: %s", a.body)
+		r := <-done
+		t.Fatalf("activation: %s; the start answered %d %s", a.body, r.status, r.body)
 	}
 	key := jobs[0].(map[string]any)["jobKey"].(string)
 	if c := b.call(t, taskToken, "POST", "/v2/jobs/"+key+"/completion", map[string]any{"variables": map[string]any{"paid": true}}); c.status != http.StatusNoContent {
