@@ -164,7 +164,7 @@ func instanceOf(s usecase.InstanceSummary) instanceItem {
 	return it
 }
 
-// searchInstances lists process instances (usecase.SearchInstances) by
+// searchInstances lists process instances (usecase.SearchProcessInstances) by
 // processDefinitionId, processDefinitionVersion, state, hasIncident or
 // processInstanceKey.
 func (a *API) searchInstances(c *call) (answer, error) {
@@ -209,7 +209,7 @@ func (a *API) searchInstances(c *call) (answer, error) {
 	default:
 		return answer{}, api.Invalidf("filter.state %q is not ACTIVE, COMPLETED or TERMINATED", state)
 	}
-	list, _, err := a.deps.UseCases.SearchInstances(c.ctx(), f)
+	list, _, err := a.deps.UseCases.SearchProcessInstances(c.ctx(), f)
 	if err != nil {
 		return answer{}, err
 	}
