@@ -107,6 +107,8 @@ func problemOf(err error) *problem {
 		return refuse(http.StatusConflict, fault.TaskLockLost, err.Error())
 	case errors.As(err, &notAssignee):
 		return refuse(http.StatusConflict, fault.TaskNotAssignee, err.Error())
+	case errors.Is(err, context.Canceled):
+		return refuse(http.StatusServiceUnavailable, fault.Unavailable, "the call was cancelled: retry")
 	case errors.Is(err, context.DeadlineExceeded):
 		return refuse(http.StatusGatewayTimeout, fault.Unavailable, "the call did not finish in time: retry")
 	}

@@ -192,7 +192,8 @@ func (a *API) serve(h handler) http.HandlerFunc {
 		switch {
 		case err != nil:
 			p := problemOf(err)
-			if p.Status >= http.StatusInternalServerError && p.Status != http.StatusServiceUnavailable {
+			// A call its client gave up on (a long poll's) is no failure.
+			if p.Status >= http.StatusInternalServerError && p.Status != http.StatusServiceUnavailable && r.Context().Err() == nil {
 				a.deps.Logger.Error("/v2 call failed", "path", r.URL.Path, "code", p.Code, "err", err)
 			}
 			writeProblem(w, r.URL.Path, p)
