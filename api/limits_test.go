@@ -280,7 +280,7 @@ func TestAPICallsUseNoMoreDatabaseConnectionsThanTheirCapAndAWaitingLongPollUses
 		done <- status
 	}()
 	testkit.Eventually(t, 20*time.Second, "the completion waiting on the row lock", func() bool {
-		return b.env.Int(t, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE tasks SET outcome%'`) > 0
+		return b.env.Int(t, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE tasks t SET outcome%'`) > 0
 	})
 	status, hdr, body := b.call(t, "/external-task/"+task.ID+"/extendLock", map[string]any{"workerId": "w", "newDuration": 60000})
 	if status != http.StatusServiceUnavailable || !strings.Contains(string(body), fault.APIBusy) || !strings.Contains(string(body), "SUTRA_API_MAX_DB_CONNS") || hdr.Get("Retry-After") == "" {
