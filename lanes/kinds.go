@@ -375,7 +375,7 @@ func (c AdminOp) prepare(context.Context, *lane, *Resume) (claims.Request, Resul
 func (c AdminOp) compute(ctx context.Context, l *lane, _ *Resume, cl loaded) (OpResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.pool.cfg.StepTimeout)
 	defer cancel()
-	in := engine.Instance{ID: cl.held.Instance.ID, Version: cl.held.Instance.Version, State: cl.held.Instance.State}
+	in := engine.Instance{ID: cl.inst.ID, Version: cl.inst.Version, State: cl.inst.State}
 	return c.Op(ctx, l.pool.deps.Store, cl.proc, in, l.pool.deps.Now())
 }
 
