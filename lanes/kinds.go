@@ -19,8 +19,8 @@ import (
 // table above lane.step has a row for each. A correlate-by-key relay has
 // its own file (correlate.go), and so have the signal kinds (signals.go).
 
-// Message is a relay of a message to a known instance: the one kind a lane
-// runs in batches.
+// Message is a relay of a message to a known instance: the common kind a
+// lane runs in batches (batch.go).
 type Message struct {
 	InstanceID string
 	// MessageID is the relay's message id, recorded in the step's inbox row.
