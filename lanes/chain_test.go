@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sutra-run/worker/engine"
 	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/internal/testkit"
 	"github.com/sutra-run/worker/lanes"
@@ -16,9 +17,10 @@ import (
 )
 
 // chainPool is a one-lane pool on the real store (counting the
-// transactions that commit steps of o-0) with instances h-0 and o-0
+// transactions that commit steps of o-…) with instances h-0 and o-0
 // started on testdata/chain.bpmn, which waits for messages m1 … m5 in
-// turn. run holds the lane on h-0's m1 before its commit, queues resumes
+// turn, and o-1 on testdata/fanout.bpmn, which waits for three tasks in
+// parallel. run holds the lane on h-0's m1 before its commit, queues resumes
 // of o-0 behind it and lets it go: they are all waiting together.
 type chainPool struct {
 	env *testkit.Env
@@ -34,6 +36,7 @@ func newChainPool(t *testing.T) *chainPool {
 	t.Helper()
 	env := testkit.New(t)
 	env.Deploy(t, "testdata/chain.bpmn")
+	env.Deploy(t, "testdata/fanout.bpmn")
 	ctx := testkit.Ctx(t)
 	inner, err := store.Open(ctx, env.Config.DatabaseURL, store.Options{})
 	if err != nil {
@@ -59,8 +62,8 @@ func newChainPool(t *testing.T) *chainPool {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.p.Stop(context.Background()) })
-	for _, id := range []string{"h-0", "o-0"} {
-		if o := c.one(lanes.Start{InstanceID: id, MessageID: "start-" + id, Definition: "chain", Variables: map[string]any{"key": id}}); o.Kind != lanes.Applied {
+	for id, def := range map[string]string{"h-0": "chain", "o-0": "chain", "o-1": "fanout"} {
+		if o := c.one(lanes.Start{InstanceID: id, MessageID: "start-" + id, Definition: def, Variables: map[string]any{"key": id}}); o.Kind != lanes.Applied {
 			t.Fatalf("start %s: %+v", id, o)
 		}
 	}
@@ -94,8 +97,9 @@ func (c *chainPool) run(t *testing.T, causes ...lanes.Cause) []lanes.Result {
 	for i, cause := range causes {
 		out := make(chan lanes.Result, 1)
 		outs[i] = out
+		id := (&lanes.Resume{Cause: cause}).InstanceID()
 		c.p.Dispatch(lanes.Resume{Cause: cause, Done: func(o lanes.Result) {
-			if o.Kind == lanes.Applied && !c.st.isCommitted("o-0") {
+			if o.Kind == lanes.Applied && !c.st.isCommitted(id) {
 				t.Errorf("%+v answered Applied before its commit", cause)
 			}
 			out <- o
@@ -255,6 +259,48 @@ func TestADuplicateResumeInAChainIsAppliedOnce(t *testing.T) {
 	rows, _ := c.history(t, 2, 4)
 	if want := "1 start-o-0,2 a,3 b,4 c"; strings.Join(rows, ",") != want {
 		t.Errorf("history %q, want %q", rows, want)
+	}
+	c.env.AssertNoClaimsHeld(t)
+}
+
+// The outcomes of three parallel tasks waiting together run as a chain:
+// each closes its own task's row, the join fires on the state the two
+// before it left, and the instance completes in one transaction.
+func TestTaskOutcomesOfOneInstanceWaitingTogetherCommitAsOneChain(t *testing.T) {
+	t.Parallel()
+	c := newChainPool(t)
+	r, err := c.env.DB.Query(testkit.Ctx(t), "SELECT token_id, element_id FROM tasks WHERE instance_id = 'o-1' ORDER BY element_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var causes []lanes.Cause
+	for r.Next() {
+		var tok, el string
+		if err := r.Scan(&tok, &el); err != nil {
+			t.Fatal(err)
+		}
+		causes = append(causes, lanes.TaskOutcome{InstanceID: "o-1", MessageID: "done-" + el,
+			Trigger: engine.Trigger{Kind: engine.TriggerTaskCompleted, TokenID: tok, Element: el}})
+	}
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(causes) != 3 {
+		t.Fatalf("o-1 has %d tasks, want 3", len(causes))
+	}
+	got := c.run(t, causes...)
+	wantKinds(t, got, lanes.Applied, lanes.Applied, lanes.Applied)
+	if g := c.groups(); g != 1 {
+		t.Errorf("%d transactions committed o-1's three outcomes, want 1", g)
+	}
+	if n := c.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'o-1' AND status = 'completed' AND version = 4"); n != 1 {
+		t.Error("o-1 did not complete at version 4")
+	}
+	if n := c.env.Int(t, "SELECT count(*) FROM tasks WHERE instance_id = 'o-1'"); n != 0 {
+		t.Errorf("o-1 has %d task rows left", n)
+	}
+	if n := c.env.Int(t, "SELECT count(*) FROM step_history WHERE instance_id = 'o-1' AND cause = 'task'"); n != 3 {
+		t.Errorf("o-1 has %d task rows of step history, want 3", n)
 	}
 	c.env.AssertNoClaimsHeld(t)
 }
