@@ -196,8 +196,9 @@ func TestADuplicateInsideABatchIsAckedAsDuplicateAndTheOthersCommit(t *testing.T
 	b.env.AssertNoOverlap(t, false)
 }
 
-// Two relays of one instance queued together never run at once: the first
-// goes in the batch, the second runs after it, on the state it committed.
+// Two relays of one instance queued together never run at once: they run
+// as a chain in the batch, the second on the state the first left, and
+// commit in its one transaction, each with its own step.
 func TestTwoRelaysOfOneInstanceQueuedTogetherRunOneAfterTheOther(t *testing.T) {
 	t.Parallel()
 	b, release := batchBundle(t, 2, nil, nil)
@@ -207,8 +208,8 @@ func TestTwoRelaysOfOneInstanceQueuedTogetherRunOneAfterTheOther(t *testing.T) {
 	release()
 	b.waitVersion(t, "o-1", 3)
 	b.waitVersion(t, "o-2", 2)
-	if commits, steps := b.batches(t); commits != 1 || steps != 2 {
-		t.Errorf("batch commits = %d of %v steps, want one of 2 (o-1's payment and o-2's)", commits, steps)
+	if commits, steps := b.batches(t); commits != 1 || steps != 3 {
+		t.Errorf("batch commits = %d of %v steps, want one of 3 (o-1's payment and shipment, o-2's payment)", commits, steps)
 	}
 	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE id = 'o-1' AND status = 'completed'"); n != 1 {
 		t.Error("o-1 did not complete: its shipment did not run on the payment's state")

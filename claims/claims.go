@@ -161,6 +161,9 @@ type Extras struct {
 	CloseTables []engine.WaitTables
 	// History is why the step ran (store.StepWrites.History).
 	History store.StepCause
+	// Earlier are the resumes of this claim computed before the step, in
+	// order (store.StepWrites.Earlier): only WriteGroup commits them.
+	Earlier []store.EarlierStep
 }
 
 // WriteStep writes the step and releases the claim in one transaction, fenced on
@@ -180,7 +183,7 @@ func (h *Held) writes(st engine.State, eff engine.Effects, x Extras) store.StepW
 	return store.StepWrites{
 		InstanceID: h.Instance.ID, Owner: h.owner, Version: h.Instance.Version,
 		State: st, Effects: eff, InboxID: x.InboxID, FromOutbox: x.FromOutbox, TimerID: x.TimerID, RearmAt: x.RearmAt, Consumed: x.Consumed, SkipBufferCheck: x.SkipBufferCheck,
-		DefinitionVersion: x.DefinitionVersion, CloseTables: x.CloseTables, History: x.History,
+		DefinitionVersion: x.DefinitionVersion, CloseTables: x.CloseTables, History: x.History, Earlier: x.Earlier,
 	}
 }
 

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/sutra-run/worker/claims"
+	"github.com/sutra-run/worker/fault"
 	"github.com/sutra-run/worker/store"
 )
 
@@ -25,16 +27,30 @@ import (
 // time); on an idle pool it runs on its own, which costs less. Only the
 // common kind goes this way: a Message, a relay to a known instance, with
 // nothing to look up, start, consume or administer.
+//
+// Chains. Several resumes of one instance queued together (a root's task
+// outcomes, child ends and correlations under load) run as one step of the
+// batch: one claim, one definition load, the engine run for each in turn
+// on the state the one before it left, and one commit writing the final
+// state with each resume's own effects, relay and history row (its own
+// counter) in order (store.StepWrites.Earlier). Each is answered after the
+// commit, by its outcome. A resume the chain cannot compute ends it: the
+// ones before it commit together, it and the ones after it run on their
+// own afterwards, as does every resume of the chain when the group writes
+// nothing for it.
 // Every other kind, and every step of a batch that leaves the happy path,
 // runs through step unchanged.
 //
 //	batch exit                          outcome                   claim
-//	not a Message, or second of its     (runs on its own after    -
-//	instance in the batch               the batch)
+//	not chainable, a copy of a relay    (runs on its own after    -
+//	in its chain, or after either; a    the batch)
+//	chain of one not a Message/Signal
 //	batch claim: not taken              (runs on its own: the     never taken
 //	                                    single claim tells why)
 //	batch claim: error                  (each runs on its own)    all released by the claim helper
-//	definition load or engine error     (runs on its own)         released first
+//	definition load or engine error     (runs on its own, with    released first, unless
+//	                                    the rest of its chain)    earlier ones of its chain
+//	                                                              commit
 //	panic (engine, BeforeCommit hook)   Rejected (StepPanic), the every claim of the batch released;
 //	                                    others run on their own   re-run on their own
 //	commit: fenced                      Retry (fenced)            not ours any more
@@ -45,13 +61,15 @@ import (
 //	commit: a buffered message matches  (written on its own with  held, then released by that commit
 //	a subscription it opened            the message applied; the
 //	(*BufferedMatch)                    others as a group again)
+//	chain: too large, ErrNotWritten,    (each runs on its own,    released first
+//	*BufferedMatch                      in order)
 //	commit fails                        by class                  released
 //	commit succeeds                     Applied                   released by the commit
 
-// batchable says whether r may run in a batch: a Message, or a Signal to a
-// waiting instance (not a start), the kinds whose claim and step have no
-// exits of their own (a Signal whose instance stopped waiting meets that on
-// its own path, as every step a batch cannot compute does).
+// batchable says whether r may run in a batch on its own: a Message, or a
+// Signal to a waiting instance (not a start), the kinds whose claim and
+// step have no exits of their own (a Signal whose instance stopped waiting
+// meets that on its own path, as every step a batch cannot compute does).
 func batchable(r *Resume) bool {
 	switch c := r.Cause.(type) {
 	case Message:
@@ -62,35 +80,52 @@ func batchable(r *Resume) bool {
 	return false
 }
 
+// chainable says whether r may join a chain of resumes of its instance: a
+// batchable one, a task's outcome, a child's end or a correlation already
+// looked up, the kinds whose claim is a plain relay's (a known instance, no
+// start, no timer row). Their own exits (a correlation whose instance
+// stopped waiting, a child's end before its escalation, a task outcome too
+// large) end the chain and are met on their own path.
+func chainable(r *Resume) bool {
+	switch r.Cause.(type) {
+	case TaskOutcome, ChildEnded:
+		return true
+	case Correlate:
+		return r.id != ""
+	}
+	return batchable(r)
+}
+
 // handleBatch takes what is queued behind first, up to BatchMax resumes in
-// all, runs the batchable ones of distinct instances as one batch and then
-// the others, in order, one at a time (a second resume of an instance of
-// the batch runs after it, never beside it). wait lets the groups of a lone
-// relay wait for other lanes' batches.
+// all, runs the chains among them as one batch and then the others, in
+// order, one at a time (a resume of an instance that cannot join its
+// instance's chain runs after it, never beside it). wait lets the groups of
+// a lone relay wait for other lanes' batches.
 func (l *lane) handleBatch(ctx context.Context, first *Resume, wait bool) {
-	batch, rest := []*Resume{first}, []*Resume(nil)
-	seen := map[string]bool{first.id: true}
+	taken := []*Resume{first}
 take:
-	for n := 1; n < l.pool.cfg.BatchMax; n++ {
+	for len(taken) < l.pool.cfg.BatchMax {
 		select {
 		case r := <-l.inbox:
-			if batchable(r) && !seen[r.id] {
-				seen[r.id] = true
-				batch = append(batch, r)
-			} else {
-				rest = append(rest, r)
-			}
+			taken = append(taken, r)
 		default:
 			break take
 		}
 	}
 	// Only a lone relay waits for company: a lane that found a backlog
 	// in its inbox brings its own, and the gatherers are busy anyway.
-	wait = wait && len(batch)+len(rest) == 1
-	var admitted []*Resume
-	for _, r := range batch {
-		if l.admit(ctx, r) {
-			admitted = append(admitted, r)
+	wait = wait && len(taken) == 1
+	chains, rest := chainsOf(taken)
+	var admitted [][]*Resume
+	for _, ch := range chains {
+		var in []*Resume
+		for _, r := range ch {
+			if l.admit(ctx, r) {
+				in = append(in, r)
+			}
+		}
+		if len(in) > 0 {
+			admitted = append(admitted, in)
 		}
 	}
 	if len(admitted) > 0 {
@@ -104,23 +139,84 @@ take:
 	}
 }
 
-// panicked is a panic recovered from one step of a batch, with its stack.
+// chainsOf splits resumes taken from the inbox into chains, one per
+// instance, each its instance's resumes in the order they came, and the
+// rest, in the order they came. A chain ends before the first resume of its
+// instance that is not chainable or that copies a relay already in it: that
+// one and every later one of the instance go to the rest, to run after the
+// chain. A chain of one resume that may not run in a batch goes to the rest
+// too.
+func chainsOf(taken []*Resume) (chains [][]*Resume, rest []*Resume) {
+	at := map[string]int{}      // the chain of each instance
+	ended := map[string]bool{}  // instances whose chain is over
+	relays := map[string]bool{} // the relays in the chains
+	alone := map[*Resume]bool{}
+	for _, r := range taken {
+		id, relay := r.InstanceID(), r.InboxID()
+		if id == "" || ended[id] || !chainable(r) || relay != "" && relays[relay] {
+			ended[id], alone[r] = true, true
+			continue
+		}
+		relays[relay] = true
+		if k, ok := at[id]; ok {
+			chains[k] = append(chains[k], r)
+			continue
+		}
+		at[id] = len(chains)
+		chains = append(chains, []*Resume{r})
+	}
+	kept := chains[:0]
+	for _, ch := range chains {
+		if len(ch) == 1 && !batchable(ch[0]) {
+			alone[ch[0]] = true
+			continue
+		}
+		kept = append(kept, ch)
+	}
+	for _, r := range taken {
+		if alone[r] {
+			rest = append(rest, r)
+		}
+	}
+	return kept, rest
+}
+
+// panicked is a panic recovered from one resume of a batch, with its
+// stack.
 type panicked struct {
+	r     *Resume
 	value any
 	stack []byte
 }
 
-// batched is one step of a batch, computed and waiting for the commit.
+// batched is one step of a batch, computed and waiting for the commit: the
+// chain of resumes of one instance under its claim (one resume, or
+// several), each computed from the state the one before it left.
 type batched struct {
-	r   *Resume
-	c   loaded
-	res OpResult
+	held *claims.Held
+	rs   []*Resume
+	cs   []loaded // what each resume computed from
+	res  []OpResult
 }
 
-// stepBatch runs admitted batchable resumes of distinct instances as one
-// batch (see the exit table above) and answers each; wait lets its groups
-// wait for other lanes' batches.
-func (l *lane) stepBatch(ctx context.Context, rs []*Resume, wait bool) {
+// step is what the writer commits for b: the state after its last resume,
+// that resume's effects and writes, and the earlier resumes' own (each its
+// relay, effects and history row).
+func (b batched) step(l *lane) claims.Step {
+	last := len(b.rs) - 1
+	x := extras(l, b.rs[last], b.cs[last], b.res[last])
+	for k := range last {
+		e := extras(l, b.rs[k], b.cs[k], b.res[k])
+		x.Earlier = append(x.Earlier, store.EarlierStep{Effects: b.res[k].Effects, CloseTables: e.CloseTables,
+			InboxID: e.InboxID, FromOutbox: e.FromOutbox, History: e.History})
+	}
+	return claims.Step{Held: b.held, State: b.res[last].State, Effects: b.res[last].Effects, Extras: x}
+}
+
+// stepBatch runs admitted chains of distinct instances as one batch (see
+// the exit table above) and answers each resume; wait lets its groups wait
+// for other lanes' batches.
+func (l *lane) stepBatch(ctx context.Context, chains [][]*Resume, wait bool) {
 	var alone []*Resume // run on their own once the batch is answered
 	defer func() {
 		if len(alone) > 0 {
@@ -131,9 +227,9 @@ func (l *lane) stepBatch(ctx context.Context, rs []*Resume, wait bool) {
 		}
 	}()
 	start := time.Now()
-	reqs := make([]claims.BatchRequest, len(rs))
-	for i, r := range rs {
-		reqs[i] = claims.BatchRequest{InstanceID: r.id, InboxID: r.InboxID()}
+	reqs := make([]claims.BatchRequest, len(chains))
+	for i, ch := range chains {
+		reqs[i] = claims.BatchRequest{InstanceID: ch[0].id, InboxID: ch[0].InboxID()}
 	}
 	l.settle()
 	got := l.pool.claimer.do(claims.Batch{Claimer: l.claimer, Requests: reqs}, wait)
@@ -143,7 +239,8 @@ func (l *lane) stepBatch(ctx context.Context, rs []*Resume, wait bool) {
 	defer handedIn()
 	helds, err := got.helds, got.err
 	if err != nil {
-		alone = rs // every claim was released; on its own each learns its outcome
+		// Every claim was released; on its own each learns its outcome.
+		alone = slices.Concat(chains...)
 		return
 	}
 	release := func(h *claims.Held) {
@@ -160,13 +257,13 @@ func (l *lane) stepBatch(ctx context.Context, rs []*Resume, wait bool) {
 	}()
 
 	var steps []batched
-	for i, r := range rs {
+	for i, ch := range chains {
 		h := helds[i]
 		if h == nil {
-			alone = append(alone, r)
+			alone = append(alone, ch...)
 			continue
 		}
-		b, ok, p := l.compute(ctx, r, h)
+		b, left, p := l.compute(ctx, ch, h)
 		if p != nil {
 			// Every claim of the batch is released, the panicking relay is
 			// dead-lettered, and the others run on their own.
@@ -175,18 +272,18 @@ func (l *lane) stepBatch(ctx context.Context, rs []*Resume, wait bool) {
 					release(h)
 				}
 			}
-			l.pool.answer(r, withInstance(r, l.panicked(r, p.value, p.stack)))
+			l.pool.answer(p.r, withInstance(p.r, l.panicked(p.r, p.value, p.stack)))
 			alone = nil
-			for j, o := range rs {
-				if j != i {
-					alone = append(alone, o)
+			for _, r := range slices.Concat(chains...) {
+				if r != p.r {
+					alone = append(alone, r)
 				}
 			}
 			return
 		}
-		if !ok {
+		alone = append(alone, left...)
+		if len(b.rs) == 0 {
 			release(h)
-			alone = append(alone, r)
 			continue
 		}
 		steps = append(steps, b)
@@ -196,70 +293,124 @@ func (l *lane) stepBatch(ctx context.Context, rs []*Resume, wait bool) {
 	}
 	cs := make([]claims.Step, len(steps))
 	for i, b := range steps {
-		cs[i] = claims.Step{Held: b.c.held, State: b.res.State, Effects: b.res.Effects, Extras: extras(l, b.r, b.c, b.res)}
+		cs[i] = b.step(l)
 	}
 	handedIn()
 	errs := l.pool.writer.do(cs, wait)
 	l.owed = true // the writer counted this lane in its next cohort
 	n := 0
-	for _, err := range errs {
+	for i, err := range errs {
 		if err == nil {
-			n++
+			n += len(steps[i].rs)
 		}
 	}
 	if n > 0 {
 		l.pool.deps.Metrics.BatchSteps.Observe(float64(n))
 	}
 	for i, b := range steps {
-		l.pool.answer(b.r, withInstance(b.r, l.finishBatched(ctx, b, start, errs[i])))
+		if len(b.rs) == 1 {
+			r := b.rs[0]
+			l.pool.answer(r, withInstance(r, l.finishBatched(ctx, b, start, errs[i])))
+			continue
+		}
+		alone = append(alone, l.finishChain(ctx, b, start, errs[i])...)
 	}
 }
 
 // compute loads the definition and runs the engine and the BeforeCommit
-// hook for one step of a batch. ok false sends the resume on its own path
-// (which meets the same error and answers it as the exit table says); a
-// panic is returned, not raised, for stepBatch to release the batch.
-func (l *lane) compute(ctx context.Context, r *Resume, h *claims.Held) (b batched, ok bool, p *panicked) {
+// hook for each resume of a chain in turn, each from the state the one
+// before it left. The first resume it cannot compute ends the chain: it and
+// the ones after it are left, to run on their own path (which meets the
+// same error and answers it as the exit table says). A panic is returned,
+// not raised, for stepBatch to release the batch.
+func (l *lane) compute(ctx context.Context, rs []*Resume, h *claims.Held) (b batched, left []*Resume, p *panicked) {
+	b.held = h
+	r := rs[0]
 	defer func() {
 		if v := recover(); v != nil {
-			p = &panicked{value: v, stack: debug.Stack()}
+			p = &panicked{r: r, value: v, stack: debug.Stack()}
 		}
 	}()
 	c, err := l.load(ctx, h)
 	if err != nil {
-		return b, false, nil
+		return b, rs, nil
 	}
-	res, err := r.Cause.compute(ctx, l, r, c)
-	if err != nil {
-		return b, false, nil
+	for k := range rs {
+		r = rs[k]
+		res, err := r.Cause.compute(ctx, l, r, c)
+		if err != nil {
+			return b, rs[k:], nil
+		}
+		if hook := l.pool.deps.Hooks.BeforeCommit; hook != nil {
+			hook(ctx, l.n, r)
+		}
+		b.rs, b.cs, b.res = append(b.rs, r), append(b.cs, c), append(b.res, res)
+		c.inst.State, c.inst.Version = res.State, c.inst.Version+1
 	}
-	if hook := l.pool.deps.Hooks.BeforeCommit; hook != nil {
-		hook(ctx, l.n, r)
-	}
-	return batched{r: r, c: c, res: res}, true, nil
+	return b, nil, nil
 }
 
-// finishBatched answers one step of a written group. A step the group left
-// out is written on its own (the single path, which also applies buffered
-// messages that match): because another step's writes failed, or with the
-// buffered message that matched a subscription it opened.
+// finishBatched answers a step of one resume of a written group. A step
+// the group left out is written on its own (the single path, which also
+// applies buffered messages that match): because another step's writes
+// failed, or with the buffered message that matched a subscription it
+// opened.
 func (l *lane) finishBatched(ctx context.Context, b batched, start time.Time, err error) (out Result) {
+	r, c, res := b.rs[0], b.cs[0], b.res[0]
 	defer func() {
 		if v := recover(); v != nil {
-			out = l.panicked(b.r, v, debug.Stack())
+			out = l.panicked(r, v, debug.Stack())
 		}
 	}()
 	var m *store.BufferedMatch
 	switch {
 	case errors.Is(err, store.ErrNotWritten):
-		err = l.writeStep(ctx, b.c, b.r, b.res, nil)
+		err = l.writeStep(ctx, c, r, res, nil)
 	case errors.As(err, &m):
-		err = l.writeStep(ctx, b.c, b.r, b.res, m)
+		err = l.writeStep(ctx, c, r, res, m)
 	case err == nil:
-		l.notify(b.c.held.Instance.ID, b.res.Effects, nil)
-		l.ended(b.c.held.Instance.ID, b.res.State.Status)
+		l.notify(b.held.Instance.ID, res.Effects, nil)
+		l.ended(b.held.Instance.ID, res.State.Status)
 	}
-	return l.finish(ctx, b.r, b.c.held, start, err)
+	return l.finish(ctx, r, b.held, start, err)
+}
+
+// finishChain answers each resume of a chain of several by its group's
+// commit, or returns them all to run on their own, in order, when the
+// group wrote nothing for the chain and its claim is still held (another
+// step's writes failed, a buffered message matches a subscription it
+// opened, it is too large): each then meets its own exits, as the first
+// and only step of its claim.
+func (l *lane) finishChain(ctx context.Context, b batched, start time.Time, err error) (alone []*Resume) {
+	var m *store.BufferedMatch
+	if errors.Is(err, store.ErrNotWritten) || errors.As(err, &m) || fault.Code(err) == fault.StepTooLarge {
+		if rerr := b.held.Release(ctx); rerr != nil {
+			l.pool.deps.Logger.Error("releasing claim; the sweep will clear it", "instance_id", b.held.Instance.ID, "owner", b.held.Owner(), "err", rerr)
+		}
+		return b.rs
+	}
+	last := len(b.rs) - 1
+	if err == nil {
+		for k := range b.rs {
+			l.notify(b.held.Instance.ID, b.res[k].Effects, nil)
+		}
+		l.ended(b.held.Instance.ID, b.res[last].State.Status)
+	}
+	for _, r := range b.rs {
+		l.pool.answer(r, withInstance(r, l.finishOne(ctx, r, b.held, start, err)))
+	}
+	return nil
+}
+
+// finishOne answers one resume of a written chain, a panic (in the
+// AfterCommit hook) its outcome.
+func (l *lane) finishOne(ctx context.Context, r *Resume, held *claims.Held, start time.Time, err error) (out Result) {
+	defer func() {
+		if v := recover(); v != nil {
+			out = l.panicked(r, v, debug.Stack())
+		}
+	}()
+	return l.finish(ctx, r, held, start, err)
 }
 
 func withInstance(r *Resume, out Result) Result {

@@ -19,8 +19,8 @@ import (
 // table above lane.step has a row for each. A correlate-by-key relay has
 // its own file (correlate.go), and so have the signal kinds (signals.go).
 
-// Message is a relay of a message to a known instance: the one kind a lane
-// runs in batches.
+// Message is a relay of a message to a known instance: the common kind a
+// lane runs in batches (batch.go).
 type Message struct {
 	InstanceID string
 	// MessageID is the relay's message id, recorded in the step's inbox row.
@@ -375,7 +375,7 @@ func (c AdminOp) prepare(context.Context, *lane, *Resume) (claims.Request, Resul
 func (c AdminOp) compute(ctx context.Context, l *lane, _ *Resume, cl loaded) (OpResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.pool.cfg.StepTimeout)
 	defer cancel()
-	in := engine.Instance{ID: cl.held.Instance.ID, Version: cl.held.Instance.Version, State: cl.held.Instance.State}
+	in := engine.Instance{ID: cl.inst.ID, Version: cl.inst.Version, State: cl.inst.State}
 	return c.Op(ctx, l.pool.deps.Store, cl.proc, in, l.pool.deps.Now())
 }
 

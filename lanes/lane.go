@@ -52,8 +52,12 @@ func (l *lane) run(ctx context.Context, quit <-chan struct{}) {
 		}
 		select {
 		case r := <-l.inbox:
-			if l.batches && batchable(r) {
-				if wait := l.pool.arrivals.add(time.Now()); wait || len(l.inbox) > 0 || l.pool.claimer.busy() || l.pool.writer.busy() {
+			// A batchable relay goes to a batch; any chainable resume
+			// does when others wait behind it, to chain with its
+			// instance's.
+			if l.batches && chainable(r) {
+				wait := batchable(r) && l.pool.arrivals.add(time.Now())
+				if wait || len(l.inbox) > 0 || batchable(r) && (l.pool.claimer.busy() || l.pool.writer.busy()) {
 					l.handleBatch(ctx, r, wait)
 					continue
 				}
@@ -233,7 +237,7 @@ func (l *lane) load(ctx context.Context, held *claims.Held) (loaded, error) {
 	if err != nil {
 		return loaded{}, err
 	}
-	c := loaded{held: held, proc: proc}
+	c := loaded{held: held, inst: inst, proc: proc}
 	if len(proc.CalledDecisions()) > 0 {
 		c.decisions, err = l.pool.deps.Store.CalledDecisions(cctx, proc, inst.DefinitionVersion)
 	}
@@ -242,7 +246,7 @@ func (l *lane) load(ctx context.Context, held *claims.Held) (loaded, error) {
 
 // stepOn computes an engine step from the state the claim loaded.
 func (l *lane) stepOn(ctx context.Context, c loaded, tr engine.Trigger) (OpResult, error) {
-	inst := c.held.Instance
+	inst := c.inst
 	st, eff, err := l.engine(ctx, c.proc, c.decisions, engine.Instance{ID: inst.ID, Version: inst.Version, State: inst.State}, tr)
 	return OpResult{State: st, Effects: eff}, err
 }
@@ -251,7 +255,7 @@ func (l *lane) stepOn(ctx context.Context, c loaded, tr engine.Trigger) (OpResul
 // row holds no state yet, so the engine starts from the zero State. A row
 // that existed already (Version > 0) is another instance's.
 func (l *lane) startOn(ctx context.Context, c loaded, tr engine.Trigger) (OpResult, error) {
-	inst := c.held.Instance
+	inst := c.inst
 	if inst.Version > 0 {
 		return OpResult{}, fault.New(fault.InstanceExists, "instance %s already exists", inst.ID)
 	}
@@ -364,7 +368,7 @@ func (l *lane) writeStep(ctx context.Context, c loaded, r *Resume, res OpResult,
 		var m *store.BufferedMatch
 		switch {
 		case errors.As(err, &m):
-			in := engine.Instance{ID: held.Instance.ID, Version: held.Instance.Version, State: st}
+			in := engine.Instance{ID: c.inst.ID, Version: c.inst.Version, State: st}
 			tr := engine.Trigger{Kind: engine.TriggerMessage, Message: m.Message, CorrelationKey: m.CorrelationKey, Variables: m.Variables}
 			withMessage, more, serr := l.engine(ctx, proc, c.decisions, in, tr)
 			if serr != nil {

@@ -108,10 +108,14 @@ const (
 	handedOn             // another lane runs the resume and answers it
 )
 
-// loaded is a step's claim, the definition its instance runs on and the
-// decisions the definition's business rule tasks call (nil when none).
+// loaded is a step's claim, the instance as the step computes from it, the
+// definition it runs on and the decisions the definition's business rule
+// tasks call (nil when none).
 type loaded struct {
-	held      *claims.Held
+	held *claims.Held
+	// inst is the row the claim loaded or, for a later resume of a chain
+	// (batch.go), the state and counter the one before it left.
+	inst      store.Instance
 	proc      *bpmn.Process
 	decisions engine.Decisions
 }
@@ -120,7 +124,7 @@ type loaded struct {
 // the tables its closed waits have rows in (the engine ran on proc from the
 // state its claim loaded).
 func stepWrites(inboxID string, c loaded, res OpResult) claims.Extras {
-	return claims.Extras{InboxID: inboxID, CloseTables: engine.CloseTables(c.proc, c.held.Instance.State, res.Effects.CloseWaits)}
+	return claims.Extras{InboxID: inboxID, CloseTables: engine.CloseTables(c.proc, c.inst.State, res.Effects.CloseWaits)}
 }
 
 // Op computes an administrative step (AdminOp) from the instance its claim

@@ -116,22 +116,24 @@ func (s *Store) ClaimBatch(ctx context.Context, r ClaimBatchRequest) ([]Claimed,
 // groupFenceSQL is the fence of a group: the UPDATE of every step of the
 // group whose claim is still its own (the instance at the version read at
 // claim time, locked in id order like the group claim, and its claims row
-// this owner's, deleted: the release). It returns the ids that matched;
+// this owner's, deleted: the release), which moves the counter past every
+// resume the step commits (a chain's too). It returns the ids that matched;
 // the others are left out of the writes that follow.
 const groupFenceSQL = `
-WITH c AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[])
-                  AS c(id, owner, version, status, variables, tokens)),
+WITH c AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::bigint[])
+                  AS c(id, owner, version, status, variables, tokens, steps)),
      l AS (SELECT i.id FROM instances i JOIN c ON c.id = i.id AND i.version = c.version ORDER BY i.id FOR NO KEY UPDATE OF i),
      k AS (DELETE FROM claims k USING c, l WHERE k.instance_id = l.id AND c.id = l.id AND k.owner = c.owner
            RETURNING k.instance_id)
 UPDATE instances i
    SET status = c.status, variables = c.variables::jsonb, tokens = c.tokens::jsonb,
-       version = i.version + 1, updated_at = now()
+       version = i.version + c.steps, updated_at = now()
   FROM c JOIN k ON k.instance_id = c.id
  WHERE i.id = c.id AND i.version = c.version
 RETURNING i.id`
 
-// WriteGroup commits several steps (of distinct instances) in one
+// WriteGroup commits several steps (of distinct instances, each maybe a
+// chain of resumes: StepWrites.Earlier) in one
 // transaction that waits for one WAL flush, in two round trips: the fence of
 // every step, which returns the steps that passed, then their writes and the
 // commit. (One round trip, fence and writes pipelined, needs a second path
@@ -157,7 +159,7 @@ func (s *Store) WriteGroup(ctx context.Context, cs []StepWrites) []error {
 	}
 	n := len(cs)
 	ids, owners, statuses, vars, tokens := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	versions := make([]int64, n)
+	versions, counts := make([]int64, n), make([]int64, n)
 	tooLarge := false
 	for i, c := range cs {
 		docs, err := s.encodeStep(c)
@@ -169,6 +171,7 @@ func (s *Store) WriteGroup(ctx context.Context, cs []StepWrites) []error {
 			return fail(err)
 		}
 		ids[i], owners[i], versions[i], statuses[i], vars[i], tokens[i] = c.InstanceID, c.Owner, c.Version, string(c.State.Status), string(docs.vars), string(docs.tokens)
+		counts[i] = int64(1 + len(c.Earlier))
 	}
 	if tooLarge {
 		return s.writeGroupWithout(ctx, cs, errs)
@@ -195,7 +198,7 @@ func (s *Store) WriteGroup(ctx context.Context, cs []StepWrites) []error {
 	matched := make(map[string]bool, n)
 	b := &pgx.Batch{}
 	queueBegin(b)
-	b.Queue(groupFenceSQL, ids, owners, versions, statuses, vars, tokens).Query(func(rows pgx.Rows) error {
+	b.Queue(groupFenceSQL, ids, owners, versions, statuses, vars, tokens, counts).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id string
 			if err := rows.Scan(&id); err != nil {

@@ -112,6 +112,11 @@ func (m *BufferedMatch) opens(c StepWrites) bool {
 	if match(c.Effects.Subscriptions) {
 		return true
 	}
+	for _, p := range c.Earlier {
+		if match(p.Effects.Subscriptions) {
+			return true
+		}
+	}
 	for _, x := range c.Consumed {
 		if match(x.Effects.Subscriptions) {
 			return true

@@ -51,29 +51,36 @@ func queueHistory(b *pgx.Batch, cs []StepWrites) {
 	var bounces []int32
 	var cuts []bool
 	for _, c := range cs {
-		h := c.History
-		if h.Kind == "" {
-			continue
+		ps := c.parts()
+		for k, p := range ps {
+			h := p.History
+			if h.Kind == "" {
+				continue
+			}
+			n := int32(-1)
+			if h.Bounces != nil {
+				n = int32(*h.Bounces)
+			}
+			ids, versions, causes, details = append(ids, c.InstanceID), append(versions, c.Version+1+int64(k)), append(causes, h.Kind), append(details, clip(h.Detail))
+			owners, messages, bounces = append(owners, c.Owner), append(messages, p.InboxID), append(bounces, n)
+			var consumed []Consumed
+			if k == len(ps)-1 {
+				consumed = c.Consumed // applied after the chain's last resume
+			}
+			path, cut := passed(p.Effects, consumed)
+			paths, cuts = append(paths, strings.Join(path, pathSep)), append(cuts, cut)
 		}
-		n := int32(-1)
-		if h.Bounces != nil {
-			n = int32(*h.Bounces)
-		}
-		ids, versions, causes, details = append(ids, c.InstanceID), append(versions, c.Version+1), append(causes, h.Kind), append(details, clip(h.Detail))
-		owners, messages, bounces = append(owners, c.Owner), append(messages, c.InboxID), append(bounces, n)
-		path, cut := passed(c)
-		paths, cuts = append(paths, strings.Join(path, pathSep)), append(cuts, cut)
 	}
 	if len(ids) > 0 {
 		b.Queue(historyInsertSQL, ids, versions, causes, details, owners, messages, bounces, paths, cuts)
 	}
 }
 
-// passed is the path of step c, the buffered messages it applied after its
-// trigger included, cut to engine.MaxPassed ids as one step's is.
-func passed(c StepWrites) ([]string, bool) {
-	path, cut := c.Effects.Passed, c.Effects.PassedCut
-	for _, x := range c.Consumed {
+// passed is the path of a step's effects e, the buffered messages it applied
+// after its trigger included, cut to engine.MaxPassed ids as one step's is.
+func passed(e engine.Effects, consumed []Consumed) ([]string, bool) {
+	path, cut := e.Passed, e.PassedCut
+	for _, x := range consumed {
 		path, cut = append(slices.Clip(path), x.Effects.Passed...), cut || x.Effects.PassedCut
 	}
 	if len(path) > engine.MaxPassed {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -247,6 +248,34 @@ type StepWrites struct {
 	CloseTables []engine.WaitTables
 	// History is why the step ran, for its row in the step history.
 	History StepCause
+	// Earlier are resumes of the same claim that ran before this step, in
+	// order, each on the state the one before it left (a chain of resumes
+	// of one instance, lanes/batch.go); State is the state after the last
+	// of them and this step. The commit writes each one's effects, relay
+	// and history row in turn (counters Version+1, Version+2, …), then this
+	// step's, and moves the instance's counter past them all. Only
+	// WriteGroup writes a chain.
+	Earlier []EarlierStep
+}
+
+// EarlierStep is one resume of a chain committed before the last
+// (StepWrites.Earlier): its own effects, relay and history row.
+type EarlierStep struct {
+	Effects     engine.Effects
+	CloseTables []engine.WaitTables
+	InboxID     string
+	FromOutbox  bool
+	History     StepCause
+}
+
+// parts are the resumes step c commits, in order: its Earlier ones, then
+// its own.
+func (c StepWrites) parts() []EarlierStep {
+	own := EarlierStep{Effects: c.Effects, CloseTables: c.CloseTables, InboxID: c.InboxID, FromOutbox: c.FromOutbox, History: c.History}
+	if len(c.Earlier) == 0 {
+		return []EarlierStep{own}
+	}
+	return append(slices.Clip(c.Earlier), own)
 }
 
 // Consumed is a buffered message a step applied in its commit.
@@ -265,6 +294,9 @@ type Consumed struct {
 // store's limits is refused (fault.StepTooLarge) before anything is sent, its
 // claim still held.
 func (s *Store) WriteStep(ctx context.Context, c StepWrites) error {
+	if len(c.Earlier) > 0 {
+		return fmt.Errorf("store: the chain of steps of %s commits through WriteGroup", c.InstanceID)
+	}
 	docs, err := s.encodeStep(c)
 	if err != nil {
 		return err
@@ -302,11 +334,12 @@ func (s *Store) WriteStep(ctx context.Context, c StepWrites) error {
 // effects (which may close and re-open its wait), the effects in the order
 // queueEffects gives, the inbox and history rows, the buffered messages applied, and the
 // look last, so that it sees every subscription the transaction left open.
-// The steps are of distinct instances, so the order between them is free.
+// The steps are of distinct instances, so the order between them is free;
+// the resumes of a chain (StepWrites.Earlier) keep theirs.
 // Other replicas hear of the pull tasks the steps create at the commit
 // (queueTasksNotice).
 func (s *Store) queueStepWrites(b *pgx.Batch, w *outboxWrites, cs ...StepWrites) error {
-	effects := make([]stepEffects, len(cs))
+	parts := make([][]EarlierStep, len(cs))
 	var inbox, inboxOf []string
 	for i, c := range cs {
 		switch {
@@ -318,16 +351,33 @@ func (s *Store) queueStepWrites(b *pgx.Batch, w *outboxWrites, cs ...StepWrites)
 		if c.DefinitionVersion > 0 {
 			b.Queue("UPDATE instances SET definition_version = $2 WHERE id = $1", c.InstanceID, c.DefinitionVersion)
 		}
-		effects[i] = stepEffects{id: c.InstanceID, Effects: c.Effects, closeTables: c.CloseTables, job: jobOfRelay(c.InboxID)}
-		if c.InboxID != "" {
-			inbox, inboxOf = append(inbox, c.InboxID), append(inboxOf, c.InstanceID)
-		}
-		if c.FromOutbox && c.InboxID != "" {
-			b.Queue(skipOutboxRelaySQL, c.InboxID)
+		parts[i] = c.parts()
+		for _, p := range parts[i] {
+			if p.InboxID != "" {
+				inbox, inboxOf = append(inbox, p.InboxID), append(inboxOf, c.InstanceID)
+			}
+			if p.FromOutbox && p.InboxID != "" {
+				b.Queue(skipOutboxRelaySQL, p.InboxID)
+			}
 		}
 	}
-	if err := queueEffects(b, w, effects...); err != nil {
-		return err
+	// The effects go in rounds: the first resume of every step, then the
+	// second of the chains, …, so that a chain's resume sees the waits the
+	// one before it closed and opened.
+	for k := 0; ; k++ {
+		var round []stepEffects
+		for i, c := range cs {
+			if k < len(parts[i]) {
+				p := parts[i][k]
+				round = append(round, stepEffects{id: c.InstanceID, Effects: p.Effects, closeTables: p.CloseTables, job: jobOfRelay(p.InboxID)})
+			}
+		}
+		if len(round) == 0 {
+			break
+		}
+		if err := queueEffects(b, w, round...); err != nil {
+			return err
+		}
 	}
 	if len(inbox) > 0 {
 		b.Queue(inboxInsertSQL, inbox, inboxOf)
@@ -418,6 +468,9 @@ func (w *waitRows) addLooked(c StepWrites) {
 				w.add(c.InstanceID, s.TokenID, s.Element)
 			}
 		}
+	}
+	for _, p := range c.Earlier {
+		add(p.Effects.Subscriptions)
 	}
 	add(c.Effects.Subscriptions)
 	for _, x := range c.Consumed {

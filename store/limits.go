@@ -49,6 +49,9 @@ func (s *Store) encodeStep(c StepWrites) (stepDocs, error) {
 	n := len(vars) + len(tokens)
 	if n <= s.maxCommitBytes {
 		m := &payloadMeter{budget: s.maxCommitBytes - n}
+		for _, p := range c.Earlier {
+			m.effects(p.Effects)
+		}
 		m.effects(c.Effects)
 		for _, x := range c.Consumed {
 			m.effects(x.Effects)

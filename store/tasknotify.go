@@ -51,6 +51,9 @@ func (s *Store) queueTasksNotice(b *pgx.Batch, cs []StepWrites) {
 		}
 	}
 	for _, c := range cs {
+		for _, p := range c.Earlier {
+			add(p.Effects.Tasks)
+		}
 		add(c.Effects.Tasks)
 		for _, x := range c.Consumed {
 			add(x.Effects.Tasks)

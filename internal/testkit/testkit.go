@@ -297,14 +297,22 @@ func (e *Env) audit(t testing.TB, id string) (rows []auditRow, releasedBy func(a
 
 // AssertNoOverlap checks the audit: a claim is only ever taken from nobody,
 // from its own owner, or (when allowStale) from a stale holder; and every
-// version increment is by one, in a transaction that released a claim (the
-// fenced commit of the owner that held it).
+// version increment is by one per resume it commits (several: a chain of
+// resumes under one claim, each with its row in the step history when the
+// instance has one), in a transaction that released a claim (the fenced
+// commit of the owner that held it).
 func (e *Env) AssertNoOverlap(t testing.TB, allowStale bool) {
 	t.Helper()
 	rows, releasedBy := e.audit(t, "")
 	for _, a := range rows {
-		if a.increment && (a.newV != a.oldV+1 || releasedBy(a) == nil) {
+		if a.increment && (a.newV <= a.oldV || releasedBy(a) == nil) {
 			t.Errorf("instance %s: version %d→%d releasing the claim of %v is not a fenced commit", a.id, a.oldV, a.newV, deref(releasedBy(a)))
+		}
+		if a.increment && a.newV > a.oldV+1 {
+			rows := e.Int(t, "SELECT count(*) FROM step_history WHERE instance_id = $1 AND version > $2 AND version <= $3", a.id, a.oldV, a.newV)
+			if all := e.Int(t, "SELECT count(*) FROM step_history WHERE instance_id = $1", a.id); all > 0 && rows != a.newV-a.oldV {
+				t.Errorf("instance %s: version %d→%d in one commit with %d rows of step history, want one per resume", a.id, a.oldV, a.newV, rows)
+			}
 		}
 		if a.oldOwner != nil && a.newOwner != nil && *a.oldOwner != *a.newOwner && !(allowStale && a.stale) {
 			t.Errorf("instance %s: claim taken from live holder %s by %s (two steps at once)", a.id, *a.oldOwner, *a.newOwner)
@@ -325,8 +333,8 @@ func (e *Env) Committers(t testing.TB, id string) []string {
 	rows, releasedBy := e.audit(t, id)
 	var owners []string
 	for _, a := range rows {
-		if a.increment {
-			owners = append(owners, deref(releasedBy(a)))
+		for v := a.oldV; a.increment && v < a.newV; v++ {
+			owners = append(owners, deref(releasedBy(a))) // one per resume of a chain
 		}
 	}
 	return owners
