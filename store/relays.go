@@ -296,13 +296,18 @@ func (s *Store) Subscribed(ctx context.Context, name, key string) (bool, error) 
 }
 
 // Correlated answers the instance that a committed step applied relay
-// messageID to, directly or through the relays it was fanned out to
-// (FanOut: a waiting subscription first, then the starts of the
-// definitions starts); "" while no step did.
-func (s *Store) Correlated(ctx context.Context, messageID string, starts []string) (string, error) {
-	ids := []string{messageID, "correlate:" + messageID}
-	for _, d := range starts {
-		ids = append(ids, StartMessageID(d, messageID))
+// messageID to, directly or through the relay it was fanned out to
+// (FanOut): with waiting, the relay that correlates to a subscription,
+// else those that start definitions starts (the first, by the order of
+// starts, that committed); "" while no step did.
+func (s *Store) Correlated(ctx context.Context, messageID string, waiting bool, starts []string) (string, error) {
+	ids := []string{messageID}
+	if waiting {
+		ids = append(ids, "correlate:"+messageID)
+	} else {
+		for _, d := range starts {
+			ids = append(ids, StartMessageID(d, messageID))
+		}
 	}
 	var id string
 	err := s.pool.QueryRow(ctx, `SELECT instance_id FROM inbox WHERE message_id = ANY($1) AND instance_id <> ''

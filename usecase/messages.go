@@ -163,9 +163,11 @@ var correlatePoll = [2]time.Duration{5 * time.Millisecond, 100 * time.Millisecon
 // it went to. Nothing waiting refuses it with ErrNotCorrelated before
 // anything is published. Else it is published as a keyed message with no
 // time to live (PublishKeyedMessage) and the call waits, until ctx ends,
-// for the inbox row of the step that applied it (or of the relays it was
-// fanned out to, a subscription first): the inbox row commits with the
-// step, so a correlation is never answered that did not commit. When the
+// for the inbox row of the step that applied it, or of the relay it was
+// fanned out to: the waiting instance's when one waited (a message that
+// also starts definitions is fanned out to them too), else a started
+// one's. The inbox row commits with the step, so a correlation is never
+// answered that did not commit. When the
 // instance stopped waiting meanwhile, the relay is rejected as any relay
 // nothing waits for and the call ends with ctx, or after correlateWait,
 // with context.DeadlineExceeded.
@@ -200,7 +202,7 @@ func (u *UseCases) CorrelateMessage(ctx context.Context, m Message) (Correlation
 		defs[i] = s.Key
 	}
 	for pause := correlatePoll[0]; ; pause = min(2*pause, correlatePoll[1]) {
-		instance, err := u.deps.Store.Correlated(ctx, id, defs)
+		instance, err := u.deps.Store.Correlated(ctx, id, waits, defs)
 		if err != nil {
 			return Correlation{}, err
 		}
