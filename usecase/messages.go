@@ -177,6 +177,12 @@ func (u *UseCases) CorrelateMessage(ctx context.Context, m Message) (Correlation
 	if m.Message == "" {
 		return Correlation{}, api.Invalidf("message is required")
 	}
+	// Checked before the lookups, as PublishMessage checks them.
+	for _, f := range [...]struct{ name, v string }{{"message", m.Message}, {"correlation_key", m.CorrelationKey}} {
+		if err := api.CheckText(f.name, f.v); err != nil {
+			return Correlation{}, err
+		}
+	}
 	starts, err := u.deps.Store.MessageStarts(ctx, m.Message)
 	if err != nil {
 		return Correlation{}, err

@@ -59,6 +59,10 @@ func TestACorrelationAnswersTheInstanceItsCommittedStepAppliedItTo(t *testing.T)
 	uc := b.w.UseCases()
 	ctx := t.Context()
 
+	var inv api.Invalid
+	if _, err := uc.CorrelateMessage(ctx, usecase.Message{Message: "a\x00b"}); !errors.As(err, &inv) {
+		t.Errorf("a NUL in the name: %v, want api.Invalid", err)
+	}
 	_, err := uc.CorrelateMessage(ctx, usecase.Message{Message: "nobody-waits", CorrelationKey: "k"})
 	if !errors.Is(err, usecase.ErrNotCorrelated) || fault.Code(err) != fault.RelayUncorrelated {
 		t.Errorf("a message nothing waits for: %v", err)
