@@ -285,3 +285,35 @@ func binding(b string) string {
 	}
 	return b
 }
+
+// Subscribed reports whether an instance waits for message name with
+// correlation key key (a subscription is open).
+func (s *Store) Subscribed(ctx context.Context, name, key string) (bool, error) {
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM subscriptions WHERE message_name = $1 AND correlation_key = $2)`,
+		name, key).Scan(&ok)
+	return ok, translate(err, "looking up subscriptions of message "+name)
+}
+
+// Correlated answers the instance that a committed step applied relay
+// messageID to, directly or through the relay it was fanned out to
+// (FanOut): with waiting, the relay that correlates to a subscription,
+// else those that start definitions starts (the first, by the order of
+// starts, that committed); "" while no step did.
+func (s *Store) Correlated(ctx context.Context, messageID string, waiting bool, starts []string) (string, error) {
+	ids := []string{messageID}
+	if waiting {
+		ids = append(ids, "correlate:"+messageID)
+	} else {
+		for _, d := range starts {
+			ids = append(ids, StartMessageID(d, messageID))
+		}
+	}
+	var id string
+	err := s.pool.QueryRow(ctx, `SELECT instance_id FROM inbox WHERE message_id = ANY($1) AND instance_id <> ''
+		ORDER BY array_position($1, message_id) LIMIT 1`, ids).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	return id, translate(err, "looking up the correlation of message "+messageID)
+}

@@ -129,3 +129,100 @@ func (u *UseCases) PublishKeyedMessage(ctx context.Context, m Message, ttl time.
 	_, err = u.PublishMessage(ctx, m)
 	return key, err
 }
+
+// ErrNotCorrelated is in the chain of a correlation refused because
+// nothing waits for its message: no subscription with its name and
+// correlation key, no message start event of its name (code
+// fault.RelayUncorrelated). Nothing is published or buffered.
+var ErrNotCorrelated = errors.New("nothing waits for the message")
+
+type uncorrelatedError struct{ refusal *fault.Error }
+
+func (e uncorrelatedError) Error() string        { return e.refusal.Error() }
+func (e uncorrelatedError) Unwrap() error        { return e.refusal }
+func (e uncorrelatedError) Is(target error) bool { return target == ErrNotCorrelated }
+
+// Correlation is a message correlated: its key and the key of the
+// instance a committed step applied it to.
+type Correlation struct {
+	MessageKey, InstanceKey int64
+	InstanceID              string
+}
+
+// correlateWait bounds a correlation's wait for its commit.
+const correlateWait = 15 * time.Second
+
+// correlatePoll bounds the interval between two looks for a correlation's
+// commit.
+var correlatePoll = [2]time.Duration{5 * time.Millisecond, 100 * time.Millisecond}
+
+// CorrelateMessage correlates m as Camunda's correlation does: to the
+// instance waiting for it (a subscription with its name and correlation
+// key) or to a definition it starts (a message start event of its name),
+// and answers once a step that applied it committed, with the instance
+// it went to. Nothing waiting refuses it with ErrNotCorrelated before
+// anything is published. Else it is published as a keyed message with no
+// time to live (PublishKeyedMessage) and the call waits, until ctx ends,
+// for the inbox row of the step that applied it, or of the relay it was
+// fanned out to: the waiting instance's when one waited (a message that
+// also starts definitions is fanned out to them too), else a started
+// one's. The inbox row commits with the step, so a correlation is never
+// answered that did not commit. When the
+// instance stopped waiting meanwhile, the relay is rejected as any relay
+// nothing waits for and the call ends with ctx, or after correlateWait,
+// with context.DeadlineExceeded.
+func (u *UseCases) CorrelateMessage(ctx context.Context, m Message) (Correlation, error) {
+	ctx, cancel := context.WithTimeout(ctx, correlateWait)
+	defer cancel()
+	if m.Message == "" {
+		return Correlation{}, api.Invalidf("message is required")
+	}
+	// Checked before the lookups, as PublishMessage checks them.
+	for _, f := range [...]struct{ name, v string }{{"message", m.Message}, {"correlation_key", m.CorrelationKey}} {
+		if err := api.CheckText(f.name, f.v); err != nil {
+			return Correlation{}, err
+		}
+	}
+	starts, err := u.deps.Store.MessageStarts(ctx, m.Message)
+	if err != nil {
+		return Correlation{}, err
+	}
+	waits, err := u.deps.Store.Subscribed(ctx, m.Message, m.CorrelationKey)
+	if err != nil {
+		return Correlation{}, err
+	}
+	if !waits && len(starts) == 0 {
+		return Correlation{}, uncorrelatedError{fault.New(fault.RelayUncorrelated,
+			"no instance waits for message %q with correlation key %q and no process starts with it", m.Message, m.CorrelationKey)}
+	}
+	key, err := u.PublishKeyedMessage(ctx, m, 0)
+	if err != nil {
+		return Correlation{}, err
+	}
+	id := m.MessageID
+	if id == "" {
+		id = strconv.FormatInt(key, 10)
+	}
+	defs := make([]string, len(starts))
+	for i, s := range starts {
+		defs[i] = s.Key
+	}
+	for pause := correlatePoll[0]; ; pause = min(2*pause, correlatePoll[1]) {
+		instance, err := u.deps.Store.Correlated(ctx, id, waits, defs)
+		if err != nil {
+			return Correlation{}, err
+		}
+		if instance != "" {
+			in, err := u.deps.Store.InstanceKeys(ctx, instance, false)
+			if err != nil {
+				return Correlation{}, err
+			}
+			return Correlation{MessageKey: key, InstanceKey: in.Key, InstanceID: instance}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return Correlation{}, ctx.Err()
+		case <-time.After(pause):
+		}
+	}
+}

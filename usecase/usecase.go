@@ -47,6 +47,9 @@ type Store interface {
 	Deploy(ctx context.Context, xml []byte) ([]store.Deployed, error)
 	NextKey(ctx context.Context) (int64, error)
 	MessageSeen(ctx context.Context, id string) (bool, error)
+	MessageStarts(ctx context.Context, message string) ([]store.StartTarget, error)
+	Subscribed(ctx context.Context, name, key string) (bool, error)
+	Correlated(ctx context.Context, messageID string, waiting bool, starts []string) (string, error)
 	ListUserTasks(ctx context.Context, f store.UserTaskFilter) ([]store.UserTask, error)
 	InstanceTimesOf(ctx context.Context, id string) (store.InstanceTimes, error)
 	SetLockTimeout(ctx context.Context, id int64, d time.Duration) error

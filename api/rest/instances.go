@@ -267,32 +267,25 @@ type messageRequest struct {
 	TenantID       string          `json:"tenantId"`
 }
 
-func (a *API) message(c *call, buffered bool) (int64, error) {
+// message decodes a message's request: the message and its timeToLive.
+func message(c *call) (usecase.Message, time.Duration, error) {
 	var req messageRequest
 	if err := c.decode(&req); err != nil {
-		return 0, err
+		return usecase.Message{}, 0, err
 	}
 	if err := checkTenants(req.TenantID); err != nil {
-		return 0, err
+		return usecase.Message{}, 0, err
 	}
 	vars, err := variables(req.Variables)
 	if err != nil {
-		return 0, err
+		return usecase.Message{}, 0, err
 	}
-	var ttl time.Duration
-	if buffered {
-		// Compared in milliseconds: converted first, a huge one overflows.
-		ttl = time.Duration(req.TimeToLive) * time.Millisecond
-		if int64(req.TimeToLive) > lanes.MaxMessageTTL.Milliseconds() {
-			ttl = lanes.MaxMessageTTL + time.Millisecond
-		}
+	// Compared in milliseconds: converted first, a huge one overflows.
+	ttl := time.Duration(req.TimeToLive) * time.Millisecond
+	if int64(req.TimeToLive) > lanes.MaxMessageTTL.Milliseconds() {
+		ttl = lanes.MaxMessageTTL + time.Millisecond
 	}
-	key, err := a.deps.UseCases.PublishKeyedMessage(c.ctx(), usecase.Message{Message: req.Name, CorrelationKey: req.CorrelationKey,
-		Variables: vars, MessageID: req.MessageID}, ttl)
-	if errors.Is(err, usecase.ErrMessageSeen) {
-		return 0, refuse(http.StatusConflict, fault.APIInvalid, fault.Reason(err))
-	}
-	return key, err
+	return usecase.Message{Message: req.Name, CorrelationKey: req.CorrelationKey, Variables: vars, MessageID: req.MessageID}, ttl, nil
 }
 
 // publishMessage publishes a message as a relay (usecase.PublishKeyedMessage):
@@ -300,22 +293,38 @@ func (a *API) message(c *call, buffered bool) (int64, error) {
 // key, or starts the definitions with a message start event of its name,
 // or, with a timeToLive and a correlation key, stays buffered that long.
 func (a *API) publishMessage(c *call) (answer, error) {
-	key, err := a.message(c, true)
+	m, ttl, err := message(c)
+	if err != nil {
+		return answer{}, err
+	}
+	key, err := a.deps.UseCases.PublishKeyedMessage(c.ctx(), m, ttl)
+	if errors.Is(err, usecase.ErrMessageSeen) {
+		return answer{}, refuse(http.StatusConflict, fault.APIInvalid, fault.Reason(err))
+	}
 	if err != nil {
 		return answer{}, err
 	}
 	return ok(map[string]any{"tenantId": defaultTenant, "messageKey": Key(key)}), nil
 }
 
-// correlateMessage publishes a message with no time to live: it is
-// correlated as the relay is consumed, not before the answer, which so
-// names no process instance (docs/rest.md).
+// correlateMessage correlates a message (usecase.CorrelateMessage) and
+// answers once the step that applied it committed, with the instance it
+// went to; nothing waiting for it: 404, and nothing is buffered.
 func (a *API) correlateMessage(c *call) (answer, error) {
-	key, err := a.message(c, false)
+	m, _, err := message(c)
 	if err != nil {
 		return answer{}, err
 	}
-	return ok(map[string]any{"tenantId": defaultTenant, "messageKey": Key(key)}), nil
+	got, err := a.deps.UseCases.CorrelateMessage(c.ctx(), m)
+	switch {
+	case errors.Is(err, usecase.ErrNotCorrelated):
+		return answer{}, refuse(http.StatusNotFound, fault.RelayUncorrelated, fault.Reason(err))
+	case errors.Is(err, usecase.ErrMessageSeen):
+		return answer{}, refuse(http.StatusConflict, fault.APIInvalid, fault.Reason(err))
+	case err != nil:
+		return answer{}, err
+	}
+	return ok(map[string]any{"tenantId": defaultTenant, "messageKey": Key(got.MessageKey), "processInstanceKey": Key(got.InstanceKey)}), nil
 }
 
 // broadcastSignal broadcasts a signal (usecase.BroadcastSignal).

@@ -227,3 +227,55 @@ func TestCreateAwaitingCompletionAnswersAtTheEnd(t *testing.T) {
 		"variables": map[string]any{"orderId": "o-2"}, "awaitCompletion": true, "requestTimeout": 200})
 	wantProblem(t, late, http.StatusGatewayTimeout, fault.Unavailable)
 }
+
+// A correlation answers once its step committed, with the instance it went
+// to: a waiting instance has advanced (ended) by the answer, a message
+// start event's instance exists; nothing waiting is 404 and buffers
+// nothing.
+func TestCorrelationAnswersTheInstanceItCommittedTo(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	if d := b.call(t, adminToken, "POST", "/v2/deployments", deployment(t, "testdata/messages.bpmn")); d.status != http.StatusOK {
+		t.Fatalf("deploy: %d %s", d.status, d.body)
+	}
+	ready := map[string]any{"name": "rest-ready", "correlationKey": "o-1", "variables": map[string]any{"ready": true}}
+	wantProblem(t, b.call(t, taskToken, "POST", "/v2/messages/correlation", ready), http.StatusNotFound, fault.RelayUncorrelated)
+	if n := b.env.Int(t, "SELECT count(*) FROM buffered_messages"); n != 0 {
+		t.Errorf("a refused correlation left %d buffered messages", n)
+	}
+
+	created := b.call(t, adminToken, "POST", "/v2/process-instances", map[string]any{"processDefinitionId": "rest_wait",
+		"variables": map[string]any{"orderId": "o-1"}}).json(t)
+	key := created["processInstanceKey"].(string)
+	b.eventually(t, "the instance waits", func() bool {
+		return b.env.Int(t, "SELECT count(*) FROM subscriptions WHERE message_name = 'rest-ready'") == 1
+	})
+	a := b.call(t, taskToken, "POST", "/v2/messages/correlation", ready)
+	if a.status != http.StatusOK {
+		t.Fatalf("correlation: %d %s", a.status, a.body)
+	}
+	got := a.json(t)
+	if got["processInstanceKey"] != key || got["messageKey"] == nil || got["tenantId"] != "<default>" {
+		t.Errorf("correlation answered %v, want instance %s", got, key)
+	}
+	// Read at once: the answer came after the commit.
+	in := b.call(t, adminToken, "GET", "/v2/process-instances/"+key, nil).json(t)
+	if in["state"] != "COMPLETED" {
+		t.Errorf("the correlated instance is %v after the answer, want COMPLETED", in["state"])
+	}
+	if n := b.env.Int(t, "SELECT count(*) FROM instances WHERE zeebe_key = "+key+" AND variables->>'ready' = 'true'"); n != 1 {
+		t.Error("the message's variables were not applied")
+	}
+	// It waits no more: a second correlation has nothing to go to.
+	wantProblem(t, b.call(t, taskToken, "POST", "/v2/messages/correlation", ready), http.StatusNotFound, fault.RelayUncorrelated)
+
+	a = b.call(t, taskToken, "POST", "/v2/messages/correlation", map[string]any{"name": "rest-order", "correlationKey": "c-1"})
+	if a.status != http.StatusOK {
+		t.Fatalf("correlation to a start event: %d %s", a.status, a.body)
+	}
+	started := a.json(t)["processInstanceKey"].(string)
+	in = b.call(t, adminToken, "GET", "/v2/process-instances/"+started, nil).json(t)
+	if in["processDefinitionId"] != "rest_inbound" || in["state"] != "COMPLETED" {
+		t.Errorf("the started instance: %v", in)
+	}
+}
