@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -76,7 +74,7 @@ func runRate(ctx context.Context, o options, rate float64) (result, error) {
 	if err != nil {
 		return res, err
 	}
-	defer w.stop()
+	defer w.Stop()
 	db, err := pgxpool.New(ctx, env.Config.Database.URL)
 	if err != nil {
 		return res, err
@@ -93,11 +91,11 @@ func runRate(ctx context.Context, o options, rate float64) (result, error) {
 		return res, err
 	}
 	began := time.Now()
-	metricsBefore, err := scrape(w.httpAddr)
+	metricsBefore, err := scrape(w.HTTPAddr)
 	if err != nil {
 		return res, err
 	}
-	cpu := newCPU(db, w.pid(), c.pid())
+	cpu := newCPU(db, w.Pid(), c.pid())
 	if err := cpu.sample(ctx); err != nil {
 		return res, err
 	}
@@ -109,8 +107,8 @@ func runRate(ctx context.Context, o options, rate float64) (result, error) {
 		select {
 		case <-ctx.Done():
 			return res, ctx.Err()
-		case <-w.exited:
-			return res, fmt.Errorf("the worker exited: %v", w.err)
+		case <-w.Exited():
+			return res, fmt.Errorf("the worker exited: %v", w.Err())
 		case <-c.exited:
 			return res, fmt.Errorf("the client exited early: %v (its first errors: %v)", c.err, c.errors())
 		case now := <-tick.C:
@@ -133,7 +131,7 @@ func runRate(ctx context.Context, o options, rate float64) (result, error) {
 				atEnd = c.last()
 				res.cpu = cpu.total()
 				res.wall = now.Sub(began)
-				after, err := scrape(w.httpAddr)
+				after, err := scrape(w.HTTPAddr)
 				if err != nil {
 					return res, err
 				}
@@ -174,17 +172,12 @@ func createDatabase(ctx context.Context, url string) error {
 	return err
 }
 
-// worker is the worker binary running as a child process.
+// worker is the worker binary running as a child process, with its
+// gateway's address.
 type worker struct {
-	cmd         *exec.Cmd
+	*bench.Process
 	gatewayAddr string
-	httpAddr    string
-	exited      chan struct{}
-	err         error
-	once        sync.Once
 }
-
-func (w *worker) pid() int { return w.cmd.Process.Pid }
 
 // startWorker starts the binary at its defaults but for what points it at
 // the run's schema and broker names, free ports and a token for the
@@ -192,7 +185,7 @@ func (w *worker) pid() int { return w.cmd.Process.Pid }
 func startWorker(ctx context.Context, o options, env *bench.Env) (*worker, error) {
 	var addrs [3]string
 	for i := range addrs {
-		a, err := freeAddr()
+		a, err := bench.FreeAddr()
 		if err != nil {
 			return nil, err
 		}
@@ -200,43 +193,16 @@ func startWorker(ctx context.Context, o options, env *bench.Env) (*worker, error
 	}
 	httpAddr, apiAddr, gatewayAddr := addrs[0], addrs[1], addrs[2]
 	cfg := env.Config
-	cmd := exec.Command(o.worker, "run")
-	cmd.Env = append(workerEnviron(),
+	p, err := bench.StartProcess(ctx, o.worker, append(workerEnviron(),
 		"SUTRA_DATABASE_URL="+cfg.Database.URL, "SUTRA_AMQP_URL="+cfg.Broker.URL, "SUTRA_REPLICA_ID=camundaload",
 		"SUTRA_HTTP_ADDR="+httpAddr, "SUTRA_API_ADDR="+apiAddr, "SUTRA_API_TOKEN=camundaload-tasks", "SUTRA_ADMIN_TOKEN="+token, "SUTRA_GATEWAY_ADDR="+gatewayAddr,
 		"SUTRA_RELAY_EXCHANGE="+cfg.RelayExchange, "SUTRA_RELAY_QUEUE="+cfg.RelayQueue,
 		"SUTRA_DEAD_EXCHANGE="+cfg.DeadExchange, "SUTRA_DEAD_QUEUE="+cfg.DeadQueue,
-		"SUTRA_OUTBOX_EXCHANGE="+cfg.OutboxExchange, "SUTRA_LOG_LEVEL=warn")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s (make build): %w", o.worker, err)
+		"SUTRA_OUTBOX_EXCHANGE="+cfg.OutboxExchange, "SUTRA_LOG_LEVEL=warn"), httpAddr)
+	if err != nil {
+		return nil, err
 	}
-	w := &worker{cmd: cmd, gatewayAddr: gatewayAddr, httpAddr: httpAddr, exited: make(chan struct{})}
-	go func() {
-		w.err = cmd.Wait()
-		close(w.exited)
-	}()
-	for deadline := time.Now().Add(time.Minute); ; {
-		resp, err := http.Get("http://" + httpAddr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return w, nil
-			}
-		}
-		select {
-		case <-w.exited:
-			return nil, fmt.Errorf("the worker exited before it was ready: %v", w.err)
-		case <-ctx.Done():
-			w.stop()
-			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			w.stop()
-			return nil, errors.New("the worker was not ready within a minute")
-		}
-	}
+	return &worker{Process: p, gatewayAddr: gatewayAddr}, nil
 }
 
 // workerEnviron is this process's environment but for this program's own
@@ -249,29 +215,6 @@ func workerEnviron() []string {
 		}
 	}
 	return env
-}
-
-// stop stops the worker gracefully (SIGTERM) and waits for it, once.
-func (w *worker) stop() {
-	w.once.Do(func() {
-		_ = w.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-w.exited:
-		case <-time.After(45 * time.Second):
-			_ = w.cmd.Process.Kill()
-			<-w.exited
-		}
-	})
-}
-
-// freeAddr is a loopback address with a port free at the time of asking.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
 }
 
 // client is the Node client running as a child process.

@@ -19,16 +19,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -128,7 +123,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer w.stop()
+	defer w.Stop()
 
 	pub, err := loadgen.Dial(c.AMQPURL, env.Config.RelayExchange)
 	if err != nil {
@@ -143,7 +138,7 @@ func run() error {
 		fmt.Fprintf(os.Stderr, "drained a backlog of %d relays at %.0f relays/s\n", c.CapacityRelays, capacity)
 	}
 	perSecond := c.Rate.perSecond(capacity)
-	s := &sampler{db: db, schema: env.Schema, metrics: "http://" + w.httpAddr + "/metrics", prefix: bench.PingPrefix}
+	s := &sampler{db: db, schema: env.Schema, metrics: "http://" + w.HTTPAddr + "/metrics", prefix: bench.PingPrefix}
 	if err := os.MkdirAll(c.Out, 0o755); err != nil {
 		return err
 	}
@@ -175,7 +170,7 @@ func run() error {
 			return env.Ping(i)
 		})
 	}()
-	fmt.Fprintf(os.Stderr, "offering %.0f relays/s to %d instances for %v (worker pid %d, schema %s)\n", perSecond, c.Instances, c.Duration, w.cmd.Process.Pid, env.Schema)
+	fmt.Fprintf(os.Stderr, "offering %.0f relays/s to %d instances for %v (worker pid %d, schema %s)\n", perSecond, c.Instances, c.Duration, w.Pid(), env.Schema)
 
 	tick := time.NewTicker(c.Interval)
 	defer tick.Stop()
@@ -191,8 +186,8 @@ func run() error {
 			if pubErr != nil {
 				return fmt.Errorf("publishing: %w", pubErr)
 			}
-		case <-w.exited:
-			return fmt.Errorf("the worker exited during the soak: %v", w.err)
+		case <-w.Exited():
+			return fmt.Errorf("the worker exited during the soak: %v", w.Err())
 		case <-follow.C:
 			if err := s.follow(ctx); err != nil {
 				return err
@@ -224,7 +219,7 @@ func run() error {
 	if err := s.rec.flush(time.Now(), true); err != nil {
 		return err
 	}
-	w.stop()
+	w.Stop()
 
 	rep := report{config: c, rate: perSecond, capacity: capacity, samples: s.samples, seconds: s.rec.all, elapsed: elapsed, data: data.String(), offered: total, drained: drained}
 	if err := writeFile(filepath.Join(c.Out, "samples.tsv"), rep.writeTSV); err != nil {
@@ -264,87 +259,23 @@ func writeFile(path string, write func(io.Writer) error) error {
 	return f.Close()
 }
 
-// worker is the worker binary running as a child process.
-type worker struct {
-	cmd      *exec.Cmd
-	httpAddr string
-	exited   chan struct{}
-	err      error
-	stopped  atomic.Bool
-}
-
 // startWorker starts the binary at its defaults but for what points it at
 // the run's schema and broker names, a free metrics port, no API or gateway
 // listener (the soak calls neither; their default ports may be taken), and
 // the inbox and step history retentions; and waits until it is ready.
-func startWorker(ctx context.Context, c config, env *bench.Env) (*worker, error) {
-	httpAddr, err := freeAddr()
+func startWorker(ctx context.Context, c config, env *bench.Env) (*bench.Process, error) {
+	httpAddr, err := bench.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
 	cfg := env.Config
-	cmd := exec.Command(c.Worker, "run")
-	cmd.Env = append(os.Environ(),
+	return bench.StartProcess(ctx, c.Worker, append(os.Environ(),
 		"SUTRA_DATABASE_URL="+cfg.Database.URL, "SUTRA_AMQP_URL="+cfg.Broker.URL, "SUTRA_REPLICA_ID=soak",
 		"SUTRA_HTTP_ADDR="+httpAddr, "SUTRA_API_ADDR=", "SUTRA_GATEWAY_ADDR=",
 		"SUTRA_RELAY_EXCHANGE="+cfg.RelayExchange, "SUTRA_RELAY_QUEUE="+cfg.RelayQueue,
 		"SUTRA_DEAD_EXCHANGE="+cfg.DeadExchange, "SUTRA_DEAD_QUEUE="+cfg.DeadQueue,
 		"SUTRA_OUTBOX_EXCHANGE="+cfg.OutboxExchange, "SUTRA_INBOX_RETENTION="+c.InboxRetention.String(),
-		"SUTRA_STEP_HISTORY_RETENTION="+c.HistoryRetention.String())
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s (make build): %w", c.Worker, err)
-	}
-	w := &worker{cmd: cmd, httpAddr: httpAddr, exited: make(chan struct{})}
-	go func() {
-		w.err = cmd.Wait()
-		close(w.exited)
-	}()
-	for deadline := time.Now().Add(time.Minute); ; {
-		resp, err := http.Get("http://" + httpAddr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return w, nil
-			}
-		}
-		select {
-		case <-w.exited:
-			return nil, fmt.Errorf("the worker exited before it was ready: %v", w.err)
-		case <-ctx.Done():
-			w.stop()
-			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			w.stop()
-			return nil, errors.New("the worker was not ready within a minute")
-		}
-	}
-}
-
-// stop stops the worker gracefully (SIGTERM) and waits for it, once.
-func (w *worker) stop() {
-	if w.stopped.Swap(true) {
-		return
-	}
-	_ = w.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-w.exited:
-	case <-time.After(45 * time.Second):
-		_ = w.cmd.Process.Kill()
-		<-w.exited
-	}
-}
-
-// freeAddr is a loopback address with a port free at the time of asking.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
+		"SUTRA_STEP_HISTORY_RETENTION="+c.HistoryRetention.String()), httpAddr)
 }
 
 // autovacuumOn turns autovacuum on for the run when the server has it off
