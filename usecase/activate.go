@@ -8,6 +8,16 @@ import (
 	"github.com/sutra-run/worker/store"
 )
 
+// JobHolderPrefix marks the lock of a job a Camunda 8 worker activated,
+// over the Zeebe gateway or /v2 alike: "zeebe:<worker>". A job activated
+// by one may be completed by the other, as in Camunda; an /engine-rest
+// worker's lock refuses a Camunda 8 outcome, and the other way round.
+const JobHolderPrefix = "zeebe:"
+
+// DefaultJobLongPoll is how long a job activation that names no request
+// timeout waits for jobs, as Camunda's gateway (its long-polling timeout).
+const DefaultJobLongPoll = 10 * time.Second
+
 // fetchTimeout bounds one fetch statement.
 const fetchTimeout = 30 * time.Second
 

@@ -14,16 +14,6 @@ import (
 	"github.com/sutra-run/worker/usecase"
 )
 
-// holderPrefix marks the lock of a task a Camunda 8 worker activated, the
-// Zeebe gateway's mark too: a job activated over /v2 may be completed over
-// gRPC and the other way round, as in Camunda; an /engine-rest worker's
-// lock refuses either.
-const holderPrefix = "zeebe:"
-
-// defaultLongPoll is how long an activation with no requestTimeout (or 0)
-// waits for jobs, as Camunda's gateway.
-const defaultLongPoll = 10 * time.Second
-
 type activationRequest struct {
 	Type              string   `json:"type"`
 	Worker            string   `json:"worker"`
@@ -89,7 +79,7 @@ func (a *API) activateJobs(c *call) (answer, error) {
 	wait := taskwait.MaxLongPoll
 	switch {
 	case req.RequestTimeout == 0:
-		wait = defaultLongPoll
+		wait = usecase.DefaultJobLongPoll
 	case req.RequestTimeout < 0:
 		wait = 0
 	case int64(req.RequestTimeout) < taskwait.MaxLongPoll.Milliseconds():
@@ -99,7 +89,7 @@ func (a *API) activateJobs(c *call) (answer, error) {
 	ask := store.TopicLock{Topic: req.Type, LockDuration: time.Duration(req.Timeout) * time.Millisecond}
 	jobs := []activatedJob{}
 	err := a.deps.UseCases.Activate(c.ctx(), usecase.Activation{
-		Protocol: taskwait.REST, Worker: holderPrefix + req.Worker, Asks: []store.TopicLock{ask}, Max: req.MaxJobsToActivate, Wait: wait,
+		Protocol: taskwait.REST, Worker: usecase.JobHolderPrefix + req.Worker, Asks: []store.TopicLock{ask}, Max: req.MaxJobsToActivate, Wait: wait,
 		Slots: a.slots, Stopping: a.stopping,
 		Full: func() error {
 			return fault.New(fault.APIBusy, "%d job activations wait on this replica already: SUTRA_API_MAX_LONG_POLLS", a.cfg.MaxLongPolls)
@@ -174,7 +164,7 @@ func checkTenants(ids ...string) error {
 // record records a job's outcome durably (usecase.RecordTaskOutcome),
 // fenced on a Camunda 8 worker holding the job, and answers 204 only then.
 func (a *API) record(c *call, o store.TaskReport) (answer, error) {
-	o.HolderPrefix = holderPrefix
+	o.HolderPrefix = usecase.JobHolderPrefix
 	if _, err := a.deps.UseCases.RecordTaskOutcome(c.ctx(), c.conn(), o); err != nil {
 		return answer{}, jobProblem(o.TaskID, err)
 	}

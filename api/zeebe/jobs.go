@@ -20,16 +20,6 @@ import (
 	"github.com/sutra-run/worker/usecase"
 )
 
-// holderPrefix marks the lock of a task a Zeebe worker activated: the
-// task's locked_by is "zeebe:<worker>". A Zeebe outcome names only the job,
-// so it is fenced on a Zeebe worker holding it: an /engine-rest worker's
-// lock refuses it, as a Zeebe worker's lock refuses an /engine-rest outcome.
-const holderPrefix = "zeebe:"
-
-// defaultLongPoll is how long an ActivateJobs with requestTimeout 0 waits
-// for jobs, as Zeebe's gateway (its long-polling timeout).
-const defaultLongPoll = 10 * time.Second
-
 // jobQuery is a validated activation: ActivateJobs or a job stream.
 type jobQuery struct {
 	worker string
@@ -99,7 +89,7 @@ func (g *Gateway) useDB(ctx context.Context) (release func(), err error) {
 // activation is q's fetch through the one wait (usecase.Activate), with
 // one of the API's database connections around each fetch statement.
 func (g *Gateway) activation(q jobQuery, max int) usecase.Activation {
-	return usecase.Activation{Protocol: taskwait.Zeebe, Worker: holderPrefix + q.worker, Asks: []store.TopicLock{q.ask}, Max: max,
+	return usecase.Activation{Protocol: taskwait.Zeebe, Worker: usecase.JobHolderPrefix + q.worker, Asks: []store.TopicLock{q.ask}, Max: max,
 		Slots: g.slots, Stopping: g.stopping, Conn: usecase.Conn{Use: g.useDB},
 		Full: func() error {
 			return exhausted("%d job streams and long polls are open on this replica: SUTRA_GATEWAY_MAX_STREAMS", g.cfg.MaxStreams)
@@ -174,7 +164,7 @@ func (g *Gateway) ActivateJobs(req *pb.ActivateJobsRequest, stream pb.Gateway_Ac
 	wait := taskwait.MaxLongPoll
 	switch {
 	case req.RequestTimeout == 0:
-		wait = defaultLongPoll
+		wait = usecase.DefaultJobLongPoll
 	case req.RequestTimeout < taskwait.MaxLongPoll.Milliseconds():
 		wait = time.Duration(req.RequestTimeout) * time.Millisecond
 	}
@@ -254,7 +244,7 @@ func jobVariables(text string) (map[string]any, error) {
 // fenced on a Zeebe worker holding the job, and answers only then. Never a
 // claim in the request.
 func (g *Gateway) record(ctx context.Context, o store.TaskReport) error {
-	o.HolderPrefix = holderPrefix
+	o.HolderPrefix = usecase.JobHolderPrefix
 	if _, err := g.deps.UseCases.RecordTaskOutcome(ctx, usecase.Conn{Use: g.useDB}, o); err != nil {
 		return jobStatus(o.TaskID, err)
 	}
@@ -274,8 +264,8 @@ func jobStatus(key int64, err error) error {
 		return status.Errorf(codes.FailedPrecondition, "%s: job %d is not activated", fault.TaskLockLost, key)
 	case errors.As(err, &lock) && lock.Expired:
 		return status.Errorf(codes.FailedPrecondition, "%s: job %d: its activation timed out", fault.TaskLockLost, key)
-	case errors.As(err, &lock) && strings.HasPrefix(lock.Holder, holderPrefix):
-		return status.Errorf(codes.FailedPrecondition, "%s: job %d is activated by worker %q", fault.TaskLockLost, key, strings.TrimPrefix(lock.Holder, holderPrefix))
+	case errors.As(err, &lock) && strings.HasPrefix(lock.Holder, usecase.JobHolderPrefix):
+		return status.Errorf(codes.FailedPrecondition, "%s: job %d is activated by worker %q", fault.TaskLockLost, key, strings.TrimPrefix(lock.Holder, usecase.JobHolderPrefix))
 	case errors.As(err, &lock):
 		return status.Errorf(codes.FailedPrecondition, "%s: job %d is locked by /engine-rest worker %q", fault.TaskLockLost, key, lock.Holder)
 	}
