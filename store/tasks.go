@@ -64,6 +64,33 @@ type LockedTask struct {
 	ErrorDetails *string
 }
 
+// VariablesNamed is what a job's activation sends of the task's variables:
+// those of names when there are any (the client's fetchVariable), else
+// all; never a nil map.
+func (t LockedTask) VariablesNamed(names []string) map[string]any {
+	vars := t.Variables
+	if len(names) > 0 {
+		vars = make(map[string]any, len(names))
+		for _, name := range names {
+			if v, ok := t.Variables[name]; ok {
+				vars[name] = v
+			}
+		}
+	}
+	if vars == nil {
+		vars = map[string]any{}
+	}
+	return vars
+}
+
+// HeadersOrEmpty is the task's custom headers, never a nil map.
+func (t LockedTask) HeadersOrEmpty() map[string]string {
+	if t.Headers == nil {
+		return map[string]string{}
+	}
+	return t.Headers
+}
+
 // fetchAndLockSQL locks up to $4 open tasks of the asked topics to worker
 // $1, each for its topic's lock duration, in order (the %[1]s of the tasks,
 // %[2]s of the picks). SKIP LOCKED keeps two fetches' statements apart, and

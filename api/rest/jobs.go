@@ -120,22 +120,7 @@ func (a *API) activateJobs(c *call) (answer, error) {
 // jobOf is what a Camunda 8 client reads of a locked task. A task is one
 // element instance: its key is the element instance's too.
 func jobOf(t store.LockedTask, req activationRequest) activatedJob {
-	vars := t.Variables
-	if len(req.FetchVariable) > 0 {
-		vars = make(map[string]any, len(req.FetchVariable))
-		for _, name := range req.FetchVariable {
-			if v, ok := t.Variables[name]; ok {
-				vars[name] = v
-			}
-		}
-	}
-	if vars == nil {
-		vars = map[string]any{}
-	}
-	headers := t.Headers
-	if headers == nil {
-		headers = map[string]string{}
-	}
+	vars, headers := t.VariablesNamed(req.FetchVariable), t.HeadersOrEmpty()
 	return activatedJob{Type: t.Topic, ProcessDefinitionID: t.DefinitionKey, ProcessDefinitionVersion: t.DefinitionVersion,
 		ElementID: t.Element, CustomHeaders: headers, Worker: req.Worker, Retries: t.Retries, Deadline: t.LockExpires.UnixMilli(),
 		Variables: vars, TenantID: defaultTenant, JobKey: Key(t.ID), ProcessInstanceKey: Key(t.InstanceKey),

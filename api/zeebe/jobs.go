@@ -24,7 +24,7 @@ import (
 type jobQuery struct {
 	worker string
 	ask    store.TopicLock
-	only   []string // fetchVariable; nil: every variable
+	only   []string // fetchVariable; none: every variable
 }
 
 func (g *Gateway) newJobQuery(typ, worker string, timeout int64, fetch []string, tenants []string) (jobQuery, error) {
@@ -44,11 +44,7 @@ func (g *Gateway) newJobQuery(typ, worker string, timeout int64, fetch []string,
 	if err := g.checkTimeout(timeout); err != nil {
 		return jobQuery{}, err
 	}
-	q := jobQuery{worker: worker, ask: store.TopicLock{Topic: typ, LockDuration: time.Duration(timeout) * time.Millisecond}}
-	if len(fetch) > 0 {
-		q.only = fetch
-	}
-	return q, nil
+	return jobQuery{worker: worker, ask: store.TopicLock{Topic: typ, LockDuration: time.Duration(timeout) * time.Millisecond}, only: fetch}, nil
 }
 
 // checkTimeout refuses a lock that is not positive or longer than
@@ -112,22 +108,7 @@ func activatedJobs(got []store.LockedTask, q jobQuery) ([]*pb.ActivatedJob, erro
 // activatedJob is what a Zeebe client reads of a locked task. A task is one
 // element instance: its key is the element instance's too.
 func activatedJob(t store.LockedTask, q jobQuery) (*pb.ActivatedJob, error) {
-	vars := t.Variables
-	if q.only != nil {
-		vars = make(map[string]any, len(q.only))
-		for _, name := range q.only {
-			if v, ok := t.Variables[name]; ok {
-				vars[name] = v
-			}
-		}
-	}
-	if vars == nil {
-		vars = map[string]any{}
-	}
-	headers := t.Headers
-	if headers == nil {
-		headers = map[string]string{}
-	}
+	vars, headers := t.VariablesNamed(q.only), t.HeadersOrEmpty()
 	v, err := json.Marshal(vars)
 	if err != nil {
 		return nil, fmt.Errorf("job %d: its variables: %w", t.ID, err)
