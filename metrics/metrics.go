@@ -68,6 +68,7 @@ type Metrics struct {
 	APIAuthFailures    *prometheus.CounterVec
 	APILongPolls       prometheus.Gauge
 	APILongPollsOver   prometheus.Counter
+	RESTLongPolls      prometheus.Gauge
 	MigrationInstances *prometheus.CounterVec
 
 	GatewayRequests *prometheus.CounterVec
@@ -215,6 +216,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "sutra_api_long_polls_over_cap_total",
 		Help: "Long polls answered at once, without waiting, because SUTRA_API_MAX_LONG_POLLS were waiting.",
 	})
+	m.RESTLongPolls = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sutra_rest_long_polls",
+		Help: "Job activations of Camunda's REST API v2 (POST /v2/jobs/activation with a requestTimeout) waiting for jobs on this replica.",
+	})
 	m.GatewayRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sutra_gateway_requests_total",
 		Help: "Calls of the Zeebe gateway (gRPC), by RPC and gRPC status code name (OK, NotFound, ResourceExhausted, ...).",
@@ -315,7 +320,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.Relays, m.RelayRequeues, m.ClaimBounces, m.StepDuration, m.BatchSteps, m.LaneDepth, m.LaneWait, m.StepsFenced, m.LanePanics,
 		m.TimersFired, m.TimerDeferrals, m.TimersStale, m.TimerFireLag,
 		m.TasksLocked, m.TasksCompleted, m.TasksLockExpired, m.TaskWait, m.TaskFastPath, m.AdminRequests, m.MigrationInstances,
-		m.APIBusy, m.APIAuthFailures, m.APILongPolls, m.APILongPollsOver, m.GatewayRequests, m.GatewayConnectionsRefused, m.GatewayStreams, m.JobActivation,
+		m.APIBusy, m.APIAuthFailures, m.APILongPolls, m.APILongPollsOver, m.RESTLongPolls, m.GatewayRequests, m.GatewayConnectionsRefused, m.GatewayStreams, m.JobActivation,
 		m.ClaimsSwept, m.LeaseHeld, m.InboxTrimmed, m.BufferedConsumed, m.BufferedExpired,
 		m.OutboxPublished, m.OutboxPublishErrors, m.OutboxLag, m.OutboxBacklog, m.OutboxParked, m.OutboxParkedRows, m.OutboxTrimmed,
 		m.ClaimOldestAge, m.DeadLetterMessages, m.IncidentsOpen, m.TasksOpen, m.DeadLetters)

@@ -118,7 +118,7 @@ func (a *API) OnWaiting(f func(typ string)) { a.waiting.Store(&f) }
 // New registers /v2's routes on srv.
 func New(srv *api.Server, deps Deps, cfg Config) *API {
 	cfg.setDefaults()
-	a := &API{cfg: cfg, deps: deps, slots: taskwait.NewSlots(cfg.MaxLongPolls, func(float64) {}), stopping: make(chan struct{})}
+	a := &API{cfg: cfg, deps: deps, slots: taskwait.NewSlots(cfg.MaxLongPolls, deps.Metrics.RESTLongPolls.Set), stopping: make(chan struct{})}
 	route := func(scopes api.Scope, pattern string, h handler, types ...string) {
 		limit := cfg.MaxBody
 		if types != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -13,11 +14,12 @@ import (
 	"github.com/sutra-run/worker/tools/bench"
 )
 
-// idleStreams and idleLongPolls are what idleJobs opens; idleTime is how
-// long it measures them.
+// idleStreams, idleLongPolls and idleRESTPolls are what idleJobs opens;
+// idleTime is how long it measures them.
 const (
 	idleStreams   = 64
 	idleLongPolls = 64
+	idleRESTPolls = 64
 	idleTime      = 10 * time.Second
 )
 
@@ -30,10 +32,11 @@ type idleRun struct {
 	cpu, base cpuUse
 }
 
-// idleJobs opens idleStreams job streams and idleLongPolls ActivateJobs
-// long polls (a minute each, polled again as they end) of a type that no
-// job has, on a worker with b.o.jobLanes lanes, and measures the CPU they
-// cost over idleTime once all are open.
+// idleJobs opens idleStreams job streams, idleLongPolls ActivateJobs long
+// polls and idleRESTPolls /v2 activation long polls (a minute each, polled
+// again as they end) of a type that no job has, on a worker with
+// b.o.jobLanes lanes, and measures the CPU they cost over idleTime once all
+// are open.
 func (b *bencher) idleJobs(ctx context.Context) (idleRun, error) {
 	var r idleRun
 	env, err := b.envOf(ctx, "idle", bench.TasksXML, 0)
@@ -42,6 +45,7 @@ func (b *bencher) idleJobs(ctx context.Context) (idleRun, error) {
 	}
 	defer env.Close()
 	env.Config.Gateway.Addr = "127.0.0.1:0"
+	env.Config.API.Addr = "127.0.0.1:0"
 	w, reg, stop, err := b.startWorker(ctx, env, b.o.jobLanes, false)
 	if err != nil {
 		return r, err
@@ -81,7 +85,21 @@ func (b *bencher) idleJobs(ctx context.Context) (idleRun, error) {
 			}
 		})
 	}
-	for gauge(reg, "sutra_gateway_streams_open") < idleStreams+idleLongPolls {
+	hc := &http.Client{}
+	for i := range idleRESTPolls {
+		open.Go(func() {
+			for octx.Err() == nil {
+				if _, err := restPost(octx, hc, w.APIAddr(), "/v2/jobs/activation", map[string]any{"type": typ,
+					"worker": fmt.Sprintf("idle-rest-%d", i), "timeout": 60000, "maxJobsToActivate": 1, "requestTimeout": 60000}); err != nil {
+					select { // a refused poll is not asked again at once
+					case <-time.After(time.Second):
+					case <-octx.Done():
+					}
+				}
+			}
+		})
+	}
+	for gauge(reg, "sutra_gateway_streams_open") < idleStreams+idleLongPolls || gauge(reg, "sutra_rest_long_polls") < idleRESTPolls {
 		select {
 		case <-time.After(50 * time.Millisecond):
 		case <-ctx.Done():
@@ -113,8 +131,8 @@ func share(d time.Duration) float64 { return 100 * d.Seconds() / idleTime.Second
 func (r idleRun) postgresShare() float64 { return share(r.cpu.postgres - r.base.postgres) }
 
 func (r idleRun) row() string {
-	return fmt.Sprintf("idle, %d streams + %d long polls over %v: postgres %.2f%% of a core (%.2f%% before they opened), worker process %.2f%% (%.2f%%), all %.0f%% (%.0f%%)",
-		idleStreams, idleLongPolls, idleTime, share(r.cpu.postgres), share(r.base.postgres), share(r.cpu.client), share(r.base.client),
+	return fmt.Sprintf("idle, %d streams + %d long polls + %d /v2 long polls over %v: postgres %.2f%% of a core (%.2f%% before they opened), worker process %.2f%% (%.2f%%), all %.0f%% (%.0f%%)",
+		idleStreams, idleLongPolls, idleRESTPolls, idleTime, share(r.cpu.postgres), share(r.base.postgres), share(r.cpu.client), share(r.base.client),
 		share(r.cpu.machine), share(r.base.machine))
 }
 
