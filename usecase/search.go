@@ -41,8 +41,8 @@ func (u *UseCases) SearchProcessInstances(ctx context.Context, f store.InstanceF
 	for _, in := range p.Instances {
 		s := InstanceSummary{ID: in.ID, Key: in.ZeebeKey, Definition: in.DefinitionKey, DefinitionVersion: in.DefinitionVersion,
 			Status: in.Status, HasIncident: in.HasIncident, CreatedAt: in.CreatedAt}
-		if !engine.Status(in.Status).Live() {
-			end := in.UpdatedAt
+		if s.EndedAt = in.EndedAt; s.EndedAt == nil && !engine.Status(in.Status).Live() {
+			end := in.UpdatedAt // a row written before the trigger of migration 0035
 			s.EndedAt = &end
 		}
 		if err := u.keyAndName(ctx, &s); err != nil {

@@ -1,7 +1,9 @@
 package rest_test
 
 import (
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -191,6 +193,57 @@ func TestAdminCallsAnswerCamundasShapes(t *testing.T) {
 	more := b.call(t, adminToken, "POST", "/v2/process-instances/search", map[string]any{"page": map[string]any{"after": next}}).json(t)
 	if len(more["items"].([]any)) != 0 {
 		t.Errorf("the page after the last: %v", more)
+	}
+}
+
+// A process-instance search sorted by startDate pages in that order, its
+// cursors carrying the time; a sort or a filter field a search does not
+// serve is refused, never ignored.
+func TestASearchSortedByStartDatePagesInThatOrderAndWhatIsNotServedIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	if d := b.call(t, adminToken, "POST", "/v2/deployments", deployment(t, "testdata/orders.bpmn")); d.status != http.StatusOK {
+		t.Fatalf("deploy: %d %s", d.status, d.body)
+	}
+	var keys []string
+	for i := range 3 {
+		c := b.call(t, adminToken, "POST", "/v2/process-instances", map[string]any{"processDefinitionId": "rest_charge",
+			"variables": map[string]any{"orderId": fmt.Sprintf("o-%d", i)}})
+		if c.status != http.StatusOK {
+			t.Fatalf("create: %d %s", c.status, c.body)
+		}
+		keys = append(keys, c.json(t)["processInstanceKey"].(string))
+	}
+	var got []string
+	var after any
+	for range 3 {
+		page := map[string]any{"limit": 1}
+		if after != nil {
+			page["after"] = after
+		}
+		r := b.call(t, adminToken, "POST", "/v2/process-instances/search", map[string]any{
+			"sort": []any{map[string]any{"field": "startDate", "order": "DESC"}}, "page": page})
+		if r.status != http.StatusOK {
+			t.Fatalf("search: %d %s", r.status, r.body)
+		}
+		body := r.json(t)
+		for _, it := range body["items"].([]any) {
+			got = append(got, it.(map[string]any)["processInstanceKey"].(string))
+		}
+		after = body["page"].(map[string]any)["endCursor"]
+	}
+	if want := []string{keys[2], keys[1], keys[0]}; !slices.Equal(got, want) {
+		t.Errorf("newest first, a page at a time: %v, want %v", got, want)
+	}
+	if r := b.call(t, adminToken, "POST", "/v2/user-tasks/search", map[string]any{"filter": map[string]any{"elementId": "review"}}); r.status != http.StatusBadRequest ||
+		!strings.Contains(string(r.body), "filter.elementId") {
+		t.Errorf("a filter field not served: %d %s", r.status, r.body)
+	}
+	for path, sort := range map[string]string{"/v2/process-instances/search": "processDefinitionId", "/v2/incidents/search": "creationTime"} {
+		r := b.call(t, adminToken, "POST", path, map[string]any{"sort": []any{map[string]any{"field": sort}}})
+		if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "sort") {
+			t.Errorf("%s sorted by %s: %d %s", path, sort, r.status, r.body)
+		}
 	}
 }
 

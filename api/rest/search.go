@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sutra-run/worker/api"
@@ -29,13 +31,16 @@ func (a *API) routeSearches(route func(scopes api.Scope, pattern string, h handl
 
 // searchRequest is a search's body: {filter, sort, page}. The filter's
 // fields are each search's; a field may be a value or {"$eq": value}.
-// Items come in key order (sort is read, not applied: docs/rest.md); a
-// page is page.limit items (default 100, at most MaxPageSize) after
-// page.after, the endCursor of the page before.
+// Items come in the order of their ids unless sort names one a search
+// serves (sortBy); a page is page.limit items (default 100, at most
+// MaxPageSize) after page.after, the endCursor of the page before.
 type searchRequest struct {
 	Filter map[string]json.RawMessage `json:"filter"`
-	Sort   json.RawMessage            `json:"sort"`
-	Page   struct {
+	Sort   []struct {
+		Field string `json:"field"`
+		Order string `json:"order"`
+	} `json:"sort"`
+	Page struct {
 		Limit int    `json:"limit"`
 		After string `json:"after"`
 		From  int    `json:"from"`
@@ -64,6 +69,55 @@ func (a *API) search(c *call) (searchRequest, error) {
 		return req, api.Invalidf("page.from is not served: page with page.after, the endCursor of the page before")
 	}
 	return req, nil
+}
+
+// sortBy reads the request's sort: one field of served (each to the order
+// it names for the search), ascending unless "DESC"; "" when the request
+// names none. Any other sort is refused rather than ignored, so that a
+// client never reads a page in an order it did not get.
+func (r searchRequest) sortBy(served map[string]string) (order string, desc bool, err error) {
+	switch {
+	case len(r.Sort) == 0:
+		return "", false, nil
+	case len(r.Sort) > 1:
+		return "", false, api.Invalidf("sort by %d fields is not served: sort by one", len(r.Sort))
+	}
+	f := r.Sort[0]
+	order, ok := served[f.Field]
+	if !ok {
+		fields := slices.Sorted(maps.Keys(served))
+		if len(fields) == 0 {
+			return "", false, api.Invalidf("sort is not served on this search: its items come in the order of their keys")
+		}
+		return "", false, api.Invalidf("sort by %q is not served: sort by one of %s", f.Field, strings.Join(fields, ", "))
+	}
+	switch strings.ToUpper(f.Order) {
+	case "", "ASC":
+		return order, false, nil
+	case "DESC":
+		return order, true, nil
+	}
+	return "", false, api.Invalidf("sort order %q is not ASC or DESC", f.Order)
+}
+
+// filterOnly refuses a filter field other than fields (and tenantId, when
+// it names the one tenant): a filter that is not applied is refused rather
+// than ignored, so that a client never reads items it filtered out.
+func (r searchRequest) filterOnly(fields ...string) error {
+	for name := range r.Filter {
+		if slices.Contains(fields, name) {
+			continue
+		}
+		if name == "tenantId" {
+			var tenant string
+			if ok, err := r.value(name, &tenant); err != nil || !ok || tenant == defaultTenant {
+				continue
+			}
+			return api.Invalidf("filter.tenantId: Sutra has one tenant, %q", defaultTenant)
+		}
+		return api.Invalidf("filter.%s is not served on this search: filter by %s", name, strings.Join(fields, ", "))
+	}
+	return nil
 }
 
 // value reads filter field name into v: a value, or {"$eq": value}; false
@@ -172,6 +226,9 @@ func (a *API) searchInstances(c *call) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
+	if err := req.filterOnly("processInstanceKey", "processDefinitionId", "processDefinitionVersion", "state", "hasIncident"); err != nil {
+		return answer{}, err
+	}
 	var key Key
 	if ok, err := req.value("processInstanceKey", &key); err != nil {
 		return answer{}, err
@@ -186,6 +243,14 @@ func (a *API) searchInstances(c *call) (answer, error) {
 		return page([]instanceItem{instanceOf(s)}, req.Page.Limit, func(i instanceItem) string { return i.cursor }), nil
 	}
 	f := store.InstanceFilter{Limit: req.Page.Limit, After: req.Page.After, Scan: 5000}
+	if f.Sort, f.Desc, err = req.sortBy(map[string]string{"startDate": store.SortStart, "endDate": store.SortEnd}); err != nil {
+		return answer{}, err
+	}
+	if f.Sort != store.SortID && f.After != "" {
+		if _, _, err := store.InstanceCursor(f.After); err != nil {
+			return answer{}, api.Invalidf("page.after %q is not a cursor this search answered", f.After)
+		}
+	}
 	var state string
 	var inc bool
 	for name, v := range map[string]any{"processDefinitionId": &f.Definition, "processDefinitionVersion": &f.Version, "state": &state,
@@ -216,6 +281,12 @@ func (a *API) searchInstances(c *call) (answer, error) {
 	items := make([]instanceItem, len(list))
 	for i, s := range list {
 		items[i] = instanceOf(s)
+		switch t := s.EndedAt; {
+		case f.Sort == store.SortStart:
+			items[i].cursor = s.CreatedAt.UTC().Format(time.RFC3339Nano) + "|" + s.ID
+		case f.Sort == store.SortEnd && t != nil:
+			items[i].cursor = t.UTC().Format(time.RFC3339Nano) + "|" + s.ID
+		}
 	}
 	return page(items, req.Page.Limit, func(i instanceItem) string { return i.cursor }), nil
 }
@@ -261,6 +332,12 @@ type incidentItem struct {
 func (a *API) searchIncidents(c *call) (answer, error) {
 	req, err := a.search(c)
 	if err != nil {
+		return answer{}, err
+	}
+	if err := req.filterOnly("processInstanceKey", "state"); err != nil {
+		return answer{}, err
+	}
+	if _, _, err := req.sortBy(nil); err != nil {
 		return answer{}, err
 	}
 	after, err := afterID(req.Page.After)
@@ -379,6 +456,12 @@ func userTaskOf(t usecase.KeyedUserTask) userTaskItem {
 func (a *API) searchUserTasks(c *call) (answer, error) {
 	req, err := a.search(c)
 	if err != nil {
+		return answer{}, err
+	}
+	if err := req.filterOnly("processInstanceKey", "assignee", "candidateGroup", "candidateUser", "state"); err != nil {
+		return answer{}, err
+	}
+	if _, _, err := req.sortBy(nil); err != nil {
 		return answer{}, err
 	}
 	after, err := afterID(req.Page.After)
@@ -560,6 +643,12 @@ type variableItem struct {
 func (a *API) searchVariables(c *call) (answer, error) {
 	req, err := a.search(c)
 	if err != nil {
+		return answer{}, err
+	}
+	if err := req.filterOnly("processInstanceKey", "name"); err != nil {
+		return answer{}, err
+	}
+	if _, _, err := req.sortBy(nil); err != nil {
 		return answer{}, err
 	}
 	var key Key
