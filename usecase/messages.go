@@ -170,8 +170,10 @@ var correlatePoll = [2]time.Duration{5 * time.Millisecond, 100 * time.Millisecon
 // answered that did not commit. When the
 // instance stopped waiting meanwhile, the relay is rejected as any relay
 // nothing waits for and the call ends with ctx, or after correlateWait,
-// with context.DeadlineExceeded.
-func (u *UseCases) CorrelateMessage(ctx context.Context, m Message) (Correlation, error) {
+// with context.DeadlineExceeded. Between two looks the call gives its
+// database connection back (conn), as a long poll does: a wait of
+// correlateWait holds none of the API's connections.
+func (u *UseCases) CorrelateMessage(ctx context.Context, conn Conn, m Message) (Correlation, error) {
 	ctx, cancel := context.WithTimeout(ctx, correlateWait)
 	defer cancel()
 	if m.Message == "" {
@@ -208,16 +210,9 @@ func (u *UseCases) CorrelateMessage(ctx context.Context, m Message) (Correlation
 		defs[i] = s.Key
 	}
 	for pause := correlatePoll[0]; ; pause = min(2*pause, correlatePoll[1]) {
-		instance, err := u.deps.Store.Correlated(ctx, id, waits, defs)
-		if err != nil {
-			return Correlation{}, err
-		}
-		if instance != "" {
-			in, err := u.deps.Store.InstanceKeys(ctx, instance, false)
-			if err != nil {
-				return Correlation{}, err
-			}
-			return Correlation{MessageKey: key, InstanceKey: in.Key, InstanceID: instance}, nil
+		got, done, err := u.correlated(ctx, conn, key, id, waits, defs)
+		if done || err != nil {
+			return got, err
 		}
 		select {
 		case <-ctx.Done():
@@ -225,4 +220,26 @@ func (u *UseCases) CorrelateMessage(ctx context.Context, m Message) (Correlation
 		case <-time.After(pause):
 		}
 	}
+}
+
+// correlated is one look for the commit a correlation waits for, holding
+// the call's connection for it alone: done when it found the instance.
+func (u *UseCases) correlated(ctx context.Context, conn Conn, key int64, id string, waits bool, defs []string) (Correlation, bool, error) {
+	release, err := conn.use(ctx)
+	if err != nil {
+		return Correlation{}, false, err
+	}
+	defer func() {
+		release()
+		conn.idle()
+	}()
+	instance, err := u.deps.Store.Correlated(ctx, id, waits, defs)
+	if err != nil || instance == "" {
+		return Correlation{}, false, err
+	}
+	in, err := u.deps.Store.InstanceKeys(ctx, instance, false)
+	if err != nil {
+		return Correlation{}, false, err
+	}
+	return Correlation{MessageKey: key, InstanceKey: in.Key, InstanceID: instance}, true, nil
 }

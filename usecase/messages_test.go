@@ -60,10 +60,10 @@ func TestACorrelationAnswersTheInstanceItsCommittedStepAppliedItTo(t *testing.T)
 	ctx := t.Context()
 
 	var inv api.Invalid
-	if _, err := uc.CorrelateMessage(ctx, usecase.Message{Message: "a\x00b"}); !errors.As(err, &inv) {
+	if _, err := uc.CorrelateMessage(ctx, usecase.Conn{}, usecase.Message{Message: "a\x00b"}); !errors.As(err, &inv) {
 		t.Errorf("a NUL in the name: %v, want api.Invalid", err)
 	}
-	_, err := uc.CorrelateMessage(ctx, usecase.Message{Message: "nobody-waits", CorrelationKey: "k"})
+	_, err := uc.CorrelateMessage(ctx, usecase.Conn{}, usecase.Message{Message: "nobody-waits", CorrelationKey: "k"})
 	if !errors.Is(err, usecase.ErrNotCorrelated) || fault.Code(err) != fault.RelayUncorrelated {
 		t.Errorf("a message nothing waits for: %v", err)
 	}
@@ -74,7 +74,7 @@ func TestACorrelationAnswersTheInstanceItsCommittedStepAppliedItTo(t *testing.T)
 	testkit.Eventually(t, 20*time.Second, "w-1 waits", func() bool {
 		return b.env.Int(t, "SELECT count(*) FROM subscriptions WHERE instance_id = 'w-1'") == 1
 	})
-	got, err := uc.CorrelateMessage(ctx, usecase.Message{Message: "uc-go", CorrelationKey: "o-1"})
+	got, err := uc.CorrelateMessage(ctx, usecase.Conn{}, usecase.Message{Message: "uc-go", CorrelationKey: "o-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestACorrelationAnswersTheInstanceItsCommittedStepAppliedItTo(t *testing.T)
 		return b.env.Int(t, "SELECT count(*) FROM instances WHERE definition_key = 'uc_started'") == 1
 	})
 
-	got, err = uc.CorrelateMessage(ctx, usecase.Message{Message: "uc-go", CorrelationKey: "o-2"})
+	got, err = uc.CorrelateMessage(ctx, usecase.Conn{}, usecase.Message{Message: "uc-go", CorrelationKey: "o-2"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -315,7 +315,7 @@ func (a *API) correlateMessage(c *call) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	got, err := a.deps.UseCases.CorrelateMessage(c.ctx(), m)
+	got, err := a.deps.UseCases.CorrelateMessage(c.ctx(), c.conn(), m)
 	switch {
 	case errors.Is(err, usecase.ErrNotCorrelated):
 		return answer{}, refuse(http.StatusNotFound, fault.RelayUncorrelated, fault.Reason(err))

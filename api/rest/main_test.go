@@ -17,6 +17,7 @@ import (
 	"github.com/sutra-run/worker/app"
 	"github.com/sutra-run/worker/internal/testkit"
 	"github.com/sutra-run/worker/internal/testkit/apptest"
+	"github.com/sutra-run/worker/lanes"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -37,13 +38,19 @@ type bundle struct {
 
 func setup(t *testing.T, tweak func(*app.Config)) *bundle {
 	t.Helper()
+	return setupHooked(t, tweak, nil)
+}
+
+// setupHooked is setup with the lanes' test hooks.
+func setupHooked(t *testing.T, tweak func(*app.Config), hooks *lanes.Hooks) *bundle {
+	t.Helper()
 	env := testkit.New(t)
 	cfg := apptest.Config(env)
 	cfg.API.Token, cfg.AdminToken, cfg.API.Insecure = taskToken, adminToken, false
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	w, err := app.Start(testkit.Ctx(t), cfg, app.Options{Logger: testkit.Logger(t), Registry: prometheus.NewRegistry()})
+	w, err := app.Start(testkit.Ctx(t), cfg, app.Options{Logger: testkit.Logger(t), Registry: prometheus.NewRegistry(), Hooks: hooks})
 	if err != nil {
 		t.Fatal(err)
 	}

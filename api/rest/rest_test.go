@@ -1,15 +1,19 @@
 package rest_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sutra-run/worker/app"
 	"github.com/sutra-run/worker/fault"
+	"github.com/sutra-run/worker/lanes"
 )
 
 // The gateway's roles, on /v2: no token or a wrong one is 401, the task
@@ -279,6 +283,51 @@ func TestCreateAwaitingCompletionAnswersAtTheEnd(t *testing.T) {
 	late := b.call(t, adminToken, "POST", "/v2/process-instances", map[string]any{"processDefinitionId": "rest_review",
 		"variables": map[string]any{"orderId": "o-2"}, "awaitCompletion": true, "requestTimeout": 200})
 	wantProblem(t, late, http.StatusGatewayTimeout, fault.Unavailable)
+}
+
+// A correlation waiting for its step's commit holds none of the API's
+// database connections: with one, another call is served meanwhile, and
+// the correlation answers once the held step commits.
+func TestACorrelationWaitingForItsCommitHoldsNoneOfTheAPIsConnections(t *testing.T) {
+	t.Parallel()
+	holding, hold := make(chan struct{}), make(chan struct{})
+	var armed, once atomic.Bool
+	// Armed once the instance waits: the next relay's step is the
+	// correlation's.
+	hooks := &lanes.Hooks{BeforeCommit: func(ctx context.Context, _ int, r *lanes.Resume) {
+		if armed.Load() && r.InboxID() != "" && once.CompareAndSwap(false, true) {
+			close(holding)
+			select {
+			case <-hold:
+			case <-ctx.Done():
+			}
+		}
+	}}
+	b := setupHooked(t, func(c *app.Config) { c.API.MaxDBConns = 1 }, hooks)
+	var released sync.Once
+	release := func() { released.Do(func() { close(hold) }) }
+	t.Cleanup(release)
+	if d := b.call(t, adminToken, "POST", "/v2/deployments", deployment(t, "testdata/messages.bpmn")); d.status != http.StatusOK {
+		t.Fatalf("deploy: %d %s", d.status, d.body)
+	}
+	key := b.call(t, adminToken, "POST", "/v2/process-instances", map[string]any{"processDefinitionId": "rest_wait",
+		"variables": map[string]any{"orderId": "o-1"}}).json(t)["processInstanceKey"].(string)
+	b.eventually(t, "the instance waits", func() bool {
+		return b.env.Int(t, "SELECT count(*) FROM subscriptions WHERE message_name = 'rest-ready'") == 1
+	})
+	armed.Store(true)
+	done := make(chan answer, 1)
+	go func() {
+		done <- b.call(t, taskToken, "POST", "/v2/messages/correlation", map[string]any{"name": "rest-ready", "correlationKey": "o-1"})
+	}()
+	<-holding
+	if a := b.call(t, adminToken, "GET", "/v2/process-instances/"+key, nil); a.status != http.StatusOK {
+		t.Errorf("a call beside the waiting correlation: %d %s", a.status, a.body)
+	}
+	release()
+	if a := <-done; a.status != http.StatusOK || a.json(t)["processInstanceKey"] != key {
+		t.Errorf("the correlation: %d %s", a.status, a.body)
+	}
 }
 
 // A correlation answers once its step committed, with the instance it went
