@@ -109,13 +109,23 @@ func TestAReplicaKilledMidRunLosesNothingAnsweredOverV2(t *testing.T) {
 	c := &restClient{addrs: []string{apiA, apiB}}
 	ctx, cancel := context.WithTimeout(testkit.Ctx(t), 2*time.Minute)
 	defer cancel()
+	// With the token: a probe without one would be a failed credential,
+	// and enough of them throttle this address (SUTRA_API_AUTH_FAILURE_BURST).
 	testkit.Eventually(t, 60*time.Second, "both replicas serve /v2", func() bool {
 		for _, addr := range c.addrs {
-			resp, err := http.Get("http://" + addr + "/v2/topology")
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v2/topology", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+adminToken)
+			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				return false
 			}
 			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return false
+			}
 		}
 		return true
 	})
