@@ -189,7 +189,10 @@ func (h *Held) writes(st engine.State, eff engine.Effects, x Extras) store.StepW
 
 // Release gives the claim up without a step. It is safe after WriteStep (a no-op)
 // and runs even when ctx is cancelled (bounded by startstop.Grace), because
-// leaving a claim behind would hold the instance until the sweep.
+// leaving a claim behind would hold the instance until the sweep. A
+// database that cannot serve it for a moment (fault.Unavailable: a killed
+// connection's replacement refused for want of slots, a restart) is asked
+// again within that bound.
 func (h *Held) Release(ctx context.Context) error {
 	if h.done {
 		return nil
@@ -197,7 +200,17 @@ func (h *Held) Release(ctx context.Context) error {
 	h.done = true
 	ctx, cancel := startstop.FinalContext(ctx)
 	defer cancel()
-	return h.store.Release(ctx, h.Instance.ID, h.owner)
+	for delay := 25 * time.Millisecond; ; delay = min(2*delay, 400*time.Millisecond) {
+		err := h.store.Release(ctx, h.Instance.ID, h.owner)
+		if err == nil || fault.Code(err) != fault.Unavailable {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+	}
 }
 
 // BatchRequest names one instance of a batch claim: a relay to a known

@@ -245,3 +245,38 @@ func TestAClaimWhoseConnectionIsKilledAfterTheStatementWasSentIsReleased(t *test
 		return env.Int(t, "SELECT count(*) FROM claims") == 0
 	})
 }
+
+// A release the database refuses for a moment for want of connection slots
+// (SQLSTATE 53300, as when a killed connection's replacement finds the
+// server full) is asked again: the claim does not wait for the sweep.
+func TestAReleaseRefusedForWantOfConnectionsIsAskedAgain(t *testing.T) {
+	t.Parallel()
+	env, st := setup(t)
+	ctx := testkit.Ctx(t)
+	// The first release's delete fails as a full server would refuse it (a
+	// sequence counts the tries: the failed transaction does not undo it).
+	if _, err := env.DB.Exec(ctx, `
+		CREATE SEQUENCE release_tries;
+		CREATE FUNCTION refuse_once() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF nextval('release_tries') = 1 THEN
+				RAISE EXCEPTION 'sorry, too many clients already' USING ERRCODE = '53300';
+			END IF;
+			RETURN OLD;
+		END $$;
+		CREATE TRIGGER refuse_once BEFORE DELETE ON claims FOR EACH ROW EXECUTE FUNCTION refuse_once()`); err != nil {
+		t.Fatal(err)
+	}
+	c := claims.New(st, claims.LaneOwner("r1", 3), time.Minute, nil)
+	h, err := c.Claim(ctx, claims.Request{InstanceID: "i-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if n := env.Int(t, "SELECT last_value FROM release_tries"); n != 2 {
+		t.Fatalf("the release's delete ran %d times, want 2: refused once, then done", n)
+	}
+	env.AssertNoClaimsHeld(t)
+}
