@@ -389,6 +389,13 @@ func (l *lane) finishChain(ctx context.Context, b batched, start time.Time, err 
 		}
 		return b.rs
 	}
+	if err != nil {
+		// Each resume is answered Retry: the claim goes first, so that a
+		// redelivery finds the instance free (a no-op when it was fenced).
+		if rerr := b.held.Release(ctx); rerr != nil {
+			l.pool.deps.Logger.Error("releasing claim; the sweep will clear it", "instance_id", b.held.Instance.ID, "owner", b.held.Owner(), "err", rerr)
+		}
+	}
 	last := len(b.rs) - 1
 	if err == nil {
 		for k := range b.rs {
