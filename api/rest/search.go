@@ -45,14 +45,26 @@ type searchRequest struct {
 		After string `json:"after"`
 		From  int    `json:"from"`
 	} `json:"page"`
+	// order and desc are the sort read from Sort (sortBy).
+	order string
+	desc  bool
 }
 
 // Cursors travel base64-encoded, as Camunda's.
 func encodeCursor(c string) string { return base64.StdEncoding.EncodeToString([]byte(c)) }
 
-func (a *API) search(c *call) (searchRequest, error) {
+// search reads a search's body: its filter may name only fields, its sort
+// only a key of sorts (read into order and desc).
+func (a *API) search(c *call, sorts map[string]string, fields ...string) (searchRequest, error) {
 	var req searchRequest
 	if err := c.decode(&req); err != nil {
+		return req, err
+	}
+	if err := req.filterOnly(fields...); err != nil {
+		return req, err
+	}
+	var err error
+	if req.order, req.desc, err = req.sortBy(sorts); err != nil {
 		return req, err
 	}
 	after, err := base64.StdEncoding.DecodeString(req.Page.After)
@@ -222,11 +234,9 @@ func instanceOf(s usecase.InstanceSummary) instanceItem {
 // processDefinitionId, processDefinitionVersion, state, hasIncident or
 // processInstanceKey.
 func (a *API) searchInstances(c *call) (answer, error) {
-	req, err := a.search(c)
+	req, err := a.search(c, map[string]string{"startDate": store.SortStart, "endDate": store.SortEnd},
+		"processInstanceKey", "processDefinitionId", "processDefinitionVersion", "state", "hasIncident")
 	if err != nil {
-		return answer{}, err
-	}
-	if err := req.filterOnly("processInstanceKey", "processDefinitionId", "processDefinitionVersion", "state", "hasIncident"); err != nil {
 		return answer{}, err
 	}
 	var key Key
@@ -243,9 +253,7 @@ func (a *API) searchInstances(c *call) (answer, error) {
 		return page([]instanceItem{instanceOf(s)}, req.Page.Limit, func(i instanceItem) string { return i.cursor }), nil
 	}
 	f := store.InstanceFilter{Limit: req.Page.Limit, After: req.Page.After, Scan: 5000}
-	if f.Sort, f.Desc, err = req.sortBy(map[string]string{"startDate": store.SortStart, "endDate": store.SortEnd}); err != nil {
-		return answer{}, err
-	}
+	f.Sort, f.Desc = req.order, req.desc
 	if f.Sort != store.SortID && f.After != "" {
 		if _, _, err := store.InstanceCursor(f.After); err != nil {
 			return answer{}, api.Invalidf("page.after %q is not a cursor this search answered", f.After)
@@ -330,14 +338,8 @@ type incidentItem struct {
 // searchIncidents lists incidents (usecase.SearchIncidents) by
 // processInstanceKey and state (ACTIVE, RESOLVED).
 func (a *API) searchIncidents(c *call) (answer, error) {
-	req, err := a.search(c)
+	req, err := a.search(c, nil, "processInstanceKey", "state")
 	if err != nil {
-		return answer{}, err
-	}
-	if err := req.filterOnly("processInstanceKey", "state"); err != nil {
-		return answer{}, err
-	}
-	if _, _, err := req.sortBy(nil); err != nil {
 		return answer{}, err
 	}
 	after, err := afterID(req.Page.After)
@@ -454,14 +456,8 @@ func userTaskOf(t usecase.KeyedUserTask) userTaskItem {
 // searchUserTasks lists user tasks (usecase.SearchUserTasks) by assignee,
 // state, candidateGroup, candidateUser or processInstanceKey.
 func (a *API) searchUserTasks(c *call) (answer, error) {
-	req, err := a.search(c)
+	req, err := a.search(c, nil, "processInstanceKey", "assignee", "candidateGroup", "candidateUser", "state")
 	if err != nil {
-		return answer{}, err
-	}
-	if err := req.filterOnly("processInstanceKey", "assignee", "candidateGroup", "candidateUser", "state"); err != nil {
-		return answer{}, err
-	}
-	if _, _, err := req.sortBy(nil); err != nil {
 		return answer{}, err
 	}
 	after, err := afterID(req.Page.After)
@@ -641,14 +637,8 @@ type variableItem struct {
 // instance, with no key of their own), by name when filter.name is set.
 // A variable's key is its instance's: a variable is named by both.
 func (a *API) searchVariables(c *call) (answer, error) {
-	req, err := a.search(c)
+	req, err := a.search(c, nil, "processInstanceKey", "name")
 	if err != nil {
-		return answer{}, err
-	}
-	if err := req.filterOnly("processInstanceKey", "name"); err != nil {
-		return answer{}, err
-	}
-	if _, _, err := req.sortBy(nil); err != nil {
 		return answer{}, err
 	}
 	var key Key
